@@ -1,0 +1,38 @@
+# Everything runs inside .venv, made from the machine's python3 on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test lint quickstart bench spec clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB).
+test: $(STAMP)
+	$(BIN)/ruff check src spec_runner tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src spec_runner tests benchmarks examples
+	$(BIN)/mypy
+
+## Run the quickstart; with MONGODB_URI unset it starts an embedded SecantusDB.
+quickstart: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+spec: $(STAMP)
+	$(BIN)/python -m spec_runner $(SUITES)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bson_bench.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

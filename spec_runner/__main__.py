@@ -1,0 +1,42 @@
+"""``python -m spec_runner [--specs ROOT] [--uri URI] [--json FILE] [SUITE ...]``"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from spec_runner.model import specs_root
+from spec_runner.registry import known_suites
+from spec_runner.runner import format_table, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spec_runner", description=__doc__)
+    parser.add_argument("suites", nargs="*", metavar="SUITE", help="suite directory, optionally with a sub-path")
+    parser.add_argument("--specs", metavar="ROOT", help="specifications root (default $MONGO_SPECS or ../shared/...)")
+    parser.add_argument("--uri", help="run server suites against this deployment instead of starting one")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        print("\n".join(known_suites()))
+        return 0
+    report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose)
+    print(format_table(report))
+    for error in report.errors:
+        print(f"ERROR: {error}", file=sys.stderr)
+    for failure in report.failures[: None if args.verbose else 50]:
+        print(f"FAIL {failure['suite']}/{failure['file']} :: {failure['test']}\n    {failure['error']}")
+    if not args.verbose and len(report.failures) > 50:
+        print(f"... {len(report.failures) - 50} more failures (use -v or --json)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(report.as_json(), out, indent=2)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

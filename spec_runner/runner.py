@@ -1,0 +1,129 @@
+"""Runs selected suites' cases, applying the skip list, and tallies the outcome per suite."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import traceback
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spec_runner.model import RunContext, SpecCase, SuiteMissing
+from spec_runner.registry import known_suites, split_selector
+from spec_runner.server import TestServer, external_uri
+from spec_runner.skiplist import skip_reason
+
+
+@dataclass
+class SuiteTally:
+    files: set[str] = field(default_factory=set)
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "files": len(self.files),
+            "tests": self.tests,
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass
+class Report:
+    suites: dict[str, SuiteTally] = field(default_factory=dict)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    skips: list[dict[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # suites that could not be collected
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.errors
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "suites": {name: tally.as_json() for name, tally in self.suites.items()},
+            "failures": self.failures,
+            "skips": self.skips,
+            "errors": self.errors,
+        }
+
+
+def collect(selectors: list[str], root: Path, report: Report) -> list[SpecCase]:
+    suites = known_suites()
+    chosen = selectors or list(suites)
+    cases: list[SpecCase] = []
+    for selector in chosen:
+        name, sub_path = split_selector(selector)
+        suite = suites.get(name)
+        if suite is None:
+            report.errors.append(f"unknown suite {name!r}; known: {', '.join(suites)}")
+            continue
+        try:
+            cases.extend(suite.cases(root, sub_path))
+        except SuiteMissing as exc:
+            report.errors.append(str(exc))
+    return cases
+
+
+def run_case_sync(case: SpecCase, context: RunContext) -> None:
+    """Runs one case to completion in its own event loop if it is a coroutine (used by pytest)."""
+    result = case.run(context)
+    if inspect.isawaitable(result):
+        asyncio.run(_await(result))
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
+
+
+async def _run_all(cases: list[SpecCase], context: RunContext, report: Report, verbose: bool) -> None:
+    for case in cases:
+        tally = report.suites.setdefault(case.suite, SuiteTally())
+        tally.files.add(case.file)
+        tally.tests += 1
+        reason = skip_reason(case)
+        if reason is not None:
+            tally.skipped += 1
+            report.skips.append({"suite": case.suite, "file": case.file, "test": case.name, "reason": reason})
+            continue
+        try:
+            result = case.run(context)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            tally.failed += 1
+            error = "".join(traceback.format_exception_only(exc)).strip()
+            if verbose:
+                error = "".join(traceback.format_exception(exc)).strip()
+            report.failures.append({"suite": case.suite, "file": case.file, "test": case.name, "error": error})
+        else:
+            tally.passed += 1
+
+
+def run(selectors: list[str], root: Path, uri: str | None = None, verbose: bool = False) -> Report:
+    report = Report()
+    cases = collect(selectors, root, report)
+    with ExitStack() as stack:
+        uri = uri or external_uri()
+        if uri is None and any(case.needs_server for case in cases):
+            uri = stack.enter_context(TestServer()).uri
+        asyncio.run(_run_all(cases, RunContext(uri=uri, specs_root=root), report, verbose))
+    return report
+
+
+def format_table(report: Report) -> str:
+    header = ("suite", "files", "tests", "passed", "failed", "skipped")
+    rows = [header] + [
+        (name, *(str(v) for v in tally.as_json().values())) for name, tally in report.suites.items()
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

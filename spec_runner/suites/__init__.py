@@ -1,0 +1,1 @@
+"""One module per specification directory; each defines ``SUITE = Suite(...)`` (or ``SUITES``)."""

@@ -1,0 +1,33 @@
+"""Errors raised by the BSON and Extended JSON codecs. The bson layer imports nothing else from mongio."""
+
+
+class BSONError(Exception):
+    """Base of every error the BSON codec raises."""
+
+
+class InvalidBSON(BSONError):
+    """Bytes that are not well-formed BSON (bad lengths, bad UTF-8, missing terminators, trailing bytes)."""
+
+
+class InvalidDocument(BSONError):
+    """A Python value that cannot be encoded as BSON; the message names the key and the reason."""
+
+
+class InvalidStringData(InvalidDocument):
+    """A string that cannot be encoded (e.g. a NUL byte in a key or a regex)."""
+
+
+class InvalidId(BSONError, ValueError):
+    """Not a valid ObjectId (wrong length, not hex)."""
+
+
+class InvalidDecimal128(BSONError, ValueError):
+    """A string or value that is not a valid Decimal128."""
+
+
+class InvalidExtendedJSON(BSONError, ValueError):
+    """Valid JSON whose Extended JSON meaning is malformed (e.g. ``{"$numberInt": "x"}``)."""
+
+
+class InvalidVector(BSONError, ValueError):
+    """A BSON Binary Vector (subtype 9) that breaks the vector specification's rules."""

@@ -1,0 +1,215 @@
+"""The driver's error hierarchy. Names follow PyMongo's ``pymongo.errors`` so ``except`` clauses port as they are.
+
+Every error can carry server error labels (``RetryableWriteError``, ``TransientTransactionError``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mongio.bson.errors import (
+    BSONError,
+    InvalidBSON,
+    InvalidDocument,
+    InvalidId,
+    InvalidStringData,
+)
+
+__all__ = [
+    "AutoReconnect",
+    "BSONError",
+    "BulkWriteError",
+    "ClientClosedError",
+    "ConfigurationError",
+    "ConnectionFailure",
+    "CursorNotFound",
+    "DocumentTooLarge",
+    "DuplicateKeyError",
+    "ExecutionTimeout",
+    "InvalidBSON",
+    "InvalidDocument",
+    "InvalidId",
+    "InvalidName",
+    "InvalidOperation",
+    "InvalidStringData",
+    "InvalidURI",
+    "MongioError",
+    "NetworkTimeout",
+    "NotPrimaryError",
+    "OperationFailure",
+    "ProtocolError",
+    "PyMongoError",
+    "ServerSelectionTimeoutError",
+    "WaitQueueTimeoutError",
+    "WriteConcernError",
+    "WriteError",
+]
+
+
+class MongioError(Exception):
+    """Base of every error mongio raises (other than BSON codec errors)."""
+
+    def __init__(self, message: str = "", error_labels: Iterable[str] | None = None) -> None:
+        super().__init__(message)
+        self._message = message
+        self._error_labels: set[str] = set(error_labels or ())
+
+    def has_error_label(self, label: str) -> bool:
+        return label in self._error_labels
+
+    def _add_error_label(self, label: str) -> None:
+        self._error_labels.add(label)
+
+    def _remove_error_label(self, label: str) -> None:
+        self._error_labels.discard(label)
+
+    @property
+    def error_labels(self) -> frozenset[str]:
+        return frozenset(self._error_labels)
+
+    @property
+    def timeout(self) -> bool:
+        """True when this error is the result of a timeout."""
+        return False
+
+
+PyMongoError = MongioError  # the PyMongo name, so ported except clauses keep working
+
+
+class ProtocolError(MongioError):
+    """The server sent something the wire protocol does not allow."""
+
+
+class ConfigurationError(MongioError):
+    """A bad option, URI or combination of settings; the message names the option and the value."""
+
+
+class InvalidURI(ConfigurationError):
+    """A connection string that cannot be parsed."""
+
+
+class InvalidName(MongioError):
+    """A bad database or collection name."""
+
+
+class InvalidOperation(MongioError):
+    """An operation that is not allowed in the current state (e.g. a closed client, an ended session)."""
+
+
+class ClientClosedError(InvalidOperation):
+    """The client was closed; make a new one."""
+
+
+class ConnectionFailure(MongioError):
+    """The server could not be reached or the connection broke."""
+
+
+class AutoReconnect(ConnectionFailure):
+    """A network error; the operation may succeed if tried again."""
+
+    def __init__(
+        self,
+        message: str = "",
+        errors: Mapping[str, Any] | list[Any] | None = None,
+        error_labels: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__(message, error_labels)
+        self.errors = errors if errors is not None else []
+
+
+class NetworkTimeout(AutoReconnect):
+    """A network operation timed out."""
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
+class NotPrimaryError(AutoReconnect):
+    """The server is no longer primary (or is recovering)."""
+
+
+class ServerSelectionTimeoutError(AutoReconnect):
+    """No suitable server was found within ``serverSelectionTimeoutMS``."""
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
+class WaitQueueTimeoutError(ConnectionFailure):
+    """No connection could be checked out of a pool within ``waitQueueTimeoutMS``."""
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
+class DocumentTooLarge(InvalidDocument):
+    """A document exceeds the server's ``maxBsonObjectSize``."""
+
+
+class OperationFailure(MongioError):
+    """The server answered a command with ``ok: 0``."""
+
+    def __init__(
+        self,
+        error: str,
+        code: int | None = None,
+        details: Mapping[str, Any] | None = None,
+        max_wire_version: int | None = None,
+    ) -> None:
+        labels = (details or {}).get("errorLabels", ())
+        super().__init__(error, labels)
+        self.__code = code
+        self.__details = details
+        self.__max_wire_version = max_wire_version
+
+    @property
+    def code(self) -> int | None:
+        return self.__code
+
+    @property
+    def details(self) -> Mapping[str, Any] | None:
+        """The server's whole reply document."""
+        return self.__details
+
+    @property
+    def code_name(self) -> str | None:
+        return None if self.__details is None else self.__details.get("codeName")
+
+    def __str__(self) -> str:
+        details = f", full error: {self.__details}" if self.__details else ""
+        return f"{self._message}, code: {self.__code}{details}"
+
+
+class ExecutionTimeout(OperationFailure):
+    """The server stopped the operation at its ``maxTimeMS``."""
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
+class CursorNotFound(OperationFailure):
+    """The server no longer has the cursor."""
+
+
+class WriteError(OperationFailure):
+    """A write failed on the server."""
+
+
+class DuplicateKeyError(WriteError):
+    """A write would have duplicated a unique index key."""
+
+
+class WriteConcernError(OperationFailure):
+    """The write happened but its write concern was not satisfied."""
+
+
+class BulkWriteError(OperationFailure):
+    """One or more writes of a bulk write failed; ``details`` holds the partial result."""
+
+    def __init__(self, results: Mapping[str, Any]) -> None:
+        super().__init__("batch op errors occurred", 65, results)
