@@ -11,20 +11,22 @@ import socket
 import struct
 from typing import Any
 
-from mongio.bson import decode, encode
-
 OP_MSG = 2013
 _HEADER = struct.Struct("<iiii")
 _request_ids = itertools.count(1)
 
 
 def encode_op_msg(command: dict[str, Any], request_id: int) -> bytes:
+    from mongio.bson import encode
+
     body = struct.pack("<I", 0) + b"\x00" + encode(command)  # flagBits, then one kind-0 section
     return _HEADER.pack(_HEADER.size + len(body), request_id, 0, OP_MSG) + body
 
 
 def decode_op_msg(message: bytes) -> tuple[int, dict[str, Any]]:
     """Returns (responseTo, the kind-0 document) of a complete OP_MSG reply."""
+    from mongio.bson import decode
+
     length, _request_id, response_to, opcode = _HEADER.unpack_from(message)
     if opcode != OP_MSG or length != len(message):
         raise ValueError(f"not a complete OP_MSG reply: opcode {opcode}, length {length}/{len(message)}")

@@ -1,0 +1,63 @@
+"""Shared fixtures: the test server (SecantusDB, or MONGODB_URI) and an event-loop error guard."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from spec_runner.server import TestServer, external_uri
+
+
+def first_host(uri: str) -> tuple[str, int]:
+    """The first host of a mongodb:// URI, for tests that talk to the server below the driver."""
+    rest = uri.split("://", 1)[1]
+    hosts = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    first = hosts.split(",")[0]
+    if first.startswith("["):
+        host, _, port = first[1:].partition("]:")
+        return host.rstrip("]"), int(port or 27017)
+    host, _, port = first.partition(":")
+    return host, int(port or 27017)
+
+
+@pytest.fixture(scope="session")
+def server_uri() -> Iterator[str]:
+    """The URI of a running server: MONGODB_URI if set, else a SecantusDB started for this test session."""
+    uri = external_uri()
+    if uri is not None:
+        yield uri
+        return
+    with TestServer() as server:
+        yield server.uri
+
+
+@pytest.fixture(scope="session")
+def server_address(server_uri: str) -> tuple[str, int]:
+    return first_host(server_uri)
+
+
+class _LoopErrorCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def fail_on_event_loop_errors() -> Iterator[None]:
+    """An exception the event loop only logged (a task that died unobserved, a destroyed pending task)
+    is a bug: fail the test that caused it."""
+    collector = _LoopErrorCollector()
+    asyncio_logger = logging.getLogger("asyncio")
+    asyncio_logger.addHandler(collector)
+    try:
+        yield
+    finally:
+        asyncio_logger.removeHandler(collector)
+    if collector.records:
+        messages = "\n".join(record.getMessage() for record in collector.records)
+        pytest.fail(f"the event loop logged errors during the test:\n{messages}")
