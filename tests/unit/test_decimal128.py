@@ -322,6 +322,42 @@ def test_canonical_finite_bids_round_trip_exactly(sign: int, coefficient: int, b
     assert Decimal128((value.high, value.low)).bid == raw
 
 
+_exponent_texts = st.builds(
+    lambda sign, zeros, exponent: f"{sign}{'0' * zeros}{exponent}",
+    st.sampled_from(["", "+", "-"]),
+    st.integers(0, 3),
+    st.integers(0, 6250) | st.integers(0, 10**30),
+)
+_numeric_strings = st.builds(
+    lambda sign, whole, point, fraction, indicator, exponent: (
+        f"{sign}{whole}{point}{fraction}{indicator + exponent if indicator else ''}"
+    ),
+    st.sampled_from(["", "+", "-"]),
+    st.text("0123456789", max_size=40) | st.from_regex(r"0{0,5}[1-9]0{0,40}", fullmatch=True),
+    st.sampled_from(["", "."]),
+    st.text("0123456789", max_size=40) | st.from_regex(r"0{0,40}[1-9]?", fullmatch=True),
+    st.sampled_from(["", "e", "E"]),
+    _exponent_texts,
+).filter(lambda text: any(c.isdigit() for c in text.partition("e")[0].partition("E")[0]))
+
+
+@given(_numeric_strings)
+def test_parsing_agrees_with_the_decimal128_context(text: str) -> None:
+    # decimal.Context.create_decimal under the Decimal128 context is an independent implementation of the
+    # same rules: exact rounding only, clamping, subnormals, overflow and underflow.
+    try:
+        expected: decimal.Decimal | None = create_decimal128_context().create_decimal(text)
+    except (decimal.Inexact, decimal.Overflow, decimal.InvalidOperation):
+        expected = None
+    if expected is None:
+        with pytest.raises(InvalidDecimal128):
+            Decimal128(text)
+    else:
+        value = Decimal128(text)
+        assert value.to_decimal().as_tuple() == expected.as_tuple()
+        assert str(value) == str(expected)
+
+
 @given(_finite_decimals)
 def test_decimals_in_range_round_trip_exactly(value: decimal.Decimal) -> None:
     result = Decimal128(value).to_decimal()
