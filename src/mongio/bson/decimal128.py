@@ -167,15 +167,15 @@ def _pack_decimal(value: decimal.Decimal) -> int:
     sign, digit_tuple, exponent = value.as_tuple()
     negative = bool(sign)
     digits = "".join(map(str, digit_tuple))
+    if isinstance(exponent, int):
+        return _pack_finite(value, negative, digits, exponent)
     if exponent == "F":
         return _INFINITY_BITS | _SIGN_BIT if negative else _INFINITY_BITS
-    if exponent == "n" or exponent == "N":
-        digits = digits.lstrip("0")
-        if len(digits) > _PRECISION - 1:
-            raise _error(value, "the NaN payload has more than 33 digits")
-        return _pack_nan(value, negative, exponent == "N", int(digits or "0"))
-    assert isinstance(exponent, int)
-    return _pack_finite(value, negative, digits, exponent)
+    # "n" is a quiet NaN, "N" a signaling one; the digits are the payload.
+    digits = digits.lstrip("0")
+    if len(digits) > _PRECISION - 1:
+        raise _error(value, "the NaN payload has more than 33 digits")
+    return _pack_nan(value, negative, exponent == "N", int(digits or "0"))
 
 
 def _unpack(bits: int) -> tuple[bool, str, int, int]:
