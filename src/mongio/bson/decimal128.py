@@ -185,6 +185,12 @@ def _unpack(bits: int) -> tuple[bool, str, int, int]:
     Non-canonical coefficients and payloads read as zero, as IEEE 754-2008 requires.
     """
     negative = bits >= _SIGN_BIT
+    if (bits >> 125) & 3 != 3:
+        # The common form: a 14-bit exponent followed by a 113-bit coefficient.
+        coefficient = bits & _COEFFICIENT_MASK
+        if coefficient > _MAX_COEFFICIENT:
+            coefficient = 0
+        return negative, "F", coefficient, ((bits >> 113) & 0x3FFF) - _EXPONENT_BIAS
     combination = (bits >> 122) & 0x1F
     if combination == 0x1F:
         payload = bits & _PAYLOAD_MASK
@@ -193,13 +199,8 @@ def _unpack(bits: int) -> tuple[bool, str, int, int]:
         return negative, "N" if (bits >> 121) & 1 else "n", payload, 0
     if combination == 0x1E:
         return negative, "I", 0, 0
-    if combination >= 0x18:
-        # The "11" form implies a coefficient of at least 2**113, beyond 34 digits, so it is always zero.
-        return negative, "F", 0, ((bits >> 111) & 0x3FFF) - _EXPONENT_BIAS
-    coefficient = bits & _COEFFICIENT_MASK
-    if coefficient > _MAX_COEFFICIENT:
-        coefficient = 0
-    return negative, "F", coefficient, ((bits >> 113) & 0x3FFF) - _EXPONENT_BIAS
+    # The "11" form implies a coefficient of at least 2**113, beyond 34 digits, so it is always zero.
+    return negative, "F", 0, ((bits >> 111) & 0x3FFF) - _EXPONENT_BIAS
 
 
 def _finite_str(negative: bool, coefficient: int, exponent: int) -> str:
