@@ -1,0 +1,433 @@
+"""``Connection``: one established stream to one server, running one command at a time.
+
+The rule this module exists to keep: a connection whose exchange was interrupted for any reason (the task was
+cancelled, a timeout passed, the peer closed mid-reply, a reply was malformed) is closed on the spot, because
+the bytes still in flight would be taken for the next command's reply. A closed connection refuses every
+further use with ``AutoReconnect``; the pool simply drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mongio.bson import decode, encode
+from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
+from mongio.connection.protocol import MessageProtocol
+from mongio.connection.transport import Address, format_address, open_transport
+from mongio.errors import (
+    AutoReconnect,
+    CursorNotFound,
+    ExecutionTimeout,
+    InvalidOperation,
+    OperationFailure,
+    ProtocolError,
+)
+from mongio.wire.compression import Compressor
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, next_request_id
+from mongio.wire.legacy import OpReply, encode_op_query
+from mongio.wire.message import parse_message
+from mongio.wire.op_msg import OpMsg, OpMsgFlags, encode_command
+
+__all__ = ["Connection", "check_command_reply", "connect"]
+
+DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
+
+_MAX_TIME_MS_EXPIRED = 50
+_CURSOR_NOT_FOUND = 43
+
+
+def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None = None) -> None:
+    """Raise ``OperationFailure`` (or a subclass) for a reply whose ``ok`` is not 1.
+
+    Only ``ok`` is looked at: write errors and write concern errors inside an ``ok: 1`` reply are for the
+    operation that knows its reply's shape.
+    """
+    if reply.get("ok") == 1:
+        return
+    message = str(reply.get("errmsg", "command failed"))
+    code = reply.get("code")
+    error_class: type[OperationFailure] = OperationFailure
+    if code == _MAX_TIME_MS_EXPIRED:
+        error_class = ExecutionTimeout
+    elif code == _CURSOR_NOT_FOUND:
+        error_class = CursorNotFound
+    raise error_class(message, code, reply, max_wire_version)
+
+
+class Connection:
+    """A connection to one server: send a command, await its reply, one exchange at a time.
+
+    Made by ``connect()``; the handshake code then fills in what the server's hello said (the size limits,
+    ``max_wire_version``, the negotiated ``compressor``, ``service_id``) and sets ``ready``. The pool reads
+    ``id``, ``address``, ``generation``, ``closed``, ``ready`` and ``last_used`` (``time.monotonic()``).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_awaiting_reply",
+        "_close_reason",
+        "_closed",
+        "_codec_options",
+        "_expected_response_to",
+        "_max_message_size",
+        "_more_to_come",
+        "_protocol",
+        "_receiving",
+        "_transport",
+        "address",
+        "compressor",
+        "created",
+        "generation",
+        "hello",
+        "id",
+        "last_used",
+        "max_bson_size",
+        "max_wire_version",
+        "max_write_batch_size",
+        "min_wire_version",
+        "name",
+        "ready",
+        "server_connection_id",
+        "service_id",
+        "socket_timeout",
+    )
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        protocol: MessageProtocol,
+        address: Address,
+        *,
+        id: int = 0,
+        generation: int = 0,
+        socket_timeout: float | None = None,
+    ) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.address = address
+        self.name = format_address(address)
+        self.id = id
+        self.generation = generation
+        self.socket_timeout = socket_timeout
+        """``socketTimeoutMS`` in seconds: the longest wait for a reply (None or 0: no limit)."""
+        self.max_bson_size = DEFAULT_MAX_BSON_SIZE
+        self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        self.max_write_batch_size = DEFAULT_MAX_WRITE_BATCH_SIZE
+        self.max_wire_version = 0
+        self.min_wire_version = 0
+        self.compressor: Compressor | None = None
+        """The compressor negotiated in the handshake; None sends everything uncompressed."""
+        self.service_id: Any = None
+        """The ``serviceId`` of the hello reply (load-balanced mode)."""
+        self.server_connection_id: int | None = None
+        self.hello: Mapping[str, Any] | None = None
+        """The handshake's hello reply."""
+        self.ready = False
+        """True once the handshake (and authentication) completed; False again once closed."""
+        now = time.monotonic()
+        self.created = now
+        self.last_used = now
+        self._closed = False
+        self._close_reason: str | None = None
+        self._awaiting_reply = False
+        self._receiving = False
+        self._more_to_come = False
+        self._expected_response_to = 0
+        self._codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("ready" if self.ready else "pending")
+        return f"<Connection {self.id} to {self.name} generation={self.generation} {state}>"
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    @property
+    def max_message_size(self) -> int:
+        return self._max_message_size
+
+    @max_message_size.setter
+    def max_message_size(self, value: int) -> None:
+        self._max_message_size = value
+        self._protocol.max_message_size = value
+
+    @property
+    def closed(self) -> bool:
+        """True once closed by ``close()``, by an interrupted exchange, or because the peer went away."""
+        return self._closed or self._protocol.lost
+
+    @property
+    def close_reason(self) -> str | None:
+        if self._close_reason is not None:
+            return self._close_reason
+        return self._protocol.lost_reason
+
+    @property
+    def more_to_come(self) -> bool:
+        """True while the server is streaming replies (exhaust) that ``receive()`` must read."""
+        return self._more_to_come
+
+    @property
+    def in_exchange(self) -> bool:
+        """True from sending a request until its last reply was read."""
+        return self._awaiting_reply
+
+    def configure_from_hello(self, hello: Mapping[str, Any], compressor: Compressor | None = None) -> None:
+        """Take the limits and versions a handshake hello reply announces (defaults where it is silent)."""
+        self.hello = hello
+        self.max_bson_size = int(hello.get("maxBsonObjectSize", DEFAULT_MAX_BSON_SIZE))
+        self.max_message_size = int(hello.get("maxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE))
+        self.max_write_batch_size = int(hello.get("maxWriteBatchSize", DEFAULT_MAX_WRITE_BATCH_SIZE))
+        self.max_wire_version = int(hello.get("maxWireVersion", 0))
+        self.min_wire_version = int(hello.get("minWireVersion", 0))
+        self.service_id = hello.get("serviceId")
+        connection_id = hello.get("connectionId")
+        self.server_connection_id = int(connection_id) if connection_id is not None else None
+        self.compressor = compressor
+
+    def close(self, reason: str = "closed by the driver") -> None:
+        """Close now. A task awaiting a reply on this connection gets ``AutoReconnect`` naming ``reason``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        self.ready = False
+        if self._awaiting_reply or self._protocol.lost:
+            self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
+        else:
+            self._protocol.close()
+
+    def _interrupted(self, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            reason = "an operation on it was cancelled"
+        else:
+            reason = f"an operation on it failed: {type(exc).__name__}: {exc}"
+        self._closed = True
+        self._close_reason = reason
+        self.ready = False
+        self._awaiting_reply = self._more_to_come = False
+        self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
+
+    def _check_can_send(self) -> None:
+        if self.closed:
+            raise AutoReconnect(
+                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
+            )
+        if self._awaiting_reply:
+            raise InvalidOperation(
+                f"connection {self.id} to {self.name} is still waiting for a reply"
+                + (" (an exhaust stream: receive() it to the end or close it)" if self._more_to_come else "")
+            )
+
+    # -- exchanges ----------------------------------------------------------------------------------------
+
+    async def command(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        *,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
+        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        compress: bool = True,
+        more_to_come: bool = False,
+        exhaust_allowed: bool = False,
+        check: bool = True,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
+        """Run ``command`` on database ``db`` and return the server's reply document.
+
+        ``document_sequences`` sends the named arrays as OP_MSG document sequences (e.g. an insert's
+        ``documents``). ``compress=False`` sends this message uncompressed even if a compressor was negotiated
+        (hello and authentication commands are never compressed anyway). ``more_to_come=True`` is an
+        unacknowledged request: nothing is read back and ``{}`` is returned. ``exhaust_allowed=True`` lets the
+        server stream more replies; while ``more_to_come`` is then true, read them with ``receive()``.
+        ``check`` raises ``OperationFailure`` when the reply's ``ok`` is not 1. ``deadline`` (``loop.time()``
+        terms) bounds the wait together with ``socket_timeout``.
+
+        Any interruption (cancellation, a timeout, a network or protocol error) closes the connection before
+        the error propagates.
+        """
+        await self.send(
+            db,
+            command,
+            document_sequences=document_sequences,
+            codec_options=codec_options,
+            compress=compress,
+            more_to_come=more_to_come,
+            exhaust_allowed=exhaust_allowed,
+            deadline=deadline,
+        )
+        if more_to_come:
+            return {}
+        return await self.receive(codec_options=codec_options, check=check, deadline=deadline)
+
+    async def send(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        *,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
+        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        compress: bool = True,
+        more_to_come: bool = False,
+        exhaust_allowed: bool = False,
+        deadline: float | None = None,
+    ) -> int:
+        """Write one request and return its request id; read the reply with ``receive()`` unless
+        ``more_to_come`` was set (then no reply will come)."""
+        self._check_can_send()
+        flags = 0
+        if more_to_come:
+            flags |= OpMsgFlags.MORE_TO_COME
+        if exhaust_allowed:
+            flags |= OpMsgFlags.EXHAUST_ALLOWED
+        request_id = next_request_id()
+        # Encoding errors (DocumentTooLarge, InvalidDocument) happen before anything is written: the connection
+        # stays usable.
+        message = encode_command(
+            request_id,
+            db,
+            command,
+            document_sequences=document_sequences,
+            flags=flags,
+            codec_options=codec_options,
+            max_bson_size=self.max_bson_size,
+            max_message_size=self._max_message_size,
+            compressor=self.compressor if compress else None,
+        )
+        self._write(message, request_id, expect_reply=not more_to_come)
+        if more_to_come:
+            await self._drain(deadline)
+        return request_id
+
+    async def legacy_command(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        *,
+        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        check: bool = True,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
+        """Run ``command`` as an OP_QUERY on ``<db>.$cmd`` and read its OP_REPLY: only for a legacy hello to
+        servers too old to take OP_MSG before the handshake. Never compressed."""
+
+        self._check_can_send()
+        request_id = next_request_id()
+        message = encode_op_query(request_id, f"{db}.$cmd", encode(command, codec_options=codec_options))
+        self._write(message, request_id, expect_reply=True)
+        return await self.receive(codec_options=codec_options, check=check, deadline=deadline)
+
+    def _write(self, message: bytes | bytearray, request_id: int, *, expect_reply: bool) -> None:
+        self._expected_response_to = request_id
+        self._awaiting_reply = expect_reply
+        self._more_to_come = False
+        self._transport.write(message)
+        if not expect_reply:
+            self.last_used = time.monotonic()
+
+    async def _drain(self, deadline: float | None) -> None:
+        try:
+            async with asyncio.timeout_at(self._effective_deadline(deadline)):
+                await self._protocol.drain()
+        except BaseException as exc:
+            self._interrupted(exc)
+            raise
+
+    async def receive(
+        self,
+        *,
+        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        check: bool = True,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
+        """Read the next reply to the request last sent (or the next reply of an exhaust stream)."""
+        if self.closed:
+            raise AutoReconnect(
+                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
+            )
+        if not self._awaiting_reply:
+            raise InvalidOperation(f"connection {self.id} to {self.name} has no reply to receive")
+        if self._receiving:
+            raise InvalidOperation(
+                f"another task is already receiving on connection {self.id} to {self.name}"
+            )
+        self._receiving = True
+        self._codec_options = codec_options
+        try:
+            reply: dict[str, Any] = await self._protocol.wait_message(
+                self._parse_reply, self._effective_deadline(deadline)
+            )
+        except BaseException as exc:
+            self._interrupted(exc)
+            raise
+        finally:
+            self._receiving = False
+        self.last_used = time.monotonic()
+        if check:
+            check_command_reply(reply, self.max_wire_version)
+        return reply
+
+    def _effective_deadline(self, deadline: float | None) -> float | None:
+        if self.socket_timeout:
+            socket_deadline = self._protocol.loop.time() + self.socket_timeout
+            return socket_deadline if deadline is None else min(deadline, socket_deadline)
+        return deadline
+
+    def _parse_reply(self, message: memoryview) -> dict[str, Any]:
+        # Runs inside the protocol's buffer_updated, on a view of its buffer: decode before returning.
+        parsed = parse_message(message, self._max_message_size)
+        if parsed.response_to != self._expected_response_to:
+            raise ProtocolError(
+                f"{self.name} sent a reply to request {parsed.response_to}, expected one to "
+                f"{self._expected_response_to}"
+            )
+        content = parsed.content
+        if isinstance(content, OpMsg):
+            body = content.body
+            if content.flags & OpMsgFlags.MORE_TO_COME:
+                self._more_to_come = True
+                self._expected_response_to = parsed.request_id
+            else:
+                self._more_to_come = self._awaiting_reply = False
+        elif isinstance(content, OpReply):
+            if len(content.documents) != 1:
+                raise ProtocolError(
+                    f"{self.name} sent an OP_REPLY with {len(content.documents)} documents, expected 1"
+                )
+            body = content.documents[0]
+            self._more_to_come = self._awaiting_reply = False
+        else:
+            raise ProtocolError(
+                f"{self.name} sent a message with opcode {parsed.opcode}, which is not a reply"
+            )
+        codec_options = self._codec_options
+        # A document class other than dict may keep a reference to the bytes it was made from (a raw
+        # document): give it its own copy, since this buffer is about to be reused.
+        data = body if codec_options.document_class is dict else bytes(body)
+        document: dict[str, Any] = decode(data, codec_options)
+        return document
+
+
+async def connect(
+    address: Address,
+    *,
+    id: int = 0,
+    generation: int = 0,
+    connect_timeout: float | None = 20.0,
+    socket_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Connection:
+    """Open a TCP, TLS or Unix-socket stream to ``address`` and wrap it in a ``Connection`` (no handshake yet).
+
+    Errors raise ``AutoReconnect`` (``NetworkTimeout`` after ``connect_timeout`` seconds) naming the address.
+    """
+    transport, protocol = await open_transport(
+        address, connect_timeout=connect_timeout, ssl_context=ssl_context
+    )
+    return Connection(
+        transport, protocol, address, id=id, generation=generation, socket_timeout=socket_timeout
+    )

@@ -1,0 +1,250 @@
+"""The asyncio protocol under each connection: it frames messages in its own buffer and hands each complete
+message to the one task waiting for it.
+
+The transport reads straight into the protocol's buffer (``get_buffer``/``buffer_updated``); when a message is
+complete its parser runs right there, on a view of that buffer, and the waiting future gets the parsed result.
+So a reply costs no task, no intermediate ``bytes`` and no copy beyond what decoding makes. Only a message that
+arrives while nobody waits (the next reply of an exhaust stream, or stray data) is copied aside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
+from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
+
+__all__ = ["MessageProtocol"]
+
+T = TypeVar("T")
+
+_INT32 = struct.Struct("<i")
+_INITIAL_BUFFER_SIZE = 64 * 1024
+# A buffer grown for a large reply is given back once it is empty again, so idle pooled connections stay small.
+_KEEP_BUFFER_UP_TO = 1024 * 1024
+
+
+class MessageProtocol(asyncio.BufferedProtocol):
+    """Frames MongoDB wire messages for one connection and delivers them to a single waiter.
+
+    ``address`` only names the peer in error messages. ``max_message_size`` bounds what the peer may send;
+    set it from the handshake's ``maxMessageSizeBytes``.
+    """
+
+    def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+        self.address = address
+        self.max_message_size = max_message_size
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
+        self._view = memoryview(self._buffer)
+        self._start = 0  # first unconsumed byte
+        self._end = 0  # end of received data
+        self._needed = HEADER_SIZE  # total length of the message being received, once its header is in
+        self._waiter: asyncio.Future[Any] | None = None
+        self._parser: Callable[[memoryview], Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._unclaimed: deque[bytes] = deque()
+        self._lost_reason: str | None = None
+        self._lost_error: BaseException | None = None
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+
+    # -- state --------------------------------------------------------------------------------------------
+
+    @property
+    def lost(self) -> bool:
+        """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``)."""
+        return self._lost_reason is not None
+
+    @property
+    def lost_reason(self) -> str | None:
+        return self._lost_reason
+
+    def lost_exception(self) -> ConnectionFailure:
+        """A fresh error describing why the connection ended, for a caller that tries to use it."""
+        error = self._lost_error
+        if isinstance(error, ConnectionFailure):
+            return type(error)(str(error))
+        return AutoReconnect(f"connection to {self.address} closed: {self._lost_reason}")
+
+    # -- asyncio.BufferedProtocol ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        start, end = self._start, self._end
+        if start == end:
+            self._start = self._end = 0
+            if len(self._buffer) > _KEEP_BUFFER_UP_TO:
+                self._replace_buffer(bytearray(_INITIAL_BUFFER_SIZE), 0, 0)
+            return self._view
+        needed = self._needed
+        capacity = len(self._buffer)
+        if start + needed > capacity:
+            # The message being received does not fit where it starts: move it to the front, or into a buffer
+            # big enough to take it whole so that it can be parsed in one piece.
+            if needed <= capacity:
+                self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
+                self._start, self._end = 0, end - start
+            else:
+                self._replace_buffer(bytearray(max(needed, 2 * capacity)), start, end)
+        return self._view[self._end :]
+
+    def _replace_buffer(self, new: bytearray, start: int, end: int) -> None:
+        new[0 : end - start] = self._view[start:end]
+        self._buffer = new
+        self._view = memoryview(new)
+        self._start, self._end = 0, end - start
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        while self._lost_reason is None:
+            start = self._start
+            available = self._end - start
+            if available < HEADER_SIZE:
+                self._needed = HEADER_SIZE
+                return
+            length = _INT32.unpack_from(self._buffer, start)[0]
+            if length < HEADER_SIZE or length > self.max_message_size:
+                self.abort(
+                    ProtocolError(
+                        f"{self.address} sent a message of length {length}; the limits are {HEADER_SIZE} to "
+                        f"{self.max_message_size} bytes"
+                    )
+                )
+                return
+            if available < length:
+                self._needed = length
+                return
+            self._start = start + length
+            if self._start == self._end:
+                self._start = self._end = 0  # the bytes stay valid until the next get_buffer
+            self._deliver(self._view[start : start + length])
+
+    def _deliver(self, message: memoryview) -> None:
+        waiter, parser = self._waiter, self._parser
+        if waiter is None or parser is None or waiter.done():
+            self._unclaimed.append(bytes(message))
+            return
+        self._waiter = self._parser = None
+        self._cancel_timer()
+        try:
+            result = parser(message)
+        except Exception as exc:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(result)
+
+    def eof_received(self) -> bool:
+        self._mark_lost(f"{self.address} closed the connection", None)
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = (
+            f"{type(exc).__name__}: {exc}" if exc is not None else f"{self.address} closed the connection"
+        )
+        self._mark_lost(reason, exc)
+        drain = self._drain_waiter
+        if drain is not None and not drain.done():
+            drain.set_exception(self.lost_exception())
+        self._drain_waiter = None
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        drain = self._drain_waiter
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+        self._drain_waiter = None
+
+    # -- used by Connection -----------------------------------------------------------------------------
+
+    def wait_message(
+        self, parser: Callable[[memoryview], T], deadline: float | None = None
+    ) -> asyncio.Future[T]:
+        """A future for the next complete message, parsed by ``parser`` while the bytes are still in the buffer.
+
+        ``deadline`` (in ``loop.time()`` terms) fails the future with ``NetworkTimeout`` when it passes; the
+        caller then has to abort the connection. An error raised by ``parser`` becomes the future's exception.
+        """
+        if self._waiter is not None and not self._waiter.done():
+            raise InvalidOperation(f"a task is already waiting for a message from {self.address}")
+        future: asyncio.Future[T] = self.loop.create_future()
+        if self._unclaimed:
+            data = self._unclaimed.popleft()
+            try:
+                future.set_result(parser(memoryview(data)))
+            except Exception as exc:
+                future.set_exception(exc)
+            return future
+        if self._lost_reason is not None:
+            future.set_exception(self.lost_exception())
+            return future
+        self._waiter = future
+        self._parser = parser
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._time_out, future, deadline - self.loop.time())
+        return future
+
+    def _time_out(self, future: asyncio.Future[Any], timeout: float) -> None:
+        self._timer = None
+        if future is self._waiter:
+            self._waiter = self._parser = None
+        if not future.done():
+            future.set_exception(
+                NetworkTimeout(
+                    f"timed out after {max(timeout, 0.0):.3f}s waiting for a reply from {self.address}"
+                )
+            )
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its high-water mark (rarely: only after large
+        or many unacknowledged writes). Cancellation or a timeout here leaves the caller to abort."""
+        if not self._write_paused:
+            return
+        if self._lost_reason is not None:
+            raise self.lost_exception()
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = self.loop.create_future()
+        await self._drain_waiter
+
+    def abort(self, error: BaseException | None = None) -> None:
+        """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
+        reason = str(error) if error is not None else "closed by the driver"
+        self._mark_lost(reason, error)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
+        self._mark_lost("closed by the driver", None)
+        if self.transport is not None:
+            self.transport.close()
+
+    def _mark_lost(self, reason: str, error: BaseException | None) -> None:
+        if self._lost_reason is not None:
+            return
+        self._lost_reason = reason
+        self._lost_error = error
+        self._cancel_timer()
+        waiter = self._waiter
+        self._waiter = self._parser = None
+        if waiter is not None and not waiter.done():
+            if isinstance(error, ProtocolError):
+                waiter.set_exception(error)
+            else:
+                waiter.set_exception(self.lost_exception())

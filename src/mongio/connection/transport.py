@@ -1,0 +1,116 @@
+"""Opening the byte stream under a connection: TCP (IPv4 or IPv6), TLS over TCP, or a Unix domain socket."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+from collections.abc import Callable
+
+from mongio.connection.protocol import MessageProtocol
+from mongio.errors import AutoReconnect, NetworkTimeout
+
+__all__ = ["Address", "format_address", "is_unix_socket", "open_transport"]
+
+Address = tuple[str, int | None]
+"""``(host, port)``; a Unix domain socket is ``(path, None)`` with a path ending in ``.sock``."""
+
+DEFAULT_PORT = 27017
+
+
+def is_unix_socket(address: Address) -> bool:
+    return address[0].endswith(".sock")
+
+
+def format_address(address: Address) -> str:
+    """``host:port`` as written in a URI, with brackets around an IPv6 literal; a socket path as it is."""
+    host, port = address
+    if is_unix_socket(address):
+        return host
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port if port is not None else DEFAULT_PORT}"
+
+
+async def open_transport(
+    address: Address,
+    *,
+    connect_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    protocol_factory: Callable[[], MessageProtocol] | None = None,
+) -> tuple[asyncio.Transport, MessageProtocol]:
+    """Connect to ``address`` and return the transport and its protocol, TLS handshake done when
+    ``ssl_context`` is given.
+
+    A host name is resolved with ``loop.getaddrinfo`` and every address it resolves to is tried in turn (IPv4
+    and IPv6 alike) until one connects. The whole attempt, resolution and TLS handshake included, is bounded by
+    ``connect_timeout`` seconds (None: no bound). Failures raise ``AutoReconnect`` (``NetworkTimeout`` for the
+    time limit) naming the address and the cause.
+    """
+    name = format_address(address)
+    loop = asyncio.get_running_loop()
+    factory = protocol_factory or (lambda: MessageProtocol(name))
+    transport: asyncio.BaseTransport
+    try:
+        async with asyncio.timeout(connect_timeout):
+            if is_unix_socket(address):
+                transport, protocol = await loop.create_unix_connection(
+                    factory, address[0], ssl=ssl_context, server_hostname="localhost" if ssl_context else None
+                )
+            else:
+                transport, protocol = await _open_tcp(loop, address, factory, ssl_context)
+    except TimeoutError as exc:
+        raise NetworkTimeout(f"connecting to {name} timed out after {connect_timeout}s") from exc
+    except ssl.SSLCertVerificationError as exc:
+        raise AutoReconnect(f"TLS certificate of {name} rejected: {exc.verify_message or exc}") from exc
+    except (OSError, ssl.SSLError, EOFError) as exc:
+        raise AutoReconnect(f"cannot connect to {name}: {exc}") from exc
+    assert isinstance(transport, asyncio.Transport) and isinstance(protocol, MessageProtocol)
+    return transport, protocol
+
+
+async def _open_tcp(
+    loop: asyncio.AbstractEventLoop,
+    address: Address,
+    factory: Callable[[], MessageProtocol],
+    ssl_context: ssl.SSLContext | None,
+) -> tuple[asyncio.BaseTransport, MessageProtocol]:
+    host, port = address[0], address[1] if address[1] is not None else DEFAULT_PORT
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except OSError as exc:
+        raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
+    if not infos:
+        raise OSError(f"{host!r} resolves to no address")
+    errors: list[tuple[str, str]] = []
+    for family, kind, proto, _canonical, sockaddr in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            _tune_socket(sock)
+            await loop.sock_connect(sock, sockaddr)
+        except OSError as exc:
+            sock.close()
+            errors.append((str(sockaddr[0]), os.strerror(exc.errno) if exc.errno else str(exc)))
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        # On failure (TLS handshake included) create_connection closes the socket itself.
+        return await loop.create_connection(
+            factory,
+            sock=sock,
+            ssl=ssl_context,
+            # The name given, not the resolved address: it is what SNI and the certificate check need.
+            server_hostname=host if ssl_context is not None else None,
+        )
+    if len(errors) == 1:
+        raise OSError(errors[0][1])
+    raise OSError("; ".join(f"{ip}: {message}" for ip, message in errors))
+
+
+def _tune_socket(sock: socket.socket) -> None:
+    # Idle pooled connections must notice a vanished peer or a middlebox that dropped them.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,0 +1,503 @@
+"""Connection against the loopback peer: what the test server cannot show (compression on the wire, exhaust
+streams, slow, cut or malformed replies, dropped connections), over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mongio.bson import encode
+from mongio.connection import Connection, connect
+from mongio.errors import (
+    AutoReconnect,
+    DocumentTooLarge,
+    InvalidOperation,
+    NetworkTimeout,
+    OperationFailure,
+    ProtocolError,
+)
+from mongio.wire import (
+    COMPRESSOR_IDS,
+    HEADER,
+    OP_COMPRESSED,
+    OP_MSG,
+    OP_QUERY,
+    SUPPORTED_COMPRESSORS,
+    encode_op_msg,
+    get_compressor,
+    negotiate_compressor,
+)
+from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request
+
+
+async def handshake(conn: Connection, compressors: list[str]) -> dict[str, Any]:
+    """The least a test needs of a handshake: hello with the compressors, then apply the reply."""
+    hello = await conn.command("admin", {"hello": 1, "compression": compressors})
+    chosen = negotiate_compressor(compressors, hello.get("compression"))
+    conn.configure_from_hello(hello, get_compressor(chosen) if chosen else None)
+    return hello
+
+
+# -- compression ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SUPPORTED_COMPRESSORS)
+async def test_negotiated_compressor_is_used_on_the_wire(name: str) -> None:
+    def handler(request: Request) -> Any:
+        if request.command_name == "find":
+            # A reply big enough that compressing it matters; sent compressed because the request was.
+            return {
+                "ok": 1,
+                "cursor": {
+                    "id": 0,
+                    "ns": "db.c",
+                    "firstBatch": [{"i": i, "s": "v" * 100} for i in range(50)],
+                },
+            }
+        return None
+
+    async with LoopbackPeer(handler, compressors=list(SUPPORTED_COMPRESSORS)) as peer:
+        conn = await connect(peer.address)
+        try:
+            others = [n for n in SUPPORTED_COMPRESSORS if n != name]
+            hello = await handshake(conn, [name, *others])
+            assert conn.compressor is not None and conn.compressor.name == name
+            assert hello["compression"][0] == name
+
+            ping = await conn.command("admin", {"ping": 1})
+            found = await conn.command("db", {"find": "c", "filter": {"text": "abc" * 100}})
+            documents = [{"_id": i, "payload": "p" * 200} for i in range(10)]
+            await conn.command("db", {"insert": "c"}, document_sequences={"documents": documents})
+            await conn.command("admin", {"hello": 1})
+            await conn.command("admin", {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": "eA=="})
+            await conn.command("admin", {"isMaster": 1})
+        finally:
+            conn.close()
+
+    assert ping == {"ok": 1}
+    assert [d["i"] for d in found["cursor"]["firstBatch"]] == list(range(50))
+    hello_request, ping_request, find_request, insert_request, hello2, sasl, legacy = peer.requests
+    compressor_id = COMPRESSOR_IDS[name]
+    for request in (ping_request, find_request, insert_request):
+        assert request.header.opcode == OP_COMPRESSED
+        assert request.compressor_id == compressor_id
+        assert request.opcode == OP_MSG
+        assert len(request.raw) == request.header.length
+    assert ping_request.document == {"ping": 1, "$db": "admin"}
+    assert find_request.document == {"find": "c", "filter": {"text": "abc" * 100}, "$db": "db"}
+    assert insert_request.sequences == {"documents": documents}
+    assert len(find_request.raw) < 300  # 300 bytes of filter text went over the wire compressed
+    for request in (hello_request, hello2, sasl, legacy):
+        assert request.header.opcode == OP_MSG
+        assert request.compressor_id is None
+
+
+async def test_no_common_compressor_means_no_compression() -> None:
+    async with LoopbackPeer(compressors=["zlib"]) as peer:
+        conn = await connect(peer.address)
+        try:
+            hello = await handshake(conn, ["snappy", "zstd"])
+            assert "compression" not in hello
+            assert conn.compressor is None
+            await conn.command("admin", {"ping": 1})
+        finally:
+            conn.close()
+    assert peer.requests[-1].header.opcode == OP_MSG
+    assert peer.requests[-1].compressor_id is None
+
+
+async def test_compress_false_sends_one_message_uncompressed() -> None:
+    async with LoopbackPeer(compressors=["zstd"]) as peer:
+        conn = await connect(peer.address)
+        try:
+            await handshake(conn, ["zstd"])
+            await conn.command("admin", {"ping": 1}, compress=False)
+            await conn.command("admin", {"ping": 2})
+        finally:
+            conn.close()
+    assert [r.compressor_id for r in peer.requests[1:]] == [None, COMPRESSOR_IDS["zstd"]]
+
+
+# -- exhaust and unacknowledged ----------------------------------------------------------------------------
+
+
+async def test_exhaust_stream_is_read_reply_by_reply() -> None:
+    def handler(request: Request) -> Any:
+        if request.command_name == "getMore":
+            assert request.exhaust_allowed
+            return [{"ok": 1, "batch": n} for n in range(4)]
+        return None
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        try:
+            first = await conn.command("db", {"getMore": 1, "collection": "c"}, exhaust_allowed=True)
+            assert first["batch"] == 0
+            assert conn.more_to_come
+            with pytest.raises(InvalidOperation, match="exhaust"):
+                await conn.command("admin", {"ping": 1})
+            batches = [first["batch"]]
+            while conn.more_to_come:
+                batches.append((await conn.receive())["batch"])
+            assert batches == [0, 1, 2, 3]
+            with pytest.raises(InvalidOperation, match="no reply to receive"):
+                await conn.receive()
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        finally:
+            conn.close()
+    assert not conn.more_to_come
+
+
+async def test_cancelled_exhaust_stream_closes_the_connection() -> None:
+    def handler(request: Request) -> Any:
+        if request.command_name == "hello" and request.exhaust_allowed:
+            return [Reply({"ok": 1, "n": 0}), Reply({"ok": 1, "n": 1}, delay=5), Reply({"ok": 1, "n": 2})]
+        return None
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        await conn.command("admin", {"hello": 1}, exhaust_allowed=True)
+        waiting = asyncio.ensure_future(conn.receive())
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert conn.closed
+        with pytest.raises(AutoReconnect, match="cancelled"):
+            await conn.command("admin", {"ping": 1})
+
+
+async def test_unacknowledged_request_gets_no_reply_and_the_next_command_works() -> None:
+    async with LoopbackPeer() as peer:
+        conn = await connect(peer.address)
+        try:
+            assert (
+                await conn.command("db", {"insert": "c", "writeConcern": {"w": 0}}, more_to_come=True) == {}
+            )
+            assert not conn.in_exchange
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        finally:
+            conn.close()
+    insert, ping = peer.requests
+    assert insert.more_to_come and not ping.more_to_come
+
+
+# -- faults -----------------------------------------------------------------------------------------------
+
+
+async def test_socket_timeout_closes_the_connection() -> None:
+    def handler(request: Request) -> Any:
+        return Reply({"ok": 1}, delay=1.0) if request.command_name == "slow" else None
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address, socket_timeout=0.1)
+        assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(NetworkTimeout, match="timed out"):
+            await conn.command("admin", {"slow": 1})
+        assert 0.09 <= loop.time() - started < 0.5
+        assert conn.closed
+        with pytest.raises(AutoReconnect, match=r"closed .*NetworkTimeout"):
+            await conn.command("admin", {"ping": 1})
+        await asyncio.sleep(0.05)
+        assert peer.connections[0].client_gone
+
+
+async def test_deadline_shorter_than_socket_timeout_wins() -> None:
+    def handler(request: Request) -> Any:
+        return Reply({"ok": 1}, delay=1.0)
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address, socket_timeout=10)
+        loop = asyncio.get_running_loop()
+        with pytest.raises(NetworkTimeout):
+            await conn.command("admin", {"ping": 1}, deadline=loop.time() + 0.05)
+        assert conn.closed
+
+
+async def test_cancelled_command_closes_the_connection_for_good() -> None:
+    def handler(request: Request) -> Any:
+        return Reply({"ok": 1}, delay=0.3)
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        task = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
+        await peer.wait_for_requests(1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert conn.closed and not conn.ready
+        for attempt in (conn.command("admin", {"ping": 1}), conn.send("admin", {"ping": 1})):
+            with pytest.raises(
+                AutoReconnect,
+                match=r"connection 0 to 127\.0\.0\.1:\d+ is closed \(an operation on it was cancelled\)",
+            ):
+                await attempt
+        await asyncio.sleep(0.4)  # the late reply must not resurrect anything
+        assert conn.closed
+        assert len(peer.requests) == 1
+
+
+async def test_asyncio_timeout_around_a_command_closes_it() -> None:
+    async with LoopbackPeer(lambda request: Reply({"ok": 1}, delay=1)) as peer:
+        conn = await connect(peer.address)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await conn.command("admin", {"ping": 1})
+        assert conn.closed
+
+
+@pytest.mark.parametrize("cut_after", [0, 4, 16, 30])
+async def test_peer_closing_mid_reply(cut_after: int) -> None:
+    async with LoopbackPeer(lambda request: Reply({"ok": 1, "pad": "x" * 100}, cut_after=cut_after)) as peer:
+        conn = await connect(peer.address)
+        host, port = peer.address
+        with pytest.raises(AutoReconnect, match=rf"{host}:{port}"):
+            await conn.command("admin", {"ping": 1})
+        assert conn.closed
+
+
+async def test_peer_hanging_up_instead_of_answering() -> None:
+    async with LoopbackPeer(lambda request: CLOSE) as peer:
+        conn = await connect(peer.address)
+        with pytest.raises(AutoReconnect, match="closed the connection"):
+            await conn.command("admin", {"ping": 1})
+        assert conn.closed
+
+
+async def test_idle_connection_notices_the_peer_left() -> None:
+    async with LoopbackPeer() as peer:
+        conn = await connect(peer.address)
+        await conn.command("admin", {"ping": 1})
+        peer.drop_connections()
+        await asyncio.sleep(0.05)
+        assert conn.closed
+        with pytest.raises(AutoReconnect, match="closed"):
+            await conn.command("admin", {"ping": 1})
+
+
+def _bad_length_message() -> bytes:
+    return HEADER.pack(10, 1, 0, OP_MSG)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (_bad_length_message(), "length 10"),
+        (encode_op_msg(5, encode({"ok": 1}), response_to=123456), "reply to request 123456"),
+        (HEADER.pack(26, 5, 0, OP_QUERY) + b"\x00" * 10, "not a reply|too short"),
+        (bytes(encode_op_msg(5, encode({"ok": 1}), flags=1 << 3)), "required"),
+    ],
+)
+async def test_malformed_reply_is_a_protocol_error_and_closes(raw: bytes, error: str) -> None:
+    async with LoopbackPeer(lambda request: Reply(raw=raw)) as peer:
+        conn = await connect(peer.address)
+        with pytest.raises(ProtocolError, match=error):
+            await conn.command("admin", {"ping": 1})
+        assert conn.closed
+
+
+async def test_checksummed_reply_is_verified() -> None:
+    def handler(request: Request) -> Any:
+        reply = Reply({"ok": 1, "value": "abc"}, checksum=True)
+        if request.document.get("corrupt"):
+            data = bytearray(
+                encode_op_msg(
+                    77, encode(reply.document), response_to=request.header.request_id, checksum=True
+                )
+            )
+            data[-8] ^= 0x02  # a letter of "abc": still valid BSON
+            return Reply(raw=bytes(data))
+        return reply
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        assert await conn.command("admin", {"ping": 1}) == {"ok": 1, "value": "abc"}
+        with pytest.raises(ProtocolError, match="checksum mismatch"):
+            await conn.command("admin", {"ping": 1, "corrupt": True})
+        assert conn.closed
+
+
+async def test_command_failure_leaves_the_connection_usable() -> None:
+    def handler(request: Request) -> Any:
+        if request.command_name == "bad":
+            return {"ok": 0, "errmsg": "no such command: 'bad'", "code": 59, "codeName": "CommandNotFound"}
+        return None
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        try:
+            with pytest.raises(OperationFailure, match="no such command") as info:
+                await conn.command("admin", {"bad": 1})
+            assert info.value.code == 59
+            assert (await conn.command("admin", {"bad": 1}, check=False))["code"] == 59
+            assert not conn.closed
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        finally:
+            conn.close()
+
+
+async def test_too_large_command_is_refused_before_sending() -> None:
+    async with LoopbackPeer() as peer:
+        conn = await connect(peer.address)
+        try:
+            conn.max_bson_size = 1000
+            with pytest.raises(DocumentTooLarge):
+                await conn.command(
+                    "db", {"insert": "c"}, document_sequences={"documents": [{"x": "y" * 2000}]}
+                )
+            assert not conn.closed
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        finally:
+            conn.close()
+    assert [r.command_name for r in peer.requests] == ["ping"]
+
+
+async def test_close_while_a_task_waits_fails_that_task() -> None:
+    async with LoopbackPeer(lambda request: NO_REPLY) as peer:
+        conn = await connect(peer.address)
+        task = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
+        await peer.wait_for_requests(1)
+        conn.close("pool cleared")
+        with pytest.raises(AutoReconnect, match="pool cleared"):
+            await task
+        assert conn.closed
+
+
+async def test_concurrent_use_is_refused() -> None:
+    async with LoopbackPeer(lambda request: Reply({"ok": 1}, delay=0.1)) as peer:
+        conn = await connect(peer.address)
+        try:
+            first = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
+            await asyncio.sleep(0)
+            with pytest.raises(InvalidOperation, match="still waiting for a reply"):
+                await conn.command("admin", {"ping": 2})
+            assert await first == {"ok": 1}
+            assert not conn.closed
+        finally:
+            conn.close()
+
+
+async def test_legacy_op_query_handshake() -> None:
+    async with LoopbackPeer() as peer:
+        conn = await connect(peer.address)
+        try:
+            reply = await conn.legacy_command("admin", {"isMaster": 1, "helloOk": True})
+            assert reply["ismaster"] is True and reply["helloOk"] is True
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+        finally:
+            conn.close()
+    legacy = peer.requests[0]
+    assert legacy.opcode == OP_QUERY
+    assert legacy.collection == "admin.$cmd"
+    assert legacy.document == {"isMaster": 1, "helloOk": True}
+
+
+async def test_large_replies_and_requests_cross_the_buffer_size() -> None:
+    big = "b" * (3 * 1024 * 1024)
+
+    def handler(request: Request) -> Any:
+        return {
+            "ok": 1,
+            "echo": request.document.get("payload", ""),
+            "n": len(request.sequences.get("documents", [])),
+        }
+
+    async with LoopbackPeer(handler) as peer:
+        conn = await connect(peer.address)
+        try:
+            for size in (10, 70_000, len(big), 100):
+                reply = await conn.command("db", {"echo": 1, "payload": big[:size]})
+                assert reply["echo"] == big[:size]
+            documents = [{"i": i, "blob": "d" * 500_000} for i in range(20)]
+            reply = await conn.command("db", {"insert": "c"}, document_sequences={"documents": documents})
+            assert reply["n"] == 20
+        finally:
+            conn.close()
+
+
+# -- addresses ----------------------------------------------------------------------------------------
+
+
+def _ipv6_available() -> bool:
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_available(), reason="no IPv6 loopback on this host")
+async def test_ipv6_loopback() -> None:
+    async with LoopbackPeer(host="::1") as peer:
+        conn = await connect(peer.address)
+        try:
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+            assert conn.name.startswith("[::1]:")
+        finally:
+            conn.close()
+
+
+async def test_each_resolved_address_is_tried() -> None:
+    # "localhost" may resolve to ::1 and 127.0.0.1; the peer listens on 127.0.0.1 only, so whichever comes
+    # first, the connection must end up there.
+    async with LoopbackPeer() as peer:
+        _, port = peer.address
+        conn = await connect(("localhost", port))
+        try:
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+            assert conn.name == f"localhost:{port}"
+        finally:
+            conn.close()
+
+
+async def test_unix_domain_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "mongodb-test.sock")
+    async with LoopbackPeer(unix_socket=path) as peer:
+        conn = await connect(peer.address)
+        try:
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+            assert conn.name == path
+        finally:
+            conn.close()
+
+
+async def test_refused_connection_names_the_address() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: refused
+        with pytest.raises(AutoReconnect, match=rf"127\.0\.0\.1:{port}.*refused"):
+            await connect(("127.0.0.1", port), connect_timeout=5)
+
+
+async def test_unresolvable_host_names_the_address() -> None:
+    with pytest.raises(AutoReconnect, match=r"no-such-host\.invalid:27017"):
+        await connect(("no-such-host.invalid", 27017), connect_timeout=10)
+
+
+async def test_connect_timeout() -> None:
+    # A listener that accepts at the TCP level but never answers the TLS handshake.
+    writers: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda reader, writer: writers.append(writer), "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        context = ssl.create_default_context()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(NetworkTimeout, match=rf"127\.0\.0\.1:{port} timed out after 0\.2s"):
+            await connect(("127.0.0.1", port), connect_timeout=0.2, ssl_context=context)
+        assert loop.time() - started < 1.0
+    finally:
+        for writer in writers:
+            writer.close()
+        server.close()
+        await server.wait_closed()

@@ -1,0 +1,176 @@
+"""TLS connections, with trustme certificates: to the test server started with TLS, and to a TLS loopback peer."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+import trustme
+from spec_runner.raw_wire import run_command
+from spec_runner.server import external_uri, find_server_program, free_port
+
+from mongio.connection import TLSOptions, connect, create_ssl_context
+from mongio.errors import AutoReconnect
+from tests.support.loopback_peer import LoopbackPeer
+
+STARTUP_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def pki(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    directory = tmp_path_factory.mktemp("pki")
+    server = ca.issue_cert("localhost")  # deliberately not 127.0.0.1: connecting by IP is a hostname mismatch
+    client = ca.issue_cert("client@example.com")
+    paths = {
+        "ca": directory / "ca.pem",
+        "other_ca": directory / "other_ca.pem",
+        "server_cert": directory / "server.crt",
+        "server_key": directory / "server.key",
+        "client": directory / "client.pem",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    trustme.CA().cert_pem.write_to_path(str(paths["other_ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["server_cert"]))
+    server.private_key_pem.write_to_path(str(paths["server_key"]))
+    client.private_key_and_cert_chain_pem.write_to_path(str(paths["client"]))
+    return {name: str(path) for name, path in paths.items()}
+
+
+def _probe(port: int, ca_file: str) -> bool:
+    context = ssl.create_default_context(cafile=ca_file)
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=2) as raw,
+            context.wrap_socket(raw, server_hostname="localhost") as sock,
+        ):
+            return run_command(sock, {"ping": 1, "$db": "admin"}).get("ok") == 1
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def tls_server_port(pki: dict[str, str]) -> Iterator[int]:
+    """A SecantusDB speaking TLS only, with a certificate for "localhost" signed by the test CA."""
+    if external_uri() is not None:
+        pytest.skip("MONGODB_URI names an external deployment; its TLS setup is not ours to know")
+    port = free_port()
+    argv = [
+        find_server_program(),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--storage-path", ":memory:",
+        "--tls-cert-file", pki["server_cert"],
+        "--tls-key-file", pki["server_key"],
+        "--tls-ca-file", pki["ca"],
+    ]  # fmt: skip
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + STARTUP_TIMEOUT
+            while not _probe(port, pki["ca"]):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(
+                        f"TLS test server did not start: {log.read()[-2000:].decode(errors='replace')}"
+                    )
+                time.sleep(0.1)  # synchronous fixture, before any event loop runs
+            yield port
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.server
+async def test_tls_hello_and_ping_to_the_test_server(tls_server_port: int, pki: dict[str, str]) -> None:
+    context = create_ssl_context(TLSOptions(ca_file=pki["ca"]))
+    conn = await connect(("localhost", tls_server_port), connect_timeout=10, ssl_context=context)
+    try:
+        hello = await conn.command("admin", {"hello": 1})
+        assert hello["ok"] == 1
+        assert (await conn.command("admin", {"ping": 1}))["ok"] == 1
+        ssl_object = conn._transport.get_extra_info("ssl_object")
+        assert ssl_object is not None and ssl_object.version() in ("TLSv1.2", "TLSv1.3")
+    finally:
+        conn.close()
+
+
+@pytest.mark.server
+async def test_tls_hostname_mismatch_is_refused_unless_allowed(
+    tls_server_port: int, pki: dict[str, str]
+) -> None:
+    strict = create_ssl_context(TLSOptions(ca_file=pki["ca"]))
+    with pytest.raises(
+        AutoReconnect, match=rf"127\.0\.0\.1:{tls_server_port}.*(IP address mismatch|doesn't match)"
+    ):
+        await connect(("127.0.0.1", tls_server_port), connect_timeout=10, ssl_context=strict)
+    relaxed = create_ssl_context(TLSOptions(ca_file=pki["ca"], allow_invalid_hostnames=True))
+    conn = await connect(("127.0.0.1", tls_server_port), connect_timeout=10, ssl_context=relaxed)
+    try:
+        assert (await conn.command("admin", {"ping": 1}))["ok"] == 1
+    finally:
+        conn.close()
+
+
+@pytest.mark.server
+async def test_tls_untrusted_server_is_refused_unless_insecure(
+    tls_server_port: int, pki: dict[str, str]
+) -> None:
+    wrong_ca = create_ssl_context(TLSOptions(ca_file=pki["other_ca"]))
+    with pytest.raises(AutoReconnect, match="certificate"):
+        await connect(("localhost", tls_server_port), connect_timeout=10, ssl_context=wrong_ca)
+    insecure = create_ssl_context(TLSOptions(insecure=True))
+    conn = await connect(("127.0.0.1", tls_server_port), connect_timeout=10, ssl_context=insecure)
+    try:
+        assert (await conn.command("admin", {"ping": 1}))["ok"] == 1
+    finally:
+        conn.close()
+
+
+def _peer_context(ca: trustme.CA, *, require_client_cert: bool) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
+    if require_client_cert:
+        ca.configure_trust(context)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+async def test_tls_loopback_peer_with_client_certificate(ca: trustme.CA, pki: dict[str, str]) -> None:
+    async with LoopbackPeer(ssl=_peer_context(ca, require_client_cert=True)) as peer:
+        context = create_ssl_context(TLSOptions(ca_file=pki["ca"], certificate_key_file=pki["client"]))
+        conn = await connect(peer.address, connect_timeout=10, ssl_context=context)
+        try:
+            assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
+            peer_ssl = peer.connections[0].writer.get_extra_info("ssl_object")
+            assert ("email", "client@example.com") in peer_ssl.getpeercert()["subjectAltName"]
+        finally:
+            conn.close()
+    assert [r.command_name for r in peer.requests] == ["ping"]
+
+
+async def test_tls_loopback_peer_refuses_a_client_without_certificate(
+    ca: trustme.CA, pki: dict[str, str]
+) -> None:
+    async with LoopbackPeer(ssl=_peer_context(ca, require_client_cert=True)) as peer:
+        context = create_ssl_context(TLSOptions(ca_file=pki["ca"]))
+        with pytest.raises(AutoReconnect):
+            conn = await connect(peer.address, connect_timeout=10, ssl_context=context)
+            try:
+                # TLS 1.3 reports the missing certificate only once the client reads.
+                await conn.command("admin", {"ping": 1})
+            finally:
+                conn.close()

@@ -1,0 +1,193 @@
+"""The framing protocol, driven by hand the way a transport drives it: get_buffer, then buffer_updated."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from mongio.connection.protocol import MessageProtocol
+from mongio.errors import AutoReconnect, NetworkTimeout, ProtocolError
+from mongio.wire import HEADER, HEADER_SIZE, OP_MSG
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.aborted = False
+        self.closed = False
+
+    def write(self, data: Any) -> None:
+        self.written.append(bytes(data))
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.aborted or self.closed
+
+
+def message(request_id: int, size: int) -> bytes:
+    body = bytes((request_id + i) % 251 for i in range(size - HEADER_SIZE))
+    return HEADER.pack(size, request_id, 0, OP_MSG) + body
+
+
+def feed(protocol: MessageProtocol, data: bytes, chunk: int | None = None) -> None:
+    """Hand ``data`` to the protocol as a transport would, at most ``chunk`` bytes per read."""
+    offset = 0
+    while offset < len(data):
+        buffer = protocol.get_buffer(-1)
+        assert len(buffer) > 0
+        count = min(len(buffer), len(data) - offset, chunk or len(data))
+        buffer[:count] = data[offset : offset + count]
+        protocol.buffer_updated(count)
+        offset += count
+
+
+def make_protocol(max_message_size: int = 48_000_000) -> tuple[MessageProtocol, FakeTransport]:
+    protocol = MessageProtocol("db.example:27017", max_message_size)
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    return protocol, transport
+
+
+async def test_message_fed_byte_by_byte_reaches_the_waiter() -> None:
+    protocol, _ = make_protocol()
+    data = message(7, 300)
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, data[:-1], chunk=1)
+    assert not waiter.done()
+    feed(protocol, data[-1:])
+    assert waiter.done()
+    assert await waiter == data
+
+
+async def test_parser_sees_the_message_in_place_and_its_result_is_returned() -> None:
+    protocol, _ = make_protocol()
+    seen: list[int] = []
+
+    def parser(view: memoryview) -> int:
+        assert isinstance(view, memoryview)
+        seen.append(len(view))
+        return int.from_bytes(view[4:8], "little")
+
+    waiter = protocol.wait_message(parser)
+    feed(protocol, message(1234, 64))
+    assert await waiter == 1234
+    assert seen == [64]
+
+
+async def test_messages_arriving_together_are_delivered_in_order() -> None:
+    protocol, _ = make_protocol()
+    messages = [message(i, 16 + i * 13) for i in range(1, 6)]
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, b"".join(messages))
+    received = [await waiter]
+    for _ in messages[1:]:
+        received.append(await protocol.wait_message(bytes))
+    assert received == messages
+
+
+async def test_random_chunking_frames_every_message_exactly() -> None:
+    rng = random.Random(5)
+    protocol, _ = make_protocol()
+    messages = [message(i, rng.choice([16, 17, 100, 4096, 70_000, 300_000])) for i in range(40)]
+    stream = b"".join(messages)
+    offset = 0
+    received: list[bytes] = []
+    while offset < len(stream):
+        step = rng.choice([1, 7, 16, 1000, 65_536, 200_000])
+        feed(protocol, stream[offset : offset + step])
+        offset += step
+    while len(received) < len(messages):
+        received.append(await protocol.wait_message(bytes))
+    assert received == messages
+
+
+async def test_large_message_grows_the_buffer_and_it_shrinks_back_when_idle() -> None:
+    protocol, _ = make_protocol()
+    big = message(3, 5_000_000)
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, big[:100])
+    buffer = protocol.get_buffer(-1)
+    assert len(buffer) >= len(big) - 100  # room for the whole rest: parsed in one piece
+    feed(protocol, big[100:])
+    assert await waiter == big
+    assert len(protocol.get_buffer(-1)) <= 1024 * 1024
+
+
+@pytest.mark.parametrize("length", [0, 15, -5, 1001])
+async def test_impossible_length_fails_the_waiter_and_aborts(length: int) -> None:
+    protocol, transport = make_protocol(max_message_size=1000)
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, HEADER.pack(length, 1, 0, OP_MSG))
+    with pytest.raises(ProtocolError, match=r"db\.example:27017"):
+        await waiter
+    assert transport.aborted
+    assert protocol.lost
+    with pytest.raises(AutoReconnect, match=r"db\.example:27017"):
+        await protocol.wait_message(bytes)
+
+
+async def test_parser_error_goes_to_the_waiter() -> None:
+    protocol, _ = make_protocol()
+
+    def parser(view: memoryview) -> None:
+        raise ProtocolError("bad reply")
+
+    waiter = protocol.wait_message(parser)
+    feed(protocol, message(1, 20))
+    with pytest.raises(ProtocolError, match="bad reply"):
+        await waiter
+
+
+async def test_connection_lost_fails_the_waiter_naming_the_address() -> None:
+    protocol, _ = make_protocol()
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, message(1, 100)[:50])  # half a reply, then the peer goes away
+    protocol.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
+    with pytest.raises(AutoReconnect, match=r"db\.example:27017.*reset"):
+        await waiter
+    assert protocol.lost
+
+
+async def test_eof_fails_the_waiter() -> None:
+    protocol, _ = make_protocol()
+    waiter = protocol.wait_message(bytes)
+    assert protocol.eof_received() is False
+    with pytest.raises(AutoReconnect, match="closed the connection"):
+        await waiter
+
+
+async def test_deadline_fails_the_waiter_with_network_timeout() -> None:
+    protocol, _ = make_protocol()
+    loop = asyncio.get_running_loop()
+    waiter = protocol.wait_message(bytes, deadline=loop.time() + 0.05)
+    with pytest.raises(NetworkTimeout, match=r"db\.example:27017"):
+        await waiter
+    # A message that comes after the timeout is not given to anyone: it is kept aside.
+    feed(protocol, message(9, 16))
+    assert await protocol.wait_message(bytes) == message(9, 16)
+
+
+async def test_reply_before_the_deadline_cancels_the_timer() -> None:
+    protocol, _ = make_protocol()
+    loop = asyncio.get_running_loop()
+    waiter = protocol.wait_message(bytes, deadline=loop.time() + 0.05)
+    feed(protocol, message(2, 16))
+    assert await waiter == message(2, 16)
+    await asyncio.sleep(0.1)
+    assert not protocol.lost
+
+
+async def test_only_one_waiter_at_a_time() -> None:
+    protocol, _ = make_protocol()
+    protocol.wait_message(bytes)
+    with pytest.raises(Exception, match="already waiting"):
+        protocol.wait_message(bytes)
