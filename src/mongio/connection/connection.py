@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import struct
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,14 +28,25 @@ from mongio.errors import (
     ProtocolError,
 )
 from mongio.wire.compression import Compressor
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, next_request_id
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, OP_MSG, next_request_id
 from mongio.wire.legacy import OpReply, encode_op_query
 from mongio.wire.message import parse_message
-from mongio.wire.op_msg import OpMsg, OpMsgFlags, encode_command
+from mongio.wire.op_msg import (
+    EXHAUST_ALLOWED,
+    MORE_TO_COME,
+    REQUIRED_BITS_MASK,
+    OpMsg,
+    encode_command,
+)
 
 __all__ = ["Connection", "check_command_reply", "connect"]
 
 DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
+
+_HEADER_AND_FLAGS = struct.Struct("<iiiiI")
+_INT32 = struct.Struct("<i")
+_BODY_KIND_OFFSET = 20
+_BODY_OFFSET = 21
 
 _MAX_TIME_MS_EXPIRED = 50
 _CURSOR_NOT_FOUND = 43
@@ -281,9 +293,9 @@ class Connection:
         self._check_can_send()
         flags = 0
         if more_to_come:
-            flags |= OpMsgFlags.MORE_TO_COME
+            flags |= MORE_TO_COME
         if exhaust_allowed:
-            flags |= OpMsgFlags.EXHAUST_ALLOWED
+            flags |= EXHAUST_ALLOWED
         request_id = next_request_id()
         # Encoding errors (DocumentTooLarge, InvalidDocument) happen before anything is written: the connection
         # stays usable.
@@ -379,37 +391,53 @@ class Connection:
 
     def _parse_reply(self, message: memoryview) -> dict[str, Any]:
         # Runs inside the protocol's buffer_updated, on a view of its buffer: decode before returning.
-        parsed = parse_message(message, self._max_message_size)
-        if parsed.response_to != self._expected_response_to:
-            raise ProtocolError(
-                f"{self.name} sent a reply to request {parsed.response_to}, expected one to "
-                f"{self._expected_response_to}"
-            )
-        content = parsed.content
-        if isinstance(content, OpMsg):
-            body = content.body
-            if content.flags & OpMsgFlags.MORE_TO_COME:
-                self._more_to_come = True
-                self._expected_response_to = parsed.request_id
-            else:
-                self._more_to_come = self._awaiting_reply = False
-        elif isinstance(content, OpReply):
-            if len(content.documents) != 1:
-                raise ProtocolError(
-                    f"{self.name} sent an OP_REPLY with {len(content.documents)} documents, expected 1"
-                )
-            body = content.documents[0]
+        if len(message) < _BODY_OFFSET + 5:
+            body = self._parse_other_reply(message)  # too short to be valid: let the full parser say why
+        elif (
+            (fields := _HEADER_AND_FLAGS.unpack_from(message))[3] == OP_MSG
+            and not fields[4] & REQUIRED_BITS_MASK
+            and message[_BODY_KIND_OFFSET] == 0
+            and _INT32.unpack_from(message, _BODY_OFFSET)[0] == len(message) - _BODY_OFFSET
+        ):
+            # The usual reply: uncompressed, no checksum, no moreToCome, one body section and nothing else.
+            if fields[2] != self._expected_response_to:
+                raise self._wrong_response_to(fields[2])
+            body = message[_BODY_OFFSET:]
             self._more_to_come = self._awaiting_reply = False
         else:
-            raise ProtocolError(
-                f"{self.name} sent a message with opcode {parsed.opcode}, which is not a reply"
-            )
+            body = self._parse_other_reply(message)
         codec_options = self._codec_options
         # A document class other than dict may keep a reference to the bytes it was made from (a raw
         # document): give it its own copy, since this buffer is about to be reused.
         data = body if codec_options.document_class is dict else bytes(body)
         document: dict[str, Any] = decode(data, codec_options)
         return document
+
+    def _parse_other_reply(self, message: memoryview) -> memoryview:
+        parsed = parse_message(message, self._max_message_size)
+        if parsed.response_to != self._expected_response_to:
+            raise self._wrong_response_to(parsed.response_to)
+        content = parsed.content
+        if isinstance(content, OpMsg):
+            if content.flags & MORE_TO_COME:
+                self._more_to_come = True
+                self._expected_response_to = parsed.request_id
+            else:
+                self._more_to_come = self._awaiting_reply = False
+            return content.body
+        if isinstance(content, OpReply):
+            if len(content.documents) != 1:
+                raise ProtocolError(
+                    f"{self.name} sent an OP_REPLY with {len(content.documents)} documents, expected 1"
+                )
+            self._more_to_come = self._awaiting_reply = False
+            return content.documents[0]
+        raise ProtocolError(f"{self.name} sent a message with opcode {parsed.opcode}, which is not a reply")
+
+    def _wrong_response_to(self, response_to: int) -> ProtocolError:
+        return ProtocolError(
+            f"{self.name} sent a reply to request {response_to}, expected one to {self._expected_response_to}"
+        )
 
 
 async def connect(

@@ -25,7 +25,11 @@ from mongio.wire.header import (
 )
 
 __all__ = [
+    "CHECKSUM_PRESENT",
     "COMMAND_OVERHEAD",
+    "EXHAUST_ALLOWED",
+    "MORE_TO_COME",
+    "REQUIRED_BITS_MASK",
     "OpMsg",
     "OpMsgFlags",
     "encode_command",
@@ -42,9 +46,13 @@ class OpMsgFlags(enum.IntFlag):
     EXHAUST_ALLOWED = 1 << 16
 
 
+# Plain ints for the hot paths: IntFlag arithmetic costs a Python-level call per operation.
+CHECKSUM_PRESENT = 1 << 0
+MORE_TO_COME = 1 << 1
+EXHAUST_ALLOWED = 1 << 16
 # Bits 0-15 are "required": a receiver must reject any it does not know. Bits 16-31 are optional and ignored.
-_KNOWN_REQUIRED_BITS = OpMsgFlags.CHECKSUM_PRESENT | OpMsgFlags.MORE_TO_COME
-_REQUIRED_BITS_MASK = 0xFFFF
+_KNOWN_REQUIRED_BITS = CHECKSUM_PRESENT | MORE_TO_COME
+REQUIRED_BITS_MASK = 0xFFFF
 
 # A command document may exceed maxBsonObjectSize by this much, so that a maximum-size user document still fits
 # in a command that wraps it; servers allow the same.
@@ -69,7 +77,7 @@ def encode_op_msg(
     ``checksum`` appends a CRC-32C; the driver never sends one, it exists so tests can build such messages.
     """
     if checksum:
-        flags |= OpMsgFlags.CHECKSUM_PRESENT
+        flags |= CHECKSUM_PRESENT
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
     out += body
@@ -187,7 +195,7 @@ class OpMsg(NamedTuple):
 
     @property
     def more_to_come(self) -> bool:
-        return bool(self.flags & OpMsgFlags.MORE_TO_COME)
+        return bool(self.flags & MORE_TO_COME)
 
 
 def parse_op_msg(
@@ -205,12 +213,12 @@ def parse_op_msg(
     if end < _FLAGS_AND_KIND0.size + 5:
         raise ProtocolError(f"OP_MSG of {end + HEADER_SIZE} bytes is too short to hold a document")
     flags = _UINT32.unpack_from(view)[0]
-    unknown = flags & _REQUIRED_BITS_MASK & ~_KNOWN_REQUIRED_BITS
+    unknown = flags & REQUIRED_BITS_MASK & ~_KNOWN_REQUIRED_BITS
     if unknown:
         raise ProtocolError(
             f"OP_MSG sets flag bits {unknown:#x} that are required to be understood and unknown"
         )
-    if flags & OpMsgFlags.CHECKSUM_PRESENT:
+    if flags & CHECKSUM_PRESENT:
         end -= 4
         if header is None:
             raise ProtocolError("OP_MSG has a checksum but no header was given to verify it against")
