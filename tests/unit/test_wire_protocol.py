@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mongio.connection.protocol import MessageProtocol
+from mongio.connection.transport import format_address, is_unix_socket
 from mongio.errors import AutoReconnect, NetworkTimeout, ProtocolError
 from mongio.wire import HEADER, HEADER_SIZE, OP_MSG
 
@@ -191,3 +192,18 @@ async def test_only_one_waiter_at_a_time() -> None:
     protocol.wait_message(bytes)
     with pytest.raises(Exception, match="already waiting"):
         protocol.wait_message(bytes)
+
+
+@pytest.mark.parametrize(
+    ("address", "name"),
+    [
+        (("db.example.com", 27017), "db.example.com:27017"),
+        (("10.0.0.1", 1234), "10.0.0.1:1234"),
+        (("::1", 27018), "[::1]:27018"),
+        (("db.example.com", None), "db.example.com:27017"),
+        (("/tmp/mongodb-27017.sock", None), "/tmp/mongodb-27017.sock"),
+    ],
+)
+def test_addresses_are_named_as_in_a_uri(address: tuple[str, int | None], name: str) -> None:
+    assert format_address(address) == name
+    assert is_unix_socket(address) == name.endswith(".sock")
