@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,10 +37,8 @@ def from_extended_json(value: Any) -> Any:
         return value
     if len(value) == 1:
         if "$oid" in value:
-            try:
-                from mongio.bson.objectid import ObjectId
-            except ImportError:  # TEMPORARY until objectid.py lands
-                return _HexId(value["$oid"])
+            from mongio.bson.objectid import ObjectId
+
             return ObjectId(value["$oid"])
         if "$numberLong" in value:
             return int(value["$numberLong"])
@@ -120,44 +117,20 @@ def server_from_table(spec: Mapping[str, Any]) -> ServerDescription:
     )
 
 
-@dataclass(frozen=True)
-class TableReadPreference:
-    """A read preference as selection reads it, built from a test file's ``read_preference`` document."""
-
-    mode: int
-    tag_sets: list[dict[str, Any]]
-    max_staleness: float
-
-
-_MODES = {"primary": 0, "primarypreferred": 1, "secondary": 2, "secondarypreferred": 3, "nearest": 4}
-
-
 def read_preference(document: Mapping[str, Any] | None) -> Any:
     """The driver's read preference for a test document (mode names in any case; default primary).
 
-    Raises whatever the read preference class raises for an invalid combination.
+    Raises what the read preference classes raise for an invalid combination (e.g. primary with
+    ``maxStalenessSeconds``, or a staleness of 0).
     """
+    from mongio.options.read_preference import make_read_preference, read_pref_mode_from_name
+
     document = document or {}
-    mode_name = str(document.get("mode", "primary")).lower()
-    tag_sets = document.get("tag_sets")
+    mode = read_pref_mode_from_name(str(document.get("mode", "primary")))
     max_staleness = document.get("maxStalenessSeconds")
-    try:
-        from mongio.options import read_preference as rp_module
-    except ImportError:
-        return TableReadPreference(
-            _MODES[mode_name],
-            list(tag_sets) if tag_sets is not None else [{}],
-            -1 if max_staleness is None else max_staleness,
-        )
-    return rp_module.make_read_preference(mode_name, tag_sets, max_staleness)
-
-
-@dataclass(frozen=True)
-class _HexId:
-    hex: str
-
-    def __str__(self) -> str:
-        return self.hex
+    return make_read_preference(
+        mode, document.get("tag_sets"), -1 if max_staleness is None else max_staleness
+    )
 
 
 def run_selection_table(test: Mapping[str, Any]) -> None:

@@ -162,11 +162,11 @@ def _check_server(
             f"{label}: logicalSessionTimeoutMinutes {sd.logical_session_timeout_minutes!r}, "
             f"expected {expected['logicalSessionTimeoutMinutes']!r}",
         )
-    for key, got in (("minWireVersion", sd.min_wire_version), ("maxWireVersion", sd.max_wire_version)):
+    for key, wire in (("minWireVersion", sd.min_wire_version), ("maxWireVersion", sd.max_wire_version)):
         if key in expected:
             # null stands for "unset", whose default is 0.
-            want = 0 if expected[key] is None else expected[key]
-            _check(got == want, f"{label}: {key} {got!r}, expected {want!r}")
+            wanted = 0 if expected[key] is None else expected[key]
+            _check(wire == wanted, f"{label}: {key} {wire!r}, expected {wanted!r}")
     if "topologyVersion" in expected:
         _check(
             _same_topology_version(sd.topology_version, expected["topologyVersion"]),

@@ -236,3 +236,14 @@ def test_rtt_tracker_stays_within_the_samples(samples: list[float]) -> None:
     assert min(samples) - 1e-9 <= tracker.average <= max(samples) + 1e-9
     if len(samples) >= 2:
         assert tracker.min == min(samples[-10:])
+
+
+def test_the_driver_read_preferences_drive_selection() -> None:
+    from mongio.options.read_preference import Nearest, ReadPreference, SecondaryPreferred
+
+    assert names(suitable_servers(RS, ReadPreference.PRIMARY)) == ["p"]
+    assert names(suitable_servers(RS, ReadPreference.SECONDARY)) == ["s1", "s2"]
+    assert names(suitable_servers(RS, SecondaryPreferred(tag_sets=[{"dc": "sf"}]))) == ["s2"]
+    with pytest.raises(ConfigurationError):
+        select_servers(RS, Nearest(max_staleness=30))
+    assert RS.has_readable_server(ReadPreference.NEAREST)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from mongio.bson.objectid import ObjectId
 from mongio.topology.server_type import ServerType
 
 __all__ = [
@@ -190,7 +191,8 @@ class ServerDescription:
         self._replica_set_name: str | None = doc.get("setName") or None
         set_version = doc.get("setVersion")
         self._set_version = int(set_version) if set_version is not None else None
-        self._election_id = doc.get("electionId")
+        election_id = doc.get("electionId")
+        self._election_id = election_id if election_id is None else ObjectId(election_id)
         self._min_wire_version = int(doc.get("minWireVersion", 0))
         self._max_wire_version = int(doc.get("maxWireVersion", 0))
         self._max_bson_size = int(doc.get("maxBsonObjectSize", _DEFAULT_MAX_BSON_SIZE))
@@ -283,12 +285,12 @@ class ServerDescription:
         return self._set_version
 
     @property
-    def election_id(self) -> Any:
-        """The ``electionId`` ObjectId a primary reports, else ``None``."""
+    def election_id(self) -> ObjectId | None:
+        """The ``electionId`` a primary reports, else ``None``."""
         return self._election_id
 
     @property
-    def election_tuple(self) -> tuple[Any, int | None]:
+    def election_tuple(self) -> tuple[ObjectId | None, int | None]:
         return self._election_id, self._set_version
 
     @property

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mongio.bson.objectid import ObjectId
 from mongio.errors import ConfigurationError, NotPrimaryError
 from mongio.topology.server_description import Address, ServerDescription, format_address
 from mongio.topology.server_type import ServerType
@@ -90,7 +91,7 @@ class TopologyDescription:
         server_descriptions: Mapping[Address, ServerDescription],
         replica_set_name: str | None,
         max_set_version: int | None,
-        max_election_id: Any,
+        max_election_id: ObjectId | None,
         topology_settings: TopologySettings,
     ) -> None:
         self._topology_type = topology_type
@@ -150,7 +151,7 @@ class TopologyDescription:
         return self._max_set_version
 
     @property
-    def max_election_id(self) -> Any:
+    def max_election_id(self) -> ObjectId | None:
         return self._max_election_id
 
     @property
@@ -390,9 +391,9 @@ def _check_has_primary(sds: Mapping[Address, ServerDescription]) -> TopologyType
     return TopologyType.ReplicaSetNoPrimary
 
 
-def _oid_key(value: Any) -> str:
-    # ObjectIds compare as 12-byte sequences; their lower-case hex forms sort the same way.
-    return str(value).lower()
+def _oid_key(value: ObjectId) -> bytes:
+    # electionIds compare as 12-byte sequences.
+    return value.binary
 
 
 def _nullable_compare(left: Any, right: Any, key: Callable[[Any], Any]) -> int:
@@ -403,7 +404,7 @@ def _nullable_compare(left: Any, right: Any, key: Callable[[Any], Any]) -> int:
     return int(lk > rk) - int(lk < rk)
 
 
-def _tuple_text(election_id: Any, set_version: int | None) -> str:
+def _tuple_text(election_id: ObjectId | None, set_version: int | None) -> str:
     return f"({election_id}, {set_version})"
 
 
@@ -412,8 +413,8 @@ def _update_rs_from_primary(
     replica_set_name: str | None,
     server_description: ServerDescription,
     max_set_version: int | None,
-    max_election_id: Any,
-) -> tuple[TopologyType, str | None, int | None, Any]:
+    max_election_id: ObjectId | None,
+) -> tuple[TopologyType, str | None, int | None, ObjectId | None]:
     """updateRSFromPrimary: trust a primary that is not stale, and make its host list the set's members."""
     address = server_description.address
     if replica_set_name is None:
