@@ -1,0 +1,155 @@
+"""Authentication of a new connection: mechanism negotiation, speculative authentication and the
+conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509), all run through an injected
+``async run_command(db, command) -> reply`` so no mechanism touches a socket.
+
+For one connection::
+
+    authenticator = Authenticator(credential)
+    hello = await conn.command("admin", {**hello_command, **authenticator.handshake_fields()})
+    await authenticator.authenticate(run_command, HelloResponse.from_document(hello))
+
+``authenticate(credential, run_command, hello_response)`` does the same without speculation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from mongio.connection.auth.base import AuthenticationFailed, CredentialLike, RunCommand
+from mongio.connection.auth.negotiation import (
+    negotiate_mechanism,
+    sasl_supported_mechs_request,
+    speculative_mechanism,
+)
+from mongio.connection.auth.plain import authenticate_plain
+from mongio.connection.auth.scram import (
+    ScramConversation,
+    ScramKeyCache,
+    authenticate_scram,
+    scram_mechanism,
+)
+from mongio.connection.auth.x509 import authenticate_x509, speculative_x509_command
+from mongio.errors import ConfigurationError
+
+__all__ = [
+    "AuthenticationFailed",
+    "Authenticator",
+    "CredentialLike",
+    "HelloLike",
+    "RunCommand",
+    "authenticate",
+]
+
+_SCRAM = ("SCRAM-SHA-1", "SCRAM-SHA-256")
+_NOT_YET = ("GSSAPI", "MONGODB-AWS", "MONGODB-OIDC")
+
+
+class HelloLike(Protocol):
+    """What authentication reads from the handshake reply."""
+
+    @property
+    def sasl_supported_mechs(self) -> Sequence[str] | None: ...
+
+    @property
+    def speculative_authenticate(self) -> Mapping[str, Any] | None: ...
+
+
+class Authenticator:
+    """Authenticates one new connection with one credential, speculatively when the server lets it.
+
+    ``handshake_fields()`` gives what the hello must carry (``saslSupportedMechs`` for a credential without a
+    mechanism, ``speculativeAuthenticate`` for SCRAM and X.509); ``authenticate()`` then finishes the job,
+    skipping the first round trip when the hello's reply answered the speculative step. ``nonce`` fixes the
+    SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache.
+    """
+
+    def __init__(
+        self,
+        credential: CredentialLike,
+        *,
+        cache: ScramKeyCache | None = None,
+        nonce: str | None = None,
+    ) -> None:
+        self.credential = credential
+        self.cache = cache
+        self._nonce = nonce
+        self._speculative_mechanism: str | None = None
+        self._conversation: ScramConversation | None = None
+        self.used_speculative = False
+        """True after ``authenticate()`` when the hello's speculative reply was used."""
+        self.mechanism: str | None = None
+        """The mechanism ``authenticate()`` used."""
+
+    def _scram_conversation(self, mechanism: str) -> ScramConversation:
+        credential = self.credential
+        if not credential.username or credential.password is None:
+            raise ConfigurationError(f"{mechanism} needs a username and a password")
+        return ScramConversation(
+            scram_mechanism(mechanism),
+            credential.username,
+            credential.password,
+            source=credential.source,
+            nonce=self._nonce,
+        )
+
+    def handshake_fields(self) -> dict[str, Any]:
+        """The hello fields authentication adds; call once per connection."""
+        fields: dict[str, Any] = {}
+        negotiate = sasl_supported_mechs_request(self.credential)
+        if negotiate is not None:
+            fields["saslSupportedMechs"] = negotiate
+        mechanism = speculative_mechanism(self.credential)
+        if mechanism in _SCRAM:
+            self._conversation = self._scram_conversation(mechanism)
+            fields["speculativeAuthenticate"] = self._conversation.speculative_command()
+        elif mechanism == "MONGODB-X509":
+            fields["speculativeAuthenticate"] = speculative_x509_command(self.credential.username)
+        else:
+            return fields
+        self._speculative_mechanism = mechanism
+        return fields
+
+    async def authenticate(self, run_command: RunCommand, hello: HelloLike | None) -> None:
+        """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused."""
+        mechanism = negotiate_mechanism(self.credential, hello.sasl_supported_mechs if hello else None)
+        self.mechanism = mechanism
+        speculative_reply = hello.speculative_authenticate if hello is not None else None
+        if mechanism != self._speculative_mechanism:
+            speculative_reply = None
+        self.used_speculative = speculative_reply is not None
+        if mechanism in _SCRAM:
+            conversation = self._conversation if speculative_reply is not None else None
+            if conversation is None:
+                conversation = self._scram_conversation(mechanism)
+            await authenticate_scram(
+                self.credential,
+                mechanism,
+                run_command,
+                conversation=conversation,
+                speculative_reply=speculative_reply,
+                cache=self.cache,
+            )
+        elif mechanism == "MONGODB-X509":
+            await authenticate_x509(self.credential, run_command, speculative_reply=speculative_reply)
+        elif mechanism == "PLAIN":
+            await authenticate_plain(self.credential, run_command)
+        elif mechanism in _NOT_YET:
+            raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
+        else:
+            raise ConfigurationError(f"unknown authentication mechanism {mechanism!r}")
+
+
+async def authenticate(
+    credential: CredentialLike,
+    run_command: RunCommand,
+    hello_response: HelloLike | None = None,
+    *,
+    authenticator: Authenticator | None = None,
+) -> None:
+    """Authenticate ``credential`` over ``run_command`` after a handshake whose reply is ``hello_response``.
+
+    Pass the ``authenticator`` whose ``handshake_fields()`` went into that hello to use its speculative
+    reply; without one the conversation starts from the beginning.
+    """
+    await (authenticator or Authenticator(credential)).authenticate(run_command, hello_response)
