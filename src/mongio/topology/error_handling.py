@@ -69,10 +69,13 @@ def is_shutdown(code: int | None) -> bool:
 
 
 def is_state_change_error(message: str | None, code: int | None) -> bool:
+    """A "not writable primary" or "node is recovering" error: the server is not what we believed."""
     return is_recovering(message, code) or is_not_writable_primary(message, code)
 
 
 class ErrorKind(enum.Enum):
+    """How an operation failed, as far as the topology cares."""
+
     NETWORK = "network"  # a network error other than a timeout
     TIMEOUT = "timeout"  # a network timeout
     COMMAND = "command"  # the server answered with an error (ok: 0 or a writeConcernError)
@@ -217,6 +220,7 @@ class ErrorDecision:
 
     @property
     def acts(self) -> bool:
+        """Whether the decision asks the topology to do anything."""
         return self.mark_unknown is not None or self.clear_pool or self.request_check or self.cancel_check
 
 

@@ -235,10 +235,12 @@ class ServerDescription:
 
     @property
     def server_type(self) -> ServerType:
+        """What the server reported itself to be (``Unknown`` until it answers or after an error)."""
         return self._server_type
 
     @property
     def server_type_name(self) -> str:
+        """The server type's name, e.g. ``"RSPrimary"``."""
         return self._server_type.name
 
     @property
@@ -248,14 +250,17 @@ class ServerDescription:
 
     @property
     def hosts(self) -> frozenset[Address]:
+        """The replica set members (not passive, not arbiters) this server reported."""
         return self._hosts
 
     @property
     def passives(self) -> frozenset[Address]:
+        """The priority-zero members this server reported."""
         return self._passives
 
     @property
     def arbiters(self) -> frozenset[Address]:
+        """The arbiters this server reported."""
         return self._arbiters
 
     @property
@@ -265,6 +270,7 @@ class ServerDescription:
 
     @property
     def me(self) -> Address | None:
+        """The address the server is known by in the replica set configuration."""
         return self._me
 
     @property
@@ -274,14 +280,17 @@ class ServerDescription:
 
     @property
     def tags(self) -> Mapping[str, str]:
+        """The member's tags, which read preference tag sets match against."""
         return self._tags
 
     @property
     def replica_set_name(self) -> str | None:
+        """The replica set name (``setName``) the server reported, if any."""
         return self._replica_set_name
 
     @property
     def set_version(self) -> int | None:
+        """The replica set configuration version a member reports."""
         return self._set_version
 
     @property
@@ -291,30 +300,37 @@ class ServerDescription:
 
     @property
     def election_tuple(self) -> tuple[ObjectId | None, int | None]:
+        """``(electionId, setVersion)``, the pair that orders primaries."""
         return self._election_id, self._set_version
 
     @property
     def min_wire_version(self) -> int:
+        """The oldest wire protocol version the server speaks (0 when unknown)."""
         return self._min_wire_version
 
     @property
     def max_wire_version(self) -> int:
+        """The newest wire protocol version the server speaks (0 when unknown)."""
         return self._max_wire_version
 
     @property
     def max_bson_size(self) -> int:
+        """The largest document the server accepts, in bytes."""
         return self._max_bson_size
 
     @property
     def max_message_size(self) -> int:
+        """The largest wire message the server accepts, in bytes."""
         return self._max_message_size
 
     @property
     def max_write_batch_size(self) -> int:
+        """The most writes the server accepts in one command."""
         return self._max_write_batch_size
 
     @property
     def logical_session_timeout_minutes(self) -> int | None:
+        """How long the server keeps an idle session; ``None`` when it has no sessions."""
         return self._ls_timeout_minutes
 
     @property
@@ -324,6 +340,7 @@ class ServerDescription:
 
     @property
     def op_time(self) -> Any:
+        """The opaque ``lastWrite.opTime`` the server reported."""
         return self._op_time
 
     @property
@@ -353,30 +370,37 @@ class ServerDescription:
 
     @property
     def iscryptd(self) -> bool:
+        """Whether the server is a mongocryptd."""
         return self._iscryptd
 
     @property
     def service_id(self) -> Any:
+        """The ``serviceId`` a server behind a load balancer reports."""
         return self._service_id
 
     @property
     def cluster_time(self) -> Mapping[str, Any] | None:
+        """The ``$clusterTime`` of the reply, if any."""
         return self._cluster_time
 
     @property
     def is_server_type_known(self) -> bool:
+        """True unless the server is Unknown."""
         return self._server_type != ServerType.Unknown
 
     @property
     def is_writable(self) -> bool:
+        """Whether writes may go to this server (a primary, standalone, mongos or load balancer)."""
         return self._server_type in _WRITABLE_TYPES
 
     @property
     def is_readable(self) -> bool:
+        """Whether reads may go to this server (the writable types and secondaries)."""
         return self._server_type == ServerType.RSSecondary or self.is_writable
 
     @property
     def is_data_bearing(self) -> bool:
+        """Whether the server holds application data (the readable types)."""
         return self._server_type in _DATA_BEARING_TYPES
 
     @property
@@ -391,6 +415,7 @@ class ServerDescription:
 
     @property
     def retryable_reads_supported(self) -> bool:
+        """Whether the server supports retryable reads."""
         return self._max_wire_version >= 6
 
     def _comparison_key(self) -> tuple[Any, ...]:

@@ -136,30 +136,37 @@ class TopologyDescription:
 
     @property
     def topology_type(self) -> TopologyType:
+        """The kind of deployment the client believes it talks to."""
         return self._topology_type
 
     @property
     def topology_type_name(self) -> str:
+        """The topology type's name, e.g. ``"ReplicaSetWithPrimary"``."""
         return self._topology_type.name
 
     @property
     def replica_set_name(self) -> str | None:
+        """The replica set name, given or discovered; ``None`` outside replica sets."""
         return self._replica_set_name
 
     @property
     def max_set_version(self) -> int | None:
+        """The setVersion of the most recent trusted primary."""
         return self._max_set_version
 
     @property
     def max_election_id(self) -> ObjectId | None:
+        """The electionId of the most recent trusted primary."""
         return self._max_election_id
 
     @property
     def topology_settings(self) -> TopologySettings:
+        """The settings this description was made with."""
         return self._topology_settings
 
     @property
     def heartbeat_frequency(self) -> float:
+        """Seconds between checks of each server."""
         return self._topology_settings.heartbeat_frequency
 
     @property
@@ -174,6 +181,7 @@ class TopologyDescription:
 
     @property
     def compatibility_error(self) -> str | None:
+        """Why the deployment is incompatible, or ``None``."""
         return self._incompatible_err
 
     def check_compatible(self) -> None:
@@ -186,9 +194,11 @@ class TopologyDescription:
         return dict(self._server_descriptions)
 
     def has_server(self, address: Address) -> bool:
+        """Whether ``address`` is one of the monitored servers."""
         return address in self._server_descriptions
 
     def get(self, address: Address) -> ServerDescription | None:
+        """The description of the server at ``address``, or ``None``."""
         return self._server_descriptions.get(address)
 
     @property
@@ -198,10 +208,12 @@ class TopologyDescription:
 
     @property
     def has_known_servers(self) -> bool:
+        """Whether any server's type is known."""
         return any(sd.is_server_type_known for sd in self._server_descriptions.values())
 
     @property
     def readable_servers(self) -> list[ServerDescription]:
+        """The servers reads could go to, ignoring read preferences."""
         return [sd for sd in self._server_descriptions.values() if sd.is_readable]
 
     @property
