@@ -214,5 +214,10 @@ def test_from_exception_classifies_driver_errors() -> None:
     reset = classify(AutoReconnect("connection reset", error_labels=[SYSTEM_OVERLOADED_LABEL]))
     assert reset is not None and reset.kind == ErrorKind.NETWORK and SYSTEM_OVERLOADED_LABEL in reset.labels
     assert classify(ConnectionFailure("refused")) is not None
+    # A bare socket error is a network error; the builtin TimeoutError (an OSError too) is a timeout.
+    raw = classify(ConnectionResetError("reset by peer"))
+    assert raw is not None and raw.kind == ErrorKind.NETWORK
+    builtin_timeout = classify(TimeoutError())
+    assert builtin_timeout is not None and builtin_timeout.kind == ErrorKind.TIMEOUT
     assert classify(WaitQueueTimeoutError("pool busy")) is None
     assert classify(ValueError("bug")) is None

@@ -183,7 +183,7 @@ class ApplicationError:
             )
         if isinstance(error, WaitQueueTimeoutError):
             return None  # the pool was busy; the server is fine
-        if isinstance(error, NetworkTimeout):
+        if isinstance(error, (NetworkTimeout, TimeoutError)):
             kind = ErrorKind.TIMEOUT
         elif isinstance(error, (ConnectionFailure, OSError)):
             kind = ErrorKind.NETWORK
