@@ -80,7 +80,7 @@ def test_initial_topology_type(kwargs: dict[str, Any], expected: TopologyType) -
         {"seeds": (A, B), "direct_connection": True},
         {"seeds": (A,), "load_balanced": True, "direct_connection": True},
         {"seeds": (A,), "load_balanced": True, "replica_set_name": "rs"},
-        {"seeds": (A,), "heartbeat_frequency": 0.2},
+        {"seeds": (A,), "heartbeat_frequency": 0},
         {"seeds": (A,), "srv_max_hosts": -1},
     ],
 )

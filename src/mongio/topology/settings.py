@@ -26,7 +26,9 @@ DEFAULT_SERVER_SELECTION_TIMEOUT = 30.0  # seconds
 class TopologySettings:
     """The options that shape discovery and selection. Times are seconds except ``local_threshold_ms``.
 
-    ``direct_connection=None`` means the option was not given, which behaves as ``False``.
+    ``direct_connection=None`` means the option was not given, which behaves as ``False``. The options layer
+    enforces the user-facing minimums (``heartbeatFrequencyMS`` >= 500); these settings only reject what
+    cannot work, so tests may run monitors faster.
     """
 
     seeds: tuple[Address, ...]
@@ -46,11 +48,8 @@ class TopologySettings:
                 raise ConfigurationError("loadBalanced=true cannot be used with directConnection=true")
             if self.replica_set_name is not None:
                 raise ConfigurationError("loadBalanced=true cannot be used with replicaSet")
-        if self.heartbeat_frequency < MIN_HEARTBEAT_FREQUENCY:
-            raise ConfigurationError(
-                f"heartbeatFrequencyMS must be at least {int(MIN_HEARTBEAT_FREQUENCY * 1000)}, "
-                f"not {self.heartbeat_frequency * 1000:g}"
-            )
+        if self.heartbeat_frequency <= 0:
+            raise ConfigurationError(f"heartbeat_frequency must be positive, not {self.heartbeat_frequency!r}")
         if self.srv_max_hosts < 0:
             raise ConfigurationError(f"srvMaxHosts must be zero or positive, not {self.srv_max_hosts}")
 
