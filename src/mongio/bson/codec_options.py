@@ -1,0 +1,271 @@
+"""Options that control how documents are encoded and decoded, and the custom type registry."""
+
+from __future__ import annotations
+
+import abc
+import datetime
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any, Final
+
+from mongio.bson.binary import UuidRepresentation
+from mongio.bson.datetime_ms import DatetimeConversion
+
+__all__ = [
+    "DEFAULT_CODEC_OPTIONS",
+    "CodecOptions",
+    "TypeCodec",
+    "TypeDecoder",
+    "TypeEncoder",
+    "TypeRegistry",
+]
+
+
+class TypeEncoder(abc.ABC):
+    """Teaches the encoder one Python type: ``python_type`` and ``transform_python(value)`` returning a value
+    the encoder already knows. The type must match exactly (subclasses are not covered) and cannot be one
+    the encoder already handles."""
+
+    @property
+    @abc.abstractmethod
+    def python_type(self) -> Any:
+        """The Python type this encoder transforms."""
+
+    @abc.abstractmethod
+    def transform_python(self, value: Any) -> Any:
+        """Convert ``value`` into something BSON can encode."""
+
+
+class TypeDecoder(abc.ABC):
+    """Teaches the decoder to post-process one decoded type: ``bson_type`` (the Python type the decoder
+    produces, e.g. :class:`~mongio.bson.decimal128.Decimal128`) and ``transform_bson(value)``."""
+
+    @property
+    @abc.abstractmethod
+    def bson_type(self) -> Any:
+        """The decoded Python type this decoder transforms."""
+
+    @abc.abstractmethod
+    def transform_bson(self, value: Any) -> Any:
+        """Convert a decoded value into the application's type."""
+
+
+class TypeCodec(TypeEncoder, TypeDecoder):
+    """Both a :class:`TypeEncoder` and a :class:`TypeDecoder`."""
+
+
+Codec = TypeEncoder | TypeDecoder
+Fallback = Callable[[Any], Any]
+
+
+def _built_in_encodable_types() -> tuple[type, ...]:
+    # Imported late: the codec imports this module.
+    from mongio.bson._encoder import BUILT_IN_TYPES
+
+    built_in: tuple[type, ...] = BUILT_IN_TYPES
+    return built_in
+
+
+class TypeRegistry:
+    """Custom type encoders/decoders and a ``fallback_encoder`` called (once) for values nothing else can
+    encode; it must return something encodable."""
+
+    __slots__ = ("_decoder_map", "_encoder_map", "_fallback_encoder", "_type_codecs")
+
+    def __init__(
+        self, type_codecs: Iterable[Codec] | None = None, fallback_encoder: Fallback | None = None
+    ) -> None:
+        self._type_codecs: list[Codec] = list(type_codecs or [])
+        if fallback_encoder is not None and not callable(fallback_encoder):
+            raise TypeError("fallback_encoder must be callable")
+        self._fallback_encoder = fallback_encoder
+        self._encoder_map: dict[Any, Callable[[Any], Any]] = {}
+        self._decoder_map: dict[Any, Callable[[Any], Any]] = {}
+        for codec in self._type_codecs:
+            known = False
+            if isinstance(codec, TypeEncoder):
+                known = True
+                for built_in in _built_in_encodable_types():
+                    if isinstance(codec.python_type, type) and issubclass(codec.python_type, built_in):
+                        raise TypeError(
+                            f"TypeEncoders cannot change how built-in types are encoded "
+                            f"({codec!r} transforms {codec.python_type.__name__})"
+                        )
+                self._encoder_map[codec.python_type] = codec.transform_python
+            if isinstance(codec, TypeDecoder):
+                known = True
+                self._decoder_map[codec.bson_type] = codec.transform_bson
+            if not known:
+                raise TypeError(f"{codec!r} is neither a TypeEncoder nor a TypeDecoder")
+
+    @property
+    def codecs(self) -> list[Codec]:
+        """The registered codecs, in order."""
+        return list(self._type_codecs)
+
+    @property
+    def fallback_encoder(self) -> Fallback | None:
+        """The fallback encoder, or None."""
+        return self._fallback_encoder
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TypeRegistry):
+            return NotImplemented
+        return (
+            self._decoder_map == other._decoder_map
+            and self._encoder_map == other._encoder_map
+            and self._fallback_encoder == other._fallback_encoder
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(map(id, self._type_codecs)), self._fallback_encoder))
+
+    def __repr__(self) -> str:
+        return f"TypeRegistry(type_codecs={self._type_codecs!r}, fallback_encoder={self._fallback_encoder!r})"
+
+
+_EMPTY_REGISTRY: Final = TypeRegistry()
+
+
+class CodecOptions:
+    """Immutable encode/decode settings; derive variants with :meth:`with_options`.
+
+    - ``document_class``: the mapping type decoded documents become (``dict``, ``SON``, any
+      ``MutableMapping`` class, or :class:`~mongio.bson.raw.RawBSONDocument` for lazily decoded documents).
+    - ``tz_aware``: decode datetimes as aware (UTC, or ``tzinfo`` when set) instead of naive UTC.
+    - ``uuid_representation``: how ``uuid.UUID`` values are stored and which subtype decodes to them.
+    - ``unicode_decode_error_handler``: the ``bytes.decode`` error handler for strings ("strict" raises
+      :class:`~mongio.bson.errors.InvalidBSON` on bad UTF-8; "replace" and others substitute).
+    - ``tzinfo``: the zone decoded datetimes are converted to (needs ``tz_aware``).
+    - ``type_registry``: custom :class:`TypeEncoder`/:class:`TypeDecoder` codecs and the fallback encoder.
+    - ``datetime_conversion``: see :class:`~mongio.bson.datetime_ms.DatetimeConversion`.
+
+    Subclasses that add options extend ``_FIELDS`` and define matching slots, so :meth:`with_options`,
+    equality and ``repr`` cover the new options too.
+    """
+
+    __slots__ = (
+        "_cache",
+        "datetime_conversion",
+        "document_class",
+        "type_registry",
+        "tz_aware",
+        "tzinfo",
+        "unicode_decode_error_handler",
+        "uuid_representation",
+    )
+
+    _FIELDS: tuple[str, ...] = (
+        "document_class",
+        "tz_aware",
+        "uuid_representation",
+        "unicode_decode_error_handler",
+        "tzinfo",
+        "type_registry",
+        "datetime_conversion",
+    )
+
+    document_class: type[MutableMapping[str, Any]] | Any
+    tz_aware: bool
+    uuid_representation: int
+    unicode_decode_error_handler: str
+    tzinfo: datetime.tzinfo | None
+    type_registry: TypeRegistry
+    datetime_conversion: DatetimeConversion
+    _cache: dict[str, Any]
+
+    def __init__(
+        self,
+        document_class: type[Mapping[str, Any]] | Any = dict,
+        tz_aware: bool = False,
+        uuid_representation: int = UuidRepresentation.UNSPECIFIED,
+        unicode_decode_error_handler: str = "strict",
+        tzinfo: datetime.tzinfo | None = None,
+        type_registry: TypeRegistry | None = None,
+        datetime_conversion: int | None = DatetimeConversion.DATETIME,
+    ) -> None:
+        if not isinstance(document_class, type) or not (
+            issubclass(document_class, MutableMapping) or getattr(document_class, "_type_marker", None) == 101
+        ):
+            raise TypeError(
+                "document_class must be dict, SON, RawBSONDocument or another collections.abc.MutableMapping "
+                f"subclass, not {document_class!r}"
+            )
+        if not isinstance(tz_aware, bool):
+            raise TypeError(f"tz_aware must be True or False, not {tz_aware!r}")
+        if uuid_representation not in set(UuidRepresentation):
+            raise ValueError(
+                f"uuid_representation must be a UuidRepresentation value, not {uuid_representation!r}"
+            )
+        if not isinstance(unicode_decode_error_handler, str):
+            raise ValueError("unicode_decode_error_handler must be a str naming a codecs error handler")
+        if tzinfo is not None:
+            if not isinstance(tzinfo, datetime.tzinfo):
+                raise TypeError(f"tzinfo must be a datetime.tzinfo, not {tzinfo!r}")
+            if not tz_aware:
+                raise ValueError("tzinfo can only be set together with tz_aware=True")
+        if type_registry is None:
+            type_registry = _EMPTY_REGISTRY
+        elif not isinstance(type_registry, TypeRegistry):
+            raise TypeError(f"type_registry must be a TypeRegistry, not {type_registry!r}")
+        if datetime_conversion is None:
+            datetime_conversion = DatetimeConversion.DATETIME
+        try:
+            datetime_conversion = DatetimeConversion(datetime_conversion)
+        except ValueError:
+            raise ValueError(
+                f"datetime_conversion must be a DatetimeConversion, not {datetime_conversion!r}"
+            ) from None
+        setter = object.__setattr__
+        setter(self, "document_class", document_class)
+        setter(self, "tz_aware", tz_aware)
+        setter(self, "uuid_representation", UuidRepresentation(uuid_representation))
+        setter(self, "unicode_decode_error_handler", unicode_decode_error_handler)
+        setter(self, "tzinfo", tzinfo)
+        setter(self, "type_registry", type_registry)
+        setter(self, "datetime_conversion", datetime_conversion)
+        # Per-options state the codec derives once (e.g. its decoding context), not part of the value.
+        setter(self, "_cache", {})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use with_options()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _arguments(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._FIELDS}
+
+    def with_options(self, **kwargs: Any) -> CodecOptions:
+        """A copy with the given options changed, of the same class."""
+        unknown = set(kwargs) - set(self._FIELDS)
+        if unknown:
+            raise TypeError(f"unknown option(s) for {type(self).__name__}: {', '.join(sorted(unknown))}")
+        arguments = self._arguments()
+        arguments.update(kwargs)
+        return type(self)(**arguments)
+
+    def codec_options(self) -> CodecOptions:
+        """These options as a plain :class:`CodecOptions` (dropping any options a subclass adds)."""
+        return CodecOptions(**{name: getattr(self, name) for name in CodecOptions._FIELDS})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CodecOptions):
+            return NotImplemented
+        return type(self) is type(other) and self._arguments() == other._arguments()
+
+    def __hash__(self) -> int:
+        return hash((type(self), *self._arguments().values()))
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__name__}({body})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self._arguments()))
+
+
+def _rebuild(cls: type[CodecOptions], arguments: dict[str, Any]) -> CodecOptions:
+    return cls(**arguments)
+
+
+DEFAULT_CODEC_OPTIONS: Final = CodecOptions()

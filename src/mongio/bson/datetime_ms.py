@@ -1,0 +1,162 @@
+"""BSON UTC datetimes (type 0x09) beyond ``datetime``'s range: :class:`DatetimeMS` and :class:`DatetimeConversion`.
+
+BSON stores a signed 64-bit count of milliseconds since the Unix epoch, which reaches far past the years
+1 to 9999 that ``datetime.datetime`` can hold. :class:`DatetimeConversion` chooses what decoding returns.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from typing import Final
+
+__all__ = ["DatetimeConversion", "DatetimeMS"]
+
+EPOCH_AWARE: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+EPOCH_NAIVE: Final = datetime.datetime(1970, 1, 1)
+ONE_MILLISECOND: Final = datetime.timedelta(milliseconds=1)
+
+# The milliseconds of datetime.min and of the last millisecond of datetime.max, in UTC.
+MIN_DATETIME_MS: Final = (datetime.datetime.min - EPOCH_NAIVE) // ONE_MILLISECOND
+MAX_DATETIME_MS: Final = (datetime.datetime.max - EPOCH_NAIVE) // ONE_MILLISECOND
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+class DatetimeConversion(enum.IntEnum):
+    """What a decoded BSON datetime becomes.
+
+    ``DATETIME`` (the default): a ``datetime``, raising :class:`~mongio.bson.errors.InvalidBSON` when the
+    value is outside its range. ``DATETIME_CLAMP``: a ``datetime``, clamped to ``datetime.min``/``max``.
+    ``DATETIME_MS``: always a :class:`DatetimeMS`. ``DATETIME_AUTO``: a ``datetime`` when it fits, otherwise
+    a :class:`DatetimeMS`.
+    """
+
+    DATETIME = 1
+    DATETIME_CLAMP = 2
+    DATETIME_MS = 3
+    DATETIME_AUTO = 4
+
+
+def datetime_to_millis(value: datetime.datetime) -> int:
+    """Milliseconds since the epoch, rounding down; a naive ``datetime`` is taken as UTC."""
+    if value.tzinfo is not None and value.utcoffset() is not None:
+        return (value - EPOCH_AWARE) // ONE_MILLISECOND
+    return (value.replace(tzinfo=None) - EPOCH_NAIVE) // ONE_MILLISECOND
+
+
+class DatetimeMS:
+    """A BSON datetime as its raw signed 64-bit millisecond count, able to hold any stored value."""
+
+    __slots__ = ("_value",)
+
+    _type_marker = 9
+
+    def __init__(self, value: int | datetime.datetime) -> None:
+        if isinstance(value, datetime.datetime):
+            value = datetime_to_millis(value)
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"DatetimeMS takes an int or a datetime, not {type(value).__name__}")
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise OverflowError(f"{value} milliseconds do not fit a BSON datetime (a signed 64-bit integer)")
+        self._value = int(value)
+
+    def as_datetime(self, tz_aware: bool = True, tzinfo: datetime.tzinfo | None = None) -> datetime.datetime:
+        """This value as a ``datetime`` (UTC, converted to ``tzinfo`` when given); raises ``OverflowError``
+        when it is outside ``datetime``'s range."""
+        if not MIN_DATETIME_MS <= self._value <= MAX_DATETIME_MS:
+            raise OverflowError(f"{self._value} ms is outside the range of datetime; use DatetimeMS")
+        if not tz_aware:
+            return EPOCH_NAIVE + datetime.timedelta(milliseconds=self._value)
+        value = EPOCH_AWARE + datetime.timedelta(milliseconds=self._value)
+        if tzinfo is not None and tzinfo is not datetime.UTC:
+            value = value.astimezone(tzinfo)
+        return value
+
+    def __int__(self) -> int:
+        return self._value
+
+    def __index__(self) -> int:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value == other._value
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value != other._value
+        return NotImplemented
+
+    def __lt__(self, other: DatetimeMS) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value < other._value
+        return NotImplemented
+
+    def __le__(self, other: DatetimeMS) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value <= other._value
+        return NotImplemented
+
+    def __gt__(self, other: DatetimeMS) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value > other._value
+        return NotImplemented
+
+    def __ge__(self, other: DatetimeMS) -> bool:
+        if isinstance(other, DatetimeMS):
+            return self._value >= other._value
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((DatetimeMS, self._value))
+
+    def __repr__(self) -> str:
+        return f"DatetimeMS({self._value})"
+
+    def __getstate__(self) -> int:
+        return self._value
+
+    def __setstate__(self, state: int) -> None:
+        self._value = state
+
+
+class DatetimeRangeError(OverflowError):
+    """A decoded BSON datetime that ``datetime`` cannot hold under ``DatetimeConversion.DATETIME``."""
+
+
+def millis_to_datetime(
+    millis: int,
+    conversion: int,
+    tz_aware: bool,
+    tzinfo: datetime.tzinfo | None,
+) -> datetime.datetime | DatetimeMS:
+    """The decoded value of a BSON datetime under the given options (the decoder's slow path)."""
+    if conversion == DatetimeConversion.DATETIME_MS:
+        return DatetimeMS(millis)
+    if conversion == DatetimeConversion.DATETIME_CLAMP:
+        millis = min(max(millis, MIN_DATETIME_MS), MAX_DATETIME_MS)
+    elif not MIN_DATETIME_MS <= millis <= MAX_DATETIME_MS:
+        if conversion == DatetimeConversion.DATETIME_AUTO:
+            return DatetimeMS(millis)
+        raise DatetimeRangeError(
+            f"the datetime {millis} ms is outside datetime's range (years 1 to 9999); decode with "
+            "datetime_conversion=DATETIME_AUTO, DATETIME_MS or DATETIME_CLAMP"
+        )
+    if not tz_aware:
+        return EPOCH_NAIVE + datetime.timedelta(milliseconds=millis)
+    value = EPOCH_AWARE + datetime.timedelta(milliseconds=millis)
+    if tzinfo is not None and tzinfo is not datetime.UTC:
+        try:
+            value = value.astimezone(tzinfo)
+        except OverflowError:
+            # Near datetime.min/max a zone offset can step outside the range even though UTC fits.
+            if conversion == DatetimeConversion.DATETIME_AUTO:
+                return DatetimeMS(millis)
+            if conversion == DatetimeConversion.DATETIME_CLAMP:
+                return (datetime.datetime.min if millis < 0 else datetime.datetime.max).replace(tzinfo=tzinfo)
+            raise DatetimeRangeError(
+                f"the datetime {millis} ms is outside datetime's range in {tzinfo}"
+            ) from None
+    return value

@@ -1,0 +1,166 @@
+"""The BSON ObjectId: 4-byte big-endian seconds, 5 random bytes per process, a 3-byte big-endian counter."""
+
+from __future__ import annotations
+
+import binascii
+import datetime
+import itertools
+import os
+import struct
+import time
+from typing import Any, Final
+
+from mongio.bson.errors import InvalidId
+
+__all__ = ["ObjectId"]
+
+_COUNTER_LIMIT: Final = 0xFFFFFF
+_PACK_SECONDS: Final = struct.Struct(">I").pack
+_UTC: Final = datetime.UTC
+
+
+def _fresh_process_state() -> tuple[bytes, itertools.count[int]]:
+    # os.urandom draws from the OS pool without blocking; a counter from itertools.count is advanced
+    # atomically by CPython, so ObjectIds can be made from several threads without a lock.
+    return os.urandom(5), itertools.count(int.from_bytes(os.urandom(3), "big"))
+
+
+_random, _counter = _fresh_process_state()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child would otherwise share the parent's random value and counter and mint duplicates.
+    global _random, _counter
+    _random, _counter = _fresh_process_state()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class ObjectId:
+    """A 12-byte BSON ObjectId (type 0x07).
+
+    ``ObjectId()`` makes a new, unique id; ``ObjectId("5f0c...")`` parses 24 hex digits; ``ObjectId(b12)``
+    wraps 12 raw bytes. Ids order by creation second, then process, then counter, as their bytes do.
+    """
+
+    __slots__ = ("__id",)
+
+    _type_marker = 7
+
+    def __init__(self, oid: str | bytes | ObjectId | None = None) -> None:
+        if oid is None:
+            self.__id = (
+                _PACK_SECONDS(int(time.time()) & 0xFFFFFFFF)
+                + _random
+                + (next(_counter) & _COUNTER_LIMIT).to_bytes(3, "big")
+            )
+        elif isinstance(oid, bytes) and len(oid) == 12:
+            self.__id = bytes(oid)
+        elif isinstance(oid, str):
+            if len(oid) != 24:
+                raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits or 12 bytes")
+            try:
+                self.__id = bytes.fromhex(oid)
+            except ValueError:
+                raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits") from None
+        elif isinstance(oid, ObjectId):
+            self.__id = oid.binary
+        else:
+            raise InvalidId(
+                f"{oid!r} is not a valid ObjectId: expected 24 hex digits, 12 bytes or an ObjectId, "
+                f"not {type(oid).__name__}"
+            )
+
+    @classmethod
+    def _from_bytes(cls, data: bytes) -> ObjectId:
+        # The decoder's fast path: the 12 bytes are already validated by their position in the document.
+        oid = cls.__new__(cls)
+        oid.__id = data
+        return oid
+
+    @classmethod
+    def from_datetime(cls, generation_time: datetime.datetime) -> ObjectId:
+        """An ObjectId for range queries on creation time: the given second, all other bytes zero.
+
+        A naive ``datetime`` is taken as UTC. Never insert such an id: it is not unique.
+        """
+        if generation_time.utcoffset() is not None:
+            generation_time = generation_time.astimezone(_UTC).replace(tzinfo=None)
+        seconds = int((generation_time - datetime.datetime(1970, 1, 1)).total_seconds())
+        if not 0 <= seconds <= 0xFFFFFFFF:
+            raise ValueError(f"{generation_time} is outside the range an ObjectId can hold (1970 to 2106)")
+        return cls(_PACK_SECONDS(seconds) + b"\x00" * 8)
+
+    @classmethod
+    def is_valid(cls, oid: Any) -> bool:
+        """Whether ``oid`` is an ObjectId or something ``ObjectId(oid)`` accepts."""
+        if not oid:
+            return False
+        try:
+            ObjectId(oid)
+        except (InvalidId, TypeError):
+            return False
+        return True
+
+    @property
+    def binary(self) -> bytes:
+        """The 12 bytes of this id."""
+        return self.__id
+
+    @property
+    def generation_time(self) -> datetime.datetime:
+        """When the id was made, to the second, as an aware UTC ``datetime`` (the 4 leading bytes, unsigned)."""
+        seconds = int.from_bytes(self.__id[:4], "big")
+        return datetime.datetime.fromtimestamp(seconds, _UTC)
+
+    def __getstate__(self) -> bytes:
+        return self.__id
+
+    def __setstate__(self, value: Any) -> None:
+        # Older pickles stored a dict holding the id under a mangled name.
+        if isinstance(value, dict):
+            value = value.get("_ObjectId__id", value.get("__id"))
+        if isinstance(value, str):
+            value = value.encode("latin-1")
+        self.__id = bytes(value)
+
+    def __str__(self) -> str:
+        return binascii.hexlify(self.__id).decode()
+
+    def __repr__(self) -> str:
+        return f"ObjectId('{self}')"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id == other.binary
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id != other.binary
+        return NotImplemented
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id < other.binary
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id <= other.binary
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id > other.binary
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):
+            return self.__id >= other.binary
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.__id)

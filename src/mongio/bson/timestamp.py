@@ -1,0 +1,93 @@
+"""The BSON Timestamp: an internal MongoDB type (oplog and cluster times), not a date."""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+from typing import Any
+
+__all__ = ["Timestamp"]
+
+_UINT32_LIMIT = 1 << 32
+
+
+class Timestamp:
+    """A BSON timestamp (type 0x11): ``time`` seconds since the epoch and an ordinal ``inc``, both uint32.
+
+    ``time`` may be given as a ``datetime`` (naive means UTC). Timestamps order by ``(time, inc)``. For dates,
+    store a ``datetime`` instead: that is BSON's UTC datetime type.
+    """
+
+    __slots__ = ("__inc", "__time")
+
+    _type_marker = 17
+
+    def __init__(self, time: int | datetime.datetime, inc: int) -> None:
+        if isinstance(time, datetime.datetime):
+            offset = time.utcoffset()
+            if offset is not None:
+                time = time - offset
+            time = int(calendar.timegm(time.timetuple()))
+        if not isinstance(time, int) or isinstance(time, bool):
+            raise TypeError(f"Timestamp time must be an int or a datetime, not {type(time).__name__}")
+        if not isinstance(inc, int) or isinstance(inc, bool):
+            raise TypeError(f"Timestamp inc must be an int, not {type(inc).__name__}")
+        if not 0 <= time < _UINT32_LIMIT:
+            raise ValueError(f"Timestamp time must fit an unsigned 32-bit integer, got {time}")
+        if not 0 <= inc < _UINT32_LIMIT:
+            raise ValueError(f"Timestamp inc must fit an unsigned 32-bit integer, got {inc}")
+        self.__time = int(time)
+        self.__inc = int(inc)
+
+    @property
+    def time(self) -> int:
+        """Seconds since the Unix epoch."""
+        return self.__time
+
+    @property
+    def inc(self) -> int:
+        """The ordinal among operations in the same second."""
+        return self.__inc
+
+    def as_datetime(self) -> datetime.datetime:
+        """``time`` as an aware UTC ``datetime``."""
+        return datetime.datetime.fromtimestamp(self.__time, datetime.UTC)
+
+    def _key(self) -> tuple[int, int]:
+        return (self.__time, self.__inc)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() == other._key()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() != other._key()
+        return NotImplemented
+
+    def __lt__(self, other: Any) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() < other._key()
+        return NotImplemented
+
+    def __le__(self, other: Any) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() <= other._key()
+        return NotImplemented
+
+    def __gt__(self, other: Any) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() > other._key()
+        return NotImplemented
+
+    def __ge__(self, other: Any) -> bool:
+        if isinstance(other, Timestamp):
+            return self._key() >= other._key()
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Timestamp({self.__time}, {self.__inc})"
