@@ -117,6 +117,11 @@ class AutoReconnect(ConnectionFailure):
         super().__init__(message, error_labels)
         self.errors = errors if errors is not None else []
 
+    @property
+    def details(self) -> Mapping[str, Any] | list[Any]:
+        """The server's error document when there is one (e.g. a state-change reply), as PyMongo gives it."""
+        return self.errors
+
 
 class NetworkTimeout(AutoReconnect):
     """A network operation timed out."""
