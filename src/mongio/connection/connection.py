@@ -149,7 +149,7 @@ class Connection:
         self._receiving = False
         self._more_to_come = False
         self._expected_response_to = 0
-        self._codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS
+        self._codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("ready" if self.ready else "pending")
@@ -242,7 +242,7 @@ class Connection:
         command: Mapping[str, Any],
         *,
         document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
-        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
         more_to_come: bool = False,
         exhaust_allowed: bool = False,
@@ -282,7 +282,7 @@ class Connection:
         command: Mapping[str, Any],
         *,
         document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
-        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
         more_to_come: bool = False,
         exhaust_allowed: bool = False,
@@ -320,7 +320,7 @@ class Connection:
         db: str,
         command: Mapping[str, Any],
         *,
-        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         check: bool = True,
         deadline: float | None = None,
     ) -> dict[str, Any]:
@@ -352,7 +352,7 @@ class Connection:
     async def receive(
         self,
         *,
-        codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         check: bool = True,
         deadline: float | None = None,
     ) -> dict[str, Any]:

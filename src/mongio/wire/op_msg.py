@@ -115,7 +115,7 @@ def encode_command(
     *,
     document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
     flags: int = 0,
-    codec_options: CodecOptions[Any] = DEFAULT_CODEC_OPTIONS,
+    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     max_bson_size: int = DEFAULT_MAX_BSON_SIZE,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     compressor: Compressor | None = None,

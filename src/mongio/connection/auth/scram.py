@@ -284,7 +284,7 @@ class ScramConversation:
         """The keys for the salt and iteration count the server sent, from ``cache`` or derived off-loop."""
         if self.salt is None or self.iterations is None:
             raise RuntimeError("server_first() must come first")
-        return await (cache or default_key_cache).keys(
+        return await (cache if cache is not None else default_key_cache).keys(
             self.mechanism, self._prepared_password, self.salt, self.iterations
         )
 
