@@ -1,0 +1,76 @@
+"""The authentication specification's connection string tests (``tests/legacy``).
+
+A URI is valid when a client's options can be built from it; the credential built is compared with the
+expected one. (The unified-format files under ``tests/unified`` need the unified runner and are not
+collected here.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from spec_runner.model import RunContext, SpecCase, Suite, relative_file, unique_names
+
+NAME = "auth"
+
+
+def _run(case: Mapping[str, Any]) -> None:
+    from mongio.errors import ConfigurationError
+    from mongio.options import ClientOptions
+
+    uri = case["uri"]
+    try:
+        options = ClientOptions.from_uri(uri)
+    except ConfigurationError as exc:
+        if case["valid"]:
+            raise AssertionError(f"{uri!r} should be valid, but raised {type(exc).__name__}: {exc}") from exc
+        return
+    if not case["valid"]:
+        raise AssertionError(f"{uri!r} should be invalid, but gave credential {options.credential!r}")
+    expected = case.get("credential")
+    credential = options.credential
+    if expected is None:
+        if "credential" in case and credential is not None:
+            raise AssertionError(f"{uri!r} should configure no credential, got {credential!r}")
+        return
+    if credential is None:
+        raise AssertionError(f"{uri!r} should configure a credential, got none")
+    for key, got in (
+        ("username", credential.username),
+        ("password", credential.password),
+        ("source", credential.source),
+    ):
+        if key in expected and got != expected[key]:
+            raise AssertionError(f"{uri!r}: credential {key} is {got!r}, expected {expected[key]!r}")
+    if "mechanism" in expected:
+        want = expected["mechanism"] or "DEFAULT"  # null: no mechanism given, negotiated at the handshake
+        if credential.mechanism != want:
+            raise AssertionError(f"{uri!r}: mechanism is {credential.mechanism!r}, expected {want!r}")
+    properties = expected.get("mechanism_properties")
+    if "mechanism_properties" in expected and properties is None and credential.mechanism_properties:
+        raise AssertionError(
+            f"{uri!r}: expected no mechanism properties, got {dict(credential.mechanism_properties)!r}"
+        )
+    for key, value in (properties or {}).items():
+        got = credential.mechanism_properties.get(key)
+        if got != value:
+            raise AssertionError(f"{uri!r}: mechanism property {key} is {got!r}, expected {value!r}")
+
+
+def _bind(case: Mapping[str, Any]) -> Callable[[RunContext], None]:
+    return lambda _context: _run(case)
+
+
+def collect(tests_dir: Path) -> Iterator[SpecCase]:
+    for path in sorted((tests_dir / "legacy").glob("*.json")):
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        tests = spec.get("tests", [])
+        file = relative_file(tests_dir, path)
+        for name, case in zip(unique_names([t["description"] for t in tests]), tests):
+            yield SpecCase(suite=NAME, file=file, name=name, run=_bind(case))
+
+
+SUITE = Suite(name=NAME, collect=collect)

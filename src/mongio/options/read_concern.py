@@ -1,0 +1,51 @@
+"""Read concern: how recent and how durable the data a read sees must be."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DEFAULT_READ_CONCERN", "ReadConcern"]
+
+
+class ReadConcern:
+    """A read concern, named as in PyMongo: ``ReadConcern("majority")``.
+
+    ``ReadConcern()`` (no level) is the server's default and is not sent. Any level string is accepted so
+    that levels newer than this driver still work.
+    """
+
+    __slots__ = ("_level",)
+
+    def __init__(self, level: str | None = None) -> None:
+        if level is not None and not isinstance(level, str):
+            raise TypeError(f"level must be a str or None, not {type(level).__name__}")
+        self._level = level
+
+    @property
+    def level(self) -> str | None:
+        return self._level
+
+    @property
+    def ok_for_legacy(self) -> bool:
+        return self._level is None or self._level == "local"
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The ``readConcern`` document to send (empty for the server's default)."""
+        return {} if self._level is None else {"level": self._level}
+
+    @property
+    def is_server_default(self) -> bool:
+        return self._level is None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReadConcern) and other._level == self._level
+
+    def __hash__(self) -> int:
+        return hash(("ReadConcern", self._level))
+
+    def __repr__(self) -> str:
+        return "ReadConcern()" if self._level is None else f"ReadConcern({self._level!r})"
+
+
+DEFAULT_READ_CONCERN = ReadConcern()
