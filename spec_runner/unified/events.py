@@ -1,0 +1,521 @@
+"""``expectEvents`` and ``expectLogMessages``: what a client was seen to publish, against what a test expects.
+
+The runner records each client's events as the small dataclasses below (any object with the same attributes
+will do), in the order they were published, and its log messages as ``LogMessage``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from spec_runner.unified.errors import MatchError, UnifiedTestError
+from spec_runner.unified.matcher import EntityLookup, Matcher
+
+# --- recorded events -------------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordedEvent:
+    """Base of the recorded events; ``NAME`` is the test format's key for the event type."""
+
+    NAME: ClassVar[str] = ""
+    FAMILY: ClassVar[str] = ""
+
+
+@dataclass
+class CommandStartedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "commandStartedEvent"
+    FAMILY: ClassVar[str] = "command"
+    command_name: str = ""
+    database_name: str = ""
+    command: Mapping[str, Any] = field(default_factory=dict)
+    request_id: int = 0
+    operation_id: int = 0
+    server_connection_id: int | None = None
+    service_id: Any = None
+
+
+@dataclass
+class CommandSucceededEvent(RecordedEvent):
+    NAME: ClassVar[str] = "commandSucceededEvent"
+    FAMILY: ClassVar[str] = "command"
+    command_name: str = ""
+    database_name: str = ""
+    reply: Mapping[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    request_id: int = 0
+    operation_id: int = 0
+    server_connection_id: int | None = None
+    service_id: Any = None
+
+
+@dataclass
+class CommandFailedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "commandFailedEvent"
+    FAMILY: ClassVar[str] = "command"
+    command_name: str = ""
+    database_name: str = ""
+    failure: Any = None
+    duration_ms: float = 0.0
+    request_id: int = 0
+    operation_id: int = 0
+    server_connection_id: int | None = None
+    service_id: Any = None
+
+
+@dataclass
+class PoolCreatedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "poolCreatedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+
+
+@dataclass
+class PoolReadyEvent(RecordedEvent):
+    NAME: ClassVar[str] = "poolReadyEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+
+
+@dataclass
+class PoolClearedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "poolClearedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    service_id: Any = None
+    interrupt_in_use_connections: bool | None = None
+
+
+@dataclass
+class PoolClosedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "poolClosedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+
+
+@dataclass
+class ConnectionCreatedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionCreatedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionReadyEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionReadyEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionClosedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionClosedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+    reason: str = ""
+
+
+@dataclass
+class ConnectionCheckOutStartedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionCheckOutStartedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+
+
+@dataclass
+class ConnectionCheckOutFailedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionCheckOutFailedEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    reason: str = ""
+
+
+@dataclass
+class ConnectionCheckedOutEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionCheckedOutEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionCheckedInEvent(RecordedEvent):
+    NAME: ClassVar[str] = "connectionCheckedInEvent"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionPendingResponseStarted(RecordedEvent):
+    NAME: ClassVar[str] = "connectionPendingResponseStarted"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionPendingResponseSucceeded(RecordedEvent):
+    NAME: ClassVar[str] = "connectionPendingResponseSucceeded"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+
+
+@dataclass
+class ConnectionPendingResponseFailed(RecordedEvent):
+    NAME: ClassVar[str] = "connectionPendingResponseFailed"
+    FAMILY: ClassVar[str] = "cmap"
+    address: str = ""
+    connection_id: int = 0
+    reason: str = ""
+
+
+@dataclass
+class ServerDescriptionChangedEvent(RecordedEvent):
+    """``previous_type``/``new_type``: the server types' names as SDAM spells them (``RSPrimary``)."""
+
+    NAME: ClassVar[str] = "serverDescriptionChangedEvent"
+    FAMILY: ClassVar[str] = "sdam"
+    address: str = ""
+    previous_type: str = "Unknown"
+    new_type: str = "Unknown"
+
+
+@dataclass
+class ServerHeartbeatStartedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "serverHeartbeatStartedEvent"
+    FAMILY: ClassVar[str] = "sdam"
+    address: str = ""
+    awaited: bool = False
+
+
+@dataclass
+class ServerHeartbeatSucceededEvent(RecordedEvent):
+    NAME: ClassVar[str] = "serverHeartbeatSucceededEvent"
+    FAMILY: ClassVar[str] = "sdam"
+    address: str = ""
+    awaited: bool = False
+
+
+@dataclass
+class ServerHeartbeatFailedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "serverHeartbeatFailedEvent"
+    FAMILY: ClassVar[str] = "sdam"
+    address: str = ""
+    awaited: bool = False
+
+
+@dataclass
+class TopologyDescriptionChangedEvent(RecordedEvent):
+    """``previous_type``/``new_type``: the topology types' names as SDAM spells them (``Single``)."""
+
+    NAME: ClassVar[str] = "topologyDescriptionChangedEvent"
+    FAMILY: ClassVar[str] = "sdam"
+    previous_type: str = "Unknown"
+    new_type: str = "Unknown"
+
+
+@dataclass
+class TopologyOpeningEvent(RecordedEvent):
+    NAME: ClassVar[str] = "topologyOpeningEvent"
+    FAMILY: ClassVar[str] = "sdam"
+
+
+@dataclass
+class TopologyClosedEvent(RecordedEvent):
+    NAME: ClassVar[str] = "topologyClosedEvent"
+    FAMILY: ClassVar[str] = "sdam"
+
+
+EVENT_CLASSES: dict[str, type[RecordedEvent]] = {
+    cls.NAME: cls
+    for cls in (
+        CommandStartedEvent,
+        CommandSucceededEvent,
+        CommandFailedEvent,
+        PoolCreatedEvent,
+        PoolReadyEvent,
+        PoolClearedEvent,
+        PoolClosedEvent,
+        ConnectionCreatedEvent,
+        ConnectionReadyEvent,
+        ConnectionClosedEvent,
+        ConnectionCheckOutStartedEvent,
+        ConnectionCheckOutFailedEvent,
+        ConnectionCheckedOutEvent,
+        ConnectionCheckedInEvent,
+        ConnectionPendingResponseStarted,
+        ConnectionPendingResponseSucceeded,
+        ConnectionPendingResponseFailed,
+        ServerDescriptionChangedEvent,
+        ServerHeartbeatStartedEvent,
+        ServerHeartbeatSucceededEvent,
+        ServerHeartbeatFailedEvent,
+        TopologyDescriptionChangedEvent,
+        TopologyOpeningEvent,
+        TopologyClosedEvent,
+    )
+}
+"""Event type names (the ``observeEvents`` and ``expectedEvent`` keys) to their recorded classes."""
+
+EVENT_FAMILIES: dict[str, frozenset[str]] = {
+    family: frozenset(name for name, cls in EVENT_CLASSES.items() if family == cls.FAMILY)
+    for family in ("command", "cmap", "sdam")
+}
+
+# The fields an expected event of each type may assert, beside the type itself.
+_ALLOWED_FIELDS: dict[str, frozenset[str]] = {
+    "commandStartedEvent": frozenset(
+        {"command", "commandName", "databaseName", "hasServiceId", "hasServerConnectionId"}
+    ),
+    "commandSucceededEvent": frozenset(
+        {"reply", "commandName", "databaseName", "hasServiceId", "hasServerConnectionId"}
+    ),
+    "commandFailedEvent": frozenset({"commandName", "databaseName", "hasServiceId", "hasServerConnectionId"}),
+    "poolClearedEvent": frozenset({"hasServiceId", "interruptInUseConnections"}),
+    "connectionClosedEvent": frozenset({"reason"}),
+    "connectionCheckOutFailedEvent": frozenset({"reason"}),
+    "connectionPendingResponseFailed": frozenset({"reason"}),
+    "serverDescriptionChangedEvent": frozenset({"previousDescription", "newDescription"}),
+    "topologyDescriptionChangedEvent": frozenset({"previousDescription", "newDescription"}),
+    "serverHeartbeatStartedEvent": frozenset({"awaited"}),
+    "serverHeartbeatSucceededEvent": frozenset({"awaited"}),
+    "serverHeartbeatFailedEvent": frozenset({"awaited"}),
+}
+
+
+def event_name(event: Any) -> str:
+    """The test format's name for a recorded event (its ``NAME``)."""
+    name = getattr(event, "NAME", None)
+    if not isinstance(name, str) or not name:
+        raise UnifiedTestError(f"recorded event {event!r} has no NAME")
+    return name
+
+
+def _has_service_id(event: Any) -> bool:
+    service_id = getattr(event, "service_id", None)
+    if service_id is None:
+        return False
+    raw = getattr(service_id, "binary", None)
+    if isinstance(raw, bytes):
+        return any(raw)
+    return bool(str(service_id).strip("0"))
+
+
+def _has_server_connection_id(event: Any) -> bool:
+    value = getattr(event, "server_connection_id", None)
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _expected_parts(expected: Mapping[str, Any], family: str | None) -> tuple[str, Mapping[str, Any]]:
+    if not isinstance(expected, Mapping) or len(expected) != 1:
+        raise UnifiedTestError(f"an expected event has exactly one key (the event type), not {expected!r}")
+    ((name, assertions),) = expected.items()
+    if name not in EVENT_CLASSES:
+        raise UnifiedTestError(f"unknown expected event type {name!r}")
+    if family is not None and name not in EVENT_FAMILIES[family]:
+        raise UnifiedTestError(f"{name} is not a {family} event")
+    if not isinstance(assertions, Mapping):
+        raise UnifiedTestError(f"{name}: assertions must be a document, not {assertions!r}")
+    unknown = set(assertions) - _ALLOWED_FIELDS.get(name, frozenset())
+    if unknown:
+        raise UnifiedTestError(f"{name}: unknown assertion(s) {sorted(unknown)}")
+    return name, assertions
+
+
+def check_event(
+    expected: Mapping[str, Any],
+    actual: Any,
+    *,
+    path: str = "event",
+    family: str | None = None,
+    entities: EntityLookup | None = None,
+) -> None:
+    """Raise ``MatchError`` unless the recorded ``actual`` event meets the ``expectedEvent`` document."""
+    name, assertions = _expected_parts(expected, family)
+    got = event_name(actual)
+    if got != name:
+        raise MatchError(path, f"expected a {name}, got a {got}: {actual!r}")
+    matcher = Matcher(entities)
+    if "command" in assertions:
+        matcher.match(assertions["command"], actual.command, root=True, path=f"{path}.command")
+    if "reply" in assertions:
+        matcher.match(assertions["reply"], actual.reply, root=True, path=f"{path}.reply")
+    for key, attribute in (
+        ("commandName", "command_name"),
+        ("databaseName", "database_name"),
+        ("reason", "reason"),
+    ):
+        if key in assertions and getattr(actual, attribute, None) != assertions[key]:
+            raise MatchError(
+                f"{path}.{key}", f"expected {assertions[key]!r}, got {getattr(actual, attribute, None)!r}"
+            )
+    for key, attribute in (
+        ("interruptInUseConnections", "interrupt_in_use_connections"),
+        ("awaited", "awaited"),
+    ):
+        if key in assertions:
+            value = getattr(actual, attribute, None)
+            if value is None or bool(value) != assertions[key]:
+                raise MatchError(f"{path}.{key}", f"expected {assertions[key]!r}, got {value!r}")
+    if "hasServiceId" in assertions and _has_service_id(actual) != assertions["hasServiceId"]:
+        raise MatchError(
+            f"{path}.hasServiceId",
+            f"expected {assertions['hasServiceId']}, service id is {getattr(actual, 'service_id', None)!r}",
+        )
+    if (
+        "hasServerConnectionId" in assertions
+        and _has_server_connection_id(actual) != assertions["hasServerConnectionId"]
+    ):
+        raise MatchError(
+            f"{path}.hasServerConnectionId",
+            f"expected {assertions['hasServerConnectionId']}, server connection id is "
+            f"{getattr(actual, 'server_connection_id', None)!r}",
+        )
+    for key, attribute in (("previousDescription", "previous_type"), ("newDescription", "new_type")):
+        if key in assertions:
+            description = assertions[key]
+            if not isinstance(description, Mapping) or set(description) - {"type"}:
+                raise UnifiedTestError(f"{path}.{key}: only 'type' can be asserted, not {description!r}")
+            if "type" in description and getattr(actual, attribute, None) != description["type"]:
+                raise MatchError(
+                    f"{path}.{key}.type",
+                    f"expected {description['type']!r}, got {getattr(actual, attribute, None)!r}",
+                )
+
+
+def event_matches(expected: Mapping[str, Any], actual: Any, *, entities: EntityLookup | None = None) -> bool:
+    """Whether ``actual`` meets ``expected`` (for ``waitForEvent`` and ``assertEventCount``)."""
+    try:
+        check_event(expected, actual, entities=entities)
+    except MatchError:
+        return False
+    return True
+
+
+def count_matching(
+    expected: Mapping[str, Any], events: Sequence[Any], *, entities: EntityLookup | None = None
+) -> int:
+    """How many of ``events`` meet ``expected``."""
+    _expected_parts(expected, None)
+    return sum(1 for event in events if event_matches(expected, event, entities=entities))
+
+
+def check_events(
+    expected_for_client: Mapping[str, Any],
+    observed: Sequence[Any],
+    *,
+    entities: EntityLookup | None = None,
+) -> None:
+    """Check one ``expectedEventsForClient`` against the events the client was seen to publish.
+
+    ``observed`` holds the client's recorded events of every family (ignored commands already dropped);
+    only those of the object's ``eventType`` (``command`` by default) are compared, in order.
+    """
+    family = expected_for_client.get("eventType", "command")
+    if family not in EVENT_FAMILIES:
+        raise UnifiedTestError(f"unknown eventType {family!r}")
+    client = expected_for_client.get("client", "?")
+    expected = list(expected_for_client["events"])
+    actual = [event for event in observed if event_name(event) in EVENT_FAMILIES[family]]
+    ignore_extra = bool(expected_for_client.get("ignoreExtraEvents", False))
+    base = f"expectEvents[{client}, {family}]"
+    if len(actual) < len(expected):
+        names = [event_name(e) for e in actual]
+        raise MatchError(base, f"expected {len(expected)} events, observed {len(actual)}: {names}")
+    if len(actual) > len(expected) and not ignore_extra:
+        extra = actual[len(expected) :]
+        raise MatchError(base, f"expected {len(expected)} events, observed {len(actual)}; extra: {extra!r}")
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        check_event(want, got, path=f"{base}[{index}]", family=family, entities=entities)
+
+
+# --- log messages ----------------------------------------------------------------------------------------
+
+LOG_LEVELS = ("emergency", "alert", "critical", "error", "warning", "notice", "info", "debug", "trace")
+LOG_COMPONENTS = ("command", "topology", "serverSelection", "connection")
+
+# What a redacted failure may keep: the fields the security rules do not consider sensitive.
+_REDACTED_FAILURE_KEYS = frozenset({"code", "codeName", "errorLabels"})
+
+
+@dataclass
+class LogMessage:
+    """One structured log message a client emitted.
+
+    ``failure_redacted`` is set by whoever records the message when it knows; otherwise a failure that is a
+    document is taken as redacted when it keeps only code, code name and error labels.
+    """
+
+    level: str
+    component: str
+    data: Mapping[str, Any]
+    failure_redacted: bool | None = None
+
+
+def _failure_is_redacted(message: Any) -> bool:
+    known = getattr(message, "failure_redacted", None)
+    if known is not None:
+        return bool(known)
+    failure = message.data.get("failure")
+    if isinstance(failure, Mapping):
+        return set(failure) <= _REDACTED_FAILURE_KEYS
+    return False
+
+
+def check_log_message(
+    expected: Mapping[str, Any], actual: Any, *, path: str = "message", entities: EntityLookup | None = None
+) -> None:
+    """Raise ``MatchError`` unless ``actual`` meets one ``expectedLogMessage``."""
+    if str(actual.level).lower() != str(expected["level"]).lower():
+        raise MatchError(f"{path}.level", f"expected {expected['level']!r}, got {actual.level!r}")
+    if actual.component != expected["component"]:
+        raise MatchError(f"{path}.component", f"expected {expected['component']!r}, got {actual.component!r}")
+    if "failureIsRedacted" in expected:
+        if "failure" not in actual.data:
+            raise MatchError(f"{path}.data.failure", "expected a failure in the log data, but there is none")
+        redacted = _failure_is_redacted(actual)
+        if redacted != expected["failureIsRedacted"]:
+            state = "redacted" if redacted else "not redacted"
+            raise MatchError(
+                f"{path}.failureIsRedacted",
+                f"expected {expected['failureIsRedacted']}, the failure is {state}: {actual.data['failure']!r}",
+            )
+    Matcher(entities).match(expected["data"], actual.data, root=True, path=f"{path}.data")
+
+
+def log_message_matches(
+    expected: Mapping[str, Any], actual: Any, *, entities: EntityLookup | None = None
+) -> bool:
+    try:
+        check_log_message(expected, actual, entities=entities)
+    except MatchError:
+        return False
+    return True
+
+
+def check_log_messages(
+    expected_for_client: Mapping[str, Any], observed: Sequence[Any], *, entities: EntityLookup | None = None
+) -> None:
+    """Check one ``expectedLogMessagesForClient`` against the client's log messages, in order.
+
+    Messages that match any of ``ignoreMessages`` are dropped first; with ``ignoreExtraMessages`` messages
+    after the expected ones are allowed.
+    """
+    client = expected_for_client.get("client", "?")
+    ignore = list(expected_for_client.get("ignoreMessages", ()))
+    actual = [m for m in observed if not any(log_message_matches(i, m, entities=entities) for i in ignore)]
+    expected = list(expected_for_client["messages"])
+    base = f"expectLogMessages[{client}]"
+    ignore_extra = bool(expected_for_client.get("ignoreExtraMessages", False))
+    if len(actual) < len(expected) or (len(actual) > len(expected) and not ignore_extra):
+        shown = [(m.component, m.level, dict(m.data).get("message")) for m in actual]
+        raise MatchError(base, f"expected {len(expected)} log messages, observed {len(actual)}: {shown}")
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        check_log_message(want, got, path=f"{base}[{index}]", entities=entities)
