@@ -1,0 +1,132 @@
+"""Establishing a connection: open the stream, run the handshake, negotiate compression, authenticate.
+
+``establish()`` returns a ``Connection`` that is ready for commands, or raises with the connection already
+closed: a half-established connection never escapes. Monitoring connections pass ``authenticate=False``
+(authentication must not happen on them) and use ``handshake()`` on a connection they opened themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mongio.connection.auth import Authenticator, CredentialLike
+from mongio.connection.auth.scram import ScramKeyCache
+from mongio.connection.connection import Connection, connect
+from mongio.connection.handshake import (
+    LOAD_BALANCER_NOT_SUPPORTED,
+    ClientMetadata,
+    HelloResponse,
+    ServerApiLike,
+    build_hello,
+)
+from mongio.connection.transport import Address
+from mongio.errors import ConfigurationError
+from mongio.wire.compression import get_compressor, negotiate_compressor
+
+__all__ = ["ConnectionSettings", "establish", "handshake"]
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Everything a pool needs to make its connections, fixed for the pool's life.
+
+    ``metadata`` is shared with the client, so driver info appended later reaches new connections only.
+    ``connect_timeout`` bounds opening the stream and, when no ``deadline`` is given, the handshake and
+    authentication too; ``socket_timeout`` is the connection's later per-reply limit.
+    """
+
+    metadata: ClientMetadata | None = None
+    credential: CredentialLike | None = None
+    compressors: Sequence[str] = ()
+    zlib_compression_level: int = -1
+    server_api: ServerApiLike | None = None
+    load_balanced: bool = False
+    connect_timeout: float | None = 20.0
+    socket_timeout: float | None = None
+    ssl_context: ssl.SSLContext | None = None
+    scram_cache: ScramKeyCache | None = field(default=None, repr=False)
+
+
+async def handshake(
+    conn: Connection,
+    settings: ConnectionSettings,
+    *,
+    authenticate: bool = True,
+    deadline: float | None = None,
+) -> HelloResponse:
+    """Run the initial handshake (and authentication unless ``authenticate`` is false) on a fresh connection.
+
+    Configures ``conn`` from the reply (size limits, wire versions, the negotiated compressor,
+    ``serviceId``) and marks it ready. Errors leave ``conn`` as it is: ``establish()`` closes it.
+    """
+    credential = settings.credential if authenticate else None
+    authenticator = (
+        Authenticator(credential, cache=settings.scram_cache) if credential is not None else None
+    )
+    auth_fields = authenticator.handshake_fields() if authenticator is not None else None
+    command = build_hello(
+        settings.metadata,
+        server_api=settings.server_api,
+        load_balanced=settings.load_balanced,
+        compressors=settings.compressors,
+        auth_fields=auth_fields,
+    )
+    reply = await conn.command("admin", command, compress=False, deadline=deadline)
+    hello = HelloResponse.from_document(reply)
+    if settings.load_balanced and hello.service_id is None:
+        raise ConfigurationError(LOAD_BALANCER_NOT_SUPPORTED)
+    chosen = negotiate_compressor(settings.compressors, hello.compression)
+    compressor = get_compressor(chosen, settings.zlib_compression_level) if chosen is not None else None
+    conn.configure_from_hello(reply, compressor)
+
+    if authenticator is not None and not hello.is_arbiter:
+
+        async def run_command(db: str, auth_command: dict[str, Any]) -> Mapping[str, Any]:
+            return await conn.command(db, auth_command, compress=False, deadline=deadline)
+
+        await authenticator.authenticate(run_command, hello)
+    conn.ready = True
+    return hello
+
+
+async def establish(
+    address: Address,
+    settings: ConnectionSettings,
+    *,
+    id: int = 0,
+    generation: int = 0,
+    authenticate: bool = True,
+    deadline: float | None = None,
+) -> Connection:
+    """Open a connection to ``address``, handshake, authenticate and return it ready.
+
+    ``deadline`` (``loop.time()`` terms, e.g. from a CSOT timeout) bounds the whole establishment; without
+    one, ``settings.connect_timeout`` does. On any error, cancellation included, the connection is closed
+    before the error propagates: ``AutoReconnect``/``NetworkTimeout`` for network trouble,
+    ``AuthenticationFailed`` for a refused credential, ``OperationFailure`` for a failed hello.
+    """
+    loop = asyncio.get_running_loop()
+    if deadline is None and settings.connect_timeout:
+        deadline = loop.time() + settings.connect_timeout
+    connect_timeout = settings.connect_timeout
+    if deadline is not None:
+        remaining = max(deadline - loop.time(), 0.0)
+        connect_timeout = remaining if connect_timeout is None else min(connect_timeout, remaining)
+    conn = await connect(
+        address,
+        id=id,
+        generation=generation,
+        connect_timeout=connect_timeout,
+        socket_timeout=settings.socket_timeout,
+        ssl_context=settings.ssl_context,
+    )
+    try:
+        await handshake(conn, settings, authenticate=authenticate, deadline=deadline)
+    except BaseException as exc:
+        conn.close(f"the handshake failed: {type(exc).__name__}")
+        raise
+    return conn
