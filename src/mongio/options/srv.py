@@ -267,7 +267,7 @@ async def rescan(
         problem = validate_srv_target(hostname, record.target)
         if problem is not None:
             _log.warning("SRV polling: %s; the host is ignored", problem)
-            rejected.append(record.target)
+            rejected.append(record.target.rstrip("."))
             continue
         hosts.append((record.target.lower().rstrip("."), record.port))
     if not hosts:

@@ -1,0 +1,253 @@
+"""Client options: keyword arguments over the connection string, typed values, credentials, TLS."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from mongio.errors import ConfigurationError, InvalidURI
+from mongio.options import (
+    ClientOptions,
+    ConfigurationWarning,
+    ReadConcern,
+    ReadPreference,
+    SecondaryPreferred,
+    WriteConcern,
+)
+
+
+def build(host: object = None, **kwargs: object) -> ClientOptions:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigurationWarning)
+        return ClientOptions.from_uri(host, **kwargs)  # type: ignore[arg-type]
+
+
+def test_defaults() -> None:
+    options = build()
+    assert options.seeds == (("localhost", 27017),)
+    assert options.credential is None
+    assert options.tls is None
+    assert options.max_pool_size == 100 and options.min_pool_size == 0
+    assert options.retry_reads and options.retry_writes
+    assert options.read_preference == ReadPreference.PRIMARY
+    assert options.write_concern == WriteConcern() and options.read_concern == ReadConcern()
+    assert options.server_selection_timeout == 30.0
+    assert options.max_adaptive_retries == 2 and not options.enable_overload_retargeting
+    assert not options.adaptive_retries
+
+
+@pytest.mark.parametrize("key", ["maxPoolSize", "maxpoolsize", "MAXPOOLSIZE"])
+def test_keyword_wins_over_uri_whatever_its_case(key: str) -> None:
+    options = build("mongodb://h/?maxPoolSize=10&replicaSet=a", **{key: 5}, replicaset="b")
+    assert options.max_pool_size == 5
+    assert options.replica_set == "b"
+    assert options.options["maxPoolSize"] == 5
+
+
+def test_keyword_list_replaces_uri_list() -> None:
+    options = build(
+        "mongodb://h/?readPreference=secondary&readPreferenceTags=dc:ny&readPreferenceTags=",
+        readPreferenceTags=[{"dc": "sf"}],
+    )
+    assert options.read_preference.tag_sets == [{"dc": "sf"}]
+
+
+def test_keyword_values_are_typed_and_converted() -> None:
+    options = build(
+        "mongodb://h",
+        connectTimeoutMS=1500,
+        socketTimeoutMS=None,
+        serverSelectionTimeoutMS="2500",
+        compressors=["zstd", "snappy"],
+        w="majority",
+        wTimeoutMS=100,
+        j=True,
+        readConcernLevel="majority",
+        timeoutMS=0,
+        maxAdaptiveRetries=4,
+        enableOverloadRetargeting=True,
+        appname="app",
+    )
+    assert options.connect_timeout == 1.5
+    assert options.socket_timeout is None
+    assert options.server_selection_timeout == 2.5
+    assert options.compressors == ("zstd", "snappy")
+    assert options.write_concern.document == {"w": "majority", "wtimeout": 100, "j": True}
+    assert options.read_concern.document == {"level": "majority"}
+    assert options.timeout_ms == 0
+    assert options.max_adaptive_retries == 4 and options.enable_overload_retargeting
+    assert options.appname == "app"
+
+
+def test_connect_timeout_none_means_no_timeout() -> None:
+    assert build("mongodb://h/?connectTimeoutMS=5000", connectTimeoutMS=None).connect_timeout is None
+    assert build("mongodb://h/?connectTimeoutMS=0").connect_timeout is None
+    assert build("mongodb://h").connect_timeout == 20.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"maxPoolSize": -1}, "maxPoolSize: -1"),
+        ({"maxPoolSize": True}, "maxPoolSize: True"),
+        ({"retryWrites": "maybe"}, "retryWrites: 'maybe'"),
+        ({"heartbeatFrequencyMS": 100}, "heartbeatFrequencyMS: 100"),
+        ({"readPreference": "closest"}, "readPreference: 'closest'"),
+        ({"w": -2}, "w: -2"),
+        ({"zlibCompressionLevel": 12}, "zlibCompressionLevel: 12"),
+        ({"notAnOption": 1}, "'notAnOption'"),
+    ],
+)
+def test_invalid_keywords_raise_naming_option_and_value(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        build("mongodb://h", **kwargs)
+    assert fragment in str(info.value)
+
+
+def test_keyword_combinations_are_checked_with_the_uri() -> None:
+    with pytest.raises(ConfigurationError, match="directConnection=true"):
+        build("mongodb://a,b", directConnection=True)
+    with pytest.raises(ConfigurationError, match="replicaSet"):
+        build("mongodb://a/?replicaSet=rs", loadBalanced=True)
+    with pytest.raises(ConfigurationError, match="tls and ssl"):
+        build("mongodb://a", tls=True, ssl=False)
+
+
+def test_hosts_and_port_arguments() -> None:
+    assert build("db1,db2:27018", port=27020).seeds == (("db1", 27020), ("db2", 27018))
+    assert build(["mongodb://A.example.com", "b.example.com"]).seeds == (
+        ("a.example.com", 27017),
+        ("b.example.com", 27017),
+    )
+    with pytest.raises(ConfigurationError, match="port"):
+        build("h", port=0)
+
+
+def test_credentials_from_uri_and_keywords() -> None:
+    options = build("mongodb://alice@h/inventory", password="secret")
+    assert options.credential is not None
+    assert (options.credential.username, options.credential.password) == ("alice", "secret")
+    assert options.credential.source == "inventory"
+    assert options.credential.mechanism == "DEFAULT"
+    with pytest.raises(ConfigurationError, match="password is required for user 'alice'"):
+        build("mongodb://alice@h")
+    assert build("mongodb://h/?authSource=foo").credential is None
+    options = build(
+        "mongodb://h", username="bob", password="pw", authSource="$external", authMechanism="PLAIN"
+    )
+    assert options.credential is not None and options.credential.source == "$external"
+
+
+def test_credential_repr_hides_secrets() -> None:
+    options = build("mongodb://alice:hunter2@h")
+    assert "hunter2" not in repr(options.credential)
+    assert "hunter2" not in repr(options)
+
+
+@pytest.mark.parametrize(
+    ("uri", "kwargs", "fragment"),
+    [
+        ("mongodb://u:p@h/?authMechanism=MONGODB-X509", {}, "password cannot be used"),
+        ("mongodb://h/?authMechanism=SCRAM-SHA-256", {}, "username is required"),
+        (
+            "mongodb://u@h/?authMechanism=GSSAPI&authSource=admin",
+            {},
+            "authSource must be $external, not 'admin'",
+        ),
+        ("mongodb://u:p@h/?authMechanismProperties=SERVICE_NAME:x", {}, "'SERVICE_NAME'"),
+        (
+            "mongodb://h/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:gcp",
+            {},
+            "TOKEN_RESOURCE",
+        ),
+        ("mongodb://u:p@h/?authMechanism=MONGODB-AWS", {}, "AWS"),
+    ],
+)
+def test_credential_rules(uri: str, kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        build(uri, **kwargs)
+    assert fragment in str(info.value)
+
+
+def test_oidc_callback_as_keyword_property() -> None:
+    def callback(*args: object) -> None:
+        return None
+
+    options = build(
+        "mongodb://h/?authMechanism=MONGODB-OIDC", authMechanismProperties={"oidc_human_callback": callback}
+    )
+    assert options.credential is not None
+    props = options.credential.mechanism_properties
+    assert props["OIDC_HUMAN_CALLBACK"] is callback
+    assert "*.mongodb.net" in props["ALLOWED_HOSTS"]
+    with pytest.raises(ConfigurationError, match="ENVIRONMENT=test cannot be used with OIDC_CALLBACK"):
+        build(
+            "mongodb://h/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test",
+            authMechanismProperties={"ENVIRONMENT": "test", "OIDC_CALLBACK": callback},
+        )
+
+
+def test_gssapi_defaults_and_canonicalization() -> None:
+    options = build(
+        "mongodb://u%40REALM@h/?authMechanism=GSSAPI&authMechanismProperties=CANONICALIZE_HOST_NAME:true"
+    )
+    assert options.credential is not None
+    assert dict(options.credential.mechanism_properties) == {
+        "SERVICE_NAME": "mongodb",
+        "CANONICALIZE_HOST_NAME": "forwardAndReverse",
+    }
+
+
+def test_tls_enabling_rules() -> None:
+    assert build("mongodb://h").tls is None
+    assert build("mongodb://h/?tls=true").tls is not None
+    implicit = build("mongodb://h/?tlsCAFile=ca.pem")
+    assert implicit.tls is not None and implicit.tls.ca_file == "ca.pem"
+    assert build("mongodb+srv://c.example.com").tls is not None
+    assert build("mongodb+srv://c.example.com/?tls=false").tls is None
+    assert build("mongodb+srv://c.example.com", tls=False).tls is None
+    insecure = build("mongodb://h/?tlsInsecure=true").tls
+    assert insecure is not None and insecure.allow_invalid_certificates and insecure.allow_invalid_hostnames
+    assert not insecure.verifies_certificates
+
+
+def test_read_preference_from_options_and_object() -> None:
+    options = build(
+        "mongodb://h/?readPreference=secondaryPreferred&maxStalenessSeconds=120&readPreferenceTags=dc:ny"
+    )
+    assert options.read_preference == SecondaryPreferred(tag_sets=[{"dc": "ny"}], max_staleness=120)
+    assert options.read_preference.document == {
+        "mode": "secondaryPreferred",
+        "tags": [{"dc": "ny"}],
+        "maxStalenessSeconds": 120,
+    }
+    chosen = build("mongodb://h/?readPreference=secondary", read_preference=ReadPreference.NEAREST)
+    assert chosen.read_preference is ReadPreference.NEAREST
+    with pytest.raises(ConfigurationError, match="read_preference"):
+        build("mongodb://h", read_preference="nearest")
+
+
+def test_proxy_options() -> None:
+    options = build("mongodb://h/?proxyHost=socks.local&proxyUsername=u&proxyPassword=p")
+    assert options.proxy is not None
+    assert (options.proxy.host, options.proxy.port, options.proxy.username) == ("socks.local", 1080, "u")
+    assert build("mongodb://h").proxy is None
+
+
+def test_uri_warnings_are_reported_once_and_issued() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        options = ClientOptions.from_uri("mongodb://h/?foo=1", wtimeout=5)
+    issued = [str(w.message) for w in caught if issubclass(w.category, ConfigurationWarning)]
+    assert issued == list(options.warnings)
+    assert len(issued) == 2
+    assert options.write_concern.wtimeout == 5
+
+
+def test_srv_needs_resolution_before_seeds() -> None:
+    options = build("mongodb+srv://cluster.example.com/?srvMaxHosts=2")
+    assert options.needs_resolution and options.seeds == ()
+    assert options.srv_max_hosts == 2
+    with pytest.raises(InvalidURI):
+        build("mongodb+srv://cluster.example.com/?srvMaxHosts=2&replicaSet=rs")
