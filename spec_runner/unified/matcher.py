@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from mongio.bson.decimal128 import Decimal128
@@ -59,6 +59,7 @@ class EntityLookup(Protocol):
         ...
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
 
@@ -168,13 +169,17 @@ def _is_number(value: Any) -> bool:
 
 
 def _normalized(value: Any) -> Any:
-    """A form in which equal BSON values compare equal: binary as (subtype, bytes), datetimes in UTC."""
+    """A form in which equal BSON values compare equal: binary as (subtype, bytes), datetimes (aware, naive
+    as UTC, or ``DatetimeMS``) as milliseconds since the epoch, as BSON stores them."""
     if isinstance(value, uuid.UUID):
         return ("binData", 4, value.bytes)
     if bson_type(value) == "binData":
         return ("binData", int(getattr(value, "subtype", 0)), bytes(value))
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+        return ("date", (aware - _EPOCH) // timedelta(milliseconds=1))
+    if bson_type(value) == "date":
+        return ("date", int(value))
     return value
 
 
