@@ -78,7 +78,7 @@ def test_unsupported_schema_version_file_is_rejected() -> None:
     path = FORMAT_TESTS / "valid-fail" / "schemaVersion-unsupported.json"
     if not path.exists():
         pytest.skip("file not present")
-    with pytest.raises(UnsupportedSchemaVersion, match="0.1"):
+    with pytest.raises(UnsupportedSchemaVersion, match=r"0\.1"):
         load(path)
     assert file_test_descriptions(path) == ["foo"]
 
