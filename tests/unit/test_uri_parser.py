@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mongio.errors import InvalidURI
 from mongio.options import ConfigurationWarning, parse_uri
+from mongio.options.uri_options import canonical_name
 from mongio.options.uri_parser import parse_host
 
 
@@ -262,3 +263,52 @@ def test_secrets_stay_out_of_reprs() -> None:
     parsed = quiet("mongodb://user:hunter2@h/?proxyHost=p&proxyUsername=u&proxyPassword=s3cret")
     assert "hunter2" not in repr(parsed)
     assert "s3cret" not in repr(parsed)
+
+
+_URI_ALPHABET = st.sampled_from([*"abc019:/?@&=,%[].;+ -_$~", "%2F", "%3A", "%40", "%25", "%zz", "é"])
+_KEYS = st.sampled_from(
+    [
+        "w",
+        "tls",
+        "ssl",
+        "maxPoolSize",
+        "readPreferenceTags",
+        "authMechanismProperties",
+        "authSource",
+        "proxyHost",
+        "proxyPort",
+        "directConnection",
+        "loadBalanced",
+        "srvMaxHosts",
+        "wtimeout",
+        "journal",
+        "j",
+        "compressors",
+        "unknownKey",
+        "readPreference",
+        "maxStalenessSeconds",
+        "tlsInsecure",
+        "tlsAllowInvalidCertificates",
+    ]
+)
+
+
+@given(st.lists(_URI_ALPHABET, max_size=40).map("".join))
+def test_arbitrary_text_parses_or_raises_invalid_uri(tail: str) -> None:
+    for prefix in ("mongodb://", "mongodb+srv://"):
+        try:
+            parsed = quiet(prefix + tail)
+        except InvalidURI:
+            continue
+        assert parsed.hosts
+
+
+@given(st.lists(st.tuples(_KEYS, st.lists(_URI_ALPHABET, max_size=8).map("".join)), max_size=6))
+def test_arbitrary_options_parse_or_raise_invalid_uri(pairs: list[tuple[str, str]]) -> None:
+    query = "&".join(f"{key}={value}" for key, value in pairs)
+    try:
+        parsed = quiet(f"mongodb://host/?{query}")
+    except InvalidURI:
+        return
+    given_names = {canonical_name(key) for key, _ in pairs}
+    assert set(parsed.options) <= given_names  # nothing appears that was not asked for

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from mongio.errors import ConfigurationError
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode, make_read_preference, read_pref_mode_from_name
+from mongio.options.srv import DnsResolver, resolve_seedlist
 from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.options.uri_options import (
     ALIASES,
@@ -204,7 +205,9 @@ class ClientOptions:
             warnings.warn(message, ConfigurationWarning, stacklevel=2)
         return options
 
-    async def resolve(self, resolver: Any = None, *, rng: random.Random | None = None) -> ClientOptions:
+    async def resolve(
+        self, resolver: DnsResolver | None = None, *, rng: random.Random | None = None
+    ) -> ClientOptions:
         """For a ``mongodb+srv`` client, look up its SRV and TXT records and return the complete options.
 
         The TXT record's options rank below the connection string and keywords; the combination checks run
@@ -212,8 +215,6 @@ class ClientOptions:
         """
         if not self.needs_resolution or self._sources is None or self.srv_host is None:
             return self
-        from mongio.options.srv import resolve_seedlist
-
         found: list[str] = []
         result = await resolve_seedlist(
             self.srv_host,
@@ -231,7 +232,9 @@ class ClientOptions:
         return options
 
 
-def _keyword_options(kwargs: Mapping[str, Any], warn: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _keyword_options(
+    kwargs: Mapping[str, Any], warn: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     options: dict[str, Any] = {}
     extras: dict[str, Any] = {}
     tls_given: dict[str, bool] = {}

@@ -78,7 +78,10 @@ class DnsResolver(Protocol):
 
 
 class DnspythonResolver:
-    """The default resolver, on :mod:`dns.asyncresolver` (no thread, no blocking call on the loop)."""
+    """The default resolver, on :mod:`dns.asyncresolver` (no thread, no blocking call on the loop).
+
+    dnspython is imported on first use, so clients that never see a ``mongodb+srv`` string skip its import.
+    """
 
     async def resolve_srv(self, name: str, lifetime: float) -> Sequence[SrvRecord]:
         import dns.asyncresolver

@@ -603,7 +603,8 @@ def check_combinations(
     if "proxyHost" not in options:
         for name in ("proxyPort", "proxyUsername", "proxyPassword"):
             if name in options:
-                raise error(f"{name} is given without proxyHost")
+                shown = f"={get(name)!r}" if name == "proxyPort" else ""
+                raise error(f"{name}{shown} is given without proxyHost")
     if ("proxyUsername" in options) != ("proxyPassword" in options):
         given, missing = ("proxyUsername", "proxyPassword")[:: 1 if "proxyUsername" in options else -1]
         raise error(f"{given} is given without {missing}")
