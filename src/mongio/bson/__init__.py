@@ -57,6 +57,23 @@ from mongio.bson.regex import Regex
 from mongio.bson.son import SON
 from mongio.bson.timestamp import Timestamp
 
+# The codec implementation is chosen here, once: a compiled accelerator (which must produce byte-identical
+# results) takes precedence when it is built; the pure-Python modules are the reference.
+try:
+    from mongio.bson._cbson import (  # type: ignore[import-not-found,unused-ignore]
+        decode,
+        decode_all,
+        decode_file_iter,
+        decode_iter,
+        encode,
+    )
+except ImportError:
+    from mongio.bson._decoder import decode, decode_all, decode_file_iter, decode_iter
+    from mongio.bson._encoder import encode
+
+from mongio.bson._encoder import MAX_BSON_SIZE
+from mongio.bson.raw import RawBSONDocument
+
 __all__ = [
     "ALL_UUID_SUBTYPES",
     "BINARY_SUBTYPE",
@@ -64,6 +81,7 @@ __all__ = [
     "DEFAULT_CODEC_OPTIONS",
     "ENCRYPTED_SUBTYPE",
     "FUNCTION_SUBTYPE",
+    "MAX_BSON_SIZE",
     "MD5_SUBTYPE",
     "OLD_BINARY_SUBTYPE",
     "OLD_UUID_SUBTYPE",
@@ -92,6 +110,7 @@ __all__ = [
     "MaxKey",
     "MinKey",
     "ObjectId",
+    "RawBSONDocument",
     "Regex",
     "Symbol",
     "Timestamp",
@@ -101,5 +120,16 @@ __all__ = [
     "TypeRegistry",
     "Undefined",
     "UuidRepresentation",
+    "decode",
+    "decode_all",
+    "decode_file_iter",
+    "decode_iter",
+    "encode",
     "errors",
+    "has_c",
 ]
+
+
+def has_c() -> bool:
+    """Whether the compiled codec is in use (False: the pure-Python codec)."""
+    return bool(encode.__module__ == "mongio.bson._cbson")

@@ -1,0 +1,594 @@
+"""The pure-Python BSON encoder: Python mappings to BSON bytes.
+
+Everything is written into one ``bytearray``; an embedded document reserves its 4 length bytes and patches
+them when it is finished, so no bytes are copied per nesting level. The hottest types (str, int, float,
+bool, None, dict, list) are handled inline in the element loops, dispatched on the exact type; everything
+else goes through one function per type found in ``_ENCODERS``. Errors carry the path of keys down to the
+offending value.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import struct
+import types
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
+from mongio.bson.code import Code
+from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
+from mongio.bson.datetime_ms import DatetimeMS, datetime_to_millis
+from mongio.bson.dbref import DBRef
+from mongio.bson.decimal128 import Decimal128
+from mongio.bson.deprecated import DBPointer, Symbol, Undefined
+from mongio.bson.errors import InvalidDocument
+from mongio.bson.int64 import Int64
+from mongio.bson.minmax import MaxKey, MinKey
+from mongio.bson.objectid import ObjectId
+from mongio.bson.raw import RawBSONDocument
+from mongio.bson.regex import Regex, flags_to_letters
+from mongio.bson.timestamp import Timestamp
+
+__all__ = ["BUILT_IN_TYPES", "MAX_BSON_SIZE", "encode"]
+
+MAX_BSON_SIZE: Final = 16 * 1024 * 1024
+"""The default largest document :func:`encode` produces (a server's ``maxBsonObjectSize``)."""
+
+_PACK_INT32: Final = struct.Struct("<i").pack
+_PACK_INT64: Final = struct.Struct("<q").pack
+_PACK_DOUBLE: Final = struct.Struct("<d").pack
+_PACK_TIMESTAMP: Final = struct.Struct("<II").pack
+_PACK_INTO_INT32: Final = struct.Struct("<i").pack_into
+
+_INT32_MIN: Final = -(1 << 31)
+_INT32_MAX: Final = (1 << 31) - 1
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+# Array keys "0\x00", "1\x00", ... made once; grown on demand for longer arrays.
+_INDEX_KEYS: list[bytes] = [str(i).encode() + b"\x00" for i in range(1024)]
+
+
+class _Refused(Exception):
+    """Internal: a value cannot be encoded. Each enclosing document adds its key on the way out, so the
+    public error can name the full path."""
+
+    def __init__(self, reason: str, key: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str] = [] if key is None else [key]
+
+
+class _Context:
+    """What the encoder needs from the codec options, looked up once per options object."""
+
+    __slots__ = ("encoder_map", "fallback", "options", "uuid_representation")
+
+    def __init__(self, options: CodecOptions) -> None:
+        registry = options.type_registry
+        self.options = options
+        self.uuid_representation = options.uuid_representation
+        self.encoder_map: dict[Any, Callable[[Any], Any]] = dict(registry._encoder_map)
+        self.fallback = registry._fallback_encoder
+
+
+def _context(options: CodecOptions) -> _Context:
+    cache = options._cache
+    context = cache.get("encode")
+    if context is None:
+        context = cache["encode"] = _Context(options)
+    return context
+
+
+def _index_keys(count: int) -> list[bytes]:
+    keys = _INDEX_KEYS
+    if count > len(keys):
+        keys.extend(str(i).encode() + b"\x00" for i in range(len(keys), count))
+    return keys
+
+
+def _name(key: Any, check_keys: bool) -> bytes:
+    """The element name bytes with their NUL terminator, or :class:`_Refused`."""
+    if not isinstance(key, str):
+        raise _Refused(f"documents must have only str keys, found a {type(key).__name__} key")
+    if "\x00" in key:
+        raise _Refused("key names cannot contain a NUL character")
+    if check_keys:
+        if key.startswith("$"):
+            raise _Refused("key names must not start with '$'")
+        if "." in key:
+            raise _Refused("key names must not contain '.'")
+    try:
+        return key.encode() + b"\x00"
+    except UnicodeEncodeError:
+        raise _Refused("the key is not valid Unicode (lone surrogate)") from None
+
+
+def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
+    """Append ``doc`` (any mapping) as a BSON document."""
+    if type(doc) is RawBSONDocument:
+        buf += doc.raw
+        return
+    start = len(buf)
+    buf += b"\x00\x00\x00\x00"
+    key: Any = None
+    try:
+        for key, value in doc.items():
+            if type(key) is str and "\x00" not in key and not check_keys:
+                name = key.encode() + b"\x00"
+            else:
+                name = _name(key, check_keys)
+            t = type(value)
+            if t is str:
+                data = value.encode()
+                buf += b"\x02"
+                buf += name
+                buf += _PACK_INT32(len(data) + 1)
+                buf += data
+                buf += b"\x00"
+            elif t is int:
+                if _INT32_MIN <= value <= _INT32_MAX:
+                    buf += b"\x10"
+                    buf += name
+                    buf += _PACK_INT32(value)
+                else:
+                    buf += b"\x12"
+                    buf += name
+                    buf += _pack_int64(value)
+            elif t is float:
+                buf += b"\x01"
+                buf += name
+                buf += _PACK_DOUBLE(value)
+            elif t is dict:
+                buf += b"\x03"
+                buf += name
+                _write_document(buf, value, ctx, check_keys)
+            elif t is list:
+                buf += b"\x04"
+                buf += name
+                _write_array(buf, value, ctx, check_keys)
+            elif t is bool:
+                buf += b"\x08"
+                buf += name
+                buf += b"\x01" if value else b"\x00"
+            elif value is None:
+                buf += b"\x0a"
+                buf += name
+            else:
+                _write_other(buf, name, value, ctx, check_keys)
+    except _Refused as refused:
+        refused.path.append(key if isinstance(key, str) else repr(key))
+        raise
+    except UnicodeEncodeError:
+        raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(key)) from None
+    buf += b"\x00"
+    _PACK_INTO_INT32(buf, start, len(buf) - start)
+
+
+def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_keys: bool) -> None:
+    """Append a list, tuple or generator as a BSON array (a document keyed "0", "1", ...)."""
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    keys = _index_keys(len(values))
+    start = len(buf)
+    buf += b"\x00\x00\x00\x00"
+    index = 0
+    try:
+        for index, value in enumerate(values):
+            name = keys[index]
+            t = type(value)
+            if t is str:
+                data = value.encode()
+                buf += b"\x02"
+                buf += name
+                buf += _PACK_INT32(len(data) + 1)
+                buf += data
+                buf += b"\x00"
+            elif t is int:
+                if _INT32_MIN <= value <= _INT32_MAX:
+                    buf += b"\x10"
+                    buf += name
+                    buf += _PACK_INT32(value)
+                else:
+                    buf += b"\x12"
+                    buf += name
+                    buf += _pack_int64(value)
+            elif t is float:
+                buf += b"\x01"
+                buf += name
+                buf += _PACK_DOUBLE(value)
+            elif t is dict:
+                buf += b"\x03"
+                buf += name
+                _write_document(buf, value, ctx, check_keys)
+            elif t is list:
+                buf += b"\x04"
+                buf += name
+                _write_array(buf, value, ctx, check_keys)
+            elif t is bool:
+                buf += b"\x08"
+                buf += name
+                buf += b"\x01" if value else b"\x00"
+            elif value is None:
+                buf += b"\x0a"
+                buf += name
+            else:
+                _write_other(buf, name, value, ctx, check_keys)
+    except _Refused as refused:
+        refused.path.append(str(index))
+        raise
+    except UnicodeEncodeError:
+        raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(index)) from None
+    buf += b"\x00"
+    _PACK_INTO_INT32(buf, start, len(buf) - start)
+
+
+def _pack_int64(value: int) -> bytes:
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return _PACK_INT64(value)
+    raise _Refused(f"BSON integers are at most 64 bits; {value} does not fit")
+
+
+def _write_other(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    """Every type but the hottest few: built-in types by exact type, then custom encoders, then
+    subclasses of built-in types, then the fallback encoder."""
+    writer = _ENCODERS.get(type(value))
+    if writer is not None:
+        writer(buf, name, value, ctx, check_keys)
+        return
+    if ctx.encoder_map:
+        transform = ctx.encoder_map.get(type(value))
+        if transform is not None:
+            _write_value_no_custom(buf, name, transform(value), ctx, check_keys)
+            return
+    if _write_subclass(buf, name, value, ctx, check_keys):
+        return
+    if ctx.fallback is not None:
+        _write_value_no_custom(buf, name, ctx.fallback(value), ctx, check_keys)
+        return
+    raise _Refused(f"cannot encode object of type {type(value).__name__}: {value!r}")
+
+
+def _write_value_no_custom(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    """Encode the result of a custom encoder or the fallback: built-in types only, so a transform that
+    returns its own input type cannot loop."""
+    writer = _ENCODERS.get(type(value))
+    if writer is not None:
+        writer(buf, name, value, ctx, check_keys)
+    elif not _write_subclass(buf, name, value, ctx, check_keys):
+        raise _Refused(
+            f"cannot encode object of type {type(value).__name__} (returned by a custom encoder): {value!r}"
+        )
+
+
+def _write_subclass(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> bool:
+    for base, writer in _SUBCLASS_ENCODERS:
+        if isinstance(value, base):
+            writer(buf, name, value, ctx, check_keys)
+            return True
+    return False
+
+
+def _write_str(buf: bytearray, name: bytes, value: str, ctx: _Context, check_keys: bool) -> None:
+    data = value.encode()
+    buf += b"\x02"
+    buf += name
+    buf += _PACK_INT32(len(data) + 1)
+    buf += data
+    buf += b"\x00"
+
+
+def _write_int(buf: bytearray, name: bytes, value: int, ctx: _Context, check_keys: bool) -> None:
+    if _INT32_MIN <= value <= _INT32_MAX:
+        buf += b"\x10"
+        buf += name
+        buf += _PACK_INT32(value)
+    else:
+        buf += b"\x12"
+        buf += name
+        buf += _pack_int64(value)
+
+
+def _write_int64(buf: bytearray, name: bytes, value: int, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x12"
+    buf += name
+    buf += _pack_int64(value)
+
+
+def _write_float(buf: bytearray, name: bytes, value: float, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x01"
+    buf += name
+    buf += _PACK_DOUBLE(value)
+
+
+def _write_bool(buf: bytearray, name: bytes, value: bool, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x08"
+    buf += name
+    buf += b"\x01" if value else b"\x00"
+
+
+def _write_none(buf: bytearray, name: bytes, value: None, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x0a"
+    buf += name
+
+
+def _write_mapping(
+    buf: bytearray, name: bytes, value: Mapping[str, Any], ctx: _Context, check_keys: bool
+) -> None:
+    buf += b"\x03"
+    buf += name
+    _write_document(buf, value, ctx, check_keys)
+
+
+def _write_list(buf: bytearray, name: bytes, value: Iterable[Any], ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x04"
+    buf += name
+    _write_array(buf, value, ctx, check_keys)
+
+
+def _write_binary_data(buf: bytearray, name: bytes, data: bytes, subtype: int) -> None:
+    buf += b"\x05"
+    buf += name
+    if subtype == OLD_BINARY_SUBTYPE:
+        # The old binary subtype repeats the length inside the payload.
+        buf += _PACK_INT32(len(data) + 4)
+        buf += b"\x02"
+        buf += _PACK_INT32(len(data))
+    else:
+        buf += _PACK_INT32(len(data))
+        buf += subtype.to_bytes(1, "little")
+    buf += data
+
+
+def _write_bytes(buf: bytearray, name: bytes, value: bytes, ctx: _Context, check_keys: bool) -> None:
+    _write_binary_data(buf, name, value, 0)
+
+
+def _write_binary(buf: bytearray, name: bytes, value: Binary, ctx: _Context, check_keys: bool) -> None:
+    _write_binary_data(buf, name, value, value.subtype)
+
+
+def _write_uuid(buf: bytearray, name: bytes, value: uuid.UUID, ctx: _Context, check_keys: bool) -> None:
+    representation = ctx.uuid_representation
+    if representation == UuidRepresentation.UNSPECIFIED:
+        raise _Refused(
+            "cannot encode a native uuid.UUID with UuidRepresentation.UNSPECIFIED: set uuid_representation "
+            "(STANDARD for new applications) in the codec options or the uuidRepresentation URI option, "
+            "or store Binary.from_uuid(value, UuidRepresentation.STANDARD)"
+        )
+    binary = Binary.from_uuid(value, representation)
+    _write_binary_data(buf, name, binary, binary.subtype)
+
+
+def _write_objectid(buf: bytearray, name: bytes, value: ObjectId, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x07"
+    buf += name
+    buf += value.binary
+
+
+def _write_datetime(
+    buf: bytearray, name: bytes, value: datetime.datetime, ctx: _Context, check_keys: bool
+) -> None:
+    buf += b"\x09"
+    buf += name
+    buf += _PACK_INT64(datetime_to_millis(value))
+
+
+def _write_datetime_ms(
+    buf: bytearray, name: bytes, value: DatetimeMS, ctx: _Context, check_keys: bool
+) -> None:
+    buf += b"\x09"
+    buf += name
+    buf += _pack_int64(int(value))
+
+
+def _write_regex_parts(buf: bytearray, name: bytes, pattern: str, flags: str) -> None:
+    if "\x00" in pattern:
+        raise _Refused("a regular expression pattern cannot contain a NUL character")
+    if "\x00" in flags:
+        raise _Refused("regular expression options cannot contain a NUL character")
+    buf += b"\x0b"
+    buf += name
+    buf += pattern.encode()
+    buf += b"\x00"
+    # BSON requires the option letters in alphabetical order.
+    buf += "".join(sorted(flags)).encode()
+    buf += b"\x00"
+
+
+def _write_regex(buf: bytearray, name: bytes, value: Regex, ctx: _Context, check_keys: bool) -> None:
+    _write_regex_parts(buf, name, value.pattern, value.flags)
+
+
+def _write_pattern(
+    buf: bytearray, name: bytes, value: re.Pattern[Any], ctx: _Context, check_keys: bool
+) -> None:
+    pattern = value.pattern
+    flags = value.flags
+    if isinstance(pattern, bytes):
+        pattern = pattern.decode("utf-8")
+    elif flags == re.UNICODE:
+        # re.UNICODE is implied for every str pattern; alone it is not worth an option letter.
+        flags = 0
+    _write_regex_parts(buf, name, pattern, flags_to_letters(flags))
+
+
+def _write_dbpointer(buf: bytearray, name: bytes, value: DBPointer, ctx: _Context, check_keys: bool) -> None:
+    data = value.namespace.encode()
+    buf += b"\x0c"
+    buf += name
+    buf += _PACK_INT32(len(data) + 1)
+    buf += data
+    buf += b"\x00"
+    buf += value.id.binary
+
+
+def _write_code(buf: bytearray, name: bytes, value: Code, ctx: _Context, check_keys: bool) -> None:
+    data = value.encode()
+    scope = value.scope
+    if scope is None:
+        buf += b"\x0d"
+        buf += name
+        buf += _PACK_INT32(len(data) + 1)
+        buf += data
+        buf += b"\x00"
+        return
+    buf += b"\x0f"
+    buf += name
+    start = len(buf)
+    buf += b"\x00\x00\x00\x00"
+    buf += _PACK_INT32(len(data) + 1)
+    buf += data
+    buf += b"\x00"
+    _write_document(buf, scope, ctx, False)
+    _PACK_INTO_INT32(buf, start, len(buf) - start)
+
+
+def _write_symbol(buf: bytearray, name: bytes, value: Symbol, ctx: _Context, check_keys: bool) -> None:
+    data = value.encode()
+    buf += b"\x0e"
+    buf += name
+    buf += _PACK_INT32(len(data) + 1)
+    buf += data
+    buf += b"\x00"
+
+
+def _write_timestamp(buf: bytearray, name: bytes, value: Timestamp, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x11"
+    buf += name
+    buf += _PACK_TIMESTAMP(value.inc, value.time)
+
+
+def _write_decimal128(
+    buf: bytearray, name: bytes, value: Decimal128, ctx: _Context, check_keys: bool
+) -> None:
+    buf += b"\x13"
+    buf += name
+    buf += value.bid
+
+
+def _write_minkey(buf: bytearray, name: bytes, value: MinKey, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\xff"
+    buf += name
+
+
+def _write_maxkey(buf: bytearray, name: bytes, value: MaxKey, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x7f"
+    buf += name
+
+
+def _write_undefined(buf: bytearray, name: bytes, value: Undefined, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x06"
+    buf += name
+
+
+def _write_dbref(buf: bytearray, name: bytes, value: DBRef, ctx: _Context, check_keys: bool) -> None:
+    buf += b"\x03"
+    buf += name
+    # The $-prefixed names are the point of a DBRef, so check_keys does not apply to them.
+    _write_document(buf, value.as_doc(), ctx, False)
+
+
+_Writer = Callable[[bytearray, bytes, Any, _Context, bool], None]
+
+_ENCODERS: Final[dict[type, _Writer]] = {
+    str: _write_str,
+    int: _write_int,
+    float: _write_float,
+    bool: _write_bool,
+    type(None): _write_none,
+    dict: _write_mapping,
+    list: _write_list,
+    tuple: _write_list,
+    types.GeneratorType: _write_list,
+    bytes: _write_bytes,
+    Binary: _write_binary,
+    uuid.UUID: _write_uuid,
+    ObjectId: _write_objectid,
+    datetime.datetime: _write_datetime,
+    DatetimeMS: _write_datetime_ms,
+    Regex: _write_regex,
+    re.Pattern: _write_pattern,
+    DBPointer: _write_dbpointer,
+    Code: _write_code,
+    Symbol: _write_symbol,
+    Int64: _write_int64,
+    Timestamp: _write_timestamp,
+    Decimal128: _write_decimal128,
+    MinKey: _write_minkey,
+    MaxKey: _write_maxkey,
+    Undefined: _write_undefined,
+    DBRef: _write_dbref,
+    RawBSONDocument: _write_mapping,
+}
+
+# For subclasses of the types above (an IntEnum, a SON, an OrderedDict, ...), most specific first: a
+# subclass of Int64 must stay an int64 and a Code or Symbol must not become a plain string.
+_SUBCLASS_ENCODERS: Final[tuple[tuple[type | tuple[type, ...], _Writer], ...]] = (
+    (bool, _write_bool),
+    (Int64, _write_int64),
+    (int, _write_int),
+    (float, _write_float),
+    (Code, _write_code),
+    (Symbol, _write_symbol),
+    (str, _write_str),
+    (Binary, _write_binary),
+    (bytes, _write_bytes),
+    (Mapping, _write_mapping),
+    ((list, tuple), _write_list),
+    (uuid.UUID, _write_uuid),
+    (ObjectId, _write_objectid),
+    (datetime.datetime, _write_datetime),
+    (DatetimeMS, _write_datetime_ms),
+    (Regex, _write_regex),
+    (DBPointer, _write_dbpointer),
+    (Timestamp, _write_timestamp),
+    (Decimal128, _write_decimal128),
+    (MinKey, _write_minkey),
+    (MaxKey, _write_maxkey),
+    (Undefined, _write_undefined),
+    (DBRef, _write_dbref),
+)
+
+BUILT_IN_TYPES: Final[tuple[type, ...]] = tuple(_ENCODERS)
+"""The types the encoder handles itself; custom type encoders cannot take them (or their subclasses) over."""
+
+
+def encode(
+    document: Mapping[str, Any],
+    check_keys: bool = False,
+    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    *,
+    max_size: int | None = MAX_BSON_SIZE,
+) -> bytes:
+    """Encode a mapping as BSON bytes.
+
+    Raises :class:`~mongio.bson.errors.InvalidDocument` naming the key path (e.g. ``'a.b.0'``) and the
+    reason when a value is not BSON: a non-str key or one containing NUL, an int beyond 64 bits, a type
+    nothing can encode (after the type registry and its fallback encoder), a document nested too deeply (or
+    containing itself), or a result over ``max_size`` bytes (16 MiB by default, the usual server
+    ``maxBsonObjectSize``; None for no limit). With ``check_keys``, keys starting with ``$`` or containing
+    ``.`` are refused too.
+    """
+    if not isinstance(document, Mapping):
+        raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
+    if type(document) is RawBSONDocument:
+        data = document.raw
+    else:
+        buf = bytearray()
+        try:
+            _write_document(buf, document, _context(codec_options), check_keys)
+        except _Refused as refused:
+            path = ".".join(reversed(refused.path))
+            raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
+        except RecursionError:
+            raise InvalidDocument(
+                "cannot encode the document: it is nested too deeply, or contains itself"
+            ) from None
+        data = bytes(buf)
+    if max_size is not None and len(data) > max_size:
+        raise InvalidDocument(f"the BSON document is {len(data)} bytes, over the {max_size}-byte limit")
+    return data
