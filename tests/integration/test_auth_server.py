@@ -1,0 +1,171 @@
+"""SCRAM-SHA-256 against the test server started with ``--auth``: the right password, a wrong one,
+speculative authentication, and mechanism negotiation.
+
+The server is provisioned here: started without ``--auth`` on a persistent storage path, given a user and a
+document, stopped, and started again with ``--auth`` on the same path.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spec_runner.raw_wire import command_once
+from spec_runner.server import TestServer, find_server_program
+
+from mongio.connection import Connection
+from mongio.connection.auth import AuthenticationFailed
+from mongio.connection.auth.scram import ScramConversation, ScramKeyCache
+from mongio.connection.establish import ConnectionSettings, establish
+from mongio.connection.handshake import ClientMetadata
+from mongio.errors import OperationFailure
+from mongio.options.credentials import MongoCredential
+
+pytestmark = pytest.mark.server
+
+USER = "alice"
+PASSWORD = "correct horse \u2163"  # non-ASCII: SASLprep maps U+2163 to "IV" on both sides
+
+
+class PersistentServer(TestServer):
+    """A test server on a storage path that survives restarts (``TestServer`` always uses ``:memory:``)."""
+
+    def __init__(self, storage: Path, *extra_args: str, port: int | None = None) -> None:
+        super().__init__(*extra_args, port=port)
+        self.storage = storage
+
+    def start(self) -> PersistentServer:
+        argv = [
+            find_server_program(),
+            "--host", self.host,
+            "--port", str(self.port),
+            "--storage-path", str(self.storage),
+            *self.extra_args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._wait_until_answering()
+        return self
+
+
+def _admin(host: str, port: int, command: dict[str, Any]) -> Mapping[str, Any]:
+    reply = command_once(host, port, {**command, "$db": "admin"}, timeout=10.0)
+    assert reply.get("ok") == 1, f"{next(iter(command))} failed: {reply}"
+    return reply
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    storage = tmp_path_factory.mktemp("secantus-auth")
+    setup = PersistentServer(storage)
+    with setup:
+        _admin(setup.host, setup.port, {"createUser": USER, "pwd": PASSWORD, "roles": [{"role": "root", "db": "admin"}]})
+        reply = command_once(setup.host, setup.port, {"insert": "things", "documents": [{"_id": 1, "kind": "widget"}], "$db": "authdb"})
+        assert reply.get("ok") == 1, reply
+    with PersistentServer(storage, "--auth", port=setup.port) as server:
+        yield server.host, server.port
+
+
+def credential(password: str = PASSWORD, mechanism: str = "DEFAULT", user: str = USER) -> MongoCredential:
+    return MongoCredential(mechanism=mechanism, source="admin", username=user, password=password)
+
+
+def settings(cred: MongoCredential | None) -> ConnectionSettings:
+    return ConnectionSettings(
+        metadata=ClientMetadata(appname="mongio-auth-tests"), credential=cred, scram_cache=ScramKeyCache()
+    )
+
+
+class CommandLog:
+    """Records the name of every command connections send (by wrapping ``Connection.command``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        self.replies: list[Mapping[str, Any]] = []
+        original = Connection.command
+
+        async def recording(conn: Connection, db: str, command: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+            self.names.append(next(iter(command)))
+            reply = await original(conn, db, command, **kwargs)
+            self.replies.append(reply)
+            return reply
+
+        monkeypatch.setattr(Connection, "command", recording)
+
+
+async def test_right_password_authenticates_and_reads(auth_server: tuple[str, int]) -> None:
+    conn = await establish(auth_server, settings(credential()))
+    try:
+        assert conn.ready
+        assert (await conn.command("admin", {"ping": 1}))["ok"] == 1
+        found = await conn.command("authdb", {"find": "things", "filter": {}})
+        assert found["cursor"]["firstBatch"] == [{"_id": 1, "kind": "widget"}]
+        status = await conn.command("admin", {"connectionStatus": 1})
+        users = status["authInfo"]["authenticatedUsers"]
+        assert {"user": USER, "db": "admin"} in [{"user": u["user"], "db": u["db"]} for u in users]
+    finally:
+        conn.close()
+
+
+async def test_sasl_prepped_password_forms_are_equivalent(auth_server: tuple[str, int]) -> None:
+    # "\u00ad" (soft hyphen) maps to nothing and "IV" is what U+2163 normalizes to.
+    for form in ("correct horse IV", "correct\u00ad horse \u2163"):
+        conn = await establish(auth_server, settings(credential(form, mechanism="SCRAM-SHA-256")))
+        conn.close()
+
+
+async def test_unauthenticated_connection_cannot_read(auth_server: tuple[str, int]) -> None:
+    conn = await establish(auth_server, settings(None))
+    try:
+        with pytest.raises(OperationFailure) as info:
+            await conn.command("authdb", {"find": "things", "filter": {}})
+        assert info.value.code == 13  # Unauthorized
+    finally:
+        conn.close()
+
+
+async def test_wrong_password_is_an_authentication_error_without_secrets(
+    auth_server: tuple[str, int], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    proofs: list[str] = []
+    client_final = ScramConversation.client_final
+
+    def spy(self: ScramConversation, keys: Any) -> bytes:
+        message = client_final(self, keys)
+        proofs.append(message.split(b",p=")[1].decode())
+        return message
+
+    monkeypatch.setattr(ScramConversation, "client_final", spy)
+    wrong = "wrong-password-123"
+    with pytest.raises(AuthenticationFailed) as info:
+        await establish(auth_server, settings(credential(wrong)))
+    assert proofs, "the conversation never reached the proof"
+    error = info.value
+    text = f"{error} {error!r} {error.details!r}"
+    assert "authentication failed" in text.lower()
+    assert wrong not in text and PASSWORD not in text
+    assert all(proof not in text for proof in proofs)
+    logged = " ".join(f"{record.getMessage()} {record.exc_text or ''}" for record in caplog.records)
+    assert wrong not in logged and all(proof not in logged for proof in proofs)
+
+
+async def test_unknown_user_fails_like_a_wrong_password(auth_server: tuple[str, int]) -> None:
+    with pytest.raises(AuthenticationFailed):
+        await establish(auth_server, settings(credential(user="nobody")))
+
+
+async def test_negotiation_and_speculative_authentication(
+    auth_server: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = CommandLog(monkeypatch)
+    conn = await establish(auth_server, settings(credential()))
+    conn.close()
+    hello = log.replies[0]
+    assert "SCRAM-SHA-256" in hello.get("saslSupportedMechs", [])
+    # Servers since 4.4 answer the speculative saslStart the hello carried: only the proof round trip remains.
+    assert "speculativeAuthenticate" in hello
+    assert log.names == ["isMaster", "saslContinue"]
