@@ -5,6 +5,7 @@ X.509's command), not only that it answered."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -20,10 +21,10 @@ from mongio.connection.auth import AuthenticationFailed
 from mongio.connection.auth.scram import ScramConversation, ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo
-from mongio.errors import ConfigurationError, OperationFailure
+from mongio.errors import ConfigurationError, NetworkTimeout, OperationFailure
 from mongio.options.credentials import MongoCredential
 from mongio.wire import negotiate_compressor
-from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
+from tests.support.loopback_peer import NO_REPLY, LoopbackPeer, Request, default_reply
 
 USER = "user"
 PASSWORD = "pencil"
@@ -253,6 +254,16 @@ async def test_failed_hello_closes_the_connection(closed: list[Connection]) -> N
         with pytest.raises(OperationFailure, match="no"):
             await establish(peer.address, settings())
     assert len(closed) == 1 and closed[0].closed and not closed[0].ready
+
+
+async def test_unanswered_hello_times_out_and_closes(closed: list[Connection]) -> None:
+    async with LoopbackPeer(lambda request: NO_REPLY) as peer:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(NetworkTimeout):
+            await establish(peer.address, settings(connect_timeout=0.3))
+        assert 0.25 < loop.time() - started < 2
+    assert len(closed) == 1 and closed[0].closed
 
 
 # -- SCRAM ----------------------------------------------------------------------------------------------------

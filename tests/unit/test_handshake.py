@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import mongio
+from mongio.bson import encode
 from mongio.connection.handshake import (
     MAX_METADATA_BYTES,
     ClientMetadata,
@@ -63,6 +64,17 @@ def test_bson_size_counts_what_the_codec_encodes() -> None:
     assert bson_size({"n": 2**40}) == 16
     assert bson_size({"d": {"b": True}}) == 4 + (1 + 2 + (4 + 1 + 2 + 1 + 1)) + 1
     assert bson_size({"é": "é"}) == 4 + (1 + 3 + 4 + 3) + 1
+
+
+def test_bson_size_matches_the_codec() -> None:
+    documents = [
+        metadata({}, appname="appé"),
+        metadata({"K_SERVICE": "s", "FUNCTION_MEMORY_MB": "1024", "KUBERNETES_SERVICE_HOST": "1"}),
+        full_document(env_extra=50),
+        {"n": -(2**31), "m": 2**31, "t": True, "f": False},
+    ]
+    for document in documents:
+        assert bson_size(document) == len(encode(document))
 
 
 # -- FaaS and container detection (handshake prose test 1) ----------------------------------------------------
