@@ -97,6 +97,19 @@ def test_handshake_fields_by_mechanism() -> None:
     assert Authenticator(cred("PLAIN", source="$external")).handshake_fields() == {}
 
 
+async def test_password_sasl_prep_refuses_does_not_stop_negotiation() -> None:
+    # SCRAM-SHA-256 cannot use this password, SCRAM-SHA-1 (which does not SASLprep) can.
+    credential = cred(password="bell\u0007")
+    authenticator = Authenticator(credential)
+    assert authenticator.handshake_fields() == {"saslSupportedMechs": "admin.user"}
+    server = Recorder({"ok": 0, "errmsg": "Authentication failed.", "code": 18})
+    with pytest.raises(AuthenticationFailed):
+        await authenticator.authenticate(server, hello(saslSupportedMechs=["SCRAM-SHA-1"]))
+    assert server.commands[0][1]["mechanism"] == "SCRAM-SHA-1"
+    with pytest.raises(ConfigurationError, match="SCRAM-SHA-256"):
+        Authenticator(cred("SCRAM-SHA-256", password="bell\u0007")).handshake_fields()
+
+
 async def test_speculative_scram_needs_one_round_trip() -> None:
     authenticator = Authenticator(cred(), nonce=SHA256_NONCE, cache=ScramKeyCache())
     authenticator.handshake_fields()

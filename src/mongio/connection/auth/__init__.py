@@ -101,7 +101,14 @@ class Authenticator:
             fields["saslSupportedMechs"] = negotiate
         mechanism = speculative_mechanism(self.credential)
         if mechanism in _SCRAM:
-            self._conversation = self._scram_conversation(mechanism)
+            try:
+                self._conversation = self._scram_conversation(mechanism)
+            except ConfigurationError:
+                if negotiate is None:
+                    raise
+                # A password SASLprep refuses may still be fine for the SCRAM-SHA-1 negotiation can pick:
+                # speculate on nothing and let authenticate() decide.
+                return fields
             fields["speculativeAuthenticate"] = self._conversation.speculative_command()
         elif mechanism == "MONGODB-X509":
             fields["speculativeAuthenticate"] = speculative_x509_command(self.credential.username)
