@@ -14,7 +14,6 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Protocol
 
 import mongio
@@ -143,9 +142,7 @@ def detect_environment(environ: Mapping[str, str] | None = None, *, dockerenv: s
     return env
 
 
-@cache
-def _os_document() -> dict[str, str]:
-    # Read once per process: os-release is a file, and the answer does not change.
+def _read_os_document() -> dict[str, str]:
     system = platform.system() or "unknown"
     document = {"type": system}
     name = system
@@ -163,6 +160,10 @@ def _os_document() -> dict[str, str]:
     if platform.release():
         document["version"] = platform.release()
     return document
+
+
+# Read once, at import: os-release is a file (no reading it on a running event loop), and it does not change.
+_OS_DOCUMENT = _read_os_document()
 
 
 def _platform_string() -> str:
@@ -304,7 +305,7 @@ class ClientMetadata:
         if self.appname is not None:
             document["application"] = {"name": self.appname}
         document["driver"] = {"name": "|".join(names), "version": "|".join(versions)}
-        document["os"] = dict(_os_document())
+        document["os"] = dict(_OS_DOCUMENT)
         document["platform"] = "|".join(platforms)
         if self._env:
             document["env"] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in self._env.items()}
