@@ -1,5 +1,5 @@
-"""Mechanism negotiation, speculative authentication, PLAIN, MONGODB-X509 and credential validation, run
-against scripted ``run_command`` answers."""
+"""Mechanism negotiation, speculative authentication, PLAIN and MONGODB-X509, run against scripted
+``run_command`` answers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from mongio.connection.auth.negotiation import (
 )
 from mongio.connection.auth.plain import plain_payload
 from mongio.connection.auth.scram import ScramKeyCache
-from mongio.connection.auth.validation import DEFAULT_ALLOWED_HOSTS, validate_credential
 from mongio.connection.handshake import HelloResponse
 from mongio.errors import ConfigurationError
 from mongio.options.credentials import MongoCredential
@@ -219,73 +218,3 @@ async def test_mechanisms_not_implemented_say_so(mechanism: str) -> None:
     with pytest.raises(ConfigurationError, match=mechanism):
         await authenticate(cred(mechanism, source="$external"), server, hello())
     assert server.commands == []
-
-
-# -- validation -----------------------------------------------------------------------------------------------
-
-
-def test_validation_accepts_and_normalizes() -> None:
-    assert validate_credential(
-        "GSSAPI", username="u@R", password=None, source=None, properties={"service_name": "other"}
-    ) == {"SERVICE_NAME": "other"}
-    assert validate_credential("GSSAPI", username="u", password=None, source="$external") == {
-        "SERVICE_NAME": "mongodb"
-    }
-    assert validate_credential(
-        "GSSAPI", username="u", password=None, source=None, properties={"CANONICALIZE_HOST_NAME": "true"}
-    )["CANONICALIZE_HOST_NAME"] is True
-    assert validate_credential("MONGODB-AWS", username=None, password=None, source=None) == {}
-    assert validate_credential(
-        "MONGODB-AWS", username="k", password="s", source=None, properties={"aws_session_token": "t"}
-    ) == {"AWS_SESSION_TOKEN": "t"}
-    assert validate_credential(
-        "MONGODB-OIDC", username="u", password=None, source=None,
-        properties={"ENVIRONMENT": "azure", "TOKEN_RESOURCE": "mongodb://x"},
-    ) == {"ENVIRONMENT": "azure", "TOKEN_RESOURCE": "mongodb://x"}  # fmt: skip
-    human = validate_credential(
-        "MONGODB-OIDC", username=None, password=None, source=None, properties={"OIDC_HUMAN_CALLBACK": lambda *a: None}
-    )
-    assert human["ALLOWED_HOSTS"] == list(DEFAULT_ALLOWED_HOSTS)
-    assert validate_credential("MONGODB-X509", username=None, password=None, source="$external") == {}
-    assert validate_credential("DEFAULT", username="u", password="", source="admin") == {}
-
-
-@pytest.mark.parametrize(
-    ("mechanism", "username", "password", "source", "properties", "message"),
-    [
-        ("GSSAPI", None, None, None, None, "needs a username"),
-        ("GSSAPI", "u", None, "foo", None, "'\\$external' only"),
-        ("GSSAPI", "u", None, None, {"CANONICALIZE_HOST_NAME": "invalid"}, "CANONICALIZE_HOST_NAME"),
-        ("GSSAPI", "u", None, None, {"BOGUS": "x"}, "not a mechanism property"),
-        ("MONGODB-X509", "u", "p", None, None, "no password"),
-        ("MONGODB-X509", None, None, "bar", None, "only"),
-        ("MONGODB-AWS", "u", None, None, None, "or neither"),
-        ("MONGODB-AWS", None, None, None, {"AWS_SESSION_TOKEN": "t"}, "AWS_SESSION_TOKEN"),
-        ("MONGODB-OIDC", None, "p", None, {"ENVIRONMENT": "test"}, "no password"),
-        ("MONGODB-OIDC", "u", None, None, {"ENVIRONMENT": "test"}, "no username"),
-        ("MONGODB-OIDC", None, None, None, {"ENVIRONMENT": "invalid"}, "must be one of"),
-        ("MONGODB-OIDC", None, None, None, None, "needs an ENVIRONMENT"),
-        ("MONGODB-OIDC", None, None, None, {"ENVIRONMENT": "azure"}, "needs a TOKEN_RESOURCE"),
-        ("MONGODB-OIDC", None, None, None, {"ENVIRONMENT": "k8s", "TOKEN_RESOURCE": "x"}, "applies only"),
-        ("MONGODB-OIDC", None, None, None, {"UnsupportedProperty": "x"}, "not a mechanism property"),
-        ("MONGODB-OIDC", None, None, None, {"ENVIRONMENT": "test", "OIDC_CALLBACK": lambda: 1}, "not both"),
-        ("MONGODB-OIDC", None, None, None, {"OIDC_CALLBACK": "not callable"}, "callable"),
-        ("PLAIN", None, "p", None, None, "needs a username"),
-        ("SCRAM-SHA-256", "u", None, None, None, "needs a password"),
-        ("SCRAM-SHA-1", "u", "p", None, {"X": 1}, "takes no mechanism properties"),
-        ("SCRAM-SHA-1", "u", "p", "", None, "must not be empty"),
-        ("MONGODB-CR", "u", "p", None, None, "unknown authentication mechanism"),
-    ],
-)
-def test_validation_rejects(
-    mechanism: str,
-    username: str | None,
-    password: str | None,
-    source: str | None,
-    properties: dict[str, Any] | None,
-    message: str,
-) -> None:
-    with pytest.raises(ConfigurationError, match=message) as info:
-        validate_credential(mechanism, username=username, password=password, source=source, properties=properties)
-    if password:
-        assert f"'{password}'" not in str(info.value)
