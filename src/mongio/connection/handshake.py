@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mongio
+from mongio.bson import encode
+from mongio.connection.connection import DEFAULT_MAX_WRITE_BATCH_SIZE
 from mongio.errors import ConfigurationError
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
 
 __all__ = [
     "DRIVER_NAME",
@@ -27,7 +30,6 @@ __all__ = [
     "DriverInfo",
     "HelloResponse",
     "ServerApiLike",
-    "bson_size",
     "build_hello",
     "detect_environment",
     "truncate_metadata",
@@ -44,35 +46,11 @@ LOAD_BALANCER_NOT_SUPPORTED = (
     "Driver attempted to initialize in load balancing mode, but the server does not support this mode."
 )
 
-_DEFAULT_MAX_BSON_SIZE = 16 * 1024 * 1024
-_DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
-_DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 _INT32 = re.compile(r"[+-]?[0-9]+\Z")
 
 
-# -- sizes --------------------------------------------------------------------------------------------------
-
-
-def _element_size(key: str, value: Any) -> int:
-    # type byte + key cstring + value
-    size = 1 + len(key.encode("utf-8")) + 1
-    if isinstance(value, bool):
-        return size + 1
-    if isinstance(value, int):
-        return size + (4 if -(2**31) <= value < 2**31 else 8)
-    if isinstance(value, str):
-        return size + 4 + len(value.encode("utf-8")) + 1
-    if isinstance(value, Mapping):
-        return size + bson_size(value)
-    raise TypeError(f"metadata value of type {type(value).__name__} under {key!r}")
-
-
-def bson_size(document: Mapping[str, Any]) -> int:
-    """The encoded BSON size of a metadata document (strings, booleans, integers and subdocuments only).
-
-    Computed here rather than by encoding so that shaping the metadata needs no codec.
-    """
-    return 4 + sum(_element_size(key, value) for key, value in document.items()) + 1
+def _size(document: Mapping[str, Any]) -> int:
+    return len(encode(document))
 
 
 # -- environment --------------------------------------------------------------------------------------------
@@ -223,25 +201,25 @@ def truncate_metadata(document: dict[str, Any], limit: int = MAX_METADATA_BYTES)
     so large).
     """
     result = {key: dict(value) if isinstance(value, Mapping) else value for key, value in document.items()}
-    if bson_size(result) <= limit:
+    if _size(result) <= limit:
         return result
     if "env" in result:
         result["env"] = {k: v for k, v in result["env"].items() if k == "name"}
-        if bson_size(result) <= limit:
+        if _size(result) <= limit:
             return result
     if "os" in result:
         result["os"] = {k: v for k, v in result["os"].items() if k == "type"}
-        if bson_size(result) <= limit:
+        if _size(result) <= limit:
             return result
     result.pop("env", None)
-    size = bson_size(result)
+    size = _size(result)
     if size <= limit:
         return result
     platform_string = result.get("platform")
     if isinstance(platform_string, str):
         current = len(platform_string.encode("utf-8"))
         result["platform"] = _truncate_utf8(platform_string, current - (size - limit))
-        if bson_size(result) <= limit:
+        if _size(result) <= limit:
             return result
     raise ConfigurationError(
         f"the client metadata cannot be made to fit in {limit} bytes (driver information too long)"
@@ -434,9 +412,9 @@ class HelloResponse:
             document=document,
             is_writable_primary=bool(writable),
             hello_ok=bool(document.get("helloOk", False)),
-            max_bson_object_size=_int(document.get("maxBsonObjectSize"), _DEFAULT_MAX_BSON_SIZE),
-            max_message_size_bytes=_int(document.get("maxMessageSizeBytes"), _DEFAULT_MAX_MESSAGE_SIZE),
-            max_write_batch_size=_int(document.get("maxWriteBatchSize"), _DEFAULT_MAX_WRITE_BATCH_SIZE),
+            max_bson_object_size=_int(document.get("maxBsonObjectSize"), DEFAULT_MAX_BSON_SIZE),
+            max_message_size_bytes=_int(document.get("maxMessageSizeBytes"), DEFAULT_MAX_MESSAGE_SIZE),
+            max_write_batch_size=_int(document.get("maxWriteBatchSize"), DEFAULT_MAX_WRITE_BATCH_SIZE),
             min_wire_version=_int(document.get("minWireVersion"), 0),
             max_wire_version=_int(document.get("maxWireVersion"), 0),
             compression=_strings(document.get("compression")),
