@@ -140,7 +140,9 @@ class ScramKeyCache:
     def put(
         self, mechanism: ScramMechanism, prepared_password: bytes, salt: bytes, iterations: int, keys: ScramKeys
     ) -> None:
-        key = (mechanism.name, prepared_password, salt, iterations)
+        self._store((mechanism.name, prepared_password, salt, iterations), keys)
+
+    def _store(self, key: _CacheKey, keys: ScramKeys) -> None:
         self._entries[key] = keys
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
@@ -167,8 +169,7 @@ class ScramKeyCache:
         if self._pending.get(key) is done:
             del self._pending[key]
         if not done.cancelled() and done.exception() is None:
-            mechanism_name, prepared_password, salt, iterations = key
-            self.put(_MECHANISMS[mechanism_name], prepared_password, salt, iterations, done.result())
+            self._store(key, done.result())
 
 
 default_key_cache = ScramKeyCache()
