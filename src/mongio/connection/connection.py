@@ -329,7 +329,9 @@ class Connection:
 
         self._check_can_send()
         request_id = next_request_id()
-        message = encode_op_query(request_id, f"{db}.$cmd", encode(command, codec_options=codec_options))
+        message = encode_op_query(
+            request_id, f"{db}.$cmd", encode(command, codec_options=codec_options, max_size=None)
+        )
         self._write(message, request_id, expect_reply=True)
         return await self.receive(codec_options=codec_options, check=check, deadline=deadline)
 

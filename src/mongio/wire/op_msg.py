@@ -131,7 +131,7 @@ def encode_command(
     sequence document exceeds ``max_bson_size``, or when the whole message exceeds ``max_message_size``; the
     caller's batch splitting is expected to prevent the last one.
     """
-    encoded = encode(command, codec_options=codec_options)
+    encoded = encode(command, codec_options=codec_options, max_size=None)  # limits checked below
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
     body_start = len(out)
@@ -159,7 +159,7 @@ def encode_command(
                 data = (
                     document
                     if isinstance(document, bytes | bytearray)
-                    else encode(document, codec_options=codec_options)
+                    else encode(document, codec_options=codec_options, max_size=None)
                 )
                 if len(data) > max_bson_size:
                     raise DocumentTooLarge(
