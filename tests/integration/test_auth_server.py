@@ -31,6 +31,10 @@ USER = "alice"
 PASSWORD = "correct horse \u2163"  # non-ASCII: SASLprep maps U+2163 to "IV" on both sides
 
 
+# The authentication spec's test plan, step 4: users whose names and passwords SASLprep changes.
+SASLPREP_USERS = (("IX", "IX"), ("\u2168", "\u2163"))
+
+
 class PersistentServer(TestServer):
     """A test server on a storage path that survives restarts (``TestServer`` always uses ``:memory:``)."""
 
@@ -62,7 +66,8 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     storage = tmp_path_factory.mktemp("secantus-auth")
     setup = PersistentServer(storage)
     with setup:
-        _admin(setup.host, setup.port, {"createUser": USER, "pwd": PASSWORD, "roles": [{"role": "root", "db": "admin"}]})
+        for user, password in ((USER, PASSWORD), *SASLPREP_USERS):
+            _admin(setup.host, setup.port, {"createUser": user, "pwd": password, "roles": [{"role": "root", "db": "admin"}]})
         reply = command_once(setup.host, setup.port, {"insert": "things", "documents": [{"_id": 1, "kind": "widget"}], "$db": "authdb"})
         assert reply.get("ok") == 1, reply
     with PersistentServer(storage, "--auth", port=setup.port) as server:
@@ -115,6 +120,20 @@ async def test_sasl_prepped_password_forms_are_equivalent(auth_server: tuple[str
     for form in ("correct horse IV", "correct\u00ad horse \u2163"):
         conn = await establish(auth_server, settings(credential(form, mechanism="SCRAM-SHA-256")))
         conn.close()
+
+
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [("IX", "IX"), ("IX", "I\u00adX"), ("\u2168", "IV"), ("\u2168", "I\u00adV")],
+)
+async def test_spec_saslprep_users(auth_server: tuple[str, int], user: str, password: str) -> None:
+    for mechanism in ("DEFAULT", "SCRAM-SHA-256"):
+        conn = await establish(auth_server, settings(credential(password, mechanism=mechanism, user=user)))
+        try:
+            status = await conn.command("admin", {"connectionStatus": 1})
+            assert [u["user"] for u in status["authInfo"]["authenticatedUsers"]] == [user]
+        finally:
+            conn.close()
 
 
 async def test_unauthenticated_connection_cannot_read(auth_server: tuple[str, int]) -> None:
