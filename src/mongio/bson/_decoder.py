@@ -57,16 +57,24 @@ _UNDEFINED: Final = Undefined()
 _MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, RecursionError, KeyError, TypeError)
 
 # The decoding context: the options unpacked once per CodecOptions into a tuple the loops unpack in one step.
-# (options, document_class, is_dict, is_raw, handler, decoder_map or None, datetime_mode, tz_aware, tzinfo,
-#  datetime_conversion, uuid_representation)
+# (options, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
+#  tz_aware, tzinfo, datetime_conversion, uuid_representation)
+_Utf8 = Callable[[bytes], str]
 _Context = tuple[
-    CodecOptions, Any, bool, bool, str, "dict[Any, Callable[[Any], Any]] | None", int, bool, Any, int, int
+    CodecOptions, Any, bool, bool, _Utf8, "dict[Any, Callable[[Any], Any]] | None", int, bool, Any, int, int
 ]
 
 # How a UTC datetime is built: the common cases avoid the general conversion function.
 _DATETIME_NAIVE: Final = 0
 _DATETIME_UTC: Final = 1
 _DATETIME_GENERAL: Final = 2
+
+
+def _utf8_decoder(handler: str) -> _Utf8:
+    if handler == "strict":
+        # The argument-free call is markedly cheaper than passing the codec and handler names.
+        return bytes.decode
+    return lambda raw: raw.decode("utf-8", handler)
 
 
 def _context(options: CodecOptions) -> _Context:
@@ -92,7 +100,7 @@ def _context(options: CodecOptions) -> _Context:
             document_class,
             document_class is dict,
             is_raw,
-            options.unicode_decode_error_handler,
+            _utf8_decoder(options.unicode_decode_error_handler),
             decoder_map,
             mode,
             options.tz_aware,
@@ -109,7 +117,7 @@ def _malformed(what: str) -> InvalidBSON:
 
 def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
     """Decode the elements from ``pos`` up to ``end`` (the index of the document's trailing NUL)."""
-    _options, document_class, is_dict, is_raw, handler, decoder_map = ctx[:6]
+    _options, document_class, is_dict, is_raw, utf8, decoder_map = ctx[:6]
     doc = {} if is_dict else document_class()
     find = data.find
     unpack_int32 = _UNPACK_INT32
@@ -118,7 +126,7 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
         key_end = find(b"\x00", pos + 1, end)
         if key_end < 0:
             raise _malformed("an element name is missing its NUL terminator")
-        key = data[pos + 1 : key_end].decode("utf-8", handler)
+        key = utf8(data[pos + 1 : key_end])
         pos = key_end + 1
         value: Any
         # The order of these tests follows how common each type is.
@@ -128,7 +136,7 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
             value_end = pos + size - 1
             if size < 1 or value_end >= end or data[value_end]:
                 raise _malformed(f"bad string length {size} for key {key!r}")
-            value = data[pos:value_end].decode("utf-8", handler)
+            value = utf8(data[pos:value_end])
             pos = value_end + 1
         elif kind == 16:
             if pos + 4 > end:
@@ -194,7 +202,7 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
 
 def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
     """Decode an array's elements, ignoring their keys (degenerate keys are accepted)."""
-    _options, document_class, _is_dict, is_raw, handler, decoder_map = ctx[:6]
+    _options, document_class, _is_dict, is_raw, utf8, decoder_map = ctx[:6]
     items: list[Any] = []
     append = items.append
     find = data.find
@@ -212,7 +220,7 @@ def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
             value_end = pos + size - 1
             if size < 1 or value_end >= end or data[value_end]:
                 raise _malformed(f"bad string length {size} in an array")
-            value = data[pos:value_end].decode("utf-8", handler)
+            value = utf8(data[pos:value_end])
             pos = value_end + 1
         elif kind == 16:
             if pos + 4 > end:
@@ -288,20 +296,20 @@ def _to_dbref(doc: Any) -> Any:
     return DBRef(ref, doc["$id"], database, extra)
 
 
-def _read_string(data: bytes, pos: int, end: int, handler: str) -> tuple[str, int]:
+def _read_string(data: bytes, pos: int, end: int, utf8: _Utf8) -> tuple[str, int]:
     size = _UNPACK_INT32(data, pos)[0]
     pos += 4
     value_end = pos + size - 1
     if size < 1 or value_end >= end or data[value_end]:
         raise _malformed(f"bad string length {size}")
-    return data[pos:value_end].decode("utf-8", handler), value_end + 1
+    return utf8(data[pos:value_end]), value_end + 1
 
 
-def _read_cstring(data: bytes, pos: int, end: int, handler: str) -> tuple[str, int]:
+def _read_cstring(data: bytes, pos: int, end: int, utf8: _Utf8) -> tuple[str, int]:
     stop = data.find(b"\x00", pos, end)
     if stop < 0:
         raise _malformed("a C string is missing its NUL terminator")
-    return data[pos:stop].decode("utf-8", handler), stop + 1
+    return utf8(data[pos:stop]), stop + 1
 
 
 # Readers for every type: (data, position of the value, end of the enclosing document, context) ->
@@ -401,9 +409,9 @@ def _r_null(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:
 
 
 def _r_regex(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:
-    handler = ctx[4]
-    pattern, pos = _read_cstring(data, pos, end, handler)
-    flags, pos = _read_cstring(data, pos, end, handler)
+    utf8 = ctx[4]
+    pattern, pos = _read_cstring(data, pos, end, utf8)
+    flags, pos = _read_cstring(data, pos, end, utf8)
     return Regex(pattern, flags), pos
 
 
@@ -649,14 +657,14 @@ def _value_end(data: bytes, kind: int, pos: int, end: int) -> int:
 def index_elements(data: bytes, codec_options: CodecOptions) -> dict[str, tuple[int, int]]:
     """Map each top-level key of a complete document to its element's (start, stop) byte offsets, without
     decoding values. Used by :class:`~mongio.bson.raw.RawBSONDocument`."""
-    handler = codec_options.unicode_decode_error_handler
+    utf8 = _utf8_decoder(codec_options.unicode_decode_error_handler)
     index: dict[str, tuple[int, int]] = {}
     end = len(data) - 1
     pos = 4
     try:
         while pos < end:
             kind = data[pos]
-            key, value_pos = _read_cstring(data, pos + 1, end, handler)
+            key, value_pos = _read_cstring(data, pos + 1, end, utf8)
             stop = _value_end(data, kind, value_pos, end)
             index[key] = (pos, stop)
             pos = stop

@@ -52,6 +52,13 @@ _INT64_MAX: Final = (1 << 63) - 1
 _INDEX_KEYS: list[bytes] = [str(i).encode() + b"\x00" for i in range(1024)]
 
 
+# Encoded names of keys already seen (validated: no NUL, valid Unicode). Field names repeat across
+# documents, and a dict lookup on a str (whose hash is cached) is far cheaper than encoding it again. Bounded,
+# so documents keyed by ever-new strings cannot grow it without limit.
+_KEY_NAMES: dict[str, bytes] = {}
+_KEY_NAMES_LIMIT: Final = 8192
+
+
 class _Refused(Exception):
     """Internal: a value cannot be encoded. Each enclosing document adds its key on the way out, so the
     public error can name the full path."""
@@ -90,6 +97,13 @@ def _index_keys(count: int) -> list[bytes]:
     return keys
 
 
+def _check_key(key: str) -> None:
+    if key.startswith("$"):
+        raise _Refused("key names must not start with '$'")
+    if "." in key:
+        raise _Refused("key names must not contain '.'")
+
+
 def _name(key: Any, check_keys: bool) -> bytes:
     """The element name bytes with their NUL terminator, or :class:`_Refused`."""
     if not isinstance(key, str):
@@ -97,14 +111,14 @@ def _name(key: Any, check_keys: bool) -> bytes:
     if "\x00" in key:
         raise _Refused("key names cannot contain a NUL character")
     if check_keys:
-        if key.startswith("$"):
-            raise _Refused("key names must not start with '$'")
-        if "." in key:
-            raise _Refused("key names must not contain '.'")
+        _check_key(key)
     try:
-        return key.encode() + b"\x00"
+        name = key.encode() + b"\x00"
     except UnicodeEncodeError:
         raise _Refused("the key is not valid Unicode (lone surrogate)") from None
+    if type(key) is str and len(_KEY_NAMES) < _KEY_NAMES_LIMIT:
+        _KEY_NAMES[key] = name
+    return name
 
 
 def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
@@ -117,10 +131,11 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
     key: Any = None
     try:
         for key, value in doc.items():
-            if type(key) is str and "\x00" not in key and not check_keys:
-                name = key.encode() + b"\x00"
-            else:
+            name = _KEY_NAMES.get(key) if type(key) is str else None
+            if name is None:
                 name = _name(key, check_keys)
+            elif check_keys:
+                _check_key(key)
             t = type(value)
             if t is str:
                 data = value.encode()
