@@ -368,6 +368,9 @@ async def test_close_while_a_task_waits_fails_that_task() -> None:
         with pytest.raises(AutoReconnect, match="pool cleared"):
             await task
         assert conn.closed
+        assert conn.close_reason == "pool cleared"
+        with pytest.raises(AutoReconnect, match=r"is closed \(pool cleared\)"):
+            await conn.command("admin", {"ping": 1})
 
 
 async def test_concurrent_use_is_refused() -> None:

@@ -213,6 +213,9 @@ class Connection:
             self._protocol.close()
 
     def _interrupted(self, exc: BaseException) -> None:
+        self._awaiting_reply = self._more_to_come = False
+        if self._closed:
+            return  # closed on purpose while the task waited: keep that reason
         if isinstance(exc, asyncio.CancelledError):
             reason = "an operation on it was cancelled"
         else:
@@ -220,7 +223,6 @@ class Connection:
         self._closed = True
         self._close_reason = reason
         self.ready = False
-        self._awaiting_reply = self._more_to_come = False
         self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
 
     def _check_can_send(self) -> None:
