@@ -32,7 +32,7 @@ from mongio.wire import (
     get_compressor,
     negotiate_compressor,
 )
-from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request
+from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 
 async def handshake(conn: Connection, compressors: list[str]) -> dict[str, Any]:
@@ -121,6 +121,27 @@ async def test_compress_false_sends_one_message_uncompressed() -> None:
         finally:
             conn.close()
     assert [r.compressor_id for r in peer.requests[1:]] == [None, COMPRESSOR_IDS["zstd"]]
+
+
+async def test_compressed_replies_are_decompressed_whatever_the_request_was() -> None:
+    # The server may compress any reply, the handshake's included, with any compressor it supports: the
+    # client must go by the id in each reply's header.
+    peer: LoopbackPeer
+
+    def handler(request: Request) -> Any:
+        if request.command_name == "hello":
+            return Reply(default_reply(request, peer), compress="zlib")
+        return Reply({"ok": 1, "echo": request.document.get("n")}, compress=request.document.get("use"))
+
+    async with LoopbackPeer(handler, compressors=["snappy", "zlib", "zstd"]) as peer:
+        conn = await connect(peer.address)
+        try:
+            hello = await handshake(conn, ["snappy"])
+            assert hello["compression"] == ["snappy"]
+            for n, use in enumerate(["zstd", "zlib", "snappy", False]):
+                assert await conn.command("admin", {"ping": 1, "n": n, "use": use}) == {"ok": 1, "echo": n}
+        finally:
+            conn.close()
 
 
 # -- exhaust and unacknowledged ----------------------------------------------------------------------------

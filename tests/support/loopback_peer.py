@@ -141,8 +141,9 @@ class Reply:
     """Send these bytes instead of an encoded reply (for malformed messages)."""
     checksum: bool = False
     """Append a CRC-32C checksum and set checksumPresent."""
-    compress: bool | None = None
-    """None: compress when the request was compressed; False: never; True: with the connection's compressor."""
+    compress: bool | str | None = None
+    """None: compress when the request was compressed, with its compressor; False: never; True: with the
+    compressor the connection's hello negotiated; a name ("snappy", "zlib", "zstd"): with that one."""
     more_to_come: bool = False
 
 
@@ -406,6 +407,8 @@ class LoopbackPeer:
         compressor_name: str | None = None
         if reply.compress is None and request.compressor_id is not None:
             compressor_name = _COMPRESSOR_NAMES[request.compressor_id]
+        elif isinstance(reply.compress, str):
+            compressor_name = reply.compress
         elif reply.compress:
             compressor_name = connection.compressor
         if compressor_name is not None and compressor_name != "noop":

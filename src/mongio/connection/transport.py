@@ -45,15 +45,15 @@ async def open_transport(
 
     A host name is resolved with ``loop.getaddrinfo`` and every address it resolves to is tried in turn (IPv4
     and IPv6 alike) until one connects. The whole attempt, resolution and TLS handshake included, is bounded by
-    ``connect_timeout`` seconds (None: no bound). Failures raise ``AutoReconnect`` (``NetworkTimeout`` for the
-    time limit) naming the address and the cause.
+    ``connect_timeout`` seconds (None or 0: no bound, as ``connectTimeoutMS=0`` means). Failures raise
+    ``AutoReconnect`` (``NetworkTimeout`` for the time limit) naming the address and the cause.
     """
     name = format_address(address)
     loop = asyncio.get_running_loop()
     factory = protocol_factory or (lambda: MessageProtocol(name))
     transport: asyncio.BaseTransport
     try:
-        async with asyncio.timeout(connect_timeout):
+        async with asyncio.timeout(connect_timeout or None):
             if is_unix_socket(address):
                 transport, protocol = await loop.create_unix_connection(
                     factory, address[0], ssl=ssl_context, server_hostname="localhost" if ssl_context else None
