@@ -7,6 +7,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import format_address, is_unix_socket
@@ -109,6 +111,30 @@ async def test_random_chunking_frames_every_message_exactly() -> None:
     while len(received) < len(messages):
         received.append(await protocol.wait_message(bytes))
     assert received == messages
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=16, max_value=200_000), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(min_value=1, max_value=150_000), min_size=1, max_size=40),
+)
+def test_any_split_of_any_messages_frames_them_exactly(sizes: list[int], cuts: list[int]) -> None:
+    async def run() -> list[bytes]:
+        protocol, _ = make_protocol()
+        messages = [message(i + 1, size) for i, size in enumerate(sizes)]
+        stream = b"".join(messages)
+        offset, index = 0, 0
+        while offset < len(stream):
+            step = cuts[index % len(cuts)]
+            feed(protocol, stream[offset : offset + step])
+            offset += step
+            index += 1
+        received = [await protocol.wait_message(bytes) for _ in messages]
+        assert received == messages
+        assert not protocol._unclaimed
+        return received
+
+    asyncio.run(run())
 
 
 async def test_large_message_grows_the_buffer_and_it_shrinks_back_when_idle() -> None:
