@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from spec_runner.unified.errors import EntityError
 from spec_runner.unified.matcher import bson_type
+
+if TYPE_CHECKING:
+    from spec_runner.unified.events import ClientEventStore, ClientLogStore
 
 
 class EntityKind(Enum):
@@ -165,6 +168,20 @@ class EntityMap:
         if "lsid" not in entity.extras:
             raise EntityError(f"session {name!r} was stored without its lsid")
         return entity.extras["lsid"]
+
+    def client_events(self, name: str) -> ClientEventStore:
+        """The event store kept with client ``name`` (stored as its ``events`` extra)."""
+        store = self.entity(name, EntityKind.CLIENT).extras.get("events")
+        if store is None:
+            raise EntityError(f"client {name!r} observes no events")
+        return cast("ClientEventStore", store)
+
+    def client_logs(self, name: str) -> ClientLogStore:
+        """The log message store kept with client ``name`` (stored as its ``logs`` extra)."""
+        store = self.entity(name, EntityKind.CLIENT).extras.get("logs")
+        if store is None:
+            raise EntityError(f"client {name!r} observes no log messages")
+        return cast("ClientLogStore", store)
 
     def of_kind(self, *kinds: EntityKind) -> list[Entity]:
         """The entities of the given kinds, in the order they were stored (for the end-of-test cleanup)."""

@@ -6,7 +6,8 @@ will do), in the order they were published, and its log messages as ``LogMessage
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -519,3 +520,143 @@ def check_log_messages(
         raise MatchError(base, f"expected {len(expected)} log messages, observed {len(actual)}: {shown}")
     for index, (want, got) in enumerate(zip(expected, actual)):
         check_log_message(want, got, path=f"{base}[{index}]", entities=entities)
+
+
+# --- recording -------------------------------------------------------------------------------------------
+
+# Commands whose events carry credentials (command logging and monitoring, "Security"); hello and legacy
+# hello are sensitive only when they carry speculativeAuthenticate, which shows as a redacted (empty) body.
+SENSITIVE_COMMANDS = frozenset(
+    {
+        "authenticate",
+        "saslstart",
+        "saslcontinue",
+        "getnonce",
+        "createuser",
+        "updateuser",
+        "copydbgetnonce",
+        "copydbsaslstart",
+        "copydb",
+    }
+)
+_HELLO_COMMANDS = frozenset({"hello", "ismaster"})
+
+
+class _Waiter:
+    __slots__ = ("count", "expected", "future")
+
+    def __init__(self, expected: Mapping[str, Any], count: int, future: asyncio.Future[None]) -> None:
+        self.expected = expected
+        self.count = count
+        self.future = future
+
+
+class ClientEventStore:
+    """The events one client entity was seen to publish, filtered as the client's options say.
+
+    ``record`` is what the client's listeners call (synchronously, on the loop); ``wait_for`` lets
+    ``waitForEvent`` sleep until enough matching events arrived, woken by ``record`` rather than polling.
+    """
+
+    def __init__(
+        self,
+        observe: Iterable[str] = (),
+        *,
+        ignore_commands: Iterable[str] = (),
+        observe_sensitive: bool = False,
+        entities: EntityLookup | None = None,
+    ) -> None:
+        unknown = set(observe) - set(EVENT_CLASSES)
+        if unknown:
+            raise UnifiedTestError(f"observeEvents: unknown event type(s) {sorted(unknown)}")
+        self.observe = frozenset(observe)
+        self.ignore_commands = frozenset(name.lower() for name in ignore_commands) | {"configurefailpoint"}
+        self.observe_sensitive = observe_sensitive
+        self.entities = entities
+        self.events: list[Any] = []
+        self.enabled = True
+        self._sensitive_requests: set[Any] = set()
+        self._waiters: list[_Waiter] = []
+
+    def _ignored_command(self, event: Any) -> bool:
+        name = str(getattr(event, "command_name", "")).lower()
+        if name in self.ignore_commands:
+            return True
+        if self.observe_sensitive:
+            return False
+        if name in SENSITIVE_COMMANDS:
+            return True
+        if name in _HELLO_COMMANDS:
+            request_id = getattr(event, "request_id", None)
+            if event_name(event) == CommandStartedEvent.NAME:
+                command = getattr(event, "command", {}) or {}
+                if not command or "speculativeAuthenticate" in command:
+                    self._sensitive_requests.add(request_id)
+                    return True
+                return False
+            if request_id in self._sensitive_requests:
+                self._sensitive_requests.discard(request_id)
+                return True
+            reply = getattr(event, "reply", None)
+            return reply is not None and not reply
+        return False
+
+    def record(self, event: Any) -> None:
+        """Keep ``event`` if its type is observed and it is not an ignored command; wake waiters."""
+        if not self.enabled:
+            return
+        name = event_name(event)
+        if name not in self.observe:
+            return
+        if name in EVENT_FAMILIES["command"] and self._ignored_command(event):
+            return
+        self.events.append(event)
+        for waiter in list(self._waiters):
+            if not waiter.future.done() and self.count(waiter.expected) >= waiter.count:
+                waiter.future.set_result(None)
+
+    def count(self, expected: Mapping[str, Any]) -> int:
+        """How many recorded events meet one ``expectedEvent``."""
+        return count_matching(expected, self.events, entities=self.entities)
+
+    async def wait_for(self, expected: Mapping[str, Any], count: int, within: float = 10.0) -> None:
+        """Return once ``count`` recorded events meet ``expected``; ``MatchError`` after ``within`` seconds."""
+        if self.count(expected) >= count:
+            return
+        waiter = _Waiter(expected, count, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(within):
+                await waiter.future
+        except TimeoutError:
+            raise MatchError(
+                "waitForEvent",
+                f"{count} x {dict(expected)} not observed within {within}s (saw {self.count(expected)})",
+            ) from None
+        finally:
+            self._waiters.remove(waiter)
+
+
+# Severity order of the logging spec, most severe first.
+_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+
+
+class ClientLogStore:
+    """The log messages one client emitted, for the components and minimum levels in ``observeLogMessages``."""
+
+    def __init__(self, observe: Mapping[str, str]) -> None:
+        unknown = set(observe) - set(LOG_COMPONENTS)
+        if unknown:
+            raise UnifiedTestError(f"observeLogMessages: unknown component(s) {sorted(unknown)}")
+        self.observe = {component: _LEVEL_RANK[level.lower()] for component, level in observe.items()}
+        self.messages: list[LogMessage] = []
+        self.enabled = True
+
+    def record(self, message: LogMessage) -> None:
+        """Keep ``message`` if its component is observed at its level."""
+        if not self.enabled:
+            return
+        threshold = self.observe.get(message.component)
+        rank = _LEVEL_RANK.get(str(message.level).lower())
+        if threshold is not None and rank is not None and rank <= threshold:
+            self.messages.append(message)

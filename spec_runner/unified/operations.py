@@ -28,6 +28,17 @@ from spec_runner.unified.matcher import MISSING, Matcher
 
 TEST_RUNNER = "testRunner"
 
+PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
+    UnifiedTestError,
+    AssertionError,
+    NameError,
+    AttributeError,
+    ImportError,
+    NotImplementedError,
+    KeyError,
+)
+"""Exceptions that mean the runner or the test is wrong, never the outcome an operation is checked for."""
+
 
 class UnsupportedOperation(UnifiedTestError):
     """No operation of that name is registered for the object's kind."""
@@ -43,11 +54,13 @@ class ResultShape(Enum):
 
 @dataclass
 class OperationContext:
-    """What operations can reach: the test's entities and the runner running the test (``runner``: the
-    later test runner object with its internal client, fail points and event stores)."""
+    """What operations can reach: the test's entities, the backend running the test (``runner``: the
+    driver-facing side with its internal client and fail points) and the registry its operations (and its
+    threads' operations) are looked up in."""
 
     entities: EntityMap
     runner: Any = None
+    registry: OperationRegistry = field(default_factory=lambda: default_registry())
     state: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -154,13 +167,18 @@ class OperationRegistry:
         return sorted(name for k, name in self._operations if k == kind)
 
 
-REGISTRY = OperationRegistry()
+REGISTRY: OperationRegistry = OperationRegistry()
 operation = REGISTRY.operation
 """Register an operation in the default registry (``@operation("insertOne", object="collection", ...)``)."""
 
 
+def default_registry() -> OperationRegistry:
+    """The registry ``@operation`` registers in."""
+    return REGISTRY
+
+
 def prepare(
-    context: OperationContext, op: Operation, registry: OperationRegistry = REGISTRY
+    context: OperationContext, op: Operation, registry: OperationRegistry | None = None
 ) -> tuple[OperationSpec, OperationCall]:
     """Find the operation for ``op.object`` and prepare its call (raises for unknown objects, operations and
     arguments, or a ``session`` argument that is not a session entity)."""
@@ -169,7 +187,7 @@ def prepare(
     else:
         entity = context.entities.entity(op.object)
         target, kind = entity.value, entity.kind.value
-    spec = registry.lookup(kind, op.name)
+    spec = (registry or context.registry).lookup(kind, op.name)
     arguments = dict(op.arguments)
     spec.check_arguments(arguments)
     if "session" in arguments:
@@ -179,18 +197,20 @@ def prepare(
     )
 
 
-async def execute(context: OperationContext, op: Operation, registry: OperationRegistry = REGISTRY) -> Any:
+async def execute(context: OperationContext, op: Operation, registry: OperationRegistry | None = None) -> Any:
     """Run one operation and check it as the test says; returns the result (``MISSING`` after an error).
 
-    Errors of the test itself (``UnifiedTestError``, a failed assertion) propagate; any other exception is
-    the operation's error, checked against ``expectError`` or, without it, reported as unexpected.
+    Errors of the test itself (``UnifiedTestError``, a failed assertion) and of the runner's own code
+    (``PROGRAMMING_ERRORS``) propagate, so a broken operation can never pass for an expected error; any
+    other exception is the operation's error, checked against ``expectError`` or, without it, reported as
+    unexpected.
     """
     spec, call = prepare(context, op, registry)
     result: Any = MISSING
     error: Exception | None = None
     try:
         result = await spec.function(call)
-    except (UnifiedTestError, AssertionError):
+    except PROGRAMMING_ERRORS:
         raise
     except Exception as exc:
         error = exc
