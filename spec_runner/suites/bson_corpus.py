@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ def _codecs() -> tuple[Any, Any, Any, Any]:
 
     settings: dict[str, Any] = {
         "tz_aware": True,
-        "tzinfo": timezone.utc,
+        "tzinfo": UTC,
         "uuid_representation": bson.UuidRepresentation.UNSPECIFIED,
         "datetime_conversion": bson.DatetimeConversion.DATETIME_AUTO,
     }
