@@ -120,7 +120,7 @@ async def test_socket_timeout_expiry_closes_the_connection(
         started = loop.time()
         with pytest.raises(NetworkTimeout):
             await conn.command("test", {"count": collection_name()})
-        assert 0.2 <= loop.time() - started < 1.0
+        assert 0.2 <= loop.time() - started < 1.4  # well before the 1.5 s block ends
         assert conn.closed
         with pytest.raises(AutoReconnect, match="is closed"):
             await conn.command("admin", {"ping": 1})

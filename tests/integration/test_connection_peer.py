@@ -222,7 +222,7 @@ async def test_socket_timeout_closes_the_connection() -> None:
         started = loop.time()
         with pytest.raises(NetworkTimeout, match="timed out"):
             await conn.command("admin", {"slow": 1})
-        assert 0.09 <= loop.time() - started < 0.5
+        assert 0.09 <= loop.time() - started < 0.9  # well before the 1 s delay ends
         assert conn.closed
         with pytest.raises(AutoReconnect, match=r"closed .*NetworkTimeout"):
             await conn.command("admin", {"ping": 1})
@@ -519,7 +519,7 @@ async def test_connect_timeout() -> None:
         started = loop.time()
         with pytest.raises(NetworkTimeout, match=rf"127\.0\.0\.1:{port} timed out after 0\.2s"):
             await connect(("127.0.0.1", port), connect_timeout=0.2, ssl_context=context)
-        assert loop.time() - started < 1.0
+        assert loop.time() - started < 3.0
     finally:
         for writer in writers:
             writer.close()
