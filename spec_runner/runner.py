@@ -111,7 +111,7 @@ def run(selectors: list[str], root: Path, uri: str | None = None, verbose: bool 
     cases = collect(selectors, root, report)
     with ExitStack() as stack:
         uri = uri or external_uri()
-        if uri is None and any(case.needs_server for case in cases):
+        if uri is None and any(case.needs_server and skip_reason(case) is None for case in cases):
             uri = stack.enter_context(TestServer()).uri
         asyncio.run(_run_all(cases, RunContext(uri=uri, specs_root=root), report, verbose))
     return report
