@@ -292,6 +292,17 @@ async def test_peer_hanging_up_instead_of_answering() -> None:
         assert conn.closed
 
 
+async def test_wait_closed_returns_once_the_socket_is_closed() -> None:
+    async with LoopbackPeer() as peer:
+        conn = await connect(peer.address)
+        await conn.command("admin", {"ping": 1})
+        conn.close()
+        async with asyncio.timeout(5):
+            await conn.wait_closed()
+        assert conn._transport.get_extra_info("socket").fileno() == -1
+        await conn.wait_closed()  # again: returns at once
+
+
 async def test_idle_connection_notices_the_peer_left() -> None:
     async with LoopbackPeer() as peer:
         conn = await connect(peer.address)

@@ -212,6 +212,10 @@ class Connection:
         else:
             self._protocol.close()
 
+    async def wait_closed(self) -> None:
+        """After ``close()``: wait until the socket is really closed (e.g. before stopping the event loop)."""
+        await self._protocol.wait_closed()
+
     def _interrupted(self, exc: BaseException) -> None:
         self._awaiting_reply = self._more_to_come = False
         if self._closed:

@@ -53,6 +53,8 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._lost_error: BaseException | None = None
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
+        self._connection_lost = False
+        self._closed_waiter: asyncio.Future[None] | None = None
 
     # -- state --------------------------------------------------------------------------------------------
 
@@ -151,6 +153,9 @@ class MessageProtocol(asyncio.BufferedProtocol):
             f"{type(exc).__name__}: {exc}" if exc is not None else f"{self.address} closed the connection"
         )
         self._mark_lost(reason, exc)
+        self._connection_lost = True
+        if self._closed_waiter is not None and not self._closed_waiter.done():
+            self._closed_waiter.set_result(None)
         drain = self._drain_waiter
         if drain is not None and not drain.done():
             drain.set_exception(self.lost_exception())
@@ -221,6 +226,14 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if self._drain_waiter is None or self._drain_waiter.done():
             self._drain_waiter = self.loop.create_future()
         await self._drain_waiter
+
+    async def wait_closed(self) -> None:
+        """Wait until the transport has really closed (``connection_lost`` ran)."""
+        if self._connection_lost:
+            return
+        if self._closed_waiter is None:
+            self._closed_waiter = self.loop.create_future()
+        await asyncio.shield(self._closed_waiter)
 
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
