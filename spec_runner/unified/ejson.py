@@ -1,8 +1,8 @@
 """Extended JSON for test files and for ``$$matchAsDocument``.
 
 Test files use both relaxed and canonical Extended JSON; ``mongio.bson.json_util`` parses either. Until that
-module is importable, a small fallback turns the wrappers the test files use into the ``mongio.bson`` types
-that exist, and leaves a wrapper whose type is not available yet as the plain document it is.
+module is importable, ``fallback_loads`` reads the canonical and relaxed wrappers into the ``mongio.bson``
+types itself (legacy forms such as ``$regex`` are left alone: in test files they are query operators).
 """
 
 from __future__ import annotations
@@ -11,36 +11,37 @@ import base64
 import json
 import math
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from importlib import import_module
 from typing import Any
 
+from mongio.bson.binary import Binary
+from mongio.bson.code import Code
+from mongio.bson.datetime_ms import DatetimeMS
+from mongio.bson.dbref import DBRef
 from mongio.bson.decimal128 import Decimal128
+from mongio.bson.deprecated import DBPointer, Symbol, Undefined
+from mongio.bson.int64 import Int64
+from mongio.bson.minmax import MaxKey, MinKey
+from mongio.bson.objectid import ObjectId
+from mongio.bson.regex import Regex
+from mongio.bson.timestamp import Timestamp
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def loads(text: str) -> Any:
     """Parse Extended JSON (relaxed or canonical) into driver values; raises ``ValueError`` on bad input."""
-    json_util = _json_util()
-    if json_util is not None:
-        return json_util.loads(text, json_options=json_util.RELAXED_JSON_OPTIONS)
-    return json.loads(text, object_pairs_hook=_fallback_hook)
-
-
-def _json_util() -> Any:
     try:
-        return import_module("mongio.bson.json_util")
+        json_util: Any = import_module("mongio.bson.json_util")
     except ImportError:
-        return None
+        return fallback_loads(text)
+    return json_util.loads(text, json_options=json_util.RELAXED_JSON_OPTIONS)
 
 
-def _optional_type(module: str, name: str) -> Any:
-    try:
-        return getattr(import_module(f"mongio.bson.{module}"), name)
-    except (ImportError, AttributeError):
-        return None
+def fallback_loads(text: str) -> Any:
+    """Extended JSON read with the standard ``json`` module and the wrappers converted here."""
+    return json.loads(text, object_pairs_hook=_hook)
 
 
 def _number_double(text: str) -> float:
@@ -48,77 +49,59 @@ def _number_double(text: str) -> float:
     return special[text] if text in special else float(text)
 
 
-def _int64(text: str) -> Any:
-    cls = _optional_type("int64", "Int64")
-    return int(text) if cls is None else cls(int(text))
-
-
 def _date(value: Any) -> Any:
     if isinstance(value, str):
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if isinstance(value, dict) and "$numberLong" in value:
-        value = int(value["$numberLong"])
-    if isinstance(value, int):
-        return _EPOCH + timedelta(milliseconds=value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return _EPOCH + timedelta(milliseconds=int(value))
+        except OverflowError:
+            return DatetimeMS(int(value))
     raise ValueError(f"bad $date value {value!r}")
 
 
-def _binary(value: Any) -> Any:
+def _binary(value: dict[str, Any]) -> Any:
     data = base64.b64decode(value["base64"])
     subtype = int(value["subType"], 16)
-    cls = _optional_type("binary", "Binary")
-    if cls is not None:
-        return cls(data, subtype)
-    if subtype == 0:
-        return data
-    return {"$binary": value}
+    return data if subtype == 0 else Binary(data, subtype)
 
 
-def _uuid(value: str) -> Any:
-    cls = _optional_type("binary", "Binary")
-    raw = uuid.UUID(value).bytes
-    return {"$uuid": value} if cls is None else cls(raw, 4)
+def _db_pointer(value: Any) -> DBPointer:
+    if isinstance(value, DBRef):  # the inner {"$ref", "$id"} was read first
+        return DBPointer(value.collection, value.id)
+    return DBPointer(value["$ref"], value["$id"])
 
 
-def _wrapped(module: str, name: str, build: Callable[[Any], Any]) -> Callable[[dict[str, Any]], Any]:
-    def convert(doc: dict[str, Any]) -> Any:
-        cls = _optional_type(module, name)
-        return doc if cls is None else build(cls)
-
-    return convert
-
-
-_SINGLE_KEY: dict[str, Callable[[Any], Any]] = {
+_SINGLE_KEY: dict[str, Any] = {
     "$numberInt": int,
-    "$numberLong": _int64,
+    "$numberLong": lambda v: Int64(int(v)),
     "$numberDouble": _number_double,
     "$numberDecimal": Decimal128,
     "$date": _date,
-    "$binary": _binary,
-    "$uuid": _uuid,
+    "$uuid": lambda v: Binary(uuid.UUID(v).bytes, 4),
+    "$oid": ObjectId,
+    "$timestamp": lambda v: Timestamp(v["t"], v["i"]),
+    "$regularExpression": lambda v: Regex(v["pattern"], v["options"]),
+    "$minKey": lambda v: MinKey(),
+    "$maxKey": lambda v: MaxKey(),
+    "$symbol": Symbol,
+    "$code": Code,
+    "$undefined": lambda v: Undefined(),
+    "$dbPointer": _db_pointer,
 }
 
 
-def _fallback_hook(pairs: list[tuple[str, Any]]) -> Any:
+def _hook(pairs: list[tuple[str, Any]]) -> Any:
     doc = dict(pairs)
     if len(doc) == 1:
         ((key, value),) = doc.items()
-        if key in _SINGLE_KEY and not (key == "$binary" and not isinstance(value, dict)):
+        if key == "$binary" and isinstance(value, dict):
+            return _binary(value)
+        if key in _SINGLE_KEY:
             return _SINGLE_KEY[key](value)
-        if key == "$oid":
-            return _wrapped("objectid", "ObjectId", lambda cls: cls(value))(doc)
-        if key == "$timestamp":
-            return _wrapped("timestamp", "Timestamp", lambda cls: cls(value["t"], value["i"]))(doc)
-        if key == "$regularExpression":
-            return _wrapped("regex", "Regex", lambda cls: cls(value["pattern"], value["options"]))(doc)
-        if key == "$minKey":
-            return _wrapped("minmax", "MinKey", lambda cls: cls())(doc)
-        if key == "$maxKey":
-            return _wrapped("minmax", "MaxKey", lambda cls: cls())(doc)
-        if key == "$symbol":
-            return _wrapped("deprecated", "Symbol", lambda cls: cls(value))(doc)
-        if key == "$code":
-            return _wrapped("code", "Code", lambda cls: cls(value))(doc)
     if set(doc) == {"$code", "$scope"}:
-        return _wrapped("code", "Code", lambda cls: cls(doc["$code"], doc["$scope"]))(doc)
+        return Code(doc["$code"], doc["$scope"])
+    if "$ref" in doc and "$id" in doc and isinstance(doc["$ref"], str):
+        extra = {k: v for k, v in doc.items() if k not in ("$ref", "$id", "$db")}
+        return DBRef(doc["$ref"], doc["$id"], doc.get("$db"), **extra)
     return doc
