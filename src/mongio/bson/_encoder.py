@@ -425,9 +425,9 @@ def _write_pattern(
     flags = value.flags
     if isinstance(pattern, bytes):
         pattern = pattern.decode("utf-8")
-    elif flags == re.UNICODE:
-        # re.UNICODE is implied for every str pattern; alone it is not worth an option letter.
-        flags = 0
+    else:
+        # re.UNICODE is implied for every str pattern, so it says nothing the user chose.
+        flags &= ~re.UNICODE
     _write_regex_parts(buf, name, pattern, flags_to_letters(flags))
 
 
