@@ -15,6 +15,7 @@ A mismatch raises ``MatchError`` naming the path and the expected and actual val
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -186,6 +187,8 @@ def _normalized(value: Any) -> Any:
 def values_equal(expected: Any, actual: Any) -> bool:
     """Equality of two non-container values under the matching rules (flexible numerics, same type)."""
     if _is_number(expected) and _is_number(actual):
+        if isinstance(expected, float) and isinstance(actual, float) and math.isnan(expected):
+            return math.isnan(actual)
         return bool(expected == actual)
     expected_type, actual_type = bson_type(expected), bson_type(actual)
     if expected_type != actual_type:

@@ -116,6 +116,12 @@ def test_values_of_other_types_or_values_do_not_match(expected: Any, actual: Any
     fails(expected, actual)
 
 
+def test_nan_matches_nan() -> None:
+    match(float("nan"), float("nan"))
+    fails(float("nan"), 1.0)
+    fails(1.0, float("nan"))
+
+
 def test_null_matches_null_but_not_a_missing_key() -> None:
     match({"x": None}, {"x": None})
     fails({"x": None}, {})

@@ -460,3 +460,40 @@ async def test_topology_type_assertion() -> None:
             context,
             Operation.parse({"name": "assertTopologyType", "object": "testRunner", "arguments": arguments}),
         )
+
+
+# --- collection into spec cases ---------------------------------------------------------------------------
+
+
+def test_unified_cases(tmp_path: Path) -> None:
+    from spec_runner.model import RunContext
+    from spec_runner.runner import run_case_sync
+    from spec_runner.unified.collect import unified_cases
+
+    good = {
+        "description": "f",
+        "schemaVersion": "1.0",
+        "tests": [{"description": "same", "operations": []}, {"description": "same", "operations": []}],
+    }
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "good.json").write_text(json.dumps(good), encoding="utf-8")
+    (tmp_path / "sub" / "good.yml").write_text("ignored", encoding="utf-8")
+    newer = {**good, "schemaVersion": "1.99", "tests": [{"description": "t", "operations": []}]}
+    (tmp_path / "newer.json").write_text(json.dumps(newer), encoding="utf-8")
+    (tmp_path / "other.json").write_text(json.dumps({"data": []}), encoding="utf-8")
+    seen: list[str] = []
+
+    async def run_one(context: RunContext, test_file: UnifiedTestFile, test: Any) -> None:
+        seen.append(f"{test_file.path.name}:{test.description}")
+
+    cases = list(unified_cases("suite", tmp_path, run_one))
+    assert [(c.file, c.name) for c in cases] == [
+        ("newer.json", "t"),
+        ("sub/good.json", "same"),
+        ("sub/good.json", "same [2]"),
+    ]
+    for case in cases[1:]:
+        run_case_sync(case, RunContext())
+    assert seen == ["good.json:same", "good.json:same"]
+    with pytest.raises(UnifiedTestError, match=r"1\.99"):
+        run_case_sync(cases[0], RunContext())
