@@ -22,7 +22,7 @@ from typing import Any
 
 from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
-from spec_runner.unified.expect import check_expected_error
+from spec_runner.unified.expect import check_expected_error, describe_error
 from spec_runner.unified.loader import Operation
 from spec_runner.unified.matcher import MISSING, Matcher
 
@@ -98,6 +98,7 @@ class OperationSpec:
     any_arguments: bool = False  # e.g. runCommand-like operations that pass options through
     result: ResultShape = ResultShape.ROOT
     saves_as: EntityKind = EntityKind.BSON
+    error_result: Callable[[BaseException], Any] | None = None  # the result an error carries, as a document
 
     def check_arguments(self, arguments: Mapping[str, Any]) -> None:
         missing = sorted(self.required - set(arguments))
@@ -132,9 +133,13 @@ class OperationRegistry:
         any_arguments: bool = False,
         result: ResultShape = ResultShape.ROOT,
         saves_as: EntityKind = EntityKind.BSON,
+        error_result: Callable[[BaseException], Any] | None = None,
     ) -> Callable[[OperationFunction], OperationFunction]:
         """Register the decorated function as operation ``name`` on ``object`` (an entity kind such as
-        ``"collection"``, several of them, or ``"testRunner"``)."""
+        ``"collection"``, several of them, or ``"testRunner"``).
+
+        ``error_result`` turns an error into the partial result ``expectError.expectResult`` is matched
+        against (a bulk write error's write result), or returns ``MISSING``."""
         kinds = frozenset([object] if isinstance(object, str) else object)
         known = {k.value for k in EntityKind} | {TEST_RUNNER}
         if not kinds or not kinds <= known:
@@ -151,6 +156,7 @@ class OperationRegistry:
                     any_arguments=any_arguments,
                     result=result,
                     saves_as=saves_as,
+                    error_result=error_result,
                 )
             )
             return function
@@ -226,7 +232,12 @@ def check_outcome(
     if op.ignore_result_and_error:
         return
     if op.expect_error is not None:
-        check_expected_error(op.expect_error, error, entities=context.entities)
+        described = None
+        if error is not None:
+            described = describe_error(error)
+            if spec.error_result is not None and described.partial_result is MISSING:
+                described.partial_result = spec.error_result(error)
+        check_expected_error(op.expect_error, described, entities=context.entities)
         return
     if error is not None:
         raise MatchError(

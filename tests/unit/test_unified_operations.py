@@ -128,6 +128,14 @@ def registry() -> OperationRegistry:
             "no such namespace", 26, {"ok": 0, "code": 26, "codeName": "NamespaceNotFound"}
         )
 
+    @registry.operation(
+        "bulkWrite",
+        object="collection",
+        error_result=lambda e: {"insertedCount": e.args[1]} if len(e.args) > 1 else MISSING,
+    )
+    async def bulk_write(call: OperationCall) -> Any:
+        raise RuntimeError("write errors", 2)
+
     @registry.operation("assertTrue", object="testRunner", required=("value",))
     async def assert_true(call: OperationCall) -> Any:
         if call.arguments["value"] is not True:
@@ -213,6 +221,12 @@ async def test_expected_error(context: OperationContext, registry: OperationRegi
         await execute(context, op("find", expectError={"isError": True}), registry)
 
 
+async def test_error_result_for_expect_result(context: OperationContext, registry: OperationRegistry) -> None:
+    await execute(context, op("bulkWrite", expectError={"expectResult": {"insertedCount": 2}}), registry)
+    with pytest.raises(MatchError, match=r"expectError\.expectResult\.insertedCount"):
+        await execute(context, op("bulkWrite", expectError={"expectResult": {"insertedCount": 3}}), registry)
+
+
 async def test_unexpected_error_fails_the_test(
     context: OperationContext, registry: OperationRegistry
 ) -> None:
@@ -252,4 +266,11 @@ def test_registration_errors(registry: OperationRegistry) -> None:
 
     with pytest.raises(ValueError, match="unknown object kind"):
         registry.operation("x", object="collectionz")
-    assert registry.names("collection") == ["createFindCursor", "distinct", "fail", "find", "insertOne"]
+    assert registry.names("collection") == [
+        "bulkWrite",
+        "createFindCursor",
+        "distinct",
+        "fail",
+        "find",
+        "insertOne",
+    ]
