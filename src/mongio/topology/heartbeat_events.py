@@ -1,0 +1,303 @@
+"""Server heartbeat events, the SDAM listener interfaces, and the publisher that delivers events and logs.
+
+Class, attribute and method names are PyMongo's (``pymongo.monitoring``) so listeners port by changing the
+import. Listener methods run synchronously on the event loop: keep them quick and never block in them. An
+exception a listener raises is logged (logger ``mongio.events``) and otherwise ignored.
+
+Log messages follow the SDAM and server selection logging specifications: they go to the ``mongio.topology``
+and ``mongio.serverSelection`` loggers at ``DEBUG`` level (the "waiting for a suitable server" message at
+``INFO``). With no listener registered and those loggers disabled, publishing builds nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mongio.events.logs import LogMessage, format_error
+from mongio.topology.sdam_events import (
+    SdamEvent,
+    ServerClosedEvent,
+    ServerDescriptionChangedEvent,
+    ServerOpeningEvent,
+    TopologyClosedEvent,
+    TopologyDescriptionChangedEvent,
+    TopologyOpeningEvent,
+)
+from mongio.topology.server_description import Address, format_address
+
+__all__ = [
+    "SERVER_SELECTION_LOGGER",
+    "TOPOLOGY_LOGGER",
+    "SdamPublisher",
+    "ServerHeartbeatFailedEvent",
+    "ServerHeartbeatListener",
+    "ServerHeartbeatStartedEvent",
+    "ServerHeartbeatSucceededEvent",
+    "ServerListener",
+    "TopologyListener",
+]
+
+TOPOLOGY_LOGGER = logging.getLogger("mongio.topology")
+SERVER_SELECTION_LOGGER = logging.getLogger("mongio.serverSelection")
+_EVENTS_LOGGER = logging.getLogger("mongio.events")
+_DEBUG = logging.DEBUG
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatStartedEvent:
+    """A monitor is about to send ``hello`` (or to open its connection, or to read the next streamed reply).
+
+    ``connection_id`` is the server's address; ``awaited`` is true for an awaitable (streaming) ``hello``.
+    """
+
+    connection_id: Address
+    awaited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatSucceededEvent:
+    """A monitor's ``hello`` succeeded. ``duration`` is in seconds; ``reply`` is the server's reply.
+
+    For an awaited heartbeat the duration includes the time the server held the reply back, so it says
+    nothing about the round trip time.
+    """
+
+    duration: float
+    reply: Mapping[str, Any]
+    connection_id: Address
+    awaited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatFailedEvent:
+    """A monitor's ``hello`` failed: a network error, a timeout, or an ``ok: 0`` reply (``reply``)."""
+
+    duration: float
+    reply: BaseException
+    connection_id: Address
+    awaited: bool = False
+
+    @property
+    def failure(self) -> BaseException:
+        """The error (the specification's name for ``reply``)."""
+        return self.reply
+
+
+class ServerHeartbeatListener:
+    """Base class for heartbeat listeners: every method does nothing until overridden."""
+
+    def started(self, event: ServerHeartbeatStartedEvent) -> None:
+        """A heartbeat started."""
+
+    def succeeded(self, event: ServerHeartbeatSucceededEvent) -> None:
+        """A heartbeat succeeded."""
+
+    def failed(self, event: ServerHeartbeatFailedEvent) -> None:
+        """A heartbeat failed."""
+
+
+class ServerListener:
+    """Base class for server listeners: every method does nothing until overridden."""
+
+    def opened(self, event: ServerOpeningEvent) -> None:
+        """A server was added to the topology."""
+
+    def description_changed(self, event: ServerDescriptionChangedEvent) -> None:
+        """A server's description changed."""
+
+    def closed(self, event: ServerClosedEvent) -> None:
+        """A server was removed from the topology."""
+
+
+class TopologyListener:
+    """Base class for topology listeners: every method does nothing until overridden."""
+
+    def opened(self, event: TopologyOpeningEvent) -> None:
+        """The topology was opened."""
+
+    def description_changed(self, event: TopologyDescriptionChangedEvent) -> None:
+        """The topology description changed."""
+
+    def closed(self, event: TopologyClosedEvent) -> None:
+        """The topology was closed."""
+
+
+def _deliver(listeners: Iterable[Any], method: str, event: object) -> None:
+    for listener in listeners:
+        try:
+            getattr(listener, method)(event)
+        except Exception:
+            _EVENTS_LOGGER.exception("SDAM listener %r failed in %s", listener, method)
+
+
+def _server_fields(address: Address) -> dict[str, Any]:
+    host, port = address
+    fields: dict[str, Any] = {"serverHost": host}
+    if port is not None:
+        fields["serverPort"] = port
+    return fields
+
+
+class SdamPublisher:
+    """Delivers one topology's SDAM events to its listeners and its log messages to ``mongio.topology``.
+
+    ``listeners`` may mix :class:`ServerListener`, :class:`TopologyListener` and
+    :class:`ServerHeartbeatListener` instances (other listener kinds are ignored here).
+    """
+
+    __slots__ = ("_heartbeat", "_server", "_topology", "topology_id")
+
+    def __init__(self, topology_id: Any, listeners: Iterable[object] = ()) -> None:
+        self.topology_id = topology_id
+        listeners = tuple(listeners)
+        self._server = tuple(item for item in listeners if isinstance(item, ServerListener))
+        self._topology = tuple(item for item in listeners if isinstance(item, TopologyListener))
+        self._heartbeat = tuple(item for item in listeners if isinstance(item, ServerHeartbeatListener))
+
+    @property
+    def sdam_enabled(self) -> bool:
+        """Whether an SDAM event or log message would be delivered now."""
+        return bool(self._server or self._topology) or TOPOLOGY_LOGGER.isEnabledFor(_DEBUG)
+
+    @property
+    def heartbeat_enabled(self) -> bool:
+        """Whether a heartbeat event or log message would be delivered now."""
+        return bool(self._heartbeat) or TOPOLOGY_LOGGER.isEnabledFor(_DEBUG)
+
+    # -- SDAM events --------------------------------------------------------------------------------------
+
+    def publish(self, events: Iterable[SdamEvent]) -> None:
+        """Deliver SDAM events in order, with the matching log messages."""
+        logging_on = TOPOLOGY_LOGGER.isEnabledFor(_DEBUG)
+        for event in events:
+            if isinstance(event, ServerDescriptionChangedEvent):
+                # No log message: the topology change message carries the same information.
+                _deliver(self._server, "description_changed", event)
+            elif isinstance(event, ServerOpeningEvent):
+                _deliver(self._server, "opened", event)
+                if logging_on:
+                    self._log_server(
+                        "Starting server monitoring", "Starting monitoring for server", event.server_address
+                    )
+            elif isinstance(event, ServerClosedEvent):
+                _deliver(self._server, "closed", event)
+                if logging_on:
+                    self._log_server(
+                        "Stopped server monitoring", "Stopped monitoring for server", event.server_address
+                    )
+            elif isinstance(event, TopologyDescriptionChangedEvent):
+                _deliver(self._topology, "description_changed", event)
+                if logging_on:
+                    previous, new = repr(event.previous_description), repr(event.new_description)
+                    text = (
+                        f"Description changed for topology with ID {self.topology_id}. "
+                        f"Previous description: {previous}. New description: {new}"
+                    )
+                    self._log(
+                        "Topology description changed", text, previousDescription=previous, newDescription=new
+                    )
+            elif isinstance(event, TopologyOpeningEvent):
+                _deliver(self._topology, "opened", event)
+                if logging_on:
+                    text = f"Starting monitoring for topology with ID {self.topology_id}"
+                    self._log("Starting topology monitoring", text)
+            elif isinstance(event, TopologyClosedEvent):
+                _deliver(self._topology, "closed", event)
+                if logging_on:
+                    text = f"Stopped monitoring for topology with ID {self.topology_id}"
+                    self._log("Stopped topology monitoring", text)
+
+    def _log(self, message: str, text: str, **fields: Any) -> None:
+        data: dict[str, Any] = {"message": message, "topologyId": self.topology_id}
+        data.update((key, value) for key, value in fields.items() if value is not None)
+        TOPOLOGY_LOGGER.debug(LogMessage("topology", data, text))
+
+    def _log_server(self, message: str, prefix: str, address: Address) -> None:
+        text = f"{prefix} {format_address(address)} in topology with ID {self.topology_id}"
+        self._log(message, text, **_server_fields(address))
+
+    # -- heartbeats ---------------------------------------------------------------------------------------
+
+    def _heartbeat_where(
+        self, address: Address, connection_id: int | None, server_connection_id: int | None
+    ) -> tuple[str, dict[str, Any]]:
+        fields = _server_fields(address)
+        fields["driverConnectionId"] = connection_id
+        fields["serverConnectionId"] = server_connection_id
+        text = (
+            f"{format_address(address)} on connection with driver-generated ID {connection_id} and "
+            f"server-generated ID {server_connection_id} in topology with ID {self.topology_id}"
+        )
+        return text, fields
+
+    def heartbeat_started(
+        self,
+        address: Address,
+        awaited: bool,
+        connection_id: int | None = None,
+        server_connection_id: int | None = None,
+    ) -> None:
+        """A heartbeat is starting (call only when :attr:`heartbeat_enabled`)."""
+        if self._heartbeat:
+            _deliver(self._heartbeat, "started", ServerHeartbeatStartedEvent(address, awaited))
+        if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
+            where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
+            text = f"Heartbeat started for {where}. Awaited: {awaited}"
+            self._log("Server heartbeat started", text, awaited=awaited, **fields)
+
+    def heartbeat_succeeded(
+        self,
+        address: Address,
+        duration: float,
+        reply: Mapping[str, Any],
+        awaited: bool,
+        connection_id: int | None = None,
+        server_connection_id: int | None = None,
+    ) -> None:
+        """A heartbeat succeeded (call only when :attr:`heartbeat_enabled`)."""
+        if self._heartbeat:
+            event = ServerHeartbeatSucceededEvent(duration, reply, address, awaited)
+            _deliver(self._heartbeat, "succeeded", event)
+        if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
+            where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
+            ms = duration * 1000.0
+            shown = _relaxed_json(reply)
+            text = f"Heartbeat succeeded in {ms:g} ms for {where}. Awaited: {awaited}. Reply: {shown}"
+            self._log(
+                "Server heartbeat succeeded", text, awaited=awaited, durationMS=ms, reply=shown, **fields
+            )
+
+    def heartbeat_failed(
+        self,
+        address: Address,
+        duration: float,
+        error: BaseException,
+        awaited: bool,
+        connection_id: int | None = None,
+        server_connection_id: int | None = None,
+    ) -> None:
+        """A heartbeat failed (call only when :attr:`heartbeat_enabled`)."""
+        if self._heartbeat:
+            event = ServerHeartbeatFailedEvent(duration, error, address, awaited)
+            _deliver(self._heartbeat, "failed", event)
+        if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
+            where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
+            ms = duration * 1000.0
+            failure = format_error(error)
+            text = f"Heartbeat failed in {ms:g} ms for {where}. Awaited: {awaited}. Failure: {failure}"
+            self._log(
+                "Server heartbeat failed", text, awaited=awaited, durationMS=ms, failure=failure, **fields
+            )
+
+
+def _relaxed_json(document: Mapping[str, Any]) -> str:
+    # Extended JSON lives in the codec package, which may not offer it yet; fall back to repr.
+    try:
+        json_util = importlib.import_module("mongio.bson.json_util")
+        return str(json_util.dumps(document))
+    except Exception:
+        return repr(dict(document))

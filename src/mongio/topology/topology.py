@@ -1,0 +1,757 @@
+"""``Topology``: the client's live view of the deployment, kept current by one monitor task per server.
+
+The topology owns the current :class:`~mongio.topology.topology_description.TopologyDescription` and, per
+server, a monitor (plus, while streaming, a round trip time task) and a connection pool. Every new server
+description goes through the pure update rules while holding one ``asyncio.Condition``; the description is
+replaced, monitors are started or stopped for servers that appeared or left, pools are marked ready or
+cleared in the same step, and every waiter on the condition is woken.
+
+Server selection has a synchronous fast path: when the current description already holds a suitable server,
+:meth:`Topology.select_server` returns it without awaiting anything. Otherwise it asks every monitor for an
+immediate check and awaits the condition with the time that remains of ``serverSelectionTimeoutMS``; no
+loop wakes up to poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from mongio.bson.objectid import ObjectId
+from mongio.errors import ClientClosedError, ConfigurationError, ServerSelectionTimeoutError
+from mongio.events.logs import LogMessage, format_error
+from mongio.options.srv import MIN_RESCAN_INTERVAL, DnsResolver
+from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
+from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
+from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
+from mongio.topology.rtt_monitor import MonitorConnectionFactory
+from mongio.topology.sdam_events import closing_events, opening_events, update_events
+from mongio.topology.selection import (
+    ReadPreferenceLike,
+    RoundTripTimeTracker,
+    ServerSelector,
+    choose_server,
+    select_servers,
+)
+from mongio.topology.server_description import Address, ServerDescription, format_address
+from mongio.topology.server_type import ServerType
+from mongio.topology.settings import MIN_HEARTBEAT_FREQUENCY, TopologySettings
+from mongio.topology.srv_polling import SrvPoller
+from mongio.topology.topology_description import (
+    TopologyDescription,
+    initial_topology_description,
+    updated_topology_description,
+    updated_topology_description_srv_polling,
+)
+from mongio.topology.topology_type import SRV_POLLING_TOPOLOGIES, TopologyType
+
+__all__ = ["PoolLike", "Server", "Topology", "describe_topology"]
+
+_log = logging.getLogger("mongio.topology")
+_DEBUG = logging.DEBUG
+_INFO = logging.INFO
+
+# A successful check of one of these makes its pool ready (so is any known server of a Single topology).
+_POOL_READY_TYPES = frozenset(
+    {
+        ServerType.Mongos,
+        ServerType.RSPrimary,
+        ServerType.RSSecondary,
+        ServerType.Standalone,
+        ServerType.LoadBalancer,
+    }
+)
+_MODE_NAMES = ("primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest")
+
+
+class PoolLike(Protocol):
+    """What the topology needs of a connection pool (``mongio.connection.pool`` provides one)."""
+
+    @property
+    def generation(self) -> int: ...
+
+    def generation_for(self, service_id: Any = None) -> int: ...
+
+    def ready(self) -> None: ...
+
+    def clear(
+        self,
+        interrupt_in_use_connections: bool = False,
+        service_id: Any = None,
+        *,
+        error: BaseException | None = None,
+    ) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+PoolFactory = Callable[[Address], PoolLike]
+
+
+class Server:
+    """One server of the topology at run time: its pool, its monitor, and the operations running on it.
+
+    :meth:`Topology.select_server` counts the selected server's operation as started; call
+    :meth:`operation_finished` once the operation is over, however it ended (or use ``with server:``).
+    """
+
+    __slots__ = ("_topology", "address", "monitor", "operation_count", "pool")
+
+    def __init__(
+        self, topology: Topology, address: Address, pool: PoolLike | None, monitor: Monitor | None
+    ) -> None:
+        self._topology = topology
+        self.address = address
+        self.pool = pool
+        self.monitor = monitor
+        self.operation_count = 0
+
+    def __repr__(self) -> str:
+        return f"<Server {format_address(self.address)} operations={self.operation_count}>"
+
+    @property
+    def description(self) -> ServerDescription:
+        """The server's current description (Unknown once it left the topology)."""
+        return self._topology.description.get(self.address) or ServerDescription(self.address)
+
+    def operation_finished(self) -> None:
+        """Count one operation on this server as over; never wakes selection."""
+        if self.operation_count > 0:
+            self.operation_count -= 1
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.operation_finished()
+
+
+def _describe_read_preference(read_preference: ReadPreferenceLike | None) -> str:
+    if read_preference is None:
+        return "read preference primary"
+    mode = read_preference.mode
+    text = f"read preference {_MODE_NAMES[mode] if 0 <= mode < len(_MODE_NAMES) else mode}"
+    tag_sets = [dict(tags) for tags in (read_preference.tag_sets or ())]
+    if tag_sets and tag_sets != [{}]:
+        text += f", tag sets {tag_sets}"
+    staleness = read_preference.max_staleness
+    if staleness is not None and staleness != -1:
+        text += f", maxStalenessSeconds {staleness:g}"
+    return text
+
+
+def describe_topology(description: TopologyDescription) -> str:
+    """A short text of the topology for error messages: its type and each server's address, type and error."""
+    servers = sorted(description.server_descriptions().values(), key=lambda sd: format_address(sd.address))
+    parts = []
+    for sd in servers:
+        part = f"{format_address(sd.address)} ({sd.server_type.name}"
+        if sd.error is not None:
+            part += f", error: {format_error(sd.error)}"
+        parts.append(part + ")")
+    listed = ", ".join(parts) if parts else "none"
+    text = f"topology type {description.topology_type.name}, servers: {listed}"
+    if description.compatibility_error is not None:
+        text += f"; {description.compatibility_error}"
+    return text
+
+
+async def _maybe_await(value: Any) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+class Topology:
+    """The deployment as the client sees it, kept current in the background.
+
+    ``monitor_connection_factory`` opens handshaked, unauthenticated monitoring connections (required
+    unless load balanced); ``pool_factory`` makes the connection pool of each server (none when omitted,
+    which suits tests). ``server_monitoring_mode`` is ``"auto"``, ``"stream"`` or ``"poll"``;
+    ``connect_timeout`` is ``connectTimeoutMS`` in seconds (0 or None: no limit). ``listeners`` may hold
+    :class:`~mongio.topology.heartbeat_events.ServerListener`, ``TopologyListener`` and
+    ``ServerHeartbeatListener`` instances. ``srv_host`` (with ``srv_service_name`` and an optional
+    ``srv_resolver``) starts SRV polling for a ``mongodb+srv`` URI.
+
+    Make it anywhere; :meth:`open` (or the first :meth:`select_server`) starts the tasks on the running
+    loop, and :meth:`close` stops and awaits every one of them.
+    """
+
+    def __init__(
+        self,
+        settings: TopologySettings,
+        *,
+        monitor_connection_factory: MonitorConnectionFactory | None = None,
+        pool_factory: PoolFactory | None = None,
+        server_monitoring_mode: str = "auto",
+        connect_timeout: float | None = 20.0,
+        listeners: Iterable[object] = (),
+        monitor_command_fields: Mapping[str, Any] | None = None,
+        srv_host: str | None = None,
+        srv_service_name: str = "mongodb",
+        srv_resolver: DnsResolver | None = None,
+        srv_rescan_interval: float | None = None,
+        srv_min_rescan_interval: float = MIN_RESCAN_INTERVAL,
+        environ: Mapping[str, str] | None = None,
+        min_heartbeat_frequency: float = MIN_HEARTBEAT_FREQUENCY,
+    ) -> None:
+        self._settings = settings
+        self._factory = monitor_connection_factory
+        self._pool_factory = pool_factory
+        self._streaming = streaming_enabled(server_monitoring_mode, environ)
+        self._connect_timeout = connect_timeout or None
+        self._monitor_command_fields = dict(monitor_command_fields or {})
+        self._min_heartbeat = min_heartbeat_frequency
+        self._topology_id = ObjectId()
+        self._publisher = SdamPublisher(self._topology_id, listeners)
+        self._description = initial_topology_description(settings)
+        self._servers: dict[Address, Server] = {}
+        self._condition = asyncio.Condition()
+        self._retired: set[asyncio.Task[Any]] = set()
+        self._opened = False
+        self._closed = False
+        self._srv_poller: SrvPoller | None = None
+        if srv_host is not None and not settings.load_balanced:
+            self._srv_poller = SrvPoller(
+                srv_host,
+                self._apply_srv_hosts,
+                self._srv_polling_wanted,
+                heartbeat_frequency=settings.heartbeat_frequency,
+                service_name=srv_service_name,
+                resolver=srv_resolver,
+                initial_interval=srv_rescan_interval,
+                min_interval=srv_min_rescan_interval,
+                lifetime=self._connect_timeout,
+            )
+
+    # -- state ----------------------------------------------------------------------------------------------
+
+    @property
+    def topology_id(self) -> ObjectId:
+        """The id the SDAM events and log messages carry."""
+        return self._topology_id
+
+    @property
+    def settings(self) -> TopologySettings:
+        return self._settings
+
+    @property
+    def description(self) -> TopologyDescription:
+        """The current description: an immutable snapshot, safe to keep and read."""
+        return self._description
+
+    @property
+    def streaming(self) -> bool:
+        """Whether monitors may use the streaming protocol (``serverMonitoringMode`` and the platform)."""
+        return self._streaming
+
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def srv_poller(self) -> SrvPoller | None:
+        return self._srv_poller
+
+    def get_server(self, address: Address) -> Server | None:
+        """The run-time server at ``address``, if it is part of the topology."""
+        return self._servers.get(address)
+
+    @property
+    def servers(self) -> dict[Address, Server]:
+        """A new dict of the run-time servers by address."""
+        return dict(self._servers)
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Every task this topology started that has not finished (monitors, round trip times, SRV polling)."""
+        found: list[asyncio.Task[Any]] = [task for task in self._retired if not task.done()]
+        for server in self._servers.values():
+            monitor = server.monitor
+            if monitor is None:
+                continue
+            for task in (monitor._task, monitor.rtt_monitor._task if monitor.rtt_monitor else None):
+                if task is not None and not task.done():
+                    found.append(task)
+        poller = self._srv_poller
+        if poller is not None and poller._task is not None and not poller._task.done():
+            found.append(poller._task)
+        return found
+
+    async def wait_for_description(
+        self, predicate: Callable[[TopologyDescription], bool]
+    ) -> TopologyDescription:
+        """Wait until the current description satisfies ``predicate`` and return it.
+
+        Requests no check: it only watches what the monitors report. Bound it with ``asyncio.timeout``.
+        Raises :class:`~mongio.errors.ClientClosedError` if the topology closes first.
+        """
+        if not predicate(self._description):
+            async with self._condition:
+                await self._condition.wait_for(lambda: self._closed or predicate(self._description))
+        if self._closed:
+            raise ClientClosedError("this topology was closed; make a new client")
+        return self._description
+
+    # -- opening and closing ----------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Publish the opening events and start monitoring every seed (idempotent)."""
+        if self._opened:
+            return
+        if self._closed:
+            raise ClientClosedError("this topology was closed; make a new client")
+        if self._factory is None and not self._settings.load_balanced:
+            raise ConfigurationError("a Topology needs a monitor connection factory unless load balanced")
+        self._opened = True
+        if self._publisher.sdam_enabled:
+            self._publisher.publish(opening_events(self._topology_id, self._description))
+        self._sync_servers()
+        if self._settings.load_balanced:
+            # A load balancer is never monitored: it is known as one from the start.
+            for address in list(self._description.server_descriptions()):
+                await self.on_server_description(ServerDescription.load_balancer(address))
+        if self._srv_poller is not None and self._srv_polling_wanted():
+            self._srv_poller.start()
+
+    async def close(self) -> None:
+        """Stop every task this topology started and wait for them, close the pools, publish the closing events.
+
+        Selections still waiting fail with :class:`~mongio.errors.ClientClosedError`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        tasks: list[asyncio.Task[Any]] = list(self._retired)
+        if self._srv_poller is not None:
+            task = self._srv_poller.stop()
+            if task is not None:
+                tasks.append(task)
+        for server in self._servers.values():
+            if server.monitor is not None:
+                tasks.extend(server.monitor.stop())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for server in self._servers.values():
+            if server.monitor is not None:
+                await server.monitor.close()
+            if server.pool is not None:
+                await _maybe_await(server.pool.close())
+        last = self._description
+        self._servers.clear()
+        self._description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self._settings)
+        if self._opened and self._publisher.sdam_enabled:
+            self._publisher.publish(closing_events(self._topology_id, last))
+        async with self._condition:
+            self._condition.notify_all()
+
+    async def __aenter__(self) -> Topology:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- applying descriptions --------------------------------------------------------------------------------
+
+    async def on_server_description(self, server_description: ServerDescription) -> None:
+        """Apply one new description of a server (a check's outcome) through the SDAM update rules.
+
+        Monitors start for servers the update added and stop for those it removed; the server's pool is
+        marked ready when the server turned out usable; everyone waiting on the topology is woken.
+        """
+        async with self._condition:
+            self._apply(server_description)
+            self._condition.notify_all()
+
+    async def _on_check(self, server_description: ServerDescription) -> None:
+        # A failed check clears the pool in the same step as marking the server Unknown; a timeout also
+        # interrupts the connections in use, which are likely stuck on the same dead path.
+        async with self._condition:
+            if self._closed:
+                return
+            self._apply(server_description)
+            error = server_description.error
+            if error is not None:
+                server = self._servers.get(server_description.address)
+                if server is not None and server.pool is not None:
+                    await _maybe_await(
+                        server.pool.clear(interrupt_in_use_connections=is_network_timeout(error), error=error)
+                    )
+            self._condition.notify_all()
+
+    def _apply(self, server_description: ServerDescription) -> None:
+        previous = self._description
+        new = updated_topology_description(previous, server_description)
+        if new is previous:
+            return
+        self._description = new
+        server = self._servers.get(server_description.address)
+        if (
+            server is not None
+            and server.pool is not None
+            and (
+                server_description.server_type in _POOL_READY_TYPES
+                or (server_description.is_server_type_known and new.topology_type == TopologyType.Single)
+            )
+        ):
+            server.pool.ready()
+        if self._publisher.sdam_enabled:
+            self._publisher.publish(update_events(self._topology_id, previous, new, server_description))
+        self._sync_servers()
+
+    def _sync_servers(self) -> None:
+        """Start a server (pool and monitor) for each new address, retire the servers that left."""
+        if not self._opened or self._closed:
+            return
+        wanted = self._description.server_descriptions()
+        for address in list(self._servers):
+            if address not in wanted:
+                self._retire(self._servers.pop(address))
+        for address in wanted:
+            if address not in self._servers:
+                self._servers[address] = self._start_server(address)
+
+    def _start_server(self, address: Address) -> Server:
+        pool = self._pool_factory(address) if self._pool_factory is not None else None
+        monitor = None
+        if not self._settings.load_balanced:
+            assert self._factory is not None
+            monitor = Monitor(
+                address,
+                self._factory,
+                self._on_check,
+                heartbeat_frequency=self._settings.heartbeat_frequency,
+                connect_timeout=self._connect_timeout,
+                streaming=self._streaming,
+                rtt=RoundTripTimeTracker(),
+                publisher=self._publisher,
+                command_fields=self._monitor_command_fields,
+                min_heartbeat_frequency=self._min_heartbeat,
+            )
+            monitor.start()
+        return Server(self, address, pool, monitor)
+
+    def _retire(self, server: Server) -> None:
+        tasks: list[asyncio.Task[Any]] = []
+        if server.monitor is not None:
+            tasks.extend(server.monitor.stop())
+            connection = server.monitor.connection
+            if connection is not None:
+                connection.close("the server left the topology")
+        if server.pool is not None:
+            closing = server.pool.close()
+            if inspect.isawaitable(closing):
+                tasks.append(asyncio.ensure_future(closing))
+        for task in tasks:
+            if not task.done():
+                self._retired.add(task)
+                task.add_done_callback(self._retired.discard)
+
+    # -- SRV polling -------------------------------------------------------------------------------------------
+
+    def _srv_polling_wanted(self) -> bool:
+        return not self._closed and self._description.topology_type in SRV_POLLING_TOPOLOGIES
+
+    async def _apply_srv_hosts(self, hosts: Sequence[Address]) -> None:
+        async with self._condition:
+            previous = self._description
+            if self._closed or previous.topology_type not in SRV_POLLING_TOPOLOGIES:
+                return
+            new = updated_topology_description_srv_polling(previous, hosts)
+            if new is previous:
+                return
+            self._description = new
+            if self._publisher.sdam_enabled:
+                self._publisher.publish(update_events(self._topology_id, previous, new))
+            self._sync_servers()
+            self._condition.notify_all()
+
+    # -- application errors -----------------------------------------------------------------------------------
+
+    async def handle_application_error(
+        self,
+        address: Address,
+        error: BaseException | ApplicationError,
+        connection_generation: int,
+        *,
+        completed_handshake: bool = True,
+        service_id: Any = None,
+    ) -> ErrorDecision:
+        """Update the topology for an operation's error on ``address``, per the SDAM error-handling rules.
+
+        ``connection_generation`` is the pool generation of the connection the error happened on (for an
+        error while connecting, the pool's generation when the attempt began). A state-change error marks
+        the server Unknown and requests a check (clearing the pool if the server is shutting down); a
+        network error, or any error before the handshake completed, marks it Unknown, clears the pool and
+        cancels the monitor's check. Stale errors change nothing. Returns what was decided.
+        """
+        if isinstance(error, ApplicationError):
+            described: ApplicationError | None = error
+        else:
+            described = ApplicationError.from_exception(
+                error,
+                generation=connection_generation,
+                completed_handshake=completed_handshake,
+                service_id=service_id,
+            )
+        if described is None:
+            return ErrorDecision(reason="the error says nothing about the server's state")
+        async with self._condition:
+            server = self._servers.get(address)
+            pool_generation = (
+                server.pool.generation_for(described.service_id)
+                if server is not None and server.pool is not None
+                else 0
+            )
+            decision = application_error_decision(self._description, address, described, pool_generation)
+            if not decision.acts:
+                return decision
+            if decision.mark_unknown is not None:
+                self._apply(decision.mark_unknown)
+            server = self._servers.get(address)
+            if server is not None:
+                if decision.clear_pool and server.pool is not None:
+                    await _maybe_await(
+                        server.pool.clear(
+                            interrupt_in_use_connections=False,
+                            service_id=decision.service_id,
+                            error=described.error,
+                        )
+                    )
+                if server.monitor is not None:
+                    if decision.cancel_check:
+                        server.monitor.cancel_check()
+                    if decision.request_check:
+                        server.monitor.request_check()
+            self._condition.notify_all()
+            return decision
+
+    # -- server selection --------------------------------------------------------------------------------------
+
+    def request_check_all(self) -> None:
+        """Ask every monitor for an immediate check (each one still honours the 0.5 s minimum)."""
+        for server in self._servers.values():
+            if server.monitor is not None:
+                server.monitor.request_check()
+
+    def select_server_nowait(
+        self,
+        read_preference: ReadPreferenceLike | None = None,
+        *,
+        is_write: bool = False,
+        server_selector: ServerSelector | None = None,
+        deprioritized: Collection[Address] = (),
+    ) -> Server | None:
+        """The server an operation would get now, its operation counted, or ``None`` when none is suitable.
+
+        Raises :class:`~mongio.errors.ConfigurationError` when waiting could not help (an unsupported wire
+        version, an invalid ``maxStalenessSeconds``).
+        """
+        if self._closed:
+            raise ClientClosedError("this topology was closed; make a new client")
+        candidates = select_servers(
+            self._description,
+            read_preference,
+            is_write=is_write,
+            deprioritized=deprioritized,
+            server_selector=server_selector,
+        )
+        servers = self._servers
+        candidates = [sd for sd in candidates if sd.address in servers]
+        if not candidates:
+            return None
+        chosen = choose_server(candidates, lambda address: servers[address].operation_count)
+        server = servers[chosen.address]
+        server.operation_count += 1
+        return server
+
+    async def select_server(
+        self,
+        read_preference: ReadPreferenceLike | None = None,
+        *,
+        is_write: bool = False,
+        server_selector: ServerSelector | None = None,
+        deprioritized: Collection[Address] = (),
+        timeout: float | None = None,  # noqa: ASYNC109 - serverSelectionTimeoutMS, not a deadline for the caller
+        operation: str = "",
+    ) -> Server:
+        """Select a server for a read with ``read_preference`` (primary when ``None``) or for a write.
+
+        Returns at once, without awaiting, when the current description has a suitable server. Otherwise it
+        requests an immediate check of every server and waits for the topology to change, for at most
+        ``timeout`` seconds (``serverSelectionTimeoutMS`` by default), then raises
+        :class:`~mongio.errors.ServerSelectionTimeoutError` saying what was asked for and what the topology
+        looks like. The selected server's operation count is incremented: call
+        ``server.operation_finished()`` when the operation is over. ``deprioritized`` servers are used only
+        when no other is suitable.
+        """
+        if not self._opened:
+            await self.open()
+        logging_on = SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG)
+        if logging_on:
+            self._log_selection(
+                "Server selection started", operation, read_preference, is_write, server_selector
+            )
+        try:
+            server = self.select_server_nowait(
+                read_preference,
+                is_write=is_write,
+                server_selector=server_selector,
+                deprioritized=deprioritized,
+            )
+        except Exception as exc:
+            if logging_on:
+                self._log_failure(exc, operation, read_preference, is_write, server_selector)
+            raise
+        if server is None:
+            server = await self._wait_for_server(
+                read_preference,
+                is_write=is_write,
+                server_selector=server_selector,
+                deprioritized=deprioritized,
+                limit=self._settings.server_selection_timeout if timeout is None else timeout,
+                operation=operation,
+            )
+        if SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
+            self._log_selection(
+                "Server selection succeeded",
+                operation,
+                read_preference,
+                is_write,
+                server_selector,
+                server.address,
+            )
+        return server
+
+    async def _wait_for_server(
+        self,
+        read_preference: ReadPreferenceLike | None,
+        *,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+        deprioritized: Collection[Address],
+        limit: float,
+        operation: str,
+    ) -> Server:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        told_waiting = False
+        try:
+            async with self._condition:
+                while True:
+                    server = self.select_server_nowait(
+                        read_preference,
+                        is_write=is_write,
+                        server_selector=server_selector,
+                        deprioritized=deprioritized,
+                    )
+                    if server is not None:
+                        return server
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        raise self._selection_error(read_preference, is_write, server_selector, limit)
+                    self.request_check_all()
+                    if not told_waiting and SERVER_SELECTION_LOGGER.isEnabledFor(_INFO):
+                        told_waiting = True
+                        self._log_waiting(operation, read_preference, is_write, server_selector, remaining)
+                    try:
+                        async with asyncio.timeout(remaining):
+                            await self._condition.wait()
+                    except TimeoutError:
+                        pass  # one last look, then the error
+        except Exception as exc:
+            if SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
+                self._log_failure(exc, operation, read_preference, is_write, server_selector)
+            raise
+
+    def _selection_error(
+        self,
+        read_preference: ReadPreferenceLike | None,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+        timeout: float,
+    ) -> ServerSelectionTimeoutError:
+        wanted = (
+            "a writable server" if is_write else f"a server for {_describe_read_preference(read_preference)}"
+        )
+        if server_selector is not None:
+            wanted += " accepted by the custom server selector"
+        return ServerSelectionTimeoutError(
+            f"No server available: found no {wanted.removeprefix('a ')} within {timeout:g} s; "
+            f"{describe_topology(self._description)}"
+        )
+
+    # -- selection logging -------------------------------------------------------------------------------------
+
+    def _selection_fields(
+        self,
+        operation: str,
+        read_preference: ReadPreferenceLike | None,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+    ) -> tuple[dict[str, Any], str]:
+        selector = "writable server" if is_write else _describe_read_preference(read_preference)
+        if server_selector is not None:
+            selector += " and a custom server selector"
+        topology = repr(self._description)
+        fields = {"selector": selector, "operation": operation, "topologyDescription": topology}
+        return fields, f"Selector: {selector}, topology description: {topology}"
+
+    def _log_selection(
+        self,
+        message: str,
+        operation: str,
+        read_preference: ReadPreferenceLike | None,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+        address: Address | None = None,
+    ) -> None:
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        fields["message"] = message
+        verb = message.removeprefix("Server selection ")
+        if address is None:
+            text = f"Server selection {verb} for operation {operation}. {tail}"
+        else:
+            host, port = address
+            fields["serverHost"] = host
+            if port is not None:
+                fields["serverPort"] = port
+            text = f"Server selection {verb} for operation {operation}. Selected server: {format_address(address)}. {tail}"
+        SERVER_SELECTION_LOGGER.debug(LogMessage("serverSelection", fields, text))
+
+    def _log_failure(
+        self,
+        error: BaseException,
+        operation: str,
+        read_preference: ReadPreferenceLike | None,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+    ) -> None:
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        failure = format_error(error)
+        fields.update(message="Server selection failed", failure=failure)
+        text = f"Server selection failed for operation {operation}. Failure: {failure}. {tail}"
+        SERVER_SELECTION_LOGGER.debug(LogMessage("serverSelection", fields, text))
+
+    def _log_waiting(
+        self,
+        operation: str,
+        read_preference: ReadPreferenceLike | None,
+        is_write: bool,
+        server_selector: ServerSelector | None,
+        remaining: float,
+    ) -> None:
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        remaining_ms = int(remaining * 1000)
+        fields.update(message="Waiting for suitable server to become available", remainingTimeMS=remaining_ms)
+        text = (
+            f"Waiting for server to become available for operation {operation}. "
+            f"Remaining time: {remaining_ms} ms. {tail}."
+        )
+        SERVER_SELECTION_LOGGER.info(LogMessage("serverSelection", fields, text))

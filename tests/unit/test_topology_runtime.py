@@ -1,0 +1,1015 @@
+"""The running topology against fake deployments on loopback sockets: discovery, streaming and polling
+monitors, elections, server selection, error handling, SRV polling, events, and clean shutdown.
+
+The fake members live on their own event loop in a background thread, so timers and tasks counted on the
+test's loop are the driver's alone. Monitoring connections are the driver's real ones (TCP, handshake,
+exhaust replies), made by ``monitor_connection_factory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import pytest
+
+from mongio.bson import Int64, decode, encode
+from mongio.bson.objectid import ObjectId
+from mongio.connection.establish import ConnectionSettings
+from mongio.errors import (
+    AutoReconnect,
+    ClientClosedError,
+    NetworkTimeout,
+    NotPrimaryError,
+    ServerSelectionTimeoutError,
+)
+from mongio.options.read_preference import Secondary
+from mongio.options.srv import SrvRecord
+from mongio.topology.heartbeat_events import (
+    ServerHeartbeatFailedEvent,
+    ServerHeartbeatListener,
+    ServerHeartbeatStartedEvent,
+    ServerHeartbeatSucceededEvent,
+    ServerListener,
+    TopologyListener,
+)
+from mongio.topology.monitor import is_faas, monitor_connection_factory, streaming_enabled
+from mongio.topology.rtt_monitor import MonitorConnection, MonitorConnectionFactory
+from mongio.topology.sdam_events import (
+    ServerClosedEvent,
+    ServerDescriptionChangedEvent,
+    ServerOpeningEvent,
+    TopologyClosedEvent,
+    TopologyDescriptionChangedEvent,
+    TopologyOpeningEvent,
+)
+from mongio.topology.server_description import Address, ServerDescription
+from mongio.topology.server_type import ServerType
+from mongio.topology.settings import TopologySettings
+from mongio.topology.topology import Topology
+from mongio.topology.topology_description import TopologyDescription
+from mongio.topology.topology_type import TopologyType
+from mongio.wire import HEADER_SIZE, OpMsg, encode_op_msg, next_request_id, parse_message
+from mongio.wire.op_msg import EXHAUST_ALLOWED, MORE_TO_COME
+
+# -- a fake deployment ----------------------------------------------------------------------------------------
+
+
+class FakeMember:
+    """One fake server: answers hello as a replica set member, mongos or standalone; streams when asked."""
+
+    def __init__(self, deployment: FakeDeployment, role: str, *, streamable: bool = True) -> None:
+        self.deployment = deployment
+        self.role = role
+        self.streamable = streamable
+        self.port = 0
+        self.counter = 0
+        self.process_id = ObjectId()
+        self.hang = False
+        self.accepted = 0
+        self.hellos = 0
+        self.awaited_hellos = 0
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.hosts_override: list[str] | None = None
+        self._changed: asyncio.Event | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def address(self) -> Address:
+        return ("127.0.0.1", self.port)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def open_connections(self) -> int:
+        return sum(1 for writer in self.writers if not writer.is_closing())
+
+    def bump(self) -> None:
+        """A significant change: wake every awaiting stream."""
+        self.counter += 1
+        assert self._changed is not None
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def hello_reply(self, legacy: bool, connection_number: int) -> dict[str, Any]:
+        deployment = self.deployment
+        key = "ismaster" if legacy else "isWritablePrimary"
+        reply: dict[str, Any] = {
+            "helloOk": True,
+            "maxBsonObjectSize": 16 * 1024 * 1024,
+            "maxMessageSizeBytes": 48_000_000,
+            "maxWriteBatchSize": 100_000,
+            "minWireVersion": 0,
+            "maxWireVersion": 21,
+            "connectionId": connection_number,
+            "logicalSessionTimeoutMinutes": 30,
+        }
+        if self.streamable:
+            reply["topologyVersion"] = {"processId": self.process_id, "counter": Int64(self.counter)}
+        if self.role == "mongos":
+            reply.update({key: True, "msg": "isdbgrid"})
+        elif self.role == "standalone":
+            reply[key] = True
+        else:
+            hosts = self.hosts_override or [member.host for member in deployment.members]
+            reply.update(
+                {
+                    key: self.role == "primary",
+                    "secondary": self.role == "secondary",
+                    "setName": deployment.set_name,
+                    "setVersion": 1,
+                    "hosts": hosts,
+                    "me": self.host,
+                }
+            )
+            primary = deployment.primary
+            if primary is not None:
+                reply["primary"] = primary.host
+            if self.role == "primary":
+                reply["electionId"] = deployment.election_id
+        reply["ok"] = 1
+        return reply
+
+    async def start(self) -> None:
+        self._changed = asyncio.Event()
+        self._never = asyncio.Event()  # a hanging member waits on this forever
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.drop_connections()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def drop_connections(self) -> None:
+        for writer in list(self.writers):
+            writer.close()
+
+    async def _wait_for_change(self, counter: int, max_wait: float) -> None:
+        if self.counter != counter:
+            return
+        assert self._changed is not None
+        try:
+            async with asyncio.timeout(max_wait):
+                await self._changed.wait()
+        except TimeoutError:
+            pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.accepted += 1
+        number = self.accepted
+        self.writers.add(writer)
+        try:
+            while True:
+                header = await reader.readexactly(HEADER_SIZE)
+                length = int.from_bytes(header[:4], "little")
+                parsed = parse_message(header + await reader.readexactly(length - HEADER_SIZE))
+                content = parsed.content
+                assert isinstance(content, OpMsg)
+                request = decode(content.body)
+                name = next(iter(request))
+                if name.lower() not in ("hello", "ismaster"):
+                    writer.write(
+                        encode_op_msg(next_request_id(), encode({"ok": 1}), response_to=parsed.request_id)
+                    )
+                    await writer.drain()
+                    continue
+                self.hellos += 1
+                legacy = name.lower() == "ismaster"
+                if self.hang:
+                    await self._never.wait()
+                if "topologyVersion" not in request:
+                    reply = encode(self.hello_reply(legacy, number))
+                    writer.write(encode_op_msg(next_request_id(), reply, response_to=parsed.request_id))
+                    await writer.drain()
+                    continue
+                self.awaited_hellos += 1
+                exhaust = bool(content.flags & EXHAUST_ALLOWED)
+                counter = int(request["topologyVersion"]["counter"])
+                max_wait = int(request["maxAwaitTimeMS"]) / 1000
+                response_to = parsed.request_id
+                while True:
+                    await self._wait_for_change(counter, max_wait)
+                    if self.hang:
+                        await self._never.wait()
+                    request_id = next_request_id()
+                    body = encode(self.hello_reply(legacy, number))
+                    flags = MORE_TO_COME if exhaust else 0
+                    writer.write(encode_op_msg(request_id, body, flags=flags, response_to=response_to))
+                    await writer.drain()
+                    if not exhaust:
+                        break
+                    response_to, counter = request_id, self.counter
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self.writers.discard(writer)
+            self._tasks.discard(task)
+
+
+class FakeDeployment:
+    """Fake members served from a loop of their own in a background thread."""
+
+    def __init__(self, roles: Sequence[str], *, set_name: str = "rs", streamable: bool = True) -> None:
+        self.set_name = set_name
+        self.members = [FakeMember(self, role, streamable=streamable) for role in roles]
+        self.election_id = ObjectId()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fake deployment", daemon=True)
+
+    @property
+    def primary(self) -> FakeMember | None:
+        return next((member for member in self.members if member.role == "primary"), None)
+
+    def __getitem__(self, index: int) -> FakeMember:
+        return self.members[index]
+
+    async def call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    async def change(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the deployment's loop (state changes must happen there)."""
+
+        async def run() -> None:
+            action()
+
+        await self.call(run())
+
+    async def elect(self, index: int) -> None:
+        """Make member ``index`` the primary and every other data-bearing member a secondary."""
+
+        def election() -> None:
+            self.election_id = ObjectId()
+            for position, member in enumerate(self.members):
+                role = "primary" if position == index else "secondary"
+                if member.role != role:
+                    member.role = role
+                member.bump()
+
+        await self.change(election)
+
+    async def __aenter__(self) -> FakeDeployment:
+        self._thread.start()
+        for member in self.members:
+            await self.call(member.start())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for member in self.members:
+            await self.call(member.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join)
+        self._loop.close()
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+class CountingFactory:
+    """The real monitoring connection factory, counting what it opens and mapping host names to loopback."""
+
+    def __init__(self, connect_timeout: float = 5.0, *, loopback: bool = False) -> None:
+        self._factory: MonitorConnectionFactory = monitor_connection_factory(
+            ConnectionSettings(connect_timeout=connect_timeout)
+        )
+        self._loopback = loopback
+        self.opened: list[tuple[Address, MonitorConnection]] = []
+
+    async def __call__(self, address: Address) -> MonitorConnection:
+        target = ("127.0.0.1", address[1]) if self._loopback else address
+        connection = await self._factory(target)
+        self.opened.append((address, connection))
+        return connection
+
+    def open_to(self, address: Address) -> int:
+        return sum(1 for where, conn in self.opened if where == address and not conn.closed)
+
+
+class FakePool:
+    """Records what the topology asks of a pool."""
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+        self.generation = 0
+        self.ready_calls = 0
+        self.clears: list[tuple[bool, Any]] = []
+        self.closed = False
+
+    def generation_for(self, service_id: Any = None) -> int:
+        return self.generation
+
+    def ready(self) -> None:
+        self.ready_calls += 1
+
+    def clear(
+        self,
+        interrupt_in_use_connections: bool = False,
+        service_id: Any = None,
+        *,
+        error: BaseException | None = None,
+    ) -> None:
+        self.generation += 1
+        self.clears.append((interrupt_in_use_connections, service_id))
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class Pools:
+    def __init__(self) -> None:
+        self.by_address: dict[Address, FakePool] = {}
+
+    def __call__(self, address: Address) -> FakePool:
+        pool = self.by_address[address] = FakePool(address)
+        return pool
+
+
+class Recorder(ServerListener, TopologyListener, ServerHeartbeatListener):
+    """Every SDAM and heartbeat event, in order, with the time it arrived."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, object]] = []
+        self.failure = asyncio.Event()
+
+    def _add(self, event: object) -> None:
+        self.events.append((time.monotonic(), event))
+
+    def opened(self, event: Any) -> None:
+        self._add(event)
+
+    def description_changed(self, event: Any) -> None:
+        self._add(event)
+
+    def closed(self, event: Any) -> None:
+        self._add(event)
+
+    def started(self, event: ServerHeartbeatStartedEvent) -> None:
+        self._add(event)
+
+    def succeeded(self, event: ServerHeartbeatSucceededEvent) -> None:
+        self._add(event)
+
+    def failed(self, event: ServerHeartbeatFailedEvent) -> None:
+        self._add(event)
+        self.failure.set()
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [event for _, event in self.events if isinstance(event, kind)]
+
+
+def make_topology(
+    seeds: Sequence[Address],
+    factory: MonitorConnectionFactory,
+    *,
+    heartbeat: float = 10.0,
+    mode: str = "stream",
+    connect_timeout: float = 5.0,
+    **kwargs: Any,
+) -> Topology:
+    settings_fields = {
+        key: kwargs.pop(key)
+        for key in ("replica_set_name", "load_balanced", "server_selection_timeout")
+        if key in kwargs
+    }
+    settings = TopologySettings(seeds=tuple(seeds), heartbeat_frequency=heartbeat, **settings_fields)
+    return Topology(
+        settings,
+        monitor_connection_factory=factory,
+        server_monitoring_mode=mode,
+        connect_timeout=connect_timeout,
+        **kwargs,
+    )
+
+
+async def wait_for(
+    topology: Topology, predicate: Callable[[TopologyDescription], bool], within: float = 5.0
+) -> float:
+    """Wait (without requesting checks) until the description satisfies ``predicate``; returns the time taken."""
+    started = time.monotonic()
+    async with asyncio.timeout(within):
+        await topology.wait_for_description(predicate)
+    return time.monotonic() - started
+
+
+def types_of(description: TopologyDescription) -> dict[Address, ServerType]:
+    return {address: sd.server_type for address, sd in description.server_descriptions().items()}
+
+
+def has_primary(address: Address) -> Callable[[TopologyDescription], bool]:
+    def predicate(description: TopologyDescription) -> bool:
+        sd = description.get(address)
+        return (
+            description.topology_type == TopologyType.ReplicaSetWithPrimary
+            and sd is not None
+            and sd.server_type == ServerType.RSPrimary
+        )
+
+    return predicate
+
+
+def fully_discovered(deployment: FakeDeployment) -> Callable[[TopologyDescription], bool]:
+    def predicate(description: TopologyDescription) -> bool:
+        expected = {
+            member.address: ServerType.RSPrimary if member.role == "primary" else ServerType.RSSecondary
+            for member in deployment.members
+        }
+        return types_of(description) == expected
+
+    return predicate
+
+
+def not_primary(code: int = 10107) -> NotPrimaryError:
+    reply = {"ok": 0, "code": code, "errmsg": "not primary"}
+    return NotPrimaryError("not primary", reply)
+
+
+# -- discovery and elections -----------------------------------------------------------------------------------
+
+
+async def test_discovers_every_member_from_one_seed() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        factory = CountingFactory()
+        topology = make_topology([rs[1].address], factory)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            description = topology.description
+            assert description.topology_type == TopologyType.ReplicaSetWithPrimary
+            assert description.replica_set_name == "rs"
+            assert set(topology.servers) == {member.address for member in rs.members}
+            for server in topology.servers.values():
+                assert server.monitor is not None and server.monitor.running
+
+
+async def test_election_is_noticed_through_the_streamed_reply() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            # Wait until every monitor has its awaitable hello outstanding.
+            await asyncio.sleep(0.2)
+            assert all(member.awaited_hellos >= 1 for member in rs.members)
+            await rs.elect(2)
+            took = await wait_for(topology, has_primary(rs[2].address), within=5.0)
+            assert topology.description.get(rs[0].address).server_type == ServerType.RSSecondary  # type: ignore[union-attr]
+            # The servers pushed their new state: far sooner than the 10 s heartbeat.
+            assert took < 1.0, f"the election took {took:.3f} s to notice"
+
+
+async def test_polling_monitors_notice_an_election_after_an_application_error() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        pools = Pools()
+        topology = make_topology(
+            [rs[0].address], CountingFactory(), mode="poll", heartbeat=10.0, pool_factory=pools
+        )
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await rs.elect(1)
+            await asyncio.sleep(0.3)
+            # Polling: nobody pushes, so the old view stands until something asks for a check.
+            assert has_primary(rs[0].address)(topology.description)
+            started = time.monotonic()
+            decision = await topology.handle_application_error(rs[0].address, not_primary(), 0)
+            assert decision.request_check and decision.mark_unknown is not None and not decision.clear_pool
+            assert topology.description.get(rs[0].address).server_type == ServerType.Unknown  # type: ignore[union-attr]
+            server = await topology.select_server(is_write=True, timeout=5.0)
+            took = time.monotonic() - started
+            assert server.address == rs[1].address
+            server.operation_finished()
+            assert took < 2.0, f"selection after the error took {took:.3f} s"
+            assert pools.by_address[rs[0].address].clears == []
+            assert all(member.awaited_hellos == 0 for member in rs.members)
+            assert all(
+                s.monitor is not None and s.monitor.rtt_monitor is None for s in topology.servers.values()
+            )
+
+
+async def test_a_server_without_topology_version_is_polled_even_in_stream_mode() -> None:
+    async with FakeDeployment(["standalone"], streamable=False) as fake:
+        factory = CountingFactory()
+        topology = make_topology([fake[0].address], factory, heartbeat=0.3, mode="stream")
+        async with topology:
+            await wait_for(topology, lambda d: d.topology_type == TopologyType.Single)
+            await asyncio.sleep(1.0)
+            monitor = topology.servers[fake[0].address].monitor
+            assert monitor is not None and monitor.rtt_monitor is None
+            assert fake[0].awaited_hellos == 0
+            assert fake[0].hellos >= 3  # handshake plus polls every 0.3 s
+            assert factory.open_to(fake[0].address) == 1
+
+
+async def test_removed_member_has_its_monitor_stopped() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        recorder = Recorder()
+        pools = Pools()
+        topology = make_topology([rs[0].address], CountingFactory(), listeners=[recorder], pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            leaving = topology.servers[rs[2].address]
+
+            def reconfigure() -> None:
+                rs[0].hosts_override = [rs[0].host, rs[1].host]
+                rs[0].bump()
+
+            await rs.change(reconfigure)
+            await wait_for(topology, lambda d: not d.has_server(rs[2].address))
+            assert leaving.monitor is not None and leaving.monitor._task is not None
+            done, _ = await asyncio.wait([leaving.monitor._task], timeout=2)
+            assert done, "the removed server's monitor is still running"
+            assert [e.server_address for e in recorder.of(ServerClosedEvent)] == [rs[2].address]
+            assert rs[2].address not in topology.servers
+            await asyncio.sleep(0.05)
+            assert pools.by_address[rs[2].address].closed
+
+
+# -- server selection ------------------------------------------------------------------------------------------
+
+
+async def test_selection_times_out_with_an_error_that_explains_why() -> None:
+    async with FakeDeployment(["secondary", "secondary", "secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0)
+        async with topology:
+            await wait_for(
+                topology, lambda d: len(d.server_descriptions()) == 3 and len(d.known_servers) == 3
+            )
+            started = time.monotonic()
+            with pytest.raises(ServerSelectionTimeoutError) as caught:
+                await topology.select_server(is_write=True, timeout=0.4)
+            took = time.monotonic() - started
+            assert 0.4 <= took < 1.5
+            message = str(caught.value)
+            assert "writable server" in message
+            assert "ReplicaSetNoPrimary" in message
+            for member in rs.members:
+                assert f"{member.host} (RSSecondary)" in message
+
+            with pytest.raises(ServerSelectionTimeoutError) as caught:
+                await topology.select_server(Secondary(tag_sets=[{"dc": "mars"}]), timeout=0.2)
+            message = str(caught.value)
+            assert "read preference secondary" in message and "'dc': 'mars'" in message
+
+            server = await topology.select_server(Secondary(), timeout=0.2)
+            assert server.description.server_type == ServerType.RSSecondary
+            server.operation_finished()
+
+
+async def test_selection_error_names_the_unreachable_server_and_its_error() -> None:
+    # A port nothing listens on: take one, then let it go.
+    listener = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    listener.close()
+    await listener.wait_closed()
+    topology = make_topology([("127.0.0.1", port)], CountingFactory(connect_timeout=1.0), heartbeat=10.0)
+    async with topology:
+        with pytest.raises(ServerSelectionTimeoutError) as caught:
+            await topology.select_server(timeout=0.8)
+    message = str(caught.value)
+    assert "read preference primary" in message
+    assert f"127.0.0.1:{port} (Unknown, error: " in message
+    assert "topology type Unknown" in message
+
+
+async def test_fast_path_selects_without_awaiting() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory())
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            coroutine = topology.select_server(is_write=True)
+            with pytest.raises(StopIteration) as finished:
+                coroutine.send(None)  # completes on its first step: it never suspended
+            server = finished.value.value
+            assert server.address == rs[0].address
+            assert server.operation_count == 1
+            with server:
+                pass
+            assert server.operation_count == 0
+
+
+async def test_waiting_selection_succeeds_as_soon_as_a_primary_appears() -> None:
+    async with FakeDeployment(["secondary", "secondary", "secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0)
+        async with topology:
+            await wait_for(topology, lambda d: len(d.known_servers) == 3)
+            waiting = asyncio.ensure_future(topology.select_server(is_write=True, timeout=5.0))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            await rs.elect(1)
+            started = time.monotonic()
+            server = await waiting
+            assert server.address == rs[1].address
+            assert time.monotonic() - started < 1.0
+            server.operation_finished()
+
+
+async def test_selection_logs_follow_the_specification(caplog: pytest.LogCaptureFixture) -> None:
+    async with FakeDeployment(["secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0)
+        async with topology:
+            await wait_for(topology, lambda d: len(d.known_servers) == 1)
+            with (
+                caplog.at_level(logging.DEBUG, logger="mongio.serverSelection"),
+                pytest.raises(ServerSelectionTimeoutError),
+            ):
+                await topology.select_server(is_write=True, timeout=1.2, operation="insert")
+            messages = [
+                record.msg.fields["message"]
+                for record in caplog.records
+                if record.name == "mongio.serverSelection"
+            ]  # type: ignore[union-attr]
+            assert messages == [
+                "Server selection started",
+                "Waiting for suitable server to become available",
+                "Server selection failed",
+            ]
+            waiting = [record for record in caplog.records if "Waiting" in record.getMessage()]
+            assert waiting[0].levelno == logging.INFO
+            assert waiting[0].msg.fields["operation"] == "insert"  # type: ignore[union-attr]
+
+
+# -- monitor error handling --------------------------------------------------------------------------------------
+
+
+async def test_known_server_is_checked_again_at_once_after_a_network_error() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        recorder = Recorder()
+        pools = Pools()
+        topology = make_topology(
+            [rs[0].address], CountingFactory(), heartbeat=10.0, listeners=[recorder], pool_factory=pools
+        )
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await asyncio.sleep(0.2)
+            assert recorder.of(ServerHeartbeatFailedEvent) == []
+            await rs.change(rs[0].drop_connections)
+            async with asyncio.timeout(3):
+                await recorder.failure.wait()
+            await wait_for(topology, fully_discovered(rs), within=3)
+            failure_time = next(t for t, e in recorder.events if isinstance(e, ServerHeartbeatFailedEvent))
+            success_time = next(
+                t
+                for t, e in recorder.events
+                if isinstance(e, ServerHeartbeatSucceededEvent) and t > failure_time
+            )
+            # No sleep between the failure and the retry: well under the 0.5 s minimum heartbeat.
+            assert success_time - failure_time < 0.4
+            # The failed check cleared the pool, without interrupting connections in use (not a timeout).
+            assert pools.by_address[rs[0].address].clears == [(False, None)]
+
+
+async def test_a_check_timeout_clears_the_pool_interrupting_connections_in_use() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        pools = Pools()
+        topology = make_topology(
+            [rs[0].address],
+            CountingFactory(),
+            mode="poll",
+            heartbeat=10.0,
+            connect_timeout=0.3,
+            pool_factory=pools,
+        )
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            pool = pools.by_address[rs[0].address]
+            assert pool.ready_calls >= 1
+
+            def hang() -> None:
+                rs[0].hang = True
+
+            await rs.change(hang)
+            topology.servers[rs[0].address].monitor.request_check()  # type: ignore[union-attr]
+            await wait_for(
+                topology, lambda d: d.get(rs[0].address).server_type == ServerType.Unknown, within=3
+            )  # type: ignore[union-attr]
+            error = topology.description.get(rs[0].address).error  # type: ignore[union-attr]
+            assert isinstance(error, NetworkTimeout | TimeoutError)
+            assert pool.clears and pool.clears[0] == (True, None)
+
+
+async def test_application_network_error_cancels_the_check_and_clears_the_pool() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        pools = Pools()
+        factory = CountingFactory()
+        topology = make_topology([rs[0].address], factory, heartbeat=10.0, pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await asyncio.sleep(0.2)
+            monitor = topology.servers[rs[0].address].monitor
+            assert monitor is not None
+            streaming_connection = monitor.connection
+            # The awaitable hello is outstanding on it.
+            assert streaming_connection is not None and streaming_connection.in_exchange  # type: ignore[attr-defined]
+            pool = pools.by_address[rs[0].address]
+            decision = await topology.handle_application_error(
+                rs[0].address, AutoReconnect("connection reset by peer"), pool.generation
+            )
+            assert decision.mark_unknown is not None and decision.clear_pool and decision.cancel_check
+            assert streaming_connection.closed
+            assert topology.description.topology_type == TopologyType.ReplicaSetNoPrimary
+            assert pool.clears == [(False, None)]
+            # A stale error (an older connection generation) changes nothing.
+            stale = await topology.handle_application_error(rs[1].address, AutoReconnect("old"), -1)
+            assert stale.stale
+            # Selection asks for an immediate check and finds the primary again.
+            server = await topology.select_server(is_write=True, timeout=3.0)
+            assert server.address == rs[0].address
+            server.operation_finished()
+
+
+# -- idle cost -------------------------------------------------------------------------------------------------
+
+
+class TimerCounter:
+    """Counts the timers scheduled on a loop (``call_later`` and ``asyncio.timeout`` go through ``call_at``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.count = 0
+        self._original = loop.call_at
+
+    def __enter__(self) -> TimerCounter:
+        original = self._original
+
+        def call_at(
+            when: float, callback: Callable[..., object], *args: Any, **kwargs: Any
+        ) -> asyncio.TimerHandle:
+            self.count += 1
+            return original(when, callback, *args, **kwargs)
+
+        self.loop.call_at = call_at  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.loop.call_at  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("mode", ["stream", "poll"])
+async def test_idle_topology_wakes_no_more_often_than_the_heartbeat(mode: str) -> None:
+    heartbeat = 0.5
+    window = 3.0
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=heartbeat, mode=mode)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await asyncio.sleep(heartbeat)  # let the RTT tasks start
+            monitors = [server.monitor for server in topology.servers.values() if server.monitor is not None]
+            checks_before = [monitor.checks for monitor in monitors]
+            pings_before = [monitor.rtt_monitor.pings if monitor.rtt_monitor else 0 for monitor in monitors]
+            hellos_before = sum(member.hellos for member in rs.members)
+            with TimerCounter(asyncio.get_running_loop()) as timers:
+                await asyncio.sleep(window)
+            periods = window / heartbeat
+            checks = [monitor.checks - before for monitor, before in zip(monitors, checks_before)]
+            pings = [
+                (monitor.rtt_monitor.pings if monitor.rtt_monitor else 0) - before
+                for monitor, before in zip(monitors, pings_before)
+            ]
+            hellos = sum(member.hellos for member in rs.members) - hellos_before
+    # Each monitor checks (or reads a streamed reply) once per heartbeat, each RTT task pings once per heartbeat.
+    assert all(1 <= n <= periods + 2 for n in checks), checks
+    if mode == "stream":
+        assert all(1 <= n <= periods + 2 for n in pings), pings
+        # Streaming sends no new hello per reply: only the RTT pings reach the servers.
+        assert hellos <= 3 * (periods + 2)
+    else:
+        assert pings == [0, 0, 0]
+        assert hellos <= 3 * (periods + 2)
+    # Per server and heartbeat, streaming: the streamed reply's deadline, the RTT sleep and the RTT reply's
+    # deadline; polling: the wait between checks and the reply's deadline. A loop polling every 50 ms would
+    # need hundreds.
+    per_server_and_heartbeat = 3 if mode == "stream" else 2
+    assert timers.count <= 3 * per_server_and_heartbeat * (periods + 2), timers.count
+
+
+# -- events ----------------------------------------------------------------------------------------------------
+
+
+async def test_events_are_published_in_order_and_cost_nothing_without_listeners() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        recorder = Recorder()
+        topology = make_topology([rs[0].address], CountingFactory(), listeners=[recorder])
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await asyncio.sleep(0.2)
+        events = [event for _, event in recorder.events]
+        sdam = [
+            e
+            for e in events
+            if not isinstance(
+                e, ServerHeartbeatStartedEvent | ServerHeartbeatSucceededEvent | ServerHeartbeatFailedEvent
+            )
+        ]
+        assert isinstance(sdam[0], TopologyOpeningEvent)
+        assert isinstance(sdam[1], TopologyDescriptionChangedEvent)
+        assert sdam[1].previous_description.topology_type == TopologyType.Unknown
+        assert isinstance(sdam[2], ServerOpeningEvent) and sdam[2].server_address == rs[0].address
+        assert isinstance(sdam[-1], TopologyClosedEvent)
+        assert isinstance(sdam[-2], TopologyDescriptionChangedEvent)
+        assert sdam[-2].new_description.server_descriptions() == {}
+        opened = [e.server_address for e in sdam if isinstance(e, ServerOpeningEvent)]
+        assert opened == [rs[0].address, rs[1].address]
+        changed = [e for e in sdam if isinstance(e, ServerDescriptionChangedEvent)]
+        assert {e.new_description.server_type for e in changed} == {
+            ServerType.RSPrimary,
+            ServerType.RSSecondary,
+        }
+        # Heartbeats: every started event is answered; awaited ones appear once streaming began.
+        started = [e for e in events if isinstance(e, ServerHeartbeatStartedEvent)]
+        answered = [
+            e for e in events if isinstance(e, ServerHeartbeatSucceededEvent | ServerHeartbeatFailedEvent)
+        ]
+        assert len(started) - len(answered) in (0, 1, 2)  # at most one in flight per server at close
+        assert any(e.awaited for e in started) and any(not e.awaited for e in started)
+        first = next(e for e in events if isinstance(e, ServerHeartbeatSucceededEvent))
+        assert first.awaited is False and first.reply["ok"] == 1
+
+        quiet = make_topology([rs[0].address], CountingFactory())
+        assert not quiet._publisher.sdam_enabled and not quiet._publisher.heartbeat_enabled
+
+
+# -- closing ---------------------------------------------------------------------------------------------------
+
+
+async def test_close_stops_every_task_and_connection() -> None:
+    async with FakeDeployment(["primary", "secondary", "secondary"]) as rs:
+        before = asyncio.all_tasks()
+        factory = CountingFactory()
+        topology = make_topology([rs[0].address], factory, heartbeat=10.0)
+        await topology.open()
+        await wait_for(topology, fully_discovered(rs))
+        await asyncio.sleep(0.2)
+        # Streaming: a monitor and an RTT task per server.
+        assert len(topology.tasks()) == 6
+        waiting = asyncio.ensure_future(topology.select_server(Secondary(tag_sets=[{"x": "y"}]), timeout=30))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await topology.close()
+        assert time.monotonic() - started < 1.0  # no waiting out maxAwaitTimeMS
+        assert topology.tasks() == []
+        with pytest.raises(ClientClosedError):
+            await waiting
+        assert asyncio.all_tasks() - before == {asyncio.current_task()} - before
+        assert all(conn.closed for _, conn in factory.opened)
+        assert topology.description.server_descriptions() == {}
+        with pytest.raises(ClientClosedError):
+            await topology.select_server()
+
+
+# -- load balancing and SRV polling ------------------------------------------------------------------------------
+
+
+async def test_load_balanced_topology_has_no_monitors() -> None:
+    pools = Pools()
+    settings = TopologySettings(seeds=(("lb.example.com", 27017),), load_balanced=True)
+    recorder = Recorder()
+    topology = Topology(settings, pool_factory=pools, listeners=[recorder])
+    async with topology:
+        assert topology.tasks() == []
+        description = topology.description
+        assert description.topology_type == TopologyType.LoadBalanced
+        assert types_of(description) == {("lb.example.com", 27017): ServerType.LoadBalancer}
+        assert pools.by_address[("lb.example.com", 27017)].ready_calls == 1
+        coroutine = topology.select_server(is_write=True)
+        with pytest.raises(StopIteration):
+            coroutine.send(None)
+    changed = recorder.of(ServerDescriptionChangedEvent)
+    assert changed[0].new_description.server_type == ServerType.LoadBalancer
+
+
+class FakeResolver:
+    def __init__(self, records: list[SrvRecord]) -> None:
+        self.records = records
+        self.fail = False
+        self.failed = asyncio.Event()
+        self.lookups = 0
+
+    async def resolve_srv(self, name: str, lifetime: float) -> list[SrvRecord]:
+        self.lookups += 1
+        if self.fail:
+            self.failed.set()
+            raise OSError("DNS is down")
+        return list(self.records)
+
+    async def resolve_txt(self, name: str, lifetime: float) -> list[list[bytes]]:
+        return []
+
+
+async def test_srv_polling_adds_and_removes_mongoses() -> None:
+    async with FakeDeployment(["mongos", "mongos", "mongos"]) as mongoses:
+        ports = [member.port for member in mongoses.members]
+        hosts = [(f"{name}.test.example.com", port) for name, port in zip("abc", ports)]
+        resolver = FakeResolver([SrvRecord(host, port, ttl=0) for host, port in hosts[:2]])
+        recorder = Recorder()
+        topology = make_topology(
+            hosts[:2],
+            CountingFactory(loopback=True),
+            listeners=[recorder],
+            srv_host="test.example.com",
+            srv_resolver=resolver,
+            srv_rescan_interval=0.1,
+            srv_min_rescan_interval=0.1,
+        )
+        async with topology:
+            await wait_for(
+                topology, lambda d: d.topology_type == TopologyType.Sharded and len(d.known_servers) == 2
+            )
+            resolver.records = [SrvRecord(host, port, ttl=0) for host, port in hosts[1:]]
+            await wait_for(topology, lambda d: set(d.server_descriptions()) == set(hosts[1:]))
+            await wait_for(topology, lambda d: len(d.known_servers) == 2)
+            assert set(topology.servers) == set(hosts[1:])
+            assert [e.server_address for e in recorder.of(ServerClosedEvent)] == [hosts[0]]
+            poller = topology.srv_poller
+            assert poller is not None and poller.running
+            # A failing lookup keeps the topology and retries at the heartbeat.
+            resolver.fail = True
+            resolver.failed.clear()
+            async with asyncio.timeout(2):
+                await resolver.failed.wait()
+            await asyncio.sleep(0.01)
+            assert poller.interval == topology.settings.heartbeat_frequency
+            assert set(topology.description.server_descriptions()) == set(hosts[1:])
+        assert not poller.running
+
+
+async def test_srv_polling_stops_for_a_replica_set() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        resolver = FakeResolver([SrvRecord("a.test.example.com", rs[0].port)])
+        topology = make_topology(
+            [rs[0].address],
+            CountingFactory(),
+            srv_host="test.example.com",
+            srv_resolver=resolver,
+            srv_rescan_interval=0.05,
+            srv_min_rescan_interval=0.05,
+        )
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            poller = topology.srv_poller
+            assert poller is not None and poller._task is not None
+            done, _ = await asyncio.wait([poller._task], timeout=2)
+            assert done, "SRV polling goes on for a replica set"
+            assert resolver.lookups <= 1
+
+
+# -- monitoring modes ------------------------------------------------------------------------------------------
+
+
+def test_server_monitoring_mode_and_faas_detection() -> None:
+    assert streaming_enabled("stream", {"AWS_EXECUTION_ENV": "AWS_Lambda_python3.12"})
+    assert not streaming_enabled("poll", {})
+    assert streaming_enabled("auto", {})
+    for environ in (
+        {"AWS_EXECUTION_ENV": "AWS_Lambda_python3.12"},
+        {"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"},
+        {"FUNCTIONS_WORKER_RUNTIME": "python"},
+        {"K_SERVICE": "svc"},
+        {"FUNCTION_NAME": "fn"},
+        {"VERCEL": "1"},
+    ):
+        assert is_faas(environ), environ
+        assert not streaming_enabled("auto", environ), environ
+    # Two providers at once are no provider at all.
+    assert not is_faas({"FUNCTIONS_WORKER_RUNTIME": "python", "K_SERVICE": "svc"})
+    assert not is_faas({"AWS_EXECUTION_ENV": "EC2"})
+    with pytest.raises(Exception, match="serverMonitoringMode"):
+        streaming_enabled("sometimes", {})
+
+
+async def test_auto_mode_on_faas_polls() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        topology = make_topology(
+            [rs[0].address], CountingFactory(), heartbeat=0.3, mode="auto", environ={"VERCEL": "1"}
+        )
+        assert not topology.streaming
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            await asyncio.sleep(0.7)
+            assert rs[0].awaited_hellos == 0
+            assert rs[0].hellos >= 2
+            assert topology.servers[rs[0].address].monitor.rtt_monitor is None  # type: ignore[union-attr]
+
+
+async def test_on_server_description_applies_the_update_rules() -> None:
+    topology = make_topology([("a", 1)], CountingFactory())
+    # Not opened: no monitor starts, but the description still follows the rules.
+    await topology.on_server_description(
+        ServerDescription(
+            ("a", 1), {"ok": 1, "isWritablePrimary": True, "msg": "isdbgrid", "maxWireVersion": 21}
+        )
+    )
+    assert topology.description.topology_type == TopologyType.Sharded
+    await topology.close()
