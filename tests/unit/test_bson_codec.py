@@ -12,10 +12,10 @@ import re
 import struct
 import uuid
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
+from spec_runner.model import specs_root
 
 from mongio.bson import (
     SON,
@@ -51,9 +51,7 @@ from mongio.bson import (
 )
 
 UTC = datetime.UTC
-CORPUS = (
-    Path(__file__).resolve().parents[3] / "shared" / "specifications" / "source" / "bson-corpus" / "tests"
-)
+CORPUS = specs_root() / "bson-corpus" / "tests"
 
 
 def doc_bytes(*elements: bytes) -> bytes:
