@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from mongio.bson.decimal128 import Decimal128
+from mongio.bson.errors import BSONError
 from spec_runner.unified import ejson
 from spec_runner.unified.errors import MatchError, UnifiedTestError
 
@@ -380,7 +381,7 @@ class Matcher:
             raise _fail(path, "an Extended JSON string", actual)
         try:
             parsed = ejson.loads(actual)
-        except ValueError as exc:
+        except (ValueError, TypeError, KeyError, BSONError) as exc:
             raise MatchError(path, f"cannot parse {_show(actual)} as Extended JSON: {exc}") from None
         if not isinstance(parsed, Mapping):
             raise MatchError(path, f"expected Extended JSON for a document, got {_show(actual)}")

@@ -313,6 +313,8 @@ def test_match_as_document() -> None:
         ({"$$matchAsRoot": {}}, "1"),  # a scalar
         ({"$$matchAsRoot": {}}, '[ "foo" ]'),  # an array
         ({"$$matchAsRoot": {}}, '{ "x" }'),  # not JSON at all
+        ({"$$matchAsRoot": {}}, '{"t": {"$timestamp": 1}}'),  # a malformed wrapper
+        ({"$$matchAsRoot": {}}, '{"o": {"$oid": "xyz"}}'),
     ],
 )
 def test_match_as_document_failures(expected: Any, actual: str) -> None:
