@@ -4,6 +4,6 @@ Run from the repository root: ``python -m spec_runner [--specs ROOT] [--uri URI]
 Suites live in :mod:`spec_runner.suites`, one module per specification directory, each exposing ``SUITE``.
 """
 
-from spec_runner.model import RunContext, SpecCase, Suite, SuiteMissing
+from spec_runner.model import CaseSkipped, RunContext, SpecCase, Suite, SuiteMissing
 
-__all__ = ["RunContext", "SpecCase", "Suite", "SuiteMissing"]
+__all__ = ["CaseSkipped", "RunContext", "SpecCase", "Suite", "SuiteMissing"]

@@ -44,6 +44,19 @@ class SpecCase:
         return f"{self.suite}/{self.file}::{self.name}"
 
 
+class CaseSkipped(Exception):
+    """Raised by a running case whose own test file says it does not apply here (an unmet
+    ``runOnRequirements`` or a ``skipReason`` of the unified format). The reason is reported with the
+    other skips; it must say what was required and what the server is. Known limitations of the test
+    server go in ``skips.yaml`` instead."""
+
+    def __init__(self, reason: str) -> None:
+        if not reason.strip():
+            raise ValueError("a skipped case needs a reason")
+        super().__init__(reason)
+        self.reason = reason
+
+
 class SuiteMissing(Exception):
     """The suite's directory is missing or holds no test files: an error, never a pass."""
 

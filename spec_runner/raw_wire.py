@@ -19,7 +19,8 @@ _request_ids = itertools.count(1)
 def encode_op_msg(command: dict[str, Any], request_id: int) -> bytes:
     from mongio.bson import encode
 
-    body = struct.pack("<I", 0) + b"\x00" + encode(command)  # flagBits, then one kind-0 section
+    document: bytes = encode(command)
+    body = struct.pack("<I", 0) + b"\x00" + document  # flagBits, then one kind-0 section
     return _HEADER.pack(_HEADER.size + len(body), request_id, 0, OP_MSG) + body
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spec_runner.model import RunContext, SpecCase, SuiteMissing
+from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing
 from spec_runner.registry import known_suites, split_selector
 from spec_runner.server import TestServer, external_uri
 from spec_runner.skiplist import skip_reason
@@ -96,6 +96,11 @@ async def _run_all(cases: list[SpecCase], context: RunContext, report: Report, v
             result = case.run(context)
             if inspect.isawaitable(result):
                 await result
+        except CaseSkipped as skipped:
+            tally.skipped += 1
+            report.skips.append(
+                {"suite": case.suite, "file": case.file, "test": case.name, "reason": skipped.reason}
+            )
         except Exception as exc:
             tally.failed += 1
             error = "".join(traceback.format_exception_only(exc)).strip()

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from spec_runner.model import RunContext, SpecCase, SuiteMissing, specs_root
+from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing, specs_root
 from spec_runner.registry import known_suites
 from spec_runner.runner import run_case_sync
 from spec_runner.skiplist import skip_reason
@@ -36,4 +35,7 @@ def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
     if reason is not None:
         pytest.skip(reason)
     uri = request.getfixturevalue("server_uri") if case.needs_server else None
-    run_case_sync(case, RunContext(uri=uri, specs_root=specs_root()))
+    try:
+        run_case_sync(case, RunContext(uri=uri, specs_root=specs_root()))
+    except CaseSkipped as skipped:
+        pytest.skip(skipped.reason)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from spec_runner.model import CaseSkipped
 from spec_runner.unified import special
 from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
@@ -22,7 +23,7 @@ from spec_runner.unified.requirements import ServerFacts, unmet_requirements
 from spec_runner.unified.threads import ThreadEntity
 
 
-class TestSkipped(Exception):
+class TestSkipped(CaseSkipped):
     """The test is not run here; the message says why (a ``skipReason`` or an unmet requirement)."""
 
     __test__ = False  # not a pytest test class
