@@ -53,6 +53,8 @@ def load_bson_documents() -> dict[str, bytes]:
     return documents
 
 
+_SLICES = 10
+
 Codec = tuple[Callable[[Any], bytes], Callable[[bytes], Any]]
 
 
@@ -85,15 +87,21 @@ def measure(
             operations[name, "decode"] = lambda dec=decode, b=data: dec(b)
             results[name][dataset] = {}
         for op in ("encode", "decode"):
-            repeats = {name: _repeat_for(operations[name, op], seconds) for name in codecs}
+            # Each round is cut into slices that alternate between the codecs, so a burst of load on a
+            # shared machine lands on all of them rather than on whichever happened to be running.
+            repeats = {name: max(1, _repeat_for(operations[name, op], seconds) // _SLICES) for name in codecs}
             samples: dict[str, list[float]] = {name: [] for name in codecs}
             for _ in range(rounds):
+                elapsed = dict.fromkeys(codecs, 0.0)
+                for _ in range(_SLICES):
+                    for name in codecs:
+                        operation, repeat = operations[name, op], repeats[name]
+                        begin = time.perf_counter()
+                        for _ in range(repeat):
+                            operation()
+                        elapsed[name] += time.perf_counter() - begin
                 for name in codecs:
-                    operation, repeat = operations[name, op], repeats[name]
-                    begin = time.perf_counter()
-                    for _ in range(repeat):
-                        operation()
-                    samples[name].append(len(data) * repeat / (time.perf_counter() - begin) / 1e6)
+                    samples[name].append(len(data) * repeats[name] * _SLICES / elapsed[name] / 1e6)
             for name in codecs:
                 results[name][dataset][op] = statistics.median(samples[name])
     return results
