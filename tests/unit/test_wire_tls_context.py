@@ -181,3 +181,51 @@ def test_no_ca_file_uses_the_system_store() -> None:
     context = create_ssl_context(TLSOptions())
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.check_hostname is True
+
+
+def _crl_revoking(ca: trustme.CA, revoked_serials: list[int], path: Path) -> str:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    ca_key = serialization.load_pem_private_key(ca.private_key_pem.bytes(), password=None)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now - datetime.timedelta(minutes=1))
+        .next_update(now + datetime.timedelta(days=1))
+    )
+    for serial in revoked_serials:
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build()
+        )
+    crl = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    path.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+    return str(path)
+
+
+def test_crl_file_refuses_a_revoked_server_certificate(
+    files: dict[str, Path], ca: trustme.CA, tmp_path: Path
+) -> None:
+    from cryptography import x509
+
+    revoked = ca.issue_cert("revoked.example")
+    revoked_serial = x509.load_pem_x509_certificate(revoked.cert_chain_pems[0].bytes()).serial_number
+    crl_file = _crl_revoking(ca, [revoked_serial], tmp_path / "crl.pem")
+    client = create_ssl_context(TLSOptions(ca_file=str(files["ca"]), crl_file=crl_file))
+
+    good_server = server_context(ca, "good.example")
+    handshake(client, good_server, "good.example")  # not on the list: accepted
+
+    bad_server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    revoked.configure_cert(bad_server)
+    with pytest.raises(ssl.SSLCertVerificationError, match="revoked"):
+        handshake(client, bad_server, "revoked.example")
+
+
+def test_unreadable_crl_file_names_the_option(files: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="tlsCRLFile"):
+        create_ssl_context(TLSOptions(ca_file=str(files["ca"]), crl_file=str(tmp_path / "missing.pem")))

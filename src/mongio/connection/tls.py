@@ -9,7 +9,8 @@ What each relaxation does, exactly:
 - ``tlsInsecure``: both of the above.
 - ``tlsDisableOCSPEndpointCheck`` and ``tlsDisableCertificateRevocationCheck`` are accepted and change nothing:
   Python's ``ssl`` module neither contacts OCSP responders nor checks stapled OCSP responses, and no CRL is
-  loaded unless the system's default verify paths carry one, so there is no revocation check to turn off.
+  loaded unless ``tlsCRLFile`` names one, so there is no revocation check to turn off.
+- ``tlsCRLFile``: the server certificate is checked against that revocation list.
 
 The server name is always sent (SNI) so that proxies and multi-tenant front ends can route the connection,
 even when hostname verification is off.
@@ -18,41 +19,11 @@ even when hostname verification is off.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
 
 from mongio.errors import ConfigurationError
+from mongio.options.tls_options import TLSOptions
 
 __all__ = ["TLSOptions", "create_ssl_context"]
-
-
-@dataclass(frozen=True, slots=True)
-class TLSOptions:
-    """The typed TLS settings of a client (the URI's ``tls*`` options)."""
-
-    ca_file: str | None = None
-    """``tlsCAFile``: PEM bundle of trusted CAs; the system's default CAs when None."""
-    certificate_key_file: str | None = None
-    """``tlsCertificateKeyFile``: PEM file holding the client certificate and its private key."""
-    certificate_key_file_password: str | None = None
-    """``tlsCertificateKeyFilePassword``: decrypts the private key in ``certificate_key_file``."""
-    insecure: bool = False
-    """``tlsInsecure``: skip certificate and hostname verification."""
-    allow_invalid_hostnames: bool = False
-    """``tlsAllowInvalidHostnames``."""
-    allow_invalid_certificates: bool = False
-    """``tlsAllowInvalidCertificates``."""
-    disable_ocsp_endpoint_check: bool = False
-    """``tlsDisableOCSPEndpointCheck``: accepted; nothing to disable (see the module documentation)."""
-    disable_certificate_revocation_check: bool = False
-    """``tlsDisableCertificateRevocationCheck``: accepted; nothing to disable (see the module documentation)."""
-
-    @property
-    def verifies_certificates(self) -> bool:
-        return not (self.insecure or self.allow_invalid_certificates)
-
-    @property
-    def verifies_hostnames(self) -> bool:
-        return self.verifies_certificates and not self.allow_invalid_hostnames
 
 
 def create_ssl_context(options: TLSOptions) -> ssl.SSLContext:
@@ -71,6 +42,12 @@ def create_ssl_context(options: TLSOptions) -> ssl.SSLContext:
                 raise ConfigurationError(f"tlsCAFile {options.ca_file!r} cannot be loaded: {exc}") from exc
         else:
             context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        if options.crl_file is not None:
+            try:
+                context.load_verify_locations(cafile=options.crl_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigurationError(f"tlsCRLFile {options.crl_file!r} cannot be loaded: {exc}") from exc
+            context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     if options.certificate_key_file is not None:
         try:
             context.load_cert_chain(
