@@ -123,7 +123,7 @@ def _name(key: Any, check_keys: bool) -> bytes:
 
 def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
     """Append ``doc`` (any mapping) as a BSON document."""
-    if type(doc) is RawBSONDocument:
+    if type(doc) is not dict and isinstance(doc, RawBSONDocument):
         buf += doc.raw
         return
     start = len(buf)
@@ -590,7 +590,7 @@ def encode(
     """
     if not isinstance(document, Mapping):
         raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
-    if type(document) is RawBSONDocument:
+    if isinstance(document, RawBSONDocument):
         data = document.raw
     else:
         buf = bytearray()
