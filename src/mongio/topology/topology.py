@@ -369,20 +369,18 @@ class Topology:
             self._apply(server_description)
             self._condition.notify_all()
 
-    async def _on_check(self, server_description: ServerDescription) -> None:
+    async def _on_check(self, server: Server, server_description: ServerDescription) -> None:
         # A failed check clears the pool in the same step as marking the server Unknown; a timeout also
         # interrupts the connections in use, which are likely stuck on the same dead path.
         async with self._condition:
-            if self._closed:
-                return
+            if self._closed or self._servers.get(server.address) is not server:
+                return  # the server left the topology (and may have come back with a new monitor) meanwhile
             self._apply(server_description)
             error = server_description.error
-            if error is not None:
-                server = self._servers.get(server_description.address)
-                if server is not None and server.pool is not None:
-                    await _maybe_await(
-                        server.pool.clear(interrupt_in_use_connections=is_network_timeout(error), error=error)
-                    )
+            if error is not None and server.pool is not None:
+                await _maybe_await(
+                    server.pool.clear(interrupt_in_use_connections=is_network_timeout(error), error=error)
+                )
             self._condition.notify_all()
 
     def _apply(self, server_description: ServerDescription) -> None:
@@ -419,13 +417,17 @@ class Topology:
 
     def _start_server(self, address: Address) -> Server:
         pool = self._pool_factory(address) if self._pool_factory is not None else None
-        monitor = None
+        server = Server(self, address, pool, None)
         if not self._settings.load_balanced:
             assert self._factory is not None
-            monitor = Monitor(
+
+            async def on_check(server_description: ServerDescription) -> None:
+                await self._on_check(server, server_description)
+
+            server.monitor = monitor = Monitor(
                 address,
                 self._factory,
-                self._on_check,
+                on_check,
                 heartbeat_frequency=self._settings.heartbeat_frequency,
                 connect_timeout=self._connect_timeout,
                 streaming=self._streaming,
@@ -435,7 +437,7 @@ class Topology:
                 min_heartbeat_frequency=self._min_heartbeat,
             )
             monitor.start()
-        return Server(self, address, pool, monitor)
+        return server
 
     def _retire(self, server: Server) -> None:
         tasks: list[asyncio.Task[Any]] = []

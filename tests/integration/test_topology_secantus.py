@@ -1,0 +1,227 @@
+"""The running topology against the test server: discovery, streaming monitoring, a step-down seen through
+the stream, the number of monitoring connections, and a clean close.
+
+SecantusDB deviates from the OP_MSG specification in one way that matters here: the follow-up replies of a
+streamed (exhaust) ``hello`` carry ``responseTo`` = the request's id instead of the previous reply's id, which
+``Connection`` rightly refuses. The freshness and step-down tests therefore open their monitoring connections
+through a ``Connection`` subclass that also accepts that id; discovery uses the driver's own factory.
+It also does not advance ``topologyVersion`` when it becomes primary again after a step-down, so that change
+arrives with the next streamed reply (after ``maxAwaitTimeMS`` = ``heartbeatFrequencyMS``), not at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from mongio.connection.connection import Connection
+from mongio.connection.establish import ConnectionSettings, handshake
+from mongio.connection.transport import open_transport
+from mongio.topology.heartbeat_events import (
+    ServerHeartbeatFailedEvent,
+    ServerHeartbeatListener,
+    ServerHeartbeatStartedEvent,
+    ServerHeartbeatSucceededEvent,
+)
+from mongio.topology.monitor import monitor_connection_factory
+from mongio.topology.rtt_monitor import MonitorConnection
+from mongio.topology.server_description import Address
+from mongio.topology.server_type import ServerType
+from mongio.topology.settings import TopologySettings
+from mongio.topology.topology import Topology
+from mongio.topology.topology_description import TopologyDescription
+from mongio.topology.topology_type import TopologyType
+
+pytestmark = pytest.mark.server
+
+
+class ExhaustTolerantConnection(Connection):
+    """Also accepts a streamed reply answering the original request id (SecantusDB's way, see above)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.last_request_id = 0
+
+    async def send(self, *args: Any, **kwargs: Any) -> int:
+        self.last_request_id = await super().send(*args, **kwargs)
+        return self.last_request_id
+
+    def _parse_reply(self, message: memoryview) -> dict[str, Any]:
+        response_to = int.from_bytes(message[8:12], "little", signed=True)
+        if self.more_to_come and response_to == self.last_request_id:
+            self._expected_response_to = response_to
+        return super()._parse_reply(message)
+
+
+class CountingFactory:
+    """Opens monitoring connections (the driver's factory, or the tolerant one) and tracks how many are open."""
+
+    def __init__(self, *, tolerant: bool) -> None:
+        self._settings = ConnectionSettings(connect_timeout=5.0)
+        self._real = monitor_connection_factory(self._settings)
+        self._tolerant = tolerant
+        self._ids = itertools.count(1)
+        self.opened: list[tuple[Address, MonitorConnection]] = []
+        self.most_open = 0
+
+    async def __call__(self, address: Address) -> MonitorConnection:
+        if self._tolerant:
+            transport, protocol = await open_transport(address, connect_timeout=5.0)
+            connection: MonitorConnection = ExhaustTolerantConnection(
+                transport, protocol, address, id=next(self._ids)
+            )
+            try:
+                await handshake(connection, self._settings, authenticate=False)  # type: ignore[arg-type]
+            except BaseException:
+                connection.close("handshake failed")
+                raise
+        else:
+            connection = await self._real(address)
+        self.opened.append((address, connection))
+        self.most_open = max(self.most_open, self.open_to(address))
+        return connection
+
+    def open_to(self, address: Address) -> int:
+        return sum(1 for where, conn in self.opened if where == address and not conn.closed)
+
+
+class Heartbeats(ServerHeartbeatListener):
+    def __init__(self) -> None:
+        self.events: list[tuple[float, Any]] = []
+        self.awaited_started = asyncio.Event()
+
+    def started(self, event: ServerHeartbeatStartedEvent) -> None:
+        self.events.append((time.monotonic(), event))
+        if event.awaited:
+            self.awaited_started.set()
+
+    def succeeded(self, event: ServerHeartbeatSucceededEvent) -> None:
+        self.events.append((time.monotonic(), event))
+
+    def failed(self, event: ServerHeartbeatFailedEvent) -> None:
+        self.events.append((time.monotonic(), event))
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [event for _, event in self.events if isinstance(event, kind)]
+
+
+def server_type_is(address: Address, server_type: ServerType) -> Any:
+    def predicate(description: TopologyDescription) -> bool:
+        sd = description.get(address)
+        return sd is not None and sd.server_type == server_type
+
+    return predicate
+
+
+async def test_discovers_the_server_and_streams(server_address: tuple[str, int]) -> None:
+    address: Address = server_address
+    factory = CountingFactory(tolerant=False)
+    heartbeats = Heartbeats()
+    before = asyncio.all_tasks()
+    topology = Topology(
+        TopologySettings(seeds=(address,), heartbeat_frequency=10.0),
+        monitor_connection_factory=factory,
+        server_monitoring_mode="stream",
+        listeners=[heartbeats],
+    )
+    async with topology:
+        async with asyncio.timeout(10):
+            await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
+        description = topology.description
+        assert description.topology_type == TopologyType.ReplicaSetWithPrimary
+        assert description.replica_set_name is not None
+        server = await topology.select_server(is_write=True)
+        assert server.address == address
+        server.operation_finished()
+        async with asyncio.timeout(5):
+            await heartbeats.awaited_started.wait()
+        monitor = topology.servers[address].monitor
+        assert monitor is not None and monitor.rtt_monitor is not None
+        await asyncio.sleep(0.3)
+        # The monitor's streaming connection and the RTT task's connection, no more.
+        assert factory.open_to(address) == 2
+        assert description.get(address).round_trip_time is not None  # type: ignore[union-attr]
+    assert topology.tasks() == []
+    assert asyncio.all_tasks() - before == {asyncio.current_task()} - before
+    assert all(connection.closed for _, connection in factory.opened)
+
+
+async def test_streaming_keeps_the_server_fresh(server_address: tuple[str, int]) -> None:
+    address: Address = server_address
+    factory = CountingFactory(tolerant=True)
+    heartbeats = Heartbeats()
+    heartbeat = 1.0
+    topology = Topology(
+        TopologySettings(seeds=(address,), heartbeat_frequency=heartbeat),
+        monitor_connection_factory=factory,
+        server_monitoring_mode="stream",
+        listeners=[heartbeats],
+    )
+    async with topology:
+        async with asyncio.timeout(10):
+            await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
+        await asyncio.sleep(3.5 * heartbeat)
+        monitor = topology.servers[address].monitor
+        assert monitor is not None and monitor.rtt_monitor is not None
+        awaited = [e for e in heartbeats.of(ServerHeartbeatSucceededEvent) if e.awaited]
+        assert len(awaited) >= 2, "the server streamed no replies at maxAwaitTimeMS"
+        assert heartbeats.of(ServerHeartbeatFailedEvent) == []
+        assert monitor.rtt_monitor.pings >= 3
+        assert topology.description.get(address).server_type == ServerType.RSPrimary  # type: ignore[union-attr]
+        # The streamed replies came on one connection: no reconnecting.
+        assert len(factory.opened) == 2
+    assert factory.most_open <= 2
+
+
+async def test_step_down_is_seen_through_the_stream(
+    server_address: tuple[str, int], record_property: Any
+) -> None:
+    address: Address = server_address
+    factory = CountingFactory(tolerant=True)
+    heartbeats = Heartbeats()
+    heartbeat = 2.0
+    step_down_seconds = 5
+    topology = Topology(
+        TopologySettings(seeds=(address,), heartbeat_frequency=heartbeat),
+        monitor_connection_factory=factory,
+        server_monitoring_mode="stream",
+        listeners=[heartbeats],
+    )
+    async with topology:
+        async with asyncio.timeout(10):
+            await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
+        await asyncio.sleep(0.3)  # the awaitable hello is outstanding
+        admin = await factory(address)
+        try:
+            reply = await admin.command(
+                "admin", {"replSetStepDown": step_down_seconds, "force": True}, check=False
+            )
+        finally:
+            admin.close()
+        assert reply.get("ok") == 1, reply
+        stepped_down = time.monotonic()
+        async with asyncio.timeout(heartbeat + 3):
+            await topology.wait_for_description(server_type_is(address, ServerType.RSSecondary))
+        secondary_after = time.monotonic() - stepped_down
+        async with asyncio.timeout(step_down_seconds + heartbeat + 5):
+            await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
+        primary_after = time.monotonic() - stepped_down
+        record_property("secondary_noticed_after_s", round(secondary_after, 3))
+        record_property("primary_again_noticed_after_s", round(primary_after, 3))
+        print(f"step-down noticed after {secondary_after:.3f} s, primary again after {primary_after:.3f} s")
+
+        # The server pushed its new state: far sooner than a heartbeat.
+        assert secondary_after < 1.0
+        # Back after the step-down period, noticed within one more streamed reply.
+        assert step_down_seconds - 0.5 <= primary_after <= step_down_seconds + heartbeat + 1.5
+        # Both changes arrived as streamed (awaited) replies, not through new connections or polls.
+        replies = [e.reply for e in heartbeats.of(ServerHeartbeatSucceededEvent) if e.awaited]
+        assert any(r.get("secondary") for r in replies)
+        assert any(r.get("isWritablePrimary") for r in replies)
+        assert heartbeats.of(ServerHeartbeatFailedEvent) == []
+        assert factory.most_open <= 3  # monitor and RTT connections, plus the one that ran replSetStepDown
+        assert sum(1 for where, _ in factory.opened if where == address) == 3
