@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from spec_runner.model import specs_root
 
+from mongio import bson
 from mongio.bson import (
     SON,
     Binary,
@@ -257,6 +258,12 @@ MALFORMED = [
 def test_malformed_input_raises_invalid_bson(data: bytes) -> None:
     with pytest.raises(InvalidBSON):
         decode(data)
+
+
+def test_is_valid() -> None:
+    assert bson.is_valid(encode({"a": [1, {"b": "c"}]}))
+    assert not bson.is_valid(MALFORMED[7])
+    assert not bson.is_valid(encode({}) + b"\x00")
 
 
 def test_decode_error_messages_are_specific() -> None:

@@ -127,7 +127,17 @@ __all__ = [
     "encode",
     "errors",
     "has_c",
+    "is_valid",
 ]
+
+
+def is_valid(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` is exactly one well-formed BSON document (every value decodable)."""
+    try:
+        decode(data)
+    except InvalidBSON:
+        return False
+    return True
 
 
 def has_c() -> bool:
