@@ -1,0 +1,778 @@
+"""The connection pool of one server, as the Connection Monitoring and Pooling specification describes it.
+
+Every decision (which connection to hand out, whether a new one may be made, which waiter is next) is
+made synchronously, without awaiting; only establishing a connection awaits. So a check-out that finds an
+idle connection returns without a task switch, and a check-in is a plain function call that cancellation
+cannot interrupt halfway.
+
+- Idle connections are reused last-in first-out: the most recently used stay warm, the others age out
+  under ``maxIdleTimeMS``.
+- Waiters are futures in a FIFO deque: a checked-in connection, or the right to open a new one, goes to
+  the oldest waiter. A waiter that times out or is cancelled leaves the queue at once, and a connection
+  handed to a task that was cancelled before it could take it goes back to the pool.
+- The pool does not know how connections are made: it calls the injected ``connect(connection_id,
+  generation)`` factory (TCP, TLS, handshake and authentication live there) and needs only the small
+  :class:`ConnectionLike` interface from what it returns.
+- One background task per pool (only when ``minPoolSize`` or ``maxIdleTimeMS`` is set) keeps the pool at
+  ``minPoolSize`` while it is ready and closes idle connections as they expire; it sleeps on an event,
+  or until the next idle connection expires, and never polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+from mongio.connection.pool_options import PoolOptions
+from mongio.errors import AutoReconnect, InvalidOperation, MongioError, WaitQueueTimeoutError
+from mongio.events.cmap import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
+from mongio.events.listeners import CmapPublisher
+
+__all__ = [
+    "ConnectFactory",
+    "ConnectionLike",
+    "Pool",
+    "PoolClearedError",
+    "PoolClosedError",
+    "PoolState",
+]
+
+_LOGGER = logging.getLogger("mongio.connection.pool")
+
+_STALE = ConnectionClosedReason.STALE
+_IDLE = ConnectionClosedReason.IDLE
+_ERROR = ConnectionClosedReason.ERROR
+_POOL_CLOSED = ConnectionClosedReason.POOL_CLOSED
+_FAILED_TIMEOUT = ConnectionCheckOutFailedReason.TIMEOUT
+_FAILED_CLOSED = ConnectionCheckOutFailedReason.POOL_CLOSED
+_FAILED_CONN = ConnectionCheckOutFailedReason.CONN_ERROR
+
+# What conn.close() is told, so a task still using an interrupted connection learns why.
+_CLOSE_TEXT = {
+    _STALE: "the pool was cleared",
+    _IDLE: "idle in the pool for longer than maxIdleTimeMS",
+    _ERROR: "the connection was broken",
+    _POOL_CLOSED: "the pool was closed",
+}
+
+
+class ConnectionLike(Protocol):
+    """What the pool needs from a connection.
+
+    ``generation`` is written by the pool in load-balanced mode, once the handshake has told it the
+    connection's ``service_id``. ``closed`` turns true when the connection breaks or an exchange on it was
+    interrupted; the pool then closes it instead of reusing it. ``close()`` must not block.
+    """
+
+    id: int
+    generation: int
+    service_id: Any
+    last_used: float
+
+    @property
+    def closed(self) -> bool: ...
+
+    def close(self, reason: str = ...) -> None: ...
+
+
+C = TypeVar("C", bound=ConnectionLike)
+
+ConnectFactory = Callable[[int, int], Awaitable[C]]
+"""``connect(connection_id, generation)``: open, handshake and authenticate one connection, or raise."""
+
+
+class PoolState:
+    """The pool's states (the specification's names)."""
+
+    PAUSED = "paused"
+    READY = "ready"
+    CLOSED = "closed"
+
+
+class PoolClosedError(MongioError):
+    """A connection was requested from a closed pool (the client was closed)."""
+
+    def __init__(self, message: str, address: Address) -> None:
+        super().__init__(message)
+        self.address = address
+
+
+class PoolClearedError(AutoReconnect):
+    """The pool was cleared (or has not been marked ready yet) while a connection was being checked out,
+    or a connection in use was interrupted by a clear. Safe to retry; it says nothing new about the
+    server's state, so error handling must not mark the server Unknown because of it."""
+
+    def __init__(self, message: str, address: Address) -> None:
+        super().__init__(message)
+        self.address = address
+
+
+class _Establishing:
+    """A connection being established, so that a clear with ``interrupt_in_use_connections`` can
+    interrupt it (by cancelling the task establishing it, which then converts the cancellation)."""
+
+    __slots__ = ("generation", "interrupted", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None, generation: int) -> None:
+        self.task = task
+        self.generation = generation
+        self.interrupted = False
+
+
+class _Grant:
+    """What a waiter's future resolves to when it is not a connection."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+_PERMIT = _Grant("permission to open a connection")  # a pending slot was reserved for the waiter
+_TIMED_OUT = _Grant("timed out")
+_CLEARED = _Grant("pool cleared")
+_CLOSED = _Grant("pool closed")
+
+
+def _format_address(address: Address) -> str:
+    host, port = address
+    if port is None:
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Pool(Generic[C]):
+    """The connections to one server: check one out, use it, check it back in.
+
+    ::
+
+        async with pool.checkout() as conn:
+            reply = await conn.command("admin", {"ping": 1})
+
+    A pool starts *paused*: check-outs fail with :class:`PoolClearedError` until the server monitor's first
+    successful check calls :meth:`ready`. :meth:`clear` pauses it again (and makes every existing
+    connection stale); :meth:`close` shuts it for good. All methods must be called from the event loop
+    the pool is used on.
+    """
+
+    def __init__(
+        self,
+        address: Address,
+        connect: ConnectFactory[C],
+        options: PoolOptions | None = None,
+        *,
+        on_connect_error: Callable[[BaseException, int], None] | None = None,
+    ) -> None:
+        """``connect`` makes connections; ``on_connect_error(error, generation)`` is told (before the failed
+        connection's ``ConnectionClosedEvent``) when establishing one fails, which is where the topology's
+        error handling for pre-handshake errors plugs in."""
+        self.address: Address = address
+        self.options = options if options is not None else PoolOptions()
+        self._connect = connect
+        self._on_connect_error = on_connect_error
+        self._publish = CmapPublisher(address, self.options.event_listeners)
+        self._where = _format_address(address)
+
+        opts = self.options
+        self._max_size = opts.max_pool_size or sys.maxsize
+        self._min_size = opts.min_pool_size
+        self._max_connecting = opts.max_connecting
+        self._max_idle = opts.max_idle_time_seconds
+        self._wait_timeout = opts.wait_queue_timeout
+        self._load_balanced = opts.load_balanced
+
+        self._state = PoolState.PAUSED
+        self._generation = 0
+        # Load-balanced mode: serviceId -> [generation, number of connections].
+        self._service_generations: dict[Any, list[int]] = {}
+        self._idle: deque[tuple[C, float]] = deque()  # (connection, monotonic time it became idle)
+        self._in_use: set[C] = set()
+        self._total = 0  # idle + in use + pending (pending includes slots granted to waiters)
+        self._pending = 0
+        self._establishing: set[_Establishing] = set()
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+        self._next_id = 1
+        self._clear_cause: BaseException | None = None
+
+        self._wake: asyncio.Event | None = None
+        self._background: asyncio.Task[None] | None = None
+        self._needs_background = self._min_size > 0 or self._max_idle is not None
+
+        self._publish.pool_created(opts.non_default_options)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Pool {self._where} {self._state} generation={self._generation} total={self._total} "
+            f"idle={len(self._idle)} in_use={len(self._in_use)} pending={self._pending} "
+            f"waiting={len(self._waiters)}>"
+        )
+
+    # Introspection.
+
+    @property
+    def state(self) -> str:
+        """``"paused"``, ``"ready"`` or ``"closed"`` (see :class:`PoolState`)."""
+        return self._state
+
+    @property
+    def generation(self) -> int:
+        """The pool's generation: bumped by every :meth:`clear`."""
+        return self._generation
+
+    def generation_for(self, service_id: Any = None) -> int:
+        """The current generation for connections to ``service_id`` (load-balanced mode) or of the pool."""
+        if self._load_balanced and service_id is not None:
+            entry = self._service_generations.get(service_id)
+            return entry[0] if entry is not None else 0
+        return self._generation
+
+    @property
+    def total_connection_count(self) -> int:
+        """Connections idle, in use and being established."""
+        return self._total
+
+    @property
+    def available_connection_count(self) -> int:
+        return len(self._idle)
+
+    @property
+    def pending_connection_count(self) -> int:
+        """Connections being established (or about to be, by a waiter that was just given the go-ahead)."""
+        return self._pending
+
+    @property
+    def in_use_connection_count(self) -> int:
+        return len(self._in_use)
+
+    @property
+    def wait_queue_length(self) -> int:
+        return len(self._waiters)
+
+    # State changes.
+
+    def ready(self) -> None:
+        """Mark the pool ready: check-outs may proceed and ``minPoolSize`` connections are opened in the
+        background. Does nothing on a pool that is already ready or closed."""
+        if self._state != PoolState.PAUSED:
+            return
+        self._state = PoolState.READY
+        self._clear_cause = None
+        self._publish.pool_ready()
+        if self._needs_background:
+            self._start_background()
+
+    def clear(
+        self,
+        interrupt_in_use_connections: bool = False,
+        service_id: Any = None,
+        *,
+        error: BaseException | None = None,
+    ) -> None:
+        """Make every existing connection stale and pause the pool until :meth:`ready` is called again.
+
+        Idle connections are closed now, connections in use when they are checked in, and tasks waiting for
+        a connection fail at once with :class:`PoolClearedError`. With ``interrupt_in_use_connections``
+        the connections in use and those being established are interrupted too (after a server monitor
+        timeout). In load-balanced mode only the connections to ``service_id`` are affected and the pool
+        is not paused. ``error`` is the failure that caused the clear, quoted to waiters.
+        """
+        if self._state == PoolState.CLOSED:
+            return
+        if self._load_balanced:
+            self._clear_service(service_id, interrupt_in_use_connections)
+            return
+        previous = self._generation
+        self._generation += 1
+        was_ready = self._state == PoolState.READY
+        self._state = PoolState.PAUSED
+        self._clear_cause = error
+        if was_ready:
+            self._publish.pool_cleared(None, interrupt_in_use_connections)
+        self._fail_waiters(_CLEARED)
+        if interrupt_in_use_connections:
+            self._interrupt(previous, None)
+        self._prune_idle()
+
+    def _clear_service(self, service_id: Any, interrupt: bool) -> None:
+        if service_id is None:
+            self._generation += 1
+            for entry in self._service_generations.values():
+                entry[0] += 1
+        else:
+            service = self._service_generations.get(service_id)
+            if service is not None:
+                service[0] += 1
+        self._publish.pool_cleared(service_id, interrupt)
+        if interrupt:
+            self._interrupt(None, service_id)
+        self._prune_idle()
+        self._dispatch()
+
+    def _interrupt(self, up_to_generation: int | None, service_id: Any) -> None:
+        """Close in-use connections and cancel establishments that the clear made stale."""
+        current = asyncio.current_task()
+        for conn in list(self._in_use):
+            if self._perished_generation(conn, up_to_generation, service_id):
+                conn.close(f"interrupted: the pool for {self._where} was cleared after a server monitor timeout")
+        for record in list(self._establishing):
+            if record.interrupted or record.task is None or record.task is current:
+                continue
+            # An establishing connection's service is unknown until its handshake ends: interrupt them all.
+            if up_to_generation is None or record.generation <= up_to_generation:
+                record.interrupted = True
+                record.task.cancel()
+
+    def _perished_generation(self, conn: C, up_to_generation: int | None, service_id: Any) -> bool:
+        if up_to_generation is not None:
+            return conn.generation <= up_to_generation
+        return service_id is None or conn.service_id == service_id
+
+    async def close(self) -> None:
+        """Close the pool: idle connections now, connections in use when they come back; pending check-outs
+        and later ones fail with :class:`PoolClosedError`. Stops the background task and waits for it."""
+        if self._state != PoolState.CLOSED:
+            self._state = PoolState.CLOSED
+            idle, self._idle = self._idle, deque()
+            for conn, _since in idle:
+                self._discard(conn, _POOL_CLOSED)
+            self._fail_waiters(_CLOSED)
+            self._publish.pool_closed()
+        task, self._background = self._background, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+
+    # Check-out and check-in.
+
+    def checkout(self, max_wait: float | None = None) -> _CheckedOut[C]:
+        """``async with pool.checkout() as conn:`` check a connection out and always back in.
+
+        ``max_wait`` (seconds) replaces ``waitQueueTimeoutMS`` for this check-out (the operation's
+        remaining time, under client-side operation timeouts).
+        """
+        return _CheckedOut(self, max_wait)
+
+    async def check_out(self, max_wait: float | None = None) -> C:
+        """Check a connection out; give it back with :meth:`check_in`.
+
+        Returns without suspending when an idle connection is available and nobody is waiting. Otherwise
+        opens a new connection if ``maxPoolSize`` and ``maxConnecting`` allow, or waits in line.
+
+        Raises :class:`~mongio.errors.WaitQueueTimeoutError` after ``max_wait`` (default:
+        ``waitQueueTimeoutMS``) seconds of waiting, :class:`PoolClearedError` if the pool is paused or is
+        cleared meanwhile, :class:`PoolClosedError` if it is closed, or the error that establishing a
+        new connection failed with.
+        """
+        started = time.monotonic()
+        self._publish.connection_check_out_started()
+        if self._state != PoolState.READY:
+            raise self._refused(started)
+        if not self._waiters:
+            if self._idle:
+                conn = self._take_idle()
+                if conn is not None:
+                    self._in_use.add(conn)
+                    self._publish.connection_checked_out(conn.id, started)
+                    return conn
+            if self._total < self._max_size and self._pending < self._max_connecting:
+                self._pending += 1
+                self._total += 1
+                return await self._open_for_checkout(started)
+        return await self._wait(started, max_wait)
+
+    def check_in(self, conn: C) -> None:
+        """Give a checked-out connection back. A connection that is closed or broken (its exchange was
+        interrupted), stale, or returned to a closed pool is closed rather than reused. Never suspends."""
+        try:
+            self._in_use.remove(conn)
+        except KeyError:
+            raise InvalidOperation(
+                f"connection {conn.id} is not checked out of the pool for {self._where}"
+            ) from None
+        self._publish.connection_checked_in(conn.id)
+        self._release(conn)
+        if self._waiters:
+            self._dispatch()
+
+    async def _wait(self, started: float, max_wait: float | None) -> C:
+        timeout = self._wait_timeout if max_wait is None else max_wait
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._waiters.append(waiter)
+        # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them.
+        self._dispatch()
+        timer = None
+        if timeout is not None:
+            timer = loop.call_at(loop.time() + timeout - (time.monotonic() - started), self._expire, waiter)
+        try:
+            grant = await waiter
+        except asyncio.CancelledError:
+            if timer is not None:
+                timer.cancel()
+            if waiter.done() and not waiter.cancelled():
+                # Granted just before the cancellation arrived: the grant must not be lost.
+                self._give_back(waiter.result())
+            else:
+                self._remove_waiter(waiter)
+            self._publish.connection_check_out_failed(_FAILED_CONN, started)
+            raise
+        if timer is not None:
+            timer.cancel()
+
+        if grant is _TIMED_OUT and timeout is not None:
+            error = self._timeout_error(started, timeout)
+            self._publish.connection_check_out_failed(_FAILED_TIMEOUT, started)
+            raise error
+        if isinstance(grant, _Grant) and grant is not _PERMIT:
+            raise self._refused(started)
+        if self._state != PoolState.READY:  # cleared or closed after the grant, before this task resumed
+            self._give_back(grant)
+            raise self._refused(started)
+        if grant is _PERMIT:
+            return await self._open_for_checkout(started)
+        conn: C = grant
+        self._publish.connection_checked_out(conn.id, started)
+        return conn
+
+    async def _open_for_checkout(self, started: float) -> C:
+        """Establish a connection in a slot already reserved (``_pending``/``_total``) and check it out."""
+        conn = await self._establish(started)
+        if self._state == PoolState.CLOSED:
+            self._discard(conn, _POOL_CLOSED)
+            raise self._refused(started)
+        self._in_use.add(conn)
+        self._publish.connection_checked_out(conn.id, started)
+        if self._waiters:
+            self._dispatch()  # the pending slot is free again
+        return conn
+
+    # Establishing connections.
+
+    async def _establish(self, checkout_started: float | None) -> C:
+        """Create and establish one connection in a reserved slot. On failure the slot is released, the
+        failure reported (``on_connect_error``, then the events) and the error raised."""
+        connection_id = self._next_id
+        self._next_id += 1
+        generation = self._generation
+        created = time.monotonic()
+        self._publish.connection_created(connection_id)
+        task = asyncio.current_task()
+        record = _Establishing(task, generation)
+        self._establishing.add(record)
+        try:
+            conn = await self._connect(connection_id, generation)
+        except BaseException as exc:
+            self._establishing.discard(record)
+            self._pending -= 1
+            self._total -= 1
+            if record.interrupted and task is not None and task.uncancel() == 0:
+                error: BaseException = self._interrupted_error()
+                self._publish.connection_closed(connection_id, _STALE, error)
+            else:
+                error = exc
+                if isinstance(exc, Exception):
+                    self._report_connect_error(exc, generation)
+                self._publish.connection_closed(connection_id, _ERROR, error)
+            if checkout_started is not None:
+                self._publish.connection_check_out_failed(_FAILED_CONN, checkout_started, error)
+                self._wake_background()
+            if self._waiters:
+                self._dispatch()
+            if error is exc:
+                raise
+            raise error from None
+
+        self._establishing.discard(record)
+        self._pending -= 1
+        if record.interrupted and task is not None:
+            # The factory swallowed the interrupting cancellation and finished anyway.
+            task.uncancel()
+            self._total -= 1
+            conn.close(_CLOSE_TEXT[_STALE])
+            error = self._interrupted_error()
+            self._publish.connection_closed(connection_id, _STALE, error)
+            if checkout_started is not None:
+                self._publish.connection_check_out_failed(_FAILED_CONN, checkout_started, error)
+            if self._waiters:
+                self._dispatch()
+            raise error
+        if self._load_balanced:
+            entry = self._service_generations.setdefault(conn.service_id, [0, 0])
+            conn.generation = entry[0]
+            entry[1] += 1
+        self._publish.connection_ready(connection_id, created)
+        if self._total < self._min_size:
+            self._wake_background()  # a maxConnecting slot is free for the filler again
+        return conn
+
+    def _report_connect_error(self, error: Exception, generation: int) -> None:
+        if self._on_connect_error is None:
+            return
+        try:
+            self._on_connect_error(error, generation)
+        except Exception:
+            _LOGGER.exception("the connection error handler of the pool for %s failed", self._where)
+
+    def _interrupted_error(self) -> PoolClearedError:
+        return PoolClearedError(
+            f"Connection to {self._where} interrupted due to server monitor timeout", self.address
+        )
+
+    # Synchronous bookkeeping.
+
+    def _perished(self, conn: C, idle_since: float | None) -> str | None:
+        """Why ``conn`` may not be used any more, or ``None``."""
+        if self._load_balanced:
+            entry = self._service_generations.get(conn.service_id)
+            current = entry[0] if entry is not None else 0
+        else:
+            current = self._generation
+        if conn.generation != current:
+            return _STALE
+        # Written as _next_expiry computes it, so the background task never finds an expiry due that
+        # this test does not see as expired.
+        if idle_since is not None and self._max_idle is not None and idle_since + self._max_idle <= time.monotonic():
+            return _IDLE
+        if conn.closed:
+            return _ERROR
+        return None
+
+    def _take_idle(self) -> C | None:
+        """The most recently used idle connection that is still usable; perished ones met on the way are
+        closed."""
+        idle = self._idle
+        while idle:
+            conn, since = idle.pop()
+            reason = self._perished(conn, since)
+            if reason is None:
+                return conn
+            self._discard(conn, reason)
+        return None
+
+    def _release(self, conn: C) -> None:
+        """Put a connection that is no longer in use back among the idle ones, or close it."""
+        if self._state == PoolState.CLOSED:
+            self._discard(conn, _POOL_CLOSED)
+            return
+        reason = self._perished(conn, None)
+        if reason is not None:
+            self._discard(conn, reason)
+            return
+        if self._max_idle is None:
+            self._idle.append((conn, 0.0))
+            return
+        self._idle.append((conn, time.monotonic()))
+        if len(self._idle) == 1:
+            self._wake_background()  # the expiry timer has something to watch again
+
+    def _discard(self, conn: C, reason: str, error: BaseException | None = None) -> None:
+        """Close a connection that counted toward the pool's total."""
+        self._total -= 1
+        if self._load_balanced:
+            entry = self._service_generations.get(conn.service_id)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del self._service_generations[conn.service_id]
+        conn.close(_CLOSE_TEXT[reason])
+        self._publish.connection_closed(conn.id, reason, error)
+        if self._total < self._min_size:
+            self._wake_background()
+
+    def _prune_idle(self) -> None:
+        """Close every idle connection that is stale, expired or broken."""
+        if not self._idle:
+            return
+        keep: deque[tuple[C, float]] = deque()
+        for conn, since in self._idle:
+            reason = self._perished(conn, since if self._max_idle is not None else None)
+            if reason is None:
+                keep.append((conn, since))
+            else:
+                self._discard(conn, reason)
+        self._idle = keep
+
+    def _dispatch(self) -> None:
+        """Serve waiters in arrival order: an idle connection, else a slot to open one, while either is
+        available."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters[0]
+            if waiter.done():  # cancelled: its task is about to leave the queue anyway
+                waiters.popleft()
+                continue
+            if self._idle:
+                conn = self._take_idle()
+                if conn is not None:
+                    waiters.popleft()
+                    self._in_use.add(conn)
+                    waiter.set_result(conn)
+                    continue
+            if self._total < self._max_size and self._pending < self._max_connecting:
+                waiters.popleft()
+                self._pending += 1
+                self._total += 1
+                waiter.set_result(_PERMIT)
+                continue
+            return
+
+    def _give_back(self, grant: Any) -> None:
+        """Undo a grant whose waiter will not use it."""
+        if grant is _PERMIT:
+            self._pending -= 1
+            self._total -= 1
+            self._wake_background()
+        elif not isinstance(grant, _Grant):
+            self._in_use.discard(grant)
+            self._release(grant)
+        else:
+            return
+        if self._waiters:
+            self._dispatch()
+
+    def _expire(self, waiter: asyncio.Future[Any]) -> None:
+        if not waiter.done():
+            self._remove_waiter(waiter)
+            waiter.set_result(_TIMED_OUT)
+
+    def _remove_waiter(self, waiter: asyncio.Future[Any]) -> None:
+        try:
+            self._waiters.remove(waiter)
+        except ValueError:
+            pass
+
+    def _fail_waiters(self, grant: _Grant) -> None:
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(grant)
+
+    def _refused(self, started: float) -> MongioError:
+        """The error for a check-out the pool's state refuses, its failure event published."""
+        if self._state == PoolState.CLOSED:
+            closed = PoolClosedError(
+                f"Attempted to check out a connection from closed connection pool {self._where}", self.address
+            )
+            self._publish.connection_check_out_failed(_FAILED_CLOSED, started)
+            return closed
+        if self._clear_cause is not None:
+            message = (
+                f"Connection pool for {self._where} was cleared because another operation failed with: "
+                f"{self._clear_cause}"
+            )
+        else:
+            message = f"Connection pool for {self._where} is paused until its server is checked successfully"
+        cleared = PoolClearedError(message, self.address)
+        self._publish.connection_check_out_failed(_FAILED_CONN, started, cleared)
+        return cleared
+
+    def _timeout_error(self, started: float, timeout: float) -> WaitQueueTimeoutError:
+        limit = (
+            f"waitQueueTimeoutMS={timeout * 1000:g}"
+            if timeout == self._wait_timeout
+            else f"the operation's remaining timeout of {timeout * 1000:g} ms"
+        )
+        size = "unlimited" if self._max_size == sys.maxsize else str(self._max_size)
+        return WaitQueueTimeoutError(
+            f"Timed out while checking out a connection from connection pool {self._where} after "
+            f"{(time.monotonic() - started) * 1000:.0f} ms ({limit}); maxPoolSize={size}, "
+            f"{len(self._in_use)} in use, {self._pending} being established, {len(self._waiters)} still waiting"
+        )
+
+    # The background task.
+
+    def _start_background(self) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        if self._background is None or self._background.done():
+            self._background = asyncio.get_running_loop().create_task(
+                self._run_background(self._wake), name=f"mongio pool {self._where}"
+            )
+        self._wake.set()
+
+    def _wake_background(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _next_expiry(self) -> float | None:
+        """Seconds until the oldest idle connection expires, or ``None`` when nothing will."""
+        if self._max_idle is None or not self._idle:
+            return None
+        return self._idle[0][1] + self._max_idle - time.monotonic()
+
+    async def _run_background(self, wake: asyncio.Event) -> None:
+        while self._state != PoolState.CLOSED:
+            delay = self._next_expiry()
+            if delay is None:
+                await wake.wait()
+            elif delay > 0:
+                try:
+                    async with asyncio.timeout(delay):
+                        await wake.wait()
+                except TimeoutError:
+                    pass
+            wake.clear()
+            if self._state == PoolState.CLOSED:
+                return
+            self._prune_idle()
+            if self._waiters:
+                self._dispatch()
+            await self._fill()
+
+    async def _fill(self) -> None:
+        """Open connections one at a time until ``minPoolSize`` is met; stop at the first failure (the
+        error handler pauses the pool, and the next ``ready()`` starts again)."""
+        while (
+            self._state == PoolState.READY
+            and self._total < self._min_size
+            and self._total < self._max_size
+            and self._pending < self._max_connecting
+        ):
+            self._pending += 1
+            self._total += 1
+            try:
+                conn = await self._establish(None)
+            except Exception:
+                return
+            self._release(conn)
+            if self._waiters:
+                self._dispatch()
+
+
+class _CheckedOut(Generic[C]):
+    """The ``async with`` form of check-out; the check-in on exit is synchronous, so it always completes."""
+
+    __slots__ = ("_conn", "_max_wait", "_pool")
+
+    def __init__(self, pool: Pool[C], max_wait: float | None) -> None:
+        self._pool = pool
+        self._max_wait = max_wait
+        self._conn: C | None = None
+
+    async def __aenter__(self) -> C:
+        self._conn = await self._pool.check_out(self._max_wait)
+        return self._conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._pool.check_in(conn)
