@@ -139,8 +139,9 @@ class CodecOptions:
     - ``type_registry``: custom :class:`TypeEncoder`/:class:`TypeDecoder` codecs and the fallback encoder.
     - ``datetime_conversion``: see :class:`~mongio.bson.datetime_ms.DatetimeConversion`.
 
-    Subclasses that add options extend ``_FIELDS`` and define matching slots, so :meth:`with_options`,
-    equality and ``repr`` cover the new options too.
+    Subclasses that add options extend ``_FIELDS``, declare matching ``__slots__`` and, after calling
+    ``super().__init__``, set them with ``object.__setattr__``; :meth:`with_options`, equality, pickling and
+    ``repr`` then cover the new options too.
     """
 
     __slots__ = (
