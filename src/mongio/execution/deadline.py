@@ -1,0 +1,181 @@
+"""The client-side operation timeout (CSOT): one deadline per operation, carried in a context variable.
+
+``timeoutMS`` (from the client, database, collection, session or a ``timeout()`` block) becomes an absolute
+deadline on the :func:`time.monotonic` clock, which is also the clock of asyncio's default event loop, so the
+executor can hand it straight to :func:`asyncio.timeout_at`. Because the deadline lives in a
+:class:`contextvars.ContextVar`, it follows the caller into every task started inside the block and never
+leaks out of it.
+
+Three states are told apart: no deadline (CSOT is off: the legacy timeouts apply and a retryable operation is
+retried once), an infinite deadline (``timeoutMS=0``: CSOT is on, so retries are bounded only by errors), and
+a finite one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from types import TracebackType
+
+from mongio.errors import MongioError
+
+__all__ = [
+    "OperationTimeoutError",
+    "current_deadline",
+    "deadline_from_timeout_ms",
+    "is_enabled",
+    "max_time_ms_for",
+    "raise_if_expired",
+    "remaining",
+    "timeout",
+    "timeout_error",
+]
+
+Clock = Callable[[], float]
+
+# None: CSOT is off. math.inf: on, without a bound. Otherwise a time.monotonic() deadline.
+_DEADLINE: ContextVar[float | None] = ContextVar("mongio_deadline", default=None)
+
+
+class OperationTimeoutError(MongioError):
+    """The operation's ``timeoutMS`` expired before it could finish.
+
+    ``cause`` is the error of the step that was running when time ran out (server selection, a socket read,
+    the server's ``MaxTimeMSExpired``), when there was one; its text is part of this error's message and its
+    error labels are copied. ``timeout`` is always true, as on every other timeout error.
+    """
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        labels = getattr(cause, "error_labels", None) or ()
+        super().__init__(message, labels)
+        self.cause = cause
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
+def timeout_error(cause: BaseException | None = None, *, detail: str = "") -> OperationTimeoutError:
+    """The timeout error to raise, wrapping ``cause`` (whose text it includes) when there is one."""
+    if cause is not None:
+        message = f"operation timed out: {cause}"
+    else:
+        message = f"operation timed out{': ' + detail if detail else ''}"
+    error = OperationTimeoutError(message, cause)
+    if cause is not None:
+        error.__cause__ = cause
+    return error
+
+
+def deadline_from_timeout_ms(timeout_ms: int | float | None, *, now: float | None = None) -> float | None:
+    """The deadline a ``timeoutMS`` value gives: ``None`` when unset, infinite for 0."""
+    if timeout_ms is None:
+        return None
+    if timeout_ms < 0:
+        raise ValueError(f"timeoutMS must be non-negative, not {timeout_ms}")
+    if timeout_ms == 0:
+        return math.inf
+    return (time.monotonic() if now is None else now) + timeout_ms / 1000.0
+
+
+class timeout:
+    """Bound everything inside the block by ``seconds``: ``with timeout(2.5):`` or ``async with timeout(2.5):``.
+
+    Blocks nest: an inner block can shorten the time left but never extend it, so a library function that
+    asks for 10 seconds inside a caller's 1-second block still ends within the caller's second. ``None``
+    adds no bound (the enclosing one, if any, still applies); ``math.inf`` turns CSOT on without a bound
+    (the spec's ``timeoutMS=0``). The clock is read on entering the block, so the object can be made ahead
+    of time and entered more than once.
+    """
+
+    __slots__ = ("_clock", "_seconds", "_tokens")
+
+    def __init__(self, seconds: float | None, *, clock: Clock = time.monotonic) -> None:
+        if seconds is not None and (math.isnan(seconds) or seconds < 0):
+            raise ValueError(f"timeout must be a non-negative number of seconds or None, not {seconds}")
+        self._seconds = seconds
+        self._clock = clock
+        self._tokens: list[Token[float | None]] = []
+
+    def _enter(self) -> None:
+        outer = _DEADLINE.get()
+        if self._seconds is None:
+            deadline = outer
+        elif math.isinf(self._seconds):
+            deadline = math.inf if outer is None else outer
+        else:
+            own = self._clock() + self._seconds
+            deadline = own if outer is None else min(outer, own)
+        self._tokens.append(_DEADLINE.set(deadline))
+
+    def _exit(self) -> None:
+        _DEADLINE.reset(self._tokens.pop())
+
+    def __enter__(self) -> timeout:
+        self._enter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit()
+
+    async def __aenter__(self) -> timeout:
+        self._enter()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit()
+
+
+def current_deadline() -> float | None:
+    """The deadline in force (a ``time.monotonic()`` value, ``math.inf``), or ``None`` when CSOT is off."""
+    return _DEADLINE.get()
+
+
+def is_enabled() -> bool:
+    """Whether a CSOT deadline (possibly infinite) applies to the current operation."""
+    return _DEADLINE.get() is not None
+
+
+def remaining(*, now: float | None = None) -> float | None:
+    """Seconds left before the deadline (negative once it has passed), ``math.inf`` without bound, or ``None``."""
+    deadline = _DEADLINE.get()
+    if deadline is None or math.isinf(deadline):
+        return deadline
+    return deadline - (time.monotonic() if now is None else now)
+
+
+def raise_if_expired(*, now: float | None = None, cause: BaseException | None = None) -> None:
+    """Raise :class:`OperationTimeoutError` when the deadline has passed."""
+    left = remaining(now=now)
+    if left is not None and left <= 0:
+        raise timeout_error(cause, detail=f"the deadline passed {-left * 1000:.0f} ms ago")
+
+
+def max_time_ms_for(min_rtt: float, *, now: float | None = None) -> int | None:
+    """The ``maxTimeMS`` to put on a command for a server whose minimum round-trip time is ``min_rtt`` seconds.
+
+    ``None`` when no finite deadline applies (send no ``maxTimeMS``). Raises :class:`OperationTimeoutError`
+    without anything being sent when the time left is not more than the RTT, or would round to zero
+    milliseconds (``maxTimeMS: 0`` would mean "no limit" to the server).
+    """
+    left = remaining(now=now)
+    if left is None or math.isinf(left):
+        return None
+    budget = left - min_rtt
+    if budget <= 0:
+        raise timeout_error(
+            detail=f"{max(left, 0.0) * 1000:.0f} ms left is not more than the server's minimum round-trip time "
+            f"of {min_rtt * 1000:.0f} ms"
+        )
+    milliseconds = math.floor(budget * 1000)
+    if milliseconds < 1:
+        raise timeout_error(
+            detail=f"less than 1 ms left after the server's round-trip time of {min_rtt * 1000:.0f} ms"
+        )
+    return milliseconds

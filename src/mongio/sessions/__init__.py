@@ -1,0 +1,1 @@
+"""Client sessions: server session pool, cluster time, causal consistency and transactions."""

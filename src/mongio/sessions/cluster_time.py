@@ -1,0 +1,90 @@
+"""``$clusterTime`` gossip and ``operationTime`` for causal consistency, as plain comparisons.
+
+A ``$clusterTime`` document is ``{clusterTime: Timestamp, signature: {...}}``; two are compared by the
+timestamp alone (seconds, then increment) and the signature travels with the winner. The client keeps the
+highest one any server sent; a session keeps its own, which ``advance_cluster_time`` may also raise, and the
+command carries the greater of the two. A causally consistent session also keeps the highest
+``operationTime`` it has seen, to send as ``readConcern.afterClusterTime``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mongio.bson.timestamp import Timestamp
+
+__all__ = [
+    "ClusterClock",
+    "cluster_time_value",
+    "compare_cluster_times",
+    "greater_cluster_time",
+    "greater_operation_time",
+]
+
+ClusterTime = Mapping[str, Any]
+
+
+def cluster_time_value(cluster_time: ClusterTime | None) -> Timestamp | None:
+    """The timestamp a ``$clusterTime`` document carries, or ``None``."""
+    if cluster_time is None:
+        return None
+    value = cluster_time.get("clusterTime")
+    if not isinstance(value, Timestamp):
+        raise TypeError(f"$clusterTime.clusterTime must be a Timestamp, not {type(value).__name__}")
+    return value
+
+
+def compare_cluster_times(a: ClusterTime | None, b: ClusterTime | None) -> int:
+    """Negative, zero or positive as ``a`` is older than, as new as, or newer than ``b`` (``None`` is oldest)."""
+    ta, tb = cluster_time_value(a), cluster_time_value(b)
+    if ta is None or tb is None:
+        return (ta is not None) - (tb is not None)
+    return (ta > tb) - (ta < tb)
+
+
+def greater_cluster_time(a: ClusterTime | None, b: ClusterTime | None) -> ClusterTime | None:
+    """The newer of two ``$clusterTime`` documents; ``a`` when they are equal."""
+    return b if compare_cluster_times(b, a) > 0 else a
+
+
+def greater_operation_time(a: Timestamp | None, b: Timestamp | None) -> Timestamp | None:
+    """The later of two operation times (``None`` is oldest); ``a`` when they are equal."""
+    if b is None:
+        return a
+    if a is None or b > a:
+        return b
+    return a
+
+
+class ClusterClock:
+    """The highest ``$clusterTime`` seen, for a client or a session.
+
+    :meth:`advance` only ever moves it forward. The client advances its clock only with ``$clusterTime``
+    values read from server replies (never from SDAM monitoring replies); a session's may also be advanced
+    by the application.
+    """
+
+    __slots__ = ("_cluster_time",)
+
+    def __init__(self, cluster_time: ClusterTime | None = None) -> None:
+        self._cluster_time = cluster_time
+
+    @property
+    def cluster_time(self) -> ClusterTime | None:
+        return self._cluster_time
+
+    def advance(self, cluster_time: ClusterTime | None) -> bool:
+        """Take ``cluster_time`` if it is newer; return whether it was."""
+        if cluster_time is not None and compare_cluster_times(cluster_time, self._cluster_time) > 0:
+            self._cluster_time = cluster_time
+            return True
+        return False
+
+    def advance_from_reply(self, reply: Mapping[str, Any]) -> bool:
+        """Advance with the reply's ``$clusterTime``, if it has one."""
+        cluster_time = reply.get("$clusterTime")
+        return isinstance(cluster_time, Mapping) and self.advance(cluster_time)
+
+    def __repr__(self) -> str:
+        return f"ClusterClock({self._cluster_time!r})"
