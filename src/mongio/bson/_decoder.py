@@ -47,6 +47,7 @@ _PACK_INT32: Final = struct.Struct("<i").pack
 
 _TIMEDELTA: Final = datetime.timedelta
 _OBJECTID_FROM_BYTES: Final = ObjectId._from_bytes
+_CODE: Final = Code._from_decoded
 _MIN_KEY: Final = MinKey()
 _MAX_KEY: Final = MaxKey()
 _UNDEFINED: Final = Undefined()
@@ -424,7 +425,7 @@ def _r_dbpointer(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, i
 
 def _r_code(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:
     code, pos = _read_string(data, pos, end, ctx[4])
-    return Code(code), pos
+    return _CODE(code, None), pos
 
 
 def _r_symbol(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:
@@ -449,7 +450,7 @@ def _r_code_with_scope(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[
         scope = ctx[1](data[scope_start:stop], ctx[0])
     else:
         scope = _read_document(data, scope_start + 4, scope_end, ctx)
-    return Code(code, scope), stop
+    return _CODE(code, scope), stop
 
 
 def _r_int32(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:

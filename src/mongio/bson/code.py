@@ -34,6 +34,13 @@ class Code(str):
             self.__scope = {**(inherited or {}), **(scope or {}), **kwargs}
         return self
 
+    @classmethod
+    def _from_decoded(cls, code: str, scope: Mapping[str, Any] | None) -> Code:
+        # The decoder's fast path: both parts come straight from BSON, so there is nothing to check or merge.
+        self = str.__new__(cls, code)
+        self.__scope = scope
+        return self
+
     @property
     def scope(self) -> Mapping[str, Any] | None:
         """The scope mapping, or None for plain code."""
