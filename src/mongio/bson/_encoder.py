@@ -91,9 +91,13 @@ def _context(options: CodecOptions) -> _Context:
 
 
 def _index_keys(count: int) -> list[bytes]:
+    global _INDEX_KEYS
     keys = _INDEX_KEYS
     if count > len(keys):
-        keys.extend(str(i).encode() + b"\x00" for i in range(len(keys), count))
+        # A new list replaces the old one rather than extending it in place, so a thread reading the old
+        # list never sees it half grown.
+        keys = keys + [str(i).encode() + b"\x00" for i in range(len(keys), count)]
+        _INDEX_KEYS = keys
     return keys
 
 
