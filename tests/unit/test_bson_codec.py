@@ -77,6 +77,14 @@ def test_encode_known_bytes() -> None:
     assert encode({"a": Regex("x", "mi")}) == doc_bytes(b"\x0ba\x00x\x00im\x00")
 
 
+def test_long_arrays_have_sequential_index_names() -> None:
+    values = list(range(3000))
+    data = encode({"a": values})
+    assert decode(data) == {"a": values}
+    body = b"".join(b"\x10" + str(i).encode() + b"\x00" + struct.pack("<i", i) for i in values)
+    assert data == doc_bytes(b"\x04a\x00" + doc_bytes(body))
+
+
 def test_encode_keeps_key_order() -> None:
     data = encode({"z": 1, "_id": 2, "a": 3})
     assert list(decode(data)) == ["z", "_id", "a"]
