@@ -225,3 +225,56 @@ async def test_step_down_is_seen_through_the_stream(
         assert heartbeats.of(ServerHeartbeatFailedEvent) == []
         assert factory.most_open <= 3  # monitor and RTT connections, plus the one that ran replSetStepDown
         assert sum(1 for where, _ in factory.opened if where == address) == 3
+
+
+async def test_real_pools_follow_the_topology(server_address: tuple[str, int]) -> None:
+    from mongio.connection.establish import establish
+    from mongio.connection.pool import Pool, PoolState
+    from mongio.errors import AutoReconnect
+
+    address: Address = server_address
+    settings = ConnectionSettings(connect_timeout=5.0)
+    pools: dict[Address, Pool[Connection]] = {}
+
+    def make_pool(where: Address) -> Pool[Connection]:
+        async def connect(connection_id: int, generation: int) -> Connection:
+            return await establish(where, settings, id=connection_id, generation=generation)
+
+        pool = pools[where] = Pool(where, connect)
+        return pool
+
+    topology = Topology(
+        TopologySettings(seeds=(address,), heartbeat_frequency=10.0),
+        monitor_connection_factory=CountingFactory(tolerant=True),
+        pool_factory=make_pool,
+        server_monitoring_mode="stream",
+    )
+    async with topology:
+        server = await topology.select_server(is_write=True, timeout=10)
+        pool = pools[address]
+        # The first successful check made the pool ready before selection could see the server.
+        assert pool.state == PoolState.READY
+        async with pool.checkout() as connection:
+            reply = await connection.command("admin", {"ping": 1})
+            generation = connection.generation
+        assert reply["ok"] == 1
+        server.operation_finished()
+
+        # An application's network error marks the server Unknown and clears the pool in one step.
+        decision = await topology.handle_application_error(
+            address, AutoReconnect("connection reset"), generation
+        )
+        assert decision.clear_pool and decision.mark_unknown is not None
+        assert pool.state == PoolState.PAUSED and pool.generation == generation + 1
+        assert topology.description.get(address).server_type == ServerType.Unknown  # type: ignore[union-attr]
+
+        # Selection requests a check; the monitor reconnects, the pool is ready again.
+        started = time.monotonic()
+        server = await topology.select_server(is_write=True, timeout=10)
+        assert time.monotonic() - started < 2.0
+        assert pool.state == PoolState.READY
+        async with pool.checkout() as connection:
+            assert (await connection.command("admin", {"ping": 1}))["ok"] == 1
+        server.operation_finished()
+    assert pool.state == PoolState.CLOSED
+    assert topology.tasks() == []

@@ -1013,3 +1013,67 @@ async def test_on_server_description_applies_the_update_rules() -> None:
     )
     assert topology.description.topology_type == TopologyType.Sharded
     await topology.close()
+
+
+async def test_two_random_choices_steer_away_from_a_busy_server() -> None:
+    async with FakeDeployment(["mongos", "mongos"]) as mongoses:
+        topology = make_topology([m.address for m in mongoses.members], CountingFactory())
+        async with topology:
+            await wait_for(topology, lambda d: len(d.known_servers) == 2)
+            busy = topology.servers[mongoses[0].address]
+            busy.operation_count = 50
+            chosen = [topology.select_server_nowait() for _ in range(20)]
+            assert {server.address for server in chosen if server is not None} == {mongoses[1].address}
+            idle = topology.servers[mongoses[1].address]
+            assert idle.operation_count == 20
+            # Deprioritized servers are used only when nothing else is suitable.
+            for server in chosen:
+                assert server is not None
+                server.operation_finished()
+            busy.operation_count = 0
+            picks = {
+                topology.select_server_nowait(deprioritized=[mongoses[1].address]).address  # type: ignore[union-attr]
+                for _ in range(10)
+            }
+            assert picks == {mongoses[0].address}
+
+
+async def test_topology_log_messages(caplog: pytest.LogCaptureFixture) -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        with caplog.at_level(logging.DEBUG, logger="mongio.topology"):
+            topology = make_topology([rs[0].address], CountingFactory())
+            assert topology._publisher.sdam_enabled
+            async with topology:
+                await wait_for(topology, fully_discovered(rs))
+                await asyncio.sleep(0.1)
+        records = [r for r in caplog.records if r.name == "mongio.topology"]
+        messages = [r.msg.fields["message"] for r in records]  # type: ignore[union-attr]
+        assert messages[0] == "Starting topology monitoring"
+        assert messages[1] == "Topology description changed"
+        assert messages[2] == "Starting server monitoring"
+        assert messages[-1] == "Stopped topology monitoring"
+        assert "Stopped server monitoring" in messages
+        assert "Server heartbeat started" in messages and "Server heartbeat succeeded" in messages
+        succeeded = next(r for r in records if r.msg.fields["message"] == "Server heartbeat succeeded")  # type: ignore[union-attr]
+        fields = succeeded.msg.fields  # type: ignore[union-attr]
+        assert fields["serverHost"] == "127.0.0.1" and fields["serverPort"] == rs[0].port
+        assert fields["topologyId"] == topology.topology_id
+        assert fields["awaited"] is False and fields["durationMS"] >= 0
+        assert "Heartbeat succeeded in" in succeeded.getMessage()
+        assert all(r.levelno == logging.DEBUG for r in records)
+
+
+async def test_a_pool_connect_error_marks_the_server_unknown() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        pools = Pools()
+        topology = make_topology([rs[0].address], CountingFactory(), pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            pool = pools.by_address[rs[1].address]
+            topology.report_connect_error(rs[1].address, AutoReconnect("connection refused"), pool.generation)
+            await wait_for(topology, lambda d: d.get(rs[1].address).server_type == ServerType.Unknown)  # type: ignore[union-attr]
+            assert pool.clears == [(False, None)]
+            # An error from before the clear is stale now.
+            topology.report_connect_error(rs[1].address, AutoReconnect("old"), pool.generation - 1)
+            await asyncio.sleep(0.05)
+            assert pool.clears == [(False, None)]

@@ -209,7 +209,7 @@ class Topology:
         self._description = initial_topology_description(settings)
         self._servers: dict[Address, Server] = {}
         self._condition = asyncio.Condition()
-        self._retired: set[asyncio.Task[Any]] = set()
+        self._retired: set[asyncio.Future[Any]] = set()
         self._opened = False
         self._closed = False
         self._srv_poller: SrvPoller | None = None
@@ -268,9 +268,9 @@ class Topology:
         """A new dict of the run-time servers by address."""
         return dict(self._servers)
 
-    def tasks(self) -> list[asyncio.Task[Any]]:
+    def tasks(self) -> list[asyncio.Future[Any]]:
         """Every task this topology started that has not finished (monitors, round trip times, SRV polling)."""
-        found: list[asyncio.Task[Any]] = [task for task in self._retired if not task.done()]
+        found: list[asyncio.Future[Any]] = [task for task in self._retired if not task.done()]
         for server in self._servers.values():
             monitor = server.monitor
             if monitor is None:
@@ -327,7 +327,7 @@ class Topology:
         if self._closed:
             return
         self._closed = True
-        tasks: list[asyncio.Task[Any]] = list(self._retired)
+        tasks: list[asyncio.Future[Any]] = list(self._retired)
         if self._srv_poller is not None:
             task = self._srv_poller.stop()
             if task is not None:
@@ -440,7 +440,7 @@ class Topology:
         return server
 
     def _retire(self, server: Server) -> None:
-        tasks: list[asyncio.Task[Any]] = []
+        tasks: list[asyncio.Future[Any]] = []
         if server.monitor is not None:
             tasks.extend(server.monitor.stop())
             connection = server.monitor.connection
@@ -451,9 +451,7 @@ class Topology:
             if inspect.isawaitable(closing):
                 tasks.append(asyncio.ensure_future(closing))
         for task in tasks:
-            if not task.done():
-                self._retired.add(task)
-                task.add_done_callback(self._retired.discard)
+            self._track(task)
 
     # -- SRV polling -------------------------------------------------------------------------------------------
 
@@ -533,6 +531,30 @@ class Topology:
                         server.monitor.request_check()
             self._condition.notify_all()
             return decision
+
+    def report_connect_error(self, address: Address, error: BaseException, generation: int) -> None:
+        """Synchronous entry for a pool's ``on_connect_error(error, generation)`` hook: a connection to
+        ``address`` failed before its handshake completed. The update runs as soon as the topology's
+        condition can be taken, on a task this topology tracks and awaits when it closes."""
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.handle_application_error(address, error, generation, completed_handshake=False),
+            name=f"mongio connect error {format_address(address)}",
+        )
+        self._track(task)
+
+    def _track(self, task: asyncio.Task[Any] | asyncio.Future[Any]) -> None:
+        """Keep a background task until it ends (``close()`` awaits those still running); log its failure."""
+        if task.done():
+            return
+        self._retired.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._retired.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("a topology background task failed", exc_info=task.exception())
 
     # -- server selection --------------------------------------------------------------------------------------
 
