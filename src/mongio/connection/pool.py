@@ -322,7 +322,9 @@ class Pool(Generic[C]):
         current = asyncio.current_task()
         for conn in list(self._in_use):
             if self._perished_generation(conn, up_to_generation, service_id):
-                conn.close(f"interrupted: the pool for {self._where} was cleared after a server monitor timeout")
+                conn.close(
+                    f"interrupted: the pool for {self._where} was cleared after a server monitor timeout"
+                )
         for record in list(self._establishing):
             if record.interrupted or record.task is None or record.task is current:
                 continue
@@ -545,7 +547,11 @@ class Pool(Generic[C]):
             return _STALE
         # Written as _next_expiry computes it, so the background task never finds an expiry due that
         # this test does not see as expired.
-        if idle_since is not None and self._max_idle is not None and idle_since + self._max_idle <= time.monotonic():
+        if (
+            idle_since is not None
+            and self._max_idle is not None
+            and idle_since + self._max_idle <= time.monotonic()
+        ):
             return _IDLE
         if conn.closed:
             return _ERROR

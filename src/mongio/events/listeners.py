@@ -150,7 +150,9 @@ class CmapPublisher:
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             shown = {name: options[name] for name in _CREATED_OPTION_ORDER if name in options}
             listed = ", ".join(f"{name}={value}" for name, value in shown.items())
-            text = f"Connection pool created for {self._where}" + (f" using options {listed}" if listed else "")
+            text = f"Connection pool created for {self._where}" + (
+                f" using options {listed}" if listed else ""
+            )
             self._log("Connection pool created", text, **shown)
 
     def pool_ready(self) -> None:
@@ -180,7 +182,9 @@ class CmapPublisher:
 
     def connection_created(self, connection_id: int) -> None:
         if self._listeners:
-            _deliver(self._listeners, "connection_created", ConnectionCreatedEvent(self._address, connection_id))
+            _deliver(
+                self._listeners, "connection_created", ConnectionCreatedEvent(self._address, connection_id)
+            )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             text = f"Connection created: address={self._where}, driver-generated ID={connection_id}"
             self._log("Connection created", text, driverConnectionId=connection_id)
@@ -212,16 +216,24 @@ class CmapPublisher:
             if error_text is not None:
                 text += f". Error: {error_text}"
             self._log(
-                "Connection closed", text, driverConnectionId=connection_id, reason=reason_text, error=error_text
+                "Connection closed",
+                text,
+                driverConnectionId=connection_id,
+                reason=reason_text,
+                error=error_text,
             )
 
     def connection_check_out_started(self) -> None:
         if self._listeners:
-            _deliver(self._listeners, "connection_check_out_started", ConnectionCheckOutStartedEvent(self._address))
+            _deliver(
+                self._listeners, "connection_check_out_started", ConnectionCheckOutStartedEvent(self._address)
+            )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             self._log("Connection checkout started", f"Checkout started for connection to {self._where}")
 
-    def connection_check_out_failed(self, reason: str, started: float, error: BaseException | None = None) -> None:
+    def connection_check_out_failed(
+        self, reason: str, started: float, error: BaseException | None = None
+    ) -> None:
         """``started``: the ``time.monotonic()`` at which the check-out started."""
         if not self._listeners and not CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             return
@@ -237,9 +249,7 @@ class CmapPublisher:
             if error_text is not None:
                 text += f". Error: {error_text}"
             text += f". Duration: {ms:g} ms"
-            self._log(
-                "Connection checkout failed", text, reason=reason_text, error=error_text, durationMS=ms
-            )
+            self._log("Connection checkout failed", text, reason=reason_text, error=error_text, durationMS=ms)
 
     def connection_checked_out(self, connection_id: int, started: float) -> None:
         """``started``: the ``time.monotonic()`` at which the check-out started."""
@@ -259,7 +269,11 @@ class CmapPublisher:
 
     def connection_checked_in(self, connection_id: int) -> None:
         if self._listeners:
-            _deliver(self._listeners, "connection_checked_in", ConnectionCheckedInEvent(self._address, connection_id))
+            _deliver(
+                self._listeners,
+                "connection_checked_in",
+                ConnectionCheckedInEvent(self._address, connection_id),
+            )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             text = f"Connection checked in: address={self._where}, driver-generated ID={connection_id}"
             self._log("Connection checked in", text, driverConnectionId=connection_id)

@@ -1,0 +1,461 @@
+"""The connection pool without a server: check-out and check-in rules, waiting, clearing, closing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mongio.connection.pool import Pool, PoolClearedError, PoolClosedError, PoolState
+from mongio.errors import InvalidOperation, WaitQueueTimeoutError
+from tests.unit.test_pool_support import ADDRESS, FakeConnection, FakeFactory, Recorder, make_pool
+
+
+def check_out_now(pool: Pool[FakeConnection]) -> FakeConnection:
+    """Run check_out() without an event loop turn: fails if it would have suspended."""
+    coro = pool.check_out()
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        conn: FakeConnection = done.value
+        return conn
+    coro.close()
+    raise AssertionError("check_out() suspended")
+
+
+async def test_a_new_pool_is_paused_and_refuses_checkouts() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder, ready=False)
+    assert pool.state == PoolState.PAUSED
+    with pytest.raises(PoolClearedError, match=r"db\.example\.com:27017"):
+        await pool.check_out()
+    failed = recorder.of("ConnectionCheckOutFailedEvent")
+    assert [event.reason for event in failed] == ["connectionError"]
+    pool.ready()
+    pool.ready()  # a second ready() is a no-op
+    assert recorder.types().count("PoolReadyEvent") == 1
+    conn = await pool.check_out()
+    pool.check_in(conn)
+    await pool.close()
+
+
+async def test_check_out_of_an_idle_connection_does_not_suspend() -> None:
+    pool = make_pool()
+    first = await pool.check_out()
+    pool.check_in(first)
+    again = check_out_now(pool)
+    assert again is first
+    pool.check_in(again)
+    async with pool.checkout() as conn:
+        assert conn is first
+        assert pool.in_use_connection_count == 1
+    assert pool.in_use_connection_count == 0
+    await pool.close()
+
+
+async def test_idle_connections_are_reused_last_in_first_out() -> None:
+    pool = make_pool()
+    conns = [await pool.check_out() for _ in range(3)]
+    for conn in conns:
+        pool.check_in(conn)
+    assert check_out_now(pool) is conns[2]
+    assert check_out_now(pool) is conns[1]
+    await pool.close()
+
+
+async def test_stale_connections_are_closed_at_check_in_and_check_out() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    idle, busy = await pool.check_out(), await pool.check_out()
+    pool.check_in(idle)
+    pool.clear()
+    assert pool.state == PoolState.PAUSED and pool.generation == 1
+    # The idle one is closed by the clear itself, the busy one when it comes back.
+    assert idle.closed and not busy.closed
+    pool.check_in(busy)
+    assert busy.closed
+    closed = recorder.of("ConnectionClosedEvent")
+    assert [(event.connection_id, event.reason) for event in closed] == [
+        (idle.id, "stale"),
+        (busy.id, "stale"),
+    ]
+    pool.ready()
+    fresh = await pool.check_out()
+    assert fresh.generation == 1 and fresh not in (idle, busy)
+    assert factory.open == pool.total_connection_count == 1
+    pool.check_in(fresh)
+    await pool.close()
+
+
+async def test_idle_expired_connection_is_closed_not_checked_out() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder, max_idle_time_seconds=0.01)
+    conn = await pool.check_out()
+    pool.check_in(conn)
+    await asyncio.sleep(0.03)
+    other = await pool.check_out()
+    assert other is not conn and conn.closed
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["idle"]
+    pool.check_in(other)
+    await pool.close()
+
+
+async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_reused() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    conn = await pool.check_out()
+    task = asyncio.create_task(conn.command(10))
+    await asyncio.sleep(0)
+    task.cancel()  # the command is interrupted mid-exchange: the connection closes itself
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    pool.check_in(conn)
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error"]
+    assert pool.total_connection_count == 0 and factory.open == 0
+    again = await pool.check_out()
+    assert again is not conn
+    pool.check_in(again)
+    await pool.close()
+
+
+async def test_checking_in_a_connection_the_pool_did_not_hand_out_raises() -> None:
+    pool = make_pool()
+    conn = await pool.check_out()
+    pool.check_in(conn)
+    with pytest.raises(InvalidOperation, match="not checked out"):
+        pool.check_in(conn)
+    other = make_pool()
+    foreign = await other.check_out()
+    with pytest.raises(InvalidOperation):
+        pool.check_in(foreign)
+    other.check_in(foreign)
+    await pool.close()
+    await other.close()
+
+
+async def test_wait_queue_timeout_names_the_pool_and_the_limit() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder, max_pool_size=1, wait_queue_timeout=0.05)
+    held = await pool.check_out()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(WaitQueueTimeoutError) as caught:
+        await pool.check_out()
+    waited = loop.time() - started
+    assert 0.045 <= waited < 1.0
+    message = str(caught.value)
+    assert message.startswith(
+        "Timed out while checking out a connection from connection pool db.example.com:27017"
+    )
+    assert "waitQueueTimeoutMS=50" in message and "maxPoolSize=1" in message and "1 in use" in message
+    assert caught.value.timeout
+    assert pool.wait_queue_length == 0
+    failed = recorder.of("ConnectionCheckOutFailedEvent")
+    assert [event.reason for event in failed] == ["timeout"]
+    assert failed[0].duration >= 0.045
+    # An explicit limit (the operation's remaining time) replaces waitQueueTimeoutMS.
+    with pytest.raises(WaitQueueTimeoutError, match="remaining timeout of 20 ms"):
+        await pool.check_out(max_wait=0.02)
+    pool.check_in(held)
+    await pool.close()
+
+
+async def test_clear_fails_waiters_at_once_and_close_fails_later_ones() -> None:
+    pool = make_pool(max_pool_size=1, wait_queue_timeout=30)
+    held = await pool.check_out()
+    waiters = [asyncio.create_task(pool.check_out()) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 3
+    pool.clear(error=ConnectionResetError("boom"))
+    results = await asyncio.gather(*waiters, return_exceptions=True)
+    assert all(isinstance(result, PoolClearedError) for result in results)
+    assert "another operation failed with: boom" in str(results[0])
+    pool.ready()
+    waiter = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0)
+    await pool.close()
+    with pytest.raises(PoolClosedError, match=r"closed connection pool db\.example\.com:27017"):
+        await waiter
+    with pytest.raises(PoolClosedError):
+        await pool.check_out()
+    pool.check_in(held)
+    assert held.closed
+
+
+async def test_close_closes_idle_connections_and_later_check_ins() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    idle, busy = await pool.check_out(), await pool.check_out()
+    pool.check_in(idle)
+    await pool.close()
+    assert idle.closed and not busy.closed
+    pool.check_in(busy)
+    assert busy.closed and factory.open == 0
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["poolClosed", "poolClosed"]
+    pool.ready()  # a closed pool stays closed
+    assert pool.state == PoolState.CLOSED
+
+
+async def test_max_connecting_limits_concurrent_establishment() -> None:
+    factory = FakeFactory(delay=0.01)
+    pool = make_pool(factory, max_pool_size=20, max_connecting=3)
+    conns = await asyncio.gather(*(pool.check_out() for _ in range(12)))
+    assert factory.max_establishing == 3
+    assert len({conn.id for conn in conns}) == 12
+    for conn in conns:
+        pool.check_in(conn)
+    await pool.close()
+
+
+async def test_connection_ids_follow_creation_order() -> None:
+    pool = make_pool()
+    conns = [await pool.check_out() for _ in range(4)]
+    assert [conn.id for conn in conns] == [1, 2, 3, 4]
+    for conn in conns:
+        pool.check_in(conn)
+    await pool.close()
+
+
+async def test_a_failed_establishment_is_reported_before_its_closed_event_and_frees_its_slot() -> None:
+    recorder = Recorder()
+    failure = ConnectionRefusedError("refused")
+    reported: list[tuple[BaseException, int, list[str]]] = []
+
+    def on_connect_error(error: BaseException, generation: int) -> None:
+        reported.append((error, generation, recorder.types()))
+        pool.clear(error=error)
+
+    factory = FakeFactory(error=failure)
+    pool = make_pool(factory, recorder=recorder, on_connect_error=on_connect_error, max_pool_size=1)
+    with pytest.raises(ConnectionRefusedError):
+        await pool.check_out()
+    assert reported and reported[0][0] is failure and reported[0][1] == 0
+    assert "ConnectionClosedEvent" not in reported[0][2]
+    assert recorder.types()[-4:] == [
+        "ConnectionCreatedEvent",
+        "PoolClearedEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCheckOutFailedEvent",
+    ]
+    assert recorder.of("ConnectionClosedEvent")[0].reason == "error"
+    assert recorder.of("ConnectionCheckOutFailedEvent")[0].reason == "connectionError"
+    assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
+    factory.error = None
+    pool.ready()
+    conn = await pool.check_out()  # the one slot (maxPoolSize=1) is free again
+    pool.check_in(conn)
+    await pool.close()
+
+
+async def test_interrupting_clear_closes_connections_in_use() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder)
+    conn = await pool.check_out()
+    command = asyncio.create_task(conn.command(10))
+    await asyncio.sleep(0)
+    pool.clear(interrupt_in_use_connections=True)
+    assert conn.closed and "interrupted" in (conn.close_reason or "")
+    command.cancel()  # the fake's sleep does not notice a close; a real connection's read fails at once
+    with pytest.raises(asyncio.CancelledError):
+        await command
+    pool.check_in(conn)
+    cleared = recorder.of("PoolClearedEvent")
+    assert cleared[0].interrupt_connections is True
+    assert recorder.of("ConnectionClosedEvent")[-1].reason == "stale"
+    await pool.close()
+
+
+async def test_interrupting_clear_stops_a_pending_establishment_without_leaving_the_task_cancelled() -> None:
+    recorder = Recorder()
+    factory = FakeFactory(delay=30)
+    pool = make_pool(factory, recorder=recorder)
+    cancelling_after: list[int] = []
+
+    async def check_out() -> None:
+        try:
+            await pool.check_out()
+        finally:
+            task = asyncio.current_task()
+            assert task is not None
+            cancelling_after.append(task.cancelling())
+
+    task = asyncio.create_task(check_out())
+    await asyncio.sleep(0.01)
+    assert pool.pending_connection_count == 1
+    pool.clear(interrupt_in_use_connections=True)
+    with pytest.raises(PoolClearedError, match="interrupted due to server monitor timeout"):
+        await task
+    assert cancelling_after == [0]
+    assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
+    assert recorder.types()[-3:] == [
+        "PoolClearedEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCheckOutFailedEvent",
+    ]
+    await pool.close()
+
+
+async def test_a_cancelled_establishment_frees_its_slot() -> None:
+    factory = FakeFactory(delay=30)
+    pool = make_pool(factory, max_pool_size=1)
+    task = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
+    factory.delay = 0
+    conn = await pool.check_out()
+    pool.check_in(conn)
+    await pool.close()
+
+
+async def test_a_connection_handed_to_a_task_cancelled_before_it_resumed_goes_back() -> None:
+    pool = make_pool(max_pool_size=1)
+    held = await pool.check_out()
+    waiter = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 1
+    pool.check_in(held)  # handed to the waiter, which has not run yet
+    assert pool.wait_queue_length == 0 and pool.in_use_connection_count == 1
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert pool.in_use_connection_count == 0 and pool.available_connection_count == 1
+    assert check_out_now(pool) is held
+    pool.check_in(held)
+    await pool.close()
+
+
+async def test_a_permit_granted_to_a_task_cancelled_before_it_resumed_is_released() -> None:
+    factory = FakeFactory()
+    pool = make_pool(factory, max_pool_size=1)
+    held = await pool.check_out()
+    waiter = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 1
+    held.close("broken")
+    pool.check_in(held)  # closed, so its slot is granted to the waiter as the right to open a new one
+    assert pool.wait_queue_length == 0 and pool.pending_connection_count == 1
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert pool.pending_connection_count == 0 and pool.total_connection_count == 0
+    assert len(factory.made) == 1
+    conn = check_out_now(pool)  # the slot is free again (a new connection, made without suspending)
+    assert conn is not held
+    pool.check_in(conn)
+    await pool.close()
+
+
+async def test_min_pool_size_is_filled_in_the_background_only_while_ready() -> None:
+    recorder = Recorder()
+    factory = FakeFactory(delay=0.001)
+    pool = make_pool(factory, recorder=recorder, ready=False, min_pool_size=3)
+    await asyncio.sleep(0.02)
+    assert pool.total_connection_count == 0  # paused: nothing is made
+    pool.ready()
+    for _ in range(200):
+        if pool.available_connection_count == 3:
+            break
+        await asyncio.sleep(0.001)
+    assert pool.available_connection_count == 3
+    types = recorder.types()
+    assert types.index("PoolReadyEvent") < types.index("ConnectionCreatedEvent")
+    pool.clear()
+    assert pool.total_connection_count == 0
+    await asyncio.sleep(0.02)
+    assert pool.total_connection_count == 0  # paused again: no refill
+    pool.ready()
+    for _ in range(200):
+        if pool.available_connection_count == 3:
+            break
+        await asyncio.sleep(0.001)
+    assert pool.available_connection_count == 3 and factory.open == 3
+    await pool.close()
+    assert factory.open == 0
+
+
+async def test_idle_connections_expire_in_the_background_and_min_pool_size_is_restored() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder, max_idle_time_seconds=0.03, min_pool_size=1)
+    conns = [await pool.check_out() for _ in range(3)]
+    for conn in conns:
+        pool.check_in(conn)
+    await asyncio.sleep(0.15)
+    assert all(conn.closed for conn in conns)
+    assert {event.reason for event in recorder.of("ConnectionClosedEvent")} == {"idle"}
+    # minPoolSize keeps one fresh connection, replaced as each one expires.
+    assert pool.total_connection_count == 1 and factory.open == 1
+    await pool.close()
+
+
+async def test_load_balanced_clear_affects_one_service_and_does_not_pause() -> None:
+    recorder = Recorder()
+    factory = FakeFactory(service_id=lambda connection_id: "A" if connection_id % 2 else "B")
+    pool = make_pool(factory, recorder=recorder, load_balanced=True)
+    conns = [await pool.check_out() for _ in range(4)]
+    a1, b2, a3, b4 = conns
+    for conn in (a1, b2):
+        pool.check_in(conn)
+    pool.clear(service_id="A")
+    assert pool.state == PoolState.READY
+    assert a1.closed and not b2.closed
+    assert recorder.of("PoolClearedEvent")[0].service_id == "A"
+    assert pool.generation_for("A") == 1 and pool.generation_for("B") == 0
+    pool.check_in(a3)
+    pool.check_in(b4)
+    assert a3.closed and not b4.closed
+    new = await pool.check_out()
+    assert new is b4  # the stale connections to A are gone, B's are reused
+    pool.check_in(new)
+    await pool.close()
+
+
+async def test_close_stops_the_background_task_and_leaves_no_task_running() -> None:
+    pool = make_pool(FakeFactory(delay=0.001), min_pool_size=2, max_idle_time_seconds=60)
+    await asyncio.sleep(0.02)
+    current = asyncio.current_task()
+    names = [task.get_name() for task in asyncio.all_tasks() if task is not current]
+    assert names == ["mongio pool db.example.com:27017"]
+    conn = await pool.check_out()
+    pool.check_in(conn)
+    await pool.close()
+    assert asyncio.all_tasks() == {current}
+    await pool.close()  # closing again is harmless
+
+
+async def test_close_while_the_filler_is_establishing() -> None:
+    factory = FakeFactory(delay=30)
+    pool = make_pool(factory, min_pool_size=1)
+    await asyncio.sleep(0.01)
+    assert pool.pending_connection_count == 1
+    await pool.close()
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert pool.total_connection_count == 0
+
+
+async def test_a_listener_that_raises_does_not_break_the_pool(caplog: pytest.LogCaptureFixture) -> None:
+    class Faulty(Recorder):
+        def connection_checked_out(self, event: Any) -> None:
+            raise RuntimeError("listener bug")
+
+    pool = make_pool(recorder=Faulty())
+    conn = await pool.check_out()
+    assert pool.in_use_connection_count == 1
+    pool.check_in(conn)
+    assert "listener bug" in caplog.text
+    await pool.close()
+
+
+def test_address_of_a_unix_socket_and_an_ipv6_host() -> None:
+    unix: Pool[FakeConnection] = Pool(("/tmp/mongodb-27017.sock", None), FakeFactory())
+    assert "/tmp/mongodb-27017.sock " in repr(unix)
+    ipv6: Pool[FakeConnection] = Pool(("::1", 27017), FakeFactory())
+    assert "[::1]:27017" in repr(ipv6)
+    assert ADDRESS == ("db.example.com", 27017)
