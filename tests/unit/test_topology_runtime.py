@@ -384,7 +384,7 @@ def make_topology(
 ) -> Topology:
     settings_fields = {
         key: kwargs.pop(key)
-        for key in ("replica_set_name", "load_balanced", "server_selection_timeout")
+        for key in ("replica_set_name", "load_balanced", "server_selection_timeout", "srv_max_hosts")
         if key in kwargs
     }
     settings = TopologySettings(seeds=tuple(seeds), heartbeat_frequency=heartbeat, **settings_fields)
@@ -896,8 +896,10 @@ class FakeResolver:
         self.fail = False
         self.failed = asyncio.Event()
         self.lookups = 0
+        self.names: list[str] = []
 
     async def resolve_srv(self, name: str, lifetime: float) -> list[SrvRecord]:
+        self.names.append(name)
         self.lookups += 1
         if self.fail:
             self.failed.set()
@@ -1077,3 +1079,29 @@ async def test_a_pool_connect_error_marks_the_server_unknown() -> None:
             topology.report_connect_error(rs[1].address, AutoReconnect("old"), pool.generation - 1)
             await asyncio.sleep(0.05)
             assert pool.clears == [(False, None)]
+
+
+async def test_srv_polling_honours_srv_max_hosts_and_the_service_name() -> None:
+    async with FakeDeployment(["mongos"] * 4) as mongoses:
+        hosts = [(f"{name}.test.example.com", member.port) for name, member in zip("abcd", mongoses.members)]
+        resolver = FakeResolver([SrvRecord(host, port, ttl=0) for host, port in hosts[:2]])
+        topology = make_topology(
+            hosts[:2],
+            CountingFactory(loopback=True),
+            srv_max_hosts=2,
+            srv_host="test.example.com",
+            srv_service_name="customname",
+            srv_resolver=resolver,
+            srv_rescan_interval=0.05,
+            srv_min_rescan_interval=0.05,
+        )
+        async with topology:
+            await wait_for(topology, lambda d: len(d.known_servers) == 2)
+            # a leaves, c and d arrive: b stays and one newcomer fills the second place.
+            resolver.records = [SrvRecord(host, port, ttl=0) for host, port in hosts[1:]]
+            await wait_for(topology, lambda d: hosts[0] not in d.server_descriptions())
+            servers = set(topology.description.server_descriptions())
+            assert len(servers) == 2 and hosts[1] in servers and servers <= set(hosts[1:])
+            await asyncio.sleep(0.2)
+            assert set(topology.description.server_descriptions()) == servers  # no churn on later rescans
+        assert resolver.names and set(resolver.names) == {"_customname._tcp.test.example.com"}
