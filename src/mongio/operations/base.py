@@ -1,0 +1,280 @@
+"""What every operation is: arguments in, one command out, the server's reply in, a result out.
+
+An operation does no I/O. The executor selects a server, checks a connection out, calls :meth:`Operation.build`
+with that connection's limits, adds the fields it owns (``lsid``, ``txnNumber``, ``$clusterTime``,
+``readConcern``, ``writeConcern``, ``$readPreference``, ``maxTimeMS`` from a deadline, ``$db``), sends the
+command and hands the ``ok: 1`` reply to :meth:`Operation.handle_response`. A retry calls ``build`` again with
+the new connection: everything that can be checked or computed once is done when the operation is made, so a
+build is a few dictionary stores.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, ObjectId, RawBSONDocument, encode
+from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+
+__all__ = [
+    "DEFAULT_MAX_WRITE_BATCH_SIZE",
+    "NAMESPACE_NOT_FOUND",
+    "RESERVED_MESSAGE_BYTES",
+    "Command",
+    "ConnectionContext",
+    "CursorState",
+    "DocumentSequence",
+    "Operation",
+    "Retryability",
+    "ServerLimits",
+    "check_write_reply",
+    "encode_insert",
+    "parse_cursor",
+]
+
+R = TypeVar("R")
+
+DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
+
+# Room left in every message for the fields the executor adds after build(): lsid, txnNumber, $clusterTime
+# (with its signature), readConcern with afterClusterTime, writeConcern, $readPreference, maxTimeMS, $db,
+# apiVersion. The client bulkWrite spec allows exactly this much for the same purpose; the collection-level
+# write commands use the same allowance so one number governs every split.
+RESERVED_MESSAGE_BYTES = 1000
+
+NAMESPACE_NOT_FOUND = 26
+
+_DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
+_INT32 = struct.Struct("<i")
+# The element that puts a generated ObjectId first: type 0x07, the key "_id" and its NUL.
+_OID_ELEMENT_PREFIX = b"\x07_id\x00"
+
+
+class Retryability(enum.Enum):
+    """Whether the executor may retry an operation once after a retryable error."""
+
+    NONE = 0
+    READ = 1
+    WRITE = 2
+
+
+class ConnectionContext(Protocol):
+    """What ``build`` and ``handle_response`` need to know about the connection the command goes to.
+
+    A checked-out connection satisfies this directly (its handshake fills in these attributes).
+    """
+
+    @property
+    def max_wire_version(self) -> int: ...
+
+    @property
+    def max_bson_size(self) -> int: ...
+
+    @property
+    def max_message_size(self) -> int: ...
+
+    @property
+    def max_write_batch_size(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """A :class:`ConnectionContext` with the server defaults; for tests and for callers without a connection."""
+
+    max_wire_version: int = 21
+    max_bson_size: int = DEFAULT_MAX_BSON_SIZE
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_write_batch_size: int = DEFAULT_MAX_WRITE_BATCH_SIZE
+
+
+class DocumentSequence(list[bytes]):
+    """An OP_MSG document sequence: the encoded documents (what the wire sends) and the documents they were
+    encoded from (what command monitoring shows as the command's array), kept side by side so neither has to
+    be recomputed from the other."""
+
+    __slots__ = ("documents",)
+
+    def __init__(self, encoded: Sequence[bytes] = (), documents: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(encoded)
+        self.documents: list[Mapping[str, Any]] = list(documents)
+
+    def append_document(self, encoded: bytes, document: Mapping[str, Any]) -> None:
+        self.append(encoded)
+        self.documents.append(document)
+
+
+class Command(NamedTuple):
+    """A built command: the body document (without ``$db``) and its document sequences, if any.
+
+    The body is a fresh dict on every build, so the executor may add its own fields to it.
+    """
+
+    body: dict[str, Any]
+    sequences: dict[str, DocumentSequence] | None = None
+
+
+class CursorState(NamedTuple):
+    """What a cursor needs from a ``find``/``aggregate``/``listX`` reply or a ``getMore`` reply."""
+
+    id: int
+    namespace: str
+    batch: list[Any]
+    post_batch_resume_token: Any = None
+    at_cluster_time: Any = None
+
+    @property
+    def database(self) -> str:
+        return self.namespace.partition(".")[0]
+
+    @property
+    def collection(self) -> str:
+        return self.namespace.partition(".")[2]
+
+    @property
+    def alive(self) -> bool:
+        """True while the server holds more results (the cursor id is not zero)."""
+        return self.id != 0
+
+
+def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> CursorState:
+    """The cursor part of a reply: ``{cursor: {id, ns, firstBatch | nextBatch, postBatchResumeToken}}``."""
+    cursor = reply["cursor"]
+    batch = cursor.get(batch_field)
+    if batch is None:
+        batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
+    return CursorState(
+        int(cursor.get("id", 0)),
+        str(cursor.get("ns", "")),
+        batch,
+        cursor.get("postBatchResumeToken"),
+        cursor.get("atClusterTime", reply.get("atClusterTime")),
+    )
+
+
+class Operation(Generic[R]):
+    """The base of every operation.
+
+    Attributes the executor reads:
+
+    - ``command_name`` and ``database``: what is run where (``database`` gets ``$db``).
+    - ``retryability``: :class:`Retryability`; a write is retryable only when acknowledged and
+      single-document per statement.
+    - ``read_preference``: the read preference to select a server with and to send as ``$readPreference``
+      (None: the primary, and nothing is sent).
+    - ``read_concern`` / ``write_concern``: the concerns the executor places in the command (unless a
+      transaction says otherwise), meaningful only when ``takes_read_concern`` / ``takes_write_concern``.
+    - ``codec_options``: how to decode this operation's reply.
+    """
+
+    command_name: str = ""
+    retryability: Retryability = Retryability.NONE
+    takes_read_concern: bool = False
+    takes_write_concern: bool = False
+    ignores_namespace_not_found: bool = False
+    """When True, a ``NamespaceNotFound`` (code 26) command error is not an error: the executor returns
+    :meth:`empty_result` instead (``listIndexes`` of a missing collection, ``drop`` of one)."""
+
+    def __init__(
+        self,
+        database: str,
+        *,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        self.database = database
+        self.read_preference = read_preference
+        self.read_concern = read_concern
+        self.write_concern = write_concern
+        self.codec_options = codec_options
+
+    @property
+    def acknowledged(self) -> bool:
+        """False when the write concern is ``w: 0``: the executor then sends with moreToCome and passes ``{}``
+        to :meth:`handle_response`."""
+        return self.write_concern is None or self.write_concern.acknowledged
+
+    @property
+    def may_use_secondary(self) -> bool:
+        """True when the read preference lets the operation run on a secondary."""
+        return self.read_preference is not None and self.read_preference.mode != 0
+
+    def build(self, context: ConnectionContext) -> Command:
+        raise NotImplementedError
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> R:
+        raise NotImplementedError
+
+    def empty_result(self) -> R:
+        """The result when the namespace does not exist (only for ``ignores_namespace_not_found``)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.command_name} on {self.database!r}>"
+
+
+def check_write_reply(reply: Mapping[str, Any]) -> None:
+    """Raise the error a single-statement write's reply reports: its write error (``DuplicateKeyError`` for a
+    duplicate key), else its write concern error (which keeps the reply's top-level error labels, the ones
+    retryable writes look at)."""
+    write_errors = reply.get("writeErrors")
+    if write_errors:
+        error = write_errors[-1]
+        code = error.get("code")
+        message = str(error.get("errmsg", "write error"))
+        if code in _DUPLICATE_KEY_CODES:
+            raise DuplicateKeyError(message, code, error)
+        raise WriteError(message, code, error)
+    concern_error = reply.get("writeConcernError")
+    if concern_error:
+        details = dict(concern_error)
+        labels = reply.get("errorLabels")
+        if labels and "errorLabels" not in details:
+            details["errorLabels"] = list(labels)
+        raise WriteConcernError(
+            str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
+        )
+
+
+def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS) -> tuple[bytes, Any]:
+    """Encode a document for insertion; returns the BSON and its ``_id``.
+
+    A mutable mapping without ``_id`` gets a new ObjectId, stored in it (as PyMongo does, so the caller can read
+    ``doc["_id"]`` afterwards) and encoded as the first field so the server need not move it. A
+    ``RawBSONDocument`` is sent as it is.
+    """
+    if type(document) is RawBSONDocument:
+        return document.raw, document.get("_id")
+    if not isinstance(document, Mapping):
+        raise TypeError(
+            f"document must be a mapping (dict, SON, RawBSONDocument...), not {type(document).__name__}"
+        )
+    if "_id" in document:
+        return encode(document, codec_options=codec_options, max_size=None), document["_id"]
+    oid = ObjectId()
+    data = encode(document, codec_options=codec_options, max_size=None)
+    # Splice the _id element in after the length prefix instead of building a reordered copy of the document.
+    out = bytearray(_INT32.pack(len(data) + 17))
+    out += _OID_ELEMENT_PREFIX
+    out += oid.binary
+    out += memoryview(data)[4:]
+    if isinstance(document, MutableMapping):
+        document["_id"] = oid
+    return bytes(out), oid
+
+
+def check_document_size(size: int, index: int, context: ConnectionContext) -> None:
+    if size > context.max_bson_size:
+        raise DocumentTooLarge(
+            f"document {index} is {size} bytes, over the server's maxBsonObjectSize of {context.max_bson_size}"
+        )

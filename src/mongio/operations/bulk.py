@@ -1,0 +1,405 @@
+"""Collection-level bulk writes: ``insert``/``update``/``delete`` commands split into batches.
+
+A :class:`BulkWrite` is made once per ``bulk_write`` (or ``insert_many``) call. It checks and encodes every
+request up front, groups them (runs of one kind when ordered; all inserts, then all updates, then all deletes
+when unordered), and hands out one :class:`WriteBatch` operation at a time::
+
+    bulk = BulkWrite("db", "coll", requests, ordered=True, write_concern=wc)
+    while (batch := bulk.next_batch()) is not None:
+        await executor.execute(batch, session)   # build() splits, handle_response() merges
+    return bulk.result()                         # BulkWriteResult, or raises BulkWriteError
+
+A batch fixes its extent on its first ``build()``, from the limits of the connection it is about to go to
+(``maxWriteBatchSize`` statements, ``maxBsonObjectSize`` per document, ``maxMessageSizeBytes`` for the whole
+OP_MSG, counted byte for byte as :func:`mongio.wire.encode_command` lays it out, less
+:data:`~mongio.operations.base.RESERVED_MESSAGE_BYTES` for the fields the executor adds). A retry of the batch
+resends exactly those statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
+from mongio.errors import BulkWriteError, ConfigurationError, DocumentTooLarge, InvalidOperation
+from mongio.operations.base import (
+    RESERVED_MESSAGE_BYTES,
+    Command,
+    ConnectionContext,
+    DocumentSequence,
+    Operation,
+    Retryability,
+    encode_insert,
+)
+from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
+from mongio.operations.results import BulkWriteResult
+from mongio.options.write_concern import WriteConcern
+from mongio.wire.header import HEADER_SIZE
+
+__all__ = ["BulkWrite", "WriteBatch", "plan_batch", "write_message_fixed_size"]
+
+R = TypeVar("R")
+
+# command name and document sequence identifier of each kind of write
+COMMANDS = {
+    KIND_INSERT: ("insert", "documents"),
+    KIND_UPDATE: ("update", "updates"),
+    KIND_DELETE: ("delete", "deletes"),
+}
+
+# Wire versions from which the server accepts hint on unacknowledged writes (4.2 for update, 4.4 for delete and
+# findAndModify); before them the CRUD spec requires a client-side error, as the server would ignore it silently.
+UPDATE_HINT_MIN_WIRE_VERSION = 8
+DELETE_HINT_MIN_WIRE_VERSION = 9
+
+
+class Request(NamedTuple):
+    """One prepared statement: where it was in the caller's list, its BSON, the document it was encoded from
+    (shown by command monitoring), whether it may touch several documents, and whether it has a hint."""
+
+    position: int
+    encoded: bytes
+    document: Mapping[str, Any]
+    multi: bool
+    hint: bool
+
+
+def prepare(model: WriteModel, index: int, codec_options: CodecOptions) -> tuple[Request, Any]:
+    """Encode one model as a statement of its command; returns it and, for an insert, the ``_id``."""
+    if isinstance(model, InsertOne):
+        encoded, _id = encode_insert(model.document, codec_options)
+        return Request(index, encoded, model.document, False, False), _id
+    statement = model._statement()
+    encoded = encode(statement, codec_options=codec_options, max_size=None)
+    return Request(index, encoded, statement, model._multi, model.has_hint), None
+
+
+def body_size(body: Mapping[str, Any], database: str, codec_options: CodecOptions) -> int:
+    """The encoded size of a command body once ``encode_command`` has appended ``$db`` to it."""
+    # $db element: type byte, "$db" and its NUL, the string's int32 length, the name and its NUL.
+    return len(encode(body, codec_options=codec_options, max_size=None)) + 10 + len(database.encode())
+
+
+def write_message_fixed_size(body_bytes: int, identifier: str) -> int:
+    """Bytes of an OP_MSG besides its sequence documents: header, flagBits, the kind-0 section and the
+    kind-1 section's kind byte, size and identifier, as ``mongio.wire.encode_command`` writes them."""
+    return HEADER_SIZE + 4 + 1 + body_bytes + 1 + 4 + len(identifier.encode()) + 1
+
+
+def plan_batch(
+    requests: Sequence[Request], start: int, fixed_size: int, context: ConnectionContext, kind_name: str
+) -> int:
+    """The end (exclusive) of the batch starting at ``start``: as many requests as fit the connection's
+    ``max_write_batch_size`` and, with the message's fixed part, ``max_message_size`` less the reserve.
+
+    A request over ``max_bson_size``, or one that cannot fit a message even alone, raises ``DocumentTooLarge``
+    when it would start a batch; otherwise it ends the batch before it, so the requests ahead of it are sent.
+    """
+    limit = context.max_message_size - RESERVED_MESSAGE_BYTES
+    max_count = context.max_write_batch_size
+    max_bson = context.max_bson_size
+    size = fixed_size
+    end = start
+    stop = min(len(requests), start + max_count)
+    while end < stop:
+        request = requests[end]
+        doc_size = len(request.encoded)
+        if doc_size > max_bson:
+            if end == start:
+                raise DocumentTooLarge(
+                    f"{kind_name} document {request.position} is {doc_size} bytes, over the server's "
+                    f"maxBsonObjectSize of {max_bson}"
+                )
+            break
+        if size + doc_size > limit:
+            if end == start:
+                raise DocumentTooLarge(
+                    f"{kind_name} document {request.position} of {doc_size} bytes does not fit in one message "
+                    f"under the server's maxMessageSizeBytes of {context.max_message_size}"
+                )
+            break
+        size += doc_size
+        end += 1
+    return end
+
+
+class WriteCommand(Operation[R]):
+    """An ``insert``, ``update`` or ``delete`` command over a run of prepared requests of one kind."""
+
+    takes_write_concern = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        kind: int,
+        requests: Sequence[Request],
+        start: int,
+        body: dict[str, Any],
+        *,
+        write_concern: WriteConcern | None,
+        codec_options: CodecOptions,
+        fixed_size: int | None = None,
+    ) -> None:
+        super().__init__(database, write_concern=write_concern, codec_options=codec_options)
+        self.collection = collection
+        self.kind = kind
+        self.command_name, self._identifier = COMMANDS[kind]
+        self._requests = requests
+        self.start = start
+        self.end: int | None = None
+        self._body = body
+        self._fixed_size = (
+            fixed_size
+            if fixed_size is not None
+            else write_message_fixed_size(body_size(body, database, codec_options), self._identifier)
+        )
+        self._sequence: DocumentSequence | None = None
+        self._multi = False
+        self._hint = False
+
+    @property
+    def requests(self) -> Sequence[Request]:
+        """The requests this command sends (known after the first ``build()``)."""
+        if self.end is None:
+            raise InvalidOperation("the batch is not planned until it is built")
+        return self._requests[self.start : self.end]
+
+    @property
+    def retryability(self) -> Retryability:  # type: ignore[override]
+        """A retryable write unless unacknowledged or some statement may touch several documents. Final after
+        the first ``build()``, which decides which statements the command carries."""
+        if self._multi or not self.acknowledged:
+            return Retryability.NONE
+        return Retryability.WRITE
+
+    def build(self, context: ConnectionContext) -> Command:
+        sequence = self._sequence
+        if sequence is None:
+            end = plan_batch(self._requests, self.start, self._fixed_size, context, self.command_name)
+            batch = self._requests[self.start : end]
+            sequence = DocumentSequence([r.encoded for r in batch], [r.document for r in batch])
+            self._multi = any(r.multi for r in batch)
+            self._hint = any(r.hint for r in batch)
+            self.end = end
+            self._sequence = sequence
+        if self._hint and not self.acknowledged:
+            minimum = (
+                UPDATE_HINT_MIN_WIRE_VERSION if self.kind == KIND_UPDATE else DELETE_HINT_MIN_WIRE_VERSION
+            )
+            if context.max_wire_version < minimum:
+                raise ConfigurationError(
+                    f"hint on an unacknowledged {self.command_name} needs a newer server "
+                    f"(wire version {minimum}+, this one is {context.max_wire_version})"
+                )
+        return Command(dict(self._body), {self._identifier: sequence})
+
+
+def command_body(
+    kind: int,
+    collection: str,
+    ordered: bool,
+    bypass_document_validation: bool | None,
+    comment: Any,
+    let: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {COMMANDS[kind][0]: collection, "ordered": ordered}
+    if bypass_document_validation is not None and kind != KIND_DELETE:
+        body["bypassDocumentValidation"] = bypass_document_validation
+    if comment is not None:
+        body["comment"] = comment
+    if let is not None and kind != KIND_INSERT:
+        body["let"] = let
+    return body
+
+
+class WriteBatch(WriteCommand[None]):
+    """One command of a :class:`BulkWrite`; its reply is merged into the bulk's result."""
+
+    def __init__(self, bulk: BulkWrite, kind: int, requests: Sequence[Request], start: int) -> None:
+        body, fixed = bulk._bodies[kind]
+        super().__init__(
+            bulk.database,
+            bulk.collection,
+            kind,
+            requests,
+            start,
+            body,
+            write_concern=bulk.write_concern,
+            codec_options=bulk.codec_options,
+            fixed_size=fixed,
+        )
+        self._bulk = bulk
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> None:
+        self._bulk._merge(self, reply)
+
+
+class BulkWrite:
+    """The plan and the running result of one collection-level bulk write (see the module docstring)."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        requests: Iterable[WriteModel],
+        *,
+        ordered: bool = True,
+        bypass_document_validation: bool | None = None,
+        comment: Any = None,
+        let: Mapping[str, Any] | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        if not isinstance(ordered, bool):
+            raise TypeError(f"ordered must be True or False, not {ordered!r}")
+        if let is not None and not isinstance(let, Mapping):
+            raise TypeError(f"let must be a mapping, not {type(let).__name__}")
+        self.database = database
+        self.collection = collection
+        self.ordered = ordered
+        self.write_concern = write_concern
+        self.codec_options = codec_options
+        self.acknowledged = write_concern is None or write_concern.acknowledged
+        self.inserted_ids: list[Any] = []
+        # Ordered: consecutive runs of one kind, so the server applies them in the caller's order.
+        # Unordered: one run per kind, for the fewest commands.
+        groups: list[tuple[int, list[Request]]] = []
+        by_kind: dict[int, list[Request]] = {}
+        count = 0
+        for index, model in enumerate(requests):
+            if not isinstance(model, WriteModel):
+                raise TypeError(f"{model!r} is not a valid request (InsertOne, UpdateOne, DeleteMany, ...)")
+            request, _id = prepare(model, index, codec_options)
+            kind = model._kind
+            if kind == KIND_INSERT:
+                self.inserted_ids.append(_id)
+            if ordered:
+                if groups and groups[-1][0] == kind:
+                    groups[-1][1].append(request)
+                else:
+                    groups.append((kind, [request]))
+            else:
+                by_kind.setdefault(kind, []).append(request)
+            count += 1
+        if not count:
+            raise InvalidOperation("No operations to execute")
+        if not ordered:
+            groups = [
+                (kind, by_kind[kind]) for kind in (KIND_INSERT, KIND_UPDATE, KIND_DELETE) if kind in by_kind
+            ]
+        self._groups = groups
+        self._group = 0
+        self._position = 0
+        self._stopped = False
+        self._bodies: dict[int, tuple[dict[str, Any], int]] = {}
+        for kind in {kind for kind, _ in groups}:
+            body = command_body(kind, collection, ordered, bypass_document_validation, comment, let)
+            fixed = write_message_fixed_size(body_size(body, database, codec_options), COMMANDS[kind][1])
+            self._bodies[kind] = (body, fixed)
+        self._result: dict[str, Any] = {
+            "writeErrors": [],
+            "writeConcernErrors": [],
+            "nInserted": 0,
+            "nUpserted": 0,
+            "nMatched": 0,
+            "nModified": 0,
+            "nRemoved": 0,
+            "upserted": [],
+        }
+
+    @classmethod
+    def for_insert_many(
+        cls,
+        database: str,
+        collection: str,
+        documents: Iterable[Any],
+        *,
+        ordered: bool = True,
+        bypass_document_validation: bool | None = None,
+        comment: Any = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> BulkWrite:
+        """The bulk write behind ``insert_many``; its ``inserted_ids`` make the ``InsertManyResult``."""
+        if isinstance(documents, Mapping) or not isinstance(documents, Iterable):
+            raise TypeError("documents must be a non-empty list")
+        return cls(
+            database,
+            collection,
+            [InsertOne(document) for document in documents],
+            ordered=ordered,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            write_concern=write_concern,
+            codec_options=codec_options,
+        )
+
+    @property
+    def done(self) -> bool:
+        return self._stopped or self._group >= len(self._groups)
+
+    def next_batch(self) -> WriteBatch | None:
+        """The next command to run, or None when the bulk write is complete (or stopped by an ordered error)."""
+        if self.done:
+            return None
+        kind, requests = self._groups[self._group]
+        return WriteBatch(self, kind, requests, self._position)
+
+    def _merge(self, batch: WriteBatch, reply: Mapping[str, Any]) -> None:
+        end = batch.end if batch.end is not None else batch.start + 1
+        requests = batch._requests
+        if end >= len(requests):
+            self._group += 1
+            self._position = 0
+        else:
+            self._position = end
+        if not self.acknowledged:
+            return
+        result = self._result
+        n = int(reply.get("n", 0))
+        start = batch.start
+        if batch.kind == KIND_INSERT:
+            result["nInserted"] += n
+        elif batch.kind == KIND_DELETE:
+            result["nRemoved"] += n
+        else:
+            upserted = reply.get("upserted")
+            if upserted:
+                result["nUpserted"] += len(upserted)
+                result["nMatched"] += n - len(upserted)
+                for item in upserted:
+                    result["upserted"].append(
+                        {"index": requests[start + item["index"]].position, "_id": item.get("_id")}
+                    )
+            else:
+                result["nMatched"] += n
+            result["nModified"] += int(reply.get("nModified", 0))
+        write_errors = reply.get("writeErrors")
+        if write_errors:
+            for error in write_errors:
+                remapped = dict(error)
+                request = requests[start + error["index"]]
+                remapped["index"] = request.position
+                remapped["op"] = request.document
+                result["writeErrors"].append(remapped)
+            if self.ordered:
+                self._stopped = True
+        concern_error = reply.get("writeConcernError")
+        if concern_error:
+            result["writeConcernErrors"].append(dict(concern_error))
+
+    def result(self) -> BulkWriteResult:
+        """The merged result; raises ``BulkWriteError`` (its ``details`` the merged result, write error
+        indexes into the caller's request list) when any write or write concern failed."""
+        result = self._result
+        if result["writeErrors"] or result["writeConcernErrors"]:
+            result["writeErrors"].sort(key=lambda error: error["index"])
+            raise BulkWriteError(result)
+        return BulkWriteResult(result, self.acknowledged)
+
+    @property
+    def partial_result(self) -> dict[str, Any]:
+        """The merged result so far (for reporting after an error that stopped the bulk write)."""
+        return self._result

@@ -1,0 +1,734 @@
+"""The CRUD commands: ``find``, ``getMore``, ``killCursors``, ``aggregate``, ``count``, ``distinct``, the
+single-statement ``insert``/``update``/``delete`` commands and ``findAndModify``.
+
+Arguments are checked and the constant part of each command is assembled when the operation is made;
+``build()`` copies that dict and, for writes, attaches the already-encoded document sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
+from mongio.errors import ConfigurationError, InvalidOperation, WriteConcernError
+from mongio.operations.base import (
+    Command,
+    ConnectionContext,
+    CursorState,
+    Operation,
+    Retryability,
+    check_write_reply,
+    parse_cursor,
+)
+from mongio.operations.bulk import (
+    DELETE_HINT_MIN_WIRE_VERSION,
+    WriteCommand,
+    command_body,
+    prepare,
+)
+from mongio.operations.models import (
+    KIND_DELETE,
+    KIND_INSERT,
+    KIND_UPDATE,
+    DeleteMany,
+    DeleteOne,
+    InsertOne,
+    ReplaceOne,
+    ReturnDocument,
+    UpdateMany,
+    UpdateOne,
+    index_document,
+    validate_replacement,
+    validate_update,
+)
+from mongio.operations.results import DeleteResult, InsertOneResult, UpdateResult
+
+if TYPE_CHECKING:
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+
+__all__ = [
+    "Aggregate",
+    "CountDocuments",
+    "CursorType",
+    "Delete",
+    "Distinct",
+    "EstimatedDocumentCount",
+    "Find",
+    "FindAndModify",
+    "GetMore",
+    "Insert",
+    "KillCursors",
+    "Update",
+]
+
+# Wire version 9 is MongoDB 4.4: the first to accept any BSON comment on getMore.
+_GETMORE_COMMENT_MIN_WIRE_VERSION = 9
+
+
+class CursorType:
+    """The cursor types of ``find`` (PyMongo's values)."""
+
+    NON_TAILABLE = 0
+    TAILABLE = 2
+    TAILABLE_AWAIT = 34
+    EXHAUST = 64
+
+
+def _mapping(value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping (e.g. a dict), not {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, name: str, minimum: int | None = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {value}")
+    return value
+
+
+def _hint(value: Any) -> str | dict[str, Any]:
+    return value if isinstance(value, str) else index_document(value, "hint")
+
+
+def _collation(value: Any) -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    document = getattr(value, "document", None)
+    if isinstance(document, Mapping):
+        return document
+    raise TypeError(f"collation must be a mapping or a Collation, not {type(value).__name__}")
+
+
+def _projection(value: Any) -> Mapping[str, Any]:
+    # PyMongo takes a list of field names as an inclusion projection.
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(name, str) for name in value):
+        return dict.fromkeys(value, 1)
+    raise TypeError(f"projection must be a mapping or a list of field names, not {value!r}")
+
+
+def _add_common(
+    body: dict[str, Any],
+    *,
+    collation: Any = None,
+    hint: Any = None,
+    comment: Any = None,
+    max_time_ms: Any = None,
+    let: Any = None,
+) -> None:
+    if collation is not None:
+        body["collation"] = _collation(collation)
+    if hint is not None:
+        body["hint"] = _hint(hint)
+    if max_time_ms is not None:
+        body["maxTimeMS"] = _int(max_time_ms, "max_time_ms")
+    if let is not None:
+        body["let"] = _mapping(let, "let")
+    if comment is not None:
+        body["comment"] = comment
+
+
+class _ReadOperation(Operation[Any]):
+    retryability = Retryability.READ
+    takes_read_concern = True
+
+    def __init__(
+        self,
+        database: str,
+        body: dict[str, Any],
+        *,
+        read_preference: _ServerMode | None,
+        read_concern: ReadConcern | None,
+        codec_options: CodecOptions,
+    ) -> None:
+        super().__init__(
+            database, read_preference=read_preference, read_concern=read_concern, codec_options=codec_options
+        )
+        self._body = body
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The command as built (a copy is sent)."""
+        return self._body
+
+    def build(self, context: ConnectionContext) -> Command:
+        return Command(dict(self._body))
+
+
+class Find(_ReadOperation):
+    """``find``; the reply becomes a :class:`~mongio.operations.base.CursorState`.
+
+    ``limit`` < 0 asks for a single batch of ``-limit`` documents; ``limit`` 0 and ``batch_size`` 0 mean no
+    limit and the server's batch size. ``cursor_type`` is a :class:`CursorType`. ``max_await_time_ms`` is not
+    part of ``find``: it is kept here for the cursor's ``getMore`` commands, as are ``batch_size`` and
+    ``comment``.
+    """
+
+    command_name = "find"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        filter: Mapping[str, Any] | None = None,
+        *,
+        projection: Any = None,
+        sort: Any = None,
+        skip: int = 0,
+        limit: int = 0,
+        batch_size: int = 0,
+        single_batch: bool = False,
+        hint: Any = None,
+        min: Mapping[str, Any] | None = None,
+        max: Mapping[str, Any] | None = None,
+        return_key: bool | None = None,
+        show_record_id: bool | None = None,
+        allow_disk_use: bool | None = None,
+        no_cursor_timeout: bool | None = None,
+        cursor_type: int = CursorType.NON_TAILABLE,
+        allow_partial_results: bool | None = None,
+        oplog_replay: bool | None = None,
+        max_time_ms: int | None = None,
+        max_await_time_ms: int | None = None,
+        max_scan: int | None = None,
+        collation: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        body: dict[str, Any] = {
+            "find": collection,
+            "filter": {} if filter is None else _mapping(filter, "filter"),
+        }
+        if projection is not None:
+            body["projection"] = _projection(projection)
+        if sort is not None:
+            body["sort"] = index_document(sort, "sort")
+        if _int(skip, "skip"):
+            body["skip"] = skip
+        _int(limit, "limit", None)
+        _int(batch_size, "batch_size")
+        if limit < 0:
+            single_batch = True
+            limit = -limit
+        if limit:
+            body["limit"] = limit
+        if batch_size:
+            # A batch as large as the limit would leave an empty cursor open on the server (CRUD spec).
+            body["batchSize"] = batch_size + 1 if limit and batch_size == limit else batch_size
+        if single_batch:
+            body["singleBatch"] = True
+        if min is not None:
+            body["min"] = _mapping(min, "min")
+        if max is not None:
+            body["max"] = _mapping(max, "max")
+        for key, value in (
+            ("returnKey", return_key),
+            ("showRecordId", show_record_id),
+            ("allowDiskUse", allow_disk_use),
+            ("noCursorTimeout", no_cursor_timeout),
+            ("allowPartialResults", allow_partial_results),
+            ("oplogReplay", oplog_replay),
+        ):
+            if value is not None:
+                body[key] = value
+        if cursor_type not in (
+            CursorType.NON_TAILABLE,
+            CursorType.TAILABLE,
+            CursorType.TAILABLE_AWAIT,
+            CursorType.EXHAUST,
+        ):
+            raise ValueError(f"cursor_type must be a CursorType value, not {cursor_type!r}")
+        if cursor_type & CursorType.TAILABLE:
+            body["tailable"] = True
+            if cursor_type == CursorType.TAILABLE_AWAIT:
+                body["awaitData"] = True
+        if max_scan is not None:
+            body["maxScan"] = _int(max_scan, "max_scan")
+        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        super().__init__(
+            database,
+            body,
+            read_preference=read_preference,
+            read_concern=read_concern,
+            codec_options=codec_options,
+        )
+        self.collection = collection
+        self.batch_size = batch_size
+        self.limit = limit
+        self.comment = comment
+        self.cursor_type = cursor_type
+        self.max_await_time_ms = max_await_time_ms if cursor_type == CursorType.TAILABLE_AWAIT else None
+        if max_await_time_ms is not None:
+            _int(max_await_time_ms, "max_await_time_ms")
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        return parse_cursor(reply)
+
+
+class GetMore(Operation[CursorState]):
+    """``getMore`` for a cursor's next batch. Not retryable; the executor sends it to the cursor's server
+    (and, under a load balancer, on the cursor's pinned connection)."""
+
+    command_name = "getMore"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        cursor_id: int,
+        *,
+        batch_size: int = 0,
+        max_await_time_ms: int | None = None,
+        comment: Any = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        super().__init__(database, codec_options=codec_options)
+        body: dict[str, Any] = {"getMore": Int64(cursor_id), "collection": collection}
+        if batch_size:
+            body["batchSize"] = batch_size
+        if max_await_time_ms is not None:
+            body["maxTimeMS"] = max_await_time_ms
+        self._body = body
+        self._comment = comment
+
+    def build(self, context: ConnectionContext) -> Command:
+        body = dict(self._body)
+        if self._comment is not None and context.max_wire_version >= _GETMORE_COMMENT_MIN_WIRE_VERSION:
+            body["comment"] = self._comment
+        return Command(body)
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        return parse_cursor(reply, "nextBatch")
+
+
+class KillCursors(Operation[dict[str, Any]]):
+    """``killCursors`` for cursors of one collection; returns the reply (``cursorsKilled``, ...)."""
+
+    command_name = "killCursors"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        cursor_ids: Sequence[int],
+        *,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        super().__init__(database, codec_options=codec_options)
+        self._body: dict[str, Any] = {"killCursors": collection, "cursors": [Int64(i) for i in cursor_ids]}
+
+    def build(self, context: ConnectionContext) -> Command:
+        return Command(dict(self._body))
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
+        return reply
+
+
+def has_write_stage(pipeline: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the pipeline ends in ``$out`` or ``$merge`` (the only places those stages may be)."""
+    if not pipeline:
+        return False
+    last = pipeline[-1]
+    return isinstance(last, Mapping) and ("$out" in last or "$merge" in last)
+
+
+class Aggregate(_ReadOperation):
+    """``aggregate`` on a collection, or on a database when ``collection`` is None (``{aggregate: 1}``, for
+    ``$currentOp`` and the like).
+
+    With ``$out``/``$merge`` the pipeline is a write: it is not a retryable read, it takes the write concern,
+    and no cursor batch size is sent (a batch size of 0 would keep the pipeline from running). Whether a
+    non-primary read preference may be used for it depends on the servers' wire versions, which the executor
+    decides (``has_write_stage`` tells it to).
+    """
+
+    command_name = "aggregate"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str | None,
+        pipeline: Sequence[Mapping[str, Any]],
+        *,
+        allow_disk_use: bool | None = None,
+        batch_size: int | None = None,
+        bypass_document_validation: bool | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        max_await_time_ms: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        if not isinstance(pipeline, list | tuple):
+            raise TypeError(f"pipeline must be a list, not {type(pipeline).__name__}")
+        for stage in pipeline:
+            _mapping(stage, "each pipeline stage")
+        self.has_write_stage = has_write_stage(pipeline)
+        body: dict[str, Any] = {
+            "aggregate": 1 if collection is None else collection,
+            "pipeline": list(pipeline),
+        }
+        cursor: dict[str, Any] = {}
+        if batch_size is not None:
+            _int(batch_size, "batch_size")
+            if not self.has_write_stage:
+                cursor["batchSize"] = batch_size
+        body["cursor"] = cursor
+        if allow_disk_use is not None:
+            body["allowDiskUse"] = allow_disk_use
+        if bypass_document_validation is not None:
+            body["bypassDocumentValidation"] = bypass_document_validation
+        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        if extra:
+            body.update(extra)
+        super().__init__(
+            database,
+            body,
+            read_preference=read_preference,
+            read_concern=read_concern,
+            codec_options=codec_options,
+        )
+        self.collection = collection
+        self.write_concern = write_concern
+        self.batch_size = batch_size or 0
+        self.comment = comment
+        self.max_await_time_ms = max_await_time_ms
+        if self.has_write_stage:
+            self.retryability = Retryability.NONE
+            self.takes_write_concern = True
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        return parse_cursor(reply)
+
+
+class CountDocuments(Aggregate):
+    """``count_documents``: the spec's ``$match``/``$skip``/``$limit``/``$group`` pipeline; returns the count
+    (0 when the collection is empty and the pipeline yields nothing)."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        filter: Mapping[str, Any],
+        *,
+        skip: int | None = None,
+        limit: int | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        pipeline: list[Mapping[str, Any]] = [{"$match": _mapping(filter, "filter")}]
+        if skip:
+            pipeline.append({"$skip": _int(skip, "skip")})
+        if limit:
+            pipeline.append({"$limit": _int(limit, "limit")})
+        pipeline.append({"$group": {"_id": 1, "n": {"$sum": 1}}})
+        super().__init__(
+            database,
+            collection,
+            pipeline,
+            collation=collation,
+            hint=hint,
+            comment=comment,
+            max_time_ms=max_time_ms,
+            read_preference=read_preference,
+            read_concern=read_concern,
+            codec_options=codec_options,
+        )
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:  # type: ignore[override]
+        batch = reply["cursor"].get("firstBatch") or ()
+        return int(batch[0]["n"]) if batch else 0
+
+
+class EstimatedDocumentCount(_ReadOperation):
+    """``estimated_document_count``: the ``count`` command with no filter (collection metadata)."""
+
+    command_name = "count"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        *,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        body: dict[str, Any] = {"count": collection}
+        _add_common(body, comment=comment, max_time_ms=max_time_ms)
+        super().__init__(
+            database,
+            body,
+            read_preference=read_preference,
+            read_concern=read_concern,
+            codec_options=codec_options,
+        )
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:
+        return int(reply.get("n", 0))
+
+
+class Distinct(_ReadOperation):
+    """``distinct``; returns the list of values."""
+
+    command_name = "distinct"
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        key: str,
+        filter: Mapping[str, Any] | None = None,
+        *,
+        collation: Any = None,
+        hint: Any = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"key must be a str, not {type(key).__name__}")
+        body: dict[str, Any] = {"distinct": collection, "key": key}
+        if filter is not None:
+            body["query"] = _mapping(filter, "filter")
+        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms)
+        super().__init__(
+            database,
+            body,
+            read_preference=read_preference,
+            read_concern=read_concern,
+            codec_options=codec_options,
+        )
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> list[Any]:
+        values: list[Any] = reply.get("values", [])
+        return values
+
+
+class Insert(WriteCommand[InsertOneResult]):
+    """``insert_one``: an ``insert`` command with one document (given an ``_id`` if it has none)."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        document: Any,
+        *,
+        bypass_document_validation: bool | None = None,
+        comment: Any = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        request, self.inserted_id = prepare(InsertOne(document), 0, codec_options)
+        super().__init__(
+            database,
+            collection,
+            KIND_INSERT,
+            (request,),
+            0,
+            command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None),
+            write_concern=write_concern,
+            codec_options=codec_options,
+        )
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> InsertOneResult:
+        if not self.acknowledged:
+            return InsertOneResult(self.inserted_id, False)
+        check_write_reply(reply)
+        return InsertOneResult(self.inserted_id, True)
+
+
+class Update(WriteCommand[UpdateResult]):
+    """``update_one``, ``update_many`` and ``replace_one``: an ``update`` command with one statement, made
+    from an ``UpdateOne``/``UpdateMany``/``ReplaceOne`` model (which checked the update or replacement)."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        model: UpdateOne | UpdateMany | ReplaceOne,
+        *,
+        bypass_document_validation: bool | None = None,
+        comment: Any = None,
+        let: Mapping[str, Any] | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        request, _ = prepare(model, 0, codec_options)
+        super().__init__(
+            database,
+            collection,
+            KIND_UPDATE,
+            (request,),
+            0,
+            command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let),
+            write_concern=write_concern,
+            codec_options=codec_options,
+        )
+        self._multi = request.multi
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> UpdateResult:
+        if not self.acknowledged:
+            return UpdateResult(reply, False)
+        check_write_reply(reply)
+        upserted = reply.get("upserted")
+        if upserted:
+            reply["upserted"] = upserted[0].get("_id")
+        return UpdateResult(reply, True)
+
+
+class Delete(WriteCommand[DeleteResult]):
+    """``delete_one`` and ``delete_many``: a ``delete`` command with one statement."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        model: DeleteOne | DeleteMany,
+        *,
+        comment: Any = None,
+        let: Mapping[str, Any] | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        request, _ = prepare(model, 0, codec_options)
+        super().__init__(
+            database,
+            collection,
+            KIND_DELETE,
+            (request,),
+            0,
+            command_body(KIND_DELETE, collection, True, None, comment, let),
+            write_concern=write_concern,
+            codec_options=codec_options,
+        )
+        self._multi = request.multi
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> DeleteResult:
+        if not self.acknowledged:
+            return DeleteResult(reply, False)
+        check_write_reply(reply)
+        return DeleteResult(reply, True)
+
+
+class FindAndModify(Operation[Any]):
+    """``find_one_and_delete``/``_replace``/``_update``; returns the document (or None).
+
+    Give exactly one of ``remove=True``, ``update`` (``$`` operators or a pipeline) or ``replacement``.
+    """
+
+    command_name = "findAndModify"
+    takes_write_concern = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        filter: Mapping[str, Any],
+        *,
+        remove: bool = False,
+        update: Any = None,
+        replacement: Any = None,
+        projection: Any = None,
+        sort: Any = None,
+        upsert: bool | None = None,
+        return_document: ReturnDocument | bool = ReturnDocument.BEFORE,
+        array_filters: Sequence[Mapping[str, Any]] | None = None,
+        bypass_document_validation: bool | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        super().__init__(database, write_concern=write_concern, codec_options=codec_options)
+        body: dict[str, Any] = {"findAndModify": collection, "query": _mapping(filter, "filter")}
+        if remove:
+            if update is not None or replacement is not None:
+                raise ValueError("remove cannot be combined with an update or a replacement")
+            body["remove"] = True
+        elif update is not None:
+            if replacement is not None:
+                raise ValueError("give an update or a replacement, not both")
+            body["update"] = validate_update(update)
+        elif replacement is not None:
+            body["update"] = validate_replacement(replacement)
+        else:
+            raise ValueError("findAndModify needs remove=True, an update or a replacement")
+        if not remove:
+            if not isinstance(return_document, bool | int):
+                raise TypeError("return_document must be ReturnDocument.BEFORE or ReturnDocument.AFTER")
+            body["new"] = bool(return_document)
+            if upsert is not None:
+                body["upsert"] = upsert
+        if projection is not None:
+            body["fields"] = _projection(projection)
+        if sort is not None:
+            body["sort"] = index_document(sort, "sort")
+        if array_filters is not None:
+            if remove or replacement is not None:
+                raise ValueError("array_filters only applies to updates")
+            body["arrayFilters"] = [_mapping(item, "each array filter") for item in array_filters]
+        if bypass_document_validation is not None and not remove:
+            body["bypassDocumentValidation"] = bypass_document_validation
+        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        self._body = body
+        self._hint = hint is not None
+
+    def build(self, context: ConnectionContext) -> Command:
+        if self._hint and not self.acknowledged and context.max_wire_version < DELETE_HINT_MIN_WIRE_VERSION:
+            raise ConfigurationError(
+                "hint on an unacknowledged findAndModify needs MongoDB 4.4+ "
+                f"(wire version {DELETE_HINT_MIN_WIRE_VERSION}, this server is {context.max_wire_version})"
+            )
+        return Command(dict(self._body))
+
+    @property
+    def retryability(self) -> Retryability:  # type: ignore[override]
+        return Retryability.WRITE if self.acknowledged else Retryability.NONE
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> Any:
+        if not self.acknowledged:
+            return None
+        concern_error = reply.get("writeConcernError")
+        if concern_error:
+            details = dict(concern_error)
+            labels = reply.get("errorLabels")
+            if labels:
+                details.setdefault("errorLabels", list(labels))
+            raise WriteConcernError(
+                str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
+            )
+        return reply.get("value")
+
+
+def require_acknowledged_for_session(operation: Operation[Any], explicit_session: bool) -> None:
+    """Unacknowledged writes cannot use an explicit session (driver sessions spec); for the executor."""
+    if explicit_session and not operation.acknowledged:
+        raise InvalidOperation("explicit sessions are incompatible with unacknowledged write concern")

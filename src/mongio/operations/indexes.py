@@ -1,0 +1,264 @@
+"""Index commands: ``createIndexes``, ``listIndexes``, ``dropIndexes`` and the Atlas Search index commands."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions
+from mongio.operations.base import (
+    Command,
+    ConnectionContext,
+    CursorState,
+    Operation,
+    Retryability,
+    parse_cursor,
+)
+from mongio.operations.crud import Aggregate
+from mongio.operations.models import IndexModel, SearchIndexModel, gen_index_name, index_document
+
+if TYPE_CHECKING:
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+
+__all__ = [
+    "CreateIndexes",
+    "CreateSearchIndexes",
+    "DropIndexes",
+    "DropSearchIndex",
+    "ListIndexes",
+    "UpdateSearchIndex",
+    "list_search_indexes",
+]
+
+
+class _SimpleCommand(Operation[Any]):
+    """An operation whose command is fixed when it is made and whose result is the reply."""
+
+    def __init__(
+        self,
+        database: str,
+        body: dict[str, Any],
+        *,
+        write_concern: WriteConcern | None = None,
+        read_preference: _ServerMode | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        super().__init__(
+            database,
+            write_concern=write_concern,
+            read_preference=read_preference,
+            codec_options=codec_options,
+        )
+        self.command_name = next(iter(body))
+        self._body = body
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self._body
+
+    def build(self, context: ConnectionContext) -> Command:
+        return Command(dict(self._body))
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> Any:
+        return reply
+
+
+def _add(body: dict[str, Any], comment: Any, max_time_ms: int | None) -> None:
+    if max_time_ms is not None:
+        body["maxTimeMS"] = max_time_ms
+    if comment is not None:
+        body["comment"] = comment
+
+
+class CreateIndexes(_SimpleCommand):
+    """``createIndexes`` for ``IndexModel``s (or ready specification documents); returns the index names."""
+
+    takes_write_concern = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        indexes: Sequence[IndexModel | Mapping[str, Any]],
+        *,
+        commit_quorum: int | str | None = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        specs: list[Mapping[str, Any]] = []
+        for index in indexes:
+            if isinstance(index, IndexModel):
+                specs.append(index.document)
+            elif isinstance(index, Mapping) and "key" in index:
+                spec = dict(index)
+                spec.setdefault("name", gen_index_name(index_document(spec["key"])))
+                specs.append(spec)
+            else:
+                raise TypeError(f"{index!r} is not an IndexModel")
+        if not specs:
+            raise ValueError("create_indexes needs at least one index")
+        body: dict[str, Any] = {"createIndexes": collection, "indexes": specs}
+        if commit_quorum is not None:
+            body["commitQuorum"] = commit_quorum
+        _add(body, comment, max_time_ms)
+        super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
+        self.names = [str(spec["name"]) for spec in specs]
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> list[str]:
+        return self.names
+
+
+class ListIndexes(Operation[CursorState]):
+    """``listIndexes``: a cursor over the index specifications; a missing collection has none."""
+
+    command_name = "listIndexes"
+    retryability = Retryability.READ
+    ignores_namespace_not_found = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        *,
+        batch_size: int | None = None,
+        comment: Any = None,
+        read_preference: _ServerMode | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        super().__init__(database, read_preference=read_preference, codec_options=codec_options)
+        cursor: dict[str, Any] = {} if batch_size is None else {"batchSize": batch_size}
+        self._body: dict[str, Any] = {"listIndexes": collection, "cursor": cursor}
+        if comment is not None:
+            self._body["comment"] = comment
+        self.collection = collection
+        self.comment = comment
+
+    def build(self, context: ConnectionContext) -> Command:
+        return Command(dict(self._body))
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        return parse_cursor(reply)
+
+    def empty_result(self) -> CursorState:
+        return CursorState(0, f"{self.database}.{self.collection}", [])
+
+
+class DropIndexes(_SimpleCommand):
+    """``dropIndexes`` of one index (by name or by its keys) or of all but ``_id`` (``"*"``)."""
+
+    takes_write_concern = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        index: Any = "*",
+        *,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        write_concern: WriteConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        if isinstance(index, IndexModel):
+            name = index.document["name"]
+        elif isinstance(index, str):
+            name = index
+        else:
+            name = gen_index_name(index_document(index))
+        body: dict[str, Any] = {"dropIndexes": collection, "index": name}
+        _add(body, comment, max_time_ms)
+        super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
+
+
+class CreateSearchIndexes(_SimpleCommand):
+    """``createSearchIndexes``; returns the names the server gave."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        models: Sequence[SearchIndexModel | Mapping[str, Any]],
+        *,
+        comment: Any = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        documents = [
+            m.document if isinstance(m, SearchIndexModel) else SearchIndexModel(**m).document for m in models
+        ]
+        body: dict[str, Any] = {"createSearchIndexes": collection, "indexes": documents}
+        _add(body, comment, None)
+        super().__init__(database, body, codec_options=codec_options)
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> list[str]:
+        return [str(created["name"]) for created in reply.get("indexesCreated", ())]
+
+
+class UpdateSearchIndex(_SimpleCommand):
+    """``updateSearchIndex``: give index ``name`` a new ``definition``."""
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        name: str,
+        definition: Mapping[str, Any],
+        *,
+        comment: Any = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        body: dict[str, Any] = {"updateSearchIndex": collection, "name": name, "definition": definition}
+        _add(body, comment, None)
+        super().__init__(database, body, codec_options=codec_options)
+
+
+class DropSearchIndex(_SimpleCommand):
+    """``dropSearchIndex`` by name; dropping from a missing collection is not an error."""
+
+    ignores_namespace_not_found = True
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        name: str,
+        *,
+        comment: Any = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        body: dict[str, Any] = {"dropSearchIndex": collection, "name": name}
+        _add(body, comment, None)
+        super().__init__(database, body, codec_options=codec_options)
+
+    def empty_result(self) -> Any:
+        return {"ok": 1}
+
+
+def list_search_indexes(
+    database: str,
+    collection: str,
+    name: str | None = None,
+    *,
+    batch_size: int | None = None,
+    collation: Any = None,
+    comment: Any = None,
+    read_preference: _ServerMode | None = None,
+    read_concern: ReadConcern | None = None,
+    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+) -> Aggregate:
+    """``list_search_indexes``: an aggregate with the ``$listSearchIndexes`` stage."""
+    stage: dict[str, Any] = {} if name is None else {"name": name}
+    return Aggregate(
+        database,
+        collection,
+        [{"$listSearchIndexes": stage}],
+        batch_size=batch_size,
+        collation=collation,
+        comment=comment,
+        read_preference=read_preference,
+        read_concern=read_concern,
+        codec_options=codec_options,
+    )

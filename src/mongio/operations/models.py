@@ -1,0 +1,511 @@
+"""Write models for ``bulk_write`` (collection and client level), ``IndexModel``, ``SearchIndexModel``,
+``ReturnDocument`` and the index direction constants, with PyMongo's names and arguments.
+
+Every model checks its arguments when it is made, so a bad one fails at the call that made it, before anything
+is sent, and the checks are never repeated on a retry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ASCENDING",
+    "DESCENDING",
+    "GEO2D",
+    "GEOSPHERE",
+    "HASHED",
+    "TEXT",
+    "DeleteMany",
+    "DeleteOne",
+    "IndexModel",
+    "InsertOne",
+    "ReplaceOne",
+    "ReturnDocument",
+    "SearchIndexModel",
+    "UpdateMany",
+    "UpdateOne",
+    "WriteModel",
+    "gen_index_name",
+    "index_document",
+]
+
+ASCENDING = 1
+"""Ascending index key (and sort) direction."""
+DESCENDING = -1
+"""Descending index key (and sort) direction."""
+GEO2D = "2d"
+"""A legacy 2d geospatial index."""
+GEOSPHERE = "2dsphere"
+"""A 2dsphere geospatial index."""
+HASHED = "hashed"
+"""A hashed index."""
+TEXT = "text"
+"""A text index."""
+
+KIND_INSERT = 0
+KIND_UPDATE = 1
+KIND_DELETE = 2
+
+
+class ReturnDocument(enum.IntEnum):
+    """Which document ``find_one_and_update``/``find_one_and_replace`` return: the one before the write, or
+    the one after it (``new`` in the ``findAndModify`` command)."""
+
+    BEFORE = 0
+    AFTER = 1
+
+
+def index_document(keys: Any, what: str = "index keys") -> dict[str, Any]:
+    """Normalize keys given as a name, a list of ``(name, direction)`` pairs or a mapping into a key document.
+
+    ``"a"`` -> ``{"a": 1}``; ``[("a", 1), ("b", -1)]`` -> ``{"a": 1, "b": -1}``.
+    """
+    if isinstance(keys, str):
+        return {keys: ASCENDING}
+    if isinstance(keys, Mapping):
+        if not keys:
+            raise ValueError(f"{what} cannot be empty")
+        return dict(keys)
+    if isinstance(keys, Sequence):
+        document: dict[str, Any] = {}
+        for item in keys:
+            if isinstance(item, str):
+                document[item] = ASCENDING
+                continue
+            if not isinstance(item, Sequence) or len(item) != 2 or not isinstance(item[0], str):
+                raise TypeError(f"{what} must be (name, direction) pairs, not {item!r}")
+            name, direction = item
+            if isinstance(direction, bool) or not isinstance(direction, int | float | str | Mapping):
+                raise TypeError(
+                    f"the direction of {name!r} must be 1, -1, a string such as 'text' or a mapping, "
+                    f"not {direction!r}"
+                )
+            document[name] = direction
+        if not document:
+            raise ValueError(f"{what} cannot be empty")
+        return document
+    raise TypeError(f"{what} must be a str, a list of (name, direction) pairs or a mapping, not {keys!r}")
+
+
+def gen_index_name(keys: Mapping[str, Any]) -> str:
+    """The server's default index name: ``{"a": 1, "b": -1}`` -> ``"a_1_b_-1"``."""
+    return "_".join(f"{name}_{direction}" for name, direction in keys.items())
+
+
+def _filter(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"filter must be a mapping (e.g. a dict), not {type(value).__name__}")
+    return value
+
+
+def _hint(value: Any) -> str | dict[str, Any] | None:
+    if value is None or isinstance(value, str):
+        return value
+    return index_document(value, "hint")
+
+
+def _collation(value: Any) -> Mapping[str, Any] | None:
+    if value is None or isinstance(value, Mapping):
+        return value
+    document = getattr(value, "document", None)
+    if isinstance(document, Mapping):
+        return document
+    raise TypeError(f"collation must be a mapping or a Collation, not {type(value).__name__}")
+
+
+def _sort(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    return index_document(value, "sort")
+
+
+def _optional_bool(value: Any, name: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be True, False or None, not {value!r}")
+    return value
+
+
+def _array_filters(value: Any) -> list[Mapping[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or not all(isinstance(item, Mapping) for item in value):
+        raise TypeError(f"array_filters must be a list of mappings, not {value!r}")
+    return list(value)
+
+
+def _namespace(value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or "." not in value):
+        raise ValueError(f"namespace must be 'database.collection', not {value!r}")
+    return value
+
+
+def validate_update(update: Any) -> Mapping[str, Any] | list[Any]:
+    """An update is a document of ``$`` operators or an aggregation pipeline (a list)."""
+    if isinstance(update, list):
+        if not update:
+            raise ValueError("update cannot be an empty pipeline")
+        return update
+    if not isinstance(update, Mapping):
+        raise TypeError(f"update must be a mapping or a pipeline (list), not {type(update).__name__}")
+    if not update:
+        raise ValueError("update cannot be empty")
+    # The CRUD spec checks the first key only; the server refuses a document that mixes the two.
+    if not next(iter(update)).startswith("$"):
+        raise ValueError("update only works with $ operators (use replace_one to replace a document)")
+    return update
+
+
+def validate_replacement(replacement: Any) -> Mapping[str, Any]:
+    """A replacement is a whole document: its first key is not a ``$`` operator."""
+    if not isinstance(replacement, Mapping):
+        raise TypeError(f"replacement must be a mapping, not {type(replacement).__name__}")
+    if replacement and next(iter(replacement)).startswith("$"):
+        raise ValueError("replacement can not include $ operators (use update_one to update a document)")
+    return replacement
+
+
+class WriteModel:
+    """Base of the write models. ``namespace`` ("db.collection") is required by ``MongoClient.bulk_write`` and
+    ignored by ``Collection.bulk_write``."""
+
+    __slots__ = ("_namespace",)
+    _kind: int = KIND_INSERT
+    _multi: bool = False
+
+    def __init__(self, namespace: str | None) -> None:
+        self._namespace = _namespace(namespace)
+
+    @property
+    def namespace(self) -> str | None:
+        return self._namespace
+
+    @property
+    def has_hint(self) -> bool:
+        return False
+
+    def _statement(self) -> dict[str, Any]:
+        """The statement for a collection-level ``update``/``delete`` command."""
+        raise NotImplementedError
+
+    def _client_op(self, ns_index: int) -> dict[str, Any]:
+        """The entry for the ``ops`` of a client-level ``bulkWrite`` command."""
+        raise NotImplementedError
+
+
+class InsertOne(WriteModel):
+    """Insert ``document`` (an ``_id`` is generated and stored in it when it has none)."""
+
+    __slots__ = ("_document",)
+    _kind = KIND_INSERT
+
+    def __init__(self, document: Any, namespace: str | None = None) -> None:
+        super().__init__(namespace)
+        if not isinstance(document, Mapping):
+            raise TypeError(f"document must be a mapping, not {type(document).__name__}")
+        self._document = document
+
+    @property
+    def document(self) -> Any:
+        return self._document
+
+    def __repr__(self) -> str:
+        return f"InsertOne({self._document!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._document == self._document
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _FilteredModel(WriteModel):
+    __slots__ = ("_collation", "_filter", "_hint")
+
+    def __init__(self, filter: Any, collation: Any, hint: Any, namespace: str | None) -> None:
+        super().__init__(namespace)
+        self._filter = _filter(filter)
+        self._collation = _collation(collation)
+        self._hint = _hint(hint)
+
+    @property
+    def filter(self) -> Mapping[str, Any]:
+        return self._filter
+
+    @property
+    def collation(self) -> Mapping[str, Any] | None:
+        return self._collation
+
+    @property
+    def hint(self) -> str | dict[str, Any] | None:
+        return self._hint
+
+    @property
+    def has_hint(self) -> bool:
+        return self._hint is not None
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields())
+
+    def _fields(self) -> tuple[str, ...]:
+        return ("_filter", "_collation", "_hint", "_namespace")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._key() == self._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name.lstrip('_')}={getattr(self, name)!r}" for name in self._fields())
+        return f"{type(self).__name__}({inner})"
+
+
+class _DeleteModel(_FilteredModel):
+    __slots__ = ()
+    _kind = KIND_DELETE
+
+    def __init__(
+        self, filter: Any, collation: Any = None, hint: Any = None, namespace: str | None = None
+    ) -> None:
+        super().__init__(filter, collation, hint, namespace)
+
+    def _statement(self) -> dict[str, Any]:
+        statement: dict[str, Any] = {"q": self._filter, "limit": 0 if self._multi else 1}
+        if self._collation is not None:
+            statement["collation"] = self._collation
+        if self._hint is not None:
+            statement["hint"] = self._hint
+        return statement
+
+    def _client_op(self, ns_index: int) -> dict[str, Any]:
+        op: dict[str, Any] = {"delete": ns_index, "filter": self._filter, "multi": self._multi}
+        if self._hint is not None:
+            op["hint"] = self._hint
+        if self._collation is not None:
+            op["collation"] = self._collation
+        return op
+
+
+class DeleteOne(_DeleteModel):
+    """Delete at most one document matching ``filter``."""
+
+    __slots__ = ()
+    _multi = False
+
+
+class DeleteMany(_DeleteModel):
+    """Delete every document matching ``filter``."""
+
+    __slots__ = ()
+    _multi = True
+
+
+class _UpdateModel(_FilteredModel):
+    __slots__ = ("_array_filters", "_sort", "_update", "_upsert")
+    _kind = KIND_UPDATE
+
+    def __init__(
+        self,
+        filter: Any,
+        update: Any,
+        upsert: bool | None,
+        collation: Any,
+        array_filters: Any,
+        hint: Any,
+        namespace: str | None,
+        sort: Any,
+    ) -> None:
+        super().__init__(filter, collation, hint, namespace)
+        self._update = update
+        self._upsert = _optional_bool(upsert, "upsert")
+        self._array_filters = _array_filters(array_filters)
+        self._sort = _sort(sort)
+
+    @property
+    def upsert(self) -> bool | None:
+        return self._upsert
+
+    @property
+    def array_filters(self) -> list[Mapping[str, Any]] | None:
+        return self._array_filters
+
+    @property
+    def sort(self) -> Mapping[str, Any] | None:
+        return self._sort
+
+    def _fields(self) -> tuple[str, ...]:
+        return (
+            "_filter",
+            "_update",
+            "_upsert",
+            "_collation",
+            "_array_filters",
+            "_hint",
+            "_sort",
+            "_namespace",
+        )
+
+    def _statement(self) -> dict[str, Any]:
+        statement: dict[str, Any] = {"q": self._filter, "u": self._update}
+        if self._multi:
+            statement["multi"] = True
+        if self._upsert is not None:
+            statement["upsert"] = self._upsert
+        if self._collation is not None:
+            statement["collation"] = self._collation
+        if self._array_filters is not None:
+            statement["arrayFilters"] = self._array_filters
+        if self._hint is not None:
+            statement["hint"] = self._hint
+        if self._sort is not None:
+            statement["sort"] = self._sort
+        return statement
+
+    def _client_op(self, ns_index: int) -> dict[str, Any]:
+        op: dict[str, Any] = {
+            "update": ns_index,
+            "filter": self._filter,
+            "updateMods": self._update,
+            "multi": self._multi,
+        }
+        if self._upsert is not None:
+            op["upsert"] = self._upsert
+        if self._array_filters is not None:
+            op["arrayFilters"] = self._array_filters
+        if self._hint is not None:
+            op["hint"] = self._hint
+        if self._collation is not None:
+            op["collation"] = self._collation
+        if self._sort is not None:
+            op["sort"] = self._sort
+        return op
+
+
+class UpdateOne(_UpdateModel):
+    """Update at most one document matching ``filter`` with ``update`` (``$`` operators or a pipeline);
+    ``sort`` picks which one when several match."""
+
+    __slots__ = ()
+    _multi = False
+
+    def __init__(
+        self,
+        filter: Any,
+        update: Any,
+        upsert: bool | None = None,
+        collation: Any = None,
+        array_filters: Any = None,
+        hint: Any = None,
+        namespace: str | None = None,
+        sort: Any = None,
+    ) -> None:
+        super().__init__(
+            filter, validate_update(update), upsert, collation, array_filters, hint, namespace, sort
+        )
+
+    @property
+    def update(self) -> Mapping[str, Any] | list[Any]:
+        return self._update  # type: ignore[no-any-return]
+
+
+class UpdateMany(_UpdateModel):
+    """Update every document matching ``filter`` with ``update`` (``$`` operators or a pipeline)."""
+
+    __slots__ = ()
+    _multi = True
+
+    def __init__(
+        self,
+        filter: Any,
+        update: Any,
+        upsert: bool | None = None,
+        collation: Any = None,
+        array_filters: Any = None,
+        hint: Any = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(
+            filter, validate_update(update), upsert, collation, array_filters, hint, namespace, None
+        )
+
+    @property
+    def update(self) -> Mapping[str, Any] | list[Any]:
+        return self._update  # type: ignore[no-any-return]
+
+
+class ReplaceOne(_UpdateModel):
+    """Replace at most one document matching ``filter`` with ``replacement``; ``sort`` picks which one."""
+
+    __slots__ = ()
+    _multi = False
+
+    def __init__(
+        self,
+        filter: Any,
+        replacement: Any,
+        upsert: bool | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        namespace: str | None = None,
+        sort: Any = None,
+    ) -> None:
+        super().__init__(
+            filter, validate_replacement(replacement), upsert, collation, None, hint, namespace, sort
+        )
+
+    @property
+    def replacement(self) -> Mapping[str, Any]:
+        return self._update  # type: ignore[no-any-return]
+
+
+class IndexModel:
+    """One index for ``create_indexes``: its keys and options (``name``, ``unique``, ``sparse``,
+    ``expireAfterSeconds``, ``partialFilterExpression``, ``collation``, ...). The name defaults to the one the
+    server would give, e.g. ``a_1_b_-1``."""
+
+    __slots__ = ("_document",)
+
+    def __init__(self, keys: Any, **kwargs: Any) -> None:
+        key = index_document(keys)
+        document: dict[str, Any] = {"key": key}
+        name = kwargs.pop("name", None)
+        document["name"] = gen_index_name(key) if name is None else name
+        collation = _collation(kwargs.pop("collation", None))
+        if collation is not None:
+            document["collation"] = collation
+        document.update(kwargs)
+        self._document = document
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The index specification as ``createIndexes`` takes it."""
+        return self._document
+
+    def __repr__(self) -> str:
+        return f"IndexModel({self._document!r})"
+
+
+class SearchIndexModel:
+    """One Atlas Search (or vector search) index for ``create_search_indexes``."""
+
+    __slots__ = ("_document",)
+
+    def __init__(
+        self, definition: Mapping[str, Any], name: str | None = None, type: str | None = None, **kwargs: Any
+    ) -> None:
+        document: dict[str, Any] = {}
+        if name is not None:
+            document["name"] = name
+        if type is not None:
+            document["type"] = type
+        document["definition"] = definition
+        document.update(kwargs)
+        self._document = document
+
+    @property
+    def document(self) -> dict[str, Any]:
+        return self._document
+
+    def __repr__(self) -> str:
+        return f"SearchIndexModel({self._document!r})"
