@@ -1,0 +1,184 @@
+"""The CSOT deadline: timeout() nesting (sync and async, across tasks), remaining time, maxTimeMS and expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from mongio.errors import ServerSelectionTimeoutError
+from mongio.execution.deadline import (
+    OperationTimeoutError,
+    current_deadline,
+    deadline_from_timeout_ms,
+    is_enabled,
+    max_time_ms_for,
+    raise_if_expired,
+    remaining,
+    timeout,
+    timeout_error,
+)
+
+
+class FakeClock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_deadline_by_default() -> None:
+    assert current_deadline() is None
+    assert remaining() is None
+    assert not is_enabled()
+    assert max_time_ms_for(0.01) is None
+    raise_if_expired()
+
+
+def test_timeout_sets_and_restores_the_deadline() -> None:
+    clock = FakeClock(100.0)
+    with timeout(2.5, clock=clock):
+        assert current_deadline() == 102.5
+        assert remaining(now=101.0) == 1.5
+        assert is_enabled()
+    assert current_deadline() is None
+
+
+def test_inner_timeout_shortens_but_never_extends() -> None:
+    clock = FakeClock(100.0)
+    with timeout(1.0, clock=clock):
+        with timeout(10.0, clock=clock):
+            assert current_deadline() == 101.0
+        clock.now = 100.5
+        with timeout(0.2, clock=clock):
+            assert current_deadline() == 100.7
+            with timeout(None):
+                assert current_deadline() == 100.7
+            with timeout(math.inf):
+                assert current_deadline() == 100.7
+        assert current_deadline() == 101.0
+    assert current_deadline() is None
+
+
+def test_infinite_timeout_enables_csot_without_bound() -> None:
+    with timeout(math.inf):
+        assert is_enabled()
+        assert remaining() == math.inf
+        assert max_time_ms_for(0.5) is None
+        raise_if_expired()
+        with timeout(3.0, clock=FakeClock(0.0)):
+            assert current_deadline() == 3.0
+    with timeout(None):
+        assert not is_enabled()
+
+
+def test_reentering_the_same_timeout_object_reads_the_clock_each_time() -> None:
+    clock = FakeClock(0.0)
+    block = timeout(5.0, clock=clock)
+    with block:
+        assert current_deadline() == 5.0
+        clock.now = 1.0
+        with block:
+            assert current_deadline() == 5.0  # min(5.0, 6.0)
+        assert current_deadline() == 5.0
+    clock.now = 10.0
+    with block:
+        assert current_deadline() == 15.0
+    assert current_deadline() is None
+
+
+def test_deadline_restored_when_the_block_raises() -> None:
+    with pytest.raises(RuntimeError), timeout(1.0):
+        raise RuntimeError("inside")
+    assert current_deadline() is None
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan])
+def test_negative_or_nan_timeout_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError):
+        timeout(bad)
+
+
+async def test_async_timeout_nests_and_follows_tasks() -> None:
+    clock = FakeClock(50.0)
+    seen: list[float | None] = []
+
+    async def child() -> None:
+        seen.append(current_deadline())
+        async with timeout(0.5, clock=clock):
+            seen.append(current_deadline())
+        seen.append(current_deadline())
+
+    async with timeout(2.0, clock=clock):
+        await asyncio.gather(child(), child())
+        assert current_deadline() == 52.0
+        async with timeout(30.0, clock=clock):
+            assert current_deadline() == 52.0
+    assert current_deadline() is None
+    assert seen.count(50.5) == 2 and seen.count(52.0) == 4
+
+
+async def test_deadline_does_not_leak_between_concurrent_tasks() -> None:
+    clock = FakeClock(0.0)
+    started = asyncio.Event()
+    release = asyncio.Event()
+    observed: dict[str, float | None] = {}
+
+    async def with_deadline() -> None:
+        async with timeout(1.0, clock=clock):
+            started.set()
+            await release.wait()
+            observed["inner"] = current_deadline()
+
+    async def without_deadline() -> None:
+        await started.wait()
+        observed["other"] = current_deadline()
+        release.set()
+
+    await asyncio.gather(with_deadline(), without_deadline())
+    assert observed == {"inner": 1.0, "other": None}
+
+
+def test_max_time_ms_is_remaining_minus_min_rtt() -> None:
+    with timeout(1.0, clock=FakeClock(0.0)):
+        assert max_time_ms_for(0.0, now=0.0) == 1000
+        assert max_time_ms_for(0.1, now=0.0) == 900
+        assert max_time_ms_for(0.0123, now=0.5) == 487
+        assert max_time_ms_for(0.0, now=0.9985) == 1
+
+
+@pytest.mark.parametrize(("now", "rtt"), [(0.9, 0.1), (0.95, 0.1), (1.0, 0.0), (2.0, 0.0), (0.9995, 0.0)])
+def test_max_time_ms_raises_before_sending_when_rtt_eats_the_time(now: float, rtt: float) -> None:
+    with timeout(1.0, clock=FakeClock(0.0)), pytest.raises(OperationTimeoutError) as info:
+        max_time_ms_for(rtt, now=now)
+    assert info.value.timeout
+    assert info.value.cause is None
+    assert "round-trip time" in str(info.value)
+
+
+def test_raise_if_expired() -> None:
+    with timeout(1.0, clock=FakeClock(0.0)):
+        raise_if_expired(now=0.999)
+        with pytest.raises(OperationTimeoutError, match="operation timed out"):
+            raise_if_expired(now=1.0)
+
+
+def test_timeout_error_wraps_the_underlying_error_and_copies_labels() -> None:
+    cause = ServerSelectionTimeoutError("no primary", error_labels=["TransientTransactionError"])
+    error = timeout_error(cause)
+    assert isinstance(error, OperationTimeoutError)
+    assert error.cause is cause and error.__cause__ is cause
+    assert "no primary" in str(error)
+    assert error.has_error_label("TransientTransactionError")
+    bare = timeout_error(detail="during server selection")
+    assert "during server selection" in str(bare) and bare.cause is None
+
+
+def test_deadline_from_timeout_ms() -> None:
+    assert deadline_from_timeout_ms(None) is None
+    assert deadline_from_timeout_ms(0) == math.inf
+    assert deadline_from_timeout_ms(250, now=10.0) == 10.25
+    with pytest.raises(ValueError):
+        deadline_from_timeout_ms(-1)
