@@ -1105,3 +1105,25 @@ async def test_srv_polling_honours_srv_max_hosts_and_the_service_name() -> None:
             await asyncio.sleep(0.2)
             assert set(topology.description.server_descriptions()) == servers  # no churn on later rescans
         assert resolver.names and set(resolver.names) == {"_customname._tcp.test.example.com"}
+
+
+def test_heartbeat_log_truncates_the_reply(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mongio.topology.heartbeat_events import SdamPublisher
+
+    publisher = SdamPublisher("tid")
+    reply = {"ok": 1, "hosts": [f"host{i}.example.com:27017" for i in range(100)]}
+    with caplog.at_level(logging.DEBUG, logger="mongio.topology"):
+        publisher.heartbeat_succeeded(("h", 1), 0.002, reply, False, 7, 8)
+        monkeypatch.setenv("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "20")
+        publisher.heartbeat_succeeded(("h", 1), 0.002, reply, False, 7, 8)
+        monkeypatch.setenv("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "lots")
+        publisher.heartbeat_succeeded(("h", 1), 0.002, reply, False, 7, 8)
+    shown = [record.msg.fields["reply"] for record in caplog.records]  # type: ignore[union-attr]
+    assert len(shown[0]) == 1003 and shown[0].endswith("...")
+    assert len(shown[1]) == 23 and shown[1].endswith("...")
+    assert shown[2] == shown[0]  # an invalid setting means the default
+    fields = caplog.records[0].msg.fields  # type: ignore[union-attr]
+    assert fields["driverConnectionId"] == 7 and fields["serverConnectionId"] == 8
+    assert fields["durationMS"] == pytest.approx(2.0)

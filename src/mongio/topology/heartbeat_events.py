@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -294,10 +295,26 @@ class SdamPublisher:
             )
 
 
+_DEFAULT_MAX_DOCUMENT_LENGTH = 1000
+
+
+def _max_document_length() -> int:
+    value = os.environ.get("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "")
+    try:
+        length = int(value)
+    except ValueError:
+        return _DEFAULT_MAX_DOCUMENT_LENGTH  # unset or invalid: the default, silently
+    return length if length > 0 else _DEFAULT_MAX_DOCUMENT_LENGTH
+
+
 def _relaxed_json(document: Mapping[str, Any]) -> str:
+    """The document as relaxed Extended JSON for a log message, cut at the logging specification's maximum
+    length (``MONGODB_LOG_MAX_DOCUMENT_LENGTH``, default 1000 characters) with ``...`` appended."""
     # Extended JSON lives in the codec package, which may not offer it yet; fall back to repr.
     try:
         json_util = importlib.import_module("mongio.bson.json_util")
-        return str(json_util.dumps(document))
+        text = str(json_util.dumps(document))
     except Exception:
-        return repr(dict(document))
+        text = repr(dict(document))
+    limit = _max_document_length()
+    return text if len(text) <= limit else text[:limit] + "..."
