@@ -54,8 +54,9 @@ _UNDEFINED: Final = Undefined()
 
 # Failures of the low-level reads that mean the input is malformed: struct.error (too few bytes),
 # ValueError (a missing NUL, bad UTF-8), IndexError, OverflowError (a datetime out of range),
-# RecursionError (absurd nesting), KeyError (an unknown element type).
-_MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, RecursionError, KeyError, TypeError)
+# RecursionError (absurd nesting), KeyError (an unknown element type). Anything else (say, a TypeError from
+# a custom type decoder) is the application's and propagates unchanged.
+_MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, RecursionError, KeyError)
 
 # The decoding context: the options unpacked once per CodecOptions into a tuple the loops unpack in one step.
 # (options, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
