@@ -16,6 +16,8 @@ from mongio.sessions.cluster_time import (
     compare_cluster_times,
     greater_cluster_time,
     greater_operation_time,
+    session_read_concern,
+    snapshot_time_from_reply,
 )
 from mongio.sessions.server_session import END_SESSIONS_BATCH_SIZE, ServerSession, ServerSessionPool
 
@@ -251,3 +253,31 @@ def test_greater_operation_time() -> None:
     assert greater_operation_time(Timestamp(2, 0), Timestamp(1, 9)) == Timestamp(2, 0)
     assert greater_operation_time(Timestamp(1, 1), Timestamp(1, 2)) == Timestamp(1, 2)
     assert greater_operation_time(Timestamp(1, 1), None) == Timestamp(1, 1)
+
+
+def test_causal_read_concern_merges_after_cluster_time() -> None:
+    t = Timestamp(10, 2)
+    assert session_read_concern(None) is None
+    assert session_read_concern({}, causal_consistency=True) is None  # no operation time yet
+    assert session_read_concern(None, causal_consistency=True, operation_time=t) == {"afterClusterTime": t}
+    assert session_read_concern({"level": "majority"}, causal_consistency=True, operation_time=t) == {
+        "level": "majority",
+        "afterClusterTime": t,
+    }
+    assert session_read_concern({"level": "local"}, operation_time=t) == {"level": "local"}
+
+
+def test_snapshot_read_concern() -> None:
+    t = Timestamp(7, 1)
+    assert session_read_concern({"level": "majority"}, snapshot=True) == {"level": "snapshot"}
+    assert session_read_concern(None, snapshot=True, snapshot_time=t, operation_time=Timestamp(9, 9)) == {
+        "level": "snapshot",
+        "atClusterTime": t,
+    }
+
+
+def test_snapshot_time_from_reply() -> None:
+    t = Timestamp(5, 5)
+    assert snapshot_time_from_reply({"ok": 1, "cursor": {"id": 0, "atClusterTime": t}}) == t
+    assert snapshot_time_from_reply({"ok": 1, "values": [], "atClusterTime": t}) == t
+    assert snapshot_time_from_reply({"ok": 1, "cursor": {"id": 0}}) is None

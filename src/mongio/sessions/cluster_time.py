@@ -4,7 +4,8 @@ A ``$clusterTime`` document is ``{clusterTime: Timestamp, signature: {...}}``; t
 timestamp alone (seconds, then increment) and the signature travels with the winner. The client keeps the
 highest one any server sent; a session keeps its own, which ``advance_cluster_time`` may also raise, and the
 command carries the greater of the two. A causally consistent session also keeps the highest
-``operationTime`` it has seen, to send as ``readConcern.afterClusterTime``.
+``operationTime`` it has seen, to send as ``readConcern.afterClusterTime``; a snapshot session keeps the
+``atClusterTime`` of its first read, to send as ``readConcern.atClusterTime``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ __all__ = [
     "compare_cluster_times",
     "greater_cluster_time",
     "greater_operation_time",
+    "session_read_concern",
+    "snapshot_time_from_reply",
 ]
 
 ClusterTime = Mapping[str, Any]
@@ -88,3 +91,42 @@ class ClusterClock:
 
     def __repr__(self) -> str:
         return f"ClusterClock({self._cluster_time!r})"
+
+
+def session_read_concern(
+    read_concern: Mapping[str, Any] | None,
+    *,
+    causal_consistency: bool = False,
+    operation_time: Timestamp | None = None,
+    snapshot: bool = False,
+    snapshot_time: Timestamp | None = None,
+) -> dict[str, Any] | None:
+    """The ``readConcern`` to send for an operation in a session, outside a transaction (``None``: send none).
+
+    ``read_concern`` is the operation's own document (empty or ``None`` for the server default). A causally
+    consistent session with an ``operation_time`` adds ``afterClusterTime`` (sending a read concern even when
+    it would otherwise be omitted, and no ``level`` unless the operation set one). A snapshot session sends
+    ``level: snapshot`` on every command, with ``atClusterTime`` once its snapshot time is known. Not for
+    ``runCommand``, which never gets a read concern added.
+    """
+    if snapshot:
+        document: dict[str, Any] = {"level": "snapshot"}
+        if snapshot_time is not None:
+            document["atClusterTime"] = snapshot_time
+        return document
+    document = dict(read_concern or {})
+    if causal_consistency and operation_time is not None:
+        document["afterClusterTime"] = operation_time
+    return document or None
+
+
+def snapshot_time_from_reply(reply: Mapping[str, Any]) -> Timestamp | None:
+    """The ``atClusterTime`` of a snapshot read's reply: in ``cursor`` for find/aggregate, at top level for
+    distinct."""
+    cursor = reply.get("cursor")
+    if isinstance(cursor, Mapping):
+        in_cursor = cursor.get("atClusterTime")
+        if isinstance(in_cursor, Timestamp):
+            return in_cursor
+    value = reply.get("atClusterTime")
+    return value if isinstance(value, Timestamp) else None
