@@ -511,6 +511,17 @@ def test_type_decoder_applies_to_nested_values() -> None:
     assert decode(encode({"a": "x", "b": {"c": ["y"]}}), options) == {"a": "X", "b": {"c": ["Y"]}}
 
 
+def test_type_decoder_errors_are_not_disguised_as_invalid_bson() -> None:
+    class Failing(TypeDecoder):
+        bson_type = int  # type: ignore[assignment]
+
+        def transform_bson(self, value: Any) -> Any:
+            raise TypeError("application bug")
+
+    with pytest.raises(TypeError, match="application bug"):
+        decode(encode({"a": 1}), CodecOptions(type_registry=TypeRegistry([Failing()])))
+
+
 # --- RawBSONDocument --------------------------------------------------------------------------------------
 
 
