@@ -15,6 +15,7 @@ from mongio.bson import (
     Code,
     CodecOptions,
     DatetimeConversion,
+    DatetimeMS,
     DBPointer,
     DBRef,
     Decimal128,
@@ -105,6 +106,40 @@ def test_documents_round_trip(document: dict[str, Any]) -> None:
     raw = decode(data, CodecOptions(document_class=RawBSONDocument))
     assert encode(raw) == data
     assert encode({key: raw[key] for key in raw}) == data
+
+
+# The milliseconds of datetime.min and of datetime.max's last millisecond.
+_FIRST_MS = -62135596800000
+_LAST_MS = 253402300799999
+
+
+@settings(max_examples=300)
+@given(
+    st.integers(-(2**63), 2**63 - 1)
+    | st.integers(_FIRST_MS - 2, _FIRST_MS + 2)
+    | st.integers(_LAST_MS - 2, _LAST_MS + 2),
+    st.sampled_from(list(DatetimeConversion)),
+    st.booleans(),
+)
+def test_any_bson_datetime_survives_auto_and_ms(
+    millis: int, conversion: DatetimeConversion, aware: bool
+) -> None:
+    data = encode({"d": DatetimeMS(millis)})
+    options = CodecOptions(tz_aware=aware, datetime_conversion=conversion)
+    try:
+        value = decode(data, options)["d"]
+    except InvalidBSON:
+        # Only the plain DATETIME conversion refuses, and only outside datetime's range.
+        assert conversion == DatetimeConversion.DATETIME
+        assert not _FIRST_MS <= millis <= _LAST_MS
+        return
+    if conversion == DatetimeConversion.DATETIME_CLAMP:
+        clamped = max(min(millis, _LAST_MS), _FIRST_MS)
+        assert encode({"d": value}) == encode({"d": DatetimeMS(clamped)})
+    else:
+        assert encode({"d": value}) == data
+    if conversion == DatetimeConversion.DATETIME_MS:
+        assert value == DatetimeMS(millis)
 
 
 def _touch(value: Any) -> None:
