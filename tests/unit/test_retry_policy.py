@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mongio.connection.pool import PoolClearedError
 from mongio.errors import (
@@ -21,7 +24,12 @@ from mongio.errors import (
     WriteConcernError,
 )
 from mongio.execution.deadline import OperationTimeoutError
-from mongio.execution.error_labels import AttemptFailure, FailureKind
+from mongio.execution.error_labels import (
+    RETRYABLE_READ_CODES,
+    RETRYABLE_WRITE_CODES,
+    AttemptFailure,
+    FailureKind,
+)
 from mongio.execution.retry_policy import (
     OperationRetryability,
     RetryDecision,
@@ -31,6 +39,7 @@ from mongio.execution.retry_policy import (
     overload_backoff,
 )
 from mongio.options.client_options import ClientOptions
+from mongio.topology.error_handling import NOT_WRITABLE_PRIMARY_CODES, RECOVERING_CODES
 from mongio.topology.server_description import Address
 
 A: Address = ("a", 27017)
@@ -659,3 +668,64 @@ def test_attempt_failure_classification() -> None:
     assert not fail(PoolClearedError("x", A), sent=False).write_attempted
     wce = fail(WriteConcernError("w", 64, {"ok": 1, "writeConcernError": {"code": 64}}))
     assert wce.write_concern_error and wce.code == 64
+
+
+def test_retryable_code_tables_extend_the_sdam_state_change_codes() -> None:
+    state_change = RECOVERING_CODES | NOT_WRITABLE_PRIMARY_CODES
+    assert state_change - {10058} <= RETRYABLE_WRITE_CODES
+    assert 10058 not in RETRYABLE_WRITE_CODES
+    assert {134} == RETRYABLE_READ_CODES - RETRYABLE_WRITE_CODES
+
+
+_ERRORS = st.sampled_from(
+    [
+        lambda: overload(),
+        lambda: overload(91, "NoWritesPerformed", base_backoff_ms=50),
+        lambda: server_error(91, RWE),
+        lambda: server_error(2, "SystemOverloadedError"),
+        lambda: server_error(11000),
+        lambda: ConnectionFailure("reset"),
+        lambda: PoolClearedError("cleared", A),
+        lambda: ServerSelectionTimeoutError("none"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    makers=st.lists(_ERRORS, min_size=1, max_size=12),
+    kind=st.sampled_from([R, W, W_MULTI, R_CURSOR, RUN, COMMIT]),
+    max_adaptive=st.integers(min_value=0, max_value=4),
+    adaptive=st.booleans(),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_retry_invariants(
+    makers: list[Callable[[], BaseException]],
+    kind: OperationRetryability,
+    max_adaptive: int,
+    adaptive: bool,
+    seed: int,
+) -> None:
+    bucket = TokenBucket(capacity=3)
+    bucket.consume(1)
+    options = RetryOptions(max_adaptive_retries=max_adaptive, adaptive_retries=adaptive)
+    state = RetryState(kind, options, token_bucket=bucket, rng=random.Random(seed))
+    errors = [maker() for maker in makers]
+    attempts = 0
+    for error in errors:
+        attempts += 1
+        before = bucket.tokens
+        decision = state.on_failure(fail(error, sent=not isinstance(error, ServerSelectionTimeoutError)))
+        assert 0 <= bucket.tokens <= bucket.capacity
+        assert 0.0 <= decision.backoff <= 10.0
+        if decision.backoff > 0:
+            assert "SystemOverloadedError" in (getattr(error, "error_labels", None) or ())
+        if decision.retry and adaptive and decision.backoff > 0:
+            assert bucket.tokens <= before
+        if not decision.retry:
+            # The reported error is one of those seen (or a timeout error wrapping one).
+            assert any(decision.error is e for e in errors[:attempts]) or isinstance(
+                decision.error, OperationTimeoutError
+            )
+            break
+    assert attempts <= max(1, max_adaptive) + 1
