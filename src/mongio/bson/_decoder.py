@@ -43,7 +43,6 @@ _UNPACK_INT32: Final = struct.Struct("<i").unpack_from
 _UNPACK_INT64: Final = struct.Struct("<q").unpack_from
 _UNPACK_DOUBLE: Final = struct.Struct("<d").unpack_from
 _UNPACK_TIMESTAMP: Final = struct.Struct("<II").unpack_from
-_PACK_INT32: Final = struct.Struct("<i").pack
 
 _TIMEDELTA: Final = datetime.timedelta
 _OBJECTID_FROM_BYTES: Final = ObjectId._from_bytes
