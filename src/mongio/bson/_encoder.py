@@ -132,6 +132,7 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
         return
     start = len(buf)
     buf += b"\x00\x00\x00\x00"
+    encoders = _ENCODERS
     key: Any = None
     try:
         for key, value in doc.items():
@@ -177,7 +178,11 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
                 buf += b"\x0a"
                 buf += name
             else:
-                _write_other(buf, name, value, ctx, check_keys)
+                writer = encoders.get(t)
+                if writer is not None:
+                    writer(buf, name, value, ctx, check_keys)
+                else:
+                    _write_other(buf, name, value, ctx, check_keys)
     except _Refused as refused:
         refused.path.append(key if isinstance(key, str) else repr(key))
         raise
@@ -194,6 +199,7 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
     keys = _index_keys(len(values))
     start = len(buf)
     buf += b"\x00\x00\x00\x00"
+    encoders = _ENCODERS
     index = 0
     try:
         for index, value in enumerate(values):
@@ -235,7 +241,11 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
                 buf += b"\x0a"
                 buf += name
             else:
-                _write_other(buf, name, value, ctx, check_keys)
+                writer = encoders.get(t)
+                if writer is not None:
+                    writer(buf, name, value, ctx, check_keys)
+                else:
+                    _write_other(buf, name, value, ctx, check_keys)
     except _Refused as refused:
         refused.path.append(str(index))
         raise
