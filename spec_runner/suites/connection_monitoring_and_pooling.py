@@ -9,8 +9,9 @@ failing with ``errorCode`` or a closed connection), so those files run without a
 
 The format's "threads" are asyncio tasks, each fed its operations through a queue. An error the pool
 raises establishing a connection is handled the way server monitoring handles a pre-handshake error: the
-pool is cleared. ``backgroundThreadIntervalMS`` is accepted and not needed: the pool's background task
-runs when woken, never on an interval. Expected error messages are matched as prefixes (ignoring case),
+pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
+positive ``backgroundThreadIntervalMS`` has nothing to set; a negative one ("never begin a run") makes the
+pool without its background task. Expected error messages are matched as prefixes (ignoring case),
 because mongio's messages go on to name the pool's address and the limits that were hit.
 
 The ``logging`` directory holds unified-format tests, collected by the unified runner instead.
@@ -222,7 +223,11 @@ class CmapTestRunner:
         self.fail_point = HandshakeFailPoint(spec.get("failPoint"), options.get("appName"))
         pool_options = PoolOptions.from_uri_options(options, event_listeners=[self.recorder])  # type: ignore[list-item]
         self.pool: Pool[MockConnection] = Pool(
-            ADDRESS, self._connect, pool_options, on_connect_error=self._connect_error
+            ADDRESS,
+            self._connect,
+            pool_options,
+            on_connect_error=self._connect_error,
+            background_task=options.get("backgroundThreadIntervalMS", 1) >= 0,
         )
         self.threads: dict[str, _Thread] = {}
         self.labels: dict[str, MockConnection] = {}

@@ -89,9 +89,9 @@ async def test_stale_connections_are_closed_at_check_in_and_check_out() -> None:
     await pool.close()
 
 
-async def test_idle_expired_connection_is_closed_not_checked_out() -> None:
+async def test_idle_expired_connection_is_closed_at_check_out() -> None:
     recorder = Recorder()
-    pool = make_pool(recorder=recorder, max_idle_time_seconds=0.01)
+    pool = make_pool(recorder=recorder, max_idle_time_seconds=0.01, background_task=False)
     conn = await pool.check_out()
     pool.check_in(conn)
     await asyncio.sleep(0.03)

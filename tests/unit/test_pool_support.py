@@ -108,6 +108,7 @@ def make_pool(
     recorder: Recorder | None = None,
     ready: bool = True,
     on_connect_error: Callable[[BaseException, int], None] | None = None,
+    background_task: bool = True,
     **options: Any,
 ) -> Pool[FakeConnection]:
     listeners = [recorder] if recorder is not None else []
@@ -116,6 +117,7 @@ def make_pool(
         factory if factory is not None else FakeFactory(),
         PoolOptions(event_listeners=listeners, **options),
         on_connect_error=on_connect_error,
+        background_task=background_task,
     )
     if ready:
         pool.ready()

@@ -171,10 +171,13 @@ class Pool(Generic[C]):
         options: PoolOptions | None = None,
         *,
         on_connect_error: Callable[[BaseException, int], None] | None = None,
+        background_task: bool = True,
     ) -> None:
         """``connect`` makes connections; ``on_connect_error(error, generation)`` is told (before the failed
         connection's ``ConnectionClosedEvent``) when establishing one fails, which is where the topology's
-        error handling for pre-handshake errors plugs in."""
+        error handling for pre-handshake errors plugs in. ``background_task=False`` runs the pool without its
+        background task (``minPoolSize`` is then not maintained, and expired idle connections are closed only
+        when a check-out meets them), for tests that observe check-out alone."""
         self.address: Address = address
         self.options = options if options is not None else PoolOptions()
         self._connect = connect
@@ -205,7 +208,7 @@ class Pool(Generic[C]):
 
         self._wake: asyncio.Event | None = None
         self._background: asyncio.Task[None] | None = None
-        self._needs_background = self._min_size > 0 or self._max_idle is not None
+        self._needs_background = background_task and (self._min_size > 0 or self._max_idle is not None)
 
         self._publish.pool_created(opts.non_default_options)
 
