@@ -122,6 +122,15 @@ CASES = [
     Case("write, server RetryableWriteError", W, server_error(91, RWE), True),
     Case("write, server error without label", W, server_error(91), False),
     Case("write, network error", W, ConnectionFailure("reset"), True, frozenset({RWE})),
+    Case(
+        "write, network error while connecting",
+        W,
+        ConnectionFailure("reset"),
+        True,
+        frozenset({RWE}),
+        sent=False,
+    ),
+    Case("read, network error while connecting", R, ConnectionFailure("reset"), True, sent=False),
     Case("write, socket timeout", W, NetworkTimeout("timed out"), True, frozenset({RWE})),
     Case(
         "write, pool cleared at checkout",
@@ -498,6 +507,15 @@ def test_writes_prose_3_write_concern_error_then_no_writes_performed() -> None:
     assert decisions[-1].error is wce
 
 
+def test_a_connection_error_on_the_retry_reports_the_first_error() -> None:
+    first = server_error(91, RWE)
+    state = RetryState(W, RetryOptions())
+    assert state.on_failure(fail(first)).retry
+    decision = state.on_failure(fail(ConnectionFailure("refused"), sent=False))
+    assert not decision.retry and decision.error is first
+    assert decision.add_labels == {RWE}
+
+
 def test_write_errors_after_a_checkout_failure_report_the_server_error() -> None:
     # A retryable server error, then a pool clear at checkout: the server error may have written.
     first = server_error(91, RWE)
@@ -659,7 +677,9 @@ def test_attempt_failure_classification() -> None:
     assert fail(PoolClearedError("x", A)).kind is FailureKind.POOL_CLEARED
     assert fail(ServerSelectionTimeoutError("x")).kind is FailureKind.SELECTION
     assert fail(WaitQueueTimeoutError("x")).kind is FailureKind.CLIENT
-    assert fail(ConnectionFailure("x"), sent=False).kind is FailureKind.CLIENT
+    connecting = fail(ConnectionFailure("x"), sent=False)
+    assert connecting.kind is FailureKind.NETWORK and not connecting.write_attempted
+    assert not fail(server_error(91), sent=False).write_attempted
     assert fail(ValueError("x")).kind is FailureKind.CLIENT
     server = fail(overload(base_backoff_ms=50))
     assert server.kind is FailureKind.SERVER and server.code == 462 and server.base_backoff_ms == 50

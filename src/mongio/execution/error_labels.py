@@ -89,7 +89,9 @@ class FailureKind(enum.Enum):
 class AttemptFailure:
     """One failed attempt of an operation, as the retry policy needs to see it.
 
-    ``address`` is the server the attempt went to (``None`` when none was selected). ``code`` is the
+    ``address`` is the server the attempt went to (``None`` when none was selected). ``sent`` is false when
+    the failure happened before the command was written (while checking out or establishing a connection:
+    a network error while connecting is still retryable, but cannot have written). ``code`` is the
     reply's top-level code, or for a write concern error its ``writeConcernError.code``
     (``write_concern_error`` is then true). ``labels`` are the labels the error carries now;
     ``base_backoff_ms`` is the server's ``baseBackoffMS`` hint on an overload error. ``max_wire_version``
@@ -105,6 +107,7 @@ class AttemptFailure:
     max_wire_version: int | None = None
     from_mongos: bool = False
     base_backoff_ms: float | None = None
+    sent: bool = True
 
     @classmethod
     def from_exception(
@@ -137,12 +140,13 @@ class AttemptFailure:
                 max_wire_version=max_wire_version,
                 from_mongos=from_mongos,
                 base_backoff_ms=float(backoff) if isinstance(backoff, (int, float)) else None,
+                sent=sent,
             )
         if isinstance(error, PoolClearedError):
             kind = FailureKind.POOL_CLEARED
         elif isinstance(error, ServerSelectionTimeoutError):
             kind = FailureKind.SELECTION
-        elif isinstance(error, WaitQueueTimeoutError) or not sent:
+        elif isinstance(error, WaitQueueTimeoutError):
             kind = FailureKind.CLIENT
         elif isinstance(error, (NetworkTimeout, TimeoutError)):
             kind = FailureKind.TIMEOUT
@@ -157,6 +161,7 @@ class AttemptFailure:
             labels=labels,
             max_wire_version=max_wire_version,
             from_mongos=from_mongos,
+            sent=sent and kind.command_sent,
         )
 
     @property
@@ -176,7 +181,7 @@ class AttemptFailure:
     @property
     def write_attempted(self) -> bool:
         """Whether the caller must assume a write may have happened (for choosing which error to report)."""
-        return self.kind.command_sent and NO_WRITES_PERFORMED not in self.labels
+        return self.sent and self.kind.command_sent and NO_WRITES_PERFORMED not in self.labels
 
     def with_labels(self, added: frozenset[str]) -> AttemptFailure:
         if added <= self.labels:

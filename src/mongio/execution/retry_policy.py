@@ -232,15 +232,10 @@ class RetryState:
         self._allowed_retries: float = math.inf if csot else 1
         self._deprioritized: list[Address] = []
         self._reported: AttemptFailure | None = None
-        self.failures: list[AttemptFailure] = []
 
     @property
     def deprioritized(self) -> tuple[Address, ...]:
         return tuple(self._deprioritized)
-
-    @property
-    def is_write(self) -> bool:
-        return self.operation.kind is not OperationKind.READ
 
     def _overload_retry_enabled(self) -> bool:
         op = self.operation
@@ -299,7 +294,7 @@ class RetryState:
         """
         add, remove = labels_to_add(
             failure,
-            is_write=self.is_write and self.operation.retryable,
+            is_write=self.operation.kind is OperationKind.WRITE and self.operation.retryable,
             retry_writes=self.options.retry_writes,
             in_transaction=self.in_transaction,
             transaction_command=self.operation.transaction_command,
@@ -307,7 +302,6 @@ class RetryState:
         failure = failure.with_labels(add)
         if remove:
             failure = dataclasses.replace(failure, labels=failure.labels - remove)
-        self.failures.append(failure)
         self._report(failure)
 
         is_overload = failure.is_overload
