@@ -293,9 +293,14 @@ def test_datetime_ms() -> None:
     assert int(DatetimeMS(datetime.datetime(1970, 1, 1, 0, 0, 1, 999999))) == 1999
     assert int(DatetimeMS(datetime.datetime(1969, 12, 31, 23, 59, 59, 999999))) == -1
     assert DatetimeMS(5) < DatetimeMS(6)
-    assert DatetimeMS(1500).as_datetime() == datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
+    assert DatetimeMS(1500).as_datetime() == datetime.datetime(1970, 1, 1, 0, 0, 1, 500000)
+    zone = datetime.timezone(datetime.timedelta(hours=1))
+    local = DatetimeMS(1500).as_datetime(CodecOptions(tz_aware=True, tzinfo=zone))
+    assert local.tzinfo is zone and local == datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
     with pytest.raises(OverflowError):
         DatetimeMS(2**62).as_datetime()
+    clamp = CodecOptions(datetime_conversion=DatetimeConversion.DATETIME_CLAMP)
+    assert DatetimeMS(2**62).as_datetime(clamp) == datetime.datetime(9999, 12, 31, 23, 59, 59, 999000)
     with pytest.raises(OverflowError):
         DatetimeMS(2**63)
     assert DatetimeConversion.DATETIME_AUTO == 4

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import datetime
 import enum
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
+
+if TYPE_CHECKING:
+    from mongio.bson.codec_options import CodecOptions
 
 __all__ = ["DatetimeConversion", "DatetimeMS"]
 
@@ -61,17 +64,16 @@ class DatetimeMS:
             raise OverflowError(f"{value} milliseconds do not fit a BSON datetime (a signed 64-bit integer)")
         self._value = int(value)
 
-    def as_datetime(self, tz_aware: bool = True, tzinfo: datetime.tzinfo | None = None) -> datetime.datetime:
-        """This value as a ``datetime`` (UTC, converted to ``tzinfo`` when given); raises ``OverflowError``
-        when it is outside ``datetime``'s range."""
-        if not MIN_DATETIME_MS <= self._value <= MAX_DATETIME_MS:
-            raise OverflowError(f"{self._value} ms is outside the range of datetime; use DatetimeMS")
-        if not tz_aware:
-            return EPOCH_NAIVE + datetime.timedelta(milliseconds=self._value)
-        value = EPOCH_AWARE + datetime.timedelta(milliseconds=self._value)
-        if tzinfo is not None and tzinfo is not datetime.UTC:
-            value = value.astimezone(tzinfo)
-        return value
+    def as_datetime(self, codec_options: CodecOptions | None = None) -> datetime.datetime:
+        """This value as a ``datetime``: naive UTC by default, or as ``codec_options`` say (``tz_aware``,
+        ``tzinfo``; ``DATETIME_CLAMP`` clamps). Raises ``OverflowError`` outside ``datetime``'s range."""
+        tz_aware = codec_options.tz_aware if codec_options is not None else False
+        tzinfo = codec_options.tzinfo if codec_options is not None else None
+        conversion = DatetimeConversion.DATETIME
+        if codec_options is not None and codec_options.datetime_conversion == DatetimeConversion.DATETIME_CLAMP:
+            conversion = DatetimeConversion.DATETIME_CLAMP
+        # Under DATETIME and DATETIME_CLAMP the conversion always gives a datetime (or raises).
+        return cast(datetime.datetime, millis_to_datetime(self._value, conversion, tz_aware, tzinfo))
 
     def __int__(self) -> int:
         return self._value
