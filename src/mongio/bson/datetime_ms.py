@@ -70,7 +70,10 @@ class DatetimeMS:
         tz_aware = codec_options.tz_aware if codec_options is not None else False
         tzinfo = codec_options.tzinfo if codec_options is not None else None
         conversion = DatetimeConversion.DATETIME
-        if codec_options is not None and codec_options.datetime_conversion == DatetimeConversion.DATETIME_CLAMP:
+        if (
+            codec_options is not None
+            and codec_options.datetime_conversion == DatetimeConversion.DATETIME_CLAMP
+        ):
             conversion = DatetimeConversion.DATETIME_CLAMP
         # Under DATETIME and DATETIME_CLAMP the conversion always gives a datetime (or raises).
         return cast(datetime.datetime, millis_to_datetime(self._value, conversion, tz_aware, tzinfo))
