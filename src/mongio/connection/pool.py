@@ -607,13 +607,16 @@ class Pool(Generic[C]):
         if not self._idle:
             return
         keep: deque[tuple[C, float]] = deque()
+        drop: list[tuple[C, str]] = []
         for conn, since in self._idle:
             reason = self._perished(conn, since if self._max_idle is not None else None)
             if reason is None:
                 keep.append((conn, since))
             else:
-                self._discard(conn, reason)
-        self._idle = keep
+                drop.append((conn, reason))
+        self._idle = keep  # before closing anything, so the idle list is right even if a close() fails
+        for conn, reason in drop:
+            self._discard(conn, reason)
 
     def _dispatch(self) -> None:
         """Serve waiters in arrival order: an idle connection, else a slot to open one, while either is
@@ -737,10 +740,14 @@ class Pool(Generic[C]):
             wake.clear()
             if self._state == PoolState.CLOSED:
                 return
-            self._prune_idle()
-            if self._waiters:
-                self._dispatch()
-            await self._fill()
+            try:
+                self._prune_idle()
+                if self._waiters:
+                    self._dispatch()
+                await self._fill()
+            except Exception:
+                # A connection's close() or a listener failing must not end the pool's upkeep for good.
+                _LOGGER.exception("the background task of the pool for %s failed a run", self._where)
 
     async def _fill(self) -> None:
         """Open connections one at a time until ``minPoolSize`` is met; stop at the first failure (the
