@@ -10,12 +10,15 @@ import pytest
 from mongio.errors import ServerSelectionTimeoutError
 from mongio.execution.deadline import (
     OperationTimeoutError,
+    checkout_timeout,
+    connect_timeout,
     current_deadline,
     deadline_from_timeout_ms,
     is_enabled,
     max_time_ms_for,
     raise_if_expired,
     remaining,
+    selection_deadline,
     timeout,
     timeout_error,
 )
@@ -182,3 +185,37 @@ def test_deadline_from_timeout_ms() -> None:
     assert deadline_from_timeout_ms(250, now=10.0) == 10.25
     with pytest.raises(ValueError):
         deadline_from_timeout_ms(-1)
+
+
+def test_without_csot_the_legacy_timeouts_apply() -> None:
+    deadline = selection_deadline(30.0, now=10.0)
+    assert deadline == 40.0
+    assert checkout_timeout(deadline, 2.0, now=39.0) == 2.0
+    assert checkout_timeout(deadline, None, now=39.0) is None
+    assert connect_timeout(deadline, 20.0, now=39.0) == 20.0
+
+
+def test_csot_shorter_than_server_selection_timeout_bounds_selection_checkout_and_connect() -> None:
+    with timeout(5.0, clock=FakeClock(10.0)):
+        deadline = selection_deadline(30.0, now=10.0)
+        assert deadline == 15.0
+        # waitQueueTimeoutMS is ignored: the rest of the computed selection timeout applies to checkout.
+        assert checkout_timeout(deadline, 100.0, now=12.0) == 3.0
+        assert checkout_timeout(deadline, 100.0, now=16.0) == 0.0
+        assert connect_timeout(deadline, 20.0, now=12.0) == 3.0
+        assert connect_timeout(deadline, 1.0, now=12.0) == 1.0
+        assert connect_timeout(deadline, None, now=14.5) == 0.5
+
+
+def test_server_selection_timeout_shorter_than_csot_wins() -> None:
+    with timeout(60.0, clock=FakeClock(0.0)):
+        deadline = selection_deadline(2.0, now=0.0)
+        assert deadline == 2.0
+        assert checkout_timeout(deadline, None, now=1.5) == 0.5
+
+
+def test_server_selection_timeout_honoured_with_infinite_csot() -> None:
+    with timeout(math.inf):
+        deadline = selection_deadline(30.0, now=0.0)
+        assert deadline == 30.0
+        assert checkout_timeout(deadline, 5.0, now=1.0) == 29.0

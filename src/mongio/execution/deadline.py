@@ -23,12 +23,15 @@ from mongio.errors import MongioError
 
 __all__ = [
     "OperationTimeoutError",
+    "checkout_timeout",
+    "connect_timeout",
     "current_deadline",
     "deadline_from_timeout_ms",
     "is_enabled",
     "max_time_ms_for",
     "raise_if_expired",
     "remaining",
+    "selection_deadline",
     "timeout",
     "timeout_error",
 ]
@@ -179,3 +182,33 @@ def max_time_ms_for(min_rtt: float, *, now: float | None = None) -> int | None:
             detail=f"less than 1 ms left after the server's round-trip time of {min_rtt * 1000:.0f} ms"
         )
     return milliseconds
+
+
+def selection_deadline(server_selection_timeout: float, *, now: float | None = None) -> float:
+    """The deadline for server selection: ``serverSelectionTimeoutMS`` from now, or the operation's deadline
+    when that comes first. Under CSOT the same deadline then bounds the connection checkout."""
+    start = time.monotonic() if now is None else now
+    own = start + server_selection_timeout
+    deadline = _DEADLINE.get()
+    return own if deadline is None else min(own, deadline)
+
+
+def checkout_timeout(
+    selection_end: float, wait_queue_timeout: float | None, *, now: float | None = None
+) -> float | None:
+    """Seconds a connection checkout may wait: what is left of ``selection_end`` under CSOT (which
+    ignores ``waitQueueTimeoutMS``), else ``wait_queue_timeout`` (``None``: no bound)."""
+    if _DEADLINE.get() is None:
+        return wait_queue_timeout
+    return max(0.0, selection_end - (time.monotonic() if now is None else now))
+
+
+def connect_timeout(
+    selection_end: float, configured: float | None, *, now: float | None = None
+) -> float | None:
+    """Seconds to establish a new connection for an operation: ``configured`` (``connectTimeoutMS``;
+    ``None``: no bound), cut to what is left of ``selection_end`` under CSOT."""
+    if _DEADLINE.get() is None:
+        return configured
+    left = max(0.0, selection_end - (time.monotonic() if now is None else now))
+    return left if configured is None else min(configured, left)
