@@ -60,8 +60,8 @@ class ExhaustTolerantConnection(Connection):
 class CountingFactory:
     """Opens monitoring connections (the driver's factory, or the tolerant one) and tracks how many are open."""
 
-    def __init__(self, *, tolerant: bool) -> None:
-        self._settings = ConnectionSettings(connect_timeout=5.0)
+    def __init__(self, *, tolerant: bool, settings: ConnectionSettings | None = None) -> None:
+        self._settings = settings if settings is not None else ConnectionSettings(connect_timeout=5.0)
         self._real = monitor_connection_factory(self._settings)
         self._tolerant = tolerant
         self._ids = itertools.count(1)
