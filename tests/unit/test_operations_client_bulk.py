@@ -1,0 +1,294 @@
+"""Client-level bulkWrite: the command, nsInfo per batch, splitting, result merging and the exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongio.bson import decode, encode
+from mongio.errors import DocumentTooLarge, InvalidOperation, OperationFailure
+from mongio.operations import (
+    ClientBulkWrite,
+    ClientBulkWriteBatch,
+    ClientBulkWriteException,
+    DeleteMany,
+    DeleteOne,
+    InsertOne,
+    ReplaceOne,
+    Retryability,
+    ServerLimits,
+    UpdateMany,
+    UpdateOne,
+)
+from mongio.operations.base import RESERVED_MESSAGE_BYTES
+from mongio.options.write_concern import WriteConcern
+
+
+def sent_batches(
+    bulk: ClientBulkWrite, context: ServerLimits
+) -> list[tuple[ClientBulkWriteBatch, dict[str, Any]]]:
+    """Build every batch, answering each with a reply that reports every op as a success."""
+    out = []
+    while (batch := bulk.next_batch()) is not None:
+        command = batch.build(context)
+        assert command.sequences is not None
+        ops = [decode(data) for data in command.sequences["ops"]]
+        ns_info = [decode(data) for data in command.sequences["nsInfo"]]
+        # What command monitoring shows is what is sent.
+        assert [dict(view) for view in command.sequences["ops"].documents] == ops
+        assert command.sequences["nsInfo"].documents == ns_info
+        body = dict(command.body, ops=ops, nsInfo=ns_info)
+        batch.handle_response(
+            {
+                "ok": 1,
+                "nErrors": 0,
+                "nInserted": len(ops),
+                "cursor": {"id": 0, "ns": "admin.$cmd.bulkWrite", "firstBatch": []},
+            },
+            context,
+        )
+        out.append((batch, body))
+    return out
+
+
+def test_command_shape_matches_the_spec_example() -> None:
+    models = [
+        InsertOne({"_id": 8, "x": 88}, namespace="crud-tests.coll0"),
+        UpdateOne({"_id": 1}, {"$inc": {"x": 1}}, namespace="crud-tests.coll0"),
+        UpdateMany({"_id": {"$gt": 1}}, {"$inc": {"x": 2}}, namespace="crud-tests.coll0"),
+        ReplaceOne({"_id": 4}, {"x": 44}, upsert=True, namespace="crud-tests.coll0"),
+        DeleteOne({"_id": 5}, namespace="crud-tests.coll0"),
+        DeleteMany({"_id": {"$gt": 5}}, namespace="crud-tests.coll0"),
+    ]
+    [(_, body)] = sent_batches(ClientBulkWrite(models, verbose_results=True), ServerLimits())
+    assert body == {
+        "bulkWrite": 1,
+        "errorsOnly": False,
+        "ordered": True,
+        "ops": [
+            {"insert": 0, "document": {"_id": 8, "x": 88}},
+            {"update": 0, "filter": {"_id": 1}, "updateMods": {"$inc": {"x": 1}}, "multi": False},
+            {"update": 0, "filter": {"_id": {"$gt": 1}}, "updateMods": {"$inc": {"x": 2}}, "multi": True},
+            {"update": 0, "filter": {"_id": 4}, "updateMods": {"x": 44}, "multi": False, "upsert": True},
+            {"delete": 0, "filter": {"_id": 5}, "multi": False},
+            {"delete": 0, "filter": {"_id": {"$gt": 5}}, "multi": True},
+        ],
+        "nsInfo": [{"ns": "crud-tests.coll0"}],
+    }
+
+
+def test_namespace_indexes_are_per_batch() -> None:
+    models = [InsertOne({"_id": i}, namespace=f"db.c{i % 3}") for i in range(5)]
+    sent = sent_batches(ClientBulkWrite(models), ServerLimits(max_write_batch_size=3))
+    first, second = (body for _, body in sent)
+    assert first["nsInfo"] == [{"ns": "db.c0"}, {"ns": "db.c1"}, {"ns": "db.c2"}]
+    assert [op["insert"] for op in first["ops"]] == [0, 1, 2]
+    # The second batch holds c0 and c1 only, numbered from 0 again.
+    assert second["nsInfo"] == [{"ns": "db.c0"}, {"ns": "db.c1"}]
+    assert [op["insert"] for op in second["ops"]] == [0, 1]
+    assert [op["document"]["_id"] for op in second["ops"]] == [3, 4]
+
+
+def test_split_at_max_message_size_with_the_spec_overhead() -> None:
+    models = [InsertOne({"_id": i, "s": "x" * 300}, namespace="db.coll") for i in range(6)]
+    bulk = ClientBulkWrite(models)
+    op_size = len(bulk._ops[0].encoded)
+    ns_size = len(encode({"ns": "db.coll"}))
+    body_size = len(encode(bulk._body))
+    # Room for exactly three ops and the one nsInfo entry.
+    exact = RESERVED_MESSAGE_BYTES + body_size + 3 * op_size + ns_size
+    sent = sent_batches(bulk, ServerLimits(max_message_size=exact))
+    assert [len(body["ops"]) for _, body in sent] == [3, 3]
+    sent = sent_batches(ClientBulkWrite(models), ServerLimits(max_message_size=exact - 1))
+    assert [len(body["ops"]) for _, body in sent] == [2, 2, 2]
+
+
+def test_no_room_for_one_op_is_a_client_error() -> None:
+    bulk = ClientBulkWrite([InsertOne({"s": "x" * 2000}, namespace="db.c")])
+    batch = bulk.next_batch()
+    assert batch is not None
+    with pytest.raises(DocumentTooLarge):
+        batch.build(ServerLimits(max_message_size=2500))
+
+
+def test_split_at_max_write_batch_size() -> None:
+    models = [InsertOne({"_id": i}, namespace="db.c") for i in range(5)]
+    sent = sent_batches(ClientBulkWrite(models), ServerLimits(max_write_batch_size=2))
+    assert [len(body["ops"]) for _, body in sent] == [2, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"verbose_results": True, "ordered": False},
+            "Cannot request unacknowledged write concern and verbose results",
+        ),
+        ({}, "Cannot request unacknowledged write concern and ordered writes"),
+    ],
+)
+def test_unacknowledged_refusals(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidOperation, match=message):
+        ClientBulkWrite([InsertOne({}, namespace="db.c")], write_concern=WriteConcern(w=0), **kwargs)
+
+
+def test_models_need_a_namespace_and_at_least_one() -> None:
+    with pytest.raises(InvalidOperation):
+        ClientBulkWrite([InsertOne({})])
+    with pytest.raises(InvalidOperation):
+        ClientBulkWrite([])
+
+
+def test_retryability_follows_multi_and_acknowledgement() -> None:
+    limits = ServerLimits()
+    single = ClientBulkWrite([UpdateOne({}, {"$set": {"a": 1}}, namespace="db.c")]).next_batch()
+    assert single is not None
+    single.build(limits)
+    assert single.retryability is Retryability.WRITE
+    multi = ClientBulkWrite([DeleteMany({}, namespace="db.c")]).next_batch()
+    assert multi is not None
+    multi.build(limits)
+    assert multi.retryability is Retryability.NONE
+    unack = ClientBulkWrite([InsertOne({}, namespace="db.c")], ordered=False, write_concern=WriteConcern(w=0))
+    batch = unack.next_batch()
+    assert batch is not None
+    batch.build(limits)
+    assert batch.retryability is Retryability.NONE
+    batch.handle_response({}, limits)
+    assert unack.result().acknowledged is False
+
+
+def _reply(results: list[dict[str, Any]], cursor_id: int = 0, **counts: int) -> dict[str, Any]:
+    reply: dict[str, Any] = {
+        "ok": 1,
+        "cursor": {"id": cursor_id, "ns": "admin.$cmd.bulkWrite", "firstBatch": results},
+    }
+    reply.update(counts)
+    return reply
+
+
+def test_verbose_results_across_batches_and_get_more() -> None:
+    models = [
+        InsertOne({"_id": 1}, namespace="db.c"),
+        UpdateOne({"_id": 1}, {"$set": {"a": 1}}, namespace="db.c"),
+        ReplaceOne({"_id": 9}, {"a": 2}, upsert=True, namespace="db.c"),
+        DeleteOne({"_id": 1}, namespace="db.c"),
+    ]
+    limits = ServerLimits(max_write_batch_size=2)
+    bulk = ClientBulkWrite(models, verbose_results=True)
+    first = bulk.next_batch()
+    assert first is not None
+    first.build(limits)
+    cursor = first.handle_response(
+        _reply([{"ok": 1, "idx": 0, "n": 1}], 77, nInserted=1, nMatched=1, nModified=1, nErrors=0), limits
+    )
+    assert cursor.id == 77 and cursor.namespace == "admin.$cmd.bulkWrite"
+    first.record_results([{"ok": 1, "idx": 1, "n": 1, "nModified": 1}])
+    first.cursor_exhausted()
+    second = bulk.next_batch()
+    assert second is not None
+    second.build(limits)
+    second.handle_response(
+        _reply(
+            [
+                {"ok": 1, "idx": 0, "n": 1, "nModified": 0, "upserted": {"_id": 9}},
+                {"ok": 1, "idx": 1, "n": 1},
+            ],
+            nUpserted=1,
+            nMatched=1,
+            nDeleted=1,
+            nErrors=0,
+        ),
+        limits,
+    )
+    assert bulk.next_batch() is None
+    result = bulk.result()
+    assert (result.inserted_count, result.matched_count, result.modified_count) == (1, 2, 1)
+    assert (result.upserted_count, result.deleted_count) == (1, 1)
+    assert result.insert_results[0].inserted_id == 1
+    assert result.update_results[1].matched_count == 1 and result.update_results[1].upserted_id is None
+    assert result.update_results[2].upserted_id == 9 and result.update_results[2].matched_count == 1
+    assert result.delete_results[3].deleted_count == 1
+
+
+def test_summary_results_have_no_verbose_maps() -> None:
+    bulk = ClientBulkWrite([InsertOne({"_id": 1}, namespace="db.c")])
+    sent_batches(bulk, ServerLimits())
+    result = bulk.result()
+    assert result.inserted_count == 1 and result.has_verbose_results is False
+    with pytest.raises(InvalidOperation):
+        result.insert_results  # noqa: B018
+
+
+def test_write_errors_are_remapped_and_ordered_stops() -> None:
+    models = [InsertOne({"_id": i}, namespace="db.c") for i in range(6)]
+    limits = ServerLimits(max_write_batch_size=2)
+    bulk = ClientBulkWrite(models)
+    first = bulk.next_batch()
+    assert first is not None
+    first.build(limits)
+    first.handle_response(_reply([], nInserted=2, nErrors=0), limits)
+    second = bulk.next_batch()
+    assert second is not None
+    second.build(limits)
+    second.handle_response(
+        _reply([{"ok": 0, "idx": 1, "code": 11000, "errmsg": "dup"}], nInserted=1, nErrors=1), limits
+    )
+    assert bulk.next_batch() is None
+    with pytest.raises(ClientBulkWriteException) as info:
+        bulk.result()
+    assert [error["idx"] for error in info.value.write_errors] == [3]
+    assert info.value.partial_result is not None
+    assert info.value.partial_result.inserted_count == 3
+
+
+def test_unordered_continues_and_partial_result_only_when_something_succeeded() -> None:
+    models = [InsertOne({"_id": 1}, namespace="db.c"), InsertOne({"_id": 1}, namespace="db.c")]
+    limits = ServerLimits(max_write_batch_size=1)
+    bulk = ClientBulkWrite(models, ordered=False)
+    for _ in range(2):
+        batch = bulk.next_batch()
+        assert batch is not None
+        batch.build(limits)
+        batch.handle_response(
+            _reply([{"ok": 0, "idx": 0, "code": 11000, "errmsg": "dup"}], nErrors=1), limits
+        )
+    with pytest.raises(ClientBulkWriteException) as info:
+        bulk.result()
+    assert [error["idx"] for error in info.value.write_errors] == [0, 1]
+    assert info.value.partial_result is None
+
+
+def test_write_concern_errors_collected_per_command() -> None:
+    models = [InsertOne({"_id": i}, namespace="db.c") for i in range(2)]
+    limits = ServerLimits(max_write_batch_size=1)
+    bulk = ClientBulkWrite(models)
+    while (batch := bulk.next_batch()) is not None:
+        batch.build(limits)
+        reply = _reply([], nInserted=1, nErrors=0)
+        reply["writeConcernError"] = {"code": 91, "errmsg": "shutting down"}
+        batch.handle_response(reply, limits)
+    with pytest.raises(ClientBulkWriteException) as info:
+        bulk.result()
+    assert len(info.value.write_concern_errors) == 2
+    assert info.value.partial_result is not None and info.value.partial_result.inserted_count == 2
+
+
+def test_top_level_error_wraps_only_after_something_was_observed() -> None:
+    error = OperationFailure("boom", 8, {"ok": 0, "code": 8})
+    fresh = ClientBulkWrite([InsertOne({}, namespace="db.c")])
+    with pytest.raises(OperationFailure) as plain:
+        fresh.raise_top_level(error)
+    assert plain.value is error
+
+    limits = ServerLimits(max_write_batch_size=1)
+    bulk = ClientBulkWrite([InsertOne({}, namespace="db.c"), InsertOne({}, namespace="db.c")])
+    batch = bulk.next_batch()
+    assert batch is not None
+    batch.build(limits)
+    batch.handle_response(_reply([], nInserted=1, nErrors=0), limits)
+    with pytest.raises(ClientBulkWriteException) as wrapped:
+        bulk.raise_top_level(error)
+    assert wrapped.value.error is error
+    assert wrapped.value.partial_result is not None and wrapped.value.partial_result.inserted_count == 1

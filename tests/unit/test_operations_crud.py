@@ -1,0 +1,454 @@
+"""CRUD operations: command shapes, the spec's client-side validation, retryability and reply handling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongio.bson import Int64, ObjectId, RawBSONDocument, decode, encode
+from mongio.errors import (
+    ConfigurationError,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    InvalidOperation,
+    WriteConcernError,
+    WriteError,
+)
+from mongio.operations import (
+    DeleteMany,
+    DeleteOne,
+    InsertOne,
+    ReplaceOne,
+    Retryability,
+    ReturnDocument,
+    ServerLimits,
+    UpdateMany,
+    UpdateOne,
+)
+from mongio.operations.base import encode_insert, parse_cursor
+from mongio.operations.crud import (
+    Aggregate,
+    CountDocuments,
+    CursorType,
+    Delete,
+    Distinct,
+    EstimatedDocumentCount,
+    Find,
+    FindAndModify,
+    GetMore,
+    Insert,
+    KillCursors,
+    Update,
+)
+from mongio.options.read_preference import ReadPreference
+from mongio.options.write_concern import WriteConcern
+
+LIMITS = ServerLimits()
+UNACK = WriteConcern(w=0)
+
+
+def body(operation: Any, context: Any = LIMITS) -> dict[str, Any]:
+    command = operation.build(context)
+    result = dict(command.body)
+    for identifier, sequence in (command.sequences or {}).items():
+        result[identifier] = [decode(data) for data in sequence]
+    return result
+
+
+def test_find_with_every_option() -> None:
+    op = Find(
+        "db",
+        "c",
+        {"a": 1},
+        projection={"a": 1},
+        sort=[("a", -1)],
+        skip=2,
+        limit=5,
+        batch_size=3,
+        hint="a_1",
+        min={"a": 0},
+        max={"a": 9},
+        return_key=True,
+        show_record_id=True,
+        allow_disk_use=True,
+        no_cursor_timeout=True,
+        cursor_type=CursorType.TAILABLE_AWAIT,
+        allow_partial_results=True,
+        max_time_ms=100,
+        max_await_time_ms=50,
+        collation={"locale": "fr"},
+        let={"v": 1},
+        comment="c",
+    )
+    assert body(op) == {
+        "find": "c",
+        "filter": {"a": 1},
+        "projection": {"a": 1},
+        "sort": {"a": -1},
+        "skip": 2,
+        "limit": 5,
+        "batchSize": 3,
+        "min": {"a": 0},
+        "max": {"a": 9},
+        "returnKey": True,
+        "showRecordId": True,
+        "allowDiskUse": True,
+        "noCursorTimeout": True,
+        "allowPartialResults": True,
+        "tailable": True,
+        "awaitData": True,
+        "collation": {"locale": "fr"},
+        "hint": "a_1",
+        "maxTimeMS": 100,
+        "let": {"v": 1},
+        "comment": "c",
+    }
+    assert op.max_await_time_ms == 50
+    assert op.retryability is Retryability.READ and op.takes_read_concern
+
+
+def test_find_defaults_send_only_filter() -> None:
+    assert body(Find("db", "c")) == {"find": "c", "filter": {}}
+
+
+def test_negative_limit_is_a_single_batch() -> None:
+    assert body(Find("db", "c", {}, limit=-3)) == {"find": "c", "filter": {}, "limit": 3, "singleBatch": True}
+
+
+def test_batch_size_equal_to_limit_is_sent_one_larger() -> None:
+    assert body(Find("db", "c", {}, limit=4, batch_size=4))["batchSize"] == 5
+    assert body(Find("db", "c", {}, limit=4, batch_size=2))["batchSize"] == 2
+
+
+def test_max_await_time_only_for_tailable_await() -> None:
+    assert Find("db", "c", max_await_time_ms=10).max_await_time_ms is None
+    assert Find("db", "c", cursor_type=CursorType.TAILABLE, max_await_time_ms=10).max_await_time_ms is None
+    assert body(Find("db", "c", cursor_type=CursorType.TAILABLE)).get("awaitData") is None
+
+
+def test_find_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        Find("db", "c", [("a", 1)])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Find("db", "c", skip=-1)
+    with pytest.raises(ValueError):
+        Find("db", "c", cursor_type=5)
+
+
+def test_find_read_preference_and_cursor_reply() -> None:
+    op = Find("db", "c", read_preference=ReadPreference.SECONDARY)
+    assert op.may_use_secondary and not Find("db", "c").may_use_secondary
+    state = op.handle_response(
+        {"ok": 1, "cursor": {"id": Int64(5), "ns": "db.c", "firstBatch": [{"a": 1}]}}, LIMITS
+    )
+    assert (state.id, state.database, state.collection, state.batch) == (5, "db", "c", [{"a": 1}])
+    assert state.alive
+
+
+def test_get_more_and_comment_by_wire_version() -> None:
+    op = GetMore("db", "c", 42, batch_size=10, max_await_time_ms=20, comment={"x": 1})
+    built = body(op, ServerLimits(max_wire_version=9))
+    assert built == {"getMore": 42, "collection": "c", "batchSize": 10, "maxTimeMS": 20, "comment": {"x": 1}}
+    assert isinstance(built["getMore"], Int64)
+    assert "comment" not in body(op, ServerLimits(max_wire_version=8))
+    assert op.retryability is Retryability.NONE
+    state = op.handle_response(
+        {"ok": 1, "cursor": {"id": 0, "ns": "db.c", "nextBatch": [1], "postBatchResumeToken": {"t": 1}}},
+        LIMITS,
+    )
+    assert state.batch == [1] and state.post_batch_resume_token == {"t": 1} and not state.alive
+
+
+def test_kill_cursors() -> None:
+    built = body(KillCursors("db", "c", [1, 2]))
+    assert built == {"killCursors": "c", "cursors": [1, 2]}
+    assert all(isinstance(i, Int64) for i in built["cursors"])
+
+
+def test_aggregate_plain_and_with_write_stages() -> None:
+    plain = Aggregate("db", "c", [{"$match": {}}], batch_size=2, allow_disk_use=True, let={"x": 1})
+    assert body(plain) == {
+        "aggregate": "c",
+        "pipeline": [{"$match": {}}],
+        "cursor": {"batchSize": 2},
+        "allowDiskUse": True,
+        "let": {"x": 1},
+    }
+    assert plain.retryability is Retryability.READ and not plain.takes_write_concern
+    for stage in ({"$out": "other"}, {"$merge": {"into": "other"}}):
+        out = Aggregate("db", "c", [{"$match": {}}, stage], batch_size=0, write_concern=WriteConcern(w=1))
+        assert out.has_write_stage
+        assert body(out)["cursor"] == {}
+        assert out.retryability is Retryability.NONE
+        assert out.takes_write_concern and out.takes_read_concern
+    assert body(Aggregate("db", None, [{"$currentOp": {}}]))["aggregate"] == 1
+    with pytest.raises(TypeError):
+        Aggregate("db", "c", {"$match": {}})  # type: ignore[arg-type]
+
+
+def test_count_documents_pipeline_and_result() -> None:
+    op = CountDocuments("db", "c", {"a": 1}, skip=1, limit=5, hint="a_1", comment="x")
+    assert body(op) == {
+        "aggregate": "c",
+        "pipeline": [
+            {"$match": {"a": 1}},
+            {"$skip": 1},
+            {"$limit": 5},
+            {"$group": {"_id": 1, "n": {"$sum": 1}}},
+        ],
+        "cursor": {},
+        "hint": "a_1",
+        "comment": "x",
+    }
+    assert body(CountDocuments("db", "c", {}))["pipeline"] == [
+        {"$match": {}},
+        {"$group": {"_id": 1, "n": {"$sum": 1}}},
+    ]
+    assert (
+        op.handle_response(
+            {"ok": 1, "cursor": {"id": 0, "ns": "db.c", "firstBatch": [{"_id": 1, "n": 3}]}}, LIMITS
+        )
+        == 3
+    )
+    assert op.handle_response({"ok": 1, "cursor": {"id": 0, "ns": "db.c", "firstBatch": []}}, LIMITS) == 0
+
+
+def test_estimated_document_count_and_distinct() -> None:
+    count = EstimatedDocumentCount("db", "c", max_time_ms=5, comment="x")
+    assert body(count) == {"count": "c", "maxTimeMS": 5, "comment": "x"}
+    assert count.handle_response({"ok": 1, "n": 7}, LIMITS) == 7
+    distinct = Distinct("db", "c", "x", {"a": 1}, collation={"locale": "en"}, hint={"x": 1})
+    assert body(distinct) == {
+        "distinct": "c",
+        "key": "x",
+        "query": {"a": 1},
+        "collation": {"locale": "en"},
+        "hint": {"x": 1},
+    }
+    assert distinct.handle_response({"ok": 1, "values": [1, 2]}, LIMITS) == [1, 2]
+    assert count.retryability is distinct.retryability is Retryability.READ
+
+
+def test_insert_one_generates_id_first_and_reports_it() -> None:
+    document: dict[str, Any] = {"a": 1}
+    op = Insert("db", "c", document, bypass_document_validation=True, comment="x")
+    assert isinstance(document["_id"], ObjectId)
+    built = body(op)
+    assert built == {
+        "insert": "c",
+        "ordered": True,
+        "bypassDocumentValidation": True,
+        "comment": "x",
+        "documents": [{"_id": document["_id"], "a": 1}],
+    }
+    assert next(iter(built["documents"][0])) == "_id"
+    result = op.handle_response({"ok": 1, "n": 1}, LIMITS)
+    assert result.acknowledged and result.inserted_id == document["_id"]
+    assert op.retryability is Retryability.WRITE and op.takes_write_concern
+
+
+def test_encode_insert_keeps_given_id_and_raw_documents() -> None:
+    data, _id = encode_insert({"x": 1, "_id": 3})
+    assert _id == 3 and decode(data) == {"x": 1, "_id": 3}
+    raw = RawBSONDocument(encode({"_id": 9, "a": 1}))
+    data, _id = encode_insert(raw)
+    assert data == raw.raw and _id == 9
+    with pytest.raises(TypeError):
+        encode_insert([1, 2])
+
+
+def test_insert_one_document_size_limit_is_checked_against_the_connection() -> None:
+    op = Insert("db", "c", {"_id": 1, "s": "x" * 100})
+    size = len(encode({"_id": 1, "s": "x" * 100}))
+    body(op, ServerLimits(max_bson_size=size))
+    with pytest.raises(DocumentTooLarge):
+        Insert("db", "c", {"_id": 1, "s": "x" * 100}).build(ServerLimits(max_bson_size=size - 1))
+
+
+def test_single_write_errors_raise_with_their_classes() -> None:
+    op = Insert("db", "c", {"_id": 1})
+    with pytest.raises(DuplicateKeyError):
+        op.handle_response(
+            {"ok": 1, "n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "dup"}]}, LIMITS
+        )
+    with pytest.raises(WriteError) as info:
+        op.handle_response(
+            {"ok": 1, "n": 0, "writeErrors": [{"index": 0, "code": 121, "errmsg": "invalid"}]}, LIMITS
+        )
+    assert info.value.code == 121 and not isinstance(info.value, DuplicateKeyError)
+    with pytest.raises(WriteConcernError) as concern:
+        op.handle_response(
+            {
+                "ok": 1,
+                "n": 1,
+                "writeConcernError": {"code": 91, "errmsg": "down"},
+                "errorLabels": ["RetryableWriteError"],
+            },
+            LIMITS,
+        )
+    assert concern.value.has_error_label("RetryableWriteError")
+
+
+def test_update_one_many_and_replace() -> None:
+    one = Update(
+        "db",
+        "c",
+        UpdateOne({"a": 1}, {"$set": {"b": 1}}, upsert=True, hint="a_1", sort={"a": 1}),
+        let={"v": 1},
+    )
+    assert body(one) == {
+        "update": "c",
+        "ordered": True,
+        "let": {"v": 1},
+        "updates": [
+            {"q": {"a": 1}, "u": {"$set": {"b": 1}}, "upsert": True, "hint": "a_1", "sort": {"a": 1}}
+        ],
+    }
+    assert one.retryability is Retryability.WRITE
+    many = Update("db", "c", UpdateMany({}, [{"$set": {"b": 1}}], array_filters=[{"x": 1}]))
+    assert body(many)["updates"] == [
+        {"q": {}, "u": [{"$set": {"b": 1}}], "multi": True, "arrayFilters": [{"x": 1}]}
+    ]
+    assert many.retryability is Retryability.NONE
+    replace = Update("db", "c", ReplaceOne({"a": 1}, {"b": 2}, collation={"locale": "en"}))
+    assert body(replace)["updates"] == [{"q": {"a": 1}, "u": {"b": 2}, "collation": {"locale": "en"}}]
+    result = one.handle_response(
+        {"ok": 1, "n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": 5}]}, LIMITS
+    )
+    assert (result.matched_count, result.modified_count, result.upserted_id, result.did_upsert) == (
+        0,
+        0,
+        5,
+        True,
+    )
+    result = many.handle_response({"ok": 1, "n": 3, "nModified": 2}, LIMITS)
+    assert (result.matched_count, result.modified_count, result.upserted_id, result.did_upsert) == (
+        3,
+        2,
+        None,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (lambda: UpdateOne({}, {"b": 1}), ValueError),
+        (lambda: UpdateMany({}, {}), ValueError),
+        (lambda: UpdateOne({}, []), ValueError),
+        (lambda: UpdateOne({}, "x"), TypeError),
+        (lambda: ReplaceOne({}, {"$set": {"b": 1}}), ValueError),
+        (lambda: DeleteOne([]), TypeError),
+        (lambda: UpdateOne({}, {"$set": {}}, upsert="yes"), TypeError),
+        (lambda: UpdateOne({}, {"$set": {}}, array_filters={"x": 1}), TypeError),
+        (lambda: InsertOne({}, namespace="nodot"), ValueError),
+        (lambda: FindAndModify("db", "c", {}, update={"a": 1}), ValueError),
+        (lambda: FindAndModify("db", "c", {}, replacement={"$set": {"a": 1}}), ValueError),
+        (lambda: FindAndModify("db", "c", {}), ValueError),
+        (lambda: FindAndModify("db", "c", {}, remove=True, update={"$set": {}}), ValueError),
+    ],
+)
+def test_client_side_validation(make: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        make()
+
+
+def test_delete_one_and_many() -> None:
+    one = Delete("db", "c", DeleteOne({"a": 1}, hint="a_1"), comment="x")
+    assert body(one) == {
+        "delete": "c",
+        "ordered": True,
+        "comment": "x",
+        "deletes": [{"q": {"a": 1}, "limit": 1, "hint": "a_1"}],
+    }
+    assert one.retryability is Retryability.WRITE
+    many = Delete("db", "c", DeleteMany({}))
+    assert body(many)["deletes"] == [{"q": {}, "limit": 0}]
+    assert many.retryability is Retryability.NONE
+    assert many.handle_response({"ok": 1, "n": 4}, LIMITS).deleted_count == 4
+
+
+def test_unacknowledged_single_writes() -> None:
+    op = Delete("db", "c", DeleteOne({}, hint="a_1"), write_concern=UNACK)
+    assert op.retryability is Retryability.NONE
+    with pytest.raises(ConfigurationError):
+        op.build(ServerLimits(max_wire_version=8))
+    op.build(ServerLimits(max_wire_version=9))
+    result = op.handle_response({}, LIMITS)
+    assert not result.acknowledged
+    with pytest.raises(InvalidOperation, match="deleted_count"):
+        result.deleted_count  # noqa: B018
+    update = Update("db", "c", UpdateOne({}, {"$set": {"a": 1}}, hint="a_1"), write_concern=UNACK)
+    with pytest.raises(ConfigurationError):
+        update.build(ServerLimits(max_wire_version=7))
+    update.build(ServerLimits(max_wire_version=8))
+    inserted = Insert("db", "c", {"_id": 3}, write_concern=UNACK).handle_response({}, LIMITS)
+    assert not inserted.acknowledged and inserted.inserted_id == 3
+
+
+def test_find_and_modify_shapes() -> None:
+    update = FindAndModify(
+        "db",
+        "c",
+        {"a": 1},
+        update={"$inc": {"x": 1}},
+        projection={"x": 1},
+        sort={"a": -1},
+        upsert=True,
+        return_document=ReturnDocument.AFTER,
+        array_filters=[{"i": 0}],
+        bypass_document_validation=False,
+        collation={"locale": "en"},
+        hint="a_1",
+        let={"v": 1},
+        comment="c",
+        max_time_ms=9,
+    )
+    assert body(update) == {
+        "findAndModify": "c",
+        "query": {"a": 1},
+        "update": {"$inc": {"x": 1}},
+        "new": True,
+        "upsert": True,
+        "fields": {"x": 1},
+        "sort": {"a": -1},
+        "arrayFilters": [{"i": 0}],
+        "bypassDocumentValidation": False,
+        "collation": {"locale": "en"},
+        "hint": "a_1",
+        "maxTimeMS": 9,
+        "let": {"v": 1},
+        "comment": "c",
+    }
+    delete = FindAndModify("db", "c", {"a": 1}, remove=True)
+    assert body(delete) == {"findAndModify": "c", "query": {"a": 1}, "remove": True}
+    replace = FindAndModify("db", "c", {}, replacement={"b": 1})
+    assert body(replace) == {"findAndModify": "c", "query": {}, "update": {"b": 1}, "new": False}
+    assert update.retryability is Retryability.WRITE
+    assert update.handle_response({"ok": 1, "value": {"x": 2}}, LIMITS) == {"x": 2}
+    assert delete.handle_response({"ok": 1, "value": None}, LIMITS) is None
+    with pytest.raises(WriteConcernError):
+        update.handle_response(
+            {"ok": 1, "value": None, "writeConcernError": {"code": 64, "errmsg": "t"}}, LIMITS
+        )
+
+
+def test_find_and_modify_hint_unacknowledged() -> None:
+    op = FindAndModify("db", "c", {}, remove=True, hint="a_1", write_concern=UNACK)
+    assert op.retryability is Retryability.NONE
+    with pytest.raises(ConfigurationError):
+        op.build(ServerLimits(max_wire_version=8))
+    assert op.build(ServerLimits(max_wire_version=9)).body["hint"] == "a_1"
+
+
+def test_build_returns_a_fresh_body_each_time() -> None:
+    op = Find("db", "c")
+    first = op.build(LIMITS).body
+    first["lsid"] = {"id": 1}
+    assert "lsid" not in op.build(LIMITS).body
+
+
+def test_parse_cursor_at_cluster_time() -> None:
+    state = parse_cursor({"ok": 1, "cursor": {"id": 0, "ns": "a.b", "firstBatch": [], "atClusterTime": 5}})
+    assert state.at_cluster_time == 5
