@@ -161,8 +161,6 @@ class Transaction:
             raise InvalidOperation("Transactions are not supported in snapshot sessions")
         if self.active:
             raise InvalidOperation("Transaction already in progress")
-        if options.write_concern is not None:
-            _check_acknowledged(options.write_concern)
         self.state = TxnState.STARTING
         self.options = options
         self.recovery_token = None
