@@ -384,7 +384,13 @@ def make_topology(
 ) -> Topology:
     settings_fields = {
         key: kwargs.pop(key)
-        for key in ("replica_set_name", "load_balanced", "server_selection_timeout", "srv_max_hosts")
+        for key in (
+            "replica_set_name",
+            "direct_connection",
+            "load_balanced",
+            "server_selection_timeout",
+            "srv_max_hosts",
+        )
         if key in kwargs
     }
     settings = TopologySettings(seeds=tuple(seeds), heartbeat_frequency=heartbeat, **settings_fields)
@@ -1127,3 +1133,21 @@ def test_heartbeat_log_truncates_the_reply(
     fields = caplog.records[0].msg.fields  # type: ignore[union-attr]
     assert fields["driverConnectionId"] == 7 and fields["serverConnectionId"] == 8
     assert fields["durationMS"] == pytest.approx(2.0)
+
+
+async def test_a_server_of_the_wrong_replica_set_never_gets_a_ready_pool() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        pools = Pools()
+        topology = make_topology(
+            [rs[0].address],
+            CountingFactory(),
+            direct_connection=True,
+            replica_set_name="other",
+            pool_factory=pools,
+        )
+        async with topology:
+            with pytest.raises(ServerSelectionTimeoutError) as caught:
+                await topology.select_server(is_write=True, timeout=0.3)
+            assert topology.description.topology_type == TopologyType.Single
+            assert pools.by_address[rs[0].address].ready_calls == 0
+        assert "replica set 'other'" in str(caught.value)

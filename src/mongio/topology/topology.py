@@ -390,12 +390,16 @@ class Topology:
             return
         self._description = new
         server = self._servers.get(server_description.address)
+        # Judge by what the topology kept: the rules may have made the server Unknown (a stale primary, a
+        # set name mismatch) or removed it.
+        kept = new.get(server_description.address)
         if (
             server is not None
             and server.pool is not None
+            and kept is not None
             and (
-                server_description.server_type in _POOL_READY_TYPES
-                or (server_description.is_server_type_known and new.topology_type == TopologyType.Single)
+                kept.server_type in _POOL_READY_TYPES
+                or (kept.is_server_type_known and new.topology_type == TopologyType.Single)
             )
         ):
             server.pool.ready()
