@@ -216,9 +216,8 @@ WRAPPERS: list[tuple[str, Any, str, str]] = [
 def _same(got: Any, expected: Any) -> bool:
     """The same BSON value: equal encodings (so NaN matches NaN, -0.0 differs from 0.0, int32 from int64)."""
     options = CANONICAL.codec_options()
-    return bson.encode({"v": got}, codec_options=options) == bson.encode(
-        {"v": expected}, codec_options=options
-    )
+    got_bytes: bytes = bson.encode({"v": got}, codec_options=options)
+    return bool(got_bytes == bson.encode({"v": expected}, codec_options=options))
 
 
 @pytest.mark.parametrize(("name", "value", "canonical", "relaxed"), WRAPPERS, ids=[w[0] for w in WRAPPERS])
