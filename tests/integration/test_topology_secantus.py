@@ -28,7 +28,7 @@ from mongio.topology.heartbeat_events import (
     ServerHeartbeatSucceededEvent,
 )
 from mongio.topology.monitor import monitor_connection_factory
-from mongio.topology.rtt_monitor import MonitorConnection
+from mongio.topology.rtt_monitor import MonitorConnection, record_hello_duration
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
@@ -74,11 +74,13 @@ class CountingFactory:
             connection: MonitorConnection = ExhaustTolerantConnection(
                 transport, protocol, address, id=next(self._ids)
             )
+            started = time.monotonic()
             try:
                 await handshake(connection, self._settings, authenticate=False)  # type: ignore[arg-type]
             except BaseException:
                 connection.close("handshake failed")
                 raise
+            record_hello_duration(connection, time.monotonic() - started)
         else:
             connection = await self._real(address)
         self.opened.append((address, connection))

@@ -1151,3 +1151,24 @@ async def test_a_server_of_the_wrong_replica_set_never_gets_a_ready_pool() -> No
             assert topology.description.topology_type == TopologyType.Single
             assert pools.by_address[rs[0].address].ready_calls == 0
         assert "replica set 'other'" in str(caught.value)
+
+
+async def test_handshake_round_trip_excludes_connecting_when_the_factory_reports_it() -> None:
+    from mongio.topology.rtt_monitor import open_timed, record_hello_duration
+
+    class Opened:
+        closed = False
+
+    async def slow_factory(address: Address) -> Any:
+        await asyncio.sleep(0.2)  # connecting (and TLS) take long; the hello itself was quick
+        connection = Opened()
+        if address[1] == 1:
+            record_hello_duration(connection, 0.001)
+        return connection
+
+    _, reported = await open_timed(slow_factory, ("h", 1), 5.0)
+    _, measured = await open_timed(slow_factory, ("h", 2), 5.0)
+    assert reported == 0.001
+    assert measured >= 0.2
+    with pytest.raises(TimeoutError):
+        await open_timed(slow_factory, ("h", 2), 0.05)

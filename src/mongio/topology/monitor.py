@@ -33,7 +33,13 @@ from mongio.errors import (
     OperationFailure,
 )
 from mongio.topology.heartbeat_events import SdamPublisher
-from mongio.topology.rtt_monitor import MonitorConnection, MonitorConnectionFactory, RttMonitor, open_timed
+from mongio.topology.rtt_monitor import (
+    MonitorConnection,
+    MonitorConnectionFactory,
+    RttMonitor,
+    open_timed,
+    record_hello_duration,
+)
 from mongio.topology.selection import RoundTripTimeTracker
 from mongio.topology.server_description import Address, ServerDescription, format_address
 from mongio.topology.settings import MIN_HEARTBEAT_FREQUENCY
@@ -102,11 +108,14 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
             socket_timeout=None,
             ssl_context=settings.ssl_context,
         )
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             await handshake(connection, settings, authenticate=False)
         except BaseException as exc:
             connection.close(f"the monitoring handshake failed: {type(exc).__name__}")
             raise
+        record_hello_duration(connection, loop.time() - started)
         return connection
 
     return open_monitor_connection

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from mongio.topology.selection import RoundTripTimeTracker
 from mongio.topology.server_description import Address, format_address
 
-__all__ = ["MonitorConnection", "MonitorConnectionFactory", "RttMonitor", "open_timed"]
+__all__ = [
+    "MonitorConnection",
+    "MonitorConnectionFactory",
+    "RttMonitor",
+    "open_timed",
+    "record_hello_duration",
+]
 
 _log = logging.getLogger("mongio.topology")
 
@@ -57,14 +64,27 @@ MonitorConnectionFactory = Callable[[Address], Awaitable[MonitorConnection]]
 authentication, no ``saslSupportedMechs``), and outside any pool."""
 
 
+# The handshake hello's own round trip, per connection, as the factory measured it (connections keep no
+# spare attribute for it).
+_HELLO_DURATIONS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def record_hello_duration(connection: Any, seconds: float) -> None:
+    """Tell :func:`open_timed` how long ``connection``'s handshake ``hello`` took (factories call this)."""
+    try:
+        _HELLO_DURATIONS[connection] = seconds
+    except TypeError:
+        pass  # an object that cannot be weakly referenced: the whole opening time will do
+
+
 async def open_timed(
     factory: MonitorConnectionFactory, address: Address, connect_timeout: float | None
 ) -> tuple[MonitorConnection, float]:
     """Open a connection through ``factory`` within ``connect_timeout`` and return it with the handshake's
     round trip time.
 
-    The time is the connection's own ``hello_duration`` when it reports one (the hello alone), else the
-    whole opening, which overstates it by the TCP (and TLS) set-up.
+    The time is the handshake ``hello`` alone when the factory reported it through
+    :func:`record_hello_duration`, else the whole opening, which overstates it by the TCP (and TLS) set-up.
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -74,9 +94,12 @@ async def open_timed(
     else:
         connection = await factory(address)
     elapsed = loop.time() - start
-    hello_duration = getattr(connection, "hello_duration", None)
-    if isinstance(hello_duration, int | float) and hello_duration >= 0:
-        elapsed = float(hello_duration)
+    try:
+        hello_duration = _HELLO_DURATIONS.pop(connection, None)
+    except TypeError:
+        hello_duration = None
+    if hello_duration is not None and hello_duration >= 0:
+        elapsed = hello_duration
     return connection, elapsed
 
 
