@@ -292,3 +292,95 @@ def test_top_level_error_wraps_only_after_something_was_observed() -> None:
         bulk.raise_top_level(error)
     assert wrapped.value.error is error
     assert wrapped.value.partial_result is not None and wrapped.value.partial_result.inserted_count == 1
+
+
+# The prose tests of crud/tests/README.md that concern batching, with the server's default limits and the
+# commands inspected as built instead of through command monitoring.
+DEFAULTS = ServerLimits(
+    max_bson_size=16 * 1024 * 1024, max_message_size=48_000_000, max_write_batch_size=100_000
+)
+
+
+def test_prose_3_split_above_max_write_batch_size() -> None:
+    limits = ServerLimits(max_write_batch_size=100_000)
+    models = [InsertOne({"a": "b"}, namespace="db.coll")] * (limits.max_write_batch_size + 1)
+    bulk = ClientBulkWrite(models)
+    sizes = []
+    while (batch := bulk.next_batch()) is not None:
+        command = batch.build(limits)
+        assert command.sequences is not None
+        sizes.append(len(command.sequences["ops"]))
+        batch.handle_response(_reply([], nInserted=sizes[-1], nErrors=0), limits)
+    assert sizes == [limits.max_write_batch_size, 1]
+    assert bulk.result().inserted_count == limits.max_write_batch_size + 1
+
+
+def test_prose_4_split_when_ops_exceed_max_message_size() -> None:
+    document = {"a": "b" * (DEFAULTS.max_bson_size - 500)}
+    count = DEFAULTS.max_message_size // DEFAULTS.max_bson_size + 1
+    bulk = ClientBulkWrite([InsertOne(dict(document), namespace="db.coll") for _ in range(count)])
+    sizes = []
+    while (batch := bulk.next_batch()) is not None:
+        command = batch.build(DEFAULTS)
+        assert command.sequences is not None
+        sizes.append(len(command.sequences["ops"]))
+        batch.handle_response(_reply([], nInserted=sizes[-1], nErrors=0), DEFAULTS)
+    assert sizes == [count - 1, 1]
+    assert bulk.result().inserted_count == count
+
+
+def _prose_11_models() -> list[InsertOne]:
+    ops_bytes = DEFAULTS.max_message_size - 1122
+    count, remainder = divmod(ops_bytes, DEFAULTS.max_bson_size)
+    models = [
+        InsertOne({"a": "b" * (DEFAULTS.max_bson_size - 57)}, namespace="db.coll") for _ in range(count)
+    ]
+    if remainder >= 217:
+        models.append(InsertOne({"a": "b" * (remainder - 57)}, namespace="db.coll"))
+    return models
+
+
+def _batches(bulk: ClientBulkWrite) -> list[tuple[int, list[str]]]:
+    out = []
+    while (batch := bulk.next_batch()) is not None:
+        command = batch.build(DEFAULTS)
+        assert command.sequences is not None
+        namespaces = [decode(data)["ns"] for data in command.sequences["nsInfo"]]
+        out.append((len(command.sequences["ops"]), namespaces))
+        batch.handle_response(_reply([], nErrors=0), DEFAULTS)
+    return out
+
+
+def test_prose_11_same_namespace_needs_no_split() -> None:
+    models = _prose_11_models()
+    count = len(models)
+    models.append(InsertOne({"a": "b"}, namespace="db.coll"))
+    assert _batches(ClientBulkWrite(models)) == [(count + 1, ["db.coll"])]
+
+
+def test_prose_11_new_namespace_splits() -> None:
+    models = _prose_11_models()
+    count = len(models)
+    namespace = "db." + "c" * 200
+    models.append(InsertOne({"a": "b"}, namespace=namespace))
+    assert _batches(ClientBulkWrite(models)) == [(count, ["db.coll"]), (1, [namespace])]
+
+
+@pytest.mark.parametrize("large", ["document", "namespace"])
+def test_prose_12_no_operation_fits(large: str) -> None:
+    if large == "document":
+        model = InsertOne({"a": "b" * DEFAULTS.max_message_size}, namespace="db.coll")
+    else:
+        model = InsertOne({"a": "b"}, namespace="db." + "c" * DEFAULTS.max_message_size)
+    bulk = ClientBulkWrite([model])
+    batch = bulk.next_batch()
+    assert batch is not None
+    with pytest.raises(DocumentTooLarge) as info:
+        batch.build(DEFAULTS)
+    with pytest.raises(DocumentTooLarge):
+        bulk.raise_top_level(info.value)
+
+
+def test_prose_16_generated_ids_come_first() -> None:
+    [(_, body)] = sent_batches(ClientBulkWrite([InsertOne({"x": 1}, namespace="db.c")]), ServerLimits())
+    assert next(iter(body["ops"][0]["document"])) == "_id"

@@ -30,7 +30,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, RawBSONDocument, encode
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
 from mongio.errors import DocumentTooLarge, InvalidOperation, MongioError
 from mongio.operations.base import (
     RESERVED_MESSAGE_BYTES,
@@ -53,6 +53,9 @@ __all__ = ["ClientBulkWrite", "ClientBulkWriteBatch", "ClientBulkWriteException"
 # NUL, so the namespace index always sits at this offset.
 _NS_INDEX_OFFSET = 4 + 1 + 6 + 1
 _INT32 = struct.Struct("<i")
+# An insert entry's elements before its document: "insert" as int32 0, then the "document" key of an embedded
+# document.
+_INSERT_OP_PREFIX = b"\x10insert\x00\x00\x00\x00\x00\x03document\x00"
 
 
 class ClientBulkWriteException(MongioError):
@@ -270,11 +273,9 @@ class ClientBulkWrite:
             _id = None
             if isinstance(model, InsertOne):
                 document_bytes, _id = encode_insert(model.document, codec_options)
-                encoded = encode(
-                    {"insert": 0, "document": RawBSONDocument(document_bytes)},
-                    codec_options=codec_options,
-                    max_size=None,
-                )
+                # {"insert": 0, "document": <document>} assembled around the already-encoded document.
+                size = len(_INSERT_OP_PREFIX) + 4 + len(document_bytes) + 1
+                encoded = b"".join((_INT32.pack(size), _INSERT_OP_PREFIX, document_bytes, b"\x00"))
             else:
                 encoded = encode(model._client_op(0), codec_options=codec_options, max_size=None)
             ops.append(_Op(model, namespace, encoded, model._kind, model._multi, _id))
