@@ -17,6 +17,7 @@ from mongio.bson.errors import (
 )
 
 __all__ = [
+    "AuthenticationFailed",
     "AutoReconnect",
     "BSONError",
     "BulkWriteError",
@@ -38,6 +39,8 @@ __all__ = [
     "NetworkTimeout",
     "NotPrimaryError",
     "OperationFailure",
+    "PoolClearedError",
+    "PoolClosedError",
     "ProtocolError",
     "PyMongoError",
     "ServerSelectionTimeoutError",
@@ -218,3 +221,36 @@ class BulkWriteError(OperationFailure):
 
     def __init__(self, results: Mapping[str, Any]) -> None:
         super().__init__("batch op errors occurred", 65, results)
+
+
+class AuthenticationFailed(OperationFailure):
+    """Authentication did not succeed: the server refused the credential, or its answers could not be trusted
+    (a wrong server signature, a nonce that does not extend ours, too few iterations).
+
+    The message names the user, the database and the mechanism; it never holds the password or anything
+    derived from it, and ``details`` keeps only the reply's ok/errmsg/code/codeName/errorLabels.
+    """
+
+    _SAFE_REPLY_FIELDS = ("ok", "errmsg", "code", "codeName", "errorLabels")
+
+    def __init__(self, message: str, code: int | None = 18, details: Mapping[str, Any] | None = None) -> None:
+        safe = None if details is None else {k: details[k] for k in self._SAFE_REPLY_FIELDS if k in details}
+        super().__init__(message, code, safe)
+
+
+class PoolClosedError(MongioError):
+    """A connection was requested from a closed pool (the client was closed)."""
+
+    def __init__(self, message: str, address: tuple[str, int | None]) -> None:
+        super().__init__(message)
+        self.address = address
+
+
+class PoolClearedError(AutoReconnect):
+    """The pool was cleared (or has not been marked ready yet) while a connection was being checked out,
+    or a connection in use was interrupted by a clear. Safe to retry; it says nothing new about the
+    server's state, so error handling must not mark the server Unknown because of it."""
+
+    def __init__(self, message: str, address: tuple[str, int | None]) -> None:
+        super().__init__(message)
+        self.address = address

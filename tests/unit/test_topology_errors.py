@@ -12,6 +12,7 @@ from mongio.errors import (
     NetworkTimeout,
     NotPrimaryError,
     OperationFailure,
+    PoolClearedError,
     WaitQueueTimeoutError,
     WriteConcernError,
 )
@@ -220,4 +221,6 @@ def test_from_exception_classifies_driver_errors() -> None:
     builtin_timeout = classify(TimeoutError())
     assert builtin_timeout is not None and builtin_timeout.kind == ErrorKind.TIMEOUT
     assert classify(WaitQueueTimeoutError("pool busy")) is None
+    # The pool was cleared because of an earlier error: this one says nothing new about the server.
+    assert classify(PoolClearedError("pool cleared", ("a", 27017))) is None
     assert classify(ValueError("bug")) is None

@@ -30,7 +30,13 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 from mongio.connection.pool_options import PoolOptions
-from mongio.errors import AutoReconnect, InvalidOperation, MongioError, WaitQueueTimeoutError
+from mongio.errors import (
+    InvalidOperation,
+    MongioError,
+    PoolClearedError,
+    PoolClosedError,
+    WaitQueueTimeoutError,
+)
 from mongio.events.cmap import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
 from mongio.events.listeners import CmapPublisher
 
@@ -93,24 +99,6 @@ class PoolState:
     PAUSED = "paused"
     READY = "ready"
     CLOSED = "closed"
-
-
-class PoolClosedError(MongioError):
-    """A connection was requested from a closed pool (the client was closed)."""
-
-    def __init__(self, message: str, address: Address) -> None:
-        super().__init__(message)
-        self.address = address
-
-
-class PoolClearedError(AutoReconnect):
-    """The pool was cleared (or has not been marked ready yet) while a connection was being checked out,
-    or a connection in use was interrupted by a clear. Safe to retry; it says nothing new about the
-    server's state, so error handling must not mark the server Unknown because of it."""
-
-    def __init__(self, message: str, address: Address) -> None:
-        super().__init__(message)
-        self.address = address
 
 
 class _Establishing:

@@ -19,6 +19,7 @@ from mongio.errors import (
     NetworkTimeout,
     NotPrimaryError,
     OperationFailure,
+    PoolClearedError,
     WaitQueueTimeoutError,
 )
 from mongio.topology.server_description import Address, ServerDescription
@@ -181,8 +182,8 @@ class ApplicationError:
                 service_id=service_id,
                 error=error,
             )
-        if isinstance(error, WaitQueueTimeoutError):
-            return None  # the pool was busy; the server is fine
+        if isinstance(error, WaitQueueTimeoutError | PoolClearedError):
+            return None  # the pool was busy or already cleared: nothing new about the server
         if isinstance(error, (NetworkTimeout, TimeoutError)):
             kind = ErrorKind.TIMEOUT
         elif isinstance(error, (ConnectionFailure, OSError)):

@@ -7,7 +7,7 @@ import base64
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from mongio.errors import OperationFailure
+from mongio.errors import AuthenticationFailed, OperationFailure
 
 __all__ = [
     "AuthenticationFailed",
@@ -22,9 +22,6 @@ RunCommand = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 """``await run_command(db, command)``: run one command on the connection being authenticated."""
 
 _AUTHENTICATION_FAILED = 18
-
-# The reply fields an error may carry; anything else (a payload above all) stays out of error messages.
-_SAFE_REPLY_FIELDS = ("ok", "errmsg", "code", "codeName", "errorLabels")
 
 
 class CredentialLike(Protocol):
@@ -44,24 +41,6 @@ class CredentialLike(Protocol):
 
     @property
     def mechanism_properties(self) -> Mapping[str, Any]: ...
-
-
-class AuthenticationFailed(OperationFailure):
-    """Authentication did not succeed: the server refused the credential, or its answers could not be trusted
-    (a wrong server signature, a nonce that does not extend ours, too few iterations).
-
-    The message names the user, the database and the mechanism; it never holds the password or anything
-    derived from it.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        code: int | None = _AUTHENTICATION_FAILED,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        safe = None if details is None else {k: details[k] for k in _SAFE_REPLY_FIELDS if k in details}
-        super().__init__(message, code, safe)
 
 
 def payload_bytes(reply: Mapping[str, Any], what: str) -> bytes:
