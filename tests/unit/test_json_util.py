@@ -451,6 +451,7 @@ ERRORS: list[tuple[str, str]] = [
     ('{"$date": "2012-13-24T12:15:30Z"}', "is not a valid date-time"),
     ('{"$date": "2012-12-24 12:15:30Z"}', "is not an ISO-8601 date-time"),
     ('{"$date": "2012-12-24T12:15:30+25:00"}', "is not a valid date-time"),
+    ('{"$date": "2012-12-24T12:15:30+01:60"}', "minutes must be 00 to 59"),
     ('{"$minKey": true}', "Bad $minKey at 'x': the value must be 1"),
     ('{"$minKey": 0}', "the value must be 1"),
     ('{"$maxKey": 1, "unrelated": true}', "unexpected key(s) 'unrelated' beside $maxKey"),
@@ -545,6 +546,11 @@ def test_bad_option_values_raise() -> None:
         JSONOptions(json_mode=JSONMode.LEGACY, datetime_representation=9)
     with pytest.raises(TypeError, match="unknown option"):
         RELAXED_JSON_OPTIONS.with_options(indent=2)
+    plain: Any = CodecOptions()
+    with pytest.raises(TypeError, match="json_options must be a JSONOptions"):
+        dumps({}, json_options=plain)
+    with pytest.raises(TypeError, match="json_options must be a JSONOptions"):
+        loads("{}", json_options=plain)
 
 
 def test_options_are_codec_options_and_derive_settings_from_a_new_mode() -> None:

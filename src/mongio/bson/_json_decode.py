@@ -303,6 +303,8 @@ def _iso_millis(wrapper: _Wrapper, text: str) -> int:
     try:
         zone = datetime.UTC
         if match["sign"]:
+            if int(match["minutes"] or 0) > 59:
+                raise ValueError(f"the UTC offset's minutes must be 00 to 59, got {match['minutes']}")
             offset = datetime.timedelta(hours=int(match["hours"]), minutes=int(match["minutes"] or 0))
             zone = datetime.timezone(-offset if match["sign"] == "-" else offset)
         moment = datetime.datetime.fromisoformat(f"{match['date']}T{match['time']}").replace(tzinfo=zone)

@@ -66,6 +66,14 @@ DEFAULT_JSON_OPTIONS: Final = RELAXED_JSON_OPTIONS
 """The options :func:`dumps` and :func:`loads` use by default (relaxed)."""
 
 
+def _check_options(json_options: Any) -> None:
+    if not isinstance(json_options, JSONOptions):
+        raise TypeError(
+            f"json_options must be a JSONOptions (e.g. RELAXED_JSON_OPTIONS.with_options(...)), not "
+            f"{type(json_options).__name__}"
+        )
+
+
 def dumps(obj: Any, *args: Any, json_options: JSONOptions = DEFAULT_JSON_OPTIONS, **kwargs: Any) -> str:
     """``obj`` (a document, a list or a single BSON value) as Extended JSON text.
 
@@ -74,6 +82,7 @@ def dumps(obj: Any, *args: Any, json_options: JSONOptions = DEFAULT_JSON_OPTIONS
     ``json_options.uuid_representation`` is UNSPECIFIED, and
     :class:`~mongio.bson.errors.InvalidDocument` for an int beyond 64 bits in canonical format.
     """
+    _check_options(json_options)
     return json.dumps(to_json(obj, json_options), *args, **kwargs)
 
 
@@ -88,6 +97,7 @@ def loads(
     :class:`~mongio.bson.errors.InvalidExtendedJSON` for a malformed type wrapper and
     ``json.JSONDecodeError`` for text that is not JSON (both are ``ValueError``).
     """
+    _check_options(json_options)
     if "object_hook" in kwargs or "object_pairs_hook" in kwargs:
         return json.loads(s, *args, **kwargs)
     return parse(s, json_options, args, dict(kwargs))
