@@ -34,6 +34,7 @@ from mongio.operations.crud import (
     Delete,
     Distinct,
     EstimatedDocumentCount,
+    Explain,
     Find,
     FindAndModify,
     GetMore,
@@ -452,3 +453,18 @@ def test_build_returns_a_fresh_body_each_time() -> None:
 def test_parse_cursor_at_cluster_time() -> None:
     state = parse_cursor({"ok": 1, "cursor": {"id": 0, "ns": "a.b", "firstBatch": [], "atClusterTime": 5}})
     assert state.at_cluster_time == 5
+
+
+def test_explain_wraps_the_command_and_takes_its_own_max_time() -> None:
+    find = Find("db", "c", {"a": 1}, max_time_ms=5, read_preference=ReadPreference.SECONDARY)
+    explain = Explain(find, verbosity="queryPlanner", max_time_ms=1000)
+    assert body(explain) == {
+        "explain": {"find": "c", "filter": {"a": 1}, "maxTimeMS": 5},
+        "verbosity": "queryPlanner",
+        "maxTimeMS": 1000,
+    }
+    assert explain.read_preference is find.read_preference and explain.retryability is Retryability.NONE
+    delete = Explain(Delete("db", "c", DeleteOne({"a": 1})))
+    assert body(delete) == {
+        "explain": {"delete": "c", "ordered": True, "deletes": [{"q": {"a": 1}, "limit": 1}]}
+    }

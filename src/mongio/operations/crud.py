@@ -56,6 +56,7 @@ __all__ = [
     "Delete",
     "Distinct",
     "EstimatedDocumentCount",
+    "Explain",
     "Find",
     "FindAndModify",
     "GetMore",
@@ -732,3 +733,40 @@ def require_acknowledged_for_session(operation: Operation[Any], explicit_session
     """Unacknowledged writes cannot use an explicit session (driver sessions spec); for the executor."""
     if explicit_session and not operation.acknowledged:
         raise InvalidOperation("explicit sessions are incompatible with unacknowledged write concern")
+
+
+class Explain(Operation[dict[str, Any]]):
+    """``explain`` of another operation's command (``find``, ``aggregate``, ``count``, ``distinct``, a write...);
+    returns the server's plan document. ``max_time_ms`` bounds the explain itself, as the CRUD spec asks."""
+
+    command_name = "explain"
+
+    def __init__(
+        self, operation: Operation[Any], *, verbosity: str | None = None, max_time_ms: int | None = None
+    ) -> None:
+        super().__init__(
+            operation.database,
+            read_preference=operation.read_preference,
+            read_concern=operation.read_concern,
+            codec_options=operation.codec_options,
+        )
+        self._inner = operation
+        self._extra: dict[str, Any] = {}
+        if verbosity is not None:
+            self._extra["verbosity"] = verbosity
+        if max_time_ms is not None:
+            self._extra["maxTimeMS"] = _int(max_time_ms, "max_time_ms")
+        self.takes_read_concern = operation.takes_read_concern
+
+    def build(self, context: ConnectionContext) -> Command:
+        inner = self._inner.build(context)
+        explained = inner.body
+        for identifier, sequence in (inner.sequences or {}).items():
+            # explain takes the whole command as one document: sequences go back into it as arrays.
+            explained[identifier] = sequence.documents
+        body: dict[str, Any] = {"explain": explained}
+        body.update(self._extra)
+        return Command(body)
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
+        return reply
