@@ -146,6 +146,7 @@ class MockConnection:
         self.service_id: Any = None
         self.last_used = time.monotonic()
         self._closed = False
+        self.in_exchange = False
 
     @property
     def closed(self) -> bool:

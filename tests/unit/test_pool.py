@@ -121,6 +121,22 @@ async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_re
     await pool.close()
 
 
+async def test_a_connection_returned_with_a_reply_unread_is_closed_not_reused() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    conn = await pool.check_out()
+    conn.in_exchange = True  # a request went out and nobody read its reply
+    pool.check_in(conn)
+    assert conn.closed and conn.close_reason == "returned to the pool with a reply unread"
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error"]
+    again = await pool.check_out()
+    assert again is not conn
+    pool.check_in(again)
+    assert not again.closed  # an ordinary check-in keeps the connection
+    await pool.close()
+
+
 async def test_checking_in_a_connection_the_pool_did_not_hand_out_raises() -> None:
     pool = make_pool()
     conn = await pool.check_out()

@@ -24,6 +24,7 @@ class FakeConnection:
         self.service_id = service_id
         self.last_used = time.monotonic()
         self.close_reason: str | None = None
+        self.in_exchange = False
 
     @property
     def closed(self) -> bool:

@@ -84,6 +84,11 @@ class ConnectionLike(Protocol):
     @property
     def closed(self) -> bool: ...
 
+    @property
+    def in_exchange(self) -> bool:
+        """True while a request was sent and its reply (or the rest of an exhaust stream) is unread."""
+        ...
+
     def close(self, reason: str = ...) -> None: ...
 
 
@@ -397,6 +402,9 @@ class Pool(Generic[C]):
                 f"connection {conn.id} is not checked out of the pool for {self._where}"
             ) from None
         self._publish.connection_checked_in(conn.id)
+        if conn.in_exchange:
+            # The unread reply would be the next command's answer: this connection cannot be reused.
+            conn.close("returned to the pool with a reply unread")
         self._release(conn)
         if self._waiters:
             self._dispatch()
