@@ -50,6 +50,12 @@ __all__ = [
 ]
 
 
+# Server and driver error labels (the strings the specifications give).
+SYSTEM_OVERLOADED_ERROR = "SystemOverloadedError"
+RETRYABLE_ERROR = "RetryableError"
+OVERLOAD_LABELS = (SYSTEM_OVERLOADED_ERROR, RETRYABLE_ERROR)
+
+
 class MongioError(Exception):
     """Base of every error mongio raises (other than BSON codec errors)."""
 

@@ -24,7 +24,7 @@ from mongio.connection.handshake import (
     build_hello,
 )
 from mongio.connection.transport import Address
-from mongio.errors import ConfigurationError
+from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
@@ -75,7 +75,14 @@ async def handshake(
         compressors=settings.compressors,
         auth_fields=auth_fields,
     )
-    reply = await conn.command("admin", command, compress=False, deadline=deadline)
+    try:
+        reply = await conn.command("admin", command, compress=False, deadline=deadline)
+    except AutoReconnect as exc:
+        # A network error or timeout on the hello may be the server shedding load (CMAP backpressure);
+        # errors during authentication below are not labelled.
+        for label in OVERLOAD_LABELS:
+            exc._add_error_label(label)
+        raise
     hello = HelloResponse.from_document(reply)
     if settings.load_balanced and hello.service_id is None:
         raise ConfigurationError(LOAD_BALANCER_NOT_SUPPORTED)

@@ -9,7 +9,7 @@ import ssl
 from collections.abc import Callable
 
 from mongio.connection.protocol import MessageProtocol
-from mongio.errors import AutoReconnect, NetworkTimeout
+from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
 
 __all__ = ["Address", "format_address", "is_unix_socket", "open_transport"]
 
@@ -31,6 +31,10 @@ def format_address(address: Address) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{port if port is not None else DEFAULT_PORT}"
+
+
+class _ResolutionError(OSError):
+    """A host name that does not resolve: never a sign of an overloaded server."""
 
 
 async def open_transport(
@@ -60,12 +64,24 @@ async def open_transport(
                 )
             else:
                 transport, protocol = await _open_tcp(loop, address, factory, ssl_context)
+    # Per CMAP's backpressure rule, failures that an overloaded server can cause (timeouts, refused or reset
+    # connections, I/O errors in the TLS handshake) carry the overload labels; ones it cannot (DNS, a
+    # certificate or host name rejected, TLS misconfiguration) do not.
     except TimeoutError as exc:
-        raise NetworkTimeout(f"connecting to {name} timed out after {connect_timeout}s") from exc
+        raise NetworkTimeout(
+            f"connecting to {name} timed out after {connect_timeout}s", error_labels=OVERLOAD_LABELS
+        ) from exc
+    except _ResolutionError as exc:
+        raise AutoReconnect(f"cannot connect to {name}: {exc}") from exc
     except ssl.SSLCertVerificationError as exc:
         raise AutoReconnect(f"TLS certificate of {name} rejected: {exc.verify_message or exc}") from exc
-    except (OSError, ssl.SSLError, EOFError) as exc:
-        raise AutoReconnect(f"cannot connect to {name}: {exc}") from exc
+    except ssl.SSLError as exc:
+        io_failure = isinstance(exc, ssl.SSLEOFError | ssl.SSLSyscallError | ssl.SSLZeroReturnError)
+        raise AutoReconnect(
+            f"TLS handshake with {name} failed: {exc}", error_labels=OVERLOAD_LABELS if io_failure else None
+        ) from exc
+    except (OSError, EOFError) as exc:
+        raise AutoReconnect(f"cannot connect to {name}: {exc}", error_labels=OVERLOAD_LABELS) from exc
     assert isinstance(transport, asyncio.Transport) and isinstance(protocol, MessageProtocol)
     return transport, protocol
 
@@ -80,9 +96,9 @@ async def _open_tcp(
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except OSError as exc:
-        raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
+        raise _ResolutionError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
     if not infos:
-        raise OSError(f"{host!r} resolves to no address")
+        raise _ResolutionError(f"{host!r} resolves to no address")
     errors: list[tuple[str, str]] = []
     for family, kind, proto, _canonical, sockaddr in infos:
         sock = socket.socket(family, kind, proto)

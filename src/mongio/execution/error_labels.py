@@ -18,16 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mongio.connection.pool import PoolClearedError
 from mongio.errors import (
+    RETRYABLE_ERROR,
+    SYSTEM_OVERLOADED_ERROR,
     ConnectionFailure,
     NetworkTimeout,
     OperationFailure,
+    PoolClearedError,
     ServerSelectionTimeoutError,
     WaitQueueTimeoutError,
     WriteConcernError,
 )
-from mongio.topology.error_handling import SYSTEM_OVERLOADED_LABEL
 from mongio.topology.server_description import Address
 
 __all__ = [
@@ -50,8 +51,6 @@ RETRYABLE_WRITE_ERROR = "RetryableWriteError"
 TRANSIENT_TRANSACTION_ERROR = "TransientTransactionError"
 UNKNOWN_TRANSACTION_COMMIT_RESULT = "UnknownTransactionCommitResult"
 NO_WRITES_PERFORMED = "NoWritesPerformed"
-RETRYABLE_ERROR = "RetryableError"
-SYSTEM_OVERLOADED_ERROR = SYSTEM_OVERLOADED_LABEL
 
 MAX_TIME_MS_EXPIRED = 50
 _WRITE_CONCERN_FAILED = 64

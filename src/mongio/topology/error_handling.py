@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.errors import (
+    SYSTEM_OVERLOADED_ERROR,
     ConnectionFailure,
     NetworkTimeout,
     NotPrimaryError,
@@ -44,7 +45,7 @@ __all__ = [
 RECOVERING_CODES = frozenset({11600, 11602, 13436, 189, 91})
 NOT_WRITABLE_PRIMARY_CODES = frozenset({10107, 13435, 10058})
 SHUTDOWN_CODES = frozenset({11600, 91})
-SYSTEM_OVERLOADED_LABEL = "SystemOverloadedError"
+SYSTEM_OVERLOADED_LABEL = SYSTEM_OVERLOADED_ERROR
 
 
 def is_recovering(message: str | None, code: int | None) -> bool:
