@@ -39,11 +39,13 @@ __all__ = [
     "NetworkTimeout",
     "NotPrimaryError",
     "OperationFailure",
+    "OperationTimeoutError",
     "PoolClearedError",
     "PoolClosedError",
     "ProtocolError",
     "PyMongoError",
     "ServerSelectionTimeoutError",
+    "WTimeoutError",
     "WaitQueueTimeoutError",
     "WriteConcernError",
     "WriteError",
@@ -222,6 +224,14 @@ class WriteConcernError(OperationFailure):
     """The write happened but its write concern was not satisfied."""
 
 
+class WTimeoutError(WriteConcernError):
+    """The write concern was not satisfied within its ``wtimeout`` (``errInfo.wtimeout`` is true)."""
+
+    @property
+    def timeout(self) -> bool:
+        return True
+
+
 class BulkWriteError(OperationFailure):
     """One or more writes of a bulk write failed; ``details`` holds the partial result."""
 
@@ -260,3 +270,21 @@ class PoolClearedError(AutoReconnect):
     def __init__(self, message: str, address: tuple[str, int | None]) -> None:
         super().__init__(message)
         self.address = address
+
+
+class OperationTimeoutError(MongioError):
+    """The operation's ``timeoutMS`` expired before it could finish.
+
+    ``cause`` is the error of the step that was running when time ran out (server selection, a socket read,
+    the server's ``MaxTimeMSExpired``), when there was one; its text is part of this error's message and its
+    error labels are copied. ``timeout`` is always true, as on every other timeout error.
+    """
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        labels = getattr(cause, "error_labels", None) or ()
+        super().__init__(message, labels)
+        self.cause = cause
+
+    @property
+    def timeout(self) -> bool:
+        return True

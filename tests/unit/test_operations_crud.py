@@ -14,6 +14,7 @@ from mongio.errors import (
     InvalidOperation,
     WriteConcernError,
     WriteError,
+    WTimeoutError,
 )
 from mongio.operations import (
     DeleteMany,
@@ -429,10 +430,15 @@ def test_find_and_modify_shapes() -> None:
     assert update.retryability is Retryability.WRITE
     assert update.handle_response({"ok": 1, "value": {"x": 2}}, LIMITS) == {"x": 2}
     assert delete.handle_response({"ok": 1, "value": None}, LIMITS) is None
-    with pytest.raises(WriteConcernError):
+    with pytest.raises(WriteConcernError) as plain:
         update.handle_response(
             {"ok": 1, "value": None, "writeConcernError": {"code": 64, "errmsg": "t"}}, LIMITS
         )
+    assert not isinstance(plain.value, WTimeoutError) and not plain.value.timeout
+    timed_out = {"code": 64, "errmsg": "waiting for replication timed out", "errInfo": {"wtimeout": True}}
+    with pytest.raises(WTimeoutError) as caught:
+        update.handle_response({"ok": 1, "value": None, "writeConcernError": timed_out}, LIMITS)
+    assert caught.value.timeout and caught.value.code == 64
 
 
 def test_find_and_modify_hint_unacknowledged() -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
-from mongio.errors import MongioError
+from mongio.errors import OperationTimeoutError
 
 __all__ = [
     "OperationTimeoutError",
@@ -40,24 +40,6 @@ Clock = Callable[[], float]
 
 # None: CSOT is off. math.inf: on, without a bound. Otherwise a time.monotonic() deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("mongio_deadline", default=None)
-
-
-class OperationTimeoutError(MongioError):
-    """The operation's ``timeoutMS`` expired before it could finish.
-
-    ``cause`` is the error of the step that was running when time ran out (server selection, a socket read,
-    the server's ``MaxTimeMSExpired``), when there was one; its text is part of this error's message and its
-    error labels are copied. ``timeout`` is always true, as on every other timeout error.
-    """
-
-    def __init__(self, message: str, cause: BaseException | None = None) -> None:
-        labels = getattr(cause, "error_labels", None) or ()
-        super().__init__(message, labels)
-        self.cause = cause
-
-    @property
-    def timeout(self) -> bool:
-        return True
 
 
 def timeout_error(cause: BaseException | None = None, *, detail: str = "") -> OperationTimeoutError:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, ObjectId, RawBSONDocument, encode
-from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError
+from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError, WTimeoutError
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
@@ -241,7 +241,8 @@ def check_write_reply(reply: Mapping[str, Any]) -> None:
         labels = reply.get("errorLabels")
         if labels and "errorLabels" not in details:
             details["errorLabels"] = list(labels)
-        raise WriteConcernError(
+        error_class = WTimeoutError if (concern_error.get("errInfo") or {}).get("wtimeout") else WriteConcernError
+        raise error_class(
             str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
         )
 
