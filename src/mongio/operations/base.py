@@ -36,6 +36,7 @@ __all__ = [
     "Operation",
     "Retryability",
     "ServerLimits",
+    "check_write_concern_reply",
     "check_write_reply",
     "encode_insert",
     "parse_cursor",
@@ -235,6 +236,12 @@ def check_write_reply(reply: Mapping[str, Any]) -> None:
         if code in _DUPLICATE_KEY_CODES:
             raise DuplicateKeyError(message, code, error)
         raise WriteError(message, code, error)
+    check_write_concern_reply(reply)
+
+
+def check_write_concern_reply(reply: Mapping[str, Any]) -> None:
+    """Raise the reply's write concern error, if it has one: ``WTimeoutError`` when it timed out, else
+    ``WriteConcernError``, keeping the reply's top-level error labels (the ones retryable writes look at)."""
     concern_error = reply.get("writeConcernError")
     if concern_error:
         details = dict(concern_error)

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
-from mongio.errors import ConfigurationError, InvalidOperation, WriteConcernError
+from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.operations.base import (
     Command,
     ConnectionContext,
     CursorState,
     Operation,
     Retryability,
+    check_write_concern_reply,
     check_write_reply,
     parse_cursor,
 )
@@ -717,15 +718,7 @@ class FindAndModify(Operation[Any]):
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> Any:
         if not self.acknowledged:
             return None
-        concern_error = reply.get("writeConcernError")
-        if concern_error:
-            details = dict(concern_error)
-            labels = reply.get("errorLabels")
-            if labels:
-                details.setdefault("errorLabels", list(labels))
-            raise WriteConcernError(
-                str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
-            )
+        check_write_concern_reply(reply)
         return reply.get("value")
 
 
