@@ -870,6 +870,8 @@ async def test_close_stops_every_task_and_connection() -> None:
             await waiting
         assert asyncio.all_tasks() - before == {asyncio.current_task()} - before
         assert all(conn.closed for _, conn in factory.opened)
+        # Not just closing: the sockets are gone (connection_lost ran) by the time close() returned.
+        assert all(conn._protocol._connection_lost for _, conn in factory.opened)  # type: ignore[attr-defined]
         assert topology.description.server_descriptions() == {}
         with pytest.raises(ClientClosedError):
             await topology.select_server()

@@ -39,6 +39,7 @@ from mongio.topology.rtt_monitor import (
     RttMonitor,
     open_timed,
     record_hello_duration,
+    wait_sockets_closed,
 )
 from mongio.topology.selection import RoundTripTimeTracker
 from mongio.topology.server_description import Address, ServerDescription, format_address
@@ -171,6 +172,7 @@ class Monitor:
         self._checking = False
         self._check_cancelled = False
         self._stopped = False
+        self._dropped: list[MonitorConnection] = []
         self.checks = 0
         """How many checks were started (for diagnostics and tests)."""
 
@@ -233,13 +235,14 @@ class Monitor:
         return tasks
 
     async def close(self) -> None:
-        """Stop checking, wait for the tasks to end, and close the connections."""
+        """Stop checking, wait for the tasks to end, and close the connections (until their sockets are)."""
         tasks = self.stop()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._drop_connection("the client is closing")
         if self._rtt_monitor is not None:
             await self._rtt_monitor.close()
+        await wait_sockets_closed(self._dropped)
 
     # -- the loop ------------------------------------------------------------------------------------------
 
@@ -247,6 +250,8 @@ class Monitor:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close(reason)
+            if self._stopped:
+                self._dropped.append(connection)
 
     async def _run(self) -> None:
         try:

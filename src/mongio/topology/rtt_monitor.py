@@ -23,6 +23,7 @@ __all__ = [
     "RttMonitor",
     "open_timed",
     "record_hello_duration",
+    "wait_sockets_closed",
 ]
 
 _log = logging.getLogger("mongio.topology")
@@ -103,6 +104,23 @@ async def open_timed(
     return connection, elapsed
 
 
+async def wait_sockets_closed(connections: list[MonitorConnection], limit: float = 1.0) -> None:
+    """Wait (at most ``limit`` seconds) until the sockets of closed connections are really closed, for
+    connections that can tell (``wait_closed()``); empties the list."""
+    waits = []
+    for connection in connections:
+        wait_closed = getattr(connection, "wait_closed", None)
+        if wait_closed is not None:
+            waits.append(wait_closed())
+    connections.clear()
+    if waits:
+        try:
+            async with asyncio.timeout(limit):
+                await asyncio.gather(*waits, return_exceptions=True)
+        except TimeoutError:
+            pass
+
+
 class RttMonitor:
     """Measures one server's round trip time every ``heartbeat_frequency`` seconds on a dedicated connection.
 
@@ -131,6 +149,8 @@ class RttMonitor:
         self._command_fields = dict(command_fields or {})
         self._connection: MonitorConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._dropped: list[MonitorConnection] = []
         self.pings = 0
         """How many pings were attempted (for diagnostics and tests)."""
 
@@ -152,22 +172,26 @@ class RttMonitor:
 
     def stop(self) -> asyncio.Task[None] | None:
         """Cancel the task without waiting; returns it so the caller can await its end."""
+        self._stopped = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
         return task
 
     async def close(self) -> None:
-        """Stop the task, wait for it to end, and close the connection."""
+        """Stop the task, wait for it to end, and close the connection (waiting until its socket is closed)."""
         task = self.stop()
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
         self._drop_connection("the client is closing")
+        await wait_sockets_closed(self._dropped)
 
     def _drop_connection(self, reason: str) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close(reason)
+            if self._stopped:
+                self._dropped.append(connection)
 
     async def _run(self) -> None:
         try:
