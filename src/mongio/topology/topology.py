@@ -226,6 +226,10 @@ class Topology:
                 lifetime=self._connect_timeout,
             )
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("open" if self._opened else "not opened")
+        return f"<Topology {self._topology_id} {state}: {describe_topology(self._description)}>"
+
     # -- state ----------------------------------------------------------------------------------------------
 
     @property
