@@ -536,3 +536,72 @@ async def test_connect_timeout() -> None:
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def _stream_server(follow_up_response_to: str) -> tuple[asyncio.Server, int, asyncio.Event]:
+    """A server answering any request with a three-reply exhaust stream whose follow-ups name, as their
+    responseTo, either the previous reply (the OP_MSG spec), the opening request, or an unrelated id."""
+    from mongio.bson import encode as encode_document
+    from mongio.wire.op_msg import MORE_TO_COME, encode_op_msg
+
+    finished = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await answer_with_a_stream(reader, writer)
+        finally:
+            writer.close()
+            finished.set()
+
+    async def answer_with_a_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        header = await reader.readexactly(16)
+        length = int.from_bytes(header[:4], "little")
+        request_id = int.from_bytes(header[4:8], "little")
+        await reader.readexactly(length - 16)
+        previous = request_id
+        for n in range(3):
+            reply_id = 1000 + n
+            if n == 0 or follow_up_response_to == "previous":
+                response_to = previous
+            elif follow_up_response_to == "request":
+                response_to = request_id
+            else:
+                response_to = 987654
+            flags = MORE_TO_COME if n < 2 else 0
+            body = encode_document({"ok": 1, "n": n})
+            writer.write(encode_op_msg(reply_id, body, flags=flags, response_to=response_to))
+            previous = reply_id
+        await writer.drain()
+        await reader.read()  # until the client goes away
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], finished
+
+
+@pytest.mark.parametrize("follow_up_response_to", ["previous", "request"])
+async def test_exhaust_follow_ups_may_answer_the_previous_reply_or_the_request(follow_up_response_to: str) -> None:
+    server, port, finished = await _stream_server(follow_up_response_to)
+    async with server:
+        conn = await connect(("127.0.0.1", port))
+        try:
+            replies = [await conn.command("admin", {"hello": 1}, exhaust_allowed=True)]
+            while conn.more_to_come:
+                replies.append(await conn.receive())
+            assert [reply["n"] for reply in replies] == [0, 1, 2]
+        finally:
+            conn.close()
+        await finished.wait()
+
+
+async def test_exhaust_follow_up_answering_something_else_is_a_protocol_error() -> None:
+    server, port, finished = await _stream_server("unrelated")
+    async with server:
+        conn = await connect(("127.0.0.1", port))
+        try:
+            await conn.command("admin", {"hello": 1}, exhaust_allowed=True)
+            with pytest.raises(ProtocolError, match="987654"):
+                await conn.receive()
+            assert conn.closed
+        finally:
+            conn.close()
+        await finished.wait()

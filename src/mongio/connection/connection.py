@@ -89,6 +89,7 @@ class Connection:
         "_more_to_come",
         "_protocol",
         "_receiving",
+        "_request_id",
         "_transport",
         "address",
         "compressor",
@@ -149,6 +150,7 @@ class Connection:
         self._receiving = False
         self._more_to_come = False
         self._expected_response_to = 0
+        self._request_id = 0  # the request that opened the current exchange
         self._codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
 
     def __repr__(self) -> str:
@@ -342,7 +344,7 @@ class Connection:
         return await self.receive(codec_options=codec_options, check=check, deadline=deadline)
 
     def _write(self, message: bytes | bytearray, request_id: int, *, expect_reply: bool) -> None:
-        self._expected_response_to = request_id
+        self._expected_response_to = self._request_id = request_id
         self._awaiting_reply = expect_reply
         self._more_to_come = False
         self._transport.write(message)
@@ -408,7 +410,7 @@ class Connection:
             and _INT32.unpack_from(message, _BODY_OFFSET)[0] == len(message) - _BODY_OFFSET
         ):
             # The usual reply: uncompressed, no checksum, no moreToCome, one body section and nothing else.
-            if fields[2] != self._expected_response_to:
+            if fields[2] != self._expected_response_to and fields[2] != self._request_id:
                 raise self._wrong_response_to(fields[2])
             body = message[_BODY_OFFSET:]
             self._more_to_come = self._awaiting_reply = False
@@ -423,7 +425,9 @@ class Connection:
 
     def _parse_other_reply(self, message: memoryview) -> memoryview:
         parsed = parse_message(message, self._max_message_size)
-        if parsed.response_to != self._expected_response_to:
+        # A follow-up reply of an exhaust stream answers the previous reply (OP_MSG spec); some servers put
+        # the request that opened the stream there instead. Both identify this exchange on this connection.
+        if parsed.response_to != self._expected_response_to and parsed.response_to != self._request_id:
             raise self._wrong_response_to(parsed.response_to)
         content = parsed.content
         if isinstance(content, OpMsg):
