@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-
 from spec_runner.raw_wire import decode_op_msg, encode_op_msg, run_command
 
 pytestmark = pytest.mark.server

@@ -53,7 +53,7 @@ async def test_streaming_processes_replies_every_heartbeat(server_address: tuple
     events = Events()
     topology = Topology(
         TopologySettings(seeds=(address,), heartbeat_frequency=0.5),
-        monitor_connection_factory=CountingFactory(tolerant=True),
+        monitor_connection_factory=CountingFactory(),
         server_monitoring_mode="stream",
         listeners=[events],
     )
@@ -71,7 +71,6 @@ async def test_rtt_is_continuously_updated(server_address: tuple[str, int]) -> N
     address: Address = server_address
     events = Events()
     factory = CountingFactory(
-        tolerant=True,
         settings=ConnectionSettings(connect_timeout=5.0, metadata=ClientMetadata("streamingRttTest")),
     )
     topology = Topology(

@@ -1,26 +1,22 @@
 """The running topology against the test server: discovery, streaming monitoring, a step-down seen through
 the stream, the number of monitoring connections, and a clean close.
 
-SecantusDB deviates from the OP_MSG specification in one way that matters here: the follow-up replies of a
-streamed (exhaust) ``hello`` carry ``responseTo`` = the request's id instead of the previous reply's id, which
-``Connection`` rightly refuses. The freshness and step-down tests therefore open their monitoring connections
-through a ``Connection`` subclass that also accepts that id; discovery uses the driver's own factory.
-It also does not advance ``topologyVersion`` when it becomes primary again after a step-down, so that change
+SecantusDB's streamed ``hello`` follow-ups carry the opening request's id as ``responseTo`` (the OP_MSG
+specification says the previous reply's); ``Connection`` accepts both, so the driver's own factory is used.
+The server does not advance ``topologyVersion`` when it becomes primary again after a step-down, so that change
 arrives with the next streamed reply (after ``maxAwaitTimeMS`` = ``heartbeatFrequencyMS``), not at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from typing import Any
 
 import pytest
 
 from mongio.connection.connection import Connection
-from mongio.connection.establish import ConnectionSettings, handshake
-from mongio.connection.transport import open_transport
+from mongio.connection.establish import ConnectionSettings
 from mongio.topology.heartbeat_events import (
     ServerHeartbeatFailedEvent,
     ServerHeartbeatListener,
@@ -28,7 +24,7 @@ from mongio.topology.heartbeat_events import (
     ServerHeartbeatSucceededEvent,
 )
 from mongio.topology.monitor import monitor_connection_factory
-from mongio.topology.rtt_monitor import MonitorConnection, record_hello_duration
+from mongio.topology.rtt_monitor import MonitorConnection
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
@@ -39,50 +35,18 @@ from mongio.topology.topology_type import TopologyType
 pytestmark = pytest.mark.server
 
 
-class ExhaustTolerantConnection(Connection):
-    """Also accepts a streamed reply answering the original request id (SecantusDB's way, see above)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.last_request_id = 0
-
-    async def send(self, *args: Any, **kwargs: Any) -> int:
-        self.last_request_id = await super().send(*args, **kwargs)
-        return self.last_request_id
-
-    def _parse_reply(self, message: memoryview) -> dict[str, Any]:
-        response_to = int.from_bytes(message[8:12], "little", signed=True)
-        if self.more_to_come and response_to == self.last_request_id:
-            self._expected_response_to = response_to
-        return super()._parse_reply(message)
-
-
 class CountingFactory:
-    """Opens monitoring connections (the driver's factory, or the tolerant one) and tracks how many are open."""
+    """Opens monitoring connections with the driver's own factory and tracks how many are open."""
 
-    def __init__(self, *, tolerant: bool, settings: ConnectionSettings | None = None) -> None:
-        self._settings = settings if settings is not None else ConnectionSettings(connect_timeout=5.0)
-        self._real = monitor_connection_factory(self._settings)
-        self._tolerant = tolerant
-        self._ids = itertools.count(1)
+    def __init__(self, *, settings: ConnectionSettings | None = None) -> None:
+        self._real = monitor_connection_factory(
+            settings if settings is not None else ConnectionSettings(connect_timeout=5.0)
+        )
         self.opened: list[tuple[Address, MonitorConnection]] = []
         self.most_open = 0
 
     async def __call__(self, address: Address) -> MonitorConnection:
-        if self._tolerant:
-            transport, protocol = await open_transport(address, connect_timeout=5.0)
-            connection: MonitorConnection = ExhaustTolerantConnection(
-                transport, protocol, address, id=next(self._ids)
-            )
-            started = time.monotonic()
-            try:
-                await handshake(connection, self._settings, authenticate=False)  # type: ignore[arg-type]
-            except BaseException:
-                connection.close("handshake failed")
-                raise
-            record_hello_duration(connection, time.monotonic() - started)
-        else:
-            connection = await self._real(address)
+        connection = await self._real(address)
         self.opened.append((address, connection))
         self.most_open = max(self.most_open, self.open_to(address))
         return connection
@@ -121,7 +85,7 @@ def server_type_is(address: Address, server_type: ServerType) -> Any:
 
 async def test_discovers_the_server_and_streams(server_address: tuple[str, int]) -> None:
     address: Address = server_address
-    factory = CountingFactory(tolerant=False)
+    factory = CountingFactory()
     heartbeats = Heartbeats()
     before = asyncio.all_tasks()
     topology = Topology(
@@ -154,7 +118,7 @@ async def test_discovers_the_server_and_streams(server_address: tuple[str, int])
 
 async def test_streaming_keeps_the_server_fresh(server_address: tuple[str, int]) -> None:
     address: Address = server_address
-    factory = CountingFactory(tolerant=True)
+    factory = CountingFactory()
     heartbeats = Heartbeats()
     heartbeat = 1.0
     topology = Topology(
@@ -183,7 +147,7 @@ async def test_step_down_is_seen_through_the_stream(
     server_address: tuple[str, int], record_property: Any
 ) -> None:
     address: Address = server_address
-    factory = CountingFactory(tolerant=True)
+    factory = CountingFactory()
     heartbeats = Heartbeats()
     heartbeat = 2.0
     step_down_seconds = 5
@@ -247,7 +211,7 @@ async def test_real_pools_follow_the_topology(server_address: tuple[str, int]) -
 
     topology = Topology(
         TopologySettings(seeds=(address,), heartbeat_frequency=10.0),
-        monitor_connection_factory=CountingFactory(tolerant=True),
+        monitor_connection_factory=CountingFactory(),
         pool_factory=make_pool,
         server_monitoring_mode="stream",
     )
