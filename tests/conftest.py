@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-
 from spec_runner.server import TestServer, external_uri
 
 
