@@ -444,10 +444,6 @@ class ServerDescription:
             return NotImplemented
         return self._comparison_key() == other._comparison_key()
 
-    def __ne__(self, other: object) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
