@@ -1,0 +1,947 @@
+"""``Collection``: CRUD, aggregation, bulk writes and index management on one collection.
+
+Every method builds one operation and awaits the client's executor (which selects the server, adds the session,
+concerns and read preference, and retries when allowed)::
+
+    coll = client.shop.orders
+    await coll.insert_one({"sku": "a1", "qty": 2})
+    async for order in coll.find({"qty": {"$gt": 1}}).sort("qty", -1):
+        ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from mongio.cursor import CommandCursor, Cursor
+from mongio.errors import ConfigurationError
+from mongio.operations.base import Operation
+from mongio.operations.bulk import BulkWrite
+from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
+from mongio.operations.crud import (
+    Aggregate,
+    CountDocuments,
+    Delete,
+    Distinct,
+    EstimatedDocumentCount,
+    FindAndModify,
+    Insert,
+    Update,
+)
+from mongio.operations.indexes import (
+    CreateIndexes,
+    CreateSearchIndexes,
+    DropIndexes,
+    DropSearchIndex,
+    ListIndexes,
+    UpdateSearchIndex,
+    list_search_indexes,
+)
+from mongio.operations.models import (
+    DeleteMany,
+    DeleteOne,
+    IndexModel,
+    ReplaceOne,
+    ReturnDocument,
+    SearchIndexModel,
+    UpdateMany,
+    UpdateOne,
+    WriteModel,
+)
+from mongio.operations.results import (
+    BulkWriteResult,
+    DeleteResult,
+    InsertManyResult,
+    InsertOneResult,
+    UpdateResult,
+)
+
+if TYPE_CHECKING:
+    from mongio.bson import CodecOptions
+    from mongio.database import Database
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+
+__all__ = ["Collection", "ReturnDocument"]
+
+_D = TypeVar("_D")
+
+# Keyword arguments PyMongo passes through to commands under the server's names; ours take snake_case.
+_AGGREGATE_OPTIONS = {
+    "allowDiskUse": "allow_disk_use",
+    "allow_disk_use": "allow_disk_use",
+    "batchSize": "batch_size",
+    "batch_size": "batch_size",
+    "bypassDocumentValidation": "bypass_document_validation",
+    "bypass_document_validation": "bypass_document_validation",
+    "collation": "collation",
+    "hint": "hint",
+    "maxTimeMS": "max_time_ms",
+    "max_time_ms": "max_time_ms",
+    "maxAwaitTimeMS": "max_await_time_ms",
+    "max_await_time_ms": "max_await_time_ms",
+}
+_READ_OPTIONS = {
+    "collation": "collation",
+    "hint": "hint",
+    "maxTimeMS": "max_time_ms",
+    "max_time_ms": "max_time_ms",
+    "skip": "skip",
+    "limit": "limit",
+}
+_FIND_AND_MODIFY_OPTIONS = {
+    "collation": "collation",
+    "maxTimeMS": "max_time_ms",
+    "max_time_ms": "max_time_ms",
+    "bypassDocumentValidation": "bypass_document_validation",
+    "bypass_document_validation": "bypass_document_validation",
+}
+
+
+def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        name = names.get(key)
+        if name is None:
+            raise TypeError(f"{method}() got an unexpected keyword argument {key!r}")
+        options[name] = value
+    return options
+
+
+class Collection(Generic[_D]):
+    """A collection of a :class:`~mongio.database.Database`: ``client.db.coll`` or ``db["coll"]``.
+
+    Making one does no I/O. It carries codec options, read preference, read concern and write concern,
+    inherited from its database unless given.
+    """
+
+    def __init__(
+        self,
+        database: Database[_D],
+        name: str,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> None:
+        self._database = database
+        self._name = validate_collection_name(name)
+        self._codec_options = database.codec_options if codec_options is None else codec_options
+        self._read_preference = database.read_preference if read_preference is None else read_preference
+        self._write_concern = database.write_concern if write_concern is None else write_concern
+        self._read_concern = database.read_concern if read_concern is None else read_concern
+
+    # -- identity and options ---------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The collection's name (``"orders"``)."""
+        return self._name
+
+    @property
+    def full_name(self) -> str:
+        """The namespace: ``"<database>.<collection>"``."""
+        return f"{self._database.name}.{self._name}"
+
+    @property
+    def database(self) -> Database[_D]:
+        """The database this collection belongs to."""
+        return self._database
+
+    @property
+    def codec_options(self) -> CodecOptions:
+        """How documents are decoded (document class, time zones, UUIDs...)."""
+        return self._codec_options
+
+    @property
+    def read_preference(self) -> _ServerMode:
+        """Which members reads go to."""
+        return self._read_preference
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        """The read concern sent with reads."""
+        return self._read_concern
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        """The write concern sent with writes."""
+        return self._write_concern
+
+    def with_options(
+        self,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> Collection[_D]:
+        """The same collection with some options changed; the others are kept.
+
+        ``fast = coll.with_options(write_concern=WriteConcern(w=1))``
+        """
+        return Collection(
+            self._database,
+            self._name,
+            self._codec_options if codec_options is None else codec_options,
+            self._read_preference if read_preference is None else read_preference,
+            self._write_concern if write_concern is None else write_concern,
+            self._read_concern if read_concern is None else read_concern,
+        )
+
+    def __getattr__(self, name: str) -> Collection[_D]:
+        """A sub-collection: ``coll.archive`` is the collection ``"<coll>.archive"``."""
+        if name.startswith("_"):
+            full = f"{self._name}.{name}"
+            raise AttributeError(
+                f"Collection has no attribute {name!r}. To access the {full} collection, use "
+                f"database[{full!r}]."
+            )
+        return self[name]
+
+    def __getitem__(self, name: str) -> Collection[_D]:
+        return Collection(
+            self._database,
+            f"{self._name}.{name}",
+            self._codec_options,
+            self._read_preference,
+            self._write_concern,
+            self._read_concern,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Collection):
+            return self._database == other._database and self._name == other._name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._database, self._name))
+
+    def __bool__(self) -> bool:
+        raise NotImplementedError(
+            "Collection objects do not implement truth value testing or bool(). "
+            "Compare with None instead: collection is not None"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self._name.rpartition(".")[2]
+        raise TypeError(
+            f"'Collection' object is not callable. If you meant to call the '{method}' method on a "
+            f"'Collection' object it is failing because no such method exists."
+        )
+
+    def __repr__(self) -> str:
+        return f"Collection({self._database!r}, {self._name!r})"
+
+    # -- running ----------------------------------------------------------------------------------------------
+
+    @property
+    def _client(self) -> Any:
+        return self._database.client
+
+    async def _run(self, operation: Operation[Any], session: Any) -> Any:
+        return await self._database.client._executor.execute(operation, session)
+
+    def _command_cursor(
+        self, operation: Operation[Any], session: Any, **cursor_options: Any
+    ) -> CommandCursor[Any]:
+        return CommandCursor(
+            self._database.client,
+            operation,
+            session=session,
+            codec_options=self._codec_options,
+            **cursor_options,
+        )
+
+    # -- writes -----------------------------------------------------------------------------------------------
+
+    async def insert_one(
+        self,
+        document: Any,
+        bypass_document_validation: bool | None = None,
+        session: Any = None,
+        comment: Any = None,
+    ) -> InsertOneResult:
+        """Insert one document; it gets an ``_id`` (a new ObjectId, also stored in ``document``) if it has none.
+
+        ``result = await coll.insert_one({"x": 1}); result.inserted_id``
+        """
+        operation = Insert(
+            self._database.name,
+            self._name,
+            document,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        result: InsertOneResult = await self._run(operation, session)
+        return result
+
+    async def insert_many(
+        self,
+        documents: Iterable[Any],
+        ordered: bool = True,
+        bypass_document_validation: bool | None = None,
+        session: Any = None,
+        comment: Any = None,
+    ) -> InsertManyResult:
+        """Insert several documents, in as few commands as the server's limits allow.
+
+        ``ordered=True`` stops at the first error; ``False`` tries them all. Failures raise
+        :class:`~mongio.errors.BulkWriteError`.
+        """
+        if isinstance(documents, Mapping | str | bytes) or not isinstance(documents, Iterable):
+            raise TypeError("documents must be a non-empty list")
+        documents = list(documents)
+        if not documents:
+            raise TypeError("documents must be a non-empty list")
+        bulk = BulkWrite.for_insert_many(
+            self._database.name,
+            self._name,
+            documents,
+            ordered=ordered,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        await self._run_bulk(bulk, session)
+        return InsertManyResult(bulk.inserted_ids, bulk.acknowledged)
+
+    async def _run_bulk(self, bulk: BulkWrite, session: Any) -> BulkWriteResult:
+        while (batch := bulk.next_batch()) is not None:
+            await self._run(batch, session)
+        return bulk.result()
+
+    async def bulk_write(
+        self,
+        requests: Sequence[WriteModel],
+        ordered: bool = True,
+        bypass_document_validation: bool | None = None,
+        session: Any = None,
+        comment: Any = None,
+        let: Mapping[str, Any] | None = None,
+    ) -> BulkWriteResult:
+        """Run a list of ``InsertOne``, ``UpdateOne``, ``UpdateMany``, ``ReplaceOne``, ``DeleteOne`` and
+        ``DeleteMany`` requests with as few commands as possible.
+
+        ::
+
+            await coll.bulk_write([InsertOne({"x": 1}), DeleteOne({"x": 0})], ordered=False)
+        """
+        if not isinstance(requests, list | tuple):
+            raise TypeError("requests must be a list")
+        bulk = BulkWrite(
+            self._database.name,
+            self._name,
+            requests,
+            ordered=ordered,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            let=let,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        return await self._run_bulk(bulk, session)
+
+    async def _update(
+        self,
+        model: UpdateOne | UpdateMany | ReplaceOne,
+        bypass_document_validation: bool | None,
+        session: Any,
+        let: Mapping[str, Any] | None,
+        comment: Any,
+    ) -> UpdateResult:
+        operation = Update(
+            self._database.name,
+            self._name,
+            model,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            let=let,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        result: UpdateResult = await self._run(operation, session)
+        return result
+
+    async def update_one(
+        self,
+        filter: Mapping[str, Any],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        upsert: bool = False,
+        bypass_document_validation: bool | None = None,
+        collation: Any = None,
+        array_filters: Sequence[Mapping[str, Any]] | None = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        sort: Any = None,
+        comment: Any = None,
+    ) -> UpdateResult:
+        """Update the first document matching ``filter`` (``sort`` picks which) with ``$`` operators or a
+        pipeline; with ``upsert=True`` insert one if none matches.
+
+        ``await coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, upsert=True)``
+        """
+        model = UpdateOne(filter, update, upsert or None, collation, array_filters, hint, sort=sort)
+        return await self._update(model, bypass_document_validation, session, let, comment)
+
+    async def update_many(
+        self,
+        filter: Mapping[str, Any],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        upsert: bool = False,
+        array_filters: Sequence[Mapping[str, Any]] | None = None,
+        bypass_document_validation: bool | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+    ) -> UpdateResult:
+        """Update every document matching ``filter``.
+
+        ``await coll.update_many({"done": False}, {"$set": {"done": True}})``
+        """
+        model = UpdateMany(filter, update, upsert or None, collation, array_filters, hint)
+        return await self._update(model, bypass_document_validation, session, let, comment)
+
+    async def replace_one(
+        self,
+        filter: Mapping[str, Any],
+        replacement: Mapping[str, Any],
+        upsert: bool = False,
+        bypass_document_validation: bool | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        sort: Any = None,
+        comment: Any = None,
+    ) -> UpdateResult:
+        """Replace the first document matching ``filter`` with ``replacement`` (no ``$`` operators)."""
+        model = ReplaceOne(filter, replacement, upsert or None, collation, hint, sort=sort)
+        return await self._update(model, bypass_document_validation, session, let, comment)
+
+    async def _delete(
+        self, model: DeleteOne | DeleteMany, session: Any, let: Mapping[str, Any] | None, comment: Any
+    ) -> DeleteResult:
+        operation = Delete(
+            self._database.name,
+            self._name,
+            model,
+            comment=comment,
+            let=let,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        result: DeleteResult = await self._run(operation, session)
+        return result
+
+    async def delete_one(
+        self,
+        filter: Mapping[str, Any],
+        collation: Any = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+    ) -> DeleteResult:
+        """Delete the first document matching ``filter``.
+
+        ``(await coll.delete_one({"_id": 1})).deleted_count``
+        """
+        return await self._delete(DeleteOne(filter, collation, hint), session, let, comment)
+
+    async def delete_many(
+        self,
+        filter: Mapping[str, Any],
+        collation: Any = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+    ) -> DeleteResult:
+        """Delete every document matching ``filter`` (``{}`` deletes them all)."""
+        return await self._delete(DeleteMany(filter, collation, hint), session, let, comment)
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    def find(self, *args: Any, **kwargs: Any) -> Cursor[_D]:
+        """A cursor over the documents matching a filter; it runs when first iterated or awaited.
+
+        Takes PyMongo's arguments: ``filter``, ``projection``, ``skip``, ``limit``, ``sort``, ``batch_size``,
+        ``hint``, ``max_time_ms``, ``collation``, ``comment``, ``cursor_type``, ``session``... ::
+
+            async for doc in coll.find({"x": {"$gt": 1}}, {"_id": 0}).sort("x"):
+                ...
+            docs = await coll.find({"x": 1}).to_list()
+            cursor = await coll.find({"x": 1})    # first batch fetched
+        """
+        return Cursor(self, *args, **kwargs)
+
+    async def find_one(self, filter: Any = None, *args: Any, **kwargs: Any) -> _D | None:
+        """The first document matching ``filter`` (anything but a mapping is taken as an ``_id``), or None.
+
+        ``doc = await coll.find_one({"sku": "a1"})``
+        """
+        if filter is not None and not isinstance(filter, Mapping):
+            filter = {"_id": filter}
+        kwargs["limit"] = -1
+        cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
+        async with cursor:
+            async for document in cursor:
+                return document
+        return None
+
+    async def _find_and_modify(self, filter: Mapping[str, Any], session: Any, **arguments: Any) -> _D | None:
+        operation = FindAndModify(
+            self._database.name,
+            self._name,
+            filter,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **arguments,
+        )
+        result: _D | None = await self._run(operation, session)
+        return result
+
+    async def find_one_and_delete(
+        self,
+        filter: Mapping[str, Any],
+        projection: Any = None,
+        sort: Any = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> _D | None:
+        """Delete the first document matching ``filter`` (``sort`` picks which) and return it, or None."""
+        return await self._find_and_modify(
+            filter,
+            session,
+            remove=True,
+            projection=projection,
+            sort=sort,
+            hint=hint,
+            let=let,
+            comment=comment,
+            **_options(kwargs, _FIND_AND_MODIFY_OPTIONS, "find_one_and_delete"),
+        )
+
+    async def find_one_and_replace(
+        self,
+        filter: Mapping[str, Any],
+        replacement: Mapping[str, Any],
+        projection: Any = None,
+        sort: Any = None,
+        upsert: bool = False,
+        return_document: ReturnDocument | bool = ReturnDocument.BEFORE,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> _D | None:
+        """Replace the first document matching ``filter``; return it as it was before (the default) or,
+        with ``return_document=ReturnDocument.AFTER``, as it is after. None when nothing matched."""
+        return await self._find_and_modify(
+            filter,
+            session,
+            replacement=replacement,
+            projection=projection,
+            sort=sort,
+            upsert=upsert or None,
+            return_document=return_document,
+            hint=hint,
+            let=let,
+            comment=comment,
+            **_options(kwargs, _FIND_AND_MODIFY_OPTIONS, "find_one_and_replace"),
+        )
+
+    async def find_one_and_update(
+        self,
+        filter: Mapping[str, Any],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        projection: Any = None,
+        sort: Any = None,
+        upsert: bool = False,
+        return_document: ReturnDocument | bool = ReturnDocument.BEFORE,
+        array_filters: Sequence[Mapping[str, Any]] | None = None,
+        hint: Any = None,
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> _D | None:
+        """Update the first document matching ``filter`` and return it before (the default) or after the
+        update.
+
+        ``doc = await coll.find_one_and_update({"_id": "seq"}, {"$inc": {"n": 1}},
+        upsert=True, return_document=ReturnDocument.AFTER)``
+        """
+        return await self._find_and_modify(
+            filter,
+            session,
+            update=update,
+            projection=projection,
+            sort=sort,
+            upsert=upsert or None,
+            return_document=return_document,
+            array_filters=array_filters,
+            hint=hint,
+            let=let,
+            comment=comment,
+            **_options(kwargs, _FIND_AND_MODIFY_OPTIONS, "find_one_and_update"),
+        )
+
+    async def count_documents(
+        self, filter: Mapping[str, Any], session: Any = None, comment: Any = None, **kwargs: Any
+    ) -> int:
+        """The number of documents matching ``filter`` (exact; ``skip``, ``limit``, ``hint``, ``collation``
+        and ``maxTimeMS`` may be given)."""
+        operation = CountDocuments(
+            self._database.name,
+            self._name,
+            filter,
+            comment=comment,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **_options(kwargs, _READ_OPTIONS, "count_documents"),
+        )
+        count: int = await self._run(operation, session)
+        return count
+
+    async def estimated_document_count(self, comment: Any = None, **kwargs: Any) -> int:
+        """The collection's document count from its metadata: fast, but may be off after an unclean
+        shutdown. Takes ``maxTimeMS``."""
+        options = _options(kwargs, {"maxTimeMS": "max_time_ms", "max_time_ms": "max_time_ms"}, "count")
+        operation = EstimatedDocumentCount(
+            self._database.name,
+            self._name,
+            comment=comment,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        count: int = await self._run(operation, None)
+        return count
+
+    async def distinct(
+        self,
+        key: str,
+        filter: Mapping[str, Any] | None = None,
+        session: Any = None,
+        comment: Any = None,
+        hint: Any = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """The distinct values of ``key`` among the documents matching ``filter``.
+
+        ``await coll.distinct("sku", {"qty": {"$gt": 0}})``
+        """
+        options = _options(kwargs, _READ_OPTIONS, "distinct")
+        if "skip" in options or "limit" in options:
+            raise TypeError("distinct() takes no skip or limit")
+        operation = Distinct(
+            self._database.name,
+            self._name,
+            key,
+            filter,
+            comment=comment,
+            hint=hint,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        values: list[Any] = await self._run(operation, session)
+        return values
+
+    def aggregate(
+        self,
+        pipeline: Sequence[Mapping[str, Any]],
+        session: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> CommandCursor[_D]:
+        """Run an aggregation pipeline; a cursor over its results (it runs when awaited or iterated).
+
+        Options: ``allowDiskUse``, ``batchSize``, ``maxTimeMS``, ``maxAwaitTimeMS``, ``collation``, ``hint``,
+        ``bypassDocumentValidation`` (snake_case works too); any other keyword goes into the command. ::
+
+            async for row in coll.aggregate([{"$group": {"_id": "$sku", "n": {"$sum": 1}}}]):
+                ...
+            cursor = await coll.aggregate(pipeline)      # PyMongo's spelling works too
+        """
+        options: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            name = _AGGREGATE_OPTIONS.get(key)
+            if name is None:
+                extra[key] = value
+            else:
+                options[name] = value
+        operation = Aggregate(
+            self._database.name,
+            self._name,
+            pipeline,
+            let=let,
+            comment=comment,
+            extra=extra or None,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        return self._command_cursor(
+            operation,
+            session,
+            batch_size=options.get("batch_size") or 0,
+            max_await_time_ms=operation.max_await_time_ms,
+            comment=comment,
+        )
+
+    # -- indexes ----------------------------------------------------------------------------------------------
+
+    async def create_indexes(
+        self,
+        indexes: Sequence[IndexModel],
+        session: Any = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Create several indexes in one command; returns their names. Takes ``maxTimeMS`` and
+        ``commitQuorum``."""
+        options = _options(
+            kwargs,
+            {
+                "maxTimeMS": "max_time_ms",
+                "max_time_ms": "max_time_ms",
+                "commitQuorum": "commit_quorum",
+                "commit_quorum": "commit_quorum",
+            },
+            "create_indexes",
+        )
+        operation = CreateIndexes(
+            self._database.name,
+            self._name,
+            list(indexes),
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        names: list[str] = await self._run(operation, session)
+        return names
+
+    async def create_index(self, keys: Any, session: Any = None, comment: Any = None, **kwargs: Any) -> str:
+        """Create an index; returns its name. Keys as ``"x"``, ``[("x", 1), ("y", -1)]`` or a mapping;
+        options such as ``unique=True``, ``name=``, ``expireAfterSeconds=``, ``partialFilterExpression=``.
+
+        ``await coll.create_index([("sku", ASCENDING)], unique=True)``
+        """
+        command_options = {
+            key: kwargs.pop(key)
+            for key in ("maxTimeMS", "max_time_ms", "commitQuorum", "commit_quorum")
+            if key in kwargs
+        }
+        names = await self.create_indexes(
+            [IndexModel(keys, **kwargs)], session=session, comment=comment, **command_options
+        )
+        return names[0]
+
+    async def drop_index(
+        self, index_or_name: Any, session: Any = None, comment: Any = None, **kwargs: Any
+    ) -> None:
+        """Drop one index, by name or by the keys it was created with."""
+        if index_or_name == "*":
+            raise ValueError("use drop_indexes() to drop all indexes")
+        await self._drop_indexes(index_or_name, session, comment, kwargs)
+
+    async def drop_indexes(self, session: Any = None, comment: Any = None, **kwargs: Any) -> None:
+        """Drop every index but the one on ``_id``."""
+        await self._drop_indexes("*", session, comment, kwargs)
+
+    async def _drop_indexes(self, index: Any, session: Any, comment: Any, kwargs: Mapping[str, Any]) -> None:
+        options = _options(kwargs, {"maxTimeMS": "max_time_ms", "max_time_ms": "max_time_ms"}, "drop_index")
+        operation = DropIndexes(
+            self._database.name,
+            self._name,
+            index,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        await self._run(operation, session)
+
+    def list_indexes(self, session: Any = None, comment: Any = None) -> CommandCursor[Any]:
+        """A cursor over the collection's index specifications (none for a missing collection).
+
+        ``async for index in coll.list_indexes(): print(index["name"])``
+        """
+        operation = ListIndexes(
+            self._database.name,
+            self._name,
+            comment=comment,
+            read_preference=self._primary(),
+            codec_options=self._codec_options,
+        )
+        return self._command_cursor(operation, session, comment=comment)
+
+    def _primary(self) -> _ServerMode | None:
+        # Index and collection listings read from the primary, as PyMongo does: their results describe what
+        # the next write will see.
+        return None
+
+    async def index_information(self, session: Any = None, comment: Any = None) -> dict[str, Any]:
+        """The indexes as ``{name: {"key": [(field, direction), ...], ...other options}}``."""
+        information: dict[str, Any] = {}
+        async for index in self.list_indexes(session=session, comment=comment):
+            details = dict(index)
+            name = details.pop("name")
+            details["key"] = list(details["key"].items())
+            information[name] = details
+        return information
+
+    async def create_search_index(
+        self,
+        model: SearchIndexModel | Mapping[str, Any],
+        session: Any = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> str:
+        """Create one Atlas Search index; returns its name."""
+        names = await self.create_search_indexes([model], session=session, comment=comment, **kwargs)
+        return names[0]
+
+    async def create_search_indexes(
+        self,
+        models: Sequence[SearchIndexModel | Mapping[str, Any]],
+        session: Any = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Create Atlas Search indexes; returns their names."""
+        _options(kwargs, {}, "create_search_indexes")
+        operation = CreateSearchIndexes(
+            self._database.name, self._name, list(models), comment=comment, codec_options=self._codec_options
+        )
+        names: list[str] = await self._run(operation, session)
+        return names
+
+    def list_search_indexes(
+        self, name: str | None = None, session: Any = None, comment: Any = None, **kwargs: Any
+    ) -> CommandCursor[Any]:
+        """A cursor over the Atlas Search indexes (or the one named ``name``)."""
+        options = _options(
+            kwargs,
+            {"batchSize": "batch_size", "batch_size": "batch_size", "collation": "collation"},
+            "list_search_indexes",
+        )
+        operation = list_search_indexes(
+            self._database.name,
+            self._name,
+            name,
+            comment=comment,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        return self._command_cursor(
+            operation, session, batch_size=options.get("batch_size") or 0, comment=comment
+        )
+
+    async def update_search_index(
+        self,
+        name: str,
+        definition: Mapping[str, Any],
+        session: Any = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """Give the Atlas Search index ``name`` a new definition."""
+        _options(kwargs, {}, "update_search_index")
+        operation = UpdateSearchIndex(
+            self._database.name,
+            self._name,
+            name,
+            definition,
+            comment=comment,
+            codec_options=self._codec_options,
+        )
+        await self._run(operation, session)
+
+    async def drop_search_index(
+        self, name: str, session: Any = None, comment: Any = None, **kwargs: Any
+    ) -> None:
+        """Drop the Atlas Search index ``name`` (no error if the collection does not exist)."""
+        _options(kwargs, {}, "drop_search_index")
+        operation = DropSearchIndex(
+            self._database.name, self._name, name, comment=comment, codec_options=self._codec_options
+        )
+        await self._run(operation, session)
+
+    # -- the collection itself --------------------------------------------------------------------------------
+
+    async def drop(self, session: Any = None, comment: Any = None, encrypted_fields: Any = None) -> None:
+        """Drop the collection and its indexes (no error if it does not exist)."""
+        if encrypted_fields is not None:
+            raise ConfigurationError(
+                "encrypted_fields needs client-side field level encryption (not supported)"
+            )
+        operation = Drop(
+            self._database.name,
+            self._name,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        await self._run(operation, session)
+
+    async def rename(
+        self, new_name: str, session: Any = None, comment: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Rename the collection (in the same database); ``dropTarget=True`` replaces an existing target.
+
+        ``await coll.rename("orders_2024")``
+        """
+        drop_target = kwargs.pop("dropTarget", kwargs.pop("drop_target", None))
+        operation = RenameCollection(
+            self._database.name,
+            self._name,
+            new_name,
+            drop_target=drop_target,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **kwargs,
+        )
+        reply: dict[str, Any] = await self._run(operation, session)
+        return reply
+
+    async def options(self, session: Any = None, comment: Any = None) -> dict[str, Any]:
+        """The options the collection was created with (``capped``, ``validator``...); ``{}`` if none or if
+        the collection does not exist."""
+        operation = ListCollections(
+            self._database.name,
+            filter={"name": self._name},
+            comment=comment,
+            codec_options=self._codec_options,
+        )
+        cursor: CommandCursor[Any] = self._command_cursor(operation, session)
+        async with cursor:
+            async for info in cursor:
+                options: dict[str, Any] = dict(info.get("options") or {})
+                return options
+        return {}

@@ -1,0 +1,689 @@
+"""Cursors: :class:`Cursor` for ``find`` and :class:`CommandCursor` for ``aggregate``, ``listIndexes``,
+``listCollections`` and ``cursor_command``.
+
+A cursor runs its first command when it is first awaited or iterated, then fetches further batches with
+``getMore`` on the server that answered the first command. Three ways to use one::
+
+    async for doc in coll.find({"x": 1}):
+        ...
+    docs = await coll.find({"x": 1}).to_list()
+    cursor = await coll.find({"x": 1})     # the first batch is fetched; the cursor comes back
+
+A cursor that was not given a session takes an implicit one for its whole life and ends it when the server
+cursor is exhausted or closed. Close cursors you do not read to the end (``await cursor.close()`` or
+``async with``); one that is garbage-collected while the server still holds it is handed to the client, which
+kills it on its own event loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import AsyncIterator, Generator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from mongio.errors import CursorNotFound, InvalidOperation, MongioError
+from mongio.operations.base import CursorState, Operation
+from mongio.operations.crud import CursorType, Distinct, Explain, Find, GetMore, KillCursors
+from mongio.operations.models import index_document
+
+if TYPE_CHECKING:
+    from mongio.bson import CodecOptions
+    from mongio.collection import Collection
+
+__all__ = ["CommandCursor", "Cursor", "CursorType"]
+
+_T = TypeVar("_T")
+_Self = TypeVar("_Self", bound="_CursorBase[Any]")
+
+# The cursor flags of OP_QUERY, which PyMongo's add_option/remove_option take.
+_TAILABLE = 2
+_OPLOG_REPLAY = 8
+_NO_TIMEOUT = 16
+_AWAIT_DATA = 32
+_EXHAUST = 64
+_PARTIAL = 128
+_KNOWN_FLAGS = _TAILABLE | _OPLOG_REPLAY | _NO_TIMEOUT | _AWAIT_DATA | _EXHAUST | _PARTIAL
+
+
+class _CursorBase(Generic[_T]):
+    """What both cursor kinds share: the buffered batch, getMore on the cursor's server, the implicit
+    session's life, and closing (also from ``__del__``)."""
+
+    _client: Any
+    _codec_options: CodecOptions
+
+    def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
+        self._client = client
+        self._explicit_session = session
+        self._session: Any = session
+        self._codec_options = codec_options
+        self._data: collections.deque[_T] = collections.deque()
+        self._id: int | None = None
+        self._address: Any = None
+        self._namespace = ""
+        self._started = False
+        self._killed = False
+        self._post_batch_resume_token: Any = None
+        self._batch_size = 0
+        self._max_await_time_ms: int | None = None
+        self._comment: Any = None
+        self._retrieved = 0
+
+    # -- what subclasses provide ------------------------------------------------------------------------------
+
+    def _first_operation(self) -> Operation[Any]:
+        """The command that opens the cursor (its reply handler gives a ``CursorState``)."""
+        raise NotImplementedError
+
+    def _get_more_batch_size(self) -> int:
+        return self._batch_size
+
+    def _received(self, count: int) -> None:
+        """Told how many documents each batch brought (a find cursor counts them against its limit)."""
+
+    def _tailable(self) -> bool:
+        return False
+
+    # -- state ------------------------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """Whether the cursor may still give documents: True before it runs, then while documents are
+        buffered or the server holds more. A tailable cursor stays alive after an empty batch."""
+        return bool(self._data) or not self._killed
+
+    @property
+    def cursor_id(self) -> int | None:
+        """The server's cursor id (0 once the server has no more results), or None before the cursor runs."""
+        return self._id
+
+    @property
+    def address(self) -> Any:
+        """The ``(host, port)`` of the server the cursor runs on, or None before it runs."""
+        return self._address
+
+    @property
+    def session(self) -> Any:
+        """The explicit session this cursor was given, or None (an implicit session is not exposed)."""
+        return self._explicit_session
+
+    @property
+    def retrieved(self) -> int:
+        """Documents received from the server so far."""
+        return self._retrieved
+
+    # -- running ----------------------------------------------------------------------------------------------
+
+    async def _execute(self, operation: Operation[Any], address: Any = None) -> Any:
+        return await self._client._executor.execute(operation, self._session, address=address)
+
+    def _take_implicit_session(self) -> None:
+        if self._session is None:
+            factory = getattr(self._client, "_implicit_session", None)
+            if factory is not None:
+                self._session = factory()
+
+    async def _release_session(self) -> None:
+        session = self._session
+        if session is not None and session is not self._explicit_session:
+            self._session = None
+            await session.end_session()
+
+    def _accept(self, state: CursorState) -> None:
+        self._id = state.id
+        if state.namespace:
+            self._namespace = state.namespace
+        self._post_batch_resume_token = state.post_batch_resume_token
+        batch = state.batch
+        self._retrieved += len(batch)
+        self._data.extend(batch)
+        self._received(len(batch))
+
+    async def _open(self) -> None:
+        """Run the first command: the cursor's server, id and first batch."""
+        self._started = True
+        operation = self._first_operation()
+        answered: list[Any] = []
+        original = operation.handle_response
+
+        def handle_response(reply: dict[str, Any], context: Any) -> Any:
+            # getMore and killCursors must go to the server that created the cursor.
+            answered.append(getattr(context, "address", None))
+            return original(reply, context)
+
+        operation.handle_response = handle_response  # type: ignore[method-assign]
+        self._take_implicit_session()
+        try:
+            state: CursorState = await self._execute(operation)
+        except BaseException:
+            self._killed = True
+            await self._release_session_quietly()
+            raise
+        if answered:
+            self._address = answered[-1]
+        self._accept(state)
+        if not state.alive:
+            self._killed = True
+            await self._release_session()
+
+    async def _get_more(self) -> None:
+        database, _, collection = self._namespace.partition(".")
+        operation = GetMore(
+            database,
+            collection,
+            self._id or 0,
+            batch_size=self._get_more_batch_size(),
+            max_await_time_ms=self._max_await_time_ms,
+            comment=self._comment,
+            codec_options=self._codec_options,
+        )
+        try:
+            state: CursorState = await self._execute(operation, self._address)
+        except CursorNotFound:
+            self._id = 0
+            self._killed = True
+            await self._release_session_quietly()
+            raise
+        except Exception:
+            await self.close()
+            raise
+        except BaseException:
+            # Cancelled mid-getMore: the batch is lost and awaiting here is not allowed, so the client
+            # kills the server cursor on its own time.
+            self._abandon()
+            raise
+        self._accept(state)
+        if not state.alive:
+            self._killed = True
+            await self._release_session()
+
+    async def _release_session_quietly(self) -> None:
+        try:
+            await self._release_session()
+        except MongioError:
+            pass
+
+    async def _refresh(self) -> bool:
+        """Fetch until a document is buffered; False when the cursor has nothing more to give now."""
+        if not self._started:
+            await self._open()
+        while not self._data and not self._killed:
+            await self._get_more()
+            if self._tailable():
+                break
+        return bool(self._data)
+
+    def __await__(self: _Self) -> Generator[Any, None, _Self]:
+        """``cursor = await coll.find(q)``: run the first command (once) and give the cursor back."""
+
+        async def first_batch() -> _Self:
+            if not self._started:
+                await self._open()
+            return self
+
+        return first_batch().__await__()
+
+    def __aiter__(self) -> AsyncIterator[_T]:
+        return self
+
+    async def __anext__(self) -> _T:
+        if self._data or await self._refresh():
+            return self._data.popleft()
+        raise StopAsyncIteration
+
+    async def next(self) -> _T:
+        """The next document; raises ``StopAsyncIteration`` when there is none (PyMongo's ``next``)."""
+        return await self.__anext__()
+
+    async def try_next(self) -> _T | None:
+        """The next document, or None if none is available now.
+
+        For a tailable cursor this makes at most one ``getMore`` and returns None when it brings nothing,
+        so a loop can do other work between polls; ``alive`` tells whether to call again.
+        """
+        if self._data:
+            return self._data.popleft()
+        if not self._started:
+            await self._open()
+        elif not self._killed:
+            await self._get_more()
+        return self._data.popleft() if self._data else None
+
+    async def to_list(self, length: int | None = None) -> list[_T]:
+        """Read documents into a list: all of them, or at most ``length`` (the rest stay in the cursor).
+
+        ``docs = await coll.find({"x": 1}).to_list()``
+        """
+        if length is not None:
+            if isinstance(length, bool) or not isinstance(length, int):
+                raise TypeError(f"length must be an int or None, not {length!r}")
+            if length < 1:
+                raise ValueError(f"to_list() length must be greater than 0, not {length}")
+        result: list[_T] = []
+        while length is None or len(result) < length:
+            if not self._data and not await self._refresh():
+                break
+            take = len(self._data) if length is None else min(len(self._data), length - len(result))
+            for _ in range(take):
+                result.append(self._data.popleft())
+        return result
+
+    async def close(self) -> None:
+        """Close the cursor: kill it on the server if it is still open there and end its implicit session.
+
+        Errors from ``killCursors`` are ignored: the server drops idle cursors on its own.
+        """
+        self._data.clear()
+        cursor_id = self._id
+        was_open = self._started and not self._killed
+        self._killed = True
+        self._started = True
+        if was_open and cursor_id:
+            database, _, collection = self._namespace.partition(".")
+            self._id = 0
+            try:
+                await self._execute(
+                    KillCursors(database, collection, [cursor_id], codec_options=self._codec_options),
+                    self._address,
+                )
+            except MongioError:
+                pass
+        await self._release_session_quietly()
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _abandon(self) -> None:
+        """Hand whatever the server still holds for this cursor (its id, its implicit session) to the client,
+        which cleans it up on its event loop. Safe from ``__del__`` and from a cancelled task."""
+        if self._killed:
+            return
+        self._killed = True
+        self._data.clear()
+        session = self._session if self._session is not self._explicit_session else None
+        self._session = None
+        cursor_id = self._id or 0
+        self._id = 0
+        if not cursor_id and session is None:
+            return
+        hook = getattr(self._client, "_close_abandoned_cursor", None)
+        if hook is not None:
+            hook(self._address, self._namespace, cursor_id, session)
+
+    def __del__(self) -> None:
+        if getattr(self, "_started", False) and not getattr(self, "_killed", True):
+            try:
+                self._abandon()
+            except Exception:  # a finalizer must not raise, and nothing more can be done here
+                pass
+
+    def _check_okay_to_chain(self) -> None:
+        if self._started:
+            raise InvalidOperation("cannot set options after executing query")
+
+
+class Cursor(_CursorBase[_T]):
+    """The cursor of :meth:`Collection.find`. Its options can be changed with the builder methods until it
+    first runs: ``coll.find({"x": 1}).sort("y", -1).limit(10)``."""
+
+    def __init__(
+        self,
+        collection: Collection[Any],
+        filter: Mapping[str, Any] | None = None,
+        projection: Any = None,
+        skip: int = 0,
+        limit: int = 0,
+        no_cursor_timeout: bool = False,
+        cursor_type: int = CursorType.NON_TAILABLE,
+        sort: Any = None,
+        allow_partial_results: bool = False,
+        oplog_replay: bool = False,
+        batch_size: int = 0,
+        collation: Any = None,
+        hint: Any = None,
+        max_scan: int | None = None,
+        max_time_ms: int | None = None,
+        max: Mapping[str, Any] | None = None,
+        min: Mapping[str, Any] | None = None,
+        return_key: bool | None = None,
+        show_record_id: bool | None = None,
+        snapshot: bool | None = None,
+        comment: Any = None,
+        session: Any = None,
+        allow_disk_use: bool | None = None,
+        let: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(collection.database.client, session, collection.codec_options)
+        if filter is not None and not isinstance(filter, Mapping):
+            raise TypeError(f"filter must be a mapping (e.g. a dict), not {type(filter).__name__}")
+        if snapshot:
+            raise InvalidOperation("the snapshot option was removed in MongoDB 4.0; use a snapshot session")
+        self._collection = collection
+        self._spec: dict[str, Any] = {
+            "filter": filter,
+            "projection": projection,
+            "skip": _non_negative(skip, "skip"),
+            "limit": _int(limit, "limit"),
+            "batch_size": _non_negative(batch_size, "batch_size"),
+            "no_cursor_timeout": no_cursor_timeout or None,
+            "cursor_type": cursor_type,
+            "sort": None if sort is None else index_document(sort, "sort"),
+            "allow_partial_results": allow_partial_results or None,
+            "oplog_replay": oplog_replay or None,
+            "collation": collation,
+            "hint": hint,
+            "max_scan": max_scan,
+            "max_time_ms": max_time_ms,
+            "max_await_time_ms": None,
+            "max": max,
+            "min": min,
+            "return_key": return_key,
+            "show_record_id": show_record_id,
+            "comment": comment,
+            "allow_disk_use": allow_disk_use,
+            "let": let,
+        }
+        # Checked now so that a bad value fails at the call that gave it.
+        self._find_operation()
+
+    @property
+    def collection(self) -> Collection[Any]:
+        """The collection this cursor reads."""
+        return self._collection
+
+    def _find_operation(self) -> Find:
+        spec = self._spec
+        collection = self._collection
+        return Find(
+            collection.database.name,
+            collection.name,
+            spec["filter"],
+            projection=spec["projection"],
+            sort=spec["sort"],
+            skip=spec["skip"],
+            limit=spec["limit"],
+            batch_size=spec["batch_size"],
+            hint=spec["hint"],
+            min=spec["min"],
+            max=spec["max"],
+            return_key=spec["return_key"],
+            show_record_id=spec["show_record_id"],
+            allow_disk_use=spec["allow_disk_use"],
+            no_cursor_timeout=spec["no_cursor_timeout"],
+            cursor_type=spec["cursor_type"],
+            allow_partial_results=spec["allow_partial_results"],
+            oplog_replay=spec["oplog_replay"],
+            max_time_ms=spec["max_time_ms"],
+            max_await_time_ms=spec["max_await_time_ms"],
+            max_scan=spec["max_scan"],
+            collation=spec["collation"],
+            let=spec["let"],
+            comment=spec["comment"],
+            read_preference=collection.read_preference,
+            read_concern=collection.read_concern,
+            codec_options=collection.codec_options,
+        )
+
+    def _first_operation(self) -> Operation[CursorState]:
+        operation = self._find_operation()
+        self._limit = operation.limit
+        self._single_batch = self._spec["limit"] < 0
+        self._batch_size = operation.batch_size
+        self._max_await_time_ms = operation.max_await_time_ms
+        self._comment = operation.comment
+        return operation
+
+    _limit = 0
+    _single_batch = False
+
+    def _tailable(self) -> bool:
+        return bool(self._spec["cursor_type"] & _TAILABLE)
+
+    def _get_more_batch_size(self) -> int:
+        if self._limit:
+            remaining = self._limit - self._retrieved
+            return min(self._batch_size, remaining) if self._batch_size else remaining
+        return self._batch_size
+
+    def _received(self, count: int) -> None:
+        # With a limit (or a single batch) the server may keep an empty cursor open: nothing more is wanted.
+        if (self._single_batch or (self._limit and self._retrieved >= self._limit)) and self._id:
+            self._limit_reached = True
+
+    _limit_reached = False
+
+    async def _open(self) -> None:
+        await super()._open()
+        await self._close_if_limit_reached()
+
+    async def _get_more(self) -> None:
+        await super()._get_more()
+        await self._close_if_limit_reached()
+
+    async def _close_if_limit_reached(self) -> None:
+        if self._limit_reached and not self._killed:
+            buffered = list(self._data)
+            await self.close()
+            self._data.extend(buffered)
+
+    # -- builder methods (before the cursor runs) -------------------------------------------------------------
+
+    def _set(self, **changes: Any) -> Cursor[_T]:
+        self._check_okay_to_chain()
+        old = self._spec
+        self._spec = {**old, **changes}
+        try:
+            self._find_operation()
+        except BaseException:
+            self._spec = old
+            raise
+        return self
+
+    def sort(self, key_or_list: Any, direction: Any = None) -> Cursor[_T]:
+        """Sort by one key (``sort("x", -1)``) or several (``sort([("x", 1), ("y", -1)])``)."""
+        if direction is not None:
+            if not isinstance(key_or_list, str):
+                raise TypeError("give a key name with a direction, or a list of (key, direction) pairs")
+            keys = index_document([(key_or_list, direction)], "sort")
+        else:
+            keys = index_document(key_or_list, "sort")
+        return self._set(sort=keys)
+
+    def skip(self, skip: int) -> Cursor[_T]:
+        """Skip the first ``skip`` matching documents."""
+        return self._set(skip=_non_negative(skip, "skip"))
+
+    def limit(self, limit: int) -> Cursor[_T]:
+        """Return at most ``limit`` documents (0: no limit; a negative number: one batch of at most
+        ``-limit`` documents, then the cursor closes)."""
+        return self._set(limit=_int(limit, "limit"))
+
+    def batch_size(self, batch_size: int) -> Cursor[_T]:
+        """Ask the server for batches of ``batch_size`` documents (0: the server's default)."""
+        return self._set(batch_size=_non_negative(batch_size, "batch_size"))
+
+    def hint(self, index: Any) -> Cursor[_T]:
+        """Use this index: its name, or its keys as for ``create_index``. None removes the hint."""
+        return self._set(hint=index)
+
+    def max_time_ms(self, max_time_ms: int | None) -> Cursor[_T]:
+        """Let the server spend at most this many milliseconds on the query (``maxTimeMS``)."""
+        return self._set(max_time_ms=max_time_ms)
+
+    def max_await_time_ms(self, max_await_time_ms: int | None) -> Cursor[_T]:
+        """For a ``TAILABLE_AWAIT`` cursor: how long each ``getMore`` waits for new documents."""
+        return self._set(max_await_time_ms=max_await_time_ms)
+
+    def comment(self, comment: Any) -> Cursor[_T]:
+        """Attach a comment to the query (shown in the server's logs and profiler)."""
+        return self._set(comment=comment)
+
+    def collation(self, collation: Any) -> Cursor[_T]:
+        """Compare strings with this collation (a mapping or a ``Collation``)."""
+        return self._set(collation=collation)
+
+    def min(self, spec: Any) -> Cursor[_T]:
+        """The inclusive lower bound of the index used (needs a ``hint``)."""
+        return self._set(min=dict(index_document(spec, "min")))
+
+    def max(self, spec: Any) -> Cursor[_T]:
+        """The exclusive upper bound of the index used (needs a ``hint``)."""
+        return self._set(max=dict(index_document(spec, "max")))
+
+    def allow_disk_use(self, allow_disk_use: bool) -> Cursor[_T]:
+        """Let a large sort write temporary files on the server."""
+        if not isinstance(allow_disk_use, bool):
+            raise TypeError("allow_disk_use must be True or False")
+        return self._set(allow_disk_use=allow_disk_use)
+
+    def add_option(self, mask: int) -> Cursor[_T]:
+        """Set cursor flags by their OP_QUERY bit (2 tailable, 16 no timeout, 32 await data, 128 partial)."""
+        return self._set(**self._flags_changes(self._flags() | _flag_mask(mask)))
+
+    def remove_option(self, mask: int) -> Cursor[_T]:
+        """Clear cursor flags by their OP_QUERY bit."""
+        return self._set(**self._flags_changes(self._flags() & ~_flag_mask(mask)))
+
+    def _flags(self) -> int:
+        spec = self._spec
+        flags = int(spec["cursor_type"])
+        if spec["no_cursor_timeout"]:
+            flags |= _NO_TIMEOUT
+        if spec["allow_partial_results"]:
+            flags |= _PARTIAL
+        if spec["oplog_replay"]:
+            flags |= _OPLOG_REPLAY
+        return flags
+
+    @staticmethod
+    def _flags_changes(flags: int) -> dict[str, Any]:
+        if flags & _AWAIT_DATA and not flags & _TAILABLE:
+            raise InvalidOperation("await data (32) needs the tailable flag (2)")
+        return {
+            "cursor_type": flags & (_TAILABLE | _AWAIT_DATA | _EXHAUST),
+            "no_cursor_timeout": True if flags & _NO_TIMEOUT else None,
+            "allow_partial_results": True if flags & _PARTIAL else None,
+            "oplog_replay": True if flags & _OPLOG_REPLAY else None,
+        }
+
+    def where(self, code: Any) -> Cursor[_T]:
+        """Add a ``$where`` JavaScript clause to the filter (servers without JavaScript refuse it)."""
+        self._check_okay_to_chain()
+        filter = dict(self._spec["filter"] or {})
+        filter["$where"] = code
+        return self._set(filter=filter)
+
+    # -- other methods ----------------------------------------------------------------------------------------
+
+    def clone(self) -> Cursor[_T]:
+        """A new, unrun cursor with the same query, options and session."""
+        other: Cursor[_T] = Cursor.__new__(Cursor)
+        _CursorBase.__init__(other, self._client, self._explicit_session, self._codec_options)
+        other._collection = self._collection
+        other._spec = copy.copy(self._spec)
+        return other
+
+    async def rewind(self) -> Cursor[_T]:
+        """Close the cursor and make it unrun again, so iterating it runs the query anew."""
+        await self.close()
+        _CursorBase.__init__(self, self._client, self._explicit_session, self._codec_options)
+        self._limit = 0
+        self._single_batch = False
+        self._limit_reached = False
+        return self
+
+    async def explain(self, verbosity: str | None = None) -> dict[str, Any]:
+        """The server's query plan for this query (``explain``), at the given verbosity."""
+        explained = Explain(self._find_operation(), verbosity=verbosity)
+        result: dict[str, Any] = await self._client._executor.execute(explained, self._explicit_session)
+        return result
+
+    async def distinct(self, key: str) -> list[Any]:
+        """The distinct values of ``key`` among the documents this query matches."""
+        spec = self._spec
+        collection = self._collection
+        operation = Distinct(
+            collection.database.name,
+            collection.name,
+            key,
+            spec["filter"],
+            collation=spec["collation"],
+            hint=spec["hint"],
+            comment=spec["comment"],
+            max_time_ms=spec["max_time_ms"],
+            read_preference=collection.read_preference,
+            read_concern=collection.read_concern,
+            codec_options=collection.codec_options,
+        )
+        values: list[Any] = await self._client._executor.execute(operation, self._explicit_session)
+        return values
+
+    def __repr__(self) -> str:
+        return f"<Cursor {self._collection.full_name} filter={self._spec['filter']!r} id={self._id}>"
+
+
+class CommandCursor(_CursorBase[_T]):
+    """The cursor of ``aggregate``, ``list_indexes``, ``list_collections`` and ``cursor_command``.
+
+    The command runs when the cursor is first awaited or iterated::
+
+        async for doc in coll.aggregate([{"$match": {"x": 1}}]):
+            ...
+        cursor = await coll.aggregate(pipeline)     # the command has run; its first batch is here
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        operation: Operation[Any],
+        *,
+        session: Any = None,
+        codec_options: CodecOptions,
+        batch_size: int = 0,
+        max_await_time_ms: int | None = None,
+        comment: Any = None,
+    ) -> None:
+        super().__init__(client, session, codec_options)
+        self._operation = operation
+        self._batch_size = batch_size
+        self._max_await_time_ms = max_await_time_ms
+        self._comment = comment
+
+    def _first_operation(self) -> Operation[Any]:
+        return self._operation
+
+    def batch_size(self, batch_size: int) -> CommandCursor[_T]:
+        """The number of documents each following ``getMore`` asks for (0: the server's default)."""
+        self._batch_size = _non_negative(batch_size, "batch_size")
+        return self
+
+    def __repr__(self) -> str:
+        return f"<CommandCursor {self._operation.command_name} ns={self._namespace!r} id={self._id}>"
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    return value
+
+
+def _non_negative(value: Any, name: str) -> int:
+    if _int(value, name) < 0:
+        raise ValueError(f"{name} must be >= 0, not {value}")
+    return int(value)
+
+
+def _flag_mask(mask: Any) -> int:
+    if _int(mask, "mask") & ~_KNOWN_FLAGS:
+        raise ValueError(f"unknown cursor flag bits in {mask}")
+    return int(mask)

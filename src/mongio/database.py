@@ -1,0 +1,479 @@
+"""``Database``: collections, commands and database-level aggregation.
+
+::
+
+    db = client.shop                      # or client["shop"], client.get_database("shop")
+    await db.command("ping")
+    names = await db.list_collection_names()
+    orders = db.orders                    # a Collection; no I/O
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
+from mongio.collection import Collection
+from mongio.cursor import CommandCursor
+from mongio.errors import ConfigurationError, InvalidName, MongioError, OperationFailure
+from mongio.operations.base import Operation
+from mongio.operations.collections import Create, Drop, ListCollections
+from mongio.operations.crud import Aggregate
+from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
+
+if TYPE_CHECKING:
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+
+__all__ = ["CollectionInvalid", "Database"]
+
+_D = TypeVar("_D")
+
+_INVALID_DATABASE_CHARACTERS = frozenset(' ."$/\\\x00')
+
+
+class CollectionInvalid(MongioError):
+    """A collection cannot be created (it exists already) or failed validation."""
+
+
+class Database(Generic[_D]):
+    """A database of a :class:`~mongio.client.MongoClient`: ``client.shop`` or ``client["shop"]``.
+
+    Making one does no I/O. It carries codec options, read preference, read concern and write concern,
+    inherited from the client unless given, and passes them on to its collections.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if not name:
+            raise InvalidName("database name cannot be empty")
+        if _INVALID_DATABASE_CHARACTERS.intersection(name):
+            raise InvalidName(
+                f"database names cannot contain spaces, '.', '$', '/', '\\\\', '\"' or NUL: {name!r}"
+            )
+        self._client = client
+        self._name = name
+        self._codec_options: CodecOptions = client.codec_options if codec_options is None else codec_options
+        self._read_preference: _ServerMode = (
+            client.read_preference if read_preference is None else read_preference
+        )
+        self._write_concern: WriteConcern = client.write_concern if write_concern is None else write_concern
+        self._read_concern: ReadConcern = client.read_concern if read_concern is None else read_concern
+
+    # -- identity and options ---------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The database's name."""
+        return self._name
+
+    @property
+    def client(self) -> Any:
+        """The client this database belongs to."""
+        return self._client
+
+    @property
+    def codec_options(self) -> CodecOptions:
+        """How documents are decoded (document class, time zones, UUIDs...)."""
+        return self._codec_options
+
+    @property
+    def read_preference(self) -> _ServerMode:
+        """Which members reads go to."""
+        return self._read_preference
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        """The read concern sent with reads."""
+        return self._read_concern
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        """The write concern sent with writes."""
+        return self._write_concern
+
+    def with_options(
+        self,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> Database[_D]:
+        """The same database with some options changed; the others are kept."""
+        return Database(
+            self._client,
+            self._name,
+            self._codec_options if codec_options is None else codec_options,
+            self._read_preference if read_preference is None else read_preference,
+            self._write_concern if write_concern is None else write_concern,
+            self._read_concern if read_concern is None else read_concern,
+        )
+
+    def get_collection(
+        self,
+        name: str,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> Collection[_D]:
+        """The collection ``name``, with options of its own where given (the database's otherwise).
+
+        ``orders = db.get_collection("orders", write_concern=WriteConcern(w="majority"))``
+        """
+        return Collection(self, name, codec_options, read_preference, write_concern, read_concern)
+
+    def __getattr__(self, name: str) -> Collection[_D]:
+        """``db.orders`` is the collection ``orders``."""
+        if name.startswith("_"):
+            raise AttributeError(
+                f"Database has no attribute {name!r}. To access the {name} collection, use database[{name!r}]."
+            )
+        return self.get_collection(name)
+
+    def __getitem__(self, name: str) -> Collection[_D]:
+        return self.get_collection(name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Database):
+            return self._client == other._client and self._name == other._name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((id(self._client), self._name))
+
+    def __bool__(self) -> bool:
+        raise NotImplementedError(
+            "Database objects do not implement truth value testing or bool(). "
+            "Compare with None instead: database is not None"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"'Database' object is not callable. If you meant to call the '{self._name}' method on a "
+            "'MongoClient' object it is failing because no such method exists."
+        )
+
+    def __repr__(self) -> str:
+        return f"Database({self._client!r}, {self._name!r})"
+
+    # -- running ----------------------------------------------------------------------------------------------
+
+    async def _run(self, operation: Operation[Any], session: Any) -> Any:
+        return await self._client._executor.execute(operation, session)
+
+    def _command_cursor(
+        self, operation: Operation[Any], session: Any, **cursor_options: Any
+    ) -> CommandCursor[Any]:
+        return CommandCursor(
+            self._client,
+            operation,
+            session=session,
+            codec_options=operation.codec_options,
+            **cursor_options,
+        )
+
+    # -- commands ---------------------------------------------------------------------------------------------
+
+    async def command(
+        self,
+        command: str | Mapping[str, Any],
+        value: Any = 1,
+        check: bool = True,
+        allowable_errors: Sequence[str | int] | None = None,
+        read_preference: _ServerMode | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        session: Any = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Run a command and return the server's reply.
+
+        ``command`` is a name (``"ping"`` runs ``{"ping": 1}``; ``value`` replaces the 1 and ``kwargs`` add
+        fields) or a whole command document. It runs on the primary unless ``read_preference`` says
+        otherwise, is never retried and gets no read or write concern added. With ``check=False`` a failed
+        command's reply is returned instead of raising; ``allowable_errors`` lists error messages or codes
+        to return rather than raise.
+
+        ::
+
+            await db.command("ping")
+            stats = await db.command("collStats", "orders")
+            await db.command({"create": "logs", "capped": True, "size": 2**20})
+        """
+        if comment is not None:
+            kwargs["comment"] = comment
+        operation = RunCommand(
+            self._name,
+            command,
+            value,
+            read_preference=read_preference,
+            codec_options=codec_options,
+            **kwargs,
+        )
+        try:
+            reply: dict[str, Any] = await self._run(operation, session)
+        except OperationFailure as error:
+            details = error.details
+            if details is None:
+                raise
+            if not check or (
+                allowable_errors
+                and (error.code in allowable_errors or str(details.get("errmsg", "")) in allowable_errors)
+            ):
+                return dict(details)
+            raise
+        return reply
+
+    def cursor_command(
+        self,
+        command: str | Mapping[str, Any],
+        value: Any = 1,
+        read_preference: _ServerMode | None = None,
+        codec_options: CodecOptions | None = None,
+        session: Any = None,
+        comment: Any = None,
+        max_await_time_ms: int | None = None,
+        **kwargs: Any,
+    ) -> CommandCursor[Any]:
+        """Run a command whose reply is a cursor (``find``, ``aggregate``, ``listCollections``...) and iterate
+        it with ``getMore`` as needed. The command runs when the cursor is awaited or iterated.
+
+        ::
+
+            async for doc in db.cursor_command("find", "orders", filter={"qty": 1}, batchSize=100):
+                ...
+        """
+        if comment is not None:
+            kwargs["comment"] = comment
+        # The whole document is built here: RunCursorCommand's own comment argument is for getMore only.
+        body = command_document(command, value, **kwargs)
+        cursor_document = body.get("cursor")
+        batch_size = 0
+        if isinstance(cursor_document, Mapping):
+            batch_size = int(cursor_document.get("batchSize") or 0)
+        operation = RunCursorCommand(
+            self._name,
+            body,
+            batch_size=batch_size,
+            max_await_time_ms=max_await_time_ms,
+            comment=comment,
+            read_preference=read_preference,
+            codec_options=self._codec_options if codec_options is None else codec_options,
+        )
+        return self._command_cursor(
+            operation,
+            session,
+            batch_size=operation.batch_size,
+            max_await_time_ms=max_await_time_ms,
+            comment=operation.comment,
+        )
+
+    # -- collections ------------------------------------------------------------------------------------------
+
+    async def create_collection(
+        self,
+        name: str,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+        session: Any = None,
+        check_exists: bool = True,
+        **kwargs: Any,
+    ) -> Collection[_D]:
+        """Create a collection (or a view) explicitly and return it. Options as PyMongo takes them:
+        ``capped``, ``size``, ``max``, ``validator``, ``timeseries``, ``expireAfterSeconds``, ``viewOn``,
+        ``pipeline``, ``collation``, ``clusteredIndex``, ``changeStreamPreAndPostImages``, ``comment``...
+
+        With ``check_exists`` (the default) an existing collection raises :class:`CollectionInvalid`.
+
+        ``logs = await db.create_collection("logs", capped=True, size=2**20)``
+        """
+        if check_exists and name in await self.list_collection_names(session=session, filter={"name": name}):
+            raise CollectionInvalid(f"collection {name} already exists")
+        collection = self.get_collection(name, codec_options, read_preference, write_concern, read_concern)
+        comment = kwargs.pop("comment", None)
+        operation = Create(
+            self._name,
+            name,
+            comment=comment,
+            write_concern=collection.write_concern,
+            codec_options=collection.codec_options,
+            **kwargs,
+        )
+        await self._run(operation, session)
+        return collection
+
+    async def drop_collection(
+        self,
+        name_or_collection: str | Collection[Any],
+        session: Any = None,
+        comment: Any = None,
+        encrypted_fields: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Drop a collection (no error if it does not exist); returns the server's reply."""
+        name = name_or_collection.name if isinstance(name_or_collection, Collection) else name_or_collection
+        if not isinstance(name, str):
+            raise TypeError("name_or_collection must be a str or a Collection")
+        if encrypted_fields is not None:
+            raise ConfigurationError(
+                "encrypted_fields needs client-side field level encryption (not supported)"
+            )
+        operation = Drop(
+            self._name,
+            name,
+            comment=comment,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+        )
+        reply: dict[str, Any] = await self._run(operation, session)
+        return reply
+
+    def list_collections(
+        self,
+        session: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> CommandCursor[dict[str, Any]]:
+        """A cursor over the collections' descriptions (``name``, ``type``, ``options``, ``info``...).
+        Takes ``nameOnly``, ``authorizedCollections`` and ``batchSize``.
+
+        ``async for info in db.list_collections(filter={"type": "view"}): ...``
+        """
+        options: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            name = {
+                "nameOnly": "name_only",
+                "name_only": "name_only",
+                "authorizedCollections": "authorized_collections",
+                "authorized_collections": "authorized_collections",
+                "batchSize": "batch_size",
+                "batch_size": "batch_size",
+            }.get(key)
+            if name is None:
+                raise TypeError(f"list_collections() got an unexpected keyword argument {key!r}")
+            options[name] = value
+        operation = ListCollections(
+            self._name,
+            filter=filter,
+            comment=comment,
+            codec_options=self._codec_options,
+            **options,
+        )
+        return self._command_cursor(
+            operation, session, batch_size=options.get("batch_size") or 0, comment=comment
+        )
+
+    async def list_collection_names(
+        self,
+        session: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """The names of the database's collections and views.
+
+        ``names = await db.list_collection_names(filter={"type": "collection"})``
+        """
+        # nameOnly is much cheaper for the server; it can be used unless the filter looks at more than names.
+        if filter is None or set(filter) <= {"name"}:
+            kwargs.setdefault("nameOnly", True)
+        cursor = self.list_collections(session=session, filter=filter, comment=comment, **kwargs)
+        return [str(info["name"]) async for info in cursor]
+
+    async def validate_collection(
+        self,
+        name_or_collection: str | Collection[Any],
+        scandata: bool = False,
+        full: bool = False,
+        session: Any = None,
+        background: bool | None = None,
+        comment: Any = None,
+    ) -> dict[str, Any]:
+        """Run ``validate`` on a collection; raises :class:`CollectionInvalid` if the server finds it
+        invalid, else returns the server's report."""
+        name = name_or_collection.name if isinstance(name_or_collection, Collection) else name_or_collection
+        if not isinstance(name, str):
+            raise TypeError("name_or_collection must be a str or a Collection")
+        fields: dict[str, Any] = {"scandata": scandata, "full": full}
+        if background is not None:
+            fields["background"] = background
+        reply = await self.command("validate", name, session=session, comment=comment, **fields)
+        if not reply.get("valid", False):
+            raise CollectionInvalid(f"{name} invalid: {reply.get('errors') or reply}")
+        return reply
+
+    def aggregate(
+        self, pipeline: Sequence[Mapping[str, Any]], session: Any = None, **kwargs: Any
+    ) -> CommandCursor[_D]:
+        """Run a database-level aggregation (``{aggregate: 1}``), for stages such as ``$currentOp``,
+        ``$listLocalSessions`` or ``$documents``; a cursor over the results.
+
+        ``async for op in client.admin.aggregate([{"$currentOp": {}}]): ...``
+        """
+        comment = kwargs.pop("comment", None)
+        let = kwargs.pop("let", None)
+        options: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        names = {
+            "allowDiskUse": "allow_disk_use",
+            "batchSize": "batch_size",
+            "maxTimeMS": "max_time_ms",
+            "maxAwaitTimeMS": "max_await_time_ms",
+            "collation": "collation",
+            "hint": "hint",
+            "bypassDocumentValidation": "bypass_document_validation",
+        }
+        for key, value in kwargs.items():
+            name = names.get(key) or (key if key in names.values() else None)
+            if name is None:
+                extra[key] = value
+            else:
+                options[name] = value
+        operation = Aggregate(
+            self._name,
+            None,
+            pipeline,
+            let=let,
+            comment=comment,
+            extra=extra or None,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+        return self._command_cursor(
+            operation,
+            session,
+            batch_size=options.get("batch_size") or 0,
+            max_await_time_ms=operation.max_await_time_ms,
+            comment=comment,
+        )
+
+    async def dereference(self, dbref: DBRef, session: Any = None, comment: Any = None, **kwargs: Any) -> Any:
+        """The document a :class:`~mongio.bson.DBRef` points to, or None. The DBRef's database, if it names
+        one, must be this database."""
+        if not isinstance(dbref, DBRef):
+            raise TypeError(f"cannot dereference a {type(dbref).__name__}")
+        if dbref.database is not None and dbref.database != self._name:
+            raise ValueError(
+                f"trying to dereference a DBRef that points to another database ({dbref.database!r} not "
+                f"{self._name!r})"
+            )
+        return await self[dbref.collection].find_one(
+            {"_id": dbref.id}, session=session, comment=comment, **kwargs
+        )

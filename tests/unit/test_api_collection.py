@@ -1,0 +1,373 @@
+"""Collection methods against the stand-in executor: each method's command and how the reply becomes its
+result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongio.bson import ObjectId
+from mongio.collection import Collection
+from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidName, InvalidOperation
+from mongio.operations import (
+    DeleteOne,
+    IndexModel,
+    InsertOne,
+    ReplaceOne,
+    ReturnDocument,
+    UpdateOne,
+)
+from mongio.options.read_concern import ReadConcern
+from mongio.options.read_preference import Secondary
+from mongio.options.write_concern import WriteConcern
+from tests.unit.test_api_fake import CursorServer, FakeClient, documents
+
+
+class Recorder:
+    """Answers with the replies queued for each command name (``{"ok": 1}`` otherwise)."""
+
+    def __init__(self, **replies: Any) -> None:
+        self.replies = replies
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.bodies.append(body)
+        reply = self.replies.get(next(iter(body)), {"ok": 1})
+        if isinstance(reply, list):
+            return dict(reply.pop(0))
+        return dict(reply)
+
+
+def make(**replies: Any) -> tuple[FakeClient, Recorder, Collection[dict[str, Any]]]:
+    recorder = Recorder(**replies)
+    client = FakeClient(respond=recorder)
+    return client, recorder, client["db"]["coll"]
+
+
+def test_names_options_and_sub_collections() -> None:
+    client, _, coll = make()
+    assert coll.name == "coll"
+    assert coll.full_name == "db.coll"
+    assert coll.database.name == "db"
+    sub = coll.archive.old
+    assert sub.full_name == "db.coll.archive.old"
+    assert coll["x"].name == "coll.x"
+    assert coll == client["db"]["coll"]
+    assert coll != client["db"]["other"]
+    assert hash(coll) == hash(client["db"]["coll"])
+    with pytest.raises(AttributeError):
+        _ = coll._private
+    with pytest.raises(NotImplementedError):
+        bool(coll)
+    with pytest.raises(TypeError, match="not callable"):
+        coll.no_such_method()
+    with pytest.raises(InvalidName):
+        client["db"]["bad$name"]
+
+
+def test_with_options_keeps_unchanged_ones() -> None:
+    _, _, coll = make()
+    majority = WriteConcern(w="majority")
+    changed = coll.with_options(write_concern=majority, read_preference=Secondary())
+    assert changed.write_concern == majority
+    assert changed.read_preference == Secondary()
+    assert changed.read_concern == coll.read_concern
+    assert changed.codec_options is coll.codec_options
+    assert coll.write_concern != majority
+    assert changed.with_options(read_concern=ReadConcern("local")).write_concern == majority
+
+
+async def test_insert_one_adds_id_and_sends_write_concern_through_the_operation() -> None:
+    client, recorder, coll = make(insert={"n": 1})
+    coll = coll.with_options(write_concern=WriteConcern(w=1))
+    document: dict[str, Any] = {"a": 1}
+    result = await coll.insert_one(document, comment="c")
+    assert isinstance(result.inserted_id, ObjectId)
+    assert document["_id"] == result.inserted_id
+    assert result.acknowledged
+    body = recorder.bodies[0]
+    assert body["insert"] == "coll"
+    assert body["documents"] == [document]
+    assert body["comment"] == "c"
+    assert client.calls[0].operation.write_concern == WriteConcern(w=1)
+
+
+async def test_unacknowledged_insert_returns_without_reply() -> None:
+    client, recorder, coll = make()
+    result = await coll.with_options(write_concern=WriteConcern(w=0)).insert_one({"_id": 5})
+    assert result.inserted_id == 5
+    assert not result.acknowledged
+    assert recorder.bodies == []  # the stand-in never asks for a reply to a w=0 write
+    assert client.calls[0].name == "insert"
+
+
+async def test_insert_one_duplicate_key() -> None:
+    _, _, coll = make(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "E11000"}]})
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 1})
+
+
+async def test_insert_many() -> None:
+    _, recorder, coll = make(insert={"n": 3})
+    result = await coll.insert_many([{"_id": 1}, {"_id": 2}, {}], ordered=False)
+    assert result.inserted_ids[:2] == [1, 2]
+    assert isinstance(result.inserted_ids[2], ObjectId)
+    assert recorder.bodies[0]["ordered"] is False
+    assert len(recorder.bodies[0]["documents"]) == 3
+    with pytest.raises(TypeError):
+        await coll.insert_many([])
+    with pytest.raises(TypeError):
+        await coll.insert_many({"_id": 1})
+
+
+async def test_insert_many_from_a_generator() -> None:
+    _, recorder, coll = make(insert={"n": 2})
+    result = await coll.insert_many({"_id": i} for i in range(2))
+    assert result.inserted_ids == [0, 1]
+    assert len(recorder.bodies) == 1
+
+
+async def test_bulk_write_runs_each_batch_and_merges() -> None:
+    _, recorder, coll = make(
+        insert={"n": 1},
+        update=[{"n": 2, "nModified": 1, "upserted": [{"index": 1, "_id": 9}]}],
+        delete={"n": 1},
+    )
+    result = await coll.bulk_write(
+        [
+            InsertOne({"_id": 1}),
+            UpdateOne({"_id": 1}, {"$set": {"a": 1}}),
+            ReplaceOne({"_id": 9}, {"a": 2}, upsert=True),
+            DeleteOne({"_id": 1}),
+        ]
+    )
+    assert [next(iter(b)) for b in recorder.bodies] == ["insert", "update", "delete"]
+    assert (result.inserted_count, result.matched_count, result.modified_count) == (1, 1, 1)
+    assert result.upserted_ids == {2: 9}
+    assert result.deleted_count == 1
+
+
+async def test_bulk_write_error_stops_ordered() -> None:
+    _, recorder, coll = make(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "dup"}]})
+    with pytest.raises(BulkWriteError) as info:
+        await coll.bulk_write([InsertOne({"_id": 1}), DeleteOne({"_id": 1})])
+    assert len(recorder.bodies) == 1
+    assert info.value.details is not None
+    assert info.value.details["writeErrors"][0]["index"] == 0
+    with pytest.raises(InvalidOperation):
+        await coll.bulk_write([])
+    with pytest.raises(TypeError):
+        await coll.bulk_write(InsertOne({}))  # type: ignore[arg-type]
+
+
+async def test_update_one_many_replace_one() -> None:
+    _, recorder, coll = make(
+        update=[
+            {"n": 1, "nModified": 1},
+            {"n": 3, "nModified": 2},
+            {"n": 1, "upserted": [{"index": 0, "_id": 7}], "nModified": 0},
+        ]
+    )
+    result = await coll.update_one(
+        {"a": 1}, {"$set": {"b": 1}}, array_filters=[{"x.y": 1}], hint="a_1", sort={"a": 1}, let={"v": 1}
+    )
+    assert (result.matched_count, result.modified_count, result.upserted_id) == (1, 1, None)
+    statement = recorder.bodies[0]["updates"][0]
+    assert statement == {
+        "q": {"a": 1},
+        "u": {"$set": {"b": 1}},
+        "arrayFilters": [{"x.y": 1}],
+        "hint": "a_1",
+        "sort": {"a": 1},
+    }
+    assert recorder.bodies[0]["let"] == {"v": 1}
+    many = await coll.update_many({}, {"$inc": {"n": 1}})
+    assert many.modified_count == 2
+    assert recorder.bodies[1]["updates"][0]["multi"] is True
+    replaced = await coll.replace_one({"_id": 7}, {"a": 2}, upsert=True)
+    assert replaced.upserted_id == 7 and replaced.did_upsert and replaced.matched_count == 0
+    assert recorder.bodies[2]["updates"][0]["upsert"] is True
+    with pytest.raises(ValueError):
+        await coll.update_one({}, {"no": "operators"})
+    with pytest.raises(ValueError):
+        await coll.replace_one({}, {"$set": {"a": 1}})
+
+
+async def test_delete_one_and_many() -> None:
+    _, recorder, coll = make(delete=[{"n": 1}, {"n": 4}])
+    assert (await coll.delete_one({"a": 1}, hint={"a": 1})).deleted_count == 1
+    assert (await coll.delete_many({})).deleted_count == 4
+    assert recorder.bodies[0]["deletes"] == [{"q": {"a": 1}, "limit": 1, "hint": {"a": 1}}]
+    assert recorder.bodies[1]["deletes"] == [{"q": {}, "limit": 0}]
+
+
+async def test_find_one_uses_single_batch_and_id_shortcut() -> None:
+    server = CursorServer(documents(5))
+    client = FakeClient(respond=server)
+    coll = client["db"]["coll"]
+    doc = await coll.find_one(3)
+    body = client.calls[0].body
+    assert body["filter"] == {"_id": 3}
+    assert body["limit"] == 1 and body["singleBatch"] is True
+    assert doc == {"_id": 0, "x": 0}  # the stand-in ignores filters
+    empty = FakeClient(respond=CursorServer([]))
+    assert await empty["db"]["coll"].find_one() is None
+    assert all(session.has_ended for session in client.sessions)
+
+
+async def test_find_one_and_family() -> None:
+    _, recorder, coll = make(
+        findAndModify=[{"value": {"_id": 1, "n": 2}}, {"value": None}, {"value": {"_id": 1}}]
+    )
+    doc = await coll.find_one_and_update(
+        {"_id": 1},
+        {"$inc": {"n": 1}},
+        projection=["n"],
+        upsert=True,
+        return_document=ReturnDocument.AFTER,
+        maxTimeMS=100,
+    )
+    assert doc == {"_id": 1, "n": 2}
+    body = recorder.bodies[0]
+    assert body["update"] == {"$inc": {"n": 1}}
+    assert body["new"] is True and body["upsert"] is True
+    assert body["fields"] == {"n": 1}
+    assert body["maxTimeMS"] == 100
+    assert await coll.find_one_and_replace({"_id": 2}, {"a": 1}) is None
+    assert recorder.bodies[1]["new"] is False
+    assert await coll.find_one_and_delete({"_id": 1}, sort=[("a", -1)]) == {"_id": 1}
+    assert recorder.bodies[2]["remove"] is True and recorder.bodies[2]["sort"] == {"a": -1}
+    with pytest.raises(TypeError):
+        await coll.find_one_and_delete({}, bogus=1)
+
+
+async def test_counts_and_distinct() -> None:
+    _, recorder, coll = make(
+        aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"_id": 1, "n": 12}]}},
+        count={"n": 40},
+        distinct={"values": ["a", "b"]},
+    )
+    assert await coll.count_documents({"x": 1}, skip=2, limit=20, maxTimeMS=5) == 12
+    assert recorder.bodies[0]["pipeline"] == [
+        {"$match": {"x": 1}},
+        {"$skip": 2},
+        {"$limit": 20},
+        {"$group": {"_id": 1, "n": {"$sum": 1}}},
+    ]
+    assert recorder.bodies[0]["maxTimeMS"] == 5
+    assert await coll.estimated_document_count(maxTimeMS=3) == 40
+    assert recorder.bodies[1] == {"count": "coll", "maxTimeMS": 3}
+    assert await coll.distinct("k", {"x": 1}, collation={"locale": "en"}) == ["a", "b"]
+    assert recorder.bodies[2]["collation"] == {"locale": "en"}
+    with pytest.raises(TypeError):
+        await coll.count_documents({}, bogus=True)
+
+
+async def test_count_documents_on_empty_result_is_zero() -> None:
+    _, _, coll = make(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}})
+    assert await coll.count_documents({}) == 0
+
+
+async def test_aggregate_options_and_passthrough() -> None:
+    client, recorder, coll = make(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"a": 1}]}})
+    cursor = coll.aggregate([{"$match": {}}], allowDiskUse=True, maxTimeMS=9, batch_size=4, someNewOption=1)
+    assert await cursor.to_list() == [{"a": 1}]
+    body = recorder.bodies[0]
+    assert body["allowDiskUse"] is True and body["maxTimeMS"] == 9
+    assert body["cursor"] == {"batchSize": 4}
+    assert body["someNewOption"] == 1
+    out = coll.aggregate([{"$out": "other"}])
+    await out
+    assert client.calls[-1].operation.takes_write_concern
+
+
+async def test_index_methods() -> None:
+    list_reply = {
+        "cursor": {
+            "id": 0,
+            "ns": "db.coll",
+            "firstBatch": [
+                {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+                {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": True},
+            ],
+        }
+    }
+    _, recorder, coll = make(listIndexes=list_reply)
+    assert await coll.create_index([("a", 1), ("b", -1)], unique=True, maxTimeMS=50) == "a_1_b_-1"
+    assert recorder.bodies[0] == {
+        "createIndexes": "coll",
+        "indexes": [{"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": True}],
+        "maxTimeMS": 50,
+    }
+    assert await coll.create_indexes([IndexModel("x"), IndexModel([("y", -1)], name="why")]) == ["x_1", "why"]
+    await coll.drop_index([("a", 1), ("b", -1)])
+    assert recorder.bodies[2] == {"dropIndexes": "coll", "index": "a_1_b_-1"}
+    await coll.drop_indexes()
+    assert recorder.bodies[3] == {"dropIndexes": "coll", "index": "*"}
+    with pytest.raises(ValueError):
+        await coll.drop_index("*")
+    info = await coll.index_information()
+    assert info == {
+        "_id_": {"v": 2, "key": [("_id", 1)]},
+        "a_1_b_-1": {"v": 2, "key": [("a", 1), ("b", -1)], "unique": True},
+    }
+
+
+async def test_list_indexes_of_missing_collection_is_empty() -> None:
+    _, _, coll = make(listIndexes={"ok": 0, "code": 26, "errmsg": "ns does not exist"})
+    assert await coll.list_indexes().to_list() == []
+
+
+async def test_search_index_helpers() -> None:
+    _, recorder, coll = make(
+        createSearchIndexes={"indexesCreated": [{"id": "1", "name": "default"}]},
+        aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"name": "default"}]}},
+    )
+    assert await coll.create_search_index({"definition": {"mappings": {"dynamic": True}}}) == "default"
+    assert recorder.bodies[0]["indexes"] == [{"definition": {"mappings": {"dynamic": True}}}]
+    assert await coll.list_search_indexes("default").to_list() == [{"name": "default"}]
+    assert recorder.bodies[1]["pipeline"] == [{"$listSearchIndexes": {"name": "default"}}]
+    await coll.update_search_index("default", {"mappings": {}})
+    assert recorder.bodies[2] == {
+        "updateSearchIndex": "coll",
+        "name": "default",
+        "definition": {"mappings": {}},
+    }
+    await coll.drop_search_index("default")
+    assert recorder.bodies[3] == {"dropSearchIndex": "coll", "name": "default"}
+
+
+async def test_drop_rename_options() -> None:
+    _, recorder, coll = make(
+        drop={"ok": 0, "code": 26, "errmsg": "ns not found"},
+        listCollections={
+            "cursor": {
+                "id": 0,
+                "ns": "db.$cmd.listCollections",
+                "firstBatch": [{"name": "coll", "options": {"capped": True}}],
+            }
+        },
+    )
+    await coll.drop()  # a missing collection is not an error
+    await coll.rename("new", dropTarget=True)
+    assert recorder.bodies[1] == {"renameCollection": "db.coll", "to": "db.new", "dropTarget": True}
+    assert await coll.options() == {"capped": True}
+    assert recorder.bodies[2]["filter"] == {"name": "coll"}
+
+
+async def test_explicit_session_reaches_the_executor() -> None:
+    client, _, coll = make(insert={"n": 1}, delete={"n": 1})
+    session = object()
+    await coll.insert_one({}, session=session)
+    await coll.delete_many({}, session=session)
+    assert [call.session for call in client.calls] == [session, session]
+
+
+async def test_read_options_reach_the_operation() -> None:
+    client, _, coll = make(count={"n": 1})
+    secondary = coll.with_options(read_preference=Secondary(), read_concern=ReadConcern("majority"))
+    await secondary.estimated_document_count()
+    operation = client.calls[0].operation
+    assert operation.read_preference == Secondary()
+    assert operation.read_concern == ReadConcern("majority")

@@ -1,0 +1,146 @@
+"""Database methods against the stand-in executor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongio.bson import DBRef
+from mongio.database import CollectionInvalid, Database
+from mongio.errors import InvalidName, OperationFailure
+from mongio.options.read_preference import Secondary
+from mongio.options.write_concern import WriteConcern
+from tests.unit.test_api_collection import Recorder
+from tests.unit.test_api_fake import FakeClient
+
+
+def make(**replies: Any) -> tuple[FakeClient, Recorder, Database[dict[str, Any]]]:
+    recorder = Recorder(**replies)
+    client = FakeClient(respond=recorder)
+    return client, recorder, client["db"]
+
+
+def _collections(*names: str) -> dict[str, Any]:
+    return {
+        "cursor": {
+            "id": 0,
+            "ns": "db.$cmd.listCollections",
+            "firstBatch": [{"name": name, "type": "collection"} for name in names],
+        }
+    }
+
+
+def test_names_and_options_inherit_from_the_client() -> None:
+    client, _, db = make()
+    assert db.name == "db"
+    assert db.client is client
+    assert db.write_concern == client.write_concern
+    assert db.orders.full_name == "db.orders"
+    assert db["orders"] == db.get_collection("orders")
+    majority = WriteConcern(w="majority")
+    assert db.with_options(write_concern=majority).orders.write_concern == majority
+    assert db.get_collection("o", read_preference=Secondary()).read_preference == Secondary()
+    for bad in ("", "a.b", "a b", "a$b", "a/b"):
+        with pytest.raises(InvalidName):
+            Database(client, bad)
+    with pytest.raises(AttributeError):
+        _ = db._hidden
+    with pytest.raises(NotImplementedError):
+        bool(db)
+
+
+async def test_command_forms_and_primary_default() -> None:
+    client, recorder, db = make(ping={"ok": 1}, collStats={"ok": 1, "count": 3})
+    assert (await db.command("ping"))["ok"] == 1
+    assert recorder.bodies[0] == {"ping": 1}
+    stats = await db.command("collStats", "orders", scale=1024, comment="c")
+    assert stats["count"] == 3
+    assert recorder.bodies[1] == {"collStats": "orders", "scale": 1024, "comment": "c"}
+    await db.command({"ping": 1, "x": 2})
+    assert recorder.bodies[2] == {"ping": 1, "x": 2}
+    assert client.calls[0].operation.read_preference is None
+    await db.command("ping", read_preference=Secondary())
+    assert client.calls[3].operation.read_preference == Secondary()
+    assert client.calls[0].operation.retryability.name == "NONE"
+
+
+async def test_command_check_and_allowable_errors() -> None:
+    failure = {"ok": 0, "code": 59, "errmsg": "no such command: 'nope'"}
+    _, _, db = make(nope=failure)
+    with pytest.raises(OperationFailure):
+        await db.command("nope")
+    assert (await db.command("nope", check=False))["code"] == 59
+    assert (await db.command("nope", allowable_errors=[59]))["ok"] == 0
+    assert (await db.command("nope", allowable_errors=["no such command: 'nope'"]))["code"] == 59
+    with pytest.raises(OperationFailure):
+        await db.command("nope", allowable_errors=[1])
+
+
+async def test_cursor_command_iterates_with_getmore() -> None:
+    replies = {
+        "find": {"cursor": {"id": 5, "ns": "db.c", "firstBatch": [{"_id": 1}]}},
+        "getMore": {"cursor": {"id": 0, "ns": "db.c", "nextBatch": [{"_id": 2}]}},
+    }
+    client, recorder, db = make(**replies)
+    docs = await db.cursor_command("find", "c", batchSize=1, comment="k").to_list()
+    assert docs == [{"_id": 1}, {"_id": 2}]
+    assert recorder.bodies[0] == {"find": "c", "batchSize": 1, "comment": "k"}
+    assert recorder.bodies[1]["collection"] == "c"
+    assert recorder.bodies[1]["comment"] == "k"
+    assert client.calls[1].address is not None
+
+
+async def test_create_collection_checks_existence() -> None:
+    _, recorder, db = make(listCollections=[_collections(), _collections("logs")])
+    logs = await db.create_collection("logs", capped=True, size=4096, comment="c")
+    assert logs.full_name == "db.logs"
+    assert recorder.bodies[0]["filter"] == {"name": "logs"}
+    assert recorder.bodies[0]["nameOnly"] is True
+    assert recorder.bodies[1] == {"create": "logs", "capped": True, "size": 4096, "comment": "c"}
+    with pytest.raises(CollectionInvalid):
+        await db.create_collection("logs")
+    await db.create_collection("logs", check_exists=False)
+    assert recorder.bodies[-1] == {"create": "logs"}
+
+
+async def test_list_collections_and_names() -> None:
+    _, recorder, db = make(listCollections=[_collections("a", "b"), _collections("a")])
+    assert await db.list_collection_names() == ["a", "b"]
+    assert recorder.bodies[0]["nameOnly"] is True
+    infos = await db.list_collections(filter={"type": "collection"}, authorizedCollections=True).to_list()
+    assert [info["name"] for info in infos] == ["a"]
+    assert "nameOnly" not in recorder.bodies[1]
+    assert recorder.bodies[1]["authorizedCollections"] is True
+
+
+async def test_drop_collection_and_validate() -> None:
+    _, recorder, db = make(
+        drop={"ok": 1, "ns": "db.a"}, validate=[{"valid": True}, {"valid": False, "errors": ["x"]}]
+    )
+    await db.drop_collection(db.a)
+    assert recorder.bodies[0] == {"drop": "a"}
+    assert (await db.validate_collection("a", full=True))["valid"] is True
+    assert recorder.bodies[1] == {"validate": "a", "scandata": False, "full": True}
+    with pytest.raises(CollectionInvalid):
+        await db.validate_collection("a")
+
+
+async def test_database_aggregate() -> None:
+    _, recorder, db = make(
+        aggregate={"cursor": {"id": 0, "ns": "db.$cmd.aggregate", "firstBatch": [{"op": 1}]}}
+    )
+    assert await db.aggregate([{"$currentOp": {}}], allowDiskUse=True).to_list() == [{"op": 1}]
+    assert recorder.bodies[0]["aggregate"] == 1
+    assert recorder.bodies[0]["allowDiskUse"] is True
+
+
+async def test_dereference() -> None:
+    replies = {"find": {"cursor": {"id": 0, "ns": "db.people", "firstBatch": [{"_id": 4}]}}}
+    _, recorder, db = make(**replies)
+    assert await db.dereference(DBRef("people", 4)) == {"_id": 4}
+    assert recorder.bodies[0]["find"] == "people" and recorder.bodies[0]["filter"] == {"_id": 4}
+    with pytest.raises(ValueError):
+        await db.dereference(DBRef("people", 4, "elsewhere"))
+    with pytest.raises(TypeError):
+        await db.dereference({"$ref": "people"})  # type: ignore[arg-type]
