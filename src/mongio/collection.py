@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
+    from mongio.sessions.client_session import ClientSession
 
 __all__ = ["Collection", "ReturnDocument"]
 
@@ -260,7 +261,7 @@ class Collection(Generic[_D]):
         self,
         document: Any,
         bypass_document_validation: bool | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
     ) -> InsertOneResult:
         """Insert one document; it gets an ``_id`` (a new ObjectId, also stored in ``document``) if it has none.
@@ -284,7 +285,7 @@ class Collection(Generic[_D]):
         documents: Iterable[Any],
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
     ) -> InsertManyResult:
         """Insert several documents, in as few commands as the server's limits allow.
@@ -320,7 +321,7 @@ class Collection(Generic[_D]):
         requests: Sequence[WriteModel],
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
     ) -> BulkWriteResult:
@@ -376,7 +377,7 @@ class Collection(Generic[_D]):
         collation: Any = None,
         array_filters: Sequence[Mapping[str, Any]] | None = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         sort: Any = None,
         comment: Any = None,
@@ -398,7 +399,7 @@ class Collection(Generic[_D]):
         bypass_document_validation: bool | None = None,
         collation: Any = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
     ) -> UpdateResult:
@@ -417,7 +418,7 @@ class Collection(Generic[_D]):
         bypass_document_validation: bool | None = None,
         collation: Any = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         sort: Any = None,
         comment: Any = None,
@@ -446,7 +447,7 @@ class Collection(Generic[_D]):
         filter: Mapping[str, Any],
         collation: Any = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
     ) -> DeleteResult:
@@ -461,7 +462,7 @@ class Collection(Generic[_D]):
         filter: Mapping[str, Any],
         collation: Any = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
     ) -> DeleteResult:
@@ -515,7 +516,7 @@ class Collection(Generic[_D]):
         projection: Any = None,
         sort: Any = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -542,7 +543,7 @@ class Collection(Generic[_D]):
         upsert: bool = False,
         return_document: ReturnDocument | bool = ReturnDocument.BEFORE,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -573,7 +574,7 @@ class Collection(Generic[_D]):
         return_document: ReturnDocument | bool = ReturnDocument.BEFORE,
         array_filters: Sequence[Mapping[str, Any]] | None = None,
         hint: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -600,7 +601,11 @@ class Collection(Generic[_D]):
         )
 
     async def count_documents(
-        self, filter: Mapping[str, Any], session: Any = None, comment: Any = None, **kwargs: Any
+        self,
+        filter: Mapping[str, Any],
+        session: ClientSession | None = None,
+        comment: Any = None,
+        **kwargs: Any,
     ) -> int:
         """The number of documents matching ``filter`` (exact; ``skip``, ``limit``, ``hint``, ``collation``
         and ``maxTimeMS`` may be given)."""
@@ -637,7 +642,7 @@ class Collection(Generic[_D]):
         self,
         key: str,
         filter: Mapping[str, Any] | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         hint: Any = None,
         **kwargs: Any,
@@ -667,7 +672,7 @@ class Collection(Generic[_D]):
     def aggregate(
         self,
         pipeline: Sequence[Mapping[str, Any]],
-        session: Any = None,
+        session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -715,7 +720,7 @@ class Collection(Generic[_D]):
     async def create_indexes(
         self,
         indexes: Sequence[IndexModel],
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> list[str]:
@@ -743,7 +748,9 @@ class Collection(Generic[_D]):
         names: list[str] = await self._run(operation, session)
         return names
 
-    async def create_index(self, keys: Any, session: Any = None, comment: Any = None, **kwargs: Any) -> str:
+    async def create_index(
+        self, keys: Any, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+    ) -> str:
         """Create an index; returns its name. Keys as ``"x"``, ``[("x", 1), ("y", -1)]`` or a mapping;
         options such as ``unique=True``, ``name=``, ``expireAfterSeconds=``, ``partialFilterExpression=``.
 
@@ -760,14 +767,16 @@ class Collection(Generic[_D]):
         return names[0]
 
     async def drop_index(
-        self, index_or_name: Any, session: Any = None, comment: Any = None, **kwargs: Any
+        self, index_or_name: Any, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
     ) -> None:
         """Drop one index, by name or by the keys it was created with."""
         if index_or_name == "*":
             raise ValueError("use drop_indexes() to drop all indexes")
         await self._drop_indexes(index_or_name, session, comment, kwargs)
 
-    async def drop_indexes(self, session: Any = None, comment: Any = None, **kwargs: Any) -> None:
+    async def drop_indexes(
+        self, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+    ) -> None:
         """Drop every index but the one on ``_id``."""
         await self._drop_indexes("*", session, comment, kwargs)
 
@@ -784,7 +793,7 @@ class Collection(Generic[_D]):
         )
         await self._run(operation, session)
 
-    def list_indexes(self, session: Any = None, comment: Any = None) -> CommandCursor[Any]:
+    def list_indexes(self, session: ClientSession | None = None, comment: Any = None) -> CommandCursor[Any]:
         """A cursor over the collection's index specifications (none for a missing collection).
 
         ``async for index in coll.list_indexes(): print(index["name"])``
@@ -803,7 +812,9 @@ class Collection(Generic[_D]):
         # the next write will see.
         return None
 
-    async def index_information(self, session: Any = None, comment: Any = None) -> dict[str, Any]:
+    async def index_information(
+        self, session: ClientSession | None = None, comment: Any = None
+    ) -> dict[str, Any]:
         """The indexes as ``{name: {"key": [(field, direction), ...], ...other options}}``."""
         information: dict[str, Any] = {}
         async for index in self.list_indexes(session=session, comment=comment):
@@ -816,7 +827,7 @@ class Collection(Generic[_D]):
     async def create_search_index(
         self,
         model: SearchIndexModel | Mapping[str, Any],
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> str:
@@ -827,7 +838,7 @@ class Collection(Generic[_D]):
     async def create_search_indexes(
         self,
         models: Sequence[SearchIndexModel | Mapping[str, Any]],
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> list[str]:
@@ -840,7 +851,11 @@ class Collection(Generic[_D]):
         return names
 
     def list_search_indexes(
-        self, name: str | None = None, session: Any = None, comment: Any = None, **kwargs: Any
+        self,
+        name: str | None = None,
+        session: ClientSession | None = None,
+        comment: Any = None,
+        **kwargs: Any,
     ) -> CommandCursor[Any]:
         """A cursor over the Atlas Search indexes (or the one named ``name``)."""
         options = _options(
@@ -866,7 +881,7 @@ class Collection(Generic[_D]):
         self,
         name: str,
         definition: Mapping[str, Any],
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -883,7 +898,7 @@ class Collection(Generic[_D]):
         await self._run(operation, session)
 
     async def drop_search_index(
-        self, name: str, session: Any = None, comment: Any = None, **kwargs: Any
+        self, name: str, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
     ) -> None:
         """Drop the Atlas Search index ``name`` (no error if the collection does not exist)."""
         _options(kwargs, {}, "drop_search_index")
@@ -894,7 +909,9 @@ class Collection(Generic[_D]):
 
     # -- the collection itself --------------------------------------------------------------------------------
 
-    async def drop(self, session: Any = None, comment: Any = None, encrypted_fields: Any = None) -> None:
+    async def drop(
+        self, session: ClientSession | None = None, comment: Any = None, encrypted_fields: Any = None
+    ) -> None:
         """Drop the collection and its indexes (no error if it does not exist)."""
         if encrypted_fields is not None:
             raise ConfigurationError(
@@ -910,7 +927,7 @@ class Collection(Generic[_D]):
         await self._run(operation, session)
 
     async def rename(
-        self, new_name: str, session: Any = None, comment: Any = None, **kwargs: Any
+        self, new_name: str, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Rename the collection (in the same database); ``dropTarget=True`` replaces an existing target.
 
@@ -930,7 +947,7 @@ class Collection(Generic[_D]):
         reply: dict[str, Any] = await self._run(operation, session)
         return reply
 
-    async def options(self, session: Any = None, comment: Any = None) -> dict[str, Any]:
+    async def options(self, session: ClientSession | None = None, comment: Any = None) -> dict[str, Any]:
         """The options the collection was created with (``capped``, ``validator``...); ``{}`` if none or if
         the collection does not exist."""
         operation = ListCollections(

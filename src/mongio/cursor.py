@@ -31,6 +31,7 @@ from mongio.operations.models import index_document
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
     from mongio.collection import Collection
+    from mongio.sessions.client_session import ClientSession
 
 __all__ = ["CommandCursor", "Cursor", "CursorType"]
 
@@ -359,7 +360,7 @@ class Cursor(_CursorBase[_T]):
         show_record_id: bool | None = None,
         snapshot: bool | None = None,
         comment: Any = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         allow_disk_use: bool | None = None,
         let: Mapping[str, Any] | None = None,
     ) -> None:
@@ -647,7 +648,7 @@ class CommandCursor(_CursorBase[_T]):
         client: Any,
         operation: Operation[Any],
         *,
-        session: Any = None,
+        session: ClientSession | None = None,
         codec_options: CodecOptions,
         batch_size: int = 0,
         max_await_time_ms: int | None = None,

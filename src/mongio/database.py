@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
+    from mongio.sessions.client_session import ClientSession
 
 __all__ = ["CollectionInvalid", "Database"]
 
@@ -194,7 +195,7 @@ class Database(Generic[_D]):
         allowable_errors: Sequence[str | int] | None = None,
         read_preference: _ServerMode | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
@@ -242,7 +243,7 @@ class Database(Generic[_D]):
         value: Any = 1,
         read_preference: _ServerMode | None = None,
         codec_options: CodecOptions | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         max_await_time_ms: int | None = None,
         **kwargs: Any,
@@ -289,7 +290,7 @@ class Database(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
-        session: Any = None,
+        session: ClientSession | None = None,
         check_exists: bool = True,
         **kwargs: Any,
     ) -> Collection[_D]:
@@ -319,7 +320,7 @@ class Database(Generic[_D]):
     async def drop_collection(
         self,
         name_or_collection: str | Collection[Any],
-        session: Any = None,
+        session: ClientSession | None = None,
         comment: Any = None,
         encrypted_fields: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
@@ -343,7 +344,7 @@ class Database(Generic[_D]):
 
     def list_collections(
         self,
-        session: Any = None,
+        session: ClientSession | None = None,
         filter: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -379,7 +380,7 @@ class Database(Generic[_D]):
 
     async def list_collection_names(
         self,
-        session: Any = None,
+        session: ClientSession | None = None,
         filter: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -399,7 +400,7 @@ class Database(Generic[_D]):
         name_or_collection: str | Collection[Any],
         scandata: bool = False,
         full: bool = False,
-        session: Any = None,
+        session: ClientSession | None = None,
         background: bool | None = None,
         comment: Any = None,
     ) -> dict[str, Any]:
@@ -417,7 +418,7 @@ class Database(Generic[_D]):
         return reply
 
     def aggregate(
-        self, pipeline: Sequence[Mapping[str, Any]], session: Any = None, **kwargs: Any
+        self, pipeline: Sequence[Mapping[str, Any]], session: ClientSession | None = None, **kwargs: Any
     ) -> CommandCursor[_D]:
         """Run a database-level aggregation (``{aggregate: 1}``), for stages such as ``$currentOp``,
         ``$listLocalSessions`` or ``$documents``; a cursor over the results.
@@ -464,7 +465,9 @@ class Database(Generic[_D]):
             comment=comment,
         )
 
-    async def dereference(self, dbref: DBRef, session: Any = None, comment: Any = None, **kwargs: Any) -> Any:
+    async def dereference(
+        self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+    ) -> Any:
         """The document a :class:`~mongio.bson.DBRef` points to, or None. The DBRef's database, if it names
         one, must be this database."""
         if not isinstance(dbref, DBRef):

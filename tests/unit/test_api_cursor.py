@@ -331,3 +331,23 @@ async def test_command_cursor_close_kills() -> None:
     await cursor.close()
     assert server.killed == [1000]
     assert client.calls[-1].address == ADDRESS
+
+
+async def test_cursor_left_open_at_its_limit_is_killed() -> None:
+    sizes: list[int] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if "killCursors" in body:
+            return {"cursorsKilled": body["cursors"]}
+        size = body.get("batchSize", 2)
+        sizes.append(size)
+        field = "firstBatch" if "find" in body else "nextBatch"
+        return {"cursor": {"id": 9, "ns": "db.coll", field: [{"_id": n} for n in range(size)]}}
+
+    client = FakeClient(respond=respond)
+    got = await client["db"]["coll"].find(limit=3, batch_size=2).to_list()
+    assert len(got) == 3
+    assert sizes == [2, 1]
+    assert [c.name for c in client.calls] == ["find", "getMore", "killCursors"]
+    assert client.calls[-1].address == ADDRESS
+    assert client.sessions[0].has_ended
