@@ -249,16 +249,16 @@ class Database(Generic[_D]):
         **kwargs: Any,
     ) -> CommandCursor[Any]:
         """Run a command whose reply is a cursor (``find``, ``aggregate``, ``listCollections``...) and iterate
-        it with ``getMore`` as needed. The command runs when the cursor is awaited or iterated.
+        it with ``getMore`` as needed. The command runs when the cursor is awaited or iterated. ``comment``
+        and ``max_await_time_ms`` go on the ``getMore`` commands (put a comment for the command itself in
+        the command document).
 
         ::
 
             async for doc in db.cursor_command("find", "orders", filter={"qty": 1}, batchSize=100):
                 ...
         """
-        if comment is not None:
-            kwargs["comment"] = comment
-        # The whole document is built here: RunCursorCommand's own comment argument is for getMore only.
+        # comment is for the getMores only (run-command spec): the command document carries its own.
         body = command_document(command, value, **kwargs)
         cursor_document = body.get("cursor")
         batch_size = 0

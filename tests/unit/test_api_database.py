@@ -8,7 +8,7 @@ import pytest
 
 from mongio.bson import DBRef
 from mongio.database import CollectionInvalid, Database
-from mongio.errors import InvalidName, OperationFailure
+from mongio.errors import InvalidName, InvalidOperation, OperationFailure
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
 from tests.unit.test_api_collection import Recorder
@@ -85,7 +85,8 @@ async def test_cursor_command_iterates_with_getmore() -> None:
     client, recorder, db = make(**replies)
     docs = await db.cursor_command("find", "c", batchSize=1, comment="k").to_list()
     assert docs == [{"_id": 1}, {"_id": 2}]
-    assert recorder.bodies[0] == {"find": "c", "batchSize": 1, "comment": "k"}
+    # the comment argument is for the getMores; the command's own comment is in the command
+    assert recorder.bodies[0] == {"find": "c", "batchSize": 1}
     assert recorder.bodies[1]["collection"] == "c"
     assert recorder.bodies[1]["comment"] == "k"
     assert client.calls[1].address is not None
@@ -144,3 +145,10 @@ async def test_dereference() -> None:
         await db.dereference(DBRef("people", 4, "elsewhere"))
     with pytest.raises(TypeError):
         await db.dereference({"$ref": "people"})  # type: ignore[arg-type]
+
+
+async def test_cursor_command_refuses_a_reply_without_cursor() -> None:
+    client, _, db = make(ping={"ok": 1})
+    with pytest.raises(InvalidOperation, match="not a cursor"):
+        await db.cursor_command("ping")
+    assert client.sessions[0].has_ended
