@@ -152,9 +152,12 @@ class _CursorBase(Generic[_T]):
         def handle_response(reply: dict[str, Any], context: Any) -> Any:
             # getMore and killCursors must go to the server that created the cursor.
             answered.append(getattr(context, "address", None))
-            if not isinstance(reply.get("cursor"), Mapping):
-                raise InvalidOperation(f"the reply to {operation.command_name!r} is not a cursor: {reply!r}")
-            return original(reply, context)
+            try:
+                return original(reply, context)
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise InvalidOperation(
+                    f"the reply to {operation.command_name!r} is not a cursor: {reply!r}"
+                ) from exc
 
         operation.handle_response = handle_response  # type: ignore[method-assign]
         self._take_implicit_session()
