@@ -1,0 +1,688 @@
+"""The unified runner's ``Backend`` over mongio: entities made with the driver's public API, and the runner's
+own work (initialData, outcome, fail points, the facts about the server) done on a connection of its own.
+
+The runner's connection (``InternalClient``) is one ``mongio.connection`` connection to the first host of the
+URI, handshaken and authenticated like the driver's: setting up and checking collections must not depend on
+the client API the tests are exercising, and it needs no monitors.
+
+Everything the driver publishes for a client entity is recorded by an ``EventRecorder`` (one listener object
+of every kind) into the client's ``ClientEventStore``; its log messages come through a ``logging.Handler`` on
+the ``mongio.*`` loggers into its ``ClientLogStore``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
+from typing import Any
+
+from mongio.connection.connection import Connection
+from mongio.connection.establish import ConnectionSettings, establish
+from mongio.errors import OperationFailure
+from mongio.events.listeners import ConnectionPoolListener
+from mongio.options import ClientOptions, ReadConcern, WriteConcern
+from mongio.options.read_preference import make_read_preference, read_pref_mode_from_name
+from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener, TopologyListener
+from spec_runner.unified import events as recorded
+from spec_runner.unified.entities import CURSOR_KINDS, EntityKind
+from spec_runner.unified.errors import UnifiedTestError
+from spec_runner.unified.events import ClientEventStore, ClientLogStore, LogMessage
+from spec_runner.unified.loader import CollectionData, EntityDescription
+from spec_runner.unified.operations import OperationContext
+from spec_runner.unified.requirements import ServerFacts
+
+NAMESPACE_NOT_FOUND = 26
+NAMESPACE_EXISTS = 48
+
+class DriverGap(NotImplementedError):
+    """The driver API lacks a method or an argument an operation needs: a failure of the test, never an
+    error the test could have expected (``NotImplementedError`` is one of the runner's programming errors)."""
+
+
+_SIGNATURE_MISMATCH = re.compile(
+    r"unexpected keyword argument|positional argument|required (?:keyword-only |positional )?argument"
+)
+
+
+async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a driver method (awaiting its result when it is a coroutine; a cursor is returned as it is); a call the method's signature refuses
+    raises ``DriverGap`` naming the method, so a missing argument cannot pass for an expected client error."""
+    try:
+        result = function(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            result = await result
+    except TypeError as exc:
+        if _SIGNATURE_MISMATCH.search(str(exc)):
+            name = getattr(function, "__qualname__", repr(function))
+            raise DriverGap(f"{name}: {exc}") from exc
+        raise
+    return result
+
+
+def _driver(module: str, name: str) -> Any:
+    """A name of the driver API, imported when first needed: a part of the API that is not there yet fails
+    the tests that need it (``ImportError``/``AttributeError`` are reported as the runner's own errors)."""
+    return getattr(import_module(module), name)
+
+
+try:  # the command listener base, so the client's publisher accepts the recorder as one
+    _CommandListener: type = _driver("mongio.events.command", "CommandListener")
+except (ImportError, AttributeError):  # pragma: no cover - only while the API is being written
+    _CommandListener = object
+
+
+# --- the runner's own connection ---------------------------------------------------------------------------
+
+
+class InternalClient:
+    """One authenticated connection to the URI's first host, for the runner's own commands."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.options = ClientOptions.from_uri(uri)
+        self._connection: Connection | None = None
+
+    @property
+    def address(self) -> Any:
+        return self.options.seeds[0]
+
+    async def _connect(self) -> Connection:
+        if self._connection is None or self._connection.closed:
+            context = None
+            tls = self.options.tls
+            if tls is not None:
+                make_context = getattr(tls, "ssl_context", None) or getattr(tls, "create_ssl_context", None)
+                context = make_context() if callable(make_context) else None
+            settings = ConnectionSettings(credential=self.options.credential, ssl_context=context)
+            self._connection = await establish(self.address, settings)
+        return self._connection
+
+    async def command(self, database: str, command: Mapping[str, Any], *, check: bool = True) -> dict[str, Any]:
+        """Run ``command`` and return the reply (``OperationFailure`` for ``ok: 0`` unless ``check`` is off)."""
+        connection = await self._connect()
+        return await connection.command(database, command, check=check)
+
+    async def find_all(
+        self, database: str, collection: str, *, sort: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every document of a collection, read from the primary with a local read concern."""
+        command: dict[str, Any] = {"find": collection, "readConcern": {"level": "local"}}
+        if sort is not None:
+            command["sort"] = sort
+        reply = await self.command(database, command)
+        cursor = reply["cursor"]
+        documents = list(cursor["firstBatch"])
+        while cursor.get("id"):
+            reply = await self.command(database, {"getMore": cursor["id"], "collection": collection})
+            cursor = reply["cursor"]
+            documents.extend(cursor["nextBatch"])
+        return documents
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close("the test is over")
+            await self._connection.wait_closed()
+            self._connection = None
+
+
+_FACTS: dict[str, ServerFacts] = {}
+
+
+async def server_facts(internal: InternalClient) -> ServerFacts:
+    """What ``runOnRequirements`` are checked against, read once per URI (``hello``, ``buildInfo``,
+    ``getParameter: "*"``)."""
+    cached = _FACTS.get(internal.uri)
+    if cached is not None:
+        return cached
+    hello = await internal.command("admin", {"hello": 1})
+    build_info = await internal.command("admin", {"buildInfo": 1})
+    try:
+        parameters: dict[str, Any] | None = await internal.command("admin", {"getParameter": "*"})
+    except OperationFailure:
+        parameters = None
+    shards = None
+    if hello.get("msg") == "isdbgrid":
+        shards = await internal.find_all("config", "shards")
+    facts = ServerFacts.from_replies(
+        hello=hello,
+        build_info=build_info,
+        parameters=parameters,
+        shards=shards,
+        load_balanced=internal.options.load_balanced,
+        auth_enabled=internal.options.credential is not None,
+    )
+    _FACTS[internal.uri] = facts
+    return facts
+
+
+# --- recording what the driver publishes ------------------------------------------------------------------
+
+
+def _address(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) == 2:
+        host, port = value
+        return f"{host}:{port}" if port is not None else str(host)
+    return str(value) if value is not None else ""
+
+
+def _server_type(description: Any) -> str:
+    name = getattr(description, "server_type_name", None)
+    if isinstance(name, str):
+        return name
+    kind = getattr(description, "server_type", None)
+    return str(getattr(kind, "name", kind))
+
+
+def _topology_type(description: Any) -> str:
+    name = getattr(description, "topology_type_name", None)
+    if isinstance(name, str):
+        return name
+    kind = getattr(description, "topology_type", None)
+    return str(getattr(kind, "name", kind))
+
+
+def _duration_ms(event: Any) -> float:
+    micros = getattr(event, "duration_micros", None)
+    if isinstance(micros, int | float):
+        return micros / 1000
+    seconds = getattr(event, "duration", None)
+    return float(seconds) * 1000 if isinstance(seconds, int | float) else 0.0
+
+
+def _command_fields(event: Any) -> dict[str, Any]:
+    return {
+        "command_name": event.command_name,
+        "database_name": getattr(event, "database_name", ""),
+        "request_id": getattr(event, "request_id", 0),
+        "operation_id": getattr(event, "operation_id", 0) or 0,
+        "server_connection_id": getattr(event, "server_connection_id", None),
+        "service_id": getattr(event, "service_id", None),
+    }
+
+
+def convert_event(event: Any) -> recorded.RecordedEvent | None:
+    """The runner's record of one event the driver published (``None`` for kinds the format has no name
+    for, such as server opening)."""
+    kind = type(event).__name__
+    address = _address(getattr(event, "address", None) or getattr(event, "connection_id", None))
+    if kind == "CommandStartedEvent":
+        return recorded.CommandStartedEvent(command=event.command, **_command_fields(event))
+    if kind == "CommandSucceededEvent":
+        return recorded.CommandSucceededEvent(
+            reply=event.reply, duration_ms=_duration_ms(event), **_command_fields(event)
+        )
+    if kind == "CommandFailedEvent":
+        return recorded.CommandFailedEvent(
+            failure=event.failure, duration_ms=_duration_ms(event), **_command_fields(event)
+        )
+    if kind == "PoolClearedEvent":
+        return recorded.PoolClearedEvent(
+            address=address,
+            service_id=getattr(event, "service_id", None),
+            interrupt_in_use_connections=bool(getattr(event, "interrupt_connections", False)),
+        )
+    if kind in ("ServerHeartbeatStartedEvent", "ServerHeartbeatSucceededEvent", "ServerHeartbeatFailedEvent"):
+        cls = recorded.EVENT_CLASSES[kind[0].lower() + kind[1:]]
+        return cls(address=_address(event.connection_id), awaited=bool(event.awaited))  # type: ignore[call-arg]
+    if kind == "ServerDescriptionChangedEvent":
+        return recorded.ServerDescriptionChangedEvent(
+            address=_address(getattr(event, "server_address", None)),
+            previous_type=_server_type(event.previous_description),
+            new_type=_server_type(event.new_description),
+        )
+    if kind == "TopologyDescriptionChangedEvent":
+        return recorded.TopologyDescriptionChangedEvent(
+            previous_type=_topology_type(event.previous_description),
+            new_type=_topology_type(event.new_description),
+        )
+    if kind in ("TopologyOpeningEvent", "TopologyClosedEvent"):
+        return recorded.EVENT_CLASSES[kind[0].lower() + kind[1:]]()
+    cmap = recorded.EVENT_CLASSES.get(kind[0].lower() + kind[1:])
+    if cmap is None or cmap.FAMILY != "cmap":
+        return None
+    fields: dict[str, Any] = {"address": address}
+    declared = getattr(cmap, "__dataclass_fields__", {})
+    if "connection_id" in declared:
+        fields["connection_id"] = event.connection_id
+    if "reason" in declared:
+        fields["reason"] = str(event.reason)
+    return cmap(**fields)
+
+
+def _stored_entity_document(name: str, event: Any, converted: recorded.RecordedEvent) -> dict[str, Any]:
+    """An event as ``storeEventsAsEntities`` stores it: its name, when it was seen, and its fields."""
+    document: dict[str, Any] = {"name": name[0].upper() + name[1:], "observedAt": time.time()}
+    for key, value in vars(converted).items():
+        parts = key.split("_")
+        camel = parts[0] + "".join(part.title() for part in parts[1:])
+        if value is not None and isinstance(value, str | int | float | bool | Mapping):
+            document[camel] = value
+    if hasattr(event, "failure") and "failure" not in document:
+        document["failure"] = repr(event.failure)
+    return document
+
+
+class EventRecorder(
+    _CommandListener,  # type: ignore[misc]
+    ConnectionPoolListener,
+    ServerHeartbeatListener,
+    ServerListener,
+    TopologyListener,
+):
+    """Every listener interface at once: each event is converted and handed to the client's store (and to
+    the ``storeEventsAsEntities`` lists)."""
+
+    def __init__(
+        self, store: ClientEventStore, stored: Mapping[str, list[list[dict[str, Any]]]] | None = None
+    ) -> None:
+        self.store = store
+        self.stored = dict(stored or {})
+
+    def _record(self, event: Any) -> None:
+        converted = convert_event(event)
+        if converted is None:
+            return
+        self.store.record(converted)
+        for target in self.stored.get(converted.NAME, ()):
+            target.append(_stored_entity_document(converted.NAME, event, converted))
+
+    # Command and heartbeat listeners: started / succeeded / failed.
+    def started(self, event: Any) -> None:
+        self._record(event)
+
+    def succeeded(self, event: Any) -> None:
+        self._record(event)
+
+    def failed(self, event: Any) -> None:
+        self._record(event)
+
+    # Server and topology listeners: opened / description_changed / closed.
+    def opened(self, event: Any) -> None:
+        self._record(event)
+
+    def description_changed(self, event: Any) -> None:
+        self._record(event)
+
+    def closed(self, event: Any) -> None:
+        self._record(event)
+
+    # Connection pool listener.
+    def pool_created(self, event: Any) -> None:
+        self._record(event)
+
+    def pool_ready(self, event: Any) -> None:
+        self._record(event)
+
+    def pool_cleared(self, event: Any) -> None:
+        self._record(event)
+
+    def pool_closed(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_created(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_ready(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_closed(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_check_out_started(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_check_out_failed(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_checked_out(self, event: Any) -> None:
+        self._record(event)
+
+    def connection_checked_in(self, event: Any) -> None:
+        self._record(event)
+
+
+_LOG_LEVELS = {
+    logging.DEBUG: "debug",
+    logging.INFO: "info",
+    logging.WARNING: "warning",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
+_LOGGERS = {
+    "command": "mongio.command",
+    "topology": "mongio.topology",
+    "serverSelection": "mongio.serverSelection",
+    "connection": "mongio.connection",
+}
+
+
+class LogRecorder(logging.Handler):
+    """Puts the driver's structured log messages into a client's ``ClientLogStore`` while attached."""
+
+    def __init__(self, store: ClientLogStore) -> None:
+        super().__init__(logging.DEBUG)
+        self.store = store
+        self._attached: list[tuple[logging.Logger, int]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.msg
+        fields = getattr(message, "fields", None)
+        component = getattr(message, "component", None)
+        if not isinstance(fields, Mapping):
+            return
+        if not isinstance(component, str):
+            component = record.name.removeprefix("mongio.")
+        level = _LOG_LEVELS.get(record.levelno, record.levelname.lower())
+        self.store.record(LogMessage(level=level, component=component, data=dict(fields)))
+
+    def attach(self) -> None:
+        for component in self.store.observe:
+            logger = logging.getLogger(_LOGGERS[component])
+            self._attached.append((logger, logger.level))
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(self)
+
+    def detach(self) -> None:
+        for logger, level in self._attached:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+        self._attached.clear()
+
+
+# --- option conversion --------------------------------------------------------------------------------------
+
+
+def read_concern(document: Mapping[str, Any]) -> ReadConcern:
+    return ReadConcern(document.get("level"))
+
+
+def write_concern(document: Mapping[str, Any]) -> WriteConcern:
+    unknown = set(document) - {"w", "wtimeoutMS", "journal", "j", "wtimeout"}
+    if unknown:
+        raise UnifiedTestError(f"writeConcern: unsupported field(s) {sorted(unknown)}")
+    journal = document.get("journal", document.get("j"))
+    return WriteConcern(w=document.get("w"), wtimeout=document.get("wtimeoutMS"), j=journal)
+
+
+def read_preference(document: Mapping[str, Any]) -> Any:
+    mode = read_pref_mode_from_name(str(document["mode"]))
+    staleness = document.get("maxStalenessSeconds", -1)
+    return make_read_preference(mode, document.get("tagSets"), staleness)
+
+
+def collection_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``databaseOptions`` / ``collectionOptions`` as keyword arguments of ``get_database`` /
+    ``get_collection``."""
+    options = dict(options or {})
+    result: dict[str, Any] = {}
+    if "readConcern" in options:
+        result["read_concern"] = read_concern(options.pop("readConcern"))
+    if "writeConcern" in options:
+        result["write_concern"] = write_concern(options.pop("writeConcern"))
+    if "readPreference" in options:
+        result["read_preference"] = read_preference(options.pop("readPreference"))
+    if "timeoutMS" in options:
+        result["timeout"] = options.pop("timeoutMS") / 1000
+    if options:
+        raise UnifiedTestError(f"unsupported database/collection option(s) {sorted(options)}")
+    return result
+
+
+def transaction_options(document: Mapping[str, Any]) -> Any:
+    transaction_options_class = _driver("mongio.sessions.transaction_state", "TransactionOptions")
+    values = dict(document)
+    kwargs: dict[str, Any] = {}
+    if "readConcern" in values:
+        kwargs["read_concern"] = read_concern(values.pop("readConcern"))
+    if "writeConcern" in values:
+        kwargs["write_concern"] = write_concern(values.pop("writeConcern"))
+    if "readPreference" in values:
+        kwargs["read_preference"] = read_preference(values.pop("readPreference"))
+    if "maxCommitTimeMS" in values:
+        kwargs["max_commit_time_ms"] = values.pop("maxCommitTimeMS")
+    if values:
+        raise UnifiedTestError(f"unsupported transaction option(s) {sorted(values)}")
+    return transaction_options_class(**kwargs)
+
+
+class _ServerApi:
+    """A declared stable API version, as the handshake and the executor read it (``ServerApiLike``)."""
+
+    def __init__(self, version: str, strict: bool | None, deprecation_errors: bool | None) -> None:
+        self.version = version
+        self.strict = strict
+        self.deprecation_errors = deprecation_errors
+
+
+def server_api(document: Mapping[str, Any]) -> Any:
+    version = str(document["version"])
+    strict = document.get("strict")
+    deprecation_errors = document.get("deprecationErrors")
+    try:
+        cls = _driver("mongio.server_api", "ServerApi")
+    except (ImportError, AttributeError):
+        return _ServerApi(version, strict, deprecation_errors)
+    return cls(version, strict=strict, deprecation_errors=deprecation_errors)
+
+
+# --- the backend ------------------------------------------------------------------------------------------
+
+
+class MongioBackend:
+    """Entities over mongio's public API, and the runner's own work over ``InternalClient``."""
+
+    def __init__(self, uri: str, internal: InternalClient, facts: ServerFacts) -> None:
+        self.uri = uri
+        self.internal = internal
+        self.facts = facts
+        self.fail_points: list[tuple[Any, str]] = []  # (client or None for the internal one, fail point name)
+        self._log_recorders: list[LogRecorder] = []
+
+    # -- initialData and outcome ------------------------------------------------------------------------
+
+    async def _drop(self, database: str, collection: str) -> None:
+        command = {"drop": collection, "writeConcern": {"w": "majority"}}
+        reply = await self.internal.command(database, command, check=False)
+        if reply.get("ok") != 1 and reply.get("code") != NAMESPACE_NOT_FOUND:
+            raise UnifiedTestError(f"initialData: dropping {database}.{collection} failed: {reply}")
+
+    async def prepare_collection(self, data: CollectionData) -> None:
+        database, name = data.database_name, data.collection_name
+        await self._drop(database, name)
+        for suffix in ("esc", "ecoc"):
+            await self._drop(database, f"enxcol_.{name}.{suffix}")
+        if data.create_options is not None or not data.documents:
+            command = {"create": name, **dict(data.create_options or {}), "writeConcern": {"w": "majority"}}
+            await self.internal.command(database, command)
+        if data.documents:
+            await self.internal.command(
+                database,
+                {"insert": name, "documents": list(data.documents), "writeConcern": {"w": "majority"}},
+            )
+
+    async def collection_documents(self, data: CollectionData) -> Sequence[Mapping[str, Any]]:
+        return await self.internal.find_all(data.database_name, data.collection_name, sort={"_id": 1})
+
+    # -- entities -----------------------------------------------------------------------------------------
+
+    async def create_entity(self, description: EntityDescription, context: OperationContext) -> None:
+        makers: dict[str, Callable[[EntityDescription, OperationContext], Any]] = {
+            "client": self._client,
+            "database": self._database,
+            "collection": self._collection,
+            "session": self._session,
+            "bucket": self._bucket,
+        }
+        maker = makers.get(description.kind)
+        if maker is None:
+            raise UnifiedTestError(f"entity kind {description.kind!r} is not supported by this runner")
+        await maker(description, context)
+
+    async def _client(self, description: EntityDescription, context: OperationContext) -> None:
+        options = dict(description.options)
+        known = {
+            "observeEvents",
+            "ignoreCommandMonitoringEvents",
+            "observeSensitiveCommands",
+            "storeEventsAsEntities",
+            "uriOptions",
+            "useMultipleMongoses",
+            "observeLogMessages",
+            "serverApi",
+            "observeTracingMessages",
+        }
+        unknown = set(options) - known
+        if unknown:
+            raise UnifiedTestError(f"client {description.id}: unsupported option(s) {sorted(unknown)}")
+        observe = list(options.get("observeEvents", ()))
+        store = ClientEventStore(
+            observe,
+            ignore_commands=options.get("ignoreCommandMonitoringEvents", ()),
+            observe_sensitive=bool(options.get("observeSensitiveCommands", False)),
+            entities=context.entities,
+        )
+        stored: dict[str, list[list[dict[str, Any]]]] = {}
+        for item in options.get("storeEventsAsEntities", ()):
+            target = context.entities.new_list(item["id"])
+            for name in item["events"]:
+                key = name[0].lower() + name[1:]
+                stored.setdefault(key, []).append(target)
+        if stored:
+            store = ClientEventStore(
+                set(observe) | set(stored),
+                ignore_commands=options.get("ignoreCommandMonitoringEvents", ()),
+                observe_sensitive=bool(options.get("observeSensitiveCommands", False)),
+                entities=context.entities,
+            )
+        recorder = EventRecorder(store, stored)
+        logs: ClientLogStore | None = None
+        log_recorder: LogRecorder | None = None
+        if "observeLogMessages" in options:
+            logs = ClientLogStore(options["observeLogMessages"])
+            log_recorder = LogRecorder(logs)
+            log_recorder.attach()
+            self._log_recorders.append(log_recorder)
+        kwargs: dict[str, Any] = dict(options.get("uriOptions", {}))
+        if "serverApi" in options:
+            kwargs["server_api"] = server_api(options["serverApi"])
+        mongo_client = _driver("mongio.client", "MongoClient")
+        listeners: list[Any] = [recorder] if (observe or stored) else []
+        client = mongo_client(self.uri, event_listeners=listeners, **kwargs)
+        entity = context.entities.add(description.id, EntityKind.CLIENT, client, events=store)
+        if logs is not None:
+            entity.extras["logs"] = logs
+            entity.extras["log_recorder"] = log_recorder
+
+    async def _database(self, description: EntityDescription, context: OperationContext) -> None:
+        options = description.options
+        client = context.entities.client(options["client"])
+        database = client.get_database(
+            options["databaseName"], **collection_options(options.get("databaseOptions"))
+        )
+        context.entities.add(description.id, EntityKind.DATABASE, database)
+
+    async def _collection(self, description: EntityDescription, context: OperationContext) -> None:
+        options = description.options
+        database = context.entities.database(options["database"])
+        collection = database.get_collection(
+            options["collectionName"], **collection_options(options.get("collectionOptions"))
+        )
+        context.entities.add(description.id, EntityKind.COLLECTION, collection)
+
+    async def _session(self, description: EntityDescription, context: OperationContext) -> None:
+        options = description.options
+        client = context.entities.client(options["client"])
+        session_options = dict(options.get("sessionOptions", {}))
+        kwargs: dict[str, Any] = {}
+        if "causalConsistency" in session_options:
+            kwargs["causal_consistency"] = session_options.pop("causalConsistency")
+        if "snapshot" in session_options:
+            kwargs["snapshot"] = session_options.pop("snapshot")
+        if "defaultTransactionOptions" in session_options:
+            kwargs["default_transaction_options"] = transaction_options(
+                session_options.pop("defaultTransactionOptions")
+            )
+        if "defaultTimeoutMS" in session_options:
+            kwargs["default_timeout_ms"] = session_options.pop("defaultTimeoutMS")
+        if session_options:
+            raise UnifiedTestError(f"session {description.id}: unsupported option(s) {sorted(session_options)}")
+        session = client.start_session(**kwargs)
+        context.entities.add_session(description.id, session, session.session_id)
+
+    async def _bucket(self, description: EntityDescription, context: OperationContext) -> None:
+        options = dict(description.options)
+        database = context.entities.database(options.pop("database"))
+        bucket_class = _driver("mongio.gridfs", "GridFSBucket")
+        bucket_options = options.pop("bucketOptions", {})
+        kwargs: dict[str, Any] = {}
+        names = {"bucketName": "bucket_name", "chunkSizeBytes": "chunk_size_bytes"}
+        for key, value in bucket_options.items():
+            if key in names:
+                kwargs[names[key]] = value
+            elif key == "writeConcern":
+                kwargs["write_concern"] = write_concern(value)
+            elif key == "readConcern":
+                kwargs["read_concern"] = read_concern(value)
+            elif key == "readPreference":
+                kwargs["read_preference"] = read_preference(value)
+            else:
+                raise UnifiedTestError(f"bucket {description.id}: unsupported option {key!r}")
+        context.entities.add(description.id, EntityKind.BUCKET, bucket_class(database, **kwargs))
+
+    # -- fail points ----------------------------------------------------------------------------------------
+
+    async def set_fail_point(self, fail_point: Mapping[str, Any], client: Any = None) -> None:
+        """``configureFailPoint`` on the server (through ``client`` when given, for ``failPoint``); remembered
+        so ``end_test`` turns it off."""
+        command = dict(fail_point)
+        if client is None:
+            await self.internal.command("admin", command)
+        else:
+            await client.admin.command(command)
+        self.fail_points.append((client, str(command["configureFailPoint"])))
+
+    # -- cleanup ------------------------------------------------------------------------------------------
+
+    async def end_test(self, context: OperationContext) -> None:
+        errors: list[str] = []
+        for _client, name in reversed(self.fail_points):
+            try:
+                await self.internal.command("admin", {"configureFailPoint": name, "mode": "off"})
+            except Exception as exc:  # the server may be the thing the test broke
+                errors.append(f"disabling {name}: {exc}")
+        self.fail_points.clear()
+        for entity in context.entities.of_kind(*CURSOR_KINDS):
+            await _quietly(entity.value, "close")
+        for entity in context.entities.of_kind(EntityKind.SESSION):
+            await _quietly(entity.value, "end_session")
+        for entity in context.entities.of_kind(EntityKind.CLIENT):
+            recorder = entity.extras.get("log_recorder")
+            if isinstance(recorder, LogRecorder):
+                recorder.detach()
+            await _quietly(entity.value, "close")
+        for recorder in self._log_recorders:
+            recorder.detach()
+        self._log_recorders.clear()
+        try:
+            # A transaction the test left open would hold its locks into the next test.
+            await self.internal.command("admin", {"killAllSessions": []}, check=False)
+        except Exception as exc:
+            errors.append(f"killAllSessions: {exc}")
+        if errors:
+            logging.getLogger("spec_runner.unified").debug("cleanup problems: %s", "; ".join(errors))
+
+
+async def _quietly(value: Any, method: str) -> None:
+    function = getattr(value, method, None)
+    if function is None:
+        return
+    try:
+        result = function()
+        if hasattr(result, "__await__"):
+            await result
+    except Exception as exc:
+        logging.getLogger("spec_runner.unified").debug("cleanup: %s.%s failed: %s", value, method, exc)

@@ -1,0 +1,77 @@
+"""Cursor and change stream operations: ``createFindCursor``, ``createChangeStream``,
+``iterateUntilDocumentOrError``, ``iterateOnce`` and ``close``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spec_runner.unified.backend import api_call
+from spec_runner.unified.entities import EntityKind
+from spec_runner.unified.matcher import MISSING
+from spec_runner.unified.operations import OperationCall, operation
+from spec_runner.unified.ops_crud import FIND_OPTIONAL, as_document, driver_arguments, find_arguments
+
+_CURSORS = ("findCursor", "commandCursor", "changeStream")
+
+
+@operation("createFindCursor", object="collection", optional=FIND_OPTIONAL, saves_as=EntityKind.FIND_CURSOR)
+async def create_find_cursor(call: OperationCall) -> Any:
+    arguments = find_arguments(call.arguments)
+    filter_ = arguments.pop("filter", {})
+    cursor = await api_call(call.target.find, filter_, **arguments)
+    await cursor  # the find runs now, as the format requires; the cursor holds its first batch
+    return cursor
+
+
+@operation(
+    "createChangeStream",
+    object=("client", "database", "collection"),
+    optional=(
+        "pipeline",
+        "session",
+        "comment",
+        "batchSize",
+        "fullDocument",
+        "fullDocumentBeforeChange",
+        "resumeAfter",
+        "startAfter",
+        "startAtOperationTime",
+        "maxAwaitTimeMS",
+        "collation",
+        "showExpandedEvents",
+        "timeoutMS",
+    ),
+    saves_as=EntityKind.CHANGE_STREAM,
+)
+async def create_change_stream(call: OperationCall) -> Any:
+    renames = {
+        "fullDocument": "full_document",
+        "fullDocumentBeforeChange": "full_document_before_change",
+        "resumeAfter": "resume_after",
+        "startAfter": "start_after",
+        "startAtOperationTime": "start_at_operation_time",
+        "showExpandedEvents": "show_expanded_events",
+    }
+    arguments = {renames.get(k, k): v for k, v in driver_arguments(call.arguments).items()}
+    pipeline = arguments.pop("pipeline", [])
+    stream = await api_call(call.target.watch, pipeline, **arguments)
+    if hasattr(stream, "__await__"):
+        stream = await stream
+    return stream
+
+
+@operation("iterateUntilDocumentOrError", object=_CURSORS)
+async def iterate_until_document_or_error(call: OperationCall) -> Any:
+    return as_document(await call.target.next())
+
+
+@operation("iterateOnce", object=_CURSORS)
+async def iterate_once(call: OperationCall) -> Any:
+    document = await call.target.try_next()
+    return MISSING if document is None else as_document(document)
+
+
+@operation("close", object=(*_CURSORS, "client"))
+async def close(call: OperationCall) -> Any:
+    await call.target.close()
+    return MISSING

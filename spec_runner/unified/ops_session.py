@@ -1,0 +1,78 @@
+"""Session operations: ``startTransaction``, ``commitTransaction``, ``abortTransaction``, ``withTransaction``
+and ``endSession``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spec_runner.unified.backend import api_call, read_concern, read_preference, write_concern
+from spec_runner.unified.errors import UnifiedTestError
+from spec_runner.unified.loader import Operation
+from spec_runner.unified.matcher import MISSING
+from spec_runner.unified.operations import OperationCall, execute, operation
+
+_TRANSACTION_OPTIONS = ("readConcern", "writeConcern", "readPreference", "maxCommitTimeMS", "timeoutMS")
+
+
+def transaction_keywords(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``startTransaction``/``withTransaction`` options as the driver's keyword arguments."""
+    kwargs: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if key == "readConcern":
+            kwargs["read_concern"] = read_concern(value)
+        elif key == "writeConcern":
+            kwargs["write_concern"] = write_concern(value)
+        elif key == "readPreference":
+            kwargs["read_preference"] = read_preference(value)
+        elif key == "maxCommitTimeMS":
+            kwargs["max_commit_time_ms"] = value
+        elif key == "timeoutMS":
+            raise UnifiedTestError("timeoutMS on a transaction is not supported by this runner yet")
+        else:
+            raise UnifiedTestError(f"unsupported transaction option {key!r}")
+    return kwargs
+
+
+@operation("startTransaction", object="session", optional=_TRANSACTION_OPTIONS)
+async def start_transaction(call: OperationCall) -> Any:
+    transaction = call.target.start_transaction(**transaction_keywords(call.arguments))
+    # PyMongo's async start_transaction is a coroutine returning a context manager; mongio's may be either.
+    if hasattr(transaction, "__await__"):
+        await transaction
+    return MISSING
+
+
+@operation("commitTransaction", object="session", optional=("timeoutMS",))
+async def commit_transaction(call: OperationCall) -> Any:
+    if call.arguments:
+        raise UnifiedTestError("commitTransaction: timeoutMS is not supported by this runner yet")
+    await api_call(call.target.commit_transaction)
+    return MISSING
+
+
+@operation("abortTransaction", object="session", optional=("timeoutMS",))
+async def abort_transaction(call: OperationCall) -> Any:
+    if call.arguments:
+        raise UnifiedTestError("abortTransaction: timeoutMS is not supported by this runner yet")
+    await api_call(call.target.abort_transaction)
+    return MISSING
+
+
+@operation("withTransaction", object="session", required=("callback",), optional=_TRANSACTION_OPTIONS)
+async def with_transaction(call: OperationCall) -> Any:
+    arguments = dict(call.arguments)
+    operations = [Operation.parse(raw) for raw in arguments.pop("callback")]
+
+    async def callback(session: Any) -> None:
+        for op in operations:
+            await execute(call.context, op)
+
+    await api_call(call.target.with_transaction, callback, **transaction_keywords(arguments))
+    return MISSING
+
+
+@operation("endSession", object="session")
+async def end_session(call: OperationCall) -> Any:
+    await api_call(call.target.end_session)
+    return MISSING
