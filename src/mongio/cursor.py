@@ -163,9 +163,13 @@ class _CursorBase(Generic[_T]):
         self._take_implicit_session()
         try:
             state: CursorState = await self._execute(operation)
-        except BaseException:
+        except Exception:
             self._killed = True
             await self._release_session_quietly()
+            raise
+        except BaseException:
+            # Cancelled: no awaiting here; the client gives the implicit session back.
+            self._abandon()
             raise
         if answered:
             self._address = answered[-1]

@@ -351,3 +351,23 @@ async def test_cursor_left_open_at_its_limit_is_killed() -> None:
     assert [c.name for c in client.calls] == ["find", "getMore", "killCursors"]
     assert client.calls[-1].address == ADDRESS
     assert client.sessions[0].has_ended
+
+
+async def test_cancelled_first_command_hands_the_session_to_the_client() -> None:
+    gate = asyncio.Event()
+    client = FakeClient(respond=CursorServer(documents(3)))
+    original = client._executor.execute
+
+    async def slow_execute(op: Any, session: Any = None, *, address: Any = None) -> Any:
+        await gate.wait()
+        return await original(op, session, address=address)
+
+    client._executor.execute = slow_execute  # type: ignore[method-assign,assignment]
+    cursor = client["db"]["coll"].find()
+    task = asyncio.ensure_future(cursor.to_list())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.abandoned == [(None, "", 0, client.sessions[0])]
+    assert not cursor.alive
