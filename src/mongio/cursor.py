@@ -403,8 +403,8 @@ class Cursor(_CursorBase[_T]):
             "allow_disk_use": allow_disk_use,
             "let": let,
         }
-        # Checked now so that a bad value fails at the call that gave it.
-        self._find_operation()
+        # Built now so that a bad value fails at the call that gave it; kept for the first run.
+        self._prepared: Find | None = self._find_operation()
 
     @property
     def collection(self) -> Collection[Any]:
@@ -445,7 +445,8 @@ class Cursor(_CursorBase[_T]):
         )
 
     def _first_operation(self) -> Operation[CursorState]:
-        operation = self._find_operation()
+        operation = self._prepared or self._find_operation()
+        self._prepared = None
         self._limit = operation.limit
         self._single_batch = self._spec["limit"] < 0
         self._batch_size = operation.batch_size
@@ -493,7 +494,7 @@ class Cursor(_CursorBase[_T]):
         old = self._spec
         self._spec = {**old, **changes}
         try:
-            self._find_operation()
+            self._prepared = self._find_operation()
         except BaseException:
             self._spec = old
             raise
@@ -601,6 +602,7 @@ class Cursor(_CursorBase[_T]):
         _CursorBase.__init__(other, self._client, self._explicit_session, self._codec_options)
         other._collection = self._collection
         other._spec = copy.copy(self._spec)
+        other._prepared = None
         return other
 
     async def rewind(self) -> Cursor[_T]:
