@@ -1,0 +1,457 @@
+"""``MongoClient``: the entry point, shaped like PyMongo's ``AsyncMongoClient``.
+
+::
+
+    client = MongoClient("mongodb://localhost:27017")   # no I/O, no event loop needed yet
+
+    async def main() -> None:
+        async with client:
+            await client.admin.command("ping")
+
+A client can be made anywhere, including at module level before any event loop runs. Its topology (one
+monitor task per server, the connection pools) starts on the running loop the first time it is used, and
+:meth:`MongoClient.close` stops and awaits every task it started; after that every operation raises
+:class:`~mongio.errors.ClientClosedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from mongio.bson.codec_options import CodecOptions
+from mongio.connection.auth.scram import ScramKeyCache
+from mongio.connection.establish import ConnectionSettings, establish
+from mongio.connection.handshake import ClientMetadata
+from mongio.connection.pool import Pool
+from mongio.connection.pool_options import PoolOptions
+from mongio.connection.tls import create_ssl_context
+from mongio.errors import ClientClosedError, ConfigurationError, InvalidOperation
+from mongio.events.command import CommandListener, CommandPublisher
+from mongio.events.listeners import ConnectionPoolListener
+from mongio.execution.executor import Executor
+from mongio.execution.retry_policy import RetryOptions
+from mongio.operations.base import ConnectionContext, CursorState, Operation
+from mongio.operations.collections import DropDatabase, ListDatabases
+from mongio.options.client_options import ClientOptions
+from mongio.options.read_concern import ReadConcern
+from mongio.options.read_preference import _ServerMode
+from mongio.options.write_concern import WriteConcern
+from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.topology.monitor import monitor_connection_factory
+from mongio.topology.server_description import Address
+from mongio.topology.server_type import ServerType
+from mongio.topology.settings import TopologySettings
+from mongio.topology.topology import Topology
+from mongio.topology.topology_description import TopologyDescription
+from mongio.topology.topology_type import TopologyType
+
+if TYPE_CHECKING:
+    from mongio.database import Database
+    from mongio.sessions.transaction_state import TransactionOptions
+
+__all__ = ["AsyncMongoClient", "MongoClient"]
+
+_CODEC_KEYWORDS = (
+    "tzinfo",
+    "type_registry",
+    "datetime_conversion",
+    "unicode_decode_error_handler",
+)
+_UUID_REPRESENTATIONS = {
+    "unspecified": 0,
+    "pythonlegacy": 3,
+    "standard": 4,
+    "javalegacy": 5,
+    "csharplegacy": 6,
+}
+
+
+def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) -> CodecOptions:
+    kwargs: dict[str, Any] = {
+        name: options.extras[name] for name in _CODEC_KEYWORDS if options.extras.get(name) is not None
+    }
+    if options.uuid_representation is not None:
+        kwargs["uuid_representation"] = _UUID_REPRESENTATIONS.get(str(options.uuid_representation).lower(), 0)
+    return CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
+
+
+class _ListDatabasesCursor(ListDatabases):
+    """``listDatabases`` answered as a one-batch cursor, for :meth:`MongoClient.list_databases`."""
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:  # type: ignore[override]
+        return CursorState(0, "admin.$cmd", list(reply.get("databases", [])))
+
+
+class MongoClient:
+    """A client for a MongoDB deployment (``AsyncMongoClient`` is the same class, under PyMongo's name).
+
+    ``host`` is a connection string (``mongodb://`` or ``mongodb+srv://``), a ``host[:port]``, or a list of
+    either; keyword arguments are PyMongo's (``maxPoolSize=...``, ``event_listeners=[...]``,
+    ``serverSelectionTimeoutMS=...``) and win over the connection string. ``document_class`` and
+    ``tz_aware`` shape decoded documents.
+
+    Use ``async with MongoClient(uri) as client:`` or call :meth:`close` when done. Making the client does
+    no I/O; the first operation (or ``await client.aconnect()``) starts monitoring on the running loop.
+    """
+
+    def __init__(
+        self,
+        host: str | Sequence[str] | None = None,
+        port: int | None = None,
+        document_class: Any = dict,
+        tz_aware: bool = False,
+        connect: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        listeners = list(kwargs.pop("event_listeners", None) or ())
+        self._options = ClientOptions.from_uri(host, port, **kwargs)
+        self._event_listeners = listeners
+        self._codec_options = _codec_options(self._options, document_class, tz_aware)
+        self._read_preference: _ServerMode = self._options.read_preference
+        self._read_concern: ReadConcern = self._options.read_concern
+        self._write_concern: WriteConcern = self._options.write_concern
+        self._connect_on_open = connect
+        self._topology: Topology | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._closed = False
+        self._metadata = ClientMetadata(self._options.appname, self._options.extras.get("driver"))
+        self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
+        self._scram_cache = ScramKeyCache()
+        timeout_ms = self._options.timeout_ms
+        self._executor = Executor(
+            self,
+            retry_options=RetryOptions.from_client_options(self._options),
+            publisher=CommandPublisher(item for item in listeners if isinstance(item, CommandListener)),
+            timeout=None
+            if timeout_ms is None
+            else (float("inf") if timeout_ms == 0 else timeout_ms / 1000.0),
+            server_selection_timeout=self._options.server_selection_timeout,
+            wait_queue_timeout=self._options.wait_queue_timeout,
+        )
+
+    def __repr__(self) -> str:
+        seeds = ", ".join(f"{host}:{port}" if port else host for host, port in self._options.seeds)
+        where = f"mongodb+srv://{self._options.srv_host}" if self._options.is_srv else seeds
+        state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
+        return f"MongoClient({where!r}, {state})"
+
+    # -- starting and stopping -------------------------------------------------------------------------------
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(f"{self!r} was closed; make a new client to run more operations")
+
+    async def _open_topology(self) -> Topology:
+        """The running topology, started on first use (inside the running event loop)."""
+        if self._closed:
+            raise self._closed_error()
+        topology = self._topology
+        if topology is not None:
+            return topology
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._topology is None:
+                options = self._options
+                if options.needs_resolution:
+                    options = self._options = await options.resolve()
+                topology = self._make_topology(options)
+                await topology.open()
+                self._executor.attach(topology)
+                self._topology = topology
+            return self._topology
+
+    def _make_topology(self, options: ClientOptions) -> Topology:
+        settings = ConnectionSettings(
+            metadata=self._metadata,
+            credential=options.credential,
+            compressors=options.compressors,
+            zlib_compression_level=options.zlib_compression_level,
+            server_api=options.extras.get("server_api"),
+            load_balanced=options.load_balanced,
+            connect_timeout=options.connect_timeout,
+            socket_timeout=options.socket_timeout,
+            ssl_context=self._ssl_context,
+            scram_cache=self._scram_cache,
+        )
+        pool_options = PoolOptions.from_uri_options(
+            options.options,
+            load_balanced=options.load_balanced,
+            event_listeners=[
+                item for item in self._event_listeners if isinstance(item, ConnectionPoolListener)
+            ],
+        )
+        topology_settings = TopologySettings(
+            seeds=options.seeds,
+            replica_set_name=options.replica_set,
+            direct_connection=options.direct_connection,
+            load_balanced=options.load_balanced,
+            heartbeat_frequency=options.heartbeat_frequency,
+            local_threshold_ms=options.local_threshold_ms,
+            server_selection_timeout=options.server_selection_timeout,
+            srv_max_hosts=options.srv_max_hosts,
+        )
+        holder: list[Topology] = []
+
+        def make_pool(address: Address) -> Pool[Any]:
+            async def connect(connection_id: int, generation: int) -> Any:
+                return await establish(address, settings, id=connection_id, generation=generation)
+
+            def on_connect_error(error: BaseException, generation: int) -> None:
+                holder[0].report_connect_error(address, error, generation)
+
+            return Pool(address, connect, pool_options, on_connect_error=on_connect_error)
+
+        topology = Topology(
+            topology_settings,
+            monitor_connection_factory=monitor_connection_factory(settings),
+            pool_factory=make_pool,
+            server_monitoring_mode=options.server_monitoring_mode,
+            connect_timeout=options.connect_timeout,
+            listeners=self._event_listeners,
+            srv_host=options.srv_host,
+            srv_service_name=options.srv_service_name,
+        )
+        holder.append(topology)
+        return topology
+
+    async def aconnect(self) -> None:
+        """Start monitoring the deployment now rather than at the first operation."""
+        await self._open_topology()
+
+    async def close(self) -> None:
+        """End the pooled server sessions (``endSessions``), stop every monitor and close every connection.
+
+        Waits until every task the client started has finished. Afterwards every operation raises
+        :class:`~mongio.errors.ClientClosedError`. Closing twice is harmless.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        topology = self._topology
+        if topology is None:
+            return
+        try:
+            await self._executor.end_sessions(topology)
+        finally:
+            await topology.close()
+
+    async def __aenter__(self) -> MongoClient:
+        await self._open_topology()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- options and state -----------------------------------------------------------------------------------
+
+    @property
+    def options(self) -> ClientOptions:
+        """Every setting of this client, typed."""
+        return self._options
+
+    @property
+    def codec_options(self) -> CodecOptions:
+        return self._codec_options
+
+    @property
+    def read_preference(self) -> _ServerMode:
+        return self._read_preference
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._read_concern
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._write_concern
+
+    @property
+    def topology_description(self) -> TopologyDescription:
+        """The current description of the deployment (type Unknown until the client has started)."""
+        if self._topology is not None:
+            return self._topology.description
+        from mongio.topology.topology_description import initial_topology_description
+
+        options = self._options
+        return initial_topology_description(
+            TopologySettings(
+                seeds=options.seeds,
+                replica_set_name=options.replica_set,
+                direct_connection=options.direct_connection,
+                load_balanced=options.load_balanced,
+            )
+        )
+
+    def _server_property(self, attribute: str) -> Any:
+        description = self.topology_description
+        writable = [sd for sd in description.known_servers if sd.is_writable]
+        if not writable:
+            return None
+        return getattr(writable[0], attribute)
+
+    @property
+    def address(self) -> Address | None:
+        """The address of the server the client talks to for writes when there is exactly one choice: the
+        standalone, primary or (single) mongos; ``None`` when none is known yet. Raises
+        :class:`~mongio.errors.InvalidOperation` for several mongoses, as PyMongo does."""
+        description = self.topology_description
+        if description.topology_type is TopologyType.Sharded and len(description.server_descriptions()) > 1:
+            raise InvalidOperation(
+                "MongoClient.address cannot name one server: the client is connected to several mongoses"
+            )
+        address: Address | None = self._server_property("address")
+        return address
+
+    @property
+    def primary(self) -> Address | None:
+        """The replica set primary's address, or ``None``."""
+        for sd in self.topology_description.known_servers:
+            if sd.server_type is ServerType.RSPrimary:
+                primary: Address = sd.address
+                return primary
+        return None
+
+    @property
+    def is_primary(self) -> bool:
+        """Whether the server the client writes to is a standalone, a primary or a mongos."""
+        return self._server_property("address") is not None
+
+    @property
+    def is_mongos(self) -> bool:
+        return self.topology_description.topology_type is TopologyType.Sharded
+
+    # -- databases --------------------------------------------------------------------------------------------
+
+    def get_database(
+        self,
+        name: str | None = None,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> Database[Any]:
+        """The database ``name`` (the connection string's database when omitted), with these options in
+        place of the client's. No I/O."""
+        from mongio.database import Database
+
+        if name is None:
+            name = self._options.database
+            if name is None:
+                raise ConfigurationError("no database name given and the connection string names none")
+        return Database(self, name, codec_options, read_preference, write_concern, read_concern)
+
+    def get_default_database(
+        self,
+        default: str | None = None,
+        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> Database[Any]:
+        """The connection string's database, else ``default``."""
+        name = self._options.database or default
+        if name is None:
+            raise ConfigurationError("the connection string names no default database and none was given")
+        return self.get_database(name, codec_options, read_preference, write_concern, read_concern)
+
+    def __getitem__(self, name: str) -> Database[Any]:
+        return self.get_database(name)
+
+    def __getattr__(self, name: str) -> Database[Any]:
+        if name.startswith("_"):
+            raise AttributeError(
+                f"MongoClient has no attribute {name!r}; to reach the database {name!r} use client[{name!r}]"
+            )
+        return self.get_database(name)
+
+    async def list_databases(
+        self, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+    ) -> Any:
+        """A cursor over ``listDatabases``' documents (``filter``, ``nameOnly``, ``authorizedDatabases`` may
+        be given as keywords)."""
+        from mongio.cursor import CommandCursor
+
+        operation = _ListDatabasesCursor(
+            filter=kwargs.pop("filter", None),
+            name_only=kwargs.pop("nameOnly", None),
+            authorized_databases=kwargs.pop("authorizedDatabases", None),
+            comment=comment,
+            codec_options=self._codec_options,
+        )
+        if kwargs:
+            raise TypeError(f"list_databases() got unexpected options {sorted(kwargs)}")
+        cursor: Any = CommandCursor(self, operation, session=session, codec_options=self._codec_options)
+        return cursor
+
+    async def list_database_names(
+        self, session: ClientSession | None = None, comment: Any = None
+    ) -> list[str]:
+        """The names of the databases."""
+        operation = ListDatabases(name_only=True, comment=comment, codec_options=self._codec_options)
+        databases = await self._executor.execute(operation, session)
+        return [str(entry["name"]) for entry in databases]
+
+    async def drop_database(
+        self, name_or_database: Any, session: ClientSession | None = None, comment: Any = None
+    ) -> None:
+        """Drop a database, given by name or as a ``Database``."""
+        name = (
+            name_or_database if isinstance(name_or_database, str) else getattr(name_or_database, "name", None)
+        )
+        if not isinstance(name, str):
+            raise TypeError("name_or_database must be a str or a Database")
+        operation = DropDatabase(name, comment=comment, write_concern=self._write_concern)
+        await self._executor.execute(operation, session)
+
+    async def server_info(self, session: ClientSession | None = None) -> dict[str, Any]:
+        """The ``buildInfo`` of the server."""
+        from mongio.operations.run_command import RunCommand
+
+        operation = RunCommand("admin", "buildinfo", codec_options=self._codec_options)
+        result: dict[str, Any] = await self._executor.execute(operation, session)
+        return result
+
+    # -- sessions ----------------------------------------------------------------------------------------------
+
+    def start_session(
+        self,
+        causal_consistency: bool | None = None,
+        default_transaction_options: TransactionOptions | None = None,
+        snapshot: bool | None = False,
+    ) -> ClientSession:
+        """A new session: ``async with client.start_session() as s:`` (or end it with ``await s.end_session()``).
+
+        Causally consistent by default; ``snapshot=True`` makes every read see one point in time.
+        """
+        if self._closed:
+            raise self._closed_error()
+        options = SessionOptions(causal_consistency, default_transaction_options, snapshot)
+        return ClientSession(self, options)
+
+    def _implicit_session(self) -> ClientSession:
+        """A session the driver makes for one cursor's life (not causally consistent)."""
+        return ClientSession(self, SessionOptions(causal_consistency=False), implicit=True)
+
+    def _close_abandoned_cursor(
+        self, address: Address | None, namespace: str, cursor_id: int, session: ClientSession | None
+    ) -> None:
+        """A cursor was garbage-collected with a server cursor or an implicit session still open. Its server
+        session is given back (killing the server cursor is left to the server's idle timeout: no task may
+        be started from a finalizer)."""
+        if session is not None and session._server_session is not None and not session.has_ended:
+            server_session, session._server_session = session._server_session, None
+            session._ended = True
+            self._executor.release_server_session(server_session)
+
+    async def _run(self, operation: Operation[Any], session: ClientSession | None = None) -> Any:
+        return await self._executor.execute(operation, session)
+
+
+AsyncMongoClient = MongoClient

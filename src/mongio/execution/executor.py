@@ -1,0 +1,563 @@
+"""The executor: the one place where an operation meets servers, connections, sessions, events and retries.
+
+``await executor.execute(op, session)`` runs in the caller's task (no task is made per operation):
+
+1. the CSOT deadline (the client's ``timeoutMS`` unless a ``timeout()`` block already set one);
+2. a loop of attempts: select a server (synchronously when the current description already has a suitable
+   one, else by awaiting the topology), check a connection out of its pool (synchronously when one is idle),
+   ``op.build(conn)`` plus the fields the executor owns (``lsid``, ``txnNumber``, ``$clusterTime``,
+   ``readConcern``, ``writeConcern``, ``$readPreference``, ``maxTimeMS``, ``$db``), the started event,
+   the exchange, the succeeded/failed event, ``op.handle_response``;
+3. on an error: label it, tell the topology, and let :class:`~mongio.execution.retry_policy.RetryState`
+   decide whether to raise or to go again (after a backoff, avoiding the servers it names).
+
+The connection always goes back to its pool and the server's operation count always comes down, whatever
+ends the attempt, cancellation included. A server session taken for one operation (an implicit session)
+goes back to the client's pool when the operation ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from mongio.errors import (
+    AutoReconnect,
+    ClientClosedError,
+    ConnectionFailure,
+    InvalidOperation,
+    MongioError,
+    OperationFailure,
+)
+from mongio.events.command import CommandPublisher
+from mongio.execution import deadline as csot
+from mongio.execution.error_labels import AttemptFailure
+from mongio.execution.retry_policy import (
+    OperationRetryability,
+    RetryOptions,
+    RetryState,
+    TokenBucket,
+)
+from mongio.operations.base import NAMESPACE_NOT_FOUND, Operation, Retryability
+from mongio.operations.run_command import RunCommand
+from mongio.sessions.cluster_time import (
+    ClusterClock,
+    session_read_concern,
+    snapshot_time_from_reply,
+)
+from mongio.sessions.server_session import ServerSession, ServerSessionPool
+from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
+from mongio.topology.server_type import ServerType
+from mongio.topology.topology_type import TopologyType
+
+if TYPE_CHECKING:
+    from mongio.connection.connection import Connection
+    from mongio.sessions.client_session import ClientSession
+    from mongio.topology.server_description import Address, ServerDescription
+    from mongio.topology.topology import Server, Topology
+
+__all__ = ["Executor", "read_preference_document"]
+
+R = TypeVar("R")
+
+_log = logging.getLogger("mongio.execution")
+_DEBUG = logging.DEBUG
+_MONGOS_LIKE = frozenset({ServerType.Mongos, ServerType.LoadBalancer})
+_SECONDARY_PREFERRED = 3
+# Server selection for the commands of close() (endSessions): short, since the client is going away.
+_CLOSE_TIMEOUT = 5.0
+
+
+class ClientLike(Protocol):
+    """What the executor needs of its client."""
+
+    async def _open_topology(self) -> Topology: ...
+
+    def _closed_error(self) -> ClientClosedError: ...
+
+
+def read_preference_document(
+    op: Operation[Any], description: ServerDescription, topology_type: TopologyType
+) -> dict[str, Any] | None:
+    """The ``$readPreference`` to send with ``op`` to a server, per the server selection specification.
+
+    Mongos and load balancers get it unless it is primary (or a plain secondaryPreferred, which they
+    assume); a direct connection to a replica set member gets ``primaryPreferred`` for a primary read
+    preference so any member answers; a standalone never gets it; replica set members get it unless it is
+    primary. Writes carry none.
+    """
+    if op.takes_write_concern and not getattr(op, "has_write_stage", False):
+        return None
+    read_preference = op.read_preference
+    server_type = description.server_type
+    if server_type in _MONGOS_LIKE:
+        if read_preference is None or read_preference.mode == 0:
+            return None
+        if (
+            read_preference.mode == _SECONDARY_PREFERRED
+            and read_preference.max_staleness == -1
+            and read_preference.hedge is None
+            and not any(read_preference.tag_sets or ())
+        ):
+            return None
+        return read_preference.document
+    if topology_type is TopologyType.Single:
+        if server_type is ServerType.Standalone:
+            return None
+        if read_preference is None or read_preference.mode == 0:
+            return {"mode": "primaryPreferred"}
+        return read_preference.document
+    if read_preference is None or read_preference.mode == 0:
+        return None
+    return read_preference.document
+
+
+class Executor:
+    """Runs operations for one client. Made by the client; see the module docstring for what one call does."""
+
+    def __init__(
+        self,
+        client: ClientLike,
+        *,
+        retry_options: RetryOptions,
+        publisher: CommandPublisher,
+        timeout: float | None = None,
+        server_selection_timeout: float = 30.0,
+        wait_queue_timeout: float | None = None,
+    ) -> None:
+        self._client = client
+        self._topology: Topology | None = None
+        self._retry_options = retry_options
+        self._retry_writes = retry_options.retry_writes
+        self._token_bucket = TokenBucket() if retry_options.adaptive_retries else None
+        self._publisher = publisher
+        self._timeout = timeout
+        self._selection_timeout = server_selection_timeout
+        self._wait_queue_timeout = wait_queue_timeout
+        self.cluster_clock = ClusterClock()
+        self.session_pool = ServerSessionPool()
+        self._operation_ids = itertools.count(1)
+
+    # -- the topology ----------------------------------------------------------------------------------------
+
+    def attach(self, topology: Topology) -> None:
+        """Run operations on ``topology`` from now on (the client calls this once it opened it)."""
+        self._topology = topology
+
+    @property
+    def publisher(self) -> CommandPublisher:
+        return self._publisher
+
+    # -- server sessions ---------------------------------------------------------------------------------------
+
+    def _session_timeout(self) -> float | None:
+        topology = self._topology
+        return None if topology is None else topology.description.logical_session_timeout_minutes
+
+    def acquire_server_session(self) -> ServerSession:
+        """A server session from the client's pool (for an explicit session's first command)."""
+        topology = self._topology
+        load_balanced = topology is not None and topology.settings.load_balanced
+        return self.session_pool.acquire(self._session_timeout(), load_balanced=load_balanced)
+
+    def release_server_session(self, server_session: ServerSession) -> None:
+        """Give a server session back to the client's pool (dirty or expiring ones are dropped)."""
+        if self._topology is not None and self._topology.closed:
+            return
+        self.session_pool.release(server_session, self._session_timeout())
+
+    # -- running operations ------------------------------------------------------------------------------------
+
+    async def execute(
+        self, operation: Operation[R], session: ClientSession | None = None, *, address: Address | None = None
+    ) -> R:
+        """Run ``operation`` and return its result.
+
+        ``session`` is the caller's session (explicit, or a cursor's implicit one); without one, a server
+        session is taken for this operation alone when the deployment supports sessions. ``address`` pins the
+        operation to that server (a cursor's ``getMore`` and ``killCursors``).
+        """
+        topology = self._topology
+        if topology is None or topology.closed:
+            topology = await self._client._open_topology()
+        if session is not None:
+            session._check_usable(self._client)
+        if self._timeout is not None and csot.current_deadline() is None:
+            with csot.timeout(self._timeout):
+                return await self._run(topology, operation, session, address)
+        return await self._run(topology, operation, session, address)
+
+    async def _select(
+        self,
+        topology: Topology,
+        op: Operation[Any],
+        address: Address | None,
+        deprioritized: tuple[Address, ...],
+    ) -> Server:
+        if address is not None:
+            server = topology.get_server(address)
+            if server is None:
+                raise AutoReconnect(f"the server {address[0]}:{address[1]} is no longer part of the topology")
+            server.operation_count += 1
+            return server
+        read_preference = op.read_preference
+        is_write = op.takes_write_concern
+        if getattr(op, "has_write_stage", False) and op.may_use_secondary:
+            # $out/$merge may run on a secondary only when every server is 5.0+ (wire version 13).
+            common = topology.description.common_wire_version
+            is_write = common is None or common < 13
+        elif is_write:
+            read_preference = None
+        if not SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
+            server = topology.select_server_nowait(
+                read_preference, is_write=is_write, deprioritized=deprioritized
+            )
+            if server is not None:
+                return server
+        limit = self._selection_timeout
+        left = csot.remaining()
+        if left is not None and left < limit:
+            limit = max(left, 0.0)
+        return await topology.select_server(
+            read_preference,
+            is_write=is_write,
+            deprioritized=deprioritized,
+            timeout=limit,
+            operation=op.command_name,
+        )
+
+    def _retryability(self, op: Operation[Any], txn_number: Any) -> OperationRetryability:
+        retryability = op.retryability
+        if retryability is Retryability.READ:
+            return OperationRetryability.read(True)
+        if retryability is Retryability.WRITE:
+            return OperationRetryability.write(txn_number is not None)
+        if isinstance(op, RunCommand):
+            return OperationRetryability.run_command()
+        if op.takes_write_concern:
+            return OperationRetryability.write(False)
+        return OperationRetryability.read(False)
+
+    async def _run(
+        self,
+        topology: Topology,
+        op: Operation[R],
+        session: ClientSession | None,
+        address: Address | None,
+    ) -> R:
+        implicit: ServerSession | None = None
+        retry_state: RetryState | None = None
+        deprioritized: tuple[Address, ...] = ()
+        txn_number: Any = None
+        attempt = 0
+        operation_id = next(self._operation_ids)
+        acknowledged = op.acknowledged
+        if session is not None and not acknowledged and not session.implicit:
+            raise InvalidOperation("an unacknowledged write (w=0) cannot be run in an explicit session")
+        try:
+            while True:
+                server_address: Address | None = None
+                wire_version: int | None = None
+                from_mongos = False
+                sent = False
+                generation = 0
+                conn: Connection | None = None
+                try:
+                    server = await self._select(topology, op, address, deprioritized)
+                    try:
+                        server_address = server.address
+                        description = server.description
+                        from_mongos = description.server_type is ServerType.Mongos
+                        pool: Any = server.pool
+                        if pool is None:
+                            raise ConnectionFailure(f"no connection pool for {server_address}")
+                        wait = self._wait_queue_timeout
+                        left = csot.remaining()
+                        if left is not None and not math.isinf(left):
+                            wait = max(left, 0.0)
+                        conn = await pool.check_out(wait)
+                        assert conn is not None
+                        try:
+                            generation = conn.generation
+                            wire_version = conn.max_wire_version
+                            command = op.build(conn)
+                            body = command.body
+                            # Sessions: supported when the deployment reports a session timeout.
+                            server_session: ServerSession | None = None
+                            if session is not None:
+                                server_session = session._checked_server_session()
+                            elif (
+                                acknowledged
+                                and topology.description.logical_session_timeout_minutes is not None
+                            ):
+                                if implicit is None:
+                                    implicit = self.session_pool.acquire(
+                                        topology.description.logical_session_timeout_minutes,
+                                        load_balanced=topology.settings.load_balanced,
+                                    )
+                                server_session = implicit
+                            if attempt == 0:
+                                if (
+                                    op.retryability is Retryability.WRITE
+                                    and self._retry_writes
+                                    and server_session is not None
+                                    and description.retryable_writes_supported
+                                ):
+                                    txn_number = server_session.next_txn_number()
+                            elif txn_number is not None and not description.retryable_writes_supported:
+                                assert retry_state is not None
+                                decision = retry_state.cannot_retry(
+                                    "the server selected for the retry does not support retryable writes"
+                                )
+                                assert decision.error is not None
+                                raise decision.error
+                            if server_session is not None:
+                                body["lsid"] = server_session.session_id
+                                server_session.mark_used(time.monotonic())
+                            if txn_number is not None:
+                                body["txnNumber"] = txn_number
+                            self._add_fields(body, op, session, description, topology)
+                            body["$db"] = op.database
+                            sequences = command.sequences
+                            publisher = self._publisher
+                            publishing = publisher.enabled
+                            started = 0.0
+                            if publishing:
+                                shown = body
+                                if sequences:
+                                    shown = dict(body)
+                                    for identifier, sequence in sequences.items():
+                                        shown[identifier] = sequence.documents
+                                started = time.monotonic()
+                            deadline = csot.current_deadline()
+                            if deadline is not None and math.isinf(deadline):
+                                deadline = None
+                            request_id = 0
+                            sent = True
+                            try:
+                                request_id = await conn.send(
+                                    op.database,
+                                    body,
+                                    document_sequences=sequences,
+                                    codec_options=op.codec_options,
+                                    more_to_come=not acknowledged,
+                                    deadline=deadline,
+                                )
+                                if publishing:
+                                    publisher.started(
+                                        shown,
+                                        op.command_name,
+                                        op.database,
+                                        request_id,
+                                        operation_id,
+                                        server_address,
+                                        conn.id,
+                                        conn.server_connection_id,
+                                        conn.service_id,
+                                    )
+                                if acknowledged:
+                                    reply = await conn.receive(
+                                        codec_options=op.codec_options, check=False, deadline=deadline
+                                    )
+                                else:
+                                    reply = {}
+                            except Exception as exc:
+                                if server_session is not None and isinstance(exc, ConnectionFailure):
+                                    server_session.mark_dirty()
+                                if not request_id:
+                                    # Failed before the message was written: nothing was sent.
+                                    sent = False
+                                elif publishing:
+                                    publisher.failed(
+                                        exc,
+                                        time.monotonic() - started,
+                                        op.command_name,
+                                        op.database,
+                                        request_id,
+                                        operation_id,
+                                        server_address,
+                                        conn.id,
+                                        conn.server_connection_id,
+                                        conn.service_id,
+                                    )
+                                raise
+                            if reply:
+                                self.cluster_clock.advance_from_reply(reply)
+                                if session is not None:
+                                    session._advance_from_reply(reply)
+                                    if session._snapshot and session._snapshot_time is None:
+                                        session._snapshot_time = snapshot_time_from_reply(reply)
+                            ok = reply.get("ok", 1) == 1 if reply else True
+                            if not ok:
+                                error = _command_error(reply, wire_version)
+                                if publishing:
+                                    publisher.failed(
+                                        error,
+                                        time.monotonic() - started,
+                                        op.command_name,
+                                        op.database,
+                                        request_id,
+                                        operation_id,
+                                        server_address,
+                                        conn.id,
+                                        conn.server_connection_id,
+                                        conn.service_id,
+                                    )
+                                if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
+                                    return op.empty_result()
+                                raise error
+                            if publishing:
+                                publisher.succeeded(
+                                    reply if acknowledged else {"ok": 1},
+                                    time.monotonic() - started,
+                                    op.command_name,
+                                    op.database,
+                                    request_id,
+                                    operation_id,
+                                    server_address,
+                                    conn.id,
+                                    conn.server_connection_id,
+                                    conn.service_id,
+                                )
+                            result = op.handle_response(reply, conn)
+                        finally:
+                            pool.check_in(conn)
+                    finally:
+                        server.operation_finished()
+                    if retry_state is not None:
+                        retry_state.on_success()
+                    return result
+                except Exception as exc:
+                    if not isinstance(exc, MongioError) or (
+                        retry_state is not None and exc is _last_error(retry_state)
+                    ):
+                        raise
+                    if conn is not None and server_address is not None and sent:
+                        await topology.handle_application_error(
+                            server_address, exc, generation, service_id=conn.service_id
+                        )
+                    if retry_state is None:
+                        retry_state = RetryState(
+                            self._retryability(op, txn_number),
+                            self._retry_options,
+                            csot=csot.is_enabled(),
+                            sharded=topology.description.topology_type is TopologyType.Sharded,
+                            token_bucket=self._token_bucket,
+                        )
+                    failure = AttemptFailure.from_exception(
+                        exc,
+                        address=server_address,
+                        max_wire_version=wire_version,
+                        from_mongos=from_mongos,
+                        sent=sent,
+                    )
+                    decision = retry_state.on_failure(failure, remaining=csot.remaining())
+                    for label in decision.add_labels:
+                        exc._add_error_label(label)
+                    for label in decision.remove_labels:
+                        exc._remove_error_label(label)
+                    if not decision.retry:
+                        reported = decision.error if decision.error is not None else exc
+                        if reported is exc:
+                            raise
+                        raise reported from None
+                    attempt += 1
+                    deprioritized = decision.deprioritized
+                    if decision.backoff > 0:
+                        await asyncio.sleep(decision.backoff)
+        finally:
+            if implicit is not None:
+                self.release_server_session(implicit)
+
+    def _add_fields(
+        self,
+        body: dict[str, Any],
+        op: Operation[Any],
+        session: ClientSession | None,
+        description: ServerDescription,
+        topology: Topology,
+    ) -> None:
+        cluster_time = self.cluster_clock.cluster_time
+        if session is not None:
+            own = session.cluster_time
+            if own is not None and (cluster_time is None or own["clusterTime"] > cluster_time["clusterTime"]):
+                cluster_time = own
+        if cluster_time is not None and description.max_wire_version >= 6:
+            body["$clusterTime"] = cluster_time
+        if op.takes_read_concern and "readConcern" not in body:
+            read_concern = op.read_concern
+            document = read_concern.document if read_concern is not None else None
+            if session is not None and (session._causal or session._snapshot):
+                document = session_read_concern(
+                    document,
+                    causal_consistency=session._causal,
+                    operation_time=session.operation_time,
+                    snapshot=session._snapshot,
+                    snapshot_time=session._snapshot_time,
+                )
+            if document:
+                body["readConcern"] = document
+        if op.takes_write_concern and "writeConcern" not in body:
+            write_concern = op.write_concern
+            if write_concern is not None and not write_concern.is_server_default:
+                body["writeConcern"] = write_concern.document
+        if "$readPreference" not in body:
+            read_preference = read_preference_document(op, description, topology.description.topology_type)
+            if read_preference is not None:
+                body["$readPreference"] = read_preference
+        if csot.is_enabled() and "maxTimeMS" not in body:
+            max_time_ms = csot.max_time_ms_for(description.min_round_trip_time)
+            if max_time_ms is not None:
+                body["maxTimeMS"] = max_time_ms
+
+    # -- closing -------------------------------------------------------------------------------------------
+
+    async def end_sessions(self, topology: Topology) -> None:
+        """Send ``endSessions`` for every pooled server session (errors ignored), for the client's close()."""
+        from mongio.options.read_preference import PrimaryPreferred
+
+        commands = self.session_pool.end_sessions_commands()
+        if not commands or topology.closed or not topology.opened:
+            return
+        try:
+            server = topology.select_server_nowait(PrimaryPreferred())
+        except MongioError:
+            return
+        if server is None or server.pool is None:
+            return
+        pool: Any = server.pool
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT):
+                conn = await pool.check_out()
+                try:
+                    for command in commands:
+                        command["$db"] = "admin"
+                        await conn.command("admin", command, check=False)
+                finally:
+                    pool.check_in(conn)
+        except (MongioError, OSError, TimeoutError) as exc:
+            _log.debug("endSessions failed while closing the client: %s", exc)
+        finally:
+            server.operation_finished()
+
+
+def _last_error(retry_state: RetryState) -> BaseException | None:
+    reported = retry_state._reported
+    return None if reported is None else reported.error
+
+
+def _command_error(reply: Mapping[str, Any], max_wire_version: int | None) -> OperationFailure:
+    from mongio.connection.connection import check_command_reply
+
+    try:
+        check_command_reply(reply, max_wire_version)
+    except OperationFailure as exc:
+        return exc
+    return OperationFailure(
+        str(reply.get("errmsg", "command failed")), reply.get("code"), reply, max_wire_version
+    )

@@ -1,0 +1,290 @@
+"""MongoClient against the test server: starting lazily, closing, sessions, gossip, events and retries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from mongio.bson.timestamp import Timestamp
+from mongio.client import AsyncMongoClient, MongoClient
+from mongio.errors import (
+    ClientClosedError,
+    DuplicateKeyError,
+    InvalidOperation,
+    OperationFailure,
+)
+from mongio.events.command import (
+    CommandFailedEvent,
+    CommandListener,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
+from mongio.operations.run_command import RunCommand
+
+
+class Recorder(CommandListener):
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.events.append(event)
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        self.events.append(event)
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[Any], name: str | None = None) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind) and (name is None or e.command_name == name)]
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+@pytest.fixture
+async def recorded(server_uri: str) -> AsyncIterator[tuple[MongoClient, Recorder]]:
+    recorder = Recorder()
+    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
+        yield client, recorder
+
+
+async def fail_point(client: MongoClient, mode: Any, data: Mapping[str, Any]) -> None:
+    await client._executor.execute(
+        RunCommand("admin", {"configureFailPoint": "failCommand", "mode": mode, "data": dict(data)})
+    )
+
+
+async def fail_point_off(client: MongoClient) -> None:
+    await fail_point(client, "off", {})
+
+
+async def test_ping_in_async_with(server_uri: str) -> None:
+    async with MongoClient(server_uri) as client:
+        reply = await client.admin.command("ping")
+        assert reply["ok"] == 1
+        reply = await client._executor.execute(RunCommand("admin", "ping"))
+        assert reply["ok"] == 1
+    assert AsyncMongoClient is MongoClient
+
+
+def test_client_made_before_any_loop_runs(server_uri: str) -> None:
+    client = MongoClient(server_uri)  # no running loop here, as at module level
+
+    async def main() -> float:
+        try:
+            reply = await client.admin.command("ping")
+            return float(reply["ok"])
+        finally:
+            await client.close()
+
+    assert asyncio.run(main()) == 1.0
+
+
+async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> None:
+    before = asyncio.all_tasks()
+    client = MongoClient(server_uri)
+    await client.admin.command("ping")
+    assert client._topology is not None
+    started_tasks = client._topology.tasks()
+    assert started_tasks  # the monitor, at least
+    await client.close()
+    assert all(task.done() for task in started_tasks)
+    assert asyncio.all_tasks() - before == set()
+    with pytest.raises(ClientClosedError, match="MongoClient"):
+        await client.admin.command("ping")
+    with pytest.raises(ClientClosedError):
+        client.start_session()
+    await client.close()  # twice is harmless
+
+
+async def test_close_of_a_client_never_used() -> None:
+    client = MongoClient("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100")
+    await client.close()
+    with pytest.raises(ClientClosedError):
+        await client.admin.command("ping")
+
+
+async def test_command_events_have_the_right_fields(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    await client.admin.command("ping")
+    started = recorder.of(CommandStartedEvent, "ping")
+    succeeded = recorder.of(CommandSucceededEvent, "ping")
+    assert len(started) == len(succeeded) == 1
+    s, ok = started[0], succeeded[0]
+    assert s.command["ping"] == 1 and s.command["$db"] == "admin"
+    assert s.database_name == "admin" == ok.database_name
+    assert s.request_id == ok.request_id and s.request_id > 0
+    assert s.operation_id == ok.operation_id
+    assert s.connection_id == ok.connection_id == client.address
+    assert s.server_connection_id is not None and s.server_connection_id == ok.server_connection_id
+    assert ok.reply["ok"] == 1
+    assert ok.duration_micros >= 0
+
+    with pytest.raises(OperationFailure) as info:
+        await client.admin.command({"noSuchCommandHere": 1})
+    failed = recorder.of(CommandFailedEvent, "noSuchCommandHere")
+    assert len(failed) == 1
+    assert failed[0].failure.get("code") == info.value.code
+    assert failed[0].operation_id != s.operation_id
+
+
+async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    try:
+        await client.admin.command({"createUser": "redacted_user", "pwd": "hunter2", "roles": []})
+    except OperationFailure:
+        pass  # a server without user management still shows the redacted started event
+    started = recorder.of(CommandStartedEvent, "createUser")
+    assert started and started[0].command == {}
+    for event in recorder.of(CommandSucceededEvent, "createUser"):
+        assert event.reply == {}
+    for event in recorder.of(CommandFailedEvent, "createUser"):
+        assert event.failure == {}
+    try:
+        await client.admin.command({"dropUser": "redacted_user"})
+    except OperationFailure:
+        pass
+
+
+async def test_implicit_session_sends_lsid_and_returns_it(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    pool = client._executor.session_pool
+    await client.admin.command("ping")
+    await client.admin.command("ping")
+    pings = recorder.of(CommandStartedEvent, "ping")
+    assert "lsid" in pings[0].command and "lsid" in pings[1].command
+    assert pings[0].command["lsid"] == pings[1].command["lsid"]  # the pooled session was reused
+    assert len(pool) == 1
+
+
+async def test_cluster_time_is_gossiped(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    await client.admin.command("ping")
+    first_reply = recorder.of(CommandSucceededEvent, "ping")[0].reply
+    await client.admin.command("ping")
+    second = recorder.of(CommandStartedEvent, "ping")[1]
+    assert "$clusterTime" in first_reply
+    sent = second.command["$clusterTime"]
+    assert sent["clusterTime"] >= first_reply["$clusterTime"]["clusterTime"]
+    assert client._executor.cluster_clock.cluster_time is not None
+
+
+async def test_explicit_session_causal_reads(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    coll = client.test_client_causal.items
+    async with client.start_session() as session:
+        await coll.insert_one({"x": 1}, session=session)
+        assert isinstance(session.operation_time, Timestamp)
+        await coll.find_one({"x": 1}, session=session)
+        find = recorder.of(CommandStartedEvent, "find")[-1]
+        assert find.command["readConcern"]["afterClusterTime"] == session.operation_time
+        insert = recorder.of(CommandStartedEvent, "insert")[-1]
+        assert find.command["lsid"] == insert.command["lsid"] == session.session_id
+    assert session.has_ended
+    with pytest.raises(InvalidOperation, match="ended"):
+        await coll.find_one({}, session=session)
+    await coll.drop()
+
+
+async def test_session_of_another_client_is_refused(server_uri: str) -> None:
+    async with MongoClient(server_uri) as one, MongoClient(server_uri) as other:
+        session = one.start_session()
+        try:
+            with pytest.raises(InvalidOperation, match="another client"):
+                await other.admin.command("ping", session=session)
+            with pytest.raises(InvalidOperation, match="not yet supported"):
+                session.start_transaction()
+        finally:
+            await session.end_session()
+
+
+async def test_retryable_write_after_closed_connection(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    coll = client.test_client_retry.items
+    await coll.drop()
+    await fail_point(client, {"times": 1}, {"failCommands": ["insert"], "closeConnection": True})
+    try:
+        result = await coll.insert_one({"_id": 1})
+    finally:
+        await fail_point_off(client)
+    assert result.inserted_id == 1
+    inserts = recorder.of(CommandStartedEvent, "insert")
+    assert len(inserts) == 2
+    assert inserts[0].command["txnNumber"] == inserts[1].command["txnNumber"]
+    assert inserts[0].command["lsid"] == inserts[1].command["lsid"]
+    assert len(recorder.of(CommandFailedEvent, "insert")) == 1
+    assert await coll.count_documents({}) == 1
+    await coll.drop()
+
+
+async def test_retryable_write_after_retryable_error_code(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    coll = client.test_client_retry_code.items
+    await coll.drop()
+    await fail_point(
+        client,
+        {"times": 1},
+        {"failCommands": ["insert"], "errorCode": 91, "errorLabels": ["RetryableWriteError"]},
+    )
+    try:
+        await coll.insert_one({"_id": 1})
+    finally:
+        await fail_point_off(client)
+    inserts = recorder.of(CommandStartedEvent, "insert")
+    assert len(inserts) == 2
+    failed = recorder.of(CommandFailedEvent, "insert")
+    assert len(failed) == 1 and failed[0].failure["code"] == 91
+    assert await coll.count_documents({}) == 1
+    await coll.drop()
+
+
+async def test_non_retryable_errors_raise_the_right_class(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    coll = client.test_client_errors.items
+    await coll.drop()
+    await coll.insert_one({"_id": 1})
+    recorder.clear()
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 1})
+    assert len(recorder.of(CommandStartedEvent, "insert")) == 1  # not retried
+
+    await fail_point(client, {"times": 1}, {"failCommands": ["find"], "errorCode": 2})
+    try:
+        with pytest.raises(OperationFailure) as info:
+            await coll.find_one({})
+    finally:
+        await fail_point_off(client)
+    assert info.value.code == 2
+    assert len(recorder.of(CommandStartedEvent, "find")) == 1
+    await coll.drop()
+
+
+async def test_no_task_per_operation(server_uri: str) -> None:
+    async with MongoClient(server_uri) as client:
+        await client.admin.command("ping")
+        before = len(asyncio.all_tasks())
+        most = before
+        for _ in range(1000):
+            await client.admin.command("ping")
+            most = max(most, len(asyncio.all_tasks()))
+        assert most == before
+        assert len(asyncio.all_tasks()) == before
+
+
+async def test_client_helpers(server_uri: str) -> None:
+    async with MongoClient(server_uri) as client:
+        await client.test_client_helpers.items.insert_one({"x": 1})
+        assert "test_client_helpers" in await client.list_database_names()
+        cursor = await client.list_databases()
+        names = [doc["name"] async for doc in cursor]
+        assert "test_client_helpers" in names
+        info = await client.server_info()
+        assert "version" in info
+        assert client.address is not None and client.is_primary
+        await client.drop_database("test_client_helpers")
+        assert "test_client_helpers" not in await client.list_database_names()
+        assert client["x"].name == client.get_database("x").name == "x"

@@ -1,0 +1,268 @@
+"""The executor without a server: the $readPreference rules, and what an attempt leaves behind however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mongio.bson.int64 import Int64
+from mongio.errors import AutoReconnect, ClientClosedError, OperationFailure
+from mongio.events.command import CommandPublisher
+from mongio.execution.executor import Executor, read_preference_document
+from mongio.execution.retry_policy import RetryOptions
+from mongio.operations.base import Command, ConnectionContext, Operation, Retryability
+from mongio.operations.run_command import RunCommand
+from mongio.options.read_preference import (
+    Nearest,
+    Primary,
+    PrimaryPreferred,
+    Secondary,
+    SecondaryPreferred,
+)
+from mongio.topology.server_description import ServerDescription
+from mongio.topology.topology_type import TopologyType
+
+ADDRESS = ("db.example", 27017)
+PRIMARY_HELLO = {
+    "ok": 1,
+    "isWritablePrimary": True,
+    "setName": "rs",
+    "hosts": ["db.example:27017"],
+    "maxWireVersion": 21,
+    "logicalSessionTimeoutMinutes": 30,
+}
+SECONDARY_HELLO = {**PRIMARY_HELLO, "isWritablePrimary": False, "secondary": True}
+MONGOS_HELLO = {"ok": 1, "msg": "isdbgrid", "maxWireVersion": 21, "logicalSessionTimeoutMinutes": 30}
+STANDALONE_HELLO = {
+    "ok": 1,
+    "isWritablePrimary": True,
+    "maxWireVersion": 21,
+    "logicalSessionTimeoutMinutes": 30,
+}
+
+
+def read_op(read_preference: Any) -> RunCommand:
+    return RunCommand("db", "count", read_preference=read_preference)
+
+
+# -- $readPreference ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("read_preference", "expected"),
+    [
+        (None, None),
+        (Primary(), None),
+        (SecondaryPreferred(), None),
+        (SecondaryPreferred(tag_sets=[{"dc": "ny"}]), {"mode": "secondaryPreferred", "tags": [{"dc": "ny"}]}),
+        (SecondaryPreferred(max_staleness=120), {"mode": "secondaryPreferred", "maxStalenessSeconds": 120}),
+        (Secondary(), {"mode": "secondary"}),
+        (PrimaryPreferred(), {"mode": "primaryPreferred"}),
+        (Nearest(), {"mode": "nearest"}),
+    ],
+)
+def test_read_preference_for_mongos(read_preference: Any, expected: Any) -> None:
+    mongos = ServerDescription(ADDRESS, MONGOS_HELLO)
+    for topology_type in (TopologyType.Sharded, TopologyType.Single):
+        assert read_preference_document(read_op(read_preference), mongos, topology_type) == expected
+
+
+def test_read_preference_for_a_direct_connection() -> None:
+    secondary = ServerDescription(ADDRESS, SECONDARY_HELLO)
+    single = TopologyType.Single
+    assert read_preference_document(read_op(None), secondary, single) == {"mode": "primaryPreferred"}
+    assert read_preference_document(read_op(Primary()), secondary, single) == {"mode": "primaryPreferred"}
+    assert read_preference_document(read_op(Secondary()), secondary, single) == {"mode": "secondary"}
+    standalone = ServerDescription(ADDRESS, STANDALONE_HELLO)
+    assert read_preference_document(read_op(Secondary()), standalone, single) is None
+
+
+def test_read_preference_for_a_replica_set() -> None:
+    primary = ServerDescription(ADDRESS, PRIMARY_HELLO)
+    rs = TopologyType.ReplicaSetWithPrimary
+    assert read_preference_document(read_op(None), primary, rs) is None
+    assert read_preference_document(read_op(Primary()), primary, rs) is None
+    assert read_preference_document(read_op(Nearest()), primary, rs) == {"mode": "nearest"}
+
+
+def test_writes_carry_no_read_preference() -> None:
+    class Write(RunCommand):
+        takes_write_concern = True
+
+    mongos = ServerDescription(ADDRESS, MONGOS_HELLO)
+    op = Write("db", "insert", read_preference=Secondary())
+    assert read_preference_document(op, mongos, TopologyType.Sharded) is None
+
+
+# -- attempts with fakes ----------------------------------------------------------------------------------------
+
+
+class FakeConnection:
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = replies
+        self.sent: list[dict[str, Any]] = []
+        self.generation = 0
+        self.max_wire_version = 21
+        self.max_bson_size = 16 * 1024 * 1024
+        self.max_message_size = 48_000_000
+        self.max_write_batch_size = 100_000
+        self.id = 1
+        self.server_connection_id = 9
+        self.service_id = None
+        self.address = ADDRESS
+
+    async def send(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
+        self.sent.append(dict(body))
+        return len(self.sent)
+
+    async def receive(self, **kwargs: Any) -> dict[str, Any]:
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        if reply == "block":
+            await asyncio.Event().wait()
+        assert isinstance(reply, dict)
+        return reply
+
+
+class FakePool:
+    def __init__(self, conn: FakeConnection) -> None:
+        self.conn = conn
+        self.checked_out = 0
+        self.checked_in = 0
+
+    async def check_out(self, max_wait: float | None = None) -> FakeConnection:
+        self.checked_out += 1
+        return self.conn
+
+    def check_in(self, conn: FakeConnection) -> None:
+        self.checked_in += 1
+
+
+class FakeServer:
+    def __init__(self, pool: FakePool, description: ServerDescription) -> None:
+        self.address = ADDRESS
+        self.pool = pool
+        self.description = description
+        self.operation_count = 0
+
+    def operation_finished(self) -> None:
+        self.operation_count -= 1
+
+
+class FakeTopology:
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.closed = False
+        self.errors: list[BaseException] = []
+        self.description = SimpleNamespace(
+            logical_session_timeout_minutes=30,
+            topology_type=TopologyType.ReplicaSetWithPrimary,
+            common_wire_version=21,
+        )
+        self.settings = SimpleNamespace(load_balanced=False)
+
+    def select_server_nowait(self, *args: Any, **kwargs: Any) -> FakeServer:
+        self.server.operation_count += 1
+        return self.server
+
+    async def handle_application_error(
+        self, address: Any, error: BaseException, generation: int, **kw: Any
+    ) -> None:
+        self.errors.append(error)
+
+
+class FakeClient:
+    def __init__(self, topology: FakeTopology) -> None:
+        self.topology = topology
+
+    async def _open_topology(self) -> Any:
+        if self.topology.closed:
+            raise ClientClosedError("closed")
+        return self.topology
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError("closed")
+
+
+class InsertOne(Operation[int]):
+    command_name = "insert"
+    retryability = Retryability.WRITE
+    takes_write_concern = True
+
+    def build(self, context: ConnectionContext) -> Command:
+        return Command({"insert": "c", "documents": [{"_id": 1}]})
+
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:
+        return int(reply["n"])
+
+
+def make(replies: list[Any]) -> tuple[Executor, FakeTopology, FakePool, FakeConnection]:
+    conn = FakeConnection(replies)
+    pool = FakePool(conn)
+    topology = FakeTopology(FakeServer(pool, ServerDescription(ADDRESS, PRIMARY_HELLO)))
+    executor = Executor(
+        FakeClient(topology),
+        retry_options=RetryOptions(),
+        publisher=CommandPublisher(),
+    )
+    executor.attach(topology)  # type: ignore[arg-type]
+    return executor, topology, pool, conn
+
+
+async def test_retryable_write_is_retried_with_the_same_transaction_number() -> None:
+    executor, topology, pool, conn = make([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    assert await executor.execute(InsertOne("db")) == 1
+    first, second = conn.sent
+    assert first["txnNumber"] == second["txnNumber"] == Int64(1)
+    assert first["lsid"] == second["lsid"]
+    assert first["$db"] == "db"
+    assert pool.checked_out == pool.checked_in == 2
+    assert topology.server.operation_count == 0
+    assert len(topology.errors) == 1  # the network error was reported to the topology
+    # The session that saw a network error is dirty and never pooled again.
+    assert len(executor.session_pool) == 0
+
+
+async def test_cancellation_checks_the_connection_in_and_returns_the_session() -> None:
+    executor, topology, pool, _ = make(["block"])
+    task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.checked_out == pool.checked_in == 1
+    assert topology.server.operation_count == 0
+    assert len(executor.session_pool) == 1
+
+
+async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
+    reply = {"ok": 0, "errmsg": "bad value", "code": 2, "codeName": "BadValue"}
+    executor, _, pool, conn = make([reply])
+    with pytest.raises(OperationFailure) as info:
+        await executor.execute(RunCommand("db", "ping"))
+    assert info.value.code == 2
+    assert len(conn.sent) == 1
+    assert pool.checked_in == 1
+    assert len(executor.session_pool) == 1
+
+
+async def test_cluster_time_from_a_reply_is_sent_next() -> None:
+    from mongio.bson.timestamp import Timestamp
+
+    cluster_time = {"clusterTime": Timestamp(100, 1), "signature": {"keyId": Int64(0)}}
+    executor, _, _, conn = make([{"ok": 1, "$clusterTime": cluster_time}, {"ok": 1}])
+    await executor.execute(RunCommand("db", "ping"))
+    await executor.execute(RunCommand("db", "ping"))
+    assert "$clusterTime" not in conn.sent[0]
+    assert conn.sent[1]["$clusterTime"] == cluster_time
+
+
+async def test_closed_topology_raises() -> None:
+    executor, topology, _, _ = make([])
+    topology.closed = True
+    with pytest.raises(ClientClosedError):
+        await executor.execute(RunCommand("db", "ping"))
