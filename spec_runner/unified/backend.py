@@ -45,6 +45,7 @@ class DriverGap(NotImplementedError):
 
 _SIGNATURE_MISMATCH = re.compile(
     r"unexpected keyword argument|positional argument|required (?:keyword-only |positional )?argument"
+    r"|object is not callable"
 )
 
 
@@ -573,6 +574,9 @@ class MongioBackend:
         listeners: list[Any] = [recorder] if (observe or stored) else []
         client = mongo_client(self.uri, event_listeners=listeners, **kwargs)
         entity = context.entities.add(description.id, EntityKind.CLIENT, client, events=store)
+        # Monitoring starts now, as a client made outside the test would have started before its first
+        # operation (tests wait for SDAM events without running anything).
+        await api_call(client.aconnect)
         if logs is not None:
             entity.extras["logs"] = logs
             entity.extras["log_recorder"] = log_recorder

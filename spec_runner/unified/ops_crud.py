@@ -347,7 +347,6 @@ async def find_one_and_update(call: OperationCall) -> Any:
 FIND_OPTIONAL = (
     "session",
     "comment",
-    "filter",
     "projection",
     "sort",
     "skip",
@@ -386,18 +385,20 @@ def find_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-@operation("find", object="collection", optional=FIND_OPTIONAL, result=ResultShape.DOCUMENTS)
+@operation(
+    "find", object="collection", required=("filter",), optional=FIND_OPTIONAL, result=ResultShape.DOCUMENTS
+)
 async def find(call: OperationCall) -> Any:
     arguments = find_arguments(call.arguments)
-    filter_ = arguments.pop("filter", {})
+    filter_ = arguments.pop("filter")
     cursor = await api_call(call.target.find, filter_, **arguments)
     return await read_all(cursor)
 
 
-@operation("findOne", object="collection", optional=FIND_OPTIONAL)
+@operation("findOne", object="collection", required=("filter",), optional=FIND_OPTIONAL)
 async def find_one(call: OperationCall) -> Any:
     arguments = find_arguments(call.arguments)
-    filter_ = arguments.pop("filter", {})
+    filter_ = arguments.pop("filter")
     result = await api_call(call.target.find_one, filter_, **arguments)
     return MISSING if result is None else as_document(result)
 

@@ -14,10 +14,16 @@ from spec_runner.unified.ops_crud import FIND_OPTIONAL, as_document, driver_argu
 _CURSORS = ("findCursor", "commandCursor", "changeStream")
 
 
-@operation("createFindCursor", object="collection", optional=FIND_OPTIONAL, saves_as=EntityKind.FIND_CURSOR)
+@operation(
+    "createFindCursor",
+    object="collection",
+    required=("filter",),
+    optional=FIND_OPTIONAL,
+    saves_as=EntityKind.FIND_CURSOR,
+)
 async def create_find_cursor(call: OperationCall) -> Any:
     arguments = find_arguments(call.arguments)
-    filter_ = arguments.pop("filter", {})
+    filter_ = arguments.pop("filter")
     cursor = await api_call(call.target.find, filter_, **arguments)
     await cursor  # the find runs now, as the format requires; the cursor holds its first batch
     return cursor

@@ -51,7 +51,7 @@ async def fail_point(call: OperationCall) -> Any:
 
 @operation("targetedFailPoint", object=TEST_RUNNER, required=("session", "failPoint"))
 async def targeted_fail_point(call: OperationCall) -> Any:
-    session = call.entities.session(call.arguments["session"])
+    session = call.arguments["session"]
     pinned = getattr(session, "_pinned_address", None)
     if pinned is None and _backend(call).facts.topology == "sharded":
         raise MatchError("targetedFailPoint", "the session is not pinned to a mongos")
@@ -86,7 +86,7 @@ def transaction_state(session: Any) -> str:
 
 @operation("assertSessionTransactionState", object=TEST_RUNNER, required=("session", "state"))
 async def assert_session_transaction_state(call: OperationCall) -> Any:
-    session = call.entities.session(call.arguments["session"])
+    session = call.arguments["session"]
     actual = transaction_state(session)
     if actual != call.arguments["state"]:
         raise MatchError("assertSessionTransactionState", f"expected {call.arguments['state']}, got {actual}")
@@ -103,14 +103,14 @@ def _pinned(session: Any) -> bool:
 
 @operation("assertSessionPinned", object=TEST_RUNNER, required=("session",))
 async def assert_session_pinned(call: OperationCall) -> Any:
-    if not _pinned(call.entities.session(call.arguments["session"])):
+    if not _pinned(call.arguments["session"]):
         raise MatchError("assertSessionPinned", "the session is not pinned")
     return MISSING
 
 
 @operation("assertSessionUnpinned", object=TEST_RUNNER, required=("session",))
 async def assert_session_unpinned(call: OperationCall) -> Any:
-    if _pinned(call.entities.session(call.arguments["session"])):
+    if _pinned(call.arguments["session"]):
         raise MatchError("assertSessionUnpinned", "the session is pinned")
     return MISSING
 
@@ -124,14 +124,14 @@ def _dirty(session: Any) -> bool:
 
 @operation("assertSessionDirty", object=TEST_RUNNER, required=("session",))
 async def assert_session_dirty(call: OperationCall) -> Any:
-    if not _dirty(call.entities.session(call.arguments["session"])):
+    if not _dirty(call.arguments["session"]):
         raise MatchError("assertSessionDirty", "the session's server session is not marked dirty")
     return MISSING
 
 
 @operation("assertSessionNotDirty", object=TEST_RUNNER, required=("session",))
 async def assert_session_not_dirty(call: OperationCall) -> Any:
-    if _dirty(call.entities.session(call.arguments["session"])):
+    if _dirty(call.arguments["session"]):
         raise MatchError("assertSessionNotDirty", "the session's server session is marked dirty")
     return MISSING
 
