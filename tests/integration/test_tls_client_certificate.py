@@ -217,11 +217,6 @@ async def test_a_refused_certificate_under_tls_1_2_is_not_taken_for_overload(
     assert not any(caught.value.has_error_label(label) for label in OVERLOAD_LABELS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under TLS 1.3 the server's certificate alert arrives while the hello's reply is read, and the "
-    "handshake labels every AutoReconnect on the hello as overload, this TLS alert included",
-)
 async def test_a_refused_certificate_under_tls_1_3_is_not_taken_for_overload(
     server_port: int, pki: dict[str, str]
 ) -> None:
@@ -278,11 +273,6 @@ except ConfigurationError as exc:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="without tlsCertificateKeyFilePassword, load_cert_chain falls back to OpenSSL's pass phrase "
-    "prompt, which reads the terminal (blocking the event loop) instead of failing at once",
-)
 def test_an_encrypted_client_key_without_a_password_fails_without_prompting(pki: dict[str, str]) -> None:
     # In a child process with no terminal and an empty stdin, so a prompt cannot hang the test run.
     result = subprocess.run(

@@ -23,7 +23,7 @@ from mongio.connection.handshake import (
     ServerApiLike,
     build_hello,
 )
-from mongio.connection.transport import Address
+from mongio.connection.transport import Address, may_be_overload
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
@@ -78,10 +78,12 @@ async def handshake(
     try:
         reply = await conn.command("admin", command, compress=False, deadline=deadline)
     except AutoReconnect as exc:
-        # A network error or timeout on the hello may be the server shedding load (CMAP backpressure);
-        # errors during authentication below are not labelled.
-        for label in OVERLOAD_LABELS:
-            exc._add_error_label(label)
+        # A network error or timeout on the hello may be the server shedding load (CMAP backpressure), unless
+        # it is a TLS verdict arriving late (TLS 1.3 sends certificate alerts after the handshake); errors
+        # during authentication below are not labelled.
+        if may_be_overload(exc):
+            for label in OVERLOAD_LABELS:
+                exc._add_error_label(label)
         raise
     hello = HelloResponse.from_document(reply)
     if settings.load_balanced and hello.service_id is None:

@@ -72,7 +72,9 @@ class MessageProtocol(asyncio.BufferedProtocol):
         error = self._lost_error
         if isinstance(error, ConnectionFailure):
             return type(error)(str(error))
-        return AutoReconnect(f"connection to {self.address} closed: {self._lost_reason}")
+        lost = AutoReconnect(f"connection to {self.address} closed: {self._lost_reason}")
+        lost.__cause__ = error  # e.g. the TLS alert that ended it, which decides the error's labels
+        return lost
 
     # -- asyncio.BufferedProtocol ---------------------------------------------------------------------------
 

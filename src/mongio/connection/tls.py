@@ -50,9 +50,9 @@ def create_ssl_context(options: TLSOptions) -> ssl.SSLContext:
             context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     if options.certificate_key_file is not None:
         try:
-            context.load_cert_chain(
-                options.certificate_key_file, password=options.certificate_key_file_password
-            )
+            # A callable, never None: without a password OpenSSL would prompt on the terminal, blocking.
+            password = options.certificate_key_file_password or ""
+            context.load_cert_chain(options.certificate_key_file, password=lambda: password)
         except (OSError, ssl.SSLError) as exc:
             raise ConfigurationError(
                 f"tlsCertificateKeyFile {options.certificate_key_file!r} cannot be loaded "

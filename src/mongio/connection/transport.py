@@ -33,6 +33,21 @@ def format_address(address: Address) -> str:
     return f"{host}:{port if port is not None else DEFAULT_PORT}"
 
 
+TLS_IO_ERRORS = (ssl.SSLEOFError, ssl.SSLSyscallError, ssl.SSLZeroReturnError)
+"""TLS errors that are I/O failures (a connection cut short), which an overloaded server can cause; other
+``ssl.SSLError`` s are the peers' verdicts (a certificate refused, no common protocol), which it cannot."""
+
+
+def may_be_overload(error: BaseException) -> bool:
+    """False when ``error`` was caused by a TLS verdict rather than by I/O (CMAP backpressure labels)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError) and not isinstance(cause, TLS_IO_ERRORS):
+            return False
+        cause = cause.__cause__
+    return True
+
+
 class _ResolutionError(OSError):
     """A host name that does not resolve: never a sign of an overloaded server."""
 
@@ -76,9 +91,9 @@ async def open_transport(
     except ssl.SSLCertVerificationError as exc:
         raise AutoReconnect(f"TLS certificate of {name} rejected: {exc.verify_message or exc}") from exc
     except ssl.SSLError as exc:
-        io_failure = isinstance(exc, ssl.SSLEOFError | ssl.SSLSyscallError | ssl.SSLZeroReturnError)
         raise AutoReconnect(
-            f"TLS handshake with {name} failed: {exc}", error_labels=OVERLOAD_LABELS if io_failure else None
+            f"TLS handshake with {name} failed: {exc}",
+            error_labels=OVERLOAD_LABELS if may_be_overload(exc) else None,
         ) from exc
     except (OSError, EOFError) as exc:
         raise AutoReconnect(f"cannot connect to {name}: {exc}", error_labels=OVERLOAD_LABELS) from exc
