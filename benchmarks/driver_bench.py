@@ -1,0 +1,374 @@
+"""Driver benchmarks: mongio against PyMongo's AsyncMongoClient and Motor, in one run.
+
+    .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
+        [--drivers pymongo,motor,mongio,mongio-uvloop] [--quick] [--json FILE] [--fresh-server-per-task]
+
+For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
+(it slows down as retryable-write records pile up, so no driver inherits another's) and the driver's
+workloads (:mod:`benchmarks.driver_workload`) run against it in a Python process of their own. Server
+start-up and process start-up fall outside the measurements; the workload process times only its timed
+loops.
+
+Each round gives, per task and driver, the median over that round's timed iterations of the wall time and
+of the client process's CPU time per operation (``time.process_time()``, all threads of the client). The
+table shows the median of those round values with their min and max, and the ratio of each median to
+PyMongo async's. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
+reported as skipped, with the reason, instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.driver_workload import DRIVERS, TASKS, extract_data, parse_tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = "pymongo"
+WORKLOAD_TIMEOUT = 1800.0
+
+# The issue's targets for mongio, as ratios to PyMongo async: client CPU per operation at most 0.6x on the
+# single-operation tasks, and the 200-task concurrency workload at least as fast (wall time at most 1x).
+CPU_TARGETS = {"run_command": 0.6, "find_one_by_id": 0.6, "small_insert_one": 0.6}
+WALL_TARGETS = {"concurrency_200x50": 1.0}
+
+
+def rotation(drivers: Sequence[str], round_index: int) -> list[str]:
+    """The drivers' order in round ``round_index``: the list rotated left by the round number."""
+    if not drivers:
+        return []
+    shift = round_index % len(drivers)
+    return [*drivers[shift:], *drivers[:shift]]
+
+
+def round_value(samples: dict[str, Any]) -> tuple[float, float]:
+    """One round's (wall, CPU) seconds per operation: the medians over its timed iterations."""
+    ops = samples["ops"]
+    wall = statistics.median(seconds / ops for seconds in samples["wall"])
+    cpu = statistics.median(seconds / ops for seconds in samples["cpu"])
+    return wall, cpu
+
+
+@dataclass
+class Summary:
+    """Per task and driver, over rounds: median, min and max of the per-round values (seconds per op)."""
+
+    task: str
+    driver: str
+    unit: str
+    rounds: int
+    wall_median: float
+    wall_min: float
+    wall_max: float
+    cpu_median: float
+    cpu_min: float
+    cpu_max: float
+    wall_ratio: float | None = None
+    cpu_ratio: float | None = None
+
+
+def summarize(
+    per_round: dict[str, dict[str, list[tuple[float, float]]]], units: dict[str, str]
+) -> list[Summary]:
+    """Summaries in task order, then driver order, with ratios to the baseline where it has numbers.
+
+    ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round.
+    """
+    summaries: list[Summary] = []
+    for task, by_driver in per_round.items():
+        rows: dict[str, Summary] = {}
+        for driver, values in by_driver.items():
+            if not values:
+                continue
+            walls = [wall for wall, _ in values]
+            cpus = [cpu for _, cpu in values]
+            rows[driver] = Summary(
+                task=task,
+                driver=driver,
+                unit=units.get(task, "op"),
+                rounds=len(values),
+                wall_median=statistics.median(walls),
+                wall_min=min(walls),
+                wall_max=max(walls),
+                cpu_median=statistics.median(cpus),
+                cpu_min=min(cpus),
+                cpu_max=max(cpus),
+            )
+        baseline = rows.get(BASELINE)
+        for row in rows.values():
+            if baseline is not None:
+                row.wall_ratio = row.wall_median / baseline.wall_median if baseline.wall_median else None
+                row.cpu_ratio = row.cpu_median / baseline.cpu_median if baseline.cpu_median else None
+            summaries.append(row)
+    return summaries
+
+
+def _micros(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def format_table(summaries: Sequence[Summary]) -> str:
+    """A plain-text table: µs per operation (median and min-max over rounds), throughput, ratios."""
+    header = (
+        "task",
+        "driver",
+        "per",
+        "rounds",
+        "wall µs (median)",
+        "wall min-max",
+        "CPU µs (median)",
+        "CPU min-max",
+        "ops/s",
+        "wall ratio",
+        "CPU ratio",
+    )
+    lines: list[tuple[str, ...]] = [header]
+    for row in summaries:
+        lines.append(
+            (
+                row.task,
+                row.driver,
+                row.unit,
+                str(row.rounds),
+                _micros(row.wall_median),
+                f"{_micros(row.wall_min)}-{_micros(row.wall_max)}",
+                _micros(row.cpu_median),
+                f"{_micros(row.cpu_min)}-{_micros(row.cpu_max)}",
+                f"{1 / row.wall_median:,.0f}" if row.wall_median else "-",
+                _ratio(row.wall_ratio),
+                _ratio(row.cpu_ratio),
+            )
+        )
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    left_aligned = {0, 1, 2}
+    rendered = []
+    for index, line in enumerate(lines):
+        cells = [
+            cell.ljust(width) if column in left_aligned else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        rendered.append("  ".join(cells).rstrip())
+        if index == 0:
+            rendered.append("  ".join("-" * width for width in widths))
+    return "\n".join(rendered)
+
+
+def check_targets(summaries: Sequence[Summary]) -> list[str]:
+    """One line per mongio driver and target: the measured ratio to PyMongo async, and whether it is met."""
+    lines = []
+    for row in summaries:
+        if not row.driver.startswith("mongio"):
+            continue
+        if row.task in CPU_TARGETS and row.cpu_ratio is not None:
+            limit = CPU_TARGETS[row.task]
+            verdict = "met" if row.cpu_ratio <= limit else "NOT met"
+            lines.append(
+                f"{row.driver} {row.task}: CPU/op {row.cpu_ratio:.2f}x PyMongo async (target <= {limit}x): {verdict}"
+            )
+        if row.task in WALL_TARGETS and row.wall_ratio is not None:
+            limit = WALL_TARGETS[row.task]
+            verdict = "met" if row.wall_ratio <= limit else "NOT met"
+            throughput = 1 / row.wall_ratio if row.wall_ratio else float("inf")
+            lines.append(
+                f"{row.driver} {row.task}: throughput {throughput:.2f}x PyMongo async (target >= {1 / limit:.1f}x): {verdict}"
+            )
+    return lines
+
+
+@dataclass
+class Run:
+    """Everything one benchmark run collected, for the table and the JSON file."""
+
+    drivers: list[str]
+    tasks: list[str]
+    rounds: int
+    quick: bool
+    fresh_server_per_task: bool = False
+    per_round: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    raw: list[dict[str, Any]] = field(default_factory=list)
+    orders: list[list[str]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def run_workload(driver: str, uri: str, tasks: Sequence[str], quick: bool, data_dir: Path) -> dict[str, Any]:
+    """One workload process for ``driver`` against ``uri``; its JSON result (or an ``error`` entry)."""
+    argv = [
+        sys.executable, "-m", "benchmarks.driver_workload",
+        "--driver", driver,
+        "--uri", uri,
+        "--tasks", ",".join(tasks),
+        "--data", str(data_dir),
+    ]  # fmt: skip
+    if quick:
+        argv.append("--quick")
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    try:
+        completed = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=WORKLOAD_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"driver": driver, "error": f"workload did not finish within {WORKLOAD_TIMEOUT:.0f}s"}
+    output = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not output:
+        tail = "\n".join(completed.stderr.strip().splitlines()[-15:])
+        return {"driver": driver, "error": f"workload exited with {completed.returncode}:\n{tail}"}
+    result: dict[str, Any] = json.loads(output[-1])
+    if result.get("errors"):
+        result["stderr_tail"] = "\n".join(completed.stderr.strip().splitlines()[-15:])
+    return result
+
+
+def start_server() -> Any:
+    from spec_runner.server import TestServer
+
+    return TestServer().start()
+
+
+def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
+    """Run every round, driver and (group of) tasks, filling ``run`` as results come in."""
+    for task in run.tasks:
+        run.per_round[task] = {driver: [] for driver in run.drivers}
+    task_groups = [[task] for task in run.tasks] if run.fresh_server_per_task else [run.tasks]
+    for round_index in range(run.rounds):
+        order = rotation(run.drivers, round_index)
+        run.orders.append(order)
+        print(f"round {round_index + 1}/{run.rounds}: {', '.join(order)}", file=log, flush=True)
+        for driver in order:
+            if driver in run.skipped:
+                continue
+            for group in task_groups:
+                server = start_server()
+                try:
+                    result = run_workload(driver, server.uri, group, run.quick, data_dir)
+                finally:
+                    server.stop()
+                result["round"] = round_index
+                run.raw.append(result)
+                if "skipped" in result:
+                    run.skipped[driver] = result["skipped"]
+                    print(f"  {driver}: skipped: {result['skipped']}", file=log, flush=True)
+                    break
+                if "error" in result:
+                    run.errors.append(f"round {round_index + 1} {driver}: {result['error']}")
+                    print(f"  {driver}: {result['error']}", file=log, flush=True)
+                    continue
+                if "version" in result:
+                    run.versions[driver] = f"{result['version']} ({result.get('loop', 'asyncio')})"
+                for task, message in result.get("errors", {}).items():
+                    run.errors.append(f"round {round_index + 1} {driver} {task}: {message}")
+                    print(f"  {driver} {task}: failed: {message}", file=log, flush=True)
+                for task, samples in result.get("results", {}).items():
+                    wall, cpu = round_value(samples)
+                    run.per_round[task][driver].append((wall, cpu))
+                    print(
+                        f"  {driver} {task}: {wall * 1e6:,.1f} µs wall, {cpu * 1e6:,.1f} µs CPU per {samples['unit']}",
+                        file=log,
+                        flush=True,
+                    )
+
+
+def report(run: Run) -> tuple[str, list[Summary]]:
+    summaries = summarize(run.per_round, {name: spec.unit for name, spec in TASKS.items()})
+    parts = [
+        f"Driver benchmarks: {run.rounds} round(s){' (quick)' if run.quick else ''}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPU(s), a fresh SecantusDB per {'task, driver' if run.fresh_server_per_task else 'driver'} and round",
+        "Drivers: " + ", ".join(f"{driver} {version}" for driver, version in run.versions.items()),
+        "",
+        format_table(summaries),
+    ]
+    targets = check_targets(summaries)
+    if targets:
+        parts += ["", "Targets (mongio against PyMongo async):", *(f"  {line}" for line in targets)]
+    if run.skipped:
+        parts += ["", *(f"{driver}: {reason}" for driver, reason in run.skipped.items())]
+    if run.errors:
+        parts += ["", "Errors:", *(f"  {line}" for line in run.errors)]
+    return "\n".join(parts), summaries
+
+
+def _split(text: str | None, allowed: Sequence[str], what: str) -> list[str]:
+    if not text:
+        return list(allowed)
+    wanted = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in allowed]
+    if unknown:
+        raise SystemExit(f"unknown {what} {unknown}; choose from {', '.join(allowed)}")
+    return wanted
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per driver (default 5; 2 with --quick)")
+    parser.add_argument("--tasks", help=f"comma-separated subset of: {', '.join(TASKS)}")
+    parser.add_argument("--drivers", help=f"comma-separated subset of: {', '.join(DRIVERS)}")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few operations, 2 rounds")
+    parser.add_argument("--json", type=Path, help="write the per-round numbers and the summary to this file")
+    parser.add_argument(
+        "--fresh-server-per-task",
+        action="store_true",
+        help="a fresh server for every task, not only per driver",
+    )
+    args = parser.parse_args(argv)
+    rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
+    if rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
+    run = Run(
+        drivers=_split(args.drivers, DRIVERS, "driver(s)"),
+        tasks=parse_tasks(args.tasks),
+        rounds=rounds,
+        quick=args.quick,
+        fresh_server_per_task=args.fresh_server_per_task,
+    )
+    with tempfile.TemporaryDirectory(prefix="mongio-bench-data-") as data:
+        extract_data(Path(data))
+        execute(run, Path(data))
+    text, summaries = report(run)
+    print(text)
+    if args.json is not None:
+        document = {
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "rounds": run.rounds,
+            "quick": run.quick,
+            "fresh_server_per_task": args.fresh_server_per_task,
+            "orders": run.orders,
+            "versions": run.versions,
+            "skipped": run.skipped,
+            "errors": run.errors,
+            "summary": [vars(row) for row in summaries],
+            "rounds_raw": run.raw,
+        }
+        args.json.write_text(json.dumps(document, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""One driver's side of the driver benchmarks: run the workloads against a server, print JSON results.
+
+Started by :mod:`benchmarks.driver_bench` in a process of its own for each round and driver, so that
+``time.process_time()`` here measures the client alone::
+
+    .venv/bin/python -m benchmarks.driver_workload --driver pymongo --uri mongodb://127.0.0.1:PORT/ \
+        [--tasks run_command,find_one_by_id] [--quick] [--data DIR]
+
+The workloads follow the driver performance benchmarking specification (single- and multi-document
+tasks, with fewer operations per iteration so that a full comparison fits in minutes against the test
+server) plus a concurrency workload: 200 tasks, each doing 50 ``find_one`` by ``_id``. They are written
+once against the API the drivers share (``await coll.insert_one(doc)``, ``await coll.find_one(...)``,
+``await db.command(...)``, ``async for`` over a cursor, ``await coll.insert_many(docs)``); each driver
+only supplies a client.
+
+Each task runs untimed warm-up iterations first, then timed ones. Wall time (``perf_counter``) and the
+process's CPU time (``process_time``, all threads) are taken around the timed loop only: collection resets
+and document copies happen before the clock starts. The result, one JSON object on stdout, holds every
+timed iteration's wall and CPU seconds and its operation count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = Path(os.environ.get("MONGIO_SPECS", ROOT.parent / "shared" / "specifications" / "source"))
+ARCHIVE = SPECS / "benchmarking" / "data" / "single_and_multi_document.tgz"
+DATA_FILES = ("small_doc.json", "tweet.json", "large_doc.json")
+
+DRIVERS = ("pymongo", "motor", "mongio", "mongio-uvloop")
+DATABASE = "perftest"
+COLLECTION = "corpus"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How much work one task does: ``ops`` counted operations per iteration (``unit`` says what an
+    operation is), after ``warmup`` untimed iterations (of ``warmup_ops`` operations when set), over
+    ``iterations`` timed ones; ``--quick`` uses ``quick_ops`` and ``quick_iterations`` instead."""
+
+    name: str
+    unit: str
+    ops: int
+    iterations: int
+    warmup: int
+    quick_ops: int
+    quick_iterations: int
+    warmup_ops: int | None = None
+
+
+# The order matters: small_insert_one leaves thousands of retryable-write records behind, which slow the
+# test server down, so it runs last in each process. The spec's 10,000 operations per iteration become
+# 1,000 for the one-at-a-time tasks; the multi-document tasks keep the spec's sizes.
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec("run_command", "op", 1000, 4, 1, 100, 2),
+        TaskSpec("find_one_by_id", "op", 1000, 4, 1, 100, 2),
+        TaskSpec("find_many", "doc", 10_000, 4, 1, 1000, 2),
+        TaskSpec("concurrency_200x50", "op", 10_000, 2, 1, 1000, 1, warmup_ops=1000),
+        TaskSpec("large_insert_one", "op", 10, 3, 1, 2, 2),
+        TaskSpec("small_bulk_insert", "doc", 10_000, 4, 1, 1000, 2),
+        TaskSpec("large_bulk_insert", "doc", 10, 3, 1, 2, 2),
+        TaskSpec("small_insert_one", "op", 1000, 3, 1, 100, 2),
+    )
+}
+
+CONCURRENT_TASKS = 200
+FIND_CORPUS_SIZE = 10_000
+
+
+def load_documents(data_dir: Path | None) -> dict[str, dict[str, Any]]:
+    """The spec's SMALL_DOC, TWEET and LARGE_DOC as dicts (strict JSON, no extended types)."""
+    if data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="mongio-bench-data-"))
+        extract_data(data_dir)
+    return {
+        name.removesuffix(".json"): json.loads((data_dir / name).read_text("utf-8")) for name in DATA_FILES
+    }
+
+
+def extract_data(target: Path) -> None:
+    """Extract the three JSON documents from the spec's tarball into ``target``."""
+    wanted = set(DATA_FILES)
+    with tarfile.open(ARCHIVE) as archive:
+        for member in archive:
+            name = Path(member.name).name
+            if name in wanted:
+                handle = archive.extractfile(member)
+                assert handle is not None
+                (target / name).write_bytes(handle.read())
+                wanted.discard(name)
+    if wanted:
+        raise SystemExit(f"{ARCHIVE} lacks {sorted(wanted)}")
+
+
+class ClientUnavailable(Exception):
+    """The driver cannot be imported or cannot do the basic operations."""
+
+
+@dataclass
+class Harness:
+    driver: str
+    version: str
+    loop: str
+    client: Any
+    close: Callable[[], Awaitable[None]]
+
+
+async def _no_wait() -> None:
+    return None
+
+
+def open_client(driver: str, uri: str) -> Harness:
+    """Make the driver's client for ``uri`` (with its default options) and say how to close it."""
+    if driver == "pymongo":
+        import pymongo
+        from pymongo import AsyncMongoClient
+
+        client: Any = AsyncMongoClient(uri)
+        return Harness(driver, pymongo.version, "asyncio", client, client.close)
+    if driver == "motor":
+        from motor.motor_asyncio import AsyncIOMotorClient
+
+        client = AsyncIOMotorClient(uri)
+
+        async def close_motor() -> None:
+            client.close()  # synchronous in Motor
+
+        return Harness(driver, metadata.version("motor"), "asyncio", client, close_motor)
+    if driver in ("mongio", "mongio-uvloop"):
+        try:
+            import mongio
+            from mongio.client import MongoClient
+
+            client = MongoClient(uri)
+        except Exception as error:
+            raise ClientUnavailable(f"{type(error).__name__}: {error}") from error
+        loop = "uvloop" if driver == "mongio-uvloop" else "asyncio"
+        return Harness(driver, mongio.__version__, loop, client, client.close)
+    raise SystemExit(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
+
+
+async def _timed(work: Callable[[], Coroutine[Any, Any, None]]) -> tuple[float, float]:
+    cpu_start = time.process_time()
+    wall_start = time.perf_counter()
+    await work()
+    wall = time.perf_counter() - wall_start
+    cpu = time.process_time() - cpu_start
+    return wall, cpu
+
+
+class Workloads:
+    """The tasks, each as setup / before-each-iteration / timed work, over one client."""
+
+    def __init__(self, client: Any, documents: dict[str, dict[str, Any]], quick: bool) -> None:
+        self.client = client
+        self.quick = quick
+        self.db = client[DATABASE]
+        self.coll = self.db[COLLECTION]
+        self.documents = documents
+        self._pending: list[dict[str, Any]] = []
+
+    async def reset_collection(self) -> None:
+        await self.db.drop_collection(COLLECTION)
+        await self.db.create_collection(COLLECTION)
+
+    async def load_corpus(self, document: dict[str, Any], count: int, numbered: bool) -> None:
+        """Insert ``count`` copies (``_id`` 1..count when ``numbered``) with insert_many, untimed."""
+        if numbered:
+            copies = [{**document, "_id": number} for number in range(1, count + 1)]
+        else:
+            copies = [dict(document) for _ in range(count)]
+        await self.coll.insert_many(copies)
+
+    async def setup(self, task: str, ops: int) -> None:
+        await self.client.drop_database(DATABASE)
+        if task in ("find_one_by_id", "concurrency_200x50"):
+            size = ops if self.quick else max(ops, FIND_CORPUS_SIZE)
+            await self.load_corpus(self.documents["tweet"], size, numbered=True)
+        elif task == "find_many":
+            await self.load_corpus(self.documents["tweet"], ops, numbered=False)
+
+    async def before(self, task: str, ops: int) -> None:
+        # Drivers may add ``_id`` to the documents they insert: every insert gets a fresh copy, made here.
+        if task in ("small_insert_one", "small_bulk_insert"):
+            await self.reset_collection()
+            self._pending = [dict(self.documents["small_doc"]) for _ in range(ops)]
+        elif task in ("large_insert_one", "large_bulk_insert"):
+            await self.reset_collection()
+            self._pending = [dict(self.documents["large_doc"]) for _ in range(ops)]
+        gc.collect()
+
+    def work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, None]]:
+        db, coll = self.db, self.coll
+
+        async def run_command() -> None:
+            command = {"hello": True}
+            for _ in range(ops):
+                await db.command(command)
+
+        async def find_one_by_id() -> None:
+            for number in range(1, ops + 1):
+                await coll.find_one({"_id": number})
+
+        async def find_many() -> None:
+            count = len([document async for document in coll.find({})])
+            if count != ops:
+                raise AssertionError(f"find_many read {count} documents, expected {ops}")
+
+        async def concurrency() -> None:
+            per_task = ops // CONCURRENT_TASKS
+
+            async def worker(first: int) -> None:
+                for number in range(first, first + per_task):
+                    await coll.find_one({"_id": number})
+
+            await asyncio.gather(*(worker(1 + index * per_task) for index in range(CONCURRENT_TASKS)))
+
+        async def insert_one() -> None:
+            for document in self._pending:
+                await coll.insert_one(document)
+
+        async def bulk_insert() -> None:
+            await coll.insert_many(self._pending, ordered=True)
+
+        table: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+            "run_command": run_command,
+            "find_one_by_id": find_one_by_id,
+            "find_many": find_many,
+            "concurrency_200x50": concurrency,
+            "small_insert_one": insert_one,
+            "large_insert_one": insert_one,
+            "small_bulk_insert": bulk_insert,
+            "large_bulk_insert": bulk_insert,
+        }
+        return table[task]
+
+    async def run(self, spec: TaskSpec) -> dict[str, Any]:
+        ops = spec.quick_ops if self.quick else spec.ops
+        iterations = spec.quick_iterations if self.quick else spec.iterations
+        await self.setup(spec.name, ops)
+        # A full-size warm-up is not needed where a smaller one already opens every connection.
+        warmup_ops = min(ops, spec.warmup_ops or ops)
+        for _ in range(spec.warmup):
+            await self.before(spec.name, warmup_ops)
+            await self.work(spec.name, warmup_ops)()
+        walls: list[float] = []
+        cpus: list[float] = []
+        for _ in range(iterations):
+            await self.before(spec.name, ops)
+            wall, cpu = await _timed(self.work(spec.name, ops))
+            walls.append(wall)
+            cpus.append(cpu)
+        self._pending = []
+        await self.client.drop_database(DATABASE)
+        return {"ops": ops, "unit": spec.unit, "wall": walls, "cpu": cpus}
+
+
+async def run_workloads(
+    driver: str, uri: str, tasks: list[str], quick: bool, data_dir: Path | None
+) -> dict[str, Any]:
+    documents = load_documents(data_dir)
+    result: dict[str, Any] = {
+        "driver": driver,
+        "python": platform.python_version(),
+        "results": {},
+        "errors": {},
+    }
+    try:
+        harness = open_client(driver, uri)
+    except ClientUnavailable as error:
+        result["skipped"] = f"mongio client not available: {error}"
+        return result
+    result["version"] = harness.version
+    result["loop"] = harness.loop
+    try:
+        try:
+            await harness.client[DATABASE].command({"ping": 1})
+        except Exception as error:
+            if driver.startswith("mongio"):
+                result["skipped"] = f"mongio client not available: {type(error).__name__}: {error}"
+                return result
+            raise
+        workloads = Workloads(harness.client, documents, quick)
+        for name in tasks:
+            try:
+                result["results"][name] = await workloads.run(TASKS[name])
+            except Exception as error:
+                print(traceback.format_exc(), file=sys.stderr)
+                result["errors"][name] = f"{type(error).__name__}: {error}"
+    finally:
+        await harness.close()
+    return result
+
+
+def parse_tasks(text: str | None) -> list[str]:
+    """The tasks named in a comma-separated list (all of them when empty), in the canonical order."""
+    if not text:
+        return list(TASKS)
+    wanted = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = wanted - set(TASKS)
+    if unknown:
+        raise SystemExit(f"unknown task(s) {sorted(unknown)}; choose from {', '.join(TASKS)}")
+    return [name for name in TASKS if name in wanted]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--driver", required=True, choices=DRIVERS)
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--tasks", help="comma-separated task names (default: all)")
+    parser.add_argument("--quick", action="store_true", help="small iterations, for a smoke run")
+    parser.add_argument("--data", type=Path, help="directory holding the spec's JSON documents")
+    args = parser.parse_args(argv)
+    tasks = parse_tasks(args.tasks)
+    coroutine = run_workloads(args.driver, args.uri, tasks, args.quick, args.data)
+    if args.driver == "mongio-uvloop":
+        try:
+            import uvloop
+        except ImportError as error:
+            print(json.dumps({"driver": args.driver, "skipped": f"uvloop not available: {error}"}))
+            return
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            result = runner.run(coroutine)
+    else:
+        result = asyncio.run(coroutine)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
