@@ -1,0 +1,253 @@
+"""The API layer against the test server: CRUD, cursors over several batches, aggregation, indexes and
+collection management, each through MongoClient -> executor -> server."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from mongio.client import MongoClient
+from mongio.collection import Collection
+from mongio.cursor import CommandCursor, Cursor, CursorType
+from mongio.database import CollectionInvalid, Database
+from mongio.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from mongio.operations import DeleteMany, IndexModel, InsertOne, ReturnDocument, UpdateOne
+from mongio.options.write_concern import WriteConcern
+
+
+@pytest.fixture
+async def client(server_uri: str) -> AsyncIterator[MongoClient]:
+    async with MongoClient(server_uri) as client:
+        yield client
+
+
+@pytest.fixture
+async def db(client: MongoClient) -> AsyncIterator[Database[Any]]:
+    name = f"api_{uuid.uuid4().hex[:12]}"
+    database = client[name]
+    yield database
+    await client.drop_database(name)
+
+
+@pytest.fixture
+def coll(db: Database[Any]) -> Collection[Any]:
+    return db.items
+
+
+async def test_insert_find_update_delete(coll: Collection[Any]) -> None:
+    inserted = await coll.insert_one({"name": "a", "n": 1})
+    assert inserted.acknowledged
+    many = await coll.insert_many([{"name": "b", "n": 2}, {"name": "c", "n": 3}])
+    assert len(many.inserted_ids) == 2
+    doc = await coll.find_one(inserted.inserted_id)
+    assert doc is not None and doc["name"] == "a"
+    updated = await coll.update_one({"name": "a"}, {"$inc": {"n": 10}})
+    assert (updated.matched_count, updated.modified_count) == (1, 1)
+    upserted = await coll.update_one({"name": "z"}, {"$set": {"n": 0}}, upsert=True)
+    assert upserted.upserted_id is not None
+    replaced = await coll.replace_one({"name": "b"}, {"name": "b", "n": 20})
+    assert replaced.modified_count == 1
+    all_updated = await coll.update_many({"n": {"$gte": 10}}, {"$set": {"big": True}})
+    assert all_updated.modified_count == 2
+    assert await coll.count_documents({"big": True}) == 2
+    assert await coll.estimated_document_count() == 4
+    assert sorted(await coll.distinct("name")) == ["a", "b", "c", "z"]
+    assert (await coll.delete_one({"name": "z"})).deleted_count == 1
+    assert (await coll.delete_many({"big": True})).deleted_count == 2
+    assert [d["name"] async for d in coll.find({}, {"_id": 0})] == ["c"]
+
+
+async def test_duplicate_key_errors(coll: Collection[Any]) -> None:
+    await coll.insert_one({"_id": 1})
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 1})
+    with pytest.raises(BulkWriteError) as info:
+        await coll.insert_many([{"_id": 2}, {"_id": 1}, {"_id": 3}], ordered=False)
+    assert info.value.details is not None
+    assert info.value.details["nInserted"] == 2
+    assert [error["index"] for error in info.value.details["writeErrors"]] == [1]
+
+
+async def test_cursor_batches_getmore_and_exhaustion(client: MongoClient, coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i} for i in range(25)])
+    cursor = coll.find({}, batch_size=4).sort("_id", -1)
+    first = await cursor
+    assert first is cursor
+    assert cursor.cursor_id
+    assert cursor.address == client.address
+    docs = await cursor.to_list()
+    assert [d["_id"] for d in docs] == list(range(24, -1, -1))
+    assert cursor.cursor_id == 0
+    assert not cursor.alive
+    assert len(await coll.find(limit=7, batch_size=3).to_list()) == 7
+    assert len(await coll.find(skip=20).to_list()) == 5
+    assert len(await coll.find().limit(-3).to_list()) == 3
+
+
+async def test_closing_a_cursor_kills_it_on_the_server(db: Database[Any], coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i} for i in range(10)])
+    cursor = await coll.find(batch_size=2)
+    cursor_id = cursor.cursor_id
+    assert cursor_id
+    await cursor.close()
+    assert not cursor.alive
+    # the server no longer knows the cursor
+    with pytest.raises(OperationFailure) as info:
+        await db.command({"getMore": cursor_id, "collection": coll.name})
+    assert info.value.code == 43
+
+
+async def test_async_with_and_find_one_leave_no_open_cursor(db: Database[Any], coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i} for i in range(10)])
+    async with coll.find(batch_size=3) as cursor:
+        await cursor.next()
+        cursor_id = cursor.cursor_id
+    with pytest.raises(OperationFailure):
+        await db.command({"getMore": cursor_id, "collection": coll.name})
+    assert await coll.find_one({"_id": 4}) == {"_id": 4}
+
+
+async def test_abandoned_cursor_gives_back_its_session(client: MongoClient, coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i} for i in range(10)])
+    cursor = await coll.find(batch_size=2)
+    session = cursor._session
+    assert session is not None and not session.has_ended
+    del cursor
+    gc.collect()
+    assert session.has_ended
+
+
+async def test_find_and_modify_family(coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": 2}])
+    after = await coll.find_one_and_update(
+        {"_id": 1}, {"$inc": {"n": 5}}, return_document=ReturnDocument.AFTER, projection={"_id": 0}
+    )
+    assert after == {"n": 6}
+    before = await coll.find_one_and_replace({"_id": 2}, {"n": 0})
+    assert before == {"_id": 2, "n": 2}
+    deleted = await coll.find_one_and_delete({}, sort=[("n", 1)])
+    assert deleted == {"_id": 2, "n": 0}
+    assert await coll.find_one_and_delete({"_id": 99}) is None
+    created = await coll.find_one_and_update(
+        {"_id": "seq"}, {"$inc": {"v": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+    )
+    assert created == {"_id": "seq", "v": 1}
+
+
+async def test_bulk_write(coll: Collection[Any]) -> None:
+    result = await coll.bulk_write(
+        [
+            InsertOne({"_id": 1, "k": "x"}),
+            InsertOne({"_id": 2, "k": "x"}),
+            UpdateOne({"_id": 3}, {"$set": {"k": "y"}}, upsert=True),
+            DeleteMany({"k": "x"}),
+        ]
+    )
+    assert (result.inserted_count, result.upserted_count, result.deleted_count) == (2, 1, 2)
+    assert result.upserted_ids == {2: 3}
+    assert await coll.find().to_list() == [{"_id": 3, "k": "y"}]
+
+
+async def test_aggregate_cursor(coll: Collection[Any]) -> None:
+    await coll.insert_many([{"g": i % 3, "v": i} for i in range(30)])
+    cursor = coll.aggregate([{"$sort": {"v": 1}}], batchSize=4)
+    assert isinstance(cursor, CommandCursor)
+    assert len([d async for d in cursor]) == 30
+    groups = await (
+        await coll.aggregate([{"$group": {"_id": "$g", "total": {"$sum": "$v"}}}, {"$sort": {"_id": 1}}])
+    ).to_list()
+    assert [g["total"] for g in groups] == [135, 145, 155]
+    await coll.aggregate([{"$match": {"g": 0}}, {"$out": "zeros"}])
+    assert await coll.database.zeros.count_documents({}) == 10
+
+
+async def test_indexes(coll: Collection[Any]) -> None:
+    assert await coll.create_index([("a", 1), ("b", -1)], unique=True) == "a_1_b_-1"
+    assert await coll.create_indexes([IndexModel("c", name="by_c")]) == ["by_c"]
+    info = await coll.index_information()
+    assert set(info) == {"_id_", "a_1_b_-1", "by_c"}
+    assert info["a_1_b_-1"]["key"] == [("a", 1), ("b", -1)]
+    assert info["a_1_b_-1"]["unique"] is True
+    await coll.drop_index("by_c")
+    assert [i["name"] async for i in coll.list_indexes()] == ["_id_", "a_1_b_-1"]
+    await coll.drop_indexes()
+    assert [i["name"] async for i in coll.list_indexes()] == ["_id_"]
+    assert await coll.database.missing.list_indexes().to_list() == []
+
+
+async def test_collection_management(db: Database[Any]) -> None:
+    logs = await db.create_collection("logs", capped=True, size=65536)
+    assert await logs.options() == {"capped": True, "size": 65536}
+    with pytest.raises(CollectionInvalid):
+        await db.create_collection("logs")
+    await logs.insert_one({"x": 1})
+    assert "logs" in await db.list_collection_names()
+    await logs.rename("logs2")
+    assert await db.list_collection_names(filter={"name": "logs2"}) == ["logs2"]
+    infos = await db.list_collections().to_list()
+    assert [info["name"] for info in infos] == ["logs2"]
+    await db.drop_collection("logs2")
+    await db.drop_collection("never_existed")
+    assert await db.list_collection_names() == []
+
+
+async def test_database_command_and_cursor_command(db: Database[Any]) -> None:
+    assert (await db.command("ping"))["ok"] == 1
+    with pytest.raises(OperationFailure):
+        await db.command("noSuchCommand")
+    failed = await db.command("noSuchCommand", check=False)
+    assert failed["ok"] == 0
+    await db.things.insert_many([{"_id": i} for i in range(7)])
+    docs = await db.cursor_command("find", "things", batchSize=2).to_list()
+    assert [d["_id"] for d in docs] == list(range(7))
+
+
+async def test_unacknowledged_write(coll: Collection[Any]) -> None:
+    fire_and_forget = coll.with_options(write_concern=WriteConcern(w=0))
+    result = await fire_and_forget.insert_one({"_id": "w0"})
+    assert not result.acknowledged
+    assert await coll.find_one({"_id": "w0"}) == {"_id": "w0"}
+
+
+async def test_explicit_session(client: MongoClient, coll: Collection[Any]) -> None:
+    async with client.start_session() as session:
+        await coll.insert_many([{"_id": i} for i in range(5)], session=session)
+        cursor = coll.find({}, batch_size=2, session=session)
+        assert len(await cursor.to_list()) == 5
+        assert not session.has_ended
+        assert await coll.count_documents({}, session=session) == 5
+    assert isinstance(cursor, Cursor)
+
+
+async def test_tailable_cursor_on_a_capped_collection(db: Database[Any]) -> None:
+    capped = await db.create_collection("capped", capped=True, size=4096)
+    await capped.insert_many([{"_id": 1}, {"_id": 2}])
+    cursor = capped.find(cursor_type=CursorType.TAILABLE_AWAIT, batch_size=1).max_await_time_ms(50)
+    assert [d["_id"] async for d in cursor] == [1, 2]
+    assert cursor.alive  # an empty getMore ends the round, not the cursor
+    assert await cursor.try_next() is None
+    await capped.insert_one({"_id": 3})
+    assert await cursor.try_next() == {"_id": 3}
+    await cursor.close()
+    assert not cursor.alive
+
+
+async def test_cancelled_iteration_leaves_no_session_behind(coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i} for i in range(10)])
+    cursor = await coll.find(batch_size=2)
+    session = cursor._session
+    await cursor.to_list(2)
+    task = asyncio.ensure_future(cursor.next())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not cursor.alive
+    assert session is not None and session.has_ended
+    # the client is still usable afterwards
+    assert await coll.count_documents({}) == 10
