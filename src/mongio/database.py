@@ -23,6 +23,7 @@ from mongio.operations.crud import Aggregate
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
 
 if TYPE_CHECKING:
+    from mongio.client import MongoClient
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -48,7 +49,7 @@ class Database(Generic[_D]):
 
     def __init__(
         self,
-        client: Any,
+        client: MongoClient,
         name: str,
         codec_options: CodecOptions | None = None,
         read_preference: _ServerMode | None = None,
@@ -80,7 +81,7 @@ class Database(Generic[_D]):
         return self._name
 
     @property
-    def client(self) -> Any:
+    def client(self) -> MongoClient:
         """The client this database belongs to."""
         return self._client
 

@@ -21,7 +21,7 @@ from mongio.operations import (
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.unit.test_api_fake import CursorServer, FakeClient, documents
+from tests.unit.test_api_fake import CursorServer, FakeClient, FakeSession, documents
 
 
 class Recorder:
@@ -358,7 +358,7 @@ async def test_drop_rename_options() -> None:
 
 async def test_explicit_session_reaches_the_executor() -> None:
     client, _, coll = make(insert={"n": 1}, delete={"n": 1})
-    session = object()
+    session: Any = FakeSession(implicit=False)
     await coll.insert_one({}, session=session)
     await coll.delete_many({}, session=session)
     assert [call.session for call in client.calls] == [session, session]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -34,7 +34,7 @@ def _collections(*names: str) -> dict[str, Any]:
 def test_names_and_options_inherit_from_the_client() -> None:
     client, _, db = make()
     assert db.name == "db"
-    assert db.client is client
+    assert db.client is cast(Any, client)
     assert db.write_concern == client.write_concern
     assert db.orders.full_name == "db.orders"
     assert db["orders"] == db.get_collection("orders")
@@ -43,7 +43,7 @@ def test_names_and_options_inherit_from_the_client() -> None:
     assert db.get_collection("o", read_preference=Secondary()).read_preference == Secondary()
     for bad in ("", "a.b", "a b", "a$b", "a/b"):
         with pytest.raises(InvalidName):
-            Database(client, bad)
+            Database(cast(Any, client), bad)
     with pytest.raises(AttributeError):
         _ = db._hidden
     with pytest.raises(NotImplementedError):

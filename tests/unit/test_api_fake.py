@@ -107,7 +107,7 @@ class FakeClient:
         self.abandoned.append((address, namespace, cursor_id, session))
 
     def __getitem__(self, name: str) -> Database[dict[str, Any]]:
-        return Database(self, name)
+        return Database(self, name)  # type: ignore[arg-type]
 
     def __hash__(self) -> int:
         return id(self)
