@@ -1,3 +1,78 @@
-"""mongio: an asyncio-native MongoDB driver."""
+"""mongio: an asyncio-native MongoDB driver.
+
+The names here are the ones PyMongo's top-level package exports, so ported code changes only its imports::
+
+    from mongio import ASCENDING, AsyncMongoClient, InsertOne, ReturnDocument
+
+    async with AsyncMongoClient("mongodb://localhost") as client:
+        await client.shop.orders.insert_one({"item": "tea"})
+"""
+
+from mongio.client import AsyncMongoClient, MongoClient
+from mongio.collection import Collection
+from mongio.cursor import CommandCursor, Cursor
+from mongio.database import Database
+from mongio.operations import (
+    ASCENDING,
+    DESCENDING,
+    GEO2D,
+    GEOSPHERE,
+    HASHED,
+    TEXT,
+    BulkWriteResult,
+    ClientBulkWriteResult,
+    CursorType,
+    DeleteMany,
+    DeleteOne,
+    DeleteResult,
+    IndexModel,
+    InsertManyResult,
+    InsertOne,
+    InsertOneResult,
+    ReplaceOne,
+    ReturnDocument,
+    SearchIndexModel,
+    UpdateMany,
+    UpdateOne,
+    UpdateResult,
+)
+from mongio.options import ReadConcern, ReadPreference, WriteConcern
+from mongio.sessions.client_session import ClientSession
 
 __version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ASCENDING",
+    "DESCENDING",
+    "GEO2D",
+    "GEOSPHERE",
+    "HASHED",
+    "TEXT",
+    "AsyncMongoClient",
+    "BulkWriteResult",
+    "ClientBulkWriteResult",
+    "ClientSession",
+    "Collection",
+    "CommandCursor",
+    "Cursor",
+    "CursorType",
+    "Database",
+    "DeleteMany",
+    "DeleteOne",
+    "DeleteResult",
+    "IndexModel",
+    "InsertManyResult",
+    "InsertOne",
+    "InsertOneResult",
+    "MongoClient",
+    "ReadConcern",
+    "ReadPreference",
+    "ReplaceOne",
+    "ReturnDocument",
+    "SearchIndexModel",
+    "UpdateMany",
+    "UpdateOne",
+    "UpdateResult",
+    "WriteConcern",
+    "__version__",
+]
