@@ -149,6 +149,20 @@ async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, Reco
     except OperationFailure:
         pass
 
+    speculative = {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": b"n,,n=u,r=abc", "db": "admin"}
+    try:
+        await client.admin.command({"hello": 1, "speculativeAuthenticate": speculative})
+    except OperationFailure:
+        pass
+    await client.admin.command({"hello": 1})
+    hellos = recorder.of(CommandStartedEvent, "hello")
+    assert hellos[0].command == {} and hellos[1].command["hello"] == 1
+    replies = recorder.of(CommandSucceededEvent, "hello") + recorder.of(CommandFailedEvent, "hello")
+    redacted = [e for e in replies if e.request_id == hellos[0].request_id]
+    assert redacted and all(getattr(e, "reply", getattr(e, "failure", None)) == {} for e in redacted)
+    plain = [e for e in recorder.of(CommandSucceededEvent, "hello") if e.request_id == hellos[1].request_id]
+    assert plain[0].reply["ok"] == 1
+
 
 async def test_implicit_session_sends_lsid_and_returns_it(recorded: tuple[MongoClient, Recorder]) -> None:
     client, recorder = recorded
@@ -288,3 +302,15 @@ async def test_client_helpers(server_uri: str) -> None:
         await client.drop_database("test_client_helpers")
         assert "test_client_helpers" not in await client.list_database_names()
         assert client["x"].name == client.get_database("x").name == "x"
+
+
+async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
+    recorder = Recorder()
+    client = MongoClient(server_uri, event_listeners=[recorder])
+    await client.admin.command("ping")
+    lsid = recorder.of(CommandStartedEvent, "ping")[0].command["lsid"]
+    await client.close()
+    (end,) = recorder.of(CommandStartedEvent, "endSessions")
+    assert end.command["endSessions"] == [lsid]
+    assert "lsid" not in end.command
+    assert len(recorder.of(CommandSucceededEvent, "endSessions")) == 1

@@ -266,3 +266,35 @@ async def test_closed_topology_raises() -> None:
     topology.closed = True
     with pytest.raises(ClientClosedError):
         await executor.execute(RunCommand("db", "ping"))
+
+
+async def test_pool_cleared_at_checkout_retries_a_write() -> None:
+    from mongio.errors import PoolClearedError
+
+    executor, topology, pool, conn = make([{"ok": 1, "n": 1}])
+    real_check_out = pool.check_out
+    failures = [PoolClearedError("cleared", ADDRESS)]
+
+    async def check_out(max_wait: float | None = None) -> FakeConnection:
+        if failures:
+            raise failures.pop()
+        return await real_check_out(max_wait)
+
+    pool.check_out = check_out  # type: ignore[method-assign]
+    assert await executor.execute(InsertOne("db")) == 1
+    (sent,) = conn.sent
+    assert sent["txnNumber"] == Int64(1)
+    assert topology.errors == []  # a pool clear says nothing new about the server
+    assert topology.server.operation_count == 0
+
+
+async def test_no_transaction_number_when_the_build_says_not_retryable() -> None:
+    class Multi(InsertOne):
+        def build(self, context: ConnectionContext) -> Command:
+            self.retryability = Retryability.NONE
+            return Command({"delete": "c", "deletes": [{"q": {}, "limit": 0}]})
+
+    executor, _, _, conn = make([{"ok": 1, "n": 3}])
+    assert await executor.execute(Multi("db")) == 3
+    assert "txnNumber" not in conn.sent[0]
+    assert "lsid" in conn.sent[0]

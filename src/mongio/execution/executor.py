@@ -34,7 +34,7 @@ from mongio.errors import (
     MongioError,
     OperationFailure,
 )
-from mongio.events.command import CommandPublisher
+from mongio.events.command import CommandPublisher, is_sensitive
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import AttemptFailure
 from mongio.execution.retry_policy import (
@@ -276,6 +276,34 @@ class Executor:
                         pool: Any = server.pool
                         if pool is None:
                             raise ConnectionFailure(f"no connection pool for {server_address}")
+                        # Sessions: supported when the deployment reports a session timeout.
+                        server_session: ServerSession | None = None
+                        if session is not None:
+                            server_session = session._checked_server_session()
+                        elif (
+                            acknowledged and topology.description.logical_session_timeout_minutes is not None
+                        ):
+                            if implicit is None:
+                                implicit = self.session_pool.acquire(
+                                    topology.description.logical_session_timeout_minutes,
+                                    load_balanced=topology.settings.load_balanced,
+                                )
+                            server_session = implicit
+                        if attempt == 0:
+                            if (
+                                op.retryability is Retryability.WRITE
+                                and self._retry_writes
+                                and server_session is not None
+                                and description.retryable_writes_supported
+                            ):
+                                txn_number = server_session.next_txn_number()
+                        elif txn_number is not None and not description.retryable_writes_supported:
+                            assert retry_state is not None
+                            decision = retry_state.cannot_retry(
+                                "the server selected for the retry does not support retryable writes"
+                            )
+                            assert decision.error is not None
+                            raise decision.error
                         wait = self._wait_queue_timeout
                         left = csot.remaining()
                         if left is not None and not math.isinf(left):
@@ -287,35 +315,9 @@ class Executor:
                             wire_version = conn.max_wire_version
                             command = op.build(conn)
                             body = command.body
-                            # Sessions: supported when the deployment reports a session timeout.
-                            server_session: ServerSession | None = None
-                            if session is not None:
-                                server_session = session._checked_server_session()
-                            elif (
-                                acknowledged
-                                and topology.description.logical_session_timeout_minutes is not None
-                            ):
-                                if implicit is None:
-                                    implicit = self.session_pool.acquire(
-                                        topology.description.logical_session_timeout_minutes,
-                                        load_balanced=topology.settings.load_balanced,
-                                    )
-                                server_session = implicit
-                            if attempt == 0:
-                                if (
-                                    op.retryability is Retryability.WRITE
-                                    and self._retry_writes
-                                    and server_session is not None
-                                    and description.retryable_writes_supported
-                                ):
-                                    txn_number = server_session.next_txn_number()
-                            elif txn_number is not None and not description.retryable_writes_supported:
-                                assert retry_state is not None
-                                decision = retry_state.cannot_retry(
-                                    "the server selected for the retry does not support retryable writes"
-                                )
-                                assert decision.error is not None
-                                raise decision.error
+                            if txn_number is not None and op.retryability is not Retryability.WRITE:
+                                # The build found statements that cannot be retried (a multi-document write).
+                                txn_number = None
                             if server_session is not None:
                                 body["lsid"] = server_session.session_id
                                 server_session.mark_used(time.monotonic())
@@ -384,6 +386,7 @@ class Executor:
                                         conn.id,
                                         conn.server_connection_id,
                                         conn.service_id,
+                                        sensitive=is_sensitive(op.command_name, body),
                                     )
                                 raise
                             if reply:
@@ -407,6 +410,7 @@ class Executor:
                                         conn.id,
                                         conn.server_connection_id,
                                         conn.service_id,
+                                        sensitive=is_sensitive(op.command_name, body),
                                     )
                                 if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
                                     return op.empty_result()
@@ -423,6 +427,7 @@ class Executor:
                                     conn.id,
                                     conn.server_connection_id,
                                     conn.service_id,
+                                    sensitive=is_sensitive(op.command_name, body),
                                 )
                             result = op.handle_response(reply, conn)
                         finally:
@@ -536,14 +541,35 @@ class Executor:
                 conn = await pool.check_out()
                 try:
                     for command in commands:
+                        command["$readPreference"] = {"mode": "primaryPreferred"}
                         command["$db"] = "admin"
-                        await conn.command("admin", command, check=False)
+                        await self._send_unmanaged(conn, "endSessions", command)
                 finally:
                     pool.check_in(conn)
         except (MongioError, OSError, TimeoutError) as exc:
             _log.debug("endSessions failed while closing the client: %s", exc)
         finally:
             server.operation_finished()
+
+    async def _send_unmanaged(self, conn: Connection, name: str, command: dict[str, Any]) -> None:
+        """Send a command outside any session and retry loop, with its command events."""
+        publisher = self._publisher
+        publishing = publisher.enabled
+        operation_id = next(self._operation_ids)
+        request_id = await conn.send("admin", command)
+        context = (name, "admin", request_id, operation_id, conn.address, conn.id)
+        ids = (conn.server_connection_id, conn.service_id)
+        if publishing:
+            publisher.started(command, *context, *ids)
+        started = time.monotonic()
+        try:
+            reply = await conn.receive(check=True)
+        except Exception as exc:
+            if publishing:
+                publisher.failed(exc, time.monotonic() - started, *context, *ids)
+            raise
+        if publishing:
+            publisher.succeeded(reply, time.monotonic() - started, *context, *ids)
 
 
 def _last_error(retry_state: RetryState) -> BaseException | None:
