@@ -22,6 +22,7 @@ from typing import Any
 
 from mongio.connection.connection import Connection
 from mongio.connection.establish import ConnectionSettings, establish
+from mongio.connection.tls import create_ssl_context
 from mongio.errors import OperationFailure
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.options import ClientOptions, ReadConcern, WriteConcern
@@ -93,11 +94,8 @@ class InternalClient:
 
     async def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
-            context = None
             tls = self.options.tls
-            if tls is not None:
-                make_context = getattr(tls, "ssl_context", None) or getattr(tls, "create_ssl_context", None)
-                context = make_context() if callable(make_context) else None
+            context = create_ssl_context(tls) if tls is not None else None
             settings = ConnectionSettings(credential=self.options.credential, ssl_context=context)
             self._connection = await establish(self.address, settings)
         return self._connection
@@ -579,7 +577,6 @@ class MongioBackend:
         await api_call(client.aconnect)
         if logs is not None:
             entity.extras["logs"] = logs
-            entity.extras["log_recorder"] = log_recorder
 
     async def _database(self, description: EntityDescription, context: OperationContext) -> None:
         options = description.options
@@ -664,11 +661,9 @@ class MongioBackend:
         for entity in context.entities.of_kind(EntityKind.SESSION):
             await _quietly(entity.value, "end_session")
         for entity in context.entities.of_kind(EntityKind.CLIENT):
-            recorder = entity.extras.get("log_recorder")
-            if isinstance(recorder, LogRecorder):
-                recorder.detach()
             await _quietly(entity.value, "close")
-        for recorder in self._log_recorders:
+        # Last attached first, so each logger gets back the level it had before the test.
+        for recorder in reversed(self._log_recorders):
             recorder.detach()
         self._log_recorders.clear()
         try:
