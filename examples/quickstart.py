@@ -1,8 +1,7 @@
-"""mongio quickstart: connect, insert, query, aggregate.
+"""mongio quickstart: a short tour of the client API.
 
-With MONGODB_URI unset it starts an embedded SecantusDB (``pip install 'mongio[server]'``); with it set,
-it uses that deployment's first host. mongio's client API (``MongoClient``) is still being built, so this
-uses the layer below it: an authenticated, handshaken ``Connection`` running commands.
+Run it with ``python examples/quickstart.py``. With ``MONGODB_URI`` set it uses that deployment; otherwise it
+starts an embedded SecantusDB for the duration of the run (``pip install 'mongio[server]'``).
 """
 
 from __future__ import annotations
@@ -10,49 +9,66 @@ from __future__ import annotations
 import asyncio
 import os
 from contextlib import AsyncExitStack
+from typing import Any
 
-from mongio.bson import ObjectId
-from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.tls import create_ssl_context
+from mongio import ASCENDING, DESCENDING, MongoClient
 from mongio.embedded import EmbeddedServer
-from mongio.options.client_options import ClientOptions
 
 
 async def main() -> None:
+    # An AsyncExitStack lets the embedded server be optional while still being stopped on the way out.
     async with AsyncExitStack() as stack:
         uri = os.environ.get("MONGODB_URI")
         if uri is None:
             server = await stack.enter_async_context(EmbeddedServer())
             uri = server.uri
             print(f"started an embedded SecantusDB at {uri}")
-        options = await ClientOptions.from_uri(uri).resolve()
-        settings = ConnectionSettings(
-            credential=options.credential,
-            ssl_context=create_ssl_context(options.tls) if options.tls else None,
-            connect_timeout=options.connect_timeout,
+
+        # ``async with`` closes the client at the end: its monitors and pooled connections are all awaited.
+        client = await stack.enter_async_context(MongoClient(uri))
+        people = client.quickstart.people
+        await people.drop()  # start from an empty collection, so every run prints the same thing
+
+        # insert_one returns the _id it generated; insert_many does the same for several documents.
+        ada = await people.insert_one({"name": "Ada", "born": 1815, "languages": ["English", "French"]})
+        print(f"inserted Ada with _id {ada.inserted_id}")
+        more = await people.insert_many(
+            [
+                {"name": "Grace", "born": 1906, "languages": ["English"]},
+                {"name": "Edsger", "born": 1930, "languages": ["Dutch", "English"]},
+            ]
         )
-        conn = await establish(options.seeds[0], settings)
-        stack.callback(conn.close)
+        print(f"inserted {1 + len(more.inserted_ids)} documents")
 
-        db = "quickstart"
-        await conn.command(db, {"drop": "people"}, check=False)
-        people = [
-            {"_id": ObjectId(), "name": "Ada", "born": 1815, "languages": ["English", "French"]},
-            {"_id": ObjectId(), "name": "Grace", "born": 1906, "languages": ["English"]},
-            {"_id": ObjectId(), "name": "Edsger", "born": 1930, "languages": ["Dutch", "English"]},
-        ]
-        inserted = await conn.command(db, {"insert": "people"}, document_sequences={"documents": people})
-        print(f"inserted {inserted['n']} documents")
-
-        found = await conn.command(db, {"find": "people", "filter": {"born": {"$gt": 1900}}, "sort": {"born": 1}})
-        for person in found["cursor"]["firstBatch"]:
+        # find() returns a cursor without doing I/O; ``async for`` fetches batches as it goes.
+        print("born after 1900, oldest first:")
+        async for person in people.find({"born": {"$gt": 1900}}).sort("born", ASCENDING):
             print(f"  {person['name']} (born {person['born']})")
 
-        pipeline = [{"$unwind": "$languages"}, {"$group": {"_id": "$languages", "speakers": {"$sum": 1}}},
-                    {"$sort": {"speakers": -1, "_id": 1}}]
-        counted = await conn.command(db, {"aggregate": "people", "pipeline": pipeline, "cursor": {}})
-        for row in counted["cursor"]["firstBatch"]:
+        # to_list() reads the whole result at once, for results known to be small.
+        speakers = await people.find({"languages": "English"}, {"_id": 0, "name": 1}).sort("name").to_list()
+        print(f"English speakers: {', '.join(person['name'] for person in speakers)}")
+
+        updated = await people.update_one({"name": "Grace"}, {"$push": {"languages": "COBOL"}})
+        print(f"updated {updated.modified_count} document")
+        grace: dict[str, Any] | None = await people.find_one({"name": "Grace"})
+        assert grace is not None
+        print(f"  Grace now speaks {', '.join(grace['languages'])}")
+
+        print(f"{await people.count_documents({})} people in the collection")
+
+        # Aggregations also return a cursor; this one counts speakers per language.
+        pipeline: list[dict[str, Any]] = [
+            {"$unwind": "$languages"},
+            {"$group": {"_id": "$languages", "speakers": {"$sum": 1}}},
+            {"$sort": {"speakers": DESCENDING, "_id": ASCENDING}},
+        ]
+        print("speakers per language:")
+        async for row in people.aggregate(pipeline):
             print(f"  {row['_id']}: {row['speakers']}")
+
+        deleted = await people.delete_one({"name": "Edsger"})
+        print(f"deleted {deleted.deleted_count} document, {await people.count_documents({})} left")
 
 
 if __name__ == "__main__":
