@@ -1,34 +1,253 @@
-"""The examples run, and the embedded server they rely on starts, answers and stops cleanly."""
+"""The examples run and do what they say, and the embedded server they rely on starts, answers and stops.
+
+The web apps are driven in-process (FastAPI through httpx's ASGI transport, aiohttp through its test
+server) against the test server; what they store is checked through a separate client, and their shutdown
+must close their client and leave no task behind.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
-import subprocess
 import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
 
+import httpx
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from mongio import MongoClient
+from mongio.bson import ObjectId
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.embedded import EmbeddedServer
+from mongio.errors import ClientClosedError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 pytestmark = pytest.mark.server
 
 
-def test_quickstart_prints_what_it_stored(server_uri: str) -> None:
-    env = {**os.environ, "MONGODB_URI": server_uri}
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "quickstart.py")], env=env, capture_output=True, text=True, timeout=120
+class Call(Protocol):
+    """One request to the app under test: its status and body (decoded JSON, text, or None when empty)."""
+
+    async def __call__(
+        self, method: str, path: str, body: Any = None, params: dict[str, int] | None = None
+    ) -> tuple[int, Any]: ...
+
+
+def load_example(name: str) -> ModuleType:
+    """A fresh copy of ``examples/<name>.py`` (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"example_{name}_{uuid.uuid4().hex}", EXAMPLES / f"{name}.py"
     )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # registered as an import would be: pydantic resolves the models' annotations through sys.modules
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+async def database(server_uri: str) -> AsyncIterator[str]:
+    """A database name of this test's own, dropped afterwards."""
+    name = f"examples_{uuid.uuid4().hex[:12]}"
+    yield name
+    async with MongoClient(server_uri) as client:
+        await client.drop_database(name)
+
+
+async def stored_books(server_uri: str, database: str) -> list[dict[str, Any]]:
+    """The books as the database holds them, read by a client of the test's own, in insertion order."""
+    async with MongoClient(server_uri) as client:
+        return await client[database].books.find().sort("_id", 1).to_list()
+
+
+async def exercise_books_api(call: Call, server_uri: str, database: str, invalid_status: int) -> None:
+    """The scenario both web examples must pass: they serve the same API."""
+    status, created = await call("POST", "/books", {"title": "Dune", "author": "Frank Herbert", "year": 1965})
+    assert status == 201, created
+    assert created == {"id": created["id"], "title": "Dune", "author": "Frank Herbert", "year": 1965}
+    # the id is the stored document's ObjectId, and nothing else was stored with it
+    [stored] = await stored_books(server_uri, database)
+    assert stored == {
+        "_id": ObjectId(created["id"]),
+        "title": "Dune",
+        "author": "Frank Herbert",
+        "year": 1965,
+    }
+
+    assert await call("GET", f"/books/{created['id']}") == (200, created)
+    # an id that is no ObjectId, and one that names no book, are both "not found"
+    assert (await call("GET", "/books/not-an-id"))[0] == 404
+    assert (await call("GET", f"/books/{ObjectId()}"))[0] == 404
+    status, _ = await call("POST", "/books", {"title": "Emma", "author": "Jane Austen"})
+    assert status == invalid_status
+    status, _ = await call("POST", "/books", {"title": "Emma", "author": "Jane Austen", "year": "1815"})
+    assert status == invalid_status
+    assert len(await stored_books(server_uri, database)) == 1
+
+    ids = [created["id"]]
+    for number in range(4):
+        status, book = await call("POST", "/books", {"title": f"Vol. {number}", "author": "A", "year": 2000})
+        assert status == 201, book
+        ids.append(book["id"])
+    # pages of two, in _id order, cover every book exactly once
+    paged: list[str] = []
+    for skip in (0, 2, 4):
+        status, page = await call("GET", "/books", params={"skip": skip, "limit": 2})
+        assert status == 200, page
+        assert page["total"] == 5
+        assert (page["skip"], page["limit"]) == (skip, 2)
+        paged.extend(book["id"] for book in page["items"])
+    assert paged == [str(document["_id"]) for document in await stored_books(server_uri, database)]
+    assert sorted(paged) == sorted(ids)
+    status, past_the_end = await call("GET", "/books", params={"skip": 5, "limit": 2})
+    assert (status, past_the_end["items"], past_the_end["total"]) == (200, [], 5)
+    assert (await call("GET", "/books", params={"limit": 0}))[0] == invalid_status
+    assert (await call("GET", "/books", params={"skip": -1}))[0] == invalid_status
+
+    status, updated = await call("PATCH", f"/books/{created['id']}", {"year": 1966})
+    assert (status, updated) == (200, {**created, "year": 1966})
+    assert (await stored_books(server_uri, database))[0]["year"] == 1966
+    assert await call("PATCH", f"/books/{created['id']}", {}) == (200, updated)
+    assert (await call("PATCH", f"/books/{ObjectId()}", {"year": 1}))[0] == 404
+    assert (await call("PATCH", f"/books/{created['id']}", {"title": ""}))[0] == invalid_status
+
+    status, _ = await call("DELETE", f"/books/{created['id']}")
+    assert status == 204
+    assert (await call("GET", f"/books/{created['id']}"))[0] == 404
+    assert (await call("DELETE", f"/books/{created['id']}"))[0] == 404
+    remaining = await stored_books(server_uri, database)
+    assert [str(document["_id"]) for document in remaining] == ids[1:]
+
+
+def httpx_call(http: httpx.AsyncClient) -> Call:
+    async def call(
+        method: str, path: str, body: Any = None, params: dict[str, int] | None = None
+    ) -> tuple[int, Any]:
+        response = await http.request(method, path, json=body, params=params)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.status_code, response.json()
+        return response.status_code, response.text or None
+
+    return call
+
+
+def aiohttp_call(http: TestClient[Any, Any]) -> Call:
+    async def call(
+        method: str, path: str, body: Any = None, params: dict[str, int] | None = None
+    ) -> tuple[int, Any]:
+        async with http.request(method, path, json=body, params=params) as response:
+            if response.content_type == "application/json":
+                return response.status, await response.json()
+            return response.status, (await response.text()) or None
+
+    return call
+
+
+async def test_quickstart_prints_what_it_did_and_leaves_it_stored(server_uri: str) -> None:
+    env = {**os.environ, "MONGODB_URI": server_uri}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLES / "quickstart.py"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    output, errors = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, errors.decode()
+    lines = output.decode().splitlines()
     assert "inserted 3 documents" in lines
     # the query sorts by birth year and filters out Ada; the aggregation counts speakers per language
     assert lines.index("  Grace (born 1906)") < lines.index("  Edsger (born 1930)")
     assert "  Ada (born 1815)" not in lines
-    assert "  English: 3" in lines
+    assert "English speakers: Ada, Edsger, Grace" in lines
+    assert "  Grace now speaks English, COBOL" in lines
+    assert lines.index("  English: 3") < lines.index("  COBOL: 1")
+    assert lines[-1] == "deleted 1 document, 2 left"
+
+    ada_id = next(line for line in lines if line.startswith("inserted Ada")).split()[-1]
+    async with MongoClient(server_uri) as client:
+        people = await client.quickstart.people.find({}, {"name": 1, "languages": 1}).to_list()
+    by_name = {person["name"]: person for person in people}
+    assert sorted(by_name) == ["Ada", "Grace"]
+    assert by_name["Ada"]["_id"] == ObjectId(ada_id)
+    assert by_name["Grace"]["languages"] == ["English", "COBOL"]
+
+
+async def test_fastapi_app_serves_the_books_api_and_closes_its_client(server_uri: str, database: str) -> None:
+    app = load_example("fastapi_app").create_app(server_uri, database)
+    before = asyncio.all_tasks()
+    # httpx's ASGI transport does not run the lifespan, so the test runs it around the requests.
+    async with app.router.lifespan_context(app):
+        client = app.state.client
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://books.test") as http:
+            await exercise_books_api(httpx_call(http), server_uri, database, invalid_status=422)
+    assert asyncio.all_tasks() == before
+    with pytest.raises(ClientClosedError):
+        await client[database].books.find_one({})
+
+
+@pytest.fixture
+def fastapi_module(server_uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The FastAPI example imported the way a server imports it: no event loop running yet."""
+    monkeypatch.setenv("MONGODB_URI", server_uri)
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()
+    yield load_example("fastapi_app")
+
+
+async def test_fastapi_module_level_client_made_before_the_loop_works_and_closes(
+    fastapi_module: ModuleType, server_uri: str, database: str
+) -> None:
+    app = fastapi_module.module_level_app
+    client = fastapi_module.client
+    app.state.books = client[database].books  # this test's own database rather than "library"
+    before = asyncio.all_tasks()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://books.test") as http:
+            response = await http.post(
+                "/books", json={"title": "Kindred", "author": "Octavia Butler", "year": 1979}
+            )
+            assert response.status_code == 201, response.text
+            book = response.json()
+            response = await http.get(f"/books/{book['id']}")
+            assert (response.status_code, response.json()) == (200, book)
+    assert asyncio.all_tasks() == before
+    assert [document["title"] for document in await stored_books(server_uri, database)] == ["Kindred"]
+    with pytest.raises(ClientClosedError):
+        await client[database].books.find_one({})
+
+
+async def test_aiohttp_app_serves_the_books_api_and_closes_its_client(server_uri: str, database: str) -> None:
+    module = load_example("aiohttp_app")
+    app = module.create_app(server_uri, database)
+    before = asyncio.all_tasks()
+    async with TestClient(TestServer(app)) as http:
+        client = app[module.CLIENT]
+        await exercise_books_api(aiohttp_call(http), server_uri, database, invalid_status=400)
+    assert asyncio.all_tasks() == before
+    with pytest.raises(ClientClosedError):
+        await client[database].books.find_one({})
+
+
+async def test_aiohttp_app_rejects_a_body_that_is_not_json(server_uri: str, database: str) -> None:
+    app = load_example("aiohttp_app").create_app(server_uri, database)
+    async with TestClient(TestServer(app)) as http:
+        async with http.post(
+            "/books", data="{not json", headers={"content-type": "application/json"}
+        ) as response:
+            assert response.status == 400
+        async with http.post("/books", json=["a", "list"]) as response:
+            assert response.status == 400
+    assert await stored_books(server_uri, database) == []
 
 
 async def test_embedded_server_serves_and_stops_without_leftover_tasks() -> None:
