@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mongio.bson.int64 import Int64
+from mongio.bson.timestamp import Timestamp
 from mongio.errors import AutoReconnect, ClientClosedError, OperationFailure
 from mongio.events.command import CommandPublisher
 from mongio.execution.executor import Executor, read_preference_document
@@ -36,6 +37,7 @@ PRIMARY_HELLO = {
 }
 SECONDARY_HELLO = {**PRIMARY_HELLO, "isWritablePrimary": False, "secondary": True}
 MONGOS_HELLO = {"ok": 1, "msg": "isdbgrid", "maxWireVersion": 21, "logicalSessionTimeoutMinutes": 30}
+PRIMARY = ServerDescription(ADDRESS, PRIMARY_HELLO)
 STANDALONE_HELLO = {
     "ok": 1,
     "isWritablePrimary": True,
@@ -251,8 +253,6 @@ async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
 
 
 async def test_cluster_time_from_a_reply_is_sent_next() -> None:
-    from mongio.bson.timestamp import Timestamp
-
     cluster_time = {"clusterTime": Timestamp(100, 1), "signature": {"keyId": Int64(0)}}
     executor, _, _, conn = make([{"ok": 1, "$clusterTime": cluster_time}, {"ok": 1}])
     await executor.execute(RunCommand("db", "ping"))
@@ -298,3 +298,41 @@ async def test_no_transaction_number_when_the_build_says_not_retryable() -> None
     assert await executor.execute(Multi("db")) == 3
     assert "txnNumber" not in conn.sent[0]
     assert "lsid" in conn.sent[0]
+
+
+async def test_without_session_support_no_lsid_and_explicit_sessions_refused() -> None:
+    from mongio.errors import ConfigurationError
+    from mongio.sessions.client_session import ClientSession, SessionOptions
+
+    executor, topology, _, conn = make([{"ok": 1}, {"ok": 1}])
+    topology.description.logical_session_timeout_minutes = None
+    client: Any = executor._client
+    client._executor = executor
+    await executor.execute(RunCommand("db", "ping"))
+    assert "lsid" not in conn.sent[0]
+    explicit = ClientSession(client, SessionOptions())
+    with pytest.raises(ConfigurationError, match="does not support sessions"):
+        await executor.execute(RunCommand("db", "ping"), explicit)
+    implicit = ClientSession(client, SessionOptions(causal_consistency=False), implicit=True)
+    await executor.execute(RunCommand("db", "ping"), implicit)
+    assert "lsid" not in conn.sent[1]
+
+
+async def test_explicit_session_is_bound_to_its_client() -> None:
+    from mongio.errors import InvalidOperation
+    from mongio.sessions.client_session import ClientSession, SessionOptions
+
+    executor, _, _, conn = make([{"ok": 1, "operationTime": Timestamp(5, 1)}])
+    client: Any = executor._client
+    client._executor = executor
+    session = ClientSession(client, SessionOptions())
+    await executor.execute(RunCommand("db", "ping"), session)
+    assert conn.sent[0]["lsid"] == session.session_id
+    assert session.operation_time == Timestamp(5, 1)
+    other = ClientSession(FakeClient(FakeTopology(FakeServer(FakePool(conn), PRIMARY))), SessionOptions())  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperation, match="another client"):
+        await executor.execute(RunCommand("db", "ping"), other)
+    await session.end_session()
+    assert len(executor.session_pool) == 1  # its server session went back to the pool
+    with pytest.raises(InvalidOperation, match="ended"):
+        await executor.execute(RunCommand("db", "ping"), session)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
+    ConfigurationError,
     ConnectionFailure,
     InvalidOperation,
     MongioError,
@@ -278,11 +279,19 @@ class Executor:
                             raise ConnectionFailure(f"no connection pool for {server_address}")
                         # Sessions: supported when the deployment reports a session timeout.
                         server_session: ServerSession | None = None
+                        sessions_supported = (
+                            topology.description.logical_session_timeout_minutes is not None
+                            or topology.settings.load_balanced
+                        )
                         if session is not None:
-                            server_session = session._checked_server_session()
-                        elif (
-                            acknowledged and topology.description.logical_session_timeout_minutes is not None
-                        ):
+                            if sessions_supported:
+                                server_session = session._checked_server_session()
+                            elif not session.implicit:
+                                raise ConfigurationError(
+                                    "this deployment does not support sessions (its servers report no "
+                                    "logicalSessionTimeoutMinutes); run the operation without session="
+                                )
+                        elif acknowledged and sessions_supported:
                             if implicit is None:
                                 implicit = self.session_pool.acquire(
                                     topology.description.logical_session_timeout_minutes,
