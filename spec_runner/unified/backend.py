@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,7 @@ from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.tls import create_ssl_context
 from mongio.errors import OperationFailure
 from mongio.events.listeners import ConnectionPoolListener
+from mongio.execution import deadline
 from mongio.options import ClientOptions, ReadConcern, WriteConcern
 from mongio.options.read_preference import make_read_preference, read_pref_mode_from_name
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener, TopologyListener
@@ -51,12 +53,21 @@ _SIGNATURE_MISMATCH = re.compile(
 
 
 async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a driver method (awaiting its result when it is a coroutine; a cursor is returned as it is); a call the method's signature refuses
+    """Call a driver method (awaiting its result when it is a coroutine; a cursor is returned as it is) within
+    the ``timeoutMS`` keyword's operation timeout when one is given; a call the method's signature refuses
     raises ``DriverGap`` naming the method, so a missing argument cannot pass for an expected client error."""
+    timeout_ms = kwargs.pop("timeoutMS", None)
     try:
-        result = function(*args, **kwargs)
-        if inspect.iscoroutine(result):
-            result = await result
+        if timeout_ms is None:
+            result = function(*args, **kwargs)
+            if inspect.iscoroutine(result):
+                result = await result
+        else:
+            # An operation's timeoutMS is a client-side operation timeout around this one call (0: no limit).
+            with deadline.timeout(math.inf if timeout_ms == 0 else timeout_ms / 1000):
+                result = function(*args, **kwargs)
+                if inspect.iscoroutine(result):
+                    result = await result
     except TypeError as exc:
         if _SIGNATURE_MISMATCH.search(str(exc)):
             name = getattr(function, "__qualname__", repr(function))

@@ -136,7 +136,7 @@ async def run_command(call: OperationCall) -> Any:
     if "readPreference" in arguments:
         kwargs["read_preference"] = read_preference(arguments.pop("readPreference"))
     if "timeoutMS" in arguments:
-        raise UnifiedTestError("runCommand: timeoutMS is not supported by this runner yet")
+        kwargs["timeoutMS"] = arguments.pop("timeoutMS")
     return as_document(await api_call(call.target.command, command, **kwargs))
 
 
@@ -166,6 +166,8 @@ async def _cursor_command(call: OperationCall) -> Any:
         kwargs["max_await_time_ms"] = arguments.pop("maxTimeMS")
     if "readPreference" in arguments:
         kwargs["read_preference"] = read_preference(arguments.pop("readPreference"))
+    if "timeoutMS" in arguments:
+        kwargs["timeoutMS"] = arguments.pop("timeoutMS")
     batch_size = arguments.pop("batchSize", None)
     arguments.pop("cursorType", None)  # tailability comes from the command itself
     if arguments:

@@ -28,7 +28,7 @@ def transaction_keywords(arguments: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "maxCommitTimeMS":
             kwargs["max_commit_time_ms"] = value
         elif key == "timeoutMS":
-            raise UnifiedTestError("timeoutMS on a transaction is not supported by this runner yet")
+            kwargs["timeoutMS"] = value
         else:
             raise UnifiedTestError(f"unsupported transaction option {key!r}")
     return kwargs
@@ -36,26 +36,21 @@ def transaction_keywords(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
 @operation("startTransaction", object="session", optional=_TRANSACTION_OPTIONS)
 async def start_transaction(call: OperationCall) -> Any:
-    transaction = call.target.start_transaction(**transaction_keywords(call.arguments))
-    # PyMongo's async start_transaction is a coroutine returning a context manager; mongio's may be either.
-    if hasattr(transaction, "__await__"):
-        await transaction
+    # PyMongo's async start_transaction is a coroutine returning a context manager; mongio's may be either
+    # (api_call awaits a coroutine and leaves a context manager alone).
+    await api_call(call.target.start_transaction, **transaction_keywords(call.arguments))
     return MISSING
 
 
 @operation("commitTransaction", object="session", optional=("timeoutMS",))
 async def commit_transaction(call: OperationCall) -> Any:
-    if call.arguments:
-        raise UnifiedTestError("commitTransaction: timeoutMS is not supported by this runner yet")
-    await api_call(call.target.commit_transaction)
+    await api_call(call.target.commit_transaction, **call.arguments)
     return MISSING
 
 
 @operation("abortTransaction", object="session", optional=("timeoutMS",))
 async def abort_transaction(call: OperationCall) -> Any:
-    if call.arguments:
-        raise UnifiedTestError("abortTransaction: timeoutMS is not supported by this runner yet")
-    await api_call(call.target.abort_transaction)
+    await api_call(call.target.abort_transaction, **call.arguments)
     return MISSING
 
 
