@@ -111,6 +111,11 @@ def test_objectid_parsing_and_text() -> None:
             ObjectId(bad)  # type: ignore[arg-type]
     assert ObjectId.is_valid(text)
     assert not ObjectId.is_valid("nothex" * 4)
+    # 24 characters that bytes.fromhex would read as fewer than 12 bytes
+    for padded in ["00112233445566778899aa  ", " 00112233445566778899aa ", "0011 2233 4455 6677 8899"]:
+        assert not ObjectId.is_valid(padded)
+        with pytest.raises(InvalidId, match="24 hex digits"):
+            ObjectId(padded)
     assert not ObjectId.is_valid(None)
     assert not ObjectId.is_valid(12)
 

@@ -62,9 +62,12 @@ class ObjectId:
             if len(oid) != 24:
                 raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits or 12 bytes")
             try:
-                self.__id = bytes.fromhex(oid)
+                parsed = bytes.fromhex(oid)
             except ValueError:
-                raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits") from None
+                parsed = b""
+            if len(parsed) != 12:  # fromhex skips whitespace: "00112233445566778899aa  " parses short
+                raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits")
+            self.__id = parsed
         elif isinstance(oid, ObjectId):
             self.__id = oid.binary
         else:
