@@ -17,7 +17,7 @@ monitor task per server, the connection pools) starts on the running loop the fi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +28,17 @@ from mongio.connection.handshake import ClientMetadata
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
-from mongio.errors import ClientClosedError, ConfigurationError, InvalidOperation
+from mongio.errors import ClientClosedError, ConfigurationError, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.operations.base import ConnectionContext, CursorState, Operation
+from mongio.operations.client_bulk import ClientBulkWrite
 from mongio.operations.collections import DropDatabase, ListDatabases
+from mongio.operations.crud import GetMore
+from mongio.operations.models import WriteModel
+from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode
@@ -130,6 +134,7 @@ class MongoClient:
             else (float("inf") if timeout_ms == 0 else timeout_ms / 1000.0),
             server_selection_timeout=self._options.server_selection_timeout,
             wait_queue_timeout=self._options.wait_queue_timeout,
+            server_api=self._options.extras.get("server_api"),
         )
 
     def __repr__(self) -> str:
@@ -418,6 +423,55 @@ class MongoClient:
         result: dict[str, Any] = await self._executor.execute(operation, session)
         return result
 
+    async def bulk_write(
+        self,
+        models: Iterable[WriteModel],
+        session: ClientSession | None = None,
+        ordered: bool = True,
+        verbose_results: bool = False,
+        bypass_document_validation: bool | None = None,
+        comment: Any = None,
+        let: Mapping[str, Any] | None = None,
+        write_concern: WriteConcern | None = None,
+    ) -> ClientBulkWriteResult:
+        """Run inserts, updates, replaces and deletes over any namespaces in as few ``bulkWrite`` commands as
+        the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
+        namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
+        failed, with the partial result."""
+        concern = write_concern if write_concern is not None else self._write_concern
+        bulk = ClientBulkWrite(
+            models,
+            ordered=ordered,
+            bypass_document_validation=bypass_document_validation,
+            comment=comment,
+            let=let,
+            verbose_results=verbose_results,
+            write_concern=concern,
+            codec_options=self._codec_options,
+        )
+        # The results cursor of each batch is drained in the batch's session, on the batch's server.
+        own_session = self._implicit_session() if session is None and concern.acknowledged else None
+        run_in = session if session is not None else own_session
+        execute = self._executor.execute
+        try:
+            while (batch := bulk.next_batch()) is not None:
+                where: list[Address] = []
+                cursor = await execute(batch, run_in, answered_by=where)
+                if cursor.id:
+                    while cursor.id:
+                        more = GetMore(
+                            cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
+                        )
+                        cursor = await execute(more, run_in, address=where[0])
+                        batch.record_results(cursor.batch)
+                    batch.cursor_exhausted()
+        except MongioError as exc:
+            bulk.raise_top_level(exc)
+        finally:
+            if own_session is not None:
+                await own_session.end_session()
+        return bulk.result()
+
     # -- sessions ----------------------------------------------------------------------------------------------
 
     def start_session(
@@ -425,14 +479,18 @@ class MongoClient:
         causal_consistency: bool | None = None,
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
+        default_timeout_ms: float | None = None,
     ) -> ClientSession:
         """A new session: ``async with client.start_session() as s:`` (or end it with ``await s.end_session()``).
 
         Causally consistent by default; ``snapshot=True`` makes every read see one point in time.
+        ``default_timeout_ms`` bounds each of its operations (0: no bound) unless a ``timeout()`` block does.
         """
         if self._closed:
             raise self._closed_error()
-        options = SessionOptions(causal_consistency, default_transaction_options, snapshot)
+        options = SessionOptions(
+            causal_consistency, default_transaction_options, snapshot, default_timeout_ms
+        )
         return ClientSession(self, options)
 
     def _implicit_session(self) -> ClientSession:

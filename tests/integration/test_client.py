@@ -314,3 +314,25 @@ async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
     assert end.command["endSessions"] == [lsid]
     assert "lsid" not in end.command
     assert len(recorder.of(CommandSucceededEvent, "endSessions")) == 1
+
+
+async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient, Recorder]) -> None:
+    from mongio.operations import ClientBulkWriteException, DeleteOne, InsertOne, UpdateOne
+
+    client, recorder = recorded
+    await client.drop_database("test_client_bulk")
+    models = [
+        InsertOne({"_id": 1}, namespace="test_client_bulk.a"),
+        InsertOne({"_id": 2}, namespace="test_client_bulk.b"),
+        UpdateOne({"_id": 1}, {"$set": {"x": 1}}, namespace="test_client_bulk.a"),
+        DeleteOne({"_id": 2}, namespace="test_client_bulk.b"),
+    ]
+    result = await client.bulk_write(models, verbose_results=True)
+    assert (result.inserted_count, result.modified_count, result.deleted_count) == (2, 1, 1)
+    (command,) = recorder.of(CommandStartedEvent, "bulkWrite")
+    assert command.database_name == "admin" and "lsid" in command.command and "txnNumber" in command.command
+    with pytest.raises(ClientBulkWriteException) as info:
+        await client.bulk_write([InsertOne({"_id": 1}, namespace="test_client_bulk.a")])
+    assert info.value.write_errors[0]["code"] == 11000
+    assert len(client._executor.session_pool) == 1  # the bulk write's implicit session went back
+    await client.drop_database("test_client_bulk")

@@ -107,3 +107,14 @@ async def test_snapshot_session_reads_send_at_cluster_time(server_uri: str) -> N
         second = finds[1].command["readConcern"]
         assert second["level"] == "snapshot" and "atClusterTime" in second
         await client.drop_database("test_client_snapshot")
+
+
+async def test_session_default_timeout_ms(server_uri: str) -> None:
+    listener = Everything()
+    async with MongoClient(server_uri, event_listeners=[listener]) as client:
+        async with client.start_session(default_timeout_ms=3000) as session:
+            await client.admin.command("ping", session=session)
+            assert 0 < listener.commands[-1].command["maxTimeMS"] <= 3000
+        async with client.start_session() as session:
+            await client.admin.command("ping", session=session)
+            assert "maxTimeMS" not in listener.commands[-1].command

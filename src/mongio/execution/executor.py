@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
@@ -130,8 +131,11 @@ class Executor:
         timeout: float | None = None,
         server_selection_timeout: float = 30.0,
         wait_queue_timeout: float | None = None,
+        server_api: ServerApiLike | None = None,
     ) -> None:
         self._client = client
+        # The stable API fields go on every command (getMore and transaction commands included).
+        self._api_fields = server_api_fields(server_api)
         self._topology: Topology | None = None
         self._retry_options = retry_options
         self._retry_writes = retry_options.retry_writes
@@ -175,23 +179,33 @@ class Executor:
     # -- running operations ------------------------------------------------------------------------------------
 
     async def execute(
-        self, operation: Operation[R], session: ClientSession | None = None, *, address: Address | None = None
+        self,
+        operation: Operation[R],
+        session: ClientSession | None = None,
+        *,
+        address: Address | None = None,
+        answered_by: list[Address] | None = None,
     ) -> R:
         """Run ``operation`` and return its result.
 
         ``session`` is the caller's session (explicit, or a cursor's implicit one); without one, a server
         session is taken for this operation alone when the deployment supports sessions. ``address`` pins the
-        operation to that server (a cursor's ``getMore`` and ``killCursors``).
+        operation to that server (a cursor's ``getMore`` and ``killCursors``). ``answered_by``, when given,
+        receives the address of the server whose reply made the result.
         """
         topology = self._topology
         if topology is None or topology.closed:
             topology = await self._client._open_topology()
+        timeout = self._timeout
         if session is not None:
             session._check_usable(self._client)
-        if self._timeout is not None and csot.current_deadline() is None:
-            with csot.timeout(self._timeout):
-                return await self._run(topology, operation, session, address)
-        return await self._run(topology, operation, session, address)
+            session_timeout_ms = session.options.default_timeout_ms
+            if session_timeout_ms is not None:
+                timeout = math.inf if session_timeout_ms == 0 else session_timeout_ms / 1000.0
+        if timeout is not None and csot.current_deadline() is None:
+            with csot.timeout(timeout):
+                return await self._run(topology, operation, session, address, answered_by)
+        return await self._run(topology, operation, session, address, answered_by)
 
     async def _select(
         self,
@@ -250,6 +264,7 @@ class Executor:
         op: Operation[R],
         session: ClientSession | None,
         address: Address | None,
+        answered_by: list[Address] | None = None,
     ) -> R:
         implicit: ServerSession | None = None
         retry_state: RetryState | None = None
@@ -445,6 +460,8 @@ class Executor:
                         server.operation_finished()
                     if retry_state is not None:
                         retry_state.on_success()
+                    if answered_by is not None:
+                        answered_by.append(server.address)
                     return result
                 except Exception as exc:
                     if not isinstance(exc, MongioError) or (
@@ -524,6 +541,8 @@ class Executor:
             read_preference = read_preference_document(op, description, topology.description.topology_type)
             if read_preference is not None:
                 body["$readPreference"] = read_preference
+        if self._api_fields and "apiVersion" not in body:
+            body.update(self._api_fields)
         if csot.is_enabled() and "maxTimeMS" not in body:
             max_time_ms = csot.max_time_ms_for(description.min_round_trip_time)
             if max_time_ms is not None:

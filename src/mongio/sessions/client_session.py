@@ -30,17 +30,22 @@ __all__ = ["ClientSession", "SessionOptions"]
 
 
 class SessionOptions:
-    """The options of a session: ``causal_consistency`` (default True unless ``snapshot``), ``snapshot`` and
-    ``default_transaction_options``."""
+    """The options of a session: ``causal_consistency`` (default True unless ``snapshot``), ``snapshot``,
+    ``default_transaction_options`` and ``default_timeout_ms`` (the ``timeoutMS`` of its operations when
+    none is in force, in place of the client's)."""
 
-    __slots__ = ("_causal_consistency", "_default_transaction_options", "_snapshot")
+    __slots__ = ("_causal_consistency", "_default_timeout_ms", "_default_transaction_options", "_snapshot")
 
     def __init__(
         self,
         causal_consistency: bool | None = None,
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
+        default_timeout_ms: float | None = None,
     ) -> None:
+        if default_timeout_ms is not None and default_timeout_ms < 0:
+            raise ValueError(f"default_timeout_ms must be non-negative, not {default_timeout_ms}")
+        self._default_timeout_ms = default_timeout_ms
         snapshot = bool(snapshot)
         if snapshot and causal_consistency:
             raise InvalidOperation("a session cannot be both causally consistent and a snapshot session")
@@ -59,6 +64,10 @@ class SessionOptions:
     @property
     def snapshot(self) -> bool:
         return self._snapshot
+
+    @property
+    def default_timeout_ms(self) -> float | None:
+        return self._default_timeout_ms
 
 
 class ClientSession:
