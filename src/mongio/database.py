@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor
-from mongio.errors import ConfigurationError, InvalidName, MongioError, OperationFailure
+from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
 from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.crud import Aggregate
@@ -34,10 +34,6 @@ __all__ = ["CollectionInvalid", "Database"]
 _D = TypeVar("_D")
 
 _INVALID_DATABASE_CHARACTERS = frozenset(' ."$/\\\x00')
-
-
-class CollectionInvalid(MongioError):
-    """A collection cannot be created (it exists already) or failed validation."""
 
 
 class Database(Generic[_D]):

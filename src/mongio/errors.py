@@ -22,6 +22,7 @@ __all__ = [
     "BSONError",
     "BulkWriteError",
     "ClientClosedError",
+    "CollectionInvalid",
     "ConfigurationError",
     "ConnectionFailure",
     "CursorNotFound",
@@ -102,6 +103,10 @@ class InvalidURI(ConfigurationError):
 
 class InvalidName(MongioError):
     """A bad database or collection name."""
+
+
+class CollectionInvalid(MongioError):
+    """A collection cannot be created (it exists already) or failed validation."""
 
 
 class InvalidOperation(MongioError):

@@ -14,8 +14,8 @@ import pytest
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor, Cursor, CursorType
-from mongio.database import CollectionInvalid, Database
-from mongio.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from mongio.database import Database
+from mongio.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure
 from mongio.operations import DeleteMany, IndexModel, InsertOne, ReturnDocument, UpdateOne
 from mongio.options.write_concern import WriteConcern
 

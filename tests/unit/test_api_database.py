@@ -7,8 +7,8 @@ from typing import Any, cast
 import pytest
 
 from mongio.bson import DBRef
-from mongio.database import CollectionInvalid, Database
-from mongio.errors import InvalidName, InvalidOperation, OperationFailure
+from mongio.database import Database
+from mongio.errors import CollectionInvalid, InvalidName, InvalidOperation, OperationFailure
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
 from tests.unit.test_api_collection import Recorder

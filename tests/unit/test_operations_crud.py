@@ -315,9 +315,9 @@ def test_update_one_many_and_replace() -> None:
     assert many.retryability is Retryability.NONE
     replace = Update("db", "c", ReplaceOne({"a": 1}, {"b": 2}, collation={"locale": "en"}))
     assert body(replace)["updates"] == [{"q": {"a": 1}, "u": {"b": 2}, "collation": {"locale": "en"}}]
-    result = one.handle_response(
-        {"ok": 1, "n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": 5}]}, LIMITS
-    )
+    reply = {"ok": 1, "n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": 5}]}
+    result = one.handle_response(reply, LIMITS)
+    assert reply["upserted"] == [{"index": 0, "_id": 5}]  # the server's reply (also the event's) is untouched
     assert (result.matched_count, result.modified_count, result.upserted_id, result.did_upsert) == (
         0,
         0,

@@ -599,7 +599,8 @@ class Update(WriteCommand[UpdateResult]):
         check_write_reply(reply)
         upserted = reply.get("upserted")
         if upserted:
-            reply["upserted"] = upserted[0].get("_id")
+            # A copy: the reply itself is also what the command-succeeded event reports.
+            reply = {**reply, "upserted": upserted[0].get("_id")}
         return UpdateResult(reply, True)
 
 
