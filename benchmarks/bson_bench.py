@@ -209,6 +209,11 @@ def main() -> None:
                 row += f"{pure_ratio[dataset][op]:>13.2f}"
             row += f"{mine / results['pymongo C'][dataset][op]:>10.2f}"
             print(row)
+    # The pure-Python peer cannot share a process with the C extension, so it runs in its own process
+    # beside a second copy of mongio; its column and mongio's were taken at different moments.
+    print("mongio and pymongo C: interleaved in this process; mongio/C from those columns.")
+    if pure_ratio is not None:
+        print("pymongo pure: a separate process, interleaved there with mongio; mongio/pure is that pair's ratio.")
 
 
 if __name__ == "__main__":
