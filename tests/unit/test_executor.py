@@ -336,3 +336,24 @@ async def test_explicit_session_is_bound_to_its_client() -> None:
     assert len(executor.session_pool) == 1  # its server session went back to the pool
     with pytest.raises(InvalidOperation, match="ended"):
         await executor.execute(RunCommand("db", "ping"), session)
+
+
+async def test_succeeded_event_keeps_the_reply_as_received() -> None:
+    from mongio.events.command import CommandListener, CommandSucceededEvent
+
+    class Reworks(RunCommand):
+        def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
+            reply["upserted"] = reply["upserted"][0]["_id"]
+            return reply
+
+    replies: list[Any] = []
+
+    class Keep(CommandListener):
+        def succeeded(self, event: CommandSucceededEvent) -> None:
+            replies.append(event.reply)
+
+    executor, _, _, _ = make([{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}])
+    executor._publisher = CommandPublisher([Keep()])
+    result = await executor.execute(Reworks("db", "update"))
+    assert result["upserted"] == 4
+    assert replies == [{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}]

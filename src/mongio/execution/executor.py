@@ -440,8 +440,9 @@ class Executor:
                                     return op.empty_result()
                                 raise error
                             if publishing:
+                                # A copy: handle_response may rework the reply a listener keeps.
                                 publisher.succeeded(
-                                    reply if acknowledged else {"ok": 1},
+                                    dict(reply) if acknowledged else {"ok": 1},
                                     time.monotonic() - started,
                                     op.command_name,
                                     op.database,
