@@ -336,3 +336,42 @@ async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient
     assert info.value.write_errors[0]["code"] == 11000
     assert len(client._executor.session_pool) == 1  # the bulk write's implicit session went back
     await client.drop_database("test_client_bulk")
+
+
+async def test_retryable_read_after_closed_connection(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    coll = client.test_client_retry_read.items
+    await coll.insert_one({"_id": 1})
+    await fail_point(client, {"times": 1}, {"failCommands": ["find"], "closeConnection": True})
+    try:
+        document = await coll.find_one({})
+    finally:
+        await fail_point_off(client)
+    assert document == {"_id": 1}
+    assert len(recorder.of(CommandStartedEvent, "find")) == 2
+    assert len(recorder.of(CommandFailedEvent, "find")) == 1
+    await client.drop_database("test_client_retry_read")
+
+
+async def test_retry_reads_off_raises_the_network_error(server_uri: str) -> None:
+    from mongio.errors import AutoReconnect
+
+    async with MongoClient(server_uri, retryReads=False) as client:
+        await fail_point(client, {"times": 1}, {"failCommands": ["find"], "closeConnection": True})
+        try:
+            with pytest.raises(AutoReconnect):
+                await client.test_client_retry_off.items.find_one({})
+        finally:
+            await fail_point_off(client)
+
+
+def test_state_before_first_use() -> None:
+    client = MongoClient("mongodb://127.0.0.1:27999/shop?replicaSet=rs")
+    assert client.topology_description.topology_type_name == "ReplicaSetNoPrimary"
+    assert client.address is None and client.primary is None and not client.is_primary
+    assert client.get_default_database().name == "shop"
+    assert client.get_database().name == "shop"
+    assert client.get_default_database("other").name == "shop"
+    assert MongoClient("mongodb://127.0.0.1:27999").get_default_database("other").name == "other"
+    with pytest.raises(AttributeError):
+        _ = client._no_such_private_thing
