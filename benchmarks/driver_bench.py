@@ -81,7 +81,7 @@ class Summary:
 def summarize(
     per_round: dict[str, dict[str, list[tuple[float, float]]]], units: dict[str, str]
 ) -> list[Summary]:
-    """Summaries in task order, then driver order, with ratios to the baseline where it has numbers.
+    """Summaries in task order, PyMongo async first, with ratios to it where it has numbers.
 
     ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round.
     """
@@ -106,7 +106,8 @@ def summarize(
                 cpu_max=max(cpus),
             )
         baseline = rows.get(BASELINE)
-        for row in rows.values():
+        ordered = sorted(rows.values(), key=lambda row: row.driver != BASELINE)  # stable: baseline first
+        for row in ordered:
             if baseline is not None:
                 row.wall_ratio = row.wall_median / baseline.wall_median if baseline.wall_median else None
                 row.cpu_ratio = row.cpu_median / baseline.cpu_median if baseline.cpu_median else None

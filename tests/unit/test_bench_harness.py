@@ -43,8 +43,8 @@ def test_round_value_is_the_median_per_operation_over_iterations() -> None:
 def _per_round() -> dict[str, dict[str, list[tuple[float, float]]]]:
     return {
         "run_command": {
-            "pymongo": [(4e-4, 3e-4), (5e-4, 2e-4), (3e-4, 4e-4), (6e-4, 3e-4), (4e-4, 5e-4)],
             "mongio": [(2e-4, 1e-4), (3e-4, 2e-4), (1e-4, 1.5e-4), (2e-4, 1e-4), (9e-4, 1e-4)],
+            "pymongo": [(4e-4, 3e-4), (5e-4, 2e-4), (3e-4, 4e-4), (6e-4, 3e-4), (4e-4, 5e-4)],
             "motor": [],
         },
         "find_many": {"mongio": [(1e-5, 2e-5)]},
@@ -53,6 +53,10 @@ def _per_round() -> dict[str, dict[str, list[tuple[float, float]]]]:
 
 def test_summarize_gives_median_min_max_over_rounds_and_ratios_to_pymongo() -> None:
     summaries = summarize(_per_round(), {"run_command": "op", "find_many": "doc"})
+    assert [(row.task, row.driver) for row in summaries][:2] == [
+        ("run_command", "pymongo"),
+        ("run_command", "mongio"),
+    ]
     by_key = {(row.task, row.driver): row for row in summaries}
     assert set(by_key) == {("run_command", "pymongo"), ("run_command", "mongio"), ("find_many", "mongio")}
 
