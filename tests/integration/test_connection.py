@@ -161,3 +161,25 @@ async def test_many_connections_in_parallel(server_address: tuple[str, int]) -> 
             connection.close()
 
     assert await asyncio.gather(*(one(i) for i in range(50))) == [1] * 50
+
+
+def test_connection_under_uvloop(server_address: tuple[str, int]) -> None:
+    # uvloop's transports implement asyncio.Transport's methods without deriving from it.
+    uvloop = pytest.importorskip("uvloop")
+
+    async def exchange() -> dict[str, Any]:
+        connection = await connect(server_address, connect_timeout=10)
+        try:
+            connection.configure_from_hello(await connection.command("admin", {"hello": 1}))
+            name = collection_name()
+            await connection.command(
+                "test", {"insert": name}, document_sequences={"documents": [{"_id": 1, "x": "y" * 100_000}]}
+            )
+            return await connection.command("test", {"find": name, "filter": {"_id": 1}})
+        finally:
+            connection.close()
+            await connection.wait_closed()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        reply = runner.run(exchange())
+    assert reply["cursor"]["firstBatch"] == [{"_id": 1, "x": "y" * 100_000}]

@@ -13,7 +13,7 @@ import asyncio
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
@@ -79,8 +79,8 @@ class MessageProtocol(asyncio.BufferedProtocol):
     # -- asyncio.BufferedProtocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Duck-typed: uvloop's transports have the asyncio.Transport methods without deriving from it.
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         start, end = self._start, self._end

@@ -7,6 +7,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
+from typing import cast
 
 from mongio.connection.protocol import MessageProtocol
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
@@ -97,8 +98,9 @@ async def open_transport(
         ) from exc
     except (OSError, EOFError) as exc:
         raise AutoReconnect(f"cannot connect to {name}: {exc}", error_labels=OVERLOAD_LABELS) from exc
-    assert isinstance(transport, asyncio.Transport) and isinstance(protocol, MessageProtocol)
-    return transport, protocol
+    assert isinstance(protocol, MessageProtocol)
+    # Duck-typed: uvloop's transports have the asyncio.Transport methods without deriving from it.
+    return cast(asyncio.Transport, transport), protocol
 
 
 async def _open_tcp(
