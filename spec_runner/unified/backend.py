@@ -614,6 +614,9 @@ class MongioBackend:
             kwargs["causal_consistency"] = session_options.pop("causalConsistency")
         if "snapshot" in session_options:
             kwargs["snapshot"] = session_options.pop("snapshot")
+        if "snapshotTime" in session_options:
+            # The name of the entity holding the time (saved from getSnapshotTime).
+            kwargs["snapshot_time"] = context.entities.get(session_options.pop("snapshotTime"))
         if "defaultTransactionOptions" in session_options:
             kwargs["default_transaction_options"] = transaction_options(
                 session_options.pop("defaultTransactionOptions")
