@@ -15,14 +15,22 @@ from pathlib import Path
 
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, Suite
 from spec_runner.server import TestServer, external_uri
-from spec_runner.unified import ops_collection, ops_crud, ops_cursor, ops_runner, ops_session, special
+from spec_runner.unified import (
+    ops_collection,
+    ops_crud,
+    ops_cursor,
+    ops_gridfs,
+    ops_runner,
+    ops_session,
+    special,
+)
 from spec_runner.unified.backend import InternalClient, MongioBackend, server_facts
 from spec_runner.unified.collect import unified_cases
 from spec_runner.unified.loader import UnifiedTest, UnifiedTestFile
 from spec_runner.unified.requirements import ServerFacts
 from spec_runner.unified.runner import run_test, skip_reason
 
-OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_runner, ops_session, special)
+OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_gridfs, ops_runner, ops_session, special)
 """Imported for their ``@operation`` registrations."""
 
 

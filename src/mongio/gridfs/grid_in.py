@@ -1,0 +1,293 @@
+"""``GridIn``: the writable stream of one upload.
+
+Written bytes are cut into chunks as they arrive; full chunks wait in a batch of about
+:data:`UPLOAD_BATCH_BYTES` that one ``insert`` command sends, so an upload holds at most one batch (plus a
+partial chunk) in memory whatever the file's size. ``close()`` sends the last chunks and then the files
+document, which is what makes the file visible: until then readers cannot find it.
+
+An upload that fails or is aborted deletes the chunks it inserted, so it leaves no orphans behind; one
+whose id turns out to belong to another file raises :class:`~mongio.gridfs.errors.FileExists` and deletes
+nothing of the other file's.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from mongio.bson import ObjectId
+from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidOperation
+from mongio.gridfs.errors import FileExists
+from mongio.gridfs.indexes import IndexGuard
+from mongio.gridfs.layout import (
+    DEFAULT_CHUNK_SIZE,
+    chunks_per_batch,
+    files_document,
+    upload_date,
+    validate_chunk_size,
+)
+from mongio.gridfs.streams import read_blocks
+
+if TYPE_CHECKING:
+    from mongio.collection import Collection
+    from mongio.sessions.client_session import ClientSession
+
+__all__ = ["UPLOAD_BATCH_BYTES", "GridIn"]
+
+UPLOAD_BATCH_BYTES = 4 * 1024 * 1024
+"""About how many bytes of chunks one ``insert`` command carries (at least one chunk)."""
+
+DUPLICATE_KEY = 11000
+
+# PyMongo's keyword names for the files document fields that have a server-side spelling.
+_FIELD_NAMES = {"content_type": "contentType", "chunk_size": "chunkSize"}
+
+
+def disallow_transactions(session: ClientSession | None) -> None:
+    """GridFS spans two collections and many commands, so it refuses to run inside a transaction."""
+    if session is not None and session.in_transaction:
+        raise InvalidOperation("GridFS does not support multi-document transactions")
+
+
+def _is_duplicate_key(error: BaseException) -> bool:
+    if isinstance(error, DuplicateKeyError):
+        return True
+    if isinstance(error, BulkWriteError):
+        errors = error.details.get("writeErrors", ()) if isinstance(error.details, Mapping) else ()
+        return any(item.get("code") == DUPLICATE_KEY for item in errors)
+    return False
+
+
+class GridIn:
+    """A file being uploaded: ``await write(data)`` as many times as needed, then ``await close()``.
+
+    Made by :meth:`GridFSBucket.open_upload_stream` (or directly, as PyMongo allows, with the bucket's root
+    collection and the files document's fields: ``GridIn(db.fs, filename="a.txt", chunk_size=1024)``).
+    Use it as an async context manager: leaving the block closes the file, or aborts it when the block
+    raised (cancellation included)::
+
+        async with bucket.open_upload_stream("report.pdf", metadata={"owner": "ana"}) as upload:
+            async for block in request.stream():
+                await upload.write(block)
+        file_id = upload._id
+
+    One task writes to a given stream at a time.
+    """
+
+    def __init__(self, root_collection: Collection[Any], session: ClientSession | None = None, **kwargs: Any):
+        disallow_transactions(session)
+        fields = {_FIELD_NAMES.get(key, key): value for key, value in kwargs.items()}
+        file_id = fields.pop("_id") if "_id" in fields else ObjectId()
+        chunk_size = validate_chunk_size(fields.pop("chunkSize", DEFAULT_CHUNK_SIZE))
+        self._chunks = root_collection["chunks"]
+        self._files = root_collection["files"]
+        self._session = session
+        self._indexes = IndexGuard(self._files, self._chunks)
+        self._file: dict[str, Any] = {"_id": file_id, "chunkSize": chunk_size, **fields}
+        self._chunk_size = chunk_size
+        self._batch_chunks = chunks_per_batch(UPLOAD_BATCH_BYTES, chunk_size)
+        self._partial = bytearray()
+        self._pending: list[dict[str, Any]] = []
+        self._next_n = 0
+        self._length = 0
+        # Whether chunks of this upload may be on the server (what abort must clean up).
+        self._maybe_inserted = False
+        self._closed = False
+        self._aborted = False
+
+    # -- the file's fields ------------------------------------------------------------------------------------
+
+    @property
+    def _id(self) -> Any:
+        """The file's id (given, or a new ObjectId)."""
+        return self._file["_id"]
+
+    @property
+    def filename(self) -> str | None:
+        return self._file.get("filename")
+
+    @property
+    def name(self) -> str | None:
+        """The filename (``name`` as on a Python file object)."""
+        return self._file.get("filename")
+
+    @property
+    def content_type(self) -> str | None:
+        """DEPRECATED: the ``contentType`` field; keep it in ``metadata`` instead."""
+        return self._file.get("contentType")
+
+    @property
+    def chunk_size(self) -> int:
+        return self._chunk_size
+
+    @property
+    def length(self) -> int:
+        """Bytes written so far (the file's length once closed)."""
+        return self._length
+
+    @property
+    def upload_date(self) -> datetime.datetime | None:
+        """When the file was completed (None until ``close()``)."""
+        return self._file.get("uploadDate")
+
+    @property
+    def md5(self) -> str | None:
+        """Always None: MD5 checksums are deprecated and not computed."""
+        return self._file.get("md5")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __getattr__(self, name: str) -> Any:
+        # Other fields given when opening the stream (metadata, aliases, custom ones) read as attributes.
+        file = self.__dict__.get("_file")
+        if file is not None and name in file:
+            return file[name]
+        raise AttributeError(f"GridIn object has no attribute {name!r}")
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    writeable = writable  # PyMongo's spelling
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    async def write(self, data: Any) -> None:
+        """Append ``data``: bytes-like, a ``str`` (when the stream was opened with an ``encoding``), or a
+        source to read to its end (a binary file, an object with an async ``read()``, an async iterable of
+        bytes). Full batches of chunks are sent as they fill up."""
+        if self._closed:
+            raise ValueError("cannot write to a closed file")
+        if isinstance(data, str):
+            encoding = self._file.get("encoding")
+            if encoding is None:
+                raise TypeError("must specify an encoding for the file in order to write str")
+            data = data.encode(encoding)
+        if isinstance(data, bytes | bytearray | memoryview):
+            await self._take(data)
+            return
+        async for block in read_blocks(data, self._batch_chunks * self._chunk_size):
+            await self._take(block)
+
+    async def writelines(self, sequence: Iterable[Any]) -> None:
+        """Write each item of ``sequence`` in turn."""
+        for item in sequence:
+            await self.write(item)
+
+    async def _take(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+        size = self._chunk_size
+        if self._partial:
+            missing = size - len(self._partial)
+            self._partial += view[:missing]
+            view = view[missing:]
+            if len(self._partial) < size:
+                return
+            self._add_chunk(bytes(self._partial))
+            self._partial.clear()
+            if len(self._pending) >= self._batch_chunks:
+                await self._flush()
+        start, end = 0, len(view)
+        while end - start >= size:
+            self._add_chunk(view[start : start + size].tobytes())
+            start += size
+            if len(self._pending) >= self._batch_chunks:
+                await self._flush()
+        if start < end:
+            self._partial += view[start:]
+
+    def _add_chunk(self, data: bytes) -> None:
+        self._pending.append({"files_id": self._file["_id"], "n": self._next_n, "data": data})
+        self._next_n += 1
+        self._length += len(data)
+
+    async def _flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        await self._indexes.ensure(self._session)
+        self._maybe_inserted = True
+        try:
+            await self._chunks.insert_many(batch, session=self._session)
+        except BulkWriteError as error:
+            inserted = error.details.get("nInserted") if isinstance(error.details, Mapping) else None
+            if _is_duplicate_key(error) and batch[0]["n"] == 0 and not inserted:
+                # The first chunk clashed: these chunk numbers belong to a file that has this id already.
+                self._maybe_inserted = False
+            raise
+        except DuplicateKeyError:
+            if batch[0]["n"] == 0:
+                self._maybe_inserted = False
+            raise
+
+    # -- finishing --------------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Send the last chunks and the files document. The file exists from then on; closing again does
+        nothing. When this fails the upload is aborted (its chunks are deleted) and the error raised."""
+        if self._closed:
+            return
+        try:
+            if self._partial:
+                self._add_chunk(bytes(self._partial))
+                self._partial.clear()
+            await self._flush()
+            await self._indexes.ensure(self._session)
+            document = files_document(
+                self._file["_id"],
+                self._length,
+                self._chunk_size,
+                upload_date(),
+                {key: value for key, value in self._file.items() if key not in ("_id", "chunkSize")},
+            )
+            await self._files.insert_one(document, session=self._session)
+        except BaseException as error:
+            await self._abort_after(error)
+            if _is_duplicate_key(error):
+                raise FileExists(f"file with _id {self._file['_id']!r} already exists") from error
+            raise
+        self._file = document
+        self._closed = True
+
+    async def abort(self) -> None:
+        """Give up the upload: nothing more can be written and the chunks sent so far are deleted. Aborting
+        a closed (finished) file does nothing."""
+        if self._closed and not self._aborted:
+            return
+        self._closed = True
+        self._aborted = True
+        self._pending.clear()
+        self._partial.clear()
+        if self._maybe_inserted:
+            await self._chunks.delete_many({"files_id": self._file["_id"]}, session=self._session)
+            self._maybe_inserted = False
+
+    async def _abort_after(self, error: BaseException) -> None:
+        # Cleaning up must not hide the error that made the upload fail.
+        try:
+            await self.abort()
+        except Exception as cleanup_error:
+            error.add_note(f"deleting the upload's chunks failed too: {cleanup_error!r}")
+
+    async def __aenter__(self) -> GridIn:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            await self.close()
+        else:
+            await self._abort_after(exc)
+
+    def __repr__(self) -> str:
+        return f"GridIn(_id={self._file['_id']!r}, filename={self._file.get('filename')!r})"
