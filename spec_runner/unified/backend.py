@@ -12,6 +12,7 @@ the ``mongio.*`` loggers into its ``ClientLogStore``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -33,7 +34,7 @@ from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerList
 from spec_runner.unified import events as recorded
 from spec_runner.unified.entities import CURSOR_KINDS, EntityKind
 from spec_runner.unified.errors import UnifiedTestError
-from spec_runner.unified.events import ClientEventStore, ClientLogStore, LogMessage
+from spec_runner.unified.events import ClientEventStore, ClientLogStore, LogMessage, acting_client
 from spec_runner.unified.loader import CollectionData, EntityDescription
 from spec_runner.unified.operations import OperationContext
 from spec_runner.unified.requirements import ServerFacts
@@ -544,6 +545,7 @@ class MongioBackend:
             "observeLogMessages",
             "serverApi",
             "observeTracingMessages",
+            "awaitMinPoolSizeMS",
         }
         unknown = set(options) - known
         if unknown:
@@ -572,7 +574,7 @@ class MongioBackend:
         logs: ClientLogStore | None = None
         log_recorder: LogRecorder | None = None
         if "observeLogMessages" in options:
-            logs = ClientLogStore(options["observeLogMessages"])
+            logs = ClientLogStore(options["observeLogMessages"], client=description.id)
             log_recorder = LogRecorder(logs)
             log_recorder.attach()
             self._log_recorders.append(log_recorder)
@@ -581,11 +583,18 @@ class MongioBackend:
             kwargs["server_api"] = server_api(options["serverApi"])
         mongo_client = _driver("mongio.client", "MongoClient")
         listeners: list[Any] = [recorder] if (observe or stored) else []
-        client = mongo_client(self.uri, event_listeners=listeners, **kwargs)
-        entity = context.entities.add(description.id, EntityKind.CLIENT, client, events=store)
-        # Monitoring starts now, as a client made outside the test would have started before its first
-        # operation (tests wait for SDAM events without running anything).
-        await api_call(client.aconnect)
+        # The client's monitors and pools start inside this block, so what they log is the client's.
+        with acting_client(description.id):
+            client = mongo_client(self.uri, event_listeners=listeners, **kwargs)
+            entity = context.entities.add(description.id, EntityKind.CLIENT, client, events=store)
+            # Monitoring starts now, as a client made outside the test would have started before its first
+            # operation (tests wait for SDAM events without running anything).
+            await api_call(client.aconnect)
+        min_pool_size = kwargs.get("minPoolSize") or 0
+        if "awaitMinPoolSizeMS" in options and min_pool_size:
+            await _await_min_pool_size(client, int(min_pool_size), options["awaitMinPoolSizeMS"] / 1000)
+            # Events from before the pools were filled are not the test's.
+            store.events.clear()
         if logs is not None:
             entity.extras["logs"] = logs
 
@@ -595,7 +604,7 @@ class MongioBackend:
         database = client.get_database(
             options["databaseName"], **collection_options(options.get("databaseOptions"))
         )
-        context.entities.add(description.id, EntityKind.DATABASE, database)
+        context.entities.add(description.id, EntityKind.DATABASE, database, client=options["client"])
 
     async def _collection(self, description: EntityDescription, context: OperationContext) -> None:
         options = description.options
@@ -603,7 +612,8 @@ class MongioBackend:
         collection = database.get_collection(
             options["collectionName"], **collection_options(options.get("collectionOptions"))
         )
-        context.entities.add(description.id, EntityKind.COLLECTION, collection)
+        owner = context.entities.entity(options["database"]).extras.get("client")
+        context.entities.add(description.id, EntityKind.COLLECTION, collection, client=owner)
 
     async def _session(self, description: EntityDescription, context: OperationContext) -> None:
         options = description.options
@@ -626,7 +636,8 @@ class MongioBackend:
         if session_options:
             raise UnifiedTestError(f"session {description.id}: unsupported option(s) {sorted(session_options)}")
         session = client.start_session(**kwargs)
-        context.entities.add_session(description.id, session, session.session_id)
+        entity = context.entities.add_session(description.id, session, session.session_id)
+        entity.extras["client"] = options["client"]
 
     async def _bucket(self, description: EntityDescription, context: OperationContext) -> None:
         options = dict(description.options)
@@ -646,7 +657,8 @@ class MongioBackend:
                 kwargs["read_preference"] = read_preference(value)
             else:
                 raise UnifiedTestError(f"bucket {description.id}: unsupported option {key!r}")
-        context.entities.add(description.id, EntityKind.BUCKET, bucket_class(database, **kwargs))
+        owner = context.entities.entity(description.options["database"]).extras.get("client")
+        context.entities.add(description.id, EntityKind.BUCKET, bucket_class(database, **kwargs), client=owner)
 
     # -- fail points ----------------------------------------------------------------------------------------
 
@@ -687,6 +699,27 @@ class MongioBackend:
             errors.append(f"killAllSessions: {exc}")
         if errors:
             logging.getLogger("spec_runner.unified").debug("cleanup problems: %s", "; ".join(errors))
+
+
+async def _await_min_pool_size(client: Any, size: int, within: float) -> None:
+    """``awaitMinPoolSizeMS``: wait until the pool of every data-bearing server holds ``size`` established
+    connections (the pools fill in the background, and publish nothing this could wait on without
+    observing CMAP events, so this checks every few milliseconds)."""
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                topology = client._topology
+                servers = [] if topology is None else list(topology.servers.values())
+                data_bearing = [server for server in servers if server.description.is_data_bearing]
+                if data_bearing and all(
+                    server.pool is not None
+                    and server.pool.total_connection_count - server.pool.pending_connection_count >= size
+                    for server in data_bearing
+                ):
+                    return
+                await asyncio.sleep(0.005)
+    except TimeoutError:
+        raise UnifiedTestError(f"the connection pools did not reach minPoolSize={size} within {within}s") from None
 
 
 async def _quietly(value: Any, method: str) -> None:

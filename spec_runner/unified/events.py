@@ -7,7 +7,9 @@ will do), in the order they were published, and its log messages as ``LogMessage
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -641,21 +643,50 @@ class ClientEventStore:
 _LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
-class ClientLogStore:
-    """The log messages one client emitted, for the components and minimum levels in ``observeLogMessages``."""
+_ACTING_CLIENT: ContextVar[str | None] = ContextVar("unified_acting_client", default=None)
 
-    def __init__(self, observe: Mapping[str, str]) -> None:
+
+@contextmanager
+def acting_client(name: str | None) -> Iterator[None]:
+    """Attribute what is logged inside the block, and in the tasks started from it (a client's monitors,
+    its pool's fillers), to client entity ``name``. The driver logs through process-wide loggers, so this is
+    how one client's messages are told from another's (the format's advice for global log collectors)."""
+    token = _ACTING_CLIENT.set(name)
+    try:
+        yield
+    finally:
+        _ACTING_CLIENT.reset(token)
+
+
+def current_acting_client() -> str | None:
+    """The client entity the code running now acts for (``None``: not known)."""
+    return _ACTING_CLIENT.get()
+
+
+class ClientLogStore:
+    """The log messages one client emitted, for the components and minimum levels in ``observeLogMessages``.
+
+    With ``client``, a message logged while another client entity is acting (see ``acting_client``) is
+    not this client's and is dropped; a message logged with no client acting is kept.
+    """
+
+    def __init__(self, observe: Mapping[str, str], *, client: str | None = None) -> None:
         unknown = set(observe) - set(LOG_COMPONENTS)
         if unknown:
             raise UnifiedTestError(f"observeLogMessages: unknown component(s) {sorted(unknown)}")
         self.observe = {component: _LEVEL_RANK[level.lower()] for component, level in observe.items()}
+        self.client = client
         self.messages: list[LogMessage] = []
         self.enabled = True
 
     def record(self, message: LogMessage) -> None:
-        """Keep ``message`` if its component is observed at its level."""
+        """Keep ``message`` if its component is observed at its level and no other client logged it."""
         if not self.enabled:
             return
+        if self.client is not None:
+            source = current_acting_client()
+            if source is not None and source != self.client:
+                return
         threshold = self.observe.get(message.component)
         rank = _LEVEL_RANK.get(str(message.level).lower())
         if threshold is not None and rank is not None and rank <= threshold:

@@ -18,7 +18,7 @@ from spec_runner.unified.errors import MatchError, UnifiedTestError
 from spec_runner.unified.events import check_events, check_log_messages
 from spec_runner.unified.loader import CollectionData, EntityDescription, UnifiedTest, UnifiedTestFile
 from spec_runner.unified.matcher import documents_equal
-from spec_runner.unified.operations import REGISTRY, OperationContext, OperationRegistry, execute
+from spec_runner.unified.operations import REGISTRY, OperationContext, OperationRegistry
 from spec_runner.unified.requirements import ServerFacts, unmet_requirements
 from spec_runner.unified.threads import ThreadEntity
 
@@ -121,7 +121,7 @@ async def run_test(
     try:
         await create_entities(test_file.create_entities, context, backend)
         for op in test.operations:
-            await execute(context, op)
+            await special.execute_as_client(context, op)
         _stop_recording(context.entities)
         for expected in test.expect_events or ():
             store = context.entities.client_events(expected["client"])

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from spec_runner.unified.entities import EntityKind
+from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
+from spec_runner.unified.events import acting_client
 from spec_runner.unified.loader import Operation
 from spec_runner.unified.operations import TEST_RUNNER, OperationCall, OperationContext, execute, operation
 from spec_runner.unified.schema import OPERATION
@@ -77,8 +78,28 @@ def topology_type_name(description: Any) -> str:
     return str(getattr(kind, "name", kind))
 
 
+def acting_client_of(entities: EntityMap, op: Operation) -> str | None:
+    """The client entity ``op`` acts for: its object's client (a database, collection, session or bucket
+    remembers the client it came from), or a ``testRunner`` operation's ``client`` / ``session`` argument's."""
+    runner_op = op.object == TEST_RUNNER
+    name = op.arguments.get("client", op.arguments.get("session")) if runner_op else op.object
+    if not isinstance(name, str) or name not in entities:
+        return None
+    entity = entities.entity(name)
+    if entity.kind is EntityKind.CLIENT:
+        return name
+    owner = entity.extras.get("client")
+    return owner if isinstance(owner, str) else None
+
+
+async def execute_as_client(context: OperationContext, op: Operation) -> Any:
+    """``execute`` with what is logged meanwhile attributed to the client ``op`` acts for."""
+    with acting_client(acting_client_of(context.entities, op)):
+        return await execute(context, op)
+
+
 def add_thread(context: OperationContext, name: str) -> ThreadEntity:
     """Create thread entity ``name``; its operations go through the same ``execute`` path as the test's."""
-    thread = ThreadEntity(name, lambda op: execute(context, op))
+    thread = ThreadEntity(name, lambda op: execute_as_client(context, op))
     context.entities.add(name, EntityKind.THREAD, thread)
     return thread

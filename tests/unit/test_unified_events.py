@@ -10,6 +10,7 @@ from spec_runner.unified.errors import MatchError, UnifiedTestError
 from spec_runner.unified.events import (
     EVENT_CLASSES,
     EVENT_FAMILIES,
+    ClientLogStore,
     CommandFailedEvent,
     CommandStartedEvent,
     CommandSucceededEvent,
@@ -22,10 +23,12 @@ from spec_runner.unified.events import (
     ServerHeartbeatStartedEvent,
     TopologyDescriptionChangedEvent,
     TopologyOpeningEvent,
+    acting_client,
     check_event,
     check_events,
     check_log_messages,
     count_matching,
+    current_acting_client,
 )
 from spec_runner.unified.schema import CMAP_EVENTS, COMMAND_EVENTS, SDAM_EVENTS
 
@@ -281,3 +284,31 @@ def test_log_data_is_a_root_document() -> None:
     check_log_messages(expected, [message(a={"b": 1}, other=2)])
     with pytest.raises(MatchError):
         check_log_messages(expected, [message(a={"b": 1, "c": 2})])
+
+
+def test_a_log_store_keeps_only_its_own_clients_messages() -> None:
+    store = ClientLogStore({"connection": "debug"}, client="client")
+    message = LogMessage(level="debug", component="connection", data={"message": "Connection pool ready"})
+    with acting_client("failPointClient"):
+        store.record(message)
+    assert store.messages == []
+    with acting_client("client"):
+        store.record(message)
+    store.record(message)  # nobody known to be acting: kept
+    assert len(store.messages) == 2
+    anyone = ClientLogStore({"connection": "debug"})
+    with acting_client("failPointClient"):
+        anyone.record(message)
+    assert anyone.messages == [message]
+
+
+async def test_the_acting_client_follows_tasks_started_inside_the_block() -> None:
+    import asyncio
+
+    async def who() -> str | None:
+        return current_acting_client()
+
+    with acting_client("client"):
+        task = asyncio.get_running_loop().create_task(who())
+    assert current_acting_client() is None
+    assert await task == "client"
