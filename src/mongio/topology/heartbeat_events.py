@@ -241,11 +241,16 @@ class SdamPublisher:
         awaited: bool,
         connection_id: int | None = None,
         server_connection_id: int | None = None,
+        *,
+        event: bool = True,
+        log: bool = True,
     ) -> None:
-        """A heartbeat is starting (call only when :attr:`heartbeat_enabled`)."""
-        if self._heartbeat:
+        """A heartbeat is starting (call only when :attr:`heartbeat_enabled`). A check that first opens its
+        connection publishes the event before connecting (``log=False``) and logs once the connection and
+        its ids exist (``event=False``): the log message names the monitoring connection."""
+        if self._heartbeat and event:
             _deliver(self._heartbeat, "started", ServerHeartbeatStartedEvent(address, awaited))
-        if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
+        if log and TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
             where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
             text = f"Heartbeat started for {where}. Awaited: {awaited}"
             self._log("Server heartbeat started", text, awaited=awaited, **fields)

@@ -335,7 +335,7 @@ class Monitor:
             if connection is None or connection.closed:
                 self._connection = connection = None
                 if publisher is not None:
-                    publisher.heartbeat_started(self._address, False)
+                    publisher.heartbeat_started(self._address, False, log=False)
                 start = loop.time()
                 connection, handshake_time = await open_timed(
                     self._factory, self._address, self._connect_timeout
@@ -344,6 +344,10 @@ class Monitor:
                     connection.close("the check was cancelled")
                     raise AutoReconnect("the check was cancelled while connecting")
                 self._connection = connection
+                if publisher is not None:
+                    publisher.heartbeat_started(
+                        self._address, False, connection.id, connection.server_connection_id, event=False
+                    )
                 reply: Mapping[str, Any] = connection.hello or {}
                 if reply.get("ok") == 1:
                     self.rtt.add_sample(handshake_time)
@@ -397,7 +401,8 @@ class Monitor:
         except Exception as exc:
             duration = loop.time() - start
             if publisher is not None:
-                publisher.heartbeat_failed(self._address, duration, exc, awaited)
+                ids = (None, None) if connection is None else (connection.id, connection.server_connection_id)
+                publisher.heartbeat_failed(self._address, duration, exc, awaited, *ids)
             self._drop_connection(f"the check failed: {exc}")
             self.rtt.reset()
             if self._check_cancelled:
