@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson.codec_options import CodecOptions
+from mongio.change_stream import ClusterChangeStream
 from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata
@@ -471,6 +472,53 @@ class MongoClient:
             if own_session is not None:
                 await own_session.end_session()
         return bulk.result()
+
+    async def watch(
+        self,
+        pipeline: Sequence[Mapping[str, Any]] | None = None,
+        full_document: str | None = None,
+        resume_after: Mapping[str, Any] | None = None,
+        max_await_time_ms: int | None = None,
+        batch_size: int | None = None,
+        collation: Any = None,
+        start_at_operation_time: Any = None,
+        session: ClientSession | None = None,
+        start_after: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        full_document_before_change: str | None = None,
+        show_expanded_events: bool | None = None,
+    ) -> ClusterChangeStream[Any]:
+        """Watch the changes to every collection of every database (``admin``, ``local``, ``config`` and
+        system collections excepted): runs the ``aggregate`` that opens a change stream on ``admin`` and
+        returns the stream. The arguments are those of
+        :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
+
+            async with await client.watch() as stream:
+                async for change in stream:
+                    print(change["ns"], change["operationType"])
+        """
+        stream: ClusterChangeStream[Any] = ClusterChangeStream(
+            self,
+            "admin",
+            None,
+            pipeline,
+            full_document=full_document,
+            resume_after=resume_after,
+            max_await_time_ms=max_await_time_ms,
+            batch_size=batch_size,
+            collation=collation,
+            start_at_operation_time=start_at_operation_time,
+            session=session,
+            start_after=start_after,
+            comment=comment,
+            full_document_before_change=full_document_before_change,
+            show_expanded_events=show_expanded_events,
+            all_changes_for_cluster=True,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+        )
+        return await stream._opened()
 
     # -- sessions ----------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from mongio.change_stream import CollectionChangeStream
 from mongio.cursor import CommandCursor, Cursor
 from mongio.errors import ConfigurationError
 from mongio.operations.base import Operation
@@ -714,6 +715,57 @@ class Collection(Generic[_D]):
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,
         )
+
+    async def watch(
+        self,
+        pipeline: Sequence[Mapping[str, Any]] | None = None,
+        full_document: str | None = None,
+        resume_after: Mapping[str, Any] | None = None,
+        max_await_time_ms: int | None = None,
+        batch_size: int | None = None,
+        collation: Any = None,
+        start_at_operation_time: Any = None,
+        session: ClientSession | None = None,
+        start_after: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        full_document_before_change: str | None = None,
+        show_expanded_events: bool | None = None,
+    ) -> CollectionChangeStream[_D]:
+        """Watch the changes to this collection: runs the ``aggregate`` that opens a change stream and
+        returns the stream (see :mod:`mongio.change_stream`). ::
+
+            async with await coll.watch([{"$match": {"operationType": "insert"}}]) as stream:
+                async for change in stream:
+                    ...
+
+        ``pipeline`` stages follow the ``$changeStream`` stage. ``full_document`` (``"updateLookup"``,
+        ``"whenAvailable"``, ``"required"``) and ``full_document_before_change`` ask for post- and pre-images;
+        ``resume_after``, ``start_after`` (a resume token) or ``start_at_operation_time`` (a ``Timestamp``)
+        say where to start; ``max_await_time_ms`` is how long each ``getMore`` waits for changes. Prefer this
+        to an ``aggregate`` with ``$changeStream``: only a stream made here resumes after errors. The
+        collection's read concern must be ``majority`` or unset.
+        """
+        stream: CollectionChangeStream[_D] = CollectionChangeStream(
+            self._database.client,
+            self._database.name,
+            self._name,
+            pipeline,
+            full_document=full_document,
+            resume_after=resume_after,
+            max_await_time_ms=max_await_time_ms,
+            batch_size=batch_size,
+            collation=collation,
+            start_at_operation_time=start_at_operation_time,
+            session=session,
+            start_after=start_after,
+            comment=comment,
+            full_document_before_change=full_document_before_change,
+            show_expanded_events=show_expanded_events,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+        )
+        return await stream._opened()
 
     # -- indexes ----------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
+from mongio.change_stream import DatabaseChangeStream
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
@@ -461,6 +462,51 @@ class Database(Generic[_D]):
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,
         )
+
+    async def watch(
+        self,
+        pipeline: Sequence[Mapping[str, Any]] | None = None,
+        full_document: str | None = None,
+        resume_after: Mapping[str, Any] | None = None,
+        max_await_time_ms: int | None = None,
+        batch_size: int | None = None,
+        collation: Any = None,
+        start_at_operation_time: Any = None,
+        session: ClientSession | None = None,
+        start_after: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        full_document_before_change: str | None = None,
+        show_expanded_events: bool | None = None,
+    ) -> DatabaseChangeStream[_D]:
+        """Watch the changes to every collection of this database (system collections excepted): runs the
+        ``aggregate`` that opens a change stream and returns the stream. The arguments are those of
+        :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
+
+            async with await client.shop.watch() as stream:
+                async for change in stream:
+                    print(change["ns"]["coll"], change["operationType"])
+        """
+        stream: DatabaseChangeStream[_D] = DatabaseChangeStream(
+            self._client,
+            self._name,
+            None,
+            pipeline,
+            full_document=full_document,
+            resume_after=resume_after,
+            max_await_time_ms=max_await_time_ms,
+            batch_size=batch_size,
+            collation=collation,
+            start_at_operation_time=start_at_operation_time,
+            session=session,
+            start_after=start_after,
+            comment=comment,
+            full_document_before_change=full_document_before_change,
+            show_expanded_events=show_expanded_events,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+        )
+        return await stream._opened()
 
     async def dereference(
         self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any

@@ -213,6 +213,7 @@ class Executor:
         op: Operation[Any],
         address: Address | None,
         deprioritized: tuple[Address, ...],
+        operation_id: int | None = None,
     ) -> Server:
         if address is not None:
             server = topology.get_server(address)
@@ -244,6 +245,7 @@ class Executor:
             deprioritized=deprioritized,
             timeout=limit,
             operation=op.command_name,
+            operation_id=operation_id,
         )
 
     def _retryability(self, op: Operation[Any], txn_number: Any) -> OperationRetryability:
@@ -284,7 +286,7 @@ class Executor:
                 generation = 0
                 conn: Connection | None = None
                 try:
-                    server = await self._select(topology, op, address, deprioritized)
+                    server = await self._select(topology, op, address, deprioritized, operation_id=operation_id)
                     try:
                         server_address = server.address
                         description = server.description

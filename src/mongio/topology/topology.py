@@ -129,6 +129,11 @@ class Server:
         self.operation_finished()
 
 
+def _operation_label(operation: str, operation_id: int | None) -> str:
+    """How selection log messages name the operation: ``insert with ID 7`` when it has an id."""
+    return operation if operation_id is None else f"{operation} with ID {operation_id}"
+
+
 def _describe_read_preference(read_preference: ReadPreferenceLike | None) -> str:
     if read_preference is None:
         return "read preference primary"
@@ -612,6 +617,7 @@ class Topology:
         deprioritized: Collection[Address] = (),
         timeout: float | None = None,  # noqa: ASYNC109 - serverSelectionTimeoutMS, not a deadline for the caller
         operation: str = "",
+        operation_id: int | None = None,
     ) -> Server:
         """Select a server for a read with ``read_preference`` (primary when ``None``) or for a write.
 
@@ -621,14 +627,20 @@ class Topology:
         :class:`~mongio.errors.ServerSelectionTimeoutError` saying what was asked for and what the topology
         looks like. The selected server's operation count is incremented: call
         ``server.operation_finished()`` when the operation is over. ``deprioritized`` servers are used only
-        when no other is suitable.
+        when no other is suitable. ``operation`` and ``operation_id`` (the command name and the id its command
+        events carry) only label the log messages.
         """
         if not self._opened:
             await self.open()
         logging_on = SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG)
         if logging_on:
             self._log_selection(
-                "Server selection started", operation, read_preference, is_write, server_selector
+                "Server selection started",
+                operation,
+                read_preference,
+                is_write,
+                server_selector,
+                operation_id=operation_id,
             )
         try:
             server = self.select_server_nowait(
@@ -639,7 +651,7 @@ class Topology:
             )
         except Exception as exc:
             if logging_on:
-                self._log_failure(exc, operation, read_preference, is_write, server_selector)
+                self._log_failure(exc, operation, read_preference, is_write, server_selector, operation_id)
             raise
         if server is None:
             server = await self._wait_for_server(
@@ -649,6 +661,7 @@ class Topology:
                 deprioritized=deprioritized,
                 limit=self._settings.server_selection_timeout if timeout is None else timeout,
                 operation=operation,
+                operation_id=operation_id,
             )
         if SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
             self._log_selection(
@@ -658,6 +671,7 @@ class Topology:
                 is_write,
                 server_selector,
                 server.address,
+                operation_id=operation_id,
             )
         return server
 
@@ -670,6 +684,7 @@ class Topology:
         deprioritized: Collection[Address],
         limit: float,
         operation: str,
+        operation_id: int | None = None,
     ) -> Server:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
@@ -691,7 +706,9 @@ class Topology:
                     self.request_check_all()
                     if not told_waiting and SERVER_SELECTION_LOGGER.isEnabledFor(_INFO):
                         told_waiting = True
-                        self._log_waiting(operation, read_preference, is_write, server_selector, remaining)
+                        self._log_waiting(
+                            operation, read_preference, is_write, server_selector, remaining, operation_id
+                        )
                     try:
                         async with asyncio.timeout(remaining):
                             await self._condition.wait()
@@ -699,7 +716,7 @@ class Topology:
                         pass  # one last look, then the error
         except Exception as exc:
             if SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
-                self._log_failure(exc, operation, read_preference, is_write, server_selector)
+                self._log_failure(exc, operation, read_preference, is_write, server_selector, operation_id)
             raise
 
     def _selection_error(
@@ -727,12 +744,15 @@ class Topology:
         read_preference: ReadPreferenceLike | None,
         is_write: bool,
         server_selector: ServerSelector | None,
+        operation_id: int | None = None,
     ) -> tuple[dict[str, Any], str]:
         selector = "writable server" if is_write else _describe_read_preference(read_preference)
         if server_selector is not None:
             selector += " and a custom server selector"
         topology = repr(self._description)
-        fields = {"selector": selector, "operation": operation, "topologyDescription": topology}
+        fields: dict[str, Any] = {"selector": selector, "operation": operation, "topologyDescription": topology}
+        if operation_id is not None:
+            fields["operationId"] = operation_id
         return fields, f"Selector: {selector}, topology description: {topology}"
 
     def _log_selection(
@@ -743,10 +763,13 @@ class Topology:
         is_write: bool,
         server_selector: ServerSelector | None,
         address: Address | None = None,
+        *,
+        operation_id: int | None = None,
     ) -> None:
-        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector, operation_id)
         fields["message"] = message
         verb = message.removeprefix("Server selection ")
+        operation = _operation_label(operation, operation_id)
         if address is None:
             text = f"Server selection {verb} for operation {operation}. {tail}"
         else:
@@ -764,10 +787,12 @@ class Topology:
         read_preference: ReadPreferenceLike | None,
         is_write: bool,
         server_selector: ServerSelector | None,
+        operation_id: int | None = None,
     ) -> None:
-        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector, operation_id)
         failure = format_error(error)
         fields.update(message="Server selection failed", failure=failure)
+        operation = _operation_label(operation, operation_id)
         text = f"Server selection failed for operation {operation}. Failure: {failure}. {tail}"
         SERVER_SELECTION_LOGGER.debug(LogMessage("serverSelection", fields, text))
 
@@ -778,9 +803,11 @@ class Topology:
         is_write: bool,
         server_selector: ServerSelector | None,
         remaining: float,
+        operation_id: int | None = None,
     ) -> None:
-        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector)
+        fields, tail = self._selection_fields(operation, read_preference, is_write, server_selector, operation_id)
         remaining_ms = int(remaining * 1000)
+        operation = _operation_label(operation, operation_id)
         fields.update(message="Waiting for suitable server to become available", remainingTimeMS=remaining_ms)
         text = (
             f"Waiting for server to become available for operation {operation}. "

@@ -1,0 +1,7 @@
+"""The change streams specification's unified tests."""
+
+from __future__ import annotations
+
+from spec_runner.suites._unified_support import unified_suite
+
+SUITE = unified_suite("change-streams", directories=("unified",))
