@@ -8,7 +8,8 @@
   the specification's fields gives the document sent to the server, ``isServerDefault`` and
   ``isAcknowledged``, or is invalid.
 
-The ``operation/`` files use the unified test format and belong to the unified runner.
+The ``operation/`` files use the unified test format: the default write concern is left out of the commands
+of every write helper. They run against the server through the unified runner, in the same suite.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file, unique_names
+from spec_runner.suites._unified_support import unified_suite
 from spec_runner.suites._uri_cases import expect_outcome
 
 NAME = "read-write-concern"
@@ -197,4 +199,13 @@ def _bind(
     return lambda _context: run_one(test)
 
 
-SUITE = Suite(name=NAME, collect=collect)
+_OPERATION = unified_suite(NAME, directories=("operation",))
+
+
+def collect_all(tests_dir: Path) -> Iterator[SpecCase]:
+    """The server-less cases, then the unified ``operation/`` cases (which need the server)."""
+    yield from collect(tests_dir)
+    yield from _OPERATION.collect(tests_dir)
+
+
+SUITE = Suite(name=NAME, collect=collect_all, needs_server=True)

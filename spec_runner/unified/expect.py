@@ -136,13 +136,36 @@ def _describe_client_bulk_write(error: BaseException) -> ErrorDescription:
             error=error, is_client_error=False, is_timeout=False, messages=[_message(error)]
         )
     described.labels |= _labels(error)
-    raw_write_errors = getattr(error, "write_errors", None) or {}
-    described.write_errors = {int(k): v for k, v in dict(raw_write_errors).items()}
-    described.write_concern_errors = list(getattr(error, "write_concern_errors", None) or [])
-    described.partial_result = getattr(error, "partial_result", None)
-    if described.partial_result is None:
-        described.partial_result = MISSING
+    described.write_errors = _indexed_write_errors(getattr(error, "write_errors", None) or {})
+    described.write_concern_errors = [
+        _write_concern_error(item) for item in getattr(error, "write_concern_errors", None) or []
+    ]
+    # A partial result already shaped as a document is taken as it is; a driver result object is left to the
+    # operation's error_result, which turns it into the document the format matches.
+    partial = getattr(error, "partial_result", None)
+    if isinstance(partial, Mapping):
+        described.partial_result = partial
     return described
+
+
+def _indexed_write_errors(raw: Any) -> dict[int, Mapping[str, Any]]:
+    # The specification's map from model index to write error, or PyMongo's list of the server's write
+    # error documents, each with the model's index as "idx".
+    if isinstance(raw, Mapping):
+        return {int(index): value for index, value in raw.items()}
+    return {int(item["idx"]): item for item in raw}
+
+
+def _write_concern_error(raw: Any) -> Any:
+    # PyMongo keeps the server's writeConcernError document (errmsg, errInfo); the format reads the
+    # specification's WriteConcernError (message, details).
+    if not isinstance(raw, Mapping) or "message" in raw or "errmsg" not in raw:
+        return raw
+    converted = dict(raw)
+    converted["message"] = raw["errmsg"]
+    if "errInfo" in raw:
+        converted["details"] = raw["errInfo"]
+    return converted
 
 
 def check_expected_error(

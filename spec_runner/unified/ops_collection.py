@@ -210,7 +210,11 @@ async def create_index(call: OperationCall) -> Any:
     # Index options go into the index specification under the server's names (unique, name, ...).
     arguments = dict(call.arguments)
     keys = list(arguments.pop("keys").items())
-    options = {k: arguments.pop(k) for k in ("session", "comment", "maxTimeMS", "commitQuorum") if k in arguments}
+    options = {
+        k: arguments.pop(k)
+        for k in ("session", "comment", "maxTimeMS", "commitQuorum", "rawData")
+        if k in arguments
+    }
     return await api_call(call.target.create_index, keys, **options, **arguments)
 
 
@@ -257,7 +261,7 @@ async def drop_indexes(call: OperationCall) -> Any:
     result=ResultShape.DOCUMENTS,
 )
 async def list_indexes(call: OperationCall) -> Any:
-    arguments = driver_arguments(call.arguments, keep=("rawData",))
+    arguments = driver_arguments(call.arguments)
     cursor = await api_call(call.target.list_indexes, **arguments)
     return await read_all(cursor)
 

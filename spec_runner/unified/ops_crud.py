@@ -31,6 +31,7 @@ RENAMES: dict[str, str] = {
     "returnDocument": "return_document",
     "verboseResults": "verbose_results",
     "fieldName": "key",
+    "rawData": "raw_data",
 }
 
 
@@ -149,6 +150,15 @@ def bulk_error_result(error: BaseException) -> Any:
     }
 
 
+def client_update_result(result: Any) -> Any:
+    """One update of a verbose client bulk write: the bulk write spec's ``UpdateResult`` has no
+    ``upsertedCount``."""
+    document = {"matchedCount": result.matched_count, "modifiedCount": result.modified_count}
+    if result.did_upsert:
+        document["upsertedId"] = result.upserted_id
+    return document
+
+
 def client_bulk_write_result(result: Any) -> Any:
     if result is None or not _acknowledged(result):
         return {}
@@ -164,7 +174,7 @@ def client_bulk_write_result(result: Any) -> Any:
             str(index): {"insertedId": item.inserted_id} for index, item in result.insert_results.items()
         }
         document["updateResults"] = {
-            str(index): update_result(item) for index, item in result.update_results.items()
+            str(index): client_update_result(item) for index, item in result.update_results.items()
         }
         document["deleteResults"] = {
             str(index): delete_result(item) for index, item in result.delete_results.items()

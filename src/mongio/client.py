@@ -434,6 +434,8 @@ class MongoClient:
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
         write_concern: WriteConcern | None = None,
+        *,
+        raw_data: bool | None = None,
     ) -> ClientBulkWriteResult:
         """Run inserts, updates, replaces and deletes over any namespaces in as few ``bulkWrite`` commands as
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
@@ -447,6 +449,7 @@ class MongoClient:
             comment=comment,
             let=let,
             verbose_results=verbose_results,
+            raw_data=raw_data,
             write_concern=concern,
             codec_options=self._codec_options,
         )

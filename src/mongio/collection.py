@@ -84,6 +84,8 @@ _AGGREGATE_OPTIONS = {
     "max_time_ms": "max_time_ms",
     "maxAwaitTimeMS": "max_await_time_ms",
     "max_await_time_ms": "max_await_time_ms",
+    "rawData": "raw_data",
+    "raw_data": "raw_data",
 }
 _READ_OPTIONS = {
     "collation": "collation",
@@ -92,6 +94,8 @@ _READ_OPTIONS = {
     "max_time_ms": "max_time_ms",
     "skip": "skip",
     "limit": "limit",
+    "rawData": "raw_data",
+    "raw_data": "raw_data",
 }
 _FIND_AND_MODIFY_OPTIONS = {
     "collation": "collation",
@@ -99,6 +103,14 @@ _FIND_AND_MODIFY_OPTIONS = {
     "max_time_ms": "max_time_ms",
     "bypassDocumentValidation": "bypass_document_validation",
     "bypass_document_validation": "bypass_document_validation",
+    "rawData": "raw_data",
+    "raw_data": "raw_data",
+}
+_MAX_TIME_OPTIONS = {
+    "maxTimeMS": "max_time_ms",
+    "max_time_ms": "max_time_ms",
+    "rawData": "raw_data",
+    "raw_data": "raw_data",
 }
 
 
@@ -117,6 +129,10 @@ class Collection(Generic[_D]):
 
     Making one does no I/O. It carries codec options, read preference, read concern and write concern,
     inherited from its database unless given.
+
+    The CRUD and index methods take a keyword-only ``raw_data`` (``rawData`` where camelCase options are
+    taken): an internal option of MongoDB 8.2+ (not sent to older servers) that works on the stored buckets
+    of a time-series collection. It is meant for MongoDB's own tools and may change without notice.
     """
 
     def __init__(
@@ -264,6 +280,8 @@ class Collection(Generic[_D]):
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> InsertOneResult:
         """Insert one document; it gets an ``_id`` (a new ObjectId, also stored in ``document``) if it has none.
 
@@ -275,6 +293,7 @@ class Collection(Generic[_D]):
             document,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
+            raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
@@ -288,6 +307,8 @@ class Collection(Generic[_D]):
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> InsertManyResult:
         """Insert several documents, in as few commands as the server's limits allow.
 
@@ -306,6 +327,7 @@ class Collection(Generic[_D]):
             ordered=ordered,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
+            raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
@@ -325,6 +347,8 @@ class Collection(Generic[_D]):
         session: ClientSession | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
+        *,
+        raw_data: bool | None = None,
     ) -> BulkWriteResult:
         """Run a list of ``InsertOne``, ``UpdateOne``, ``UpdateMany``, ``ReplaceOne``, ``DeleteOne`` and
         ``DeleteMany`` requests with as few commands as possible.
@@ -343,6 +367,7 @@ class Collection(Generic[_D]):
             bypass_document_validation=bypass_document_validation,
             comment=comment,
             let=let,
+            raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
@@ -355,6 +380,7 @@ class Collection(Generic[_D]):
         session: Any,
         let: Mapping[str, Any] | None,
         comment: Any,
+        raw_data: bool | None,
     ) -> UpdateResult:
         operation = Update(
             self._database.name,
@@ -363,6 +389,7 @@ class Collection(Generic[_D]):
             bypass_document_validation=bypass_document_validation,
             comment=comment,
             let=let,
+            raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
@@ -382,6 +409,8 @@ class Collection(Generic[_D]):
         let: Mapping[str, Any] | None = None,
         sort: Any = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> UpdateResult:
         """Update the first document matching ``filter`` (``sort`` picks which) with ``$`` operators or a
         pipeline; with ``upsert=True`` insert one if none matches.
@@ -389,7 +418,7 @@ class Collection(Generic[_D]):
         ``await coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, upsert=True)``
         """
         model = UpdateOne(filter, update, upsert or None, collation, array_filters, hint, sort=sort)
-        return await self._update(model, bypass_document_validation, session, let, comment)
+        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
 
     async def update_many(
         self,
@@ -403,13 +432,15 @@ class Collection(Generic[_D]):
         session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> UpdateResult:
         """Update every document matching ``filter``.
 
         ``await coll.update_many({"done": False}, {"$set": {"done": True}})``
         """
         model = UpdateMany(filter, update, upsert or None, collation, array_filters, hint)
-        return await self._update(model, bypass_document_validation, session, let, comment)
+        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
 
     async def replace_one(
         self,
@@ -423,13 +454,20 @@ class Collection(Generic[_D]):
         let: Mapping[str, Any] | None = None,
         sort: Any = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> UpdateResult:
         """Replace the first document matching ``filter`` with ``replacement`` (no ``$`` operators)."""
         model = ReplaceOne(filter, replacement, upsert or None, collation, hint, sort=sort)
-        return await self._update(model, bypass_document_validation, session, let, comment)
+        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
 
     async def _delete(
-        self, model: DeleteOne | DeleteMany, session: Any, let: Mapping[str, Any] | None, comment: Any
+        self,
+        model: DeleteOne | DeleteMany,
+        session: Any,
+        let: Mapping[str, Any] | None,
+        comment: Any,
+        raw_data: bool | None,
     ) -> DeleteResult:
         operation = Delete(
             self._database.name,
@@ -437,6 +475,7 @@ class Collection(Generic[_D]):
             model,
             comment=comment,
             let=let,
+            raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
@@ -451,12 +490,14 @@ class Collection(Generic[_D]):
         session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> DeleteResult:
         """Delete the first document matching ``filter``.
 
         ``(await coll.delete_one({"_id": 1})).deleted_count``
         """
-        return await self._delete(DeleteOne(filter, collation, hint), session, let, comment)
+        return await self._delete(DeleteOne(filter, collation, hint), session, let, comment, raw_data)
 
     async def delete_many(
         self,
@@ -466,9 +507,11 @@ class Collection(Generic[_D]):
         session: ClientSession | None = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
+        *,
+        raw_data: bool | None = None,
     ) -> DeleteResult:
         """Delete every document matching ``filter`` (``{}`` deletes them all)."""
-        return await self._delete(DeleteMany(filter, collation, hint), session, let, comment)
+        return await self._delete(DeleteMany(filter, collation, hint), session, let, comment, raw_data)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -626,7 +669,7 @@ class Collection(Generic[_D]):
     async def estimated_document_count(self, comment: Any = None, **kwargs: Any) -> int:
         """The collection's document count from its metadata: fast, but may be off after an unclean
         shutdown. Takes ``maxTimeMS``."""
-        options = _options(kwargs, {"maxTimeMS": "max_time_ms", "max_time_ms": "max_time_ms"}, "count")
+        options = _options(kwargs, _MAX_TIME_OPTIONS, "estimated_document_count")
         operation = EstimatedDocumentCount(
             self._database.name,
             self._name,
@@ -785,6 +828,8 @@ class Collection(Generic[_D]):
                 "max_time_ms": "max_time_ms",
                 "commitQuorum": "commit_quorum",
                 "commit_quorum": "commit_quorum",
+                "rawData": "raw_data",
+                "raw_data": "raw_data",
             },
             "create_indexes",
         )
@@ -810,7 +855,7 @@ class Collection(Generic[_D]):
         """
         command_options = {
             key: kwargs.pop(key)
-            for key in ("maxTimeMS", "max_time_ms", "commitQuorum", "commit_quorum")
+            for key in ("maxTimeMS", "max_time_ms", "commitQuorum", "commit_quorum", "rawData", "raw_data")
             if key in kwargs
         }
         names = await self.create_indexes(
@@ -833,7 +878,7 @@ class Collection(Generic[_D]):
         await self._drop_indexes("*", session, comment, kwargs)
 
     async def _drop_indexes(self, index: Any, session: Any, comment: Any, kwargs: Mapping[str, Any]) -> None:
-        options = _options(kwargs, {"maxTimeMS": "max_time_ms", "max_time_ms": "max_time_ms"}, "drop_index")
+        options = _options(kwargs, _MAX_TIME_OPTIONS, "drop_index")
         operation = DropIndexes(
             self._database.name,
             self._name,
@@ -845,7 +890,9 @@ class Collection(Generic[_D]):
         )
         await self._run(operation, session)
 
-    def list_indexes(self, session: ClientSession | None = None, comment: Any = None) -> CommandCursor[Any]:
+    def list_indexes(
+        self, session: ClientSession | None = None, comment: Any = None, *, raw_data: bool | None = None
+    ) -> CommandCursor[Any]:
         """A cursor over the collection's index specifications (none for a missing collection).
 
         ``async for index in coll.list_indexes(): print(index["name"])``
@@ -854,6 +901,7 @@ class Collection(Generic[_D]):
             self._database.name,
             self._name,
             comment=comment,
+            raw_data=raw_data,
             read_preference=self._primary(),
             codec_options=self._codec_options,
         )

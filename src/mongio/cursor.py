@@ -372,6 +372,8 @@ class Cursor(_CursorBase[_T]):
         session: ClientSession | None = None,
         allow_disk_use: bool | None = None,
         let: Mapping[str, Any] | None = None,
+        *,
+        raw_data: bool | None = None,
     ) -> None:
         super().__init__(collection.database.client, session, collection.codec_options)
         if filter is not None and not isinstance(filter, Mapping):
@@ -402,6 +404,7 @@ class Cursor(_CursorBase[_T]):
             "comment": comment,
             "allow_disk_use": allow_disk_use,
             "let": let,
+            "raw_data": raw_data,
         }
         # Built now so that a bad value fails at the call that gave it; kept for the first run.
         self._prepared: Find | None = self._find_operation()
@@ -439,6 +442,7 @@ class Cursor(_CursorBase[_T]):
             collation=spec["collation"],
             let=spec["let"],
             comment=spec["comment"],
+            raw_data=spec["raw_data"],
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
@@ -633,6 +637,7 @@ class Cursor(_CursorBase[_T]):
             hint=spec["hint"],
             comment=spec["comment"],
             max_time_ms=spec["max_time_ms"],
+            raw_data=spec["raw_data"],
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,

@@ -348,7 +348,8 @@ class Database(Generic[_D]):
         **kwargs: Any,
     ) -> CommandCursor[dict[str, Any]]:
         """A cursor over the collections' descriptions (``name``, ``type``, ``options``, ``info``...).
-        Takes ``nameOnly``, ``authorizedCollections`` and ``batchSize``.
+        Takes ``nameOnly``, ``authorizedCollections``, ``batchSize`` and the internal ``rawData`` (see
+        :class:`~mongio.collection.Collection`).
 
         ``async for info in db.list_collections(filter={"type": "view"}): ...``
         """
@@ -361,6 +362,8 @@ class Database(Generic[_D]):
                 "authorized_collections": "authorized_collections",
                 "batchSize": "batch_size",
                 "batch_size": "batch_size",
+                "rawData": "raw_data",
+                "raw_data": "raw_data",
             }.get(key)
             if name is None:
                 raise TypeError(f"list_collections() got an unexpected keyword argument {key!r}")
@@ -435,6 +438,7 @@ class Database(Generic[_D]):
             "collation": "collation",
             "hint": "hint",
             "bypassDocumentValidation": "bypass_document_validation",
+            "rawData": "raw_data",
         }
         for key, value in kwargs.items():
             name = names.get(key) or (key if key in names.values() else None)

@@ -371,3 +371,42 @@ async def test_read_options_reach_the_operation() -> None:
     operation = client.calls[0].operation
     assert operation.read_preference == Secondary()
     assert operation.read_concern == ReadConcern("majority")
+
+
+async def test_raw_data_reaches_every_command_that_takes_it() -> None:
+    from tests.unit.test_api_fake import FakeContext
+
+    cursor_reply = {"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}}
+    recorder = Recorder(
+        find=cursor_reply, aggregate=cursor_reply, listIndexes=cursor_reply, listCollections=cursor_reply
+    )
+    client = FakeClient(respond=recorder, context=FakeContext(max_wire_version=27))
+    coll = client["db"]["coll"]
+    await coll.insert_one({}, raw_data=True)
+    await coll.insert_many([{}], raw_data=True)
+    await coll.bulk_write([DeleteOne({})], raw_data=True)
+    await coll.update_one({}, {"$set": {"a": 1}}, raw_data=True)
+    await coll.update_many({}, {"$set": {"a": 1}}, raw_data=True)
+    await coll.replace_one({}, {"a": 1}, raw_data=True)
+    await coll.delete_one({}, raw_data=True)
+    await coll.delete_many({}, raw_data=True)
+    await coll.find({}, raw_data=True).to_list()
+    await coll.find_one({}, raw_data=True)
+    await coll.find_one_and_delete({}, rawData=True)
+    await coll.find_one_and_update({}, {"$set": {"a": 1}}, raw_data=True)
+    await coll.count_documents({}, rawData=True)
+    await coll.estimated_document_count(rawData=True)
+    await coll.distinct("a", raw_data=True)
+    await coll.aggregate([], rawData=True).to_list()
+    await coll.create_index("a", rawData=True)
+    await coll.create_indexes([IndexModel("b")], raw_data=True)
+    await coll.drop_index("a_1", rawData=True)
+    await coll.drop_indexes(raw_data=True)
+    await coll.list_indexes(raw_data=True).to_list()
+    await coll.database.list_collections(rawData=True).to_list()
+    await coll.database.aggregate([], rawData=True).to_list()
+    assert len(recorder.bodies) == 23
+    for body in recorder.bodies:
+        assert body.get("rawData") is True, body
+    # An index option of that name would be sent to the server inside the index specification instead.
+    assert "rawData" not in recorder.bodies[16]["indexes"][0]

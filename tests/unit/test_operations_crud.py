@@ -474,3 +474,62 @@ def test_explain_wraps_the_command_and_takes_its_own_max_time() -> None:
     assert body(delete) == {
         "explain": {"delete": "c", "ordered": True, "deletes": [{"q": {"a": 1}, "limit": 1}]}
     }
+
+
+# -- rawData (MongoDB 8.2+ only) -------------------------------------------------------------------------------
+
+NEW_SERVER = ServerLimits(max_wire_version=27)
+OLD_SERVER = ServerLimits(max_wire_version=26)
+
+
+def _raw_data_operations(raw_data: Any) -> list[Any]:
+    from mongio.operations.bulk import BulkWrite
+    from mongio.operations.client_bulk import ClientBulkWrite
+    from mongio.operations.collections import ListCollections
+    from mongio.operations.indexes import CreateIndexes, DropIndexes, ListIndexes
+    from mongio.operations.models import IndexModel
+
+    bulk = BulkWrite("db", "c", [InsertOne({"_id": 1})], raw_data=raw_data)
+    client_bulk = ClientBulkWrite([InsertOne({"_id": 1}, namespace="db.c")], raw_data=raw_data)
+    return [
+        Find("db", "c", {}, raw_data=raw_data),
+        Aggregate("db", "c", [], raw_data=raw_data),
+        CountDocuments("db", "c", {}, raw_data=raw_data),
+        EstimatedDocumentCount("db", "c", raw_data=raw_data),
+        Distinct("db", "c", "x", raw_data=raw_data),
+        Insert("db", "c", {"_id": 1}, raw_data=raw_data),
+        Update("db", "c", UpdateOne({}, {"$set": {"x": 1}}), raw_data=raw_data),
+        Delete("db", "c", DeleteOne({}), raw_data=raw_data),
+        FindAndModify("db", "c", {}, remove=True, raw_data=raw_data),
+        bulk.next_batch(),
+        client_bulk.next_batch(),
+        CreateIndexes("db", "c", [IndexModel("x")], raw_data=raw_data),
+        DropIndexes("db", "c", "x_1", raw_data=raw_data),
+        ListIndexes("db", "c", raw_data=raw_data),
+        ListCollections("db", raw_data=raw_data),
+    ]
+
+
+@pytest.mark.parametrize("raw_data", [True, False])
+def test_raw_data_is_sent_to_mongodb_8_2_as_given(raw_data: bool) -> None:
+    for operation in _raw_data_operations(raw_data):
+        assert operation.build(NEW_SERVER).body["rawData"] is raw_data, operation
+
+
+def test_raw_data_is_left_out_for_servers_before_8_2() -> None:
+    for operation in _raw_data_operations(True):
+        assert "rawData" not in operation.build(OLD_SERVER).body, operation
+        # The operation itself keeps it: a retry on a newer server sends it.
+        assert operation.build(NEW_SERVER).body["rawData"] is True, operation
+
+
+def test_raw_data_is_not_sent_unless_given() -> None:
+    for operation in _raw_data_operations(None):
+        assert "rawData" not in operation.build(NEW_SERVER).body, operation
+
+
+def test_raw_data_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="raw_data"):
+        Find("db", "c", {}, raw_data=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="raw_data"):
+        Insert("db", "c", {}, raw_data="yes")  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_WRITE_BATCH_SIZE",
     "NAMESPACE_NOT_FOUND",
+    "RAW_DATA_MIN_WIRE_VERSION",
     "RESERVED_MESSAGE_BYTES",
     "Command",
     "ConnectionContext",
@@ -36,9 +37,11 @@ __all__ = [
     "Operation",
     "Retryability",
     "ServerLimits",
+    "add_raw_data",
     "check_write_concern_reply",
     "check_write_reply",
     "encode_insert",
+    "for_server",
     "parse_cursor",
 ]
 
@@ -53,6 +56,10 @@ DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 RESERVED_MESSAGE_BYTES = 1000
 
 NAMESPACE_NOT_FOUND = 26
+
+# MongoDB 8.2 is the first server to take the rawData option; the CRUD and index specifications forbid
+# sending it to older ones, so it is dropped for them at build time.
+RAW_DATA_MIN_WIRE_VERSION = 27
 
 _DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
 _INT32 = struct.Struct("<i")
@@ -222,6 +229,21 @@ class Operation(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.command_name} on {self.database!r}>"
+
+
+def add_raw_data(body: dict[str, Any], raw_data: bool | None) -> None:
+    """Put ``rawData`` in a command body being assembled, if given (checked to be a bool)."""
+    if raw_data is not None:
+        if not isinstance(raw_data, bool):
+            raise TypeError(f"raw_data must be True, False or None, not {raw_data!r}")
+        body["rawData"] = raw_data
+
+
+def for_server(body: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
+    """A freshly copied body made fit for the connection's server: without ``rawData`` before MongoDB 8.2."""
+    if "rawData" in body and context.max_wire_version < RAW_DATA_MIN_WIRE_VERSION:
+        del body["rawData"]
+    return body
 
 
 def check_write_reply(reply: Mapping[str, Any]) -> None:

@@ -30,7 +30,9 @@ from mongio.operations.base import (
     DocumentSequence,
     Operation,
     Retryability,
+    add_raw_data,
     encode_insert,
+    for_server,
 )
 from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
 from mongio.operations.results import BulkWriteResult
@@ -193,7 +195,7 @@ class WriteCommand(Operation[R]):
                     f"hint on an unacknowledged {self.command_name} needs a newer server "
                     f"(wire version {minimum}+, this one is {context.max_wire_version})"
                 )
-        return Command(dict(self._body), {self._identifier: sequence})
+        return Command(for_server(dict(self._body), context), {self._identifier: sequence})
 
 
 def command_body(
@@ -203,6 +205,7 @@ def command_body(
     bypass_document_validation: bool | None,
     comment: Any,
     let: Mapping[str, Any] | None,
+    raw_data: bool | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {COMMANDS[kind][0]: collection, "ordered": ordered}
     if bypass_document_validation is not None and kind != KIND_DELETE:
@@ -211,6 +214,7 @@ def command_body(
         body["comment"] = comment
     if let is not None and kind != KIND_INSERT:
         body["let"] = let
+    add_raw_data(body, raw_data)
     return body
 
 
@@ -249,6 +253,7 @@ class BulkWrite:
         bypass_document_validation: bool | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -295,7 +300,7 @@ class BulkWrite:
         self._stopped = False
         self._bodies: dict[int, tuple[dict[str, Any], int]] = {}
         for kind in {kind for kind, _ in groups}:
-            body = command_body(kind, collection, ordered, bypass_document_validation, comment, let)
+            body = command_body(kind, collection, ordered, bypass_document_validation, comment, let, raw_data)
             fixed = write_message_fixed_size(body_size(body, database, codec_options), COMMANDS[kind][1])
             self._bodies[kind] = (body, fixed)
         self._result: dict[str, Any] = {
@@ -319,6 +324,7 @@ class BulkWrite:
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
         comment: Any = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> BulkWrite:
@@ -332,6 +338,7 @@ class BulkWrite:
             ordered=ordered,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
+            raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
         )

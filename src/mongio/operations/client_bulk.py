@@ -40,7 +40,9 @@ from mongio.operations.base import (
     DocumentSequence,
     Operation,
     Retryability,
+    add_raw_data,
     encode_insert,
+    for_server,
     parse_cursor,
 )
 from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
@@ -140,7 +142,7 @@ class ClientBulkWriteBatch(Operation[CursorState]):
     def build(self, context: ConnectionContext) -> Command:
         if self._sequences is None:
             self._plan(context)
-        return Command(dict(self._bulk._body), self._sequences)
+        return Command(for_server(dict(self._bulk._body), context), self._sequences)
 
     def _plan(self, context: ConnectionContext) -> None:
         bulk = self._bulk
@@ -244,6 +246,7 @@ class ClientBulkWrite:
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
         verbose_results: bool = False,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -291,6 +294,7 @@ class ClientBulkWrite:
             if not isinstance(let, Mapping):
                 raise TypeError(f"let must be a mapping, not {type(let).__name__}")
             body["let"] = let
+        add_raw_data(body, raw_data)
         self._body = body
         self._body_size = len(encode(body, codec_options=codec_options, max_size=None))
         self._position = 0

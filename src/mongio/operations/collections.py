@@ -14,6 +14,8 @@ from mongio.operations.base import (
     CursorState,
     Operation,
     Retryability,
+    add_raw_data,
+    for_server,
     parse_cursor,
 )
 
@@ -220,6 +222,7 @@ class ListCollections(Operation[CursorState]):
         authorized_collections: bool | None = None,
         batch_size: int | None = None,
         comment: Any = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -238,11 +241,12 @@ class ListCollections(Operation[CursorState]):
             body["authorizedCollections"] = authorized_collections
         if comment is not None:
             body["comment"] = comment
+        add_raw_data(body, raw_data)
         self._body = body
         self.comment = comment
 
     def build(self, context: ConnectionContext) -> Command:
-        return Command(dict(self._body))
+        return Command(for_server(dict(self._body), context))
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         return parse_cursor(reply)

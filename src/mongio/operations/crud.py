@@ -18,8 +18,10 @@ from mongio.operations.base import (
     CursorState,
     Operation,
     Retryability,
+    add_raw_data,
     check_write_concern_reply,
     check_write_reply,
+    for_server,
     parse_cursor,
 )
 from mongio.operations.bulk import (
@@ -123,6 +125,7 @@ def _add_common(
     comment: Any = None,
     max_time_ms: Any = None,
     let: Any = None,
+    raw_data: bool | None = None,
 ) -> None:
     if collation is not None:
         body["collation"] = _collation(collation)
@@ -134,6 +137,7 @@ def _add_common(
         body["let"] = _mapping(let, "let")
     if comment is not None:
         body["comment"] = comment
+    add_raw_data(body, raw_data)
 
 
 class _ReadOperation(Operation[Any]):
@@ -160,7 +164,7 @@ class _ReadOperation(Operation[Any]):
         return self._body
 
     def build(self, context: ConnectionContext) -> Command:
-        return Command(dict(self._body))
+        return Command(for_server(dict(self._body), context))
 
 
 class Find(_ReadOperation):
@@ -202,6 +206,7 @@ class Find(_ReadOperation):
         collation: Any = None,
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
@@ -255,7 +260,15 @@ class Find(_ReadOperation):
                 body["awaitData"] = True
         if max_scan is not None:
             body["maxScan"] = _int(max_scan, "max_scan")
-        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        _add_common(
+            body,
+            collation=collation,
+            hint=hint,
+            comment=comment,
+            max_time_ms=max_time_ms,
+            let=let,
+            raw_data=raw_data,
+        )
         super().__init__(
             database,
             body,
@@ -370,6 +383,7 @@ class Aggregate(_ReadOperation):
         comment: Any = None,
         max_time_ms: int | None = None,
         max_await_time_ms: int | None = None,
+        raw_data: bool | None = None,
         extra: Mapping[str, Any] | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
@@ -395,7 +409,15 @@ class Aggregate(_ReadOperation):
             body["allowDiskUse"] = allow_disk_use
         if bypass_document_validation is not None:
             body["bypassDocumentValidation"] = bypass_document_validation
-        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        _add_common(
+            body,
+            collation=collation,
+            hint=hint,
+            comment=comment,
+            max_time_ms=max_time_ms,
+            let=let,
+            raw_data=raw_data,
+        )
         if extra:
             body.update(extra)
         super().__init__(
@@ -434,6 +456,7 @@ class CountDocuments(Aggregate):
         hint: Any = None,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
@@ -452,6 +475,7 @@ class CountDocuments(Aggregate):
             hint=hint,
             comment=comment,
             max_time_ms=max_time_ms,
+            raw_data=raw_data,
             read_preference=read_preference,
             read_concern=read_concern,
             codec_options=codec_options,
@@ -474,12 +498,13 @@ class EstimatedDocumentCount(_ReadOperation):
         *,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
         body: dict[str, Any] = {"count": collection}
-        _add_common(body, comment=comment, max_time_ms=max_time_ms)
+        _add_common(body, comment=comment, max_time_ms=max_time_ms, raw_data=raw_data)
         super().__init__(
             database,
             body,
@@ -508,6 +533,7 @@ class Distinct(_ReadOperation):
         hint: Any = None,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
@@ -517,7 +543,9 @@ class Distinct(_ReadOperation):
         body: dict[str, Any] = {"distinct": collection, "key": key}
         if filter is not None:
             body["query"] = _mapping(filter, "filter")
-        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms)
+        _add_common(
+            body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, raw_data=raw_data
+        )
         super().__init__(
             database,
             body,
@@ -542,6 +570,7 @@ class Insert(WriteCommand[InsertOneResult]):
         *,
         bypass_document_validation: bool | None = None,
         comment: Any = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -552,7 +581,9 @@ class Insert(WriteCommand[InsertOneResult]):
             KIND_INSERT,
             (request,),
             0,
-            command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None),
+            command_body(
+                KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data
+            ),
             write_concern=write_concern,
             codec_options=codec_options,
         )
@@ -577,6 +608,7 @@ class Update(WriteCommand[UpdateResult]):
         bypass_document_validation: bool | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -587,7 +619,7 @@ class Update(WriteCommand[UpdateResult]):
             KIND_UPDATE,
             (request,),
             0,
-            command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let),
+            command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let, raw_data),
             write_concern=write_concern,
             codec_options=codec_options,
         )
@@ -615,6 +647,7 @@ class Delete(WriteCommand[DeleteResult]):
         *,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -625,7 +658,7 @@ class Delete(WriteCommand[DeleteResult]):
             KIND_DELETE,
             (request,),
             0,
-            command_body(KIND_DELETE, collection, True, None, comment, let),
+            command_body(KIND_DELETE, collection, True, None, comment, let, raw_data),
             write_concern=write_concern,
             codec_options=codec_options,
         )
@@ -667,6 +700,7 @@ class FindAndModify(Operation[Any]):
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -700,7 +734,15 @@ class FindAndModify(Operation[Any]):
             body["arrayFilters"] = [_mapping(item, "each array filter") for item in array_filters]
         if bypass_document_validation is not None and not remove:
             body["bypassDocumentValidation"] = bypass_document_validation
-        _add_common(body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, let=let)
+        _add_common(
+            body,
+            collation=collation,
+            hint=hint,
+            comment=comment,
+            max_time_ms=max_time_ms,
+            let=let,
+            raw_data=raw_data,
+        )
         self._body = body
         self._hint = hint is not None
 
@@ -710,7 +752,7 @@ class FindAndModify(Operation[Any]):
                 "hint on an unacknowledged findAndModify needs MongoDB 4.4+ "
                 f"(wire version {DELETE_HINT_MIN_WIRE_VERSION}, this server is {context.max_wire_version})"
             )
-        return Command(dict(self._body))
+        return Command(for_server(dict(self._body), context))
 
     @property
     def retryability(self) -> Retryability:  # type: ignore[override]

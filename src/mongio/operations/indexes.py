@@ -12,6 +12,8 @@ from mongio.operations.base import (
     CursorState,
     Operation,
     Retryability,
+    add_raw_data,
+    for_server,
     parse_cursor,
 )
 from mongio.operations.crud import Aggregate
@@ -59,17 +61,18 @@ class _SimpleCommand(Operation[Any]):
         return self._body
 
     def build(self, context: ConnectionContext) -> Command:
-        return Command(dict(self._body))
+        return Command(for_server(dict(self._body), context))
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> Any:
         return reply
 
 
-def _add(body: dict[str, Any], comment: Any, max_time_ms: int | None) -> None:
+def _add(body: dict[str, Any], comment: Any, max_time_ms: int | None, raw_data: bool | None = None) -> None:
     if max_time_ms is not None:
         body["maxTimeMS"] = max_time_ms
     if comment is not None:
         body["comment"] = comment
+    add_raw_data(body, raw_data)
 
 
 class CreateIndexes(_SimpleCommand):
@@ -86,6 +89,7 @@ class CreateIndexes(_SimpleCommand):
         commit_quorum: int | str | None = None,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -104,7 +108,7 @@ class CreateIndexes(_SimpleCommand):
         body: dict[str, Any] = {"createIndexes": collection, "indexes": specs}
         if commit_quorum is not None:
             body["commitQuorum"] = commit_quorum
-        _add(body, comment, max_time_ms)
+        _add(body, comment, max_time_ms, raw_data)
         super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
         self.names = [str(spec["name"]) for spec in specs]
 
@@ -126,6 +130,7 @@ class ListIndexes(Operation[CursorState]):
         *,
         batch_size: int | None = None,
         comment: Any = None,
+        raw_data: bool | None = None,
         read_preference: _ServerMode | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -134,11 +139,12 @@ class ListIndexes(Operation[CursorState]):
         self._body: dict[str, Any] = {"listIndexes": collection, "cursor": cursor}
         if comment is not None:
             self._body["comment"] = comment
+        add_raw_data(self._body, raw_data)
         self.collection = collection
         self.comment = comment
 
     def build(self, context: ConnectionContext) -> Command:
-        return Command(dict(self._body))
+        return Command(for_server(dict(self._body), context))
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         return parse_cursor(reply)
@@ -160,6 +166,7 @@ class DropIndexes(_SimpleCommand):
         *,
         comment: Any = None,
         max_time_ms: int | None = None,
+        raw_data: bool | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
@@ -170,7 +177,7 @@ class DropIndexes(_SimpleCommand):
         else:
             name = gen_index_name(index_document(index))
         body: dict[str, Any] = {"dropIndexes": collection, "index": name}
-        _add(body, comment, max_time_ms)
+        _add(body, comment, max_time_ms, raw_data)
         super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
 
 
