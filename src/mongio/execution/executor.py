@@ -285,6 +285,7 @@ class Executor:
                 sent = False
                 generation = 0
                 conn: Connection | None = None
+                handled: BaseException | None = None
                 try:
                     server = await self._select(topology, op, address, deprioritized, operation_id=operation_id)
                     try:
@@ -457,6 +458,15 @@ class Executor:
                                     sensitive=is_sensitive(op.command_name, body),
                                 )
                             result = op.handle_response(reply, conn)
+                        except MongioError as exc:
+                            if sent:
+                                # The pool is cleared (when the error calls for it) before this connection
+                                # goes back into it.
+                                handled = exc
+                                await topology.handle_application_error(
+                                    server_address, exc, generation, service_id=conn.service_id
+                                )
+                            raise
                         finally:
                             pool.check_in(conn)
                     finally:
@@ -471,7 +481,7 @@ class Executor:
                         retry_state is not None and exc is _last_error(retry_state)
                     ):
                         raise
-                    if conn is not None and server_address is not None and sent:
+                    if conn is not None and server_address is not None and sent and exc is not handled:
                         await topology.handle_application_error(
                             server_address, exc, generation, service_id=conn.service_id
                         )
