@@ -1,4 +1,6 @@
-"""Connection Monitoring and Pooling: the ``cmap-format`` tests, run against mongio's pool.
+"""Connection Monitoring and Pooling: the ``cmap-format`` tests, run against mongio's pool, and the
+``logging`` files, run in the unified runner against the server (a standalone one for their ``single``
+topology requirement).
 
 The pool is given a mock connection factory, as the format's README allows for the unit tests. The
 ``integration`` files differ only in their ``failPoint``, a ``failCommand`` on the handshake (``hello`` /
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file
+from spec_runner.suites._unified_support import unified_collector
 
 NAME = "connection-monitoring-and-pooling"
 ADDRESS = ("localhost", 27017)
@@ -346,4 +349,12 @@ def collect(tests_dir: Path) -> Iterator[SpecCase]:
         )
 
 
-SUITE = Suite(name=NAME, collect=collect)
+_collect_logging = unified_collector(NAME, directories=("logging",), standalone=True)
+
+
+def _collect_all(tests_dir: Path) -> Iterator[SpecCase]:
+    yield from collect(tests_dir)
+    yield from _collect_logging(tests_dir)
+
+
+SUITE = Suite(name=NAME, collect=_collect_all, needs_server=True)

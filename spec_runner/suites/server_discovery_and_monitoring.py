@@ -3,7 +3,8 @@ errors), run against the pure topology description, error-handling and event cod
 
 Each file is one case: a simulated topology (a description, a pool generation per server and the events
 published) is fed the file's hello replies and application errors, and checked against each phase's outcome,
-as the tests' README describes. The ``unified`` directory belongs to the unified runner.
+as the tests' README describes. The ``unified`` directory's files run in the unified runner against the
+server (those for a single server against a standalone one started for them).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from spec_runner.suites._topology_support import (
     server_type,
     settings_from_uri,
 )
+from spec_runner.suites._unified_support import unified_collector
 
 NAME = "server-discovery-and-monitoring"
 FORMATS = ("single", "rs", "sharded", "load-balanced", "monitoring", "errors")
@@ -366,4 +368,12 @@ def _collect(tests_dir: Path) -> Iterator[SpecCase]:
             yield SpecCase(suite=NAME, file=relative_file(tests_dir, path), name=name, run=run)
 
 
-SUITE = Suite(name=NAME, collect=_collect, needs_server=False)
+_collect_unified = unified_collector(NAME, directories=("unified",), standalone=True)
+
+
+def _collect_all(tests_dir: Path) -> Iterator[SpecCase]:
+    yield from _collect(tests_dir)
+    yield from _collect_unified(tests_dir)
+
+
+SUITE = Suite(name=NAME, collect=_collect_all, needs_server=True)

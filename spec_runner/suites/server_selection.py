@@ -1,7 +1,8 @@
 """Server Selection: the selection tables (``server_selection/``), the round-trip-time average (``rtt/``) and
 the two-random-choices distribution (``in_window/``), run against the pure selection code.
 
-``logging/`` is in the unified test format and belongs to the unified runner.
+``logging/`` is in the unified test format: its files run in the unified runner against the server (those for a
+single server against a standalone one started for them).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from spec_runner.suites._topology_support import (
     run_selection_table,
     server_from_table,
 )
+from spec_runner.suites._unified_support import unified_collector
 
 NAME = "server-selection"
 
@@ -106,4 +108,12 @@ def _collect(tests_dir: Path) -> Iterator[SpecCase]:
         )
 
 
-SUITE = Suite(name=NAME, collect=_collect, needs_server=False)
+_collect_unified = unified_collector(NAME, directories=("logging",), standalone=True)
+
+
+def _collect_all(tests_dir: Path) -> Iterator[SpecCase]:
+    yield from _collect(tests_dir)
+    yield from _collect_unified(tests_dir)
+
+
+SUITE = Suite(name=NAME, collect=_collect_all, needs_server=True)
