@@ -103,7 +103,8 @@ async def test_50mb_round_trip_holds_only_a_few_batches_in_memory(bucket: GridFS
         tracemalloc.stop()
     print(
         f"\n50 MiB GridFS round trip: upload peak {upload_peak / 2**20:.1f} MiB, "
-        f"download peak {download_peak / 2**20:.1f} MiB (batches of {UPLOAD_BATCH_BYTES / 2**20:.0f} MiB)"
+        f"download peak {download_peak / 2**20:.1f} MiB (batches of {UPLOAD_BATCH_BYTES / 2**20:.1f} and "
+        f"{DOWNLOAD_BATCH_BYTES / 2**20:.1f} MiB)"
     )
     assert sink.size == size
     assert sink.digest.digest() == source.digest.digest()
@@ -164,7 +165,7 @@ async def test_no_indexes_are_made_when_files_already_exist(db: Database[Any]) -
 
 
 async def test_abort_deletes_the_chunks_and_closes_the_stream(bucket: GridFSBucket, db: Database[Any]) -> None:
-    upload = bucket.open_upload_stream("aborted", chunk_size_bytes=1024)
+    upload = bucket.open_upload_stream("aborted", chunk_size_bytes=65_536)
     await upload.write(pattern(UPLOAD_BATCH_BYTES + 5000))  # at least one batch is sent
     assert await db["fs.chunks"].count_documents({"files_id": upload._id}) > 0
     await upload.abort()

@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DOWNLOAD_BATCH_BYTES", "GridOut", "GridOutCursor"]
 
-DOWNLOAD_BATCH_BYTES = 4 * 1024 * 1024
-"""About how many bytes of chunks one reply of the chunks cursor carries (at least one chunk)."""
+DOWNLOAD_BATCH_BYTES = 1020 * 1024
+"""About how many bytes of chunks one reply of the chunks cursor carries (at least one chunk): four chunks of
+the default size. Replies under 1 MiB are received into the connection's one kept buffer, while each larger
+one costs fresh memory (measured on a 50 MiB download: 20 ms of client CPU with these batches, over 60 ms
+with 4 MiB ones, for as many bytes)."""
 
 
 class _ChunkReader:
