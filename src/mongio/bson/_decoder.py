@@ -46,6 +46,7 @@ _UNPACK_TIMESTAMP: Final = struct.Struct("<II").unpack_from
 
 _TIMEDELTA: Final = datetime.timedelta
 _OBJECTID_FROM_BYTES: Final = ObjectId._from_bytes
+_TIMESTAMP: Final = Timestamp._from_decoded
 _CODE: Final = Code._from_decoded
 _MIN_KEY: Final = MinKey()
 _MAX_KEY: Final = MaxKey()
@@ -188,6 +189,13 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
             pos += 12
         elif kind == 10:
             value = None
+        elif kind == 17:
+            # Every reply carries two ($clusterTime and operationTime).
+            if pos + 8 > end:
+                raise _malformed(f"timestamp for key {key!r} runs past the end of its document")
+            inc, time = _UNPACK_TIMESTAMP(data, pos)
+            value = _TIMESTAMP(time, inc)
+            pos += 8
         else:
             reader = _READERS.get(kind)
             if reader is None:
@@ -399,9 +407,10 @@ def _r_datetime(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, in
     millis = _UNPACK_INT64(data, pos)[0]
     mode = ctx[6]
     if mode != _DATETIME_GENERAL and MIN_DATETIME_MS <= millis <= MAX_DATETIME_MS:
+        # timedelta(days, seconds, microseconds, milliseconds): positional is cheaper than the keyword.
         if mode == _DATETIME_NAIVE:
-            return EPOCH_NAIVE + _TIMEDELTA(milliseconds=millis), pos + 8
-        return EPOCH_AWARE + _TIMEDELTA(milliseconds=millis), pos + 8
+            return EPOCH_NAIVE + _TIMEDELTA(0, 0, 0, millis), pos + 8
+        return EPOCH_AWARE + _TIMEDELTA(0, 0, 0, millis), pos + 8
     return millis_to_datetime(millis, ctx[9], ctx[7], ctx[8]), pos + 8
 
 
@@ -463,7 +472,7 @@ def _r_timestamp(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, i
     if pos + 8 > end:
         raise _malformed("a timestamp runs past the end of its document")
     inc, time = _UNPACK_TIMESTAMP(data, pos)
-    return Timestamp(time, inc), pos + 8
+    return _TIMESTAMP(time, inc), pos + 8
 
 
 def _r_int64(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:

@@ -39,6 +39,14 @@ class Timestamp:
         self.__time = int(time)
         self.__inc = int(inc)
 
+    @classmethod
+    def _from_decoded(cls, time: int, inc: int) -> Timestamp:
+        # The decoder's fast path: two uint32 fields read from BSON need no checking.
+        timestamp = cls.__new__(cls)
+        timestamp.__time = time
+        timestamp.__inc = inc
+        return timestamp
+
     @property
     def time(self) -> int:
         """Seconds since the Unix epoch."""
