@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from spec_runner.suites._unified_support import unified_suite
 
-SUITE = unified_suite("command-logging-and-monitoring")
+SUITE = unified_suite("command-logging-and-monitoring", standalone=True)

@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from spec_runner.suites._unified_support import unified_suite
 
-SUITE = unified_suite("run-command", directories=("unified",))
+SUITE = unified_suite("run-command", directories=("unified",), standalone=True)

@@ -6,5 +6,8 @@ from __future__ import annotations
 from spec_runner.suites._unified_support import unified_suite
 
 SUITE = unified_suite(
-    "unified-test-format", directories=("valid-pass", "valid-fail"), expect_failure=("valid-fail",)
+    "unified-test-format",
+    directories=("valid-pass", "valid-fail"),
+    expect_failure=("valid-fail",),
+    standalone=True,
 )

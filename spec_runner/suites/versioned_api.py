@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from spec_runner.suites._unified_support import unified_suite
 
-SUITE = unified_suite("versioned-api")
+SUITE = unified_suite("versioned-api", standalone=True)
