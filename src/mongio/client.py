@@ -29,6 +29,7 @@ from mongio.connection.handshake import ClientMetadata
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
+from mongio.cursor_reaper import CursorReaper
 from mongio.errors import ClientClosedError, ConfigurationError, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
@@ -37,7 +38,7 @@ from mongio.execution.retry_policy import RetryOptions
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import ClientBulkWrite
 from mongio.operations.collections import DropDatabase, ListDatabases
-from mongio.operations.crud import GetMore
+from mongio.operations.crud import GetMore, KillCursors
 from mongio.operations.models import WriteModel
 from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
@@ -126,6 +127,8 @@ class MongoClient:
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
+        # Kills the server cursors of cursors dropped while open, from one task on the client's loop.
+        self._cursor_reaper = CursorReaper(self._kill_abandoned_cursors)
         self._executor = Executor(
             self,
             retry_options=RetryOptions.from_client_options(self._options),
@@ -169,6 +172,7 @@ class MongoClient:
                 await topology.open()
                 self._executor.attach(topology)
                 self._topology = topology
+                self._cursor_reaper.bind(asyncio.get_running_loop())
             return self._topology
 
     def _make_topology(self, options: ClientOptions) -> Topology:
@@ -230,7 +234,8 @@ class MongoClient:
         await self._open_topology()
 
     async def close(self) -> None:
-        """End the pooled server sessions (``endSessions``), stop every monitor and close every connection.
+        """Kill the server cursors of cursors dropped while open, end the pooled server sessions
+        (``endSessions``), stop every monitor and close every connection.
 
         Waits until every task the client started has finished. Afterwards every operation raises
         :class:`~mongio.errors.ClientClosedError`. Closing twice is harmless.
@@ -242,6 +247,7 @@ class MongoClient:
         if topology is None:
             return
         try:
+            await self._cursor_reaper.close(_CLOSE_FLUSH_TIMEOUT)
             await self._executor.end_sessions(topology)
         finally:
             await topology.close()
@@ -551,16 +557,26 @@ class MongoClient:
     def _close_abandoned_cursor(
         self, address: Address | None, namespace: str, cursor_id: int, session: ClientSession | None
     ) -> None:
-        """A cursor was garbage-collected with a server cursor or an implicit session still open. Its server
-        session is given back (killing the server cursor is left to the server's idle timeout: no task may
-        be started from a finalizer)."""
+        """A cursor was garbage-collected (or cancelled mid-fetch) with a server cursor or an implicit session
+        still open. Its server session is given back at once; the server cursor is queued for the cursor
+        reaper's task, which kills it on the client's loop (this may run in a finalizer: nothing is awaited)."""
         if session is not None and session._server_session is not None and not session.has_ended:
             server_session, session._server_session = session._server_session, None
             session._ended = True
             self._executor.release_server_session(server_session)
+        if cursor_id:
+            self._cursor_reaper.abandon(address, namespace, cursor_id)
+
+    async def _kill_abandoned_cursors(self, address: Address, namespace: str, cursor_ids: Sequence[int]) -> None:
+        database, _, collection = namespace.partition(".")
+        operation = KillCursors(database, collection, cursor_ids, codec_options=self._codec_options)
+        await self._executor.execute(operation, None, address=address)
 
     async def _run(self, operation: Operation[Any], session: ClientSession | None = None) -> Any:
         return await self._executor.execute(operation, session)
 
+
+# How long close() spends killing the cursors still queued by the cursor reaper.
+_CLOSE_FLUSH_TIMEOUT = 5.0
 
 AsyncMongoClient = MongoClient

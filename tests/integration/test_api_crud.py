@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from mongio.bson import Int64
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor, Cursor, CursorType
 from mongio.database import Database
 from mongio.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure
+from mongio.events.command import CommandListener, CommandSucceededEvent
 from mongio.operations import DeleteMany, IndexModel, InsertOne, ReturnDocument, UpdateOne
 from mongio.options.write_concern import WriteConcern
 
@@ -120,6 +122,57 @@ async def test_abandoned_cursor_gives_back_its_session(client: MongoClient, coll
     del cursor
     gc.collect()
     assert session.has_ended
+
+
+class _KillCursorsWatcher(CommandListener):
+    """Tells when a killCursors command has succeeded, and which cursor ids it killed."""
+
+    def __init__(self) -> None:
+        self.killed: list[int] = []
+        self.done = asyncio.Event()
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        if event.command_name == "killCursors":
+            self.killed.extend(int(i) for i in event.reply.get("cursorsKilled", ()))
+            self.done.set()
+
+
+async def test_abandoned_cursor_is_killed_on_the_server(server_uri: str, db: Database[Any]) -> None:
+    await db.items.insert_many([{"_id": i} for i in range(10)])
+    watcher = _KillCursorsWatcher()
+    async with MongoClient(server_uri, event_listeners=[watcher]) as client:
+        coll = client[db.name].items
+        cursor = await coll.find(batch_size=2)
+        cursor_id = cursor.cursor_id
+        assert cursor_id
+        del cursor
+        gc.collect()
+        # The finalizer queued it; the client's reaper task sends killCursors on its own.
+        await asyncio.wait_for(watcher.done.wait(), 10)
+        assert watcher.killed == [cursor_id]
+        with pytest.raises(OperationFailure) as raised:
+            await db.command("getMore", Int64(cursor_id), collection="items")
+        assert raised.value.code == 43  # CursorNotFound
+
+
+async def test_cursors_abandoned_just_before_close_are_killed_by_close(
+    server_uri: str, db: Database[Any]
+) -> None:
+    await db.items.insert_many([{"_id": i} for i in range(10)])
+    watcher = _KillCursorsWatcher()
+    client = MongoClient(server_uri, event_listeners=[watcher])
+    coll = client[db.name].items
+    first = await coll.find(batch_size=2)
+    second = await coll.find({"_id": {"$gte": 3}}, batch_size=2)
+    ids = sorted([first.cursor_id or 0, second.cursor_id or 0])
+    del first, second
+    gc.collect()
+    # close() runs before the reaper task had a turn: it sends the queued kills itself.
+    await client.close()
+    assert sorted(watcher.killed) == ids
+    for cursor_id in ids:
+        with pytest.raises(OperationFailure):
+            await db.command("getMore", Int64(cursor_id), collection="items")
 
 
 async def test_find_and_modify_family(coll: Collection[Any]) -> None:
