@@ -613,3 +613,21 @@ def test_corpus_bson_round_trips_and_decode_errors() -> None:
             failures.append(f"{file} {kind}: {case['description']}: {exc}")
     assert count > 300
     assert not failures, "\n".join(failures)
+
+
+def test_encode_into_appends_what_encode_makes() -> None:
+    from mongio.bson._encoder import encode_into
+
+    documents: list[Mapping[str, Any]] = [
+        {"i": Int64(7), "b": Binary(b"\x01\x02", 4), "old": Binary(b"xy", 2), "h": b"\x00" * 3},
+        {"t": Timestamp(5, 6), "o": ObjectId("0123456789ab0123456789ab"), "n": {"x": [1, "s", None]}},
+        SON([("z", 1), ("a", 2)]),
+    ]
+    for document in documents:
+        buf = bytearray(b"head")
+        encode_into(buf, document)
+        assert bytes(buf) == b"head" + bson.encode(document)
+    with pytest.raises(InvalidDocument, match=r"'a\.b'"):
+        encode_into(bytearray(), {"a": {"b": object()}})
+    with pytest.raises(TypeError):
+        encode_into(bytearray(), [("a", 1)])  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex, flags_to_letters
 from mongio.bson.timestamp import Timestamp
 
-__all__ = ["BUILT_IN_TYPES", "MAX_BSON_SIZE", "encode"]
+__all__ = ["BUILT_IN_TYPES", "MAX_BSON_SIZE", "encode", "encode_into"]
 
 MAX_BSON_SIZE: Final = 16 * 1024 * 1024
 """The default largest document :func:`encode` produces (a server's ``maxBsonObjectSize``)."""
@@ -43,6 +43,7 @@ _PACK_DOUBLE: Final = struct.Struct("<d").pack
 _PACK_TIMESTAMP: Final = struct.Struct("<II").pack
 _PACK_INTO_INT32: Final = struct.Struct("<i").pack_into
 
+_SUBTYPE_BYTES: Final = [bytes((subtype,)) for subtype in range(256)]
 _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 _INT64_MIN: Final = -(1 << 63)
@@ -177,6 +178,30 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
             elif value is None:
                 buf += b"\x0a"
                 buf += name
+            elif t is Int64:
+                buf += b"\x12"
+                buf += name
+                buf += _pack_int64(value)
+            elif t is ObjectId:
+                buf += b"\x07"
+                buf += name
+                buf += value.binary
+            elif t is Binary and value.subtype != OLD_BINARY_SUBTYPE:
+                buf += b"\x05"
+                buf += name
+                buf += _PACK_INT32(len(value))
+                buf += _SUBTYPE_BYTES[value.subtype]
+                buf += value
+            elif t is bytes:
+                buf += b"\x05"
+                buf += name
+                buf += _PACK_INT32(len(value))
+                buf += b"\x00"
+                buf += value
+            elif t is Timestamp:
+                buf += b"\x11"
+                buf += name
+                buf += _PACK_TIMESTAMP(value.inc, value.time)
             else:
                 writer = encoders.get(t)
                 if writer is not None:
@@ -602,22 +627,37 @@ def encode(
     ``maxBsonObjectSize``; None for no limit). With ``check_keys``, keys starting with ``$`` or containing
     ``.`` are refused too.
     """
-    if not isinstance(document, Mapping):
+    if type(document) is not dict and not isinstance(document, Mapping):
         raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
-    if isinstance(document, RawBSONDocument):
+    if type(document) is not dict and isinstance(document, RawBSONDocument):
         data = document.raw
     else:
         buf = bytearray()
-        try:
-            _write_document(buf, document, _context(codec_options), check_keys)
-        except _Refused as refused:
-            path = ".".join(reversed(refused.path))
-            raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
-        except RecursionError:
-            raise InvalidDocument(
-                "cannot encode the document: it is nested too deeply, or contains itself"
-            ) from None
+        _append_document(buf, document, _context(codec_options), check_keys)
         data = bytes(buf)
     if max_size is not None and len(data) > max_size:
         raise InvalidDocument(f"the BSON document is {len(data)} bytes, over the {max_size}-byte limit")
     return data
+
+
+def encode_into(
+    buf: bytearray, document: Mapping[str, Any], codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
+) -> None:
+    """Append ``document`` as BSON to ``buf``, as :func:`encode` would make it but with no size limit (the
+    caller checks what it appended) and no intermediate ``bytes``. On error ``buf`` holds a partial
+    document: the caller discards it."""
+    if type(document) is not dict and not isinstance(document, Mapping):
+        raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
+    _append_document(buf, document, _context(codec_options), False)
+
+
+def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context, check_keys: bool) -> None:
+    try:
+        _write_document(buf, document, ctx, check_keys)
+    except _Refused as refused:
+        path = ".".join(reversed(refused.path))
+        raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
+    except RecursionError:
+        raise InvalidDocument(
+            "cannot encode the document: it is nested too deeply, or contains itself"
+        ) from None

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mongio.bson import encode
+from mongio.bson._encoder import encode as _python_encode
+from mongio.bson._encoder import encode_into as _python_encode_into
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.errors import DocumentTooLarge, ProtocolError
 from mongio.wire.compression import Compressor, compress_message, may_compress
@@ -61,6 +63,16 @@ COMMAND_OVERHEAD = 16 * 1024
 _INT32 = struct.Struct("<i")
 _UINT32 = struct.Struct("<I")
 _FLAGS_AND_KIND0 = struct.Struct("<IB")
+
+if encode is _python_encode:
+    # The pure-Python codec writes straight into the message: no intermediate bytes, no copy.
+    _encode_into = _python_encode_into
+else:
+
+    def _encode_into(
+        buf: bytearray, document: Mapping[str, Any], codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
+    ) -> None:
+        buf += encode(document, codec_options=codec_options, max_size=None)
 
 
 def encode_op_msg(
@@ -131,15 +143,14 @@ def encode_command(
     sequence document exceeds ``max_bson_size``, or when the whole message exceeds ``max_message_size``; the
     caller's batch splitting is expected to prevent the last one.
     """
-    encoded = encode(command, codec_options=codec_options, max_size=None)  # limits checked below
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
     body_start = len(out)
-    if "$db" in command:
-        out += encoded
-    else:
+    # Encoded straight into the message; the limits are checked below.
+    _encode_into(out, command, codec_options)
+    if "$db" not in command:
         # Splice the $db element in before the body's terminating NUL instead of copying the command mapping.
-        out += memoryview(encoded)[:-1]
+        del out[-1]
         name = db.encode()
         out += b"\x02$db\x00"
         out += _INT32.pack(len(name) + 1)
@@ -156,17 +167,17 @@ def encode_command(
         for identifier, documents in document_sequences.items():
             size_at = _append_sequence(out, identifier, ())
             for index, document in enumerate(documents):
-                data = (
-                    document
-                    if isinstance(document, bytes | bytearray)
-                    else encode(document, codec_options=codec_options, max_size=None)
-                )
-                if len(data) > max_bson_size:
+                start = len(out)
+                if isinstance(document, bytes | bytearray):
+                    out += document
+                else:
+                    _encode_into(out, document, codec_options)
+                size = len(out) - start
+                if size > max_bson_size:
                     raise DocumentTooLarge(
-                        f"document {index} of {identifier!r} is {len(data)} bytes, over the server's "
+                        f"document {index} of {identifier!r} is {size} bytes, over the server's "
                         f"maxBsonObjectSize of {max_bson_size}"
                     )
-                out += data
             _INT32.pack_into(out, size_at, len(out) - size_at)
     if len(out) > max_message_size:
         raise DocumentTooLarge(
