@@ -27,16 +27,25 @@ Change streams need a replica set or a sharded cluster, and a ``majority`` read 
 
 A stream that is cancelled in the middle of a ``getMore`` (``asyncio.timeout`` around ``next()``) gives up
 that cursor; the next call opens a new one from the cached resume token, so no change is lost or repeated.
+
+Under a client-side operation timeout (``timeoutMS`` on the client or the session, or ``watch()`` called in a
+``mongio.timeout()`` block) the ``aggregate`` gets that timeout, and so does each later ``next()`` or
+``try_next()`` call, resume included. A call that times out leaves the stream usable: call ``next()`` again
+and it resumes in a new cursor. If that happens before any change arrived, the server may be slower to catch
+up than the timeout allows: close the stream and watch again with a longer timeout.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mongio.cursor import CommandCursor
 from mongio.errors import InvalidOperation, MongioError
+from mongio.execution import deadline as csot
 from mongio.operations.change_stream_stage import (
     ChangeStreamAggregate,
     change_stream_options,
@@ -179,9 +188,11 @@ class ChangeStream(Generic[_T]):
         self._operation_time: Any = start_at_operation_time
         self._max_wire_version: int | None = None
         self._cursor: _StreamCursor | None = None
-        # A cursor given up by a cancelled getMore: the next call kills it and resumes.
+        # A cursor given up by a cancelled or timed-out call: the next call kills it and resumes.
         self._interrupted = False
         self._closed = False
+        # The client-side operation timeout of every call (seconds; math.inf: no bound; None: CSOT off).
+        self._timeout: float | None = None
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -273,8 +284,31 @@ class ChangeStream(Generic[_T]):
 
     async def _opened(self: _Self) -> _Self:
         """Run the first ``aggregate`` and give the stream back (what ``watch()`` returns)."""
+        self._timeout = self._settle_timeout()
         await self._open()
         return self
+
+    def _settle_timeout(self) -> float | None:
+        """The timeout each call of the stream gets: what is left of an enclosing ``timeout()`` block, else
+        the session's ``default_timeout_ms``, else the client's ``timeoutMS``. ``max_await_time_ms`` must
+        be shorter, or no ``getMore`` could end in time."""
+        deadline = csot.current_deadline()
+        value: float | None
+        if deadline is not None:
+            value = math.inf if math.isinf(deadline) else max(deadline - time.monotonic(), 0.0)
+        else:
+            session = self._explicit_session
+            session_ms = None if session is None else session.options.default_timeout_ms
+            if session_ms is not None:
+                value = math.inf if session_ms == 0 else session_ms / 1000.0
+            else:
+                value = self._client._executor._timeout
+        max_await = self._max_await_time_ms
+        if value is not None and max_await is not None and not math.isinf(value) and max_await >= value * 1000:
+            raise InvalidOperation(
+                f"max_await_time_ms ({max_await}) must be less than the timeout ({value * 1000:g} ms)"
+            )
+        return value
 
     async def _resume(self) -> None:
         options = resume_options(
@@ -331,6 +365,10 @@ class ChangeStream(Generic[_T]):
         happens), resuming once if it fails with a resumable error. Read :attr:`resume_token` after each
         call to keep the stream's position, and :attr:`alive` to know whether to call again.
         """
+        with csot.timeout(self._timeout):
+            return await self._try_next()
+
+    async def _try_next(self) -> _T | None:
         if not self.alive:
             if not self._closed:
                 await self.close()
@@ -341,6 +379,10 @@ class ChangeStream(Generic[_T]):
         elif self._interrupted:
             await self._kill_interrupted()
             await self._resume_or_close()
+            # The call that was interrupted made no progress: this one also looks for new changes.
+            cursor = self._cursor
+            if cursor is not None and not cursor.buffered and cursor.open_on_server:
+                await self._fetch(cursor)
         elif not cursor.buffered and cursor.open_on_server:
             await self._fetch(cursor)
         cursor = self._cursor
@@ -358,6 +400,10 @@ class ChangeStream(Generic[_T]):
         try:
             await cursor.fetch()
         except Exception as exc:
+            if _timed_out(exc):
+                # Out of time: the stream stays usable and the next call resumes.
+                self._interrupted = True
+                raise
             if not is_resumable(exc, self._max_wire_version):
                 await self._close_quietly()
                 raise
@@ -373,20 +419,26 @@ class ChangeStream(Generic[_T]):
     async def _resume_or_close(self) -> None:
         try:
             await self._resume()
-        except Exception:
+        except Exception as exc:
+            if _timed_out(exc):
+                self._interrupted = True
+                self._interrupted_cursor = (None, "", 0)
+                raise
             await self._close_quietly()
             raise
 
     async def next(self) -> _T:
-        """The next change, waiting for one as long as it takes; raises ``StopAsyncIteration`` once the
-        stream is closed or has ended (after an ``invalidate`` event)."""
-        while self.alive:
-            change = await self.try_next()
-            if change is not None:
-                return change
-        if not self._closed:
-            await self.close()
-        raise StopAsyncIteration
+        """The next change, waiting for one as long as it takes (or for the stream's timeout, if it has
+        one); raises ``StopAsyncIteration`` once the stream is closed or has ended (after an ``invalidate``
+        event)."""
+        with csot.timeout(self._timeout):
+            while self.alive:
+                change = await self._try_next()
+                if change is not None:
+                    return change
+            if not self._closed:
+                await self.close()
+            raise StopAsyncIteration
 
     def __aiter__(self: _Self) -> _Self:
         return self
@@ -445,6 +497,12 @@ class ChangeStream(Generic[_T]):
     def __repr__(self) -> str:
         target = self._database if self._collection is None else f"{self._database}.{self._collection}"
         return f"<{type(self).__name__} {target} alive={self.alive}>"
+
+
+def _timed_out(error: BaseException) -> bool:
+    """A timeout of the client-side operation timeout (not a socket timeout without it, which is a network
+    error and resumes at once)."""
+    return csot.is_enabled() and bool(getattr(error, "timeout", False))
 
 
 class CollectionChangeStream(ChangeStream[_T]):

@@ -22,13 +22,14 @@ from mongio.change_stream import (
 )
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.errors import InvalidOperation, OperationFailure
+from mongio.errors import InvalidOperation, MongioError, OperationFailure
 from mongio.events.command import (
     CommandFailedEvent,
     CommandListener,
     CommandStartedEvent,
     CommandSucceededEvent,
 )
+from mongio.execution.deadline import timeout
 from mongio.options.read_preference import PrimaryPreferred
 from tests.support.loopback_peer import LoopbackPeer, Request
 
@@ -513,3 +514,31 @@ async def test_a_cancelled_wait_loses_no_change(
     killed = [k["cursors"] for k in recorder.started_commands("killCursors")]
     assert [abandoned] in killed
     assert "resumeAfter" in stage(recorder.started_commands("aggregate")[-1])
+
+
+# -- client-side operation timeout -----------------------------------------------------------------------------
+
+
+async def test_a_timed_out_next_leaves_the_stream_usable(
+    server_uri: str, names: tuple[str, str], other: Collection[Any], helper: MongoClient
+) -> None:
+    recorder = Recorder()
+    async with MongoClient(server_uri, event_listeners=[recorder], timeoutMS=500) as client:
+        stream = await client[names[0]][names[1]].watch(max_await_time_ms=50)
+        await fail_point(helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=1500)
+        with pytest.raises(MongioError) as raised:
+            await stream.next()
+        assert raised.value.timeout  # a timeout error
+        assert stream.alive
+        await other.insert_one({"x": 1})
+        assert (await stream.next())["fullDocument"]["x"] == 1
+        await stream.close()
+    aggregates = recorder.started_commands("aggregate")
+    assert len(aggregates) == 2 and "maxTimeMS" in aggregates[0]
+    assert "resumeAfter" in stage(aggregates[1])
+
+
+async def test_max_await_time_must_be_shorter_than_the_timeout(coll: Collection[Any], recorder: Recorder) -> None:
+    with timeout(0.5), pytest.raises(InvalidOperation, match="max_await_time_ms"):
+        await coll.watch(max_await_time_ms=500)
+    assert recorder.started_commands("aggregate") == []
