@@ -115,6 +115,8 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
             await handshake(connection, settings, authenticate=False)
         except BaseException as exc:
             connection.close(f"the monitoring handshake failed: {type(exc).__name__}")
+            # The heartbeat failure names the connection it happened on, even one that never finished opening.
+            exc.monitor_connection_id = connection.id  # type: ignore[attr-defined]
             raise
         record_hello_duration(connection, loop.time() - started)
         return connection
@@ -401,7 +403,11 @@ class Monitor:
         except Exception as exc:
             duration = loop.time() - start
             if publisher is not None:
-                ids = (None, None) if connection is None else (connection.id, connection.server_connection_id)
+                ids: tuple[int | None, int | None]
+                if connection is not None:
+                    ids = (connection.id, connection.server_connection_id)
+                else:
+                    ids = (getattr(exc, "monitor_connection_id", None), None)
                 publisher.heartbeat_failed(self._address, duration, exc, awaited, *ids)
             self._drop_connection(f"the check failed: {exc}")
             self.rtt.reset()
