@@ -18,7 +18,7 @@ import pytest
 from mongio.bson import Int64, ObjectId
 from mongio.client import MongoClient
 from mongio.database import Database
-from mongio.errors import ConfigurationError, InvalidOperation
+from mongio.errors import ConfigurationError, InvalidOperation, OperationTimeoutError
 from mongio.gridfs import (
     DOWNLOAD_BATCH_BYTES,
     UPLOAD_BATCH_BYTES,
@@ -384,3 +384,19 @@ async def test_transactions_and_unacknowledged_writes_are_refused(
             await bucket.upload_from_stream("t", b"x", session=session)
         with pytest.raises(InvalidOperation):
             bucket.find({}, session=session)
+
+
+async def test_timeout_ms_bounds_a_stream_s_whole_life(server_uri: str, db: Database[Any]) -> None:
+    async with MongoClient(server_uri, timeoutMS=100) as client:
+        bucket = GridFSBucket(client[db.name])
+        file_id = await bucket.upload_from_stream("f", b"data")
+        upload = bucket.open_upload_stream("late")
+        download = await bucket.open_download_stream(file_id)
+        await asyncio.sleep(0.15)  # longer than timeoutMS: both streams' deadlines have passed
+        await upload.write(b"buffered, nothing sent yet")
+        with pytest.raises(OperationTimeoutError):
+            await upload.close()
+        with pytest.raises(OperationTimeoutError):
+            await download.read()
+        # A new operation gets a deadline of its own.
+        assert await (await bucket.open_download_stream(file_id)).read() == b"data"

@@ -7,14 +7,13 @@ in ``fs.files``. Uploads and downloads stream: a file of any size goes through a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import ObjectId, TypeRegistry
 from mongio.database import Database
 from mongio.errors import ConfigurationError
-from mongio.execution import deadline
+from mongio.gridfs.deadlines import operation_deadline, within
 from mongio.gridfs.errors import NoFile
 from mongio.gridfs.grid_in import GridIn, disallow_transactions
 from mongio.gridfs.grid_out import GridOut, GridOutCursor
@@ -91,12 +90,9 @@ class GridFSBucket:
         """The chunk size of files uploaded through this bucket (unless an upload says otherwise)."""
         return self._chunk_size_bytes
 
-    def _timeout(self) -> deadline.timeout:
-        # The client's timeoutMS bounds a whole GridFS operation, all of its commands together.
-        timeout_ms = self._database.client.options.timeout_ms
-        if timeout_ms is None:
-            return deadline.timeout(None)
-        return deadline.timeout(math.inf if timeout_ms == 0 else timeout_ms / 1000)
+    def _timeout(self, session: ClientSession | None) -> Any:
+        # timeoutMS bounds a whole GridFS operation, all of its commands together.
+        return within(operation_deadline(self._database, session))
 
     def __repr__(self) -> str:
         return f"GridFSBucket({self._database!r}, {self._bucket_name!r})"
@@ -166,8 +162,8 @@ class GridFSBucket:
         session: ClientSession | None = None,
     ) -> None:
         """As :meth:`upload_from_stream`, with the file id the application chooses."""
-        upload = self.open_upload_stream_with_id(file_id, filename, chunk_size_bytes, metadata, session)
-        with self._timeout():
+        with self._timeout(session):
+            upload = self.open_upload_stream_with_id(file_id, filename, chunk_size_bytes, metadata, session)
             async with upload:
                 await upload.write(source)
 
@@ -178,7 +174,7 @@ class GridFSBucket:
         there is no such file."""
         disallow_transactions(session)
         download = GridOut(self._root, file_id, session=session)
-        with self._timeout():
+        with self._timeout(session):
             await download.open()
         return download
 
@@ -186,7 +182,7 @@ class GridFSBucket:
         self, file_id: Any, destination: Any, session: ClientSession | None = None
     ) -> None:
         """Write the contents of file ``file_id`` to ``destination``, chunk by chunk (it is not closed)."""
-        with self._timeout():
+        with self._timeout(session):
             download = await self.open_download_stream(file_id, session=session)
             await _copy(download, destination)
 
@@ -198,7 +194,7 @@ class GridFSBucket:
         file or revision."""
         disallow_transactions(session)
         direction, skip = revision_order(revision)
-        with self._timeout():
+        with self._timeout(session):
             document = await self._files.find_one(
                 {"filename": filename}, sort=[("uploadDate", direction)], skip=skip, session=session
             )
@@ -213,7 +209,7 @@ class GridFSBucket:
     ) -> None:
         """Write revision ``revision`` of the file ``filename`` to ``destination`` (see
         :meth:`open_download_stream_by_name` for revisions)."""
-        with self._timeout():
+        with self._timeout(session):
             download = await self.open_download_stream_by_name(filename, revision, session=session)
             await _copy(download, destination)
 
@@ -233,7 +229,7 @@ class GridFSBucket:
         """Delete file ``file_id``: its files document first, then its chunks. :class:`NoFile` when there
         was no files document (chunks left without one are deleted all the same)."""
         disallow_transactions(session)
-        with self._timeout():
+        with self._timeout(session):
             result = await self._files.delete_one({"_id": file_id}, session=session)
             await self._chunks.delete_many({"files_id": file_id}, session=session)
         if not result.deleted_count:
@@ -243,7 +239,7 @@ class GridFSBucket:
         """Delete every revision of the file ``filename``; :class:`NoFile` when there is none."""
         disallow_transactions(session)
         deleted = 0
-        with self._timeout():
+        with self._timeout(session):
             cursor = self._files.find({"filename": filename}, {"_id": 1}, session=session)
             async with cursor:
                 while batch := await cursor.to_list(_DELETE_BATCH):
@@ -257,7 +253,7 @@ class GridFSBucket:
     async def rename(self, file_id: Any, new_filename: str, session: ClientSession | None = None) -> None:
         """Give file ``file_id`` a new name; :class:`NoFile` when there is no such file."""
         disallow_transactions(session)
-        with self._timeout():
+        with self._timeout(session):
             result = await self._files.update_one(
                 {"_id": file_id}, {"$set": {"filename": new_filename}}, session=session
             )
@@ -269,7 +265,7 @@ class GridFSBucket:
     ) -> None:
         """Rename every revision of the file ``filename``; :class:`NoFile` when there is none."""
         disallow_transactions(session)
-        with self._timeout():
+        with self._timeout(session):
             result = await self._files.update_many(
                 {"filename": filename}, {"$set": {"filename": new_filename}}, session=session
             )
@@ -281,7 +277,7 @@ class GridFSBucket:
     async def drop(self, session: ClientSession | None = None) -> None:
         """Drop the bucket: its files collection, then its chunks collection (and their indexes)."""
         disallow_transactions(session)
-        with self._timeout():
+        with self._timeout(session):
             await self._files.drop(session=session)
             await self._chunks.drop(session=session)
         self._indexes.reset()

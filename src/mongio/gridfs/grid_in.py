@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.bson import ObjectId
 from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidOperation
+from mongio.gridfs.deadlines import operation_deadline, within
 from mongio.gridfs.errors import FileExists
 from mongio.gridfs.indexes import IndexGuard
 from mongio.gridfs.layout import (
@@ -84,6 +85,8 @@ class GridIn:
         self._chunks = root_collection["chunks"]
         self._files = root_collection["files"]
         self._session = session
+        # timeoutMS bounds the stream's whole life: every write, then close() or abort().
+        self._deadline = operation_deadline(root_collection.database, session)
         self._indexes = IndexGuard(self._files, self._chunks)
         self._file: dict[str, Any] = {"_id": file_id, "chunkSize": chunk_size, **fields}
         self._chunk_size = chunk_size
@@ -165,6 +168,10 @@ class GridIn:
         """Append ``data``: bytes-like, a ``str`` (when the stream was opened with an ``encoding``), or a
         source to read to its end (a binary file, an object with an async ``read()``, an async iterable of
         bytes). Full batches of chunks are sent as they fill up."""
+        with within(self._deadline):
+            await self._write(data)
+
+    async def _write(self, data: Any) -> None:
         if self._closed:
             raise ValueError("cannot write to a closed file")
         if isinstance(data, str):
@@ -234,6 +241,10 @@ class GridIn:
     async def close(self) -> None:
         """Send the last chunks and the files document. The file exists from then on; closing again does
         nothing. When this fails the upload is aborted (its chunks are deleted) and the error raised."""
+        with within(self._deadline):
+            await self._close()
+
+    async def _close(self) -> None:
         if self._closed:
             return
         try:
@@ -261,6 +272,10 @@ class GridIn:
     async def abort(self) -> None:
         """Give up the upload: nothing more can be written and the chunks sent so far are deleted. Aborting
         a closed (finished) file does nothing."""
+        with within(self._deadline):
+            await self._abort()
+
+    async def _abort(self) -> None:
         if self._closed and not self._aborted:
             return
         self._closed = True

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.cursor import Cursor
 from mongio.errors import InvalidOperation
+from mongio.gridfs.deadlines import operation_deadline, within
 from mongio.gridfs.errors import NoFile
 from mongio.gridfs.grid_in import disallow_transactions
 from mongio.gridfs.layout import (
@@ -115,6 +116,8 @@ class GridOut:
         self._chunks = root_collection["chunks"]
         self._file_id = file_id
         self._session = session
+        # timeoutMS bounds the stream's whole life, from here to close().
+        self._deadline = operation_deadline(root_collection.database, session)
         self._file: dict[str, Any] | None = None
         self._length = 0
         self._chunk_size = 0
@@ -135,6 +138,10 @@ class GridOut:
 
     async def open(self) -> None:
         """Read the files document, if not read yet; :class:`NoFile` when there is none."""
+        with within(self._deadline):
+            await self._open()
+
+    async def _open(self) -> None:
         if self._file is not None:
             return
         document = await self._files.find_one({"_id": self._file_id}, session=self._session)
@@ -244,7 +251,11 @@ class GridOut:
     async def readchunk(self) -> bytes:
         """The rest of the current chunk (a whole chunk when reading from a chunk boundary); ``b""`` at the
         end of the file."""
-        await self.open()
+        with within(self._deadline):
+            return await self._readchunk()
+
+    async def _readchunk(self) -> bytes:
+        await self._open()
         self._check_readable()
         if self._offset >= len(self._chunk) and not await self._next_chunk():
             return b""
@@ -254,7 +265,11 @@ class GridOut:
         return data
 
     async def _read(self, size: int, line: bool) -> bytes:
-        await self.open()
+        with within(self._deadline):
+            return await self._read_bounded(size, line)
+
+    async def _read_bounded(self, size: int, line: bool) -> bytes:
+        await self._open()
         self._check_readable()
         remaining = self._length - self._position
         if size < 0 or size > remaining:
@@ -305,7 +320,11 @@ class GridOut:
     async def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
         """Move to ``pos`` from the start (``SEEK_SET``), the current position (``SEEK_CUR``) or the end
         (``SEEK_END``); returns the new position. Reading then fetches chunks from the new position on."""
-        await self.open()
+        with within(self._deadline):
+            return await self._seek(pos, whence)
+
+    async def _seek(self, pos: int, whence: int) -> int:
+        await self._open()
         if whence == io.SEEK_SET:
             target = pos
         elif whence == io.SEEK_CUR:
@@ -350,7 +369,8 @@ class GridOut:
         """Stop reading: the chunks cursor, if open, is closed on the server."""
         self.closed = True
         self._chunk, self._offset = b"", 0
-        await self._close_reader()
+        with within(self._deadline):
+            await self._close_reader()
 
     async def __aenter__(self) -> GridOut:
         await self.open()
