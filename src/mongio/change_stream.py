@@ -52,7 +52,6 @@ from mongio.operations.change_stream_stage import (
     is_resumable,
     resume_options,
 )
-from mongio.operations.crud import KillCursors
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -98,11 +97,6 @@ class _StreamCursor(CommandCursor[Any]):
     @property
     def post_batch_resume_token(self) -> Any:
         return self._post_batch_resume_token
-
-    @property
-    def where(self) -> tuple[Any, str, int]:
-        """The server, namespace and id of the server cursor (the id is 0 once the server has closed it)."""
-        return self._address, self._namespace, self._id or 0
 
     def take(self) -> tuple[Any, bool]:
         """The next buffered change, and whether it was the last of its batch."""
@@ -254,7 +248,6 @@ class ChangeStream(Generic[_T]):
         except BaseException:
             # Cancelled: the cursor gave itself up; the next call tries again from the cached token.
             self._interrupted = True
-            self._interrupted_cursor = (None, "", 0)
             raise
         self._max_wire_version = operation.max_wire_version
         if (
@@ -324,23 +317,13 @@ class ChangeStream(Generic[_T]):
         if cursor is not None and not cursor.buffered and cursor.post_batch_resume_token is not None:
             self._resume_token = cursor.post_batch_resume_token
 
-    async def _kill_interrupted(self) -> None:
-        """Kill the server cursor a cancelled ``getMore`` left behind (errors ignored: the server drops idle
-        cursors on its own)."""
+    async def _drop_interrupted(self) -> None:
+        """Close the cursor an interrupted call left behind: a timed-out ``getMore`` may leave it open on the
+        server; a cancelled one already handed it to the client, which kills it."""
         self._interrupted = False
-        address, namespace, cursor_id = self._interrupted_cursor
-        if cursor_id and address is not None:
-            database, _, collection = namespace.partition(".")
-            try:
-                await self._client._executor.execute(
-                    KillCursors(database, collection, [cursor_id], codec_options=self._codec_options),
-                    self._session,
-                    address=address,
-                )
-            except MongioError:
-                pass
-
-    _interrupted_cursor: tuple[Any, str, int] = (None, "", 0)
+        cursor = self._cursor
+        if cursor is not None and cursor.open_on_server:
+            await cursor.close()
 
     # -- iterating --------------------------------------------------------------------------------------------
 
@@ -377,7 +360,7 @@ class ChangeStream(Generic[_T]):
         if cursor is None:
             await self._open()
         elif self._interrupted:
-            await self._kill_interrupted()
+            await self._drop_interrupted()
             await self._resume_or_close()
             # The call that was interrupted made no progress: this one also looks for new changes.
             cursor = self._cursor
@@ -396,7 +379,6 @@ class ChangeStream(Generic[_T]):
         return change
 
     async def _fetch(self, cursor: _StreamCursor) -> None:
-        self._interrupted_cursor = cursor.where
         try:
             await cursor.fetch()
         except Exception as exc:
@@ -422,7 +404,6 @@ class ChangeStream(Generic[_T]):
         except Exception as exc:
             if _timed_out(exc):
                 self._interrupted = True
-                self._interrupted_cursor = (None, "", 0)
                 raise
             await self._close_quietly()
             raise
@@ -452,10 +433,9 @@ class ChangeStream(Generic[_T]):
         """Close the stream: kill its cursor on the server and end its implicit session."""
         self._closed = True
         cursor, self._cursor = self._cursor, None
+        self._interrupted = False
         if cursor is not None:
             await cursor.close()
-        if self._interrupted:
-            await self._kill_interrupted()
         session = self._session
         self._session = None
         if session is not None and session is not self._explicit_session:
