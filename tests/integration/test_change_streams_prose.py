@@ -465,6 +465,21 @@ async def test_start_after_is_kept_until_a_change_is_returned(
         assert change["fullDocument"]["x"] == 1
 
 
+# -- prose 19: large events split ------------------------------------------------------------------------------
+
+
+async def test_large_events_are_split(client: MongoClient, helper: MongoClient, names: tuple[str, str]) -> None:
+    database = client[names[0]]
+    await database.create_collection("large", changeStreamPreAndPostImages={"enabled": True})
+    coll = database.large
+    await coll.insert_one({"value": "q" * 10 * 1024 * 1024})
+    pipeline: list[dict[str, Any]] = [{"$changeStreamSplitLargeEvent": {}}]
+    async with await coll.watch(pipeline, full_document_before_change="required") as stream:
+        await coll.update_one({}, {"$set": {"value": "z" * 10 * 1024 * 1024}})
+        fragments = await stream_changes(stream, 2)
+    assert [f["splitEvent"] for f in fragments] == [{"fragment": 1, "of": 2}, {"fragment": 2, "of": 2}]
+
+
 # -- surviving dropped connections and cancelled waits ---------------------------------------------------------
 
 
