@@ -25,7 +25,7 @@ from mongio.bson.codec_options import CodecOptions
 from mongio.change_stream import ClusterChangeStream
 from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.handshake import ClientMetadata
+from mongio.connection.handshake import ClientMetadata, server_api_fields
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
@@ -225,6 +225,8 @@ class MongoClient:
             listeners=self._event_listeners,
             srv_host=options.srv_host,
             srv_service_name=options.srv_service_name,
+            # A declared API version goes on the monitors' hello commands too.
+            monitor_command_fields=server_api_fields(options.extras.get("server_api")),
         )
         holder.append(topology)
         return topology

@@ -1,0 +1,49 @@
+"""A declared stable API version over real sockets: every command the client sends carries it, the
+monitors' hello commands after the handshake included, and no legacy hello is ever sent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mongio import MongoClient
+from mongio.server_api import ServerApi
+from tests.support.loopback_peer import LoopbackPeer
+
+
+async def test_every_command_carries_the_declared_api_version() -> None:
+    async with LoopbackPeer() as peer:
+        client = MongoClient(peer.uri, server_api=ServerApi("1", strict=True), heartbeatFrequencyMS=500)
+        try:
+            await client.admin.command("ping")
+            await client.db.coll.insert_one({"x": 1})
+            async with asyncio.timeout(10):
+                # The first monitor's connection: its handshake, then at least one heartbeat on it.
+                while len([r for r in peer.requests if r.connection.index == 0]) < 2:
+                    await peer.wait_for_requests(len(peer.requests) + 1)
+        finally:
+            await client.close()
+    names = {request.command_name for request in peer.requests}
+    assert {"hello", "ping", "insert"} <= names
+    assert not {"isMaster", "ismaster"} & names
+    for request in peer.requests:
+        assert request.document.get("apiVersion") == "1", request.document
+        assert request.document.get("apiStrict") is True, request.document
+        assert "apiDeprecationErrors" not in request.document
+
+
+async def test_no_api_fields_without_a_declaration() -> None:
+    async with LoopbackPeer() as peer:
+        client = MongoClient(peer.uri)
+        try:
+            await client.admin.command("ping")
+        finally:
+            await client.close()
+    assert peer.commands("ping")
+    assert all("apiVersion" not in request.document for request in peer.requests)
+
+
+def test_an_unknown_version_fails_before_a_client_exists() -> None:
+    with pytest.raises(ValueError, match="Unknown ServerApi version"):
+        MongoClient("mongodb://localhost", server_api=ServerApi("2"))
