@@ -1,5 +1,6 @@
-"""Session operations: ``startTransaction``, ``commitTransaction``, ``abortTransaction``, ``withTransaction``
-and ``endSession``."""
+"""Session operations: ``startTransaction``, ``commitTransaction``, ``abortTransaction``, ``withTransaction``,
+``endSession`` and ``getSnapshotTime``; and the client's ``dropDatabase``, which only the causal-consistency
+tests use."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from spec_runner.unified.backend import api_call, read_concern, read_preference,
 from spec_runner.unified.errors import UnifiedTestError
 from spec_runner.unified.loader import Operation
 from spec_runner.unified.matcher import MISSING
-from spec_runner.unified.operations import OperationCall, execute, operation
+from spec_runner.unified.operations import (
+    PROGRAMMING_ERRORS,
+    OperationCall,
+    check_outcome,
+    operation,
+    prepare,
+)
 
 _TRANSACTION_OPTIONS = ("readConcern", "writeConcern", "readPreference", "maxCommitTimeMS", "timeoutMS")
 
@@ -60,8 +67,21 @@ async def with_transaction(call: OperationCall) -> Any:
     operations = [Operation.parse(raw) for raw in arguments.pop("callback")]
 
     async def callback(session: Any) -> None:
+        # Each operation is checked as the test says, and its error still reaches withTransaction whatever
+        # expectError or ignoreResultAndError say (the format requires it).
         for op in operations:
-            await execute(call.context, op)
+            spec, op_call = prepare(call.context, op)
+            result: Any = MISSING
+            error: Exception | None = None
+            try:
+                result = await spec.function(op_call)
+            except PROGRAMMING_ERRORS:
+                raise
+            except Exception as exc:
+                error = exc
+            check_outcome(call.context, op, spec, result, error)
+            if error is not None:
+                raise error
 
     await api_call(call.target.with_transaction, callback, **transaction_keywords(arguments))
     return MISSING
@@ -70,4 +90,17 @@ async def with_transaction(call: OperationCall) -> Any:
 @operation("endSession", object="session")
 async def end_session(call: OperationCall) -> Any:
     await api_call(call.target.end_session)
+    return MISSING
+
+
+@operation("getSnapshotTime", object="session")
+async def get_snapshot_time(call: OperationCall) -> Any:
+    return call.target.snapshot_time
+
+
+@operation("dropDatabase", object="client", required=("database",), optional=("session",))
+async def drop_database(call: OperationCall) -> Any:
+    # Only the causal-consistency tests use it (a write that carries afterClusterTime in a session).
+    arguments = dict(call.arguments)
+    await api_call(call.target.drop_database, arguments.pop("database"), **arguments)
     return MISSING

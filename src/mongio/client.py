@@ -55,6 +55,7 @@ from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 
 if TYPE_CHECKING:
+    from mongio.bson.timestamp import Timestamp
     from mongio.database import Database
     from mongio.sessions.transaction_state import TransactionOptions
 
@@ -449,6 +450,8 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
+        if write_concern is not None and session is not None and session.in_transaction:
+            raise InvalidOperation("Cannot set write concern after starting a transaction")
         concern = write_concern if write_concern is not None else self._write_concern
         bulk = ClientBulkWrite(
             models,
@@ -539,16 +542,19 @@ class MongoClient:
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
+        snapshot_time: Timestamp | None = None,
     ) -> ClientSession:
         """A new session: ``async with client.start_session() as s:`` (or end it with ``await s.end_session()``).
 
-        Causally consistent by default; ``snapshot=True`` makes every read see one point in time.
-        ``default_timeout_ms`` bounds each of its operations (0: no bound) unless a ``timeout()`` block does.
+        Causally consistent by default; ``snapshot=True`` makes every read see one point in time (the
+        ``snapshot_time`` given, else that of the first read). ``default_timeout_ms`` bounds each of its
+        operations (0: no bound) unless a ``timeout()`` block does. Transactions:
+        :meth:`ClientSession.start_transaction` and :meth:`ClientSession.with_transaction`.
         """
         if self._closed:
             raise self._closed_error()
         options = SessionOptions(
-            causal_consistency, default_transaction_options, snapshot, default_timeout_ms
+            causal_consistency, default_transaction_options, snapshot, default_timeout_ms, snapshot_time
         )
         return ClientSession(self, options)
 

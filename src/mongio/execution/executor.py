@@ -38,7 +38,7 @@ from mongio.errors import (
 )
 from mongio.events.command import CommandPublisher, is_sensitive
 from mongio.execution import deadline as csot
-from mongio.execution.error_labels import AttemptFailure
+from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, AttemptFailure
 from mongio.execution.retry_policy import (
     OperationRetryability,
     RetryOptions,
@@ -53,6 +53,7 @@ from mongio.sessions.cluster_time import (
     snapshot_time_from_reply,
 )
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
+from mongio.sessions.transaction_state import check_read_preference
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
 from mongio.topology.server_type import ServerType
 from mongio.topology.topology_type import TopologyType
@@ -73,6 +74,23 @@ _MONGOS_LIKE = frozenset({ServerType.Mongos, ServerType.LoadBalancer})
 _SECONDARY_PREFERRED = 3
 # Server selection for the commands of close() (endSessions): short, since the client is going away.
 _CLOSE_TIMEOUT = 5.0
+# The write commands that take a readConcern with afterClusterTime in a causally consistent session.
+_CAUSAL_WRITE_COMMANDS = frozenset(
+    {
+        "insert",
+        "update",
+        "delete",
+        "findAndModify",
+        "bulkWrite",
+        "create",
+        "createIndexes",
+        "drop",
+        "dropDatabase",
+        "dropIndexes",
+    }
+)
+# The commands a snapshot session sends without its snapshot read concern.
+_NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors"})
 
 
 class ClientLike(Protocol):
@@ -213,6 +231,7 @@ class Executor:
         op: Operation[Any],
         address: Address | None,
         deprioritized: tuple[Address, ...],
+        in_transaction: bool = False,
         operation_id: int | None = None,
     ) -> Server:
         if address is not None:
@@ -221,9 +240,12 @@ class Executor:
                 raise AutoReconnect(f"the server {address[0]}:{address[1]} is no longer part of the topology")
             server.operation_count += 1
             return server
-        read_preference = op.read_preference
+        # Inside a transaction every command goes to the primary (a non-primary one was refused before).
+        read_preference = None if in_transaction else op.read_preference
         is_write = op.takes_write_concern
-        if getattr(op, "has_write_stage", False) and op.may_use_secondary:
+        if in_transaction:
+            pass
+        elif getattr(op, "has_write_stage", False) and op.may_use_secondary:
             # $out/$merge may run on a secondary only when every server is 5.0+ (wire version 13).
             common = topology.description.common_wire_version
             is_write = common is None or common < 13
@@ -249,6 +271,11 @@ class Executor:
         )
 
     def _retryability(self, op: Operation[Any], txn_number: Any) -> OperationRetryability:
+        transaction_command = getattr(op, "transaction_command", None)
+        if transaction_command == "commitTransaction":
+            return OperationRetryability.commit_transaction()
+        if transaction_command == "abortTransaction":
+            return OperationRetryability.abort_transaction()
         retryability = op.retryability
         if retryability is Retryability.READ:
             return OperationRetryability.read(True)
@@ -275,6 +302,25 @@ class Executor:
         attempt = 0
         operation_id = next(self._operation_ids)
         acknowledged = op.acknowledged
+        # Transactions: commitTransaction/abortTransaction, or a command inside the session's transaction.
+        transaction_command = getattr(op, "transaction_command", None)
+        transaction = session._transaction if session is not None else None
+        in_txn = False
+        transaction_started = False
+        if session is not None and transaction is not None and not transaction_command:
+            transaction.before_operation()
+            in_txn = transaction.active
+            if not in_txn:
+                session._pinned_address = None
+            else:
+                if not op.takes_write_concern and transaction.options.read_preference is not None:
+                    check_read_preference(transaction.options.read_preference)
+                if isinstance(op, RunCommand) and op.read_preference is not None:
+                    check_read_preference(op.read_preference)
+                # The transaction's write concern goes on commit/abort only, so every write is acknowledged.
+                acknowledged = True
+        if (in_txn or transaction_command) and address is None and session is not None:
+            address = session._pinned_address
         if session is not None and not acknowledged and not session.implicit:
             raise InvalidOperation("an unacknowledged write (w=0) cannot be run in an explicit session")
         try:
@@ -287,7 +333,14 @@ class Executor:
                 conn: Connection | None = None
                 handled: BaseException | None = None
                 try:
-                    server = await self._select(topology, op, address, deprioritized, operation_id=operation_id)
+                    server = await self._select(
+                        topology,
+                        op,
+                        address,
+                        deprioritized,
+                        in_txn or bool(transaction_command),
+                        operation_id=operation_id,
+                    )
                     try:
                         server_address = server.address
                         description = server.description
@@ -322,6 +375,7 @@ class Executor:
                                 and self._retry_writes
                                 and server_session is not None
                                 and description.retryable_writes_supported
+                                and not in_txn
                             ):
                                 txn_number = server_session.next_txn_number()
                         elif txn_number is not None and not description.retryable_writes_supported:
@@ -350,7 +404,28 @@ class Executor:
                                 server_session.mark_used(time.monotonic())
                             if txn_number is not None:
                                 body["txnNumber"] = txn_number
-                            self._add_fields(body, op, session, description, topology)
+                            if in_txn and session is not None and server_session is not None:
+                                assert transaction is not None
+                                body.update(
+                                    transaction.command_fields(
+                                        server_session.txn_number,
+                                        after_cluster_time=session.operation_time if session._causal else None,
+                                    )
+                                )
+                                transaction_started = True
+                                if (
+                                    topology.description.topology_type is TopologyType.Sharded
+                                    and session._pinned_address is None
+                                ):
+                                    session._pinned_address = server_address
+                            self._add_fields(
+                                body,
+                                op,
+                                session,
+                                description,
+                                topology,
+                                in_transaction=in_txn or bool(transaction_command),
+                            )
                             body["$db"] = op.database
                             sequences = command.sequences
                             publisher = self._publisher
@@ -422,6 +497,10 @@ class Executor:
                                     session._advance_from_reply(reply)
                                     if session._snapshot and session._snapshot_time is None:
                                         session._snapshot_time = snapshot_time_from_reply(reply)
+                                    if (in_txn or transaction_command) and transaction is not None:
+                                        recovery_token = reply.get("recoveryToken")
+                                        if recovery_token is not None:
+                                            transaction.recovery_token = recovery_token
                             ok = reply.get("ok", 1) == 1 if reply else True
                             if not ok:
                                 error = _command_error(reply, wire_version)
@@ -490,6 +569,7 @@ class Executor:
                             self._retryability(op, txn_number),
                             self._retry_options,
                             csot=csot.is_enabled(),
+                            in_transaction=in_txn,
                             sharded=topology.description.topology_type is TopologyType.Sharded,
                             token_bucket=self._token_bucket,
                         )
@@ -507,14 +587,26 @@ class Executor:
                         exc._remove_error_label(label)
                     if not decision.retry:
                         reported = decision.error if decision.error is not None else exc
+                        if (
+                            in_txn
+                            and session is not None
+                            and isinstance(reported, MongioError)
+                            and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
+                        ):
+                            session._pinned_address = None
                         if reported is exc:
                             raise
                         raise reported from None
                     attempt += 1
+                    retrying = getattr(op, "retrying", None)
+                    if retrying is not None:
+                        retrying(after_overload=failure.is_retryable_overload)
                     deprioritized = decision.deprioritized
                     if decision.backoff > 0:
                         await asyncio.sleep(decision.backoff)
         finally:
+            if transaction_started and transaction is not None:
+                transaction.first_command_done()
             if implicit is not None:
                 self.release_server_session(implicit)
 
@@ -525,6 +617,8 @@ class Executor:
         session: ClientSession | None,
         description: ServerDescription,
         topology: Topology,
+        *,
+        in_transaction: bool = False,
     ) -> None:
         cluster_time = self.cluster_clock.cluster_time
         if session is not None:
@@ -533,7 +627,23 @@ class Executor:
                 cluster_time = own
         if cluster_time is not None and description.max_wire_version >= 6:
             body["$clusterTime"] = cluster_time
-        if op.takes_read_concern and "readConcern" not in body:
+        if in_transaction or "readConcern" in body:
+            pass  # a transaction's read concern goes on its first command only (already in the body)
+        elif session is not None and session._snapshot:
+            if op.command_name not in _NO_SNAPSHOT_COMMANDS:
+                body["readConcern"] = session_read_concern(
+                    None, snapshot=True, snapshot_time=session._snapshot_time
+                )
+        elif (
+            not op.takes_read_concern
+            and session is not None
+            and session._causal
+            and session.operation_time is not None
+            and op.command_name in _CAUSAL_WRITE_COMMANDS
+            and not isinstance(op, RunCommand)
+        ):
+            body["readConcern"] = {"afterClusterTime": session.operation_time}
+        elif op.takes_read_concern:
             read_concern = op.read_concern
             document = read_concern.document if read_concern is not None else None
             if session is not None and (session._causal or session._snapshot):
@@ -546,12 +656,22 @@ class Executor:
                 )
             if document:
                 body["readConcern"] = document
-        if op.takes_write_concern and "writeConcern" not in body:
+        if op.takes_write_concern and "writeConcern" not in body and not in_transaction:
             write_concern = op.write_concern
             if write_concern is not None and not write_concern.is_server_default:
                 body["writeConcern"] = write_concern.document
         if "$readPreference" not in body:
-            read_preference = read_preference_document(op, description, topology.description.topology_type)
+            if in_transaction:
+                # The primary: only a direct connection to a replica set member needs to be told.
+                read_preference = None
+                if (
+                    not op.takes_write_concern
+                    and topology.description.topology_type is TopologyType.Single
+                    and description.server_type is not ServerType.Standalone
+                ):
+                    read_preference = {"mode": "primaryPreferred"}
+            else:
+                read_preference = read_preference_document(op, description, topology.description.topology_type)
             if read_preference is not None:
                 body["$readPreference"] = read_preference
         if self._api_fields and "apiVersion" not in body:

@@ -1,4 +1,4 @@
-"""``ClientSession``: a logical session, for causal consistency and snapshot reads (transactions come later).
+"""``ClientSession``: a logical session, for causal consistency, snapshot reads and transactions.
 
 Made by :meth:`mongio.client.MongoClient.start_session`::
 
@@ -6,35 +6,68 @@ Made by :meth:`mongio.client.MongoClient.start_session`::
         await coll.insert_one({"x": 1}, session=session)
         doc = await coll.find_one({"x": 1}, session=session)  # reads its own write
 
+        async with session.start_transaction():
+            await coll.insert_one({"y": 1}, session=session)
+            await other.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+        # committed here; aborted instead if the block raised or the task was cancelled
+
+        await session.with_transaction(callback)  # retried on transient errors, within 120 s
+
 A session takes its server session (the ``lsid`` the server knows it by) from the client's pool the first
-time it sends a command, and gives it back when it ends. A session is bound to the client that made it and
-must not be used by two operations at once.
+time it sends a command (or starts a transaction), and gives it back when it ends. A session is bound to the
+client that made it and, like its server-side counterpart, serves one operation at a time: do not run two
+operations of one session concurrently (``asyncio.gather`` over one session), least of all in a transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import random
+import time
+from asyncio import sleep as _sleep
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp
-from mongio.errors import InvalidOperation
+from mongio.errors import InvalidOperation, MongioError
+from mongio.execution import deadline as csot
+from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
+from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
 from mongio.sessions.cluster_time import ClusterClock, greater_operation_time
 from mongio.sessions.server_session import ServerSession
-from mongio.sessions.transaction_state import TransactionOptions
+from mongio.sessions.transaction_state import Transaction, TransactionOptions
+from mongio.sessions.with_transaction_policy import (
+    NextStep,
+    WithTransactionRetry,
+    callback_ended_transaction,
+)
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import _ServerMode
+    from mongio.options.write_concern import WriteConcern
+    from mongio.topology.server_description import Address
 
-__all__ = ["ClientSession", "SessionOptions"]
+T = TypeVar("T")
+
+__all__ = ["ClientSession", "SessionOptions", "TransactionContext"]
 
 
 class SessionOptions:
     """The options of a session: ``causal_consistency`` (default True unless ``snapshot``), ``snapshot``,
+    ``snapshot_time`` (the point in time a snapshot session reads at, instead of its first read's),
     ``default_transaction_options`` and ``default_timeout_ms`` (the ``timeoutMS`` of its operations when
     none is in force, in place of the client's)."""
 
-    __slots__ = ("_causal_consistency", "_default_timeout_ms", "_default_transaction_options", "_snapshot")
+    __slots__ = (
+        "_causal_consistency",
+        "_default_timeout_ms",
+        "_default_transaction_options",
+        "_snapshot",
+        "_snapshot_time",
+    )
 
     def __init__(
         self,
@@ -42,6 +75,7 @@ class SessionOptions:
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
+        snapshot_time: Timestamp | None = None,
     ) -> None:
         if default_timeout_ms is not None and default_timeout_ms < 0:
             raise ValueError(f"default_timeout_ms must be non-negative, not {default_timeout_ms}")
@@ -49,6 +83,16 @@ class SessionOptions:
         snapshot = bool(snapshot)
         if snapshot and causal_consistency:
             raise InvalidOperation("a session cannot be both causally consistent and a snapshot session")
+        if snapshot_time is not None:
+            if not snapshot:
+                raise InvalidOperation("snapshot_time requires snapshot=True")
+            if not isinstance(snapshot_time, Timestamp):
+                raise TypeError(f"snapshot_time must be a Timestamp, not {type(snapshot_time).__name__}")
+        if default_transaction_options is not None and not isinstance(
+            default_transaction_options, TransactionOptions
+        ):
+            raise TypeError("default_transaction_options must be a TransactionOptions")
+        self._snapshot_time = snapshot_time
         self._causal_consistency = (not snapshot) if causal_consistency is None else bool(causal_consistency)
         self._default_transaction_options = default_transaction_options
         self._snapshot = snapshot
@@ -69,6 +113,10 @@ class SessionOptions:
     def default_timeout_ms(self) -> float | None:
         return self._default_timeout_ms
 
+    @property
+    def snapshot_time(self) -> Timestamp | None:
+        return self._snapshot_time
+
 
 class ClientSession:
     """A logical session of one client. Use it as ``async with client.start_session() as s:`` or end it
@@ -82,7 +130,12 @@ class ClientSession:
         self._ended = False
         self._clock = ClusterClock()
         self._operation_time: Timestamp | None = None
-        self._snapshot_time: Timestamp | None = None
+        self._snapshot_time: Timestamp | None = options.snapshot_time
+        self._transaction = Transaction()
+        # The mongos a sharded transaction runs on, from its first command until the next transaction or
+        # the next operation outside one.
+        self._pinned_address: Address | None = None
+        self._transaction_rng: random.Random | None = None
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "active"
@@ -126,7 +179,17 @@ class ClientSession:
 
     @property
     def in_transaction(self) -> bool:
-        return False
+        """True from :meth:`start_transaction` until the transaction is committed or aborted."""
+        return self._transaction.active
+
+    @property
+    def snapshot_time(self) -> Timestamp | None:
+        """The point in time a snapshot session reads at: the ``snapshot_time`` it was started with, else the
+        ``atClusterTime`` of its first read (``None`` before that). Raises :class:`InvalidOperation` on a
+        session that is not a snapshot session."""
+        if not self._options.snapshot:
+            raise InvalidOperation("snapshot_time is only available on a snapshot session (snapshot=True)")
+        return self._snapshot_time
 
     def advance_cluster_time(self, cluster_time: Mapping[str, Any]) -> None:
         """Raise this session's cluster time (e.g. to the ``cluster_time`` of another session)."""
@@ -144,23 +207,186 @@ class ClientSession:
             raise TypeError("operation_time must be a Timestamp")
         self._operation_time = greater_operation_time(self._operation_time, operation_time)
 
-    # -- transactions (not yet) -----------------------------------------------------------------------------
+    # -- transactions -----------------------------------------------------------------------------------------
 
-    def start_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Transactions are not supported yet by this version of mongio."""
-        raise InvalidOperation("transactions are not yet supported by mongio; run the operations without one")
+    def start_transaction(
+        self,
+        read_concern: ReadConcern | None = None,
+        write_concern: WriteConcern | None = None,
+        read_preference: _ServerMode | None = None,
+        max_commit_time_ms: int | None = None,
+    ) -> TransactionContext:
+        """Start a transaction; the operations given ``session=self`` from now on run in it.
 
-    async def with_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Transactions are not supported yet by this version of mongio."""
-        raise InvalidOperation("transactions are not yet supported by mongio; run the operations without one")
+        Options left ``None`` come from the session's ``default_transaction_options``, then from the client.
+        Nothing is sent yet: the first operation starts the transaction on the server. Use the result as an
+        async context manager, which commits when the block ends normally and aborts when it raises or the
+        task is cancelled::
+
+            async with session.start_transaction():
+                await orders.insert_one(order, session=session)
+                await stock.update_one({"sku": sku}, {"$inc": {"qty": -1}}, session=session)
+
+        or call :meth:`commit_transaction` / :meth:`abort_transaction` yourself. ``await
+        session.start_transaction()`` also works (it returns the same context manager), as in PyMongo.
+        """
+        self._check_not_ended()
+        if self._options.snapshot:
+            raise InvalidOperation("Transactions are not supported in snapshot sessions")
+        if self._transaction.active:
+            raise InvalidOperation("Transaction already in progress")
+        client = self._client
+        options = TransactionOptions(
+            read_concern=read_concern,
+            write_concern=write_concern,
+            read_preference=read_preference,
+            max_commit_time_ms=max_commit_time_ms,
+        ).inherit(
+            self._options.default_transaction_options,
+            TransactionOptions(
+                read_concern=client.read_concern,
+                write_concern=client.write_concern,
+                read_preference=client.read_preference,
+            ),
+        )
+        server_session = self._checked_server_session()
+        self._pinned_address = None
+        self._transaction.start(options)
+        server_session.next_txn_number()
+        return TransactionContext(self)
+
+    async def commit_transaction(self) -> None:
+        """Commit the transaction. A transaction in which no operation ran commits without a command.
+
+        The command is retried once on a retryable error (with ``w: "majority"``). An error labelled
+        ``UnknownTransactionCommitResult`` means the outcome is unknown: calling this again retries the commit.
+        """
+        self._check_not_ended()
+        transaction = self._transaction
+        if not transaction.begin_commit():
+            return
+        server_session = self._checked_server_session()
+        operation = CommitTransaction(transaction, server_session.txn_number)
+        try:
+            await self._client._executor.execute(operation, self)
+        except MongioError as exc:
+            if exc.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) or exc.has_error_label(
+                TRANSIENT_TRANSACTION_ERROR
+            ):
+                self._pinned_address = None
+            raise
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction. The server's errors are not raised (it gives the transaction up anyway,
+        after its ``transactionLifetimeLimitSeconds``); the command is retried once on a retryable error."""
+        self._check_not_ended()
+        transaction = self._transaction
+        if not transaction.begin_abort():
+            self._pinned_address = None
+            return
+        server_session = self._checked_server_session()
+        operation = AbortTransaction(transaction, server_session.txn_number)
+        try:
+            await self._client._executor.execute(operation, self)
+        except MongioError:
+            pass
+        finally:
+            self._pinned_address = None
+
+    async def with_transaction(
+        self,
+        callback: Callable[[ClientSession], Awaitable[T]],
+        read_concern: ReadConcern | None = None,
+        write_concern: WriteConcern | None = None,
+        read_preference: _ServerMode | None = None,
+        max_commit_time_ms: int | None = None,
+    ) -> T:
+        """Run ``await callback(session)`` in a transaction and commit it, retrying as the server advises.
+
+        The whole transaction (the callback included) runs again after an error labelled
+        ``TransientTransactionError``, after a short jittered backoff; the commit alone runs again after an
+        ``UnknownTransactionCommitResult``. **The callback may therefore run several times**: keep it free of
+        side effects other than the operations it runs with ``session=session``. Retrying stops after 120
+        seconds, or at the ``timeoutMS`` in force (a ``timeout()`` block, the session's
+        ``default_timeout_ms`` or the client's), with a timeout error that carries the last error and its
+        labels. Any other error of the callback aborts the transaction and is raised as it is; a callback that
+        commits or aborts the transaction itself ends the call. Returns the callback's result.
+
+        If the awaiting task is cancelled, a transaction still open is aborted before the cancellation goes on.
+        """
+        self._check_not_ended()
+        timeout = self._operation_timeout()
+        if timeout is not None and csot.current_deadline() is None:
+            with csot.timeout(timeout):
+                return await self._with_transaction(
+                    callback, read_concern, write_concern, read_preference, max_commit_time_ms
+                )
+        return await self._with_transaction(
+            callback, read_concern, write_concern, read_preference, max_commit_time_ms
+        )
+
+    async def _with_transaction(
+        self,
+        callback: Callable[[ClientSession], Awaitable[T]],
+        read_concern: ReadConcern | None,
+        write_concern: WriteConcern | None,
+        read_preference: _ServerMode | None,
+        max_commit_time_ms: int | None,
+    ) -> T:
+        left = csot.remaining()
+        retry = WithTransactionRetry(time.monotonic(), left, rng=self._transaction_rng)
+        while True:
+            backoff = retry.before_transaction(time.monotonic())
+            if backoff > 0:
+                await _sleep(backoff)
+            self.start_transaction(read_concern, write_concern, read_preference, max_commit_time_ms)
+            try:
+                result = await callback(self)
+            except BaseException as exc:
+                if self._transaction.active:
+                    await self.abort_transaction()
+                if not isinstance(exc, Exception):
+                    raise
+                decision = retry.after_callback_error(exc, time.monotonic())
+                if decision.step is NextStep.RETRY_TRANSACTION:
+                    continue
+                if decision.error is None or decision.error is exc:
+                    raise
+                raise decision.error from None
+            if callback_ended_transaction(self._transaction.state):
+                return result
+            while True:
+                try:
+                    await self.commit_transaction()
+                    return result
+                except Exception as exc:
+                    decision = retry.after_commit_error(exc, time.monotonic())
+                    if decision.step is NextStep.RETRY_COMMIT:
+                        continue
+                    if decision.step is NextStep.RETRY_TRANSACTION:
+                        break
+                    if decision.error is None or decision.error is exc:
+                        raise
+                    raise decision.error from None
+
+    def _operation_timeout(self) -> float | None:
+        """The seconds the session's operations may take when no ``timeout()`` block is in force."""
+        session_timeout_ms = self._options.default_timeout_ms
+        if session_timeout_ms is not None:
+            return math.inf if session_timeout_ms == 0 else session_timeout_ms / 1000.0
+        return self._client._executor._timeout
 
     # -- ending ------------------------------------------------------------------------------------------
 
     async def end_session(self) -> None:
-        """End the session: its server session goes back to the client's pool. Ending twice is harmless."""
+        """End the session: a transaction still open is aborted, and its server session goes back to the
+        client's pool. Ending twice is harmless."""
         if self._ended:
             return
+        if self._transaction.active:
+            await self.abort_transaction()
         self._ended = True
+        self._pinned_address = None
         server_session, self._server_session = self._server_session, None
         if server_session is not None:
             self._client._executor.release_server_session(server_session)
@@ -187,6 +413,13 @@ class ClientSession:
                 "used with the client that created it"
             )
 
+    def _check_not_ended(self) -> None:
+        if self._ended:
+            raise InvalidOperation(
+                "this session has ended (end_session() was called or its async with block exited); "
+                "start a new one with client.start_session()"
+            )
+
     def _checked_server_session(self) -> ServerSession:
         if self._ended:
             raise InvalidOperation("this session has ended; start a new one with client.start_session()")
@@ -207,3 +440,39 @@ class ClientSession:
         operation_time = reply.get("operationTime")
         if isinstance(operation_time, Timestamp):
             self._operation_time = greater_operation_time(self._operation_time, operation_time)
+
+
+class TransactionContext:
+    """What :meth:`ClientSession.start_transaction` returns: ``async with`` it to commit when the block ends
+    normally and abort when it raises or is cancelled (a transaction the block already committed or aborted
+    is left as it is). Awaiting it returns it, for code written as ``async with await s.start_transaction()``.
+    """
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+
+    @property
+    def session(self) -> ClientSession:
+        return self._session
+
+    def __await__(self) -> Generator[Any, None, TransactionContext]:
+        return self._itself().__await__()
+
+    async def _itself(self) -> TransactionContext:
+        return self
+
+    async def __aenter__(self) -> TransactionContext:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        session = self._session
+        if not session.in_transaction:
+            return
+        if exc_type is None:
+            await session.commit_transaction()
+        else:
+            await session.abort_transaction()
