@@ -30,7 +30,7 @@ from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
 from mongio.cursor_reaper import CursorReaper
-from mongio.errors import ClientClosedError, ConfigurationError, InvalidOperation, MongioError
+from mongio.errors import ClientClosedError, ConfigurationError, CursorNotFound, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.execution.executor import Executor
@@ -473,12 +473,16 @@ class MongoClient:
                 where: list[Address] = []
                 cursor = await execute(batch, run_in, answered_by=where)
                 if cursor.id:
-                    while cursor.id:
-                        more = GetMore(
-                            cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
-                        )
-                        cursor = await execute(more, run_in, address=where[0])
-                        batch.record_results(cursor.batch)
+                    try:
+                        while cursor.id:
+                            more = GetMore(
+                                cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
+                            )
+                            cursor = await execute(more, run_in, address=where[0])
+                            batch.record_results(cursor.batch)
+                    except BaseException as exc:
+                        await self._drop_results_cursor(exc, where[0], cursor, run_in)
+                        raise
                     batch.cursor_exhausted()
         except MongioError as exc:
             bulk.raise_top_level(exc)
@@ -574,6 +578,22 @@ class MongoClient:
             self._executor.release_server_session(server_session)
         if cursor_id:
             self._cursor_reaper.abandon(address, namespace, cursor_id)
+
+    async def _drop_results_cursor(
+        self, error: BaseException, address: Address, cursor: CursorState, session: ClientSession | None
+    ) -> None:
+        """Kill a bulk write's results cursor that a failed ``getMore`` left open on the server."""
+        if isinstance(error, CursorNotFound):
+            return
+        if not isinstance(error, Exception):
+            # Cancelled: nothing may be awaited here, so the reaper task kills it.
+            self._cursor_reaper.abandon(address, cursor.namespace, cursor.id)
+            return
+        operation = KillCursors(cursor.database, cursor.collection, [cursor.id], codec_options=self._codec_options)
+        try:
+            await self._executor.execute(operation, session, address=address)
+        except MongioError:
+            pass  # the server drops idle cursors on its own
 
     async def _kill_abandoned_cursors(self, address: Address, namespace: str, cursor_ids: Sequence[int]) -> None:
         database, _, collection = namespace.partition(".")
