@@ -624,9 +624,10 @@ class Cursor(_CursorBase[_T]):
         self._limit_reached = False
         return self
 
-    async def explain(self, verbosity: str | None = None) -> dict[str, Any]:
-        """The server's query plan for this query (``explain``), at the given verbosity."""
-        explained = Explain(self._find_operation(), verbosity=verbosity)
+    async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
+        """The server's query plan for this query (``explain``), at the given verbosity; ``max_time_ms``
+        bounds the explain command itself (the query's own ``max_time_ms`` stays inside it)."""
+        explained = Explain(self._find_operation(), verbosity=verbosity, max_time_ms=max_time_ms)
         result: dict[str, Any] = await self._client._executor.execute(explained, self._explicit_session)
         return result
 
