@@ -12,7 +12,7 @@ concerns and read preference, and retries when allowed)::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.change_stream import CollectionChangeStream
 from mongio.cursor import CommandCursor, Cursor
@@ -248,6 +248,15 @@ class Collection(Generic[_D]):
             f"'Collection' object is not callable. If you meant to call the '{method}' method on a "
             f"'Collection' object it is failing because no such method exists."
         )
+
+    # Not iterable: without this, iter() would fall back on __getitem__ and ``for x in coll`` would walk
+    # sub-collections ("coll.0", "coll.1", ...) for ever. Use find() to iterate over documents.
+    __iter__ = None
+
+    def __next__(self) -> NoReturn:
+        raise TypeError("'Collection' object is not iterable")
+
+    next = __next__
 
     def __repr__(self) -> str:
         return f"Collection({self._database!r}, {self._name!r})"

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
 from mongio.change_stream import DatabaseChangeStream
@@ -163,6 +163,15 @@ class Database(Generic[_D]):
             f"'Database' object is not callable. If you meant to call the '{self._name}' method on a "
             "'MongoClient' object it is failing because no such method exists."
         )
+
+    # Not iterable: without this, iter() would fall back on __getitem__ and ``for x in db`` would make
+    # collections "0", "1", ... for ever. Use list_collection_names() to see its collections.
+    __iter__ = None
+
+    def __next__(self) -> NoReturn:
+        raise TypeError("'Database' object is not iterable")
+
+    next = __next__
 
     def __repr__(self) -> str:
         return f"Database({self._client!r}, {self._name!r})"

@@ -66,6 +66,17 @@ def test_names_options_and_sub_collections() -> None:
         client["db"]["bad$name"]
 
 
+def test_a_collection_is_not_iterable() -> None:
+    _, _, coll = make()
+    with pytest.raises(TypeError, match="not iterable"):
+        iter(coll)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="not iterable"):
+        for _ in coll:  # type: ignore[misc]
+            break
+    with pytest.raises(TypeError, match="'Collection' object is not iterable"):
+        coll.next()
+
+
 def test_with_options_keeps_unchanged_ones() -> None:
     _, _, coll = make()
     majority = WriteConcern(w="majority")

@@ -50,6 +50,14 @@ def test_names_and_options_inherit_from_the_client() -> None:
         bool(db)
 
 
+def test_a_database_is_not_iterable() -> None:
+    db = FakeClient()["db"]
+    with pytest.raises(TypeError, match="not iterable"):
+        iter(db)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="'Database' object is not iterable"):
+        db.next()
+
+
 async def test_command_forms_and_primary_default() -> None:
     client, recorder, db = make(ping={"ok": 1}, collStats={"ok": 1, "count": 3})
     assert (await db.command("ping"))["ok"] == 1
