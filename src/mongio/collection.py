@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.change_stream import CollectionChangeStream
-from mongio.cursor import CommandCursor, Cursor
+from mongio.cursor import (
+    CommandCursor,
+    Cursor,
+    RawBatchCommandCursor,
+    RawBatchCursor,
+    raw_batch_codec_options,
+)
 from mongio.errors import ConfigurationError
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
@@ -550,6 +556,29 @@ class Collection(Generic[_D]):
             async for document in cursor:
                 return document
         return None
+
+    def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:
+        """Like :meth:`find`, but each item is a whole batch from the server as ``bytes`` (the BSON of its
+        documents back to back), for code that decodes BSON itself::
+
+            async for batch in coll.find_raw_batches({"x": 1}, batch_size=1000):
+                rows = mongio.bson.decode_all(batch)
+        """
+        return RawBatchCursor(self, *args, **kwargs)
+
+    def aggregate_raw_batches(
+        self,
+        pipeline: Sequence[Mapping[str, Any]],
+        session: ClientSession | None = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> RawBatchCommandCursor:
+        """Like :meth:`aggregate` (same options), but each item is a whole batch of results as ``bytes`` (the
+        BSON of its documents back to back)."""
+        raw = self.with_options(codec_options=raw_batch_codec_options(self._codec_options))
+        cursor = raw.aggregate(pipeline, session=session, let=let, comment=comment, **kwargs)
+        return RawBatchCommandCursor.of(cursor)
 
     async def _find_and_modify(self, filter: Mapping[str, Any], session: Any, **arguments: Any) -> _D | None:
         operation = FindAndModify(

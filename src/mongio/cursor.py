@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from mongio.bson import RawBSONDocument
 from mongio.errors import CursorNotFound, InvalidOperation, MongioError
 from mongio.operations.base import CursorState, Operation
 from mongio.operations.crud import CursorType, Distinct, Explain, Find, GetMore, KillCursors
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from mongio.collection import Collection
     from mongio.sessions.client_session import ClientSession
 
-__all__ = ["CommandCursor", "Cursor", "CursorType"]
+__all__ = ["CommandCursor", "Cursor", "CursorType", "RawBatchCommandCursor", "RawBatchCursor"]
 
 _T = TypeVar("_T")
 _Self = TypeVar("_Self", bound="_CursorBase[Any]")
@@ -711,3 +712,76 @@ def _flag_mask(mask: Any) -> int:
     if _int(mask, "mask") & ~_KNOWN_FLAGS:
         raise ValueError(f"unknown cursor flag bits in {mask}")
     return int(mask)
+
+
+# -- raw batches ------------------------------------------------------------------------------------------------
+
+
+def raw_batch_codec_options(codec_options: CodecOptions) -> CodecOptions:
+    """The codec options that decode a reply lazily, so each document's BSON can be handed out as it came."""
+    return codec_options.with_options(document_class=RawBSONDocument)
+
+
+def _accept_raw(cursor: _CursorBase[bytes], state: CursorState, accept: Any) -> None:
+    # The cursor's own bookkeeping (id, namespace, limits counted in documents) with the batch joined into one
+    # item; the documents are RawBSONDocuments, decoded with raw_batch_codec_options.
+    documents = state.batch
+    accept(state._replace(batch=[]))
+    if documents:
+        cursor._data.append(b"".join(document.raw for document in documents))
+        cursor._retrieved += len(documents)
+        cursor._received(len(documents))
+
+
+class RawBatchCursor(Cursor[bytes]):
+    """The cursor of :meth:`Collection.find_raw_batches <mongio.collection.Collection.find_raw_batches>`: each
+    item is one batch as the server sent it, the BSON of its documents back to back (``bytes``), for code that
+    decodes BSON itself (``mongio.bson.decode_all(batch)``). Limits and batch sizes still count documents."""
+
+    def __init__(self, collection: Collection[Any], *args: Any, **kwargs: Any) -> None:
+        raw = collection.with_options(codec_options=raw_batch_codec_options(collection.codec_options))
+        super().__init__(raw, *args, **kwargs)
+        self._plain_collection = collection
+
+    @property
+    def collection(self) -> Collection[Any]:
+        """The collection this cursor reads."""
+        return self._plain_collection
+
+    def _accept(self, state: CursorState) -> None:
+        _accept_raw(self, state, super()._accept)
+
+    def clone(self) -> RawBatchCursor:
+        """A new, unrun raw batch cursor with the same query, options and session."""
+        other = Cursor.clone(self)
+        # Cursor.clone makes a plain Cursor over the raw-decoding collection; only the batching differs.
+        other.__class__ = RawBatchCursor
+        assert isinstance(other, RawBatchCursor)
+        other._plain_collection = self._plain_collection
+        return other
+
+    async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
+        """The server's query plan for this query, decoded as the collection decodes documents."""
+        plain = Cursor.clone(self)
+        plain._collection = self._plain_collection
+        return await plain.explain(verbosity, max_time_ms)
+
+
+class RawBatchCommandCursor(CommandCursor[bytes]):
+    """The cursor of :meth:`Collection.aggregate_raw_batches
+    <mongio.collection.Collection.aggregate_raw_batches>`: each item is one batch of results as the server sent
+    it, the BSON of its documents back to back (``bytes``)."""
+
+    @classmethod
+    def of(cls, cursor: CommandCursor[Any]) -> RawBatchCommandCursor:
+        """The raw batch form of an unrun command cursor whose command decodes its reply with
+        :func:`raw_batch_codec_options`."""
+        if cursor._started:
+            raise InvalidOperation("the cursor has already run")
+        # Same state and command; only how batches are handed out differs.
+        cursor.__class__ = cls
+        assert isinstance(cursor, cls)
+        return cursor
+
+    def _accept(self, state: CursorState) -> None:
+        _accept_raw(self, state, super()._accept)

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from mongio.bson import Int64
+from mongio.bson import Int64, decode_all
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.cursor import CommandCursor, Cursor, CursorType
+from mongio.cursor import CommandCursor, Cursor, CursorType, RawBatchCursor
 from mongio.database import Database
 from mongio.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure
 from mongio.events.command import CommandListener, CommandSucceededEvent
@@ -173,6 +173,36 @@ async def test_cursors_abandoned_just_before_close_are_killed_by_close(
     for cursor_id in ids:
         with pytest.raises(OperationFailure):
             await db.command("getMore", Int64(cursor_id), collection="items")
+
+
+async def test_find_raw_batches_gives_each_batch_as_bson(coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i, "name": f"n{i}"} for i in range(7)])
+    cursor = coll.find_raw_batches({"_id": {"$gte": 1}}, sort=[("_id", 1)], batch_size=2, limit=5)
+    assert cursor.collection is coll
+    batches = await cursor.to_list()
+    assert [len(decode_all(batch)) for batch in batches] == [2, 2, 1]
+    assert [doc for batch in batches for doc in decode_all(batch)] == [
+        {"_id": i, "name": f"n{i}"} for i in range(1, 6)
+    ]
+    assert all(isinstance(batch, bytes) for batch in batches)
+    plan = await coll.find_raw_batches({"_id": 1}).explain()
+    assert isinstance(plan, dict) and "queryPlanner" in plan
+    again = cursor.clone()
+    assert isinstance(again, RawBatchCursor)
+    assert [len(decode_all(batch)) for batch in await again.to_list()] == [2, 2, 1]
+    assert await coll.find_raw_batches({"_id": 99}).to_list() == []
+
+
+async def test_aggregate_raw_batches_gives_each_batch_as_bson(coll: Collection[Any]) -> None:
+    await coll.insert_many([{"_id": i, "n": i % 2} for i in range(6)])
+    pipeline = [{"$match": {"n": 1}}, {"$sort": {"_id": 1}}]
+    batches = await coll.aggregate_raw_batches(pipeline, batchSize=2).to_list()
+    assert [decode_all(batch) for batch in batches] == [
+        [{"_id": 1, "n": 1}, {"_id": 3, "n": 1}],
+        [{"_id": 5, "n": 1}],
+    ]
+    # The collection's own cursors still decode documents.
+    assert await coll.aggregate(pipeline).to_list() == [{"_id": i, "n": 1} for i in (1, 3, 5)]
 
 
 async def test_find_and_modify_family(coll: Collection[Any]) -> None:
