@@ -570,14 +570,13 @@ class Collection(Generic[_D]):
         self,
         pipeline: Sequence[Mapping[str, Any]],
         session: ClientSession | None = None,
-        let: Mapping[str, Any] | None = None,
         comment: Any = None,
         **kwargs: Any,
     ) -> RawBatchCommandCursor:
-        """Like :meth:`aggregate` (same options), but each item is a whole batch of results as ``bytes`` (the
-        BSON of its documents back to back)."""
+        """Like :meth:`aggregate` (same options, ``let`` included), but each item is a whole batch of results
+        as ``bytes`` (the BSON of its documents back to back)."""
         raw = self.with_options(codec_options=raw_batch_codec_options(self._codec_options))
-        cursor = raw.aggregate(pipeline, session=session, let=let, comment=comment, **kwargs)
+        cursor = raw.aggregate(pipeline, session=session, comment=comment, **kwargs)
         return RawBatchCommandCursor.of(cursor)
 
     async def _find_and_modify(self, filter: Mapping[str, Any], session: Any, **arguments: Any) -> _D | None:

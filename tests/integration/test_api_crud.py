@@ -203,6 +203,8 @@ async def test_aggregate_raw_batches_gives_each_batch_as_bson(coll: Collection[A
     ]
     # The collection's own cursors still decode documents.
     assert await coll.aggregate(pipeline).to_list() == [{"_id": i, "n": 1} for i in (1, 3, 5)]
+    with_let = coll.aggregate_raw_batches([{"$match": {"$expr": {"$eq": ["$_id", "$$wanted"]}}}], let={"wanted": 4})
+    assert [decode_all(batch) for batch in await with_let.to_list()] == [[{"_id": 4, "n": 0}]]
 
 
 async def test_find_and_modify_family(coll: Collection[Any]) -> None:
