@@ -10,8 +10,9 @@ import atexit
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, Suite
 from spec_runner.server import TestServer, external_uri
@@ -35,12 +36,18 @@ OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_gridfs, ops_runne
 
 
 async def run_unified(
-    context: RunContext, test_file: UnifiedTestFile, test: UnifiedTest, *, standalone: bool = False
+    context: RunContext,
+    test_file: UnifiedTestFile,
+    test: UnifiedTest,
+    *,
+    standalone: bool = False,
+    client_defaults: Mapping[str, Any] | None = None,
 ) -> None:
     """Run one test against ``context.uri``: its facts, a fresh runner connection and backend.
 
     With ``standalone``, a test whose requirements the run's server does not meet but which can run on a
-    single server goes to the standalone server of ``standalone_uri`` instead.
+    single server goes to the standalone server of ``standalone_uri`` instead. ``client_defaults`` are URI
+    options given to every client entity that does not set them.
     """
     if context.uri is None:
         raise RuntimeError("the unified suites need a server (no URI in the run context)")
@@ -53,7 +60,7 @@ async def run_unified(
             uri = await standalone_uri()
             internal = InternalClient(uri)
             facts = await server_facts(internal)
-        backend = MongioBackend(uri, internal, facts)
+        backend = MongioBackend(uri, internal, facts, client_defaults)
         await run_test(test_file, test, facts=facts, backend=backend)
     finally:
         await internal.close()
@@ -107,11 +114,17 @@ def unified_suite(
     directories: Sequence[str] | None = None,
     expect_failure: Sequence[str] = (),
     standalone: bool = False,
+    client_defaults: Mapping[str, Any] | None = None,
 ) -> Suite:
     """A suite of the unified ``.json`` files under ``<name>/tests`` (or only its ``directories``); the
     cases of the ``expect_failure`` directories pass when they fail. With ``standalone``, the tests that
-    need a single server run on one started for them (see ``run_unified``)."""
-    return Suite(name=name, collect=unified_collector(name, directories, expect_failure, standalone), needs_server=True)
+    need a single server run on one started for them (see ``run_unified``); ``client_defaults`` are URI
+    options for every client entity that does not set them."""
+    return Suite(
+        name=name,
+        collect=unified_collector(name, directories, expect_failure, standalone, client_defaults),
+        needs_server=True,
+    )
 
 
 def unified_collector(
@@ -119,9 +132,10 @@ def unified_collector(
     directories: Sequence[str] | None = None,
     expect_failure: Sequence[str] = (),
     standalone: bool = False,
+    client_defaults: Mapping[str, Any] | None = None,
 ) -> Callable[[Path], Iterator[SpecCase]]:
     """The ``collect`` of ``unified_suite``, for a suite that gathers other cases too."""
-    run = functools.partial(run_unified, standalone=standalone)
+    run = functools.partial(run_unified, standalone=standalone, client_defaults=client_defaults)
 
     def collect(tests_dir: Path) -> Iterator[SpecCase]:
         if directories is None:

@@ -486,10 +486,18 @@ def server_api(document: Mapping[str, Any]) -> Any:
 class MongioBackend:
     """Entities over mongio's public API, and the runner's own work over ``InternalClient``."""
 
-    def __init__(self, uri: str, internal: InternalClient, facts: ServerFacts) -> None:
+    def __init__(
+        self,
+        uri: str,
+        internal: InternalClient,
+        facts: ServerFacts,
+        client_defaults: Mapping[str, Any] | None = None,
+    ) -> None:
         self.uri = uri
         self.internal = internal
         self.facts = facts
+        # URI options for every client entity that does not set them itself (a suite's speed-ups).
+        self.client_defaults = dict(client_defaults or {})
         self.fail_points: list[tuple[Any, str]] = []  # (client or None for the internal one, fail point name)
         self._log_recorders: list[LogRecorder] = []
 
@@ -579,6 +587,10 @@ class MongioBackend:
             log_recorder.attach()
             self._log_recorders.append(log_recorder)
         kwargs: dict[str, Any] = dict(options.get("uriOptions", {}))
+        given = {key.lower() for key in kwargs}
+        for key, value in self.client_defaults.items():
+            if key.lower() not in given:
+                kwargs[key] = value
         if "serverApi" in options:
             kwargs["server_api"] = server_api(options["serverApi"])
         mongo_client = _driver("mongio.client", "MongoClient")

@@ -1,0 +1,7 @@
+"""The client-backpressure specification's unified tests, against the server."""
+
+from __future__ import annotations
+
+from spec_runner.suites._unified_support import unified_suite
+
+SUITE = unified_suite("client-backpressure")
