@@ -30,8 +30,8 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.execution.deadline import timeout
-from mongio.options.read_preference import PrimaryPreferred
-from tests.support.loopback_peer import LoopbackPeer, Request
+from mongio.options.read_preference import PrimaryPreferred, SecondaryPreferred
+from tests.support.loopback_peer import CLOSE, LoopbackPeer, Request
 
 _RESUMABLE = ["ResumableChangeStreamError"]
 
@@ -562,3 +562,65 @@ async def test_max_await_time_must_be_shorter_than_the_timeout(coll: Collection[
     with timeout(0.5), pytest.raises(InvalidOperation, match="max_await_time_ms"):
         await coll.watch(max_await_time_ms=500)
     assert recorder.started_commands("aggregate") == []
+
+
+# -- prose 6 on a two-member replica set of loopback peers ------------------------------------------------------
+
+
+async def test_resume_selects_anew_with_the_initial_read_preference() -> None:
+    """A stream reading from the secondary loses it: the resume selects a server again with the stream's
+    secondaryPreferred read preference (the primary, now), and the old cursor is killed on no other server."""
+    secondary_down = False
+    hosts: list[str] = []
+
+    def member(primary: bool) -> Any:
+        def handler(request: Request) -> Any:
+            name = request.command_name
+            if not primary and secondary_down:
+                return CLOSE
+            if name.lower() in ("hello", "ismaster"):
+                return {
+                    "ok": 1,
+                    "helloOk": True,
+                    "isWritablePrimary": primary,
+                    "secondary": not primary,
+                    "setName": "rs",
+                    "hosts": hosts,
+                    "me": hosts[0 if primary else 1],
+                    "minWireVersion": 0,
+                    "maxWireVersion": 21,
+                    "maxBsonObjectSize": 16 * 1024 * 1024,
+                    "maxMessageSizeBytes": 48_000_000,
+                    "maxWriteBatchSize": 100_000,
+                    "logicalSessionTimeoutMinutes": 30,
+                }
+            if name == "aggregate":
+                token = {"_data": "primary" if primary else "secondary"}
+                cursor: dict[str, Any] = {"id": 11 if primary else 22, "ns": "db.coll", "firstBatch": []}
+                cursor["postBatchResumeToken"] = token
+                return {"ok": 1, "cursor": cursor}
+            if name == "getMore":
+                return CLOSE
+            if name == "killCursors":
+                return {"ok": 1}
+            return None
+
+        return handler
+
+    async with LoopbackPeer(member(True)) as primary, LoopbackPeer(member(False)) as secondary:
+        hosts.extend(f"{host}:{port}" for host, port in (primary.address, secondary.address))
+        uri = f"mongodb://{hosts[0]},{hosts[1]}/?replicaSet=rs"
+        async with MongoClient(uri) as client:
+            coll = client.db.get_collection("coll", read_preference=SecondaryPreferred())
+            stream = await coll.watch()
+            assert len(secondary.commands("aggregate")) == 1 and primary.commands("aggregate") == []
+            secondary_down = True
+            assert await stream.try_next() is None
+            resumed = primary.commands("aggregate")
+            assert len(resumed) == 1
+            assert resumed[0].document["$readPreference"] == {"mode": "secondaryPreferred"}
+            assert stage(resumed[0].document) == {"resumeAfter": {"_data": "secondary"}}
+            # killCursors for the lost cursor went to its own server only (where it could not arrive).
+            assert primary.commands("killCursors") == []
+            await stream.close()
+            assert [k.document["cursors"] for k in primary.commands("killCursors")] == [[11]]
