@@ -77,7 +77,9 @@ class GridIn:
     One task writes to a given stream at a time.
     """
 
-    def __init__(self, root_collection: Collection[Any], session: ClientSession | None = None, **kwargs: Any):
+    def __init__(
+        self, root_collection: Collection[Any], session: ClientSession | None = None, **kwargs: Any
+    ) -> None:
         disallow_transactions(session)
         fields = {_FIELD_NAMES.get(key, key): value for key, value in kwargs.items()}
         file_id = fields.pop("_id") if "_id" in fields else ObjectId()
