@@ -138,6 +138,7 @@ class ChangeStream(Generic[_T]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
         all_changes_for_cluster: bool = False,
+        level_timeout: float | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions,
@@ -185,8 +186,10 @@ class ChangeStream(Generic[_T]):
         # A cursor given up by a cancelled or timed-out call: the next call kills it and resumes.
         self._interrupted = False
         self._closed = False
-        # The client-side operation timeout of every call (seconds; math.inf: no bound; None: CSOT off).
+        # The client-side operation timeout of every call (seconds; math.inf: no bound; None: CSOT off), and
+        # the one the stream's database or collection set (same units), which comes before the client's.
         self._timeout: float | None = None
+        self._level_timeout = level_timeout
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -278,17 +281,20 @@ class ChangeStream(Generic[_T]):
     async def _opened(self: _Self) -> _Self:
         """Run the first ``aggregate`` and give the stream back (what ``watch()`` returns)."""
         self._timeout = self._settle_timeout()
-        await self._open()
+        with csot.timeout(self._timeout):
+            await self._open()
         return self
 
     def _settle_timeout(self) -> float | None:
         """The timeout each call of the stream gets: what is left of an enclosing ``timeout()`` block, else
-        the session's ``default_timeout_ms``, else the client's ``timeoutMS``. ``max_await_time_ms`` must
-        be shorter, or no ``getMore`` could end in time."""
+        the database's or collection's timeout, else the session's ``default_timeout_ms``, else the client's
+        ``timeoutMS``. ``max_await_time_ms`` must be shorter, or no ``getMore`` could end in time."""
         deadline = csot.current_deadline()
         value: float | None
         if deadline is not None:
             value = math.inf if math.isinf(deadline) else max(deadline - time.monotonic(), 0.0)
+        elif self._level_timeout is not None:
+            value = self._level_timeout
         else:
             session = self._explicit_session
             session_ms = None if session is None else session.options.default_timeout_ms
@@ -431,6 +437,10 @@ class ChangeStream(Generic[_T]):
 
     async def close(self) -> None:
         """Close the stream: kill its cursor on the server and end its implicit session."""
+        with csot.timeout(self._timeout):
+            await self._close()
+
+    async def _close(self) -> None:
         self._closed = True
         cursor, self._cursor = self._cursor, None
         self._interrupted = False
