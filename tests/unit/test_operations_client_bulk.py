@@ -294,6 +294,26 @@ def test_top_level_error_wraps_only_after_something_was_observed() -> None:
     assert wrapped.value.partial_result is not None and wrapped.value.partial_result.inserted_count == 1
 
 
+def test_the_exception_is_an_operation_failure_keeping_the_top_level_labels() -> None:
+    # As in PyMongo, ``except OperationFailure`` catches it; code 65 is MultipleErrorsOccurred.
+    error = OperationFailure("boom", 91, {"ok": 0, "code": 91, "errorLabels": ["RetryableWriteError"]})
+    limits = ServerLimits(max_write_batch_size=1)
+    bulk = ClientBulkWrite([InsertOne({}, namespace="db.c"), InsertOne({}, namespace="db.c")])
+    batch = bulk.next_batch()
+    assert batch is not None
+    batch.build(limits)
+    batch.handle_response(_reply([{"ok": 0, "idx": 0, "code": 11000, "errmsg": "dup"}], nErrors=1), limits)
+    with pytest.raises(OperationFailure) as raised:
+        bulk.raise_top_level(error)
+    wrapped = raised.value
+    assert isinstance(wrapped, ClientBulkWriteException)
+    assert wrapped.code == 65
+    assert wrapped.has_error_label("RetryableWriteError")
+    assert wrapped.details is not None
+    assert [item["code"] for item in wrapped.details["writeErrors"]] == [11000]
+    assert wrapped.write_errors == wrapped.details["writeErrors"]
+
+
 # The prose tests of crud/tests/README.md that concern batching, with the server's default limits and the
 # commands inspected as built instead of through command monitoring.
 DEFAULTS = ServerLimits(
