@@ -17,7 +17,7 @@ from mongio.collection import Collection
 from mongio.cursor import CommandCursor, Cursor, CursorType, RawBatchCursor
 from mongio.database import Database
 from mongio.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure
-from mongio.events.command import CommandListener, CommandSucceededEvent
+from mongio.events.command import CommandListener, CommandStartedEvent, CommandSucceededEvent
 from mongio.operations import DeleteMany, IndexModel, InsertOne, ReturnDocument, UpdateOne
 from mongio.options.write_concern import WriteConcern
 
@@ -153,6 +153,42 @@ async def test_abandoned_cursor_is_killed_on_the_server(server_uri: str, db: Dat
         with pytest.raises(OperationFailure) as raised:
             await db.command("getMore", Int64(cursor_id), collection="items")
         assert raised.value.code == 43  # CursorNotFound
+
+
+async def test_a_cursor_cancelled_mid_get_more_is_killed_on_the_server(
+    server_uri: str, client: MongoClient, db: Database[Any]
+) -> None:
+    await db.items.insert_many([{"_id": i} for i in range(10)])
+    watcher = _KillCursorsWatcher()
+    get_more_sent = asyncio.Event()
+
+    class GetMoreSent(CommandListener):
+        def started(self, event: CommandStartedEvent) -> None:
+            if event.command_name == "getMore":
+                get_more_sent.set()
+
+    listeners = [watcher, GetMoreSent()]
+    async with MongoClient(server_uri, event_listeners=listeners, appname="cancelled-get-more") as other:
+        cursor = await other[db.name].items.find(batch_size=2)
+        cursor_id = cursor.cursor_id
+        data = {
+            "failCommands": ["getMore"],
+            "blockConnection": True,
+            "blockTimeMS": 1000,
+            "appName": "cancelled-get-more",
+        }
+        await client.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": data})
+        try:
+            reading = asyncio.create_task(cursor.to_list())
+            await asyncio.wait_for(get_more_sent.wait(), 10)
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+            # No await was possible while cancelled: the client's reaper task kills the cursor.
+            await asyncio.wait_for(watcher.done.wait(), 10)
+            assert watcher.killed == [cursor_id]
+        finally:
+            await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
 
 
 async def test_cursors_abandoned_just_before_close_are_killed_by_close(
