@@ -3,6 +3,7 @@ plus causal consistency and snapshot-session behaviour seen through command moni
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -18,6 +19,7 @@ from mongio.events.command import (
     CommandStartedEvent,
     CommandSucceededEvent,
 )
+from mongio.operations import UpdateOne
 from mongio.sessions.client_session import ClientSession
 
 
@@ -27,9 +29,17 @@ class Recorder(CommandListener):
     def __init__(self) -> None:
         self.started_events: list[CommandStartedEvent] = []
         self.succeeded_events: list[CommandSucceededEvent] = []
+        self.signals: dict[str, asyncio.Event] = {}
 
     def started(self, event: CommandStartedEvent) -> None:
         self.started_events.append(event)
+        signal = self.signals.get(event.command_name)
+        if signal is not None:
+            signal.set()
+
+    def signal(self, name: str) -> asyncio.Event:
+        """An event set when a ``name`` command starts."""
+        return self.signals.setdefault(name, asyncio.Event())
 
     def succeeded(self, event: CommandSucceededEvent) -> None:
         self.succeeded_events.append(event)
@@ -257,3 +267,61 @@ async def test_snapshot_session_read_concern(client: MongoClient, coll: Collecti
         }
         with pytest.raises(InvalidOperation, match="snapshot sessions"):
             session.start_transaction()
+
+
+# -- dirty sessions ---------------------------------------------------------------------------------------
+
+
+async def test_cancelled_command_marks_the_session_dirty(
+    client: MongoClient, coll: Collection[Any], recorder: Recorder
+) -> None:
+    """A command cut off by cancellation leaves the server session's state unknown, as a network error does:
+    the session stays usable, and its server session is not pooled again."""
+    await client.admin.command(
+        {
+            "configureFailPoint": "failCommand",
+            "mode": {"times": 1},
+            "data": {"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 2000},
+        }
+    )
+    try:
+        session = client.start_session()
+        lsid = session.session_id
+        find_started = recorder.signal("find")
+        task = asyncio.create_task(coll.find_one({}, session=session))
+        await find_started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert session._server_session is not None and session._server_session.dirty
+        await coll.insert_one({"after": 1}, session=session)
+        assert recorder.commands("insert")[-1]["lsid"] == lsid
+        await session.end_session()
+        async with client.start_session() as fresh:
+            assert fresh.session_id != lsid
+    finally:
+        await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+
+
+# 14. Implicit sessions only allocate their server session after a successful connection checkout
+async def test_implicit_sessions_after_checkout(server_uri: str) -> None:
+    counts: list[int] = []
+    for _ in range(5):
+        recorder = Recorder()
+        async with MongoClient(server_uri, maxPoolSize=1, retryWrites=True, event_listeners=[recorder]) as client:
+            coll = client[f"sessions_{uuid.uuid4().hex[:12]}"].items
+            await asyncio.gather(
+                coll.insert_one({}),
+                coll.delete_one({}),
+                coll.update_one({}, {"$set": {"a": 1}}),
+                coll.bulk_write([UpdateOne({}, {"$set": {"a": 1}})]),
+                coll.find_one_and_delete({}),
+                coll.find_one_and_update({}, {"$set": {"a": 1}}),
+                coll.find_one_and_replace({}, {"a": 1}),
+                coll.find().to_list(),
+            )
+            lsids = {event.command["lsid"]["id"] for event in recorder.started_events if "lsid" in event.command}
+            counts.append(len(lsids))
+            await coll.database.client.drop_database(coll.database.name)
+    assert all(count < 8 for count in counts), counts
+    assert 1 in counts, counts

@@ -342,3 +342,24 @@ async def test_retry_backoff_is_enforced(
         assert requested == pytest.approx(expected)
         assert sum(requested) == pytest.approx(2.3, abs=0.1)
     assert await coll.count_documents({}) == 1
+
+
+async def test_with_transaction_cancelled_in_callback_aborts(
+    client: MongoClient, coll: Collection[Any], recorder: Recorder
+) -> None:
+    inserted = asyncio.Event()
+
+    async def callback(session: ClientSession) -> None:
+        await coll.insert_one({"_id": 1}, session=session)
+        inserted.set()
+        await asyncio.Event().wait()
+
+    async with client.start_session() as session:
+        task = asyncio.create_task(session.with_transaction(callback))
+        await inserted.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert session._transaction.state is TxnState.ABORTED
+        assert recorder.names()[-1] == "abortTransaction"
+    assert await coll.count_documents({}) == 0

@@ -22,8 +22,9 @@ import asyncio
 import itertools
 import logging
 import math
+import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
@@ -38,7 +39,11 @@ from mongio.errors import (
 )
 from mongio.events.command import CommandPublisher, is_sensitive
 from mongio.execution import deadline as csot
-from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, AttemptFailure
+from mongio.execution.error_labels import (
+    TRANSIENT_TRANSACTION_ERROR,
+    AttemptFailure,
+    retryable_write_concern_error,
+)
 from mongio.execution.retry_policy import (
     OperationRetryability,
     RetryOptions,
@@ -159,6 +164,10 @@ class Executor:
         self._retry_writes = retry_options.retry_writes
         self._token_bucket = TokenBucket() if retry_options.adaptive_retries else None
         self._publisher = publisher
+        # The jitter of overload backoffs (``random()`` in [0, 1)) and the sleep that waits a backoff out;
+        # tests put in their own to see the exact delays.
+        self.retry_random: random.Random = random.Random()
+        self.backoff_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self._timeout = timeout
         self._selection_timeout = server_selection_timeout
         self._wait_queue_timeout = wait_queue_timeout
@@ -307,6 +316,7 @@ class Executor:
         transaction = session._transaction if session is not None else None
         in_txn = False
         transaction_started = False
+        txn_decided = False
         if session is not None and transaction is not None and not transaction_command:
             transaction.before_operation()
             in_txn = transaction.active
@@ -348,43 +358,6 @@ class Executor:
                         pool: Any = server.pool
                         if pool is None:
                             raise ConnectionFailure(f"no connection pool for {server_address}")
-                        # Sessions: supported when the deployment reports a session timeout.
-                        server_session: ServerSession | None = None
-                        sessions_supported = (
-                            topology.description.logical_session_timeout_minutes is not None
-                            or topology.settings.load_balanced
-                        )
-                        if session is not None:
-                            if sessions_supported:
-                                server_session = session._checked_server_session()
-                            elif not session.implicit:
-                                raise ConfigurationError(
-                                    "this deployment does not support sessions (its servers report no "
-                                    "logicalSessionTimeoutMinutes); run the operation without session="
-                                )
-                        elif acknowledged and sessions_supported:
-                            if implicit is None:
-                                implicit = self.session_pool.acquire(
-                                    topology.description.logical_session_timeout_minutes,
-                                    load_balanced=topology.settings.load_balanced,
-                                )
-                            server_session = implicit
-                        if attempt == 0:
-                            if (
-                                op.retryability is Retryability.WRITE
-                                and self._retry_writes
-                                and server_session is not None
-                                and description.retryable_writes_supported
-                                and not in_txn
-                            ):
-                                txn_number = server_session.next_txn_number()
-                        elif txn_number is not None and not description.retryable_writes_supported:
-                            assert retry_state is not None
-                            decision = retry_state.cannot_retry(
-                                "the server selected for the retry does not support retryable writes"
-                            )
-                            assert decision.error is not None
-                            raise decision.error
                         wait = self._wait_queue_timeout
                         left = csot.remaining()
                         if left is not None and not math.isinf(left):
@@ -392,6 +365,46 @@ class Executor:
                         conn = await pool.check_out(wait)
                         assert conn is not None
                         try:
+                            # Sessions, only now that a connection is ours: operations waiting for a
+                            # connection hold no server session, so fewer are made.
+                            server_session: ServerSession | None = None
+                            sessions_supported = (
+                                topology.description.logical_session_timeout_minutes is not None
+                                or topology.settings.load_balanced
+                            )
+                            if session is not None:
+                                if sessions_supported:
+                                    server_session = session._checked_server_session()
+                                elif not session.implicit:
+                                    raise ConfigurationError(
+                                        "this deployment does not support sessions (its servers report no "
+                                        "logicalSessionTimeoutMinutes); run the operation without session="
+                                    )
+                            elif acknowledged and sessions_supported:
+                                if implicit is None:
+                                    implicit = self.session_pool.acquire(
+                                        topology.description.logical_session_timeout_minutes,
+                                        load_balanced=topology.settings.load_balanced,
+                                    )
+                                server_session = implicit
+                            if not txn_decided:
+                                # The first attempt to get this far takes the txnNumber every retry reuses.
+                                txn_decided = True
+                                if (
+                                    op.retryability is Retryability.WRITE
+                                    and self._retry_writes
+                                    and server_session is not None
+                                    and description.retryable_writes_supported
+                                    and not in_txn
+                                ):
+                                    txn_number = server_session.next_txn_number()
+                            elif txn_number is not None and not description.retryable_writes_supported:
+                                assert retry_state is not None
+                                decision = retry_state.cannot_retry(
+                                    "the server selected for the retry does not support retryable writes"
+                                )
+                                assert decision.error is not None
+                                raise decision.error
                             generation = conn.generation
                             wire_version = conn.max_wire_version
                             command = op.build(conn)
@@ -470,6 +483,12 @@ class Executor:
                                     )
                                 else:
                                     reply = {}
+                            except asyncio.CancelledError:
+                                # Cut off once the command was on its way: like a network error, what the
+                                # server did in this session is unknown.
+                                if server_session is not None:
+                                    server_session.mark_dirty()
+                                raise
                             except Exception as exc:
                                 if server_session is not None and isinstance(exc, ConnectionFailure):
                                     server_session.mark_dirty()
@@ -547,6 +566,20 @@ class Executor:
                                 )
                             raise
                         finally:
+                            if txn_number is not None and "writeConcernError" in reply:
+                                # A retryable write concern error sends the write again (same txnNumber)
+                                # before this reply counts as the result.
+                                concern_error = retryable_write_concern_error(
+                                    reply, max_wire_version=wire_version, from_mongos=from_mongos
+                                )
+                                if concern_error is not None:
+                                    make_error = getattr(op, "write_concern_retry_error", None)
+                                    if make_error is None:
+                                        raise concern_error
+                                    await topology.handle_application_error(
+                                        server_address, concern_error, generation, service_id=conn.service_id
+                                    )
+                                    raise make_error(reply, concern_error.error_labels)
                             pool.check_in(conn)
                     finally:
                         server.operation_finished()
@@ -563,10 +596,20 @@ class Executor:
                     if conn is not None and server_address is not None and sent and exc is not handled:
                         await topology.handle_application_error(
                             server_address, exc, generation, service_id=conn.service_id
+                    elif self._token_bucket is not None:
+                        self._token_bucket.record_success(retried=False)
                         )
                     if retry_state is None:
+                        # Failed before a connection was ours: judge a retryable write by whether it will
+                        # get a txnNumber.
+                        pending = (
+                            op.retryability is Retryability.WRITE
+                            and self._retry_writes
+                            and not in_txn
+                            and (session is not None or acknowledged)
+                        )
                         retry_state = RetryState(
-                            self._retryability(op, txn_number),
+                            self._retryability(op, txn_number if txn_decided else (1 if pending else None)),
                             self._retry_options,
                             csot=csot.is_enabled(),
                             in_transaction=in_txn,
@@ -583,6 +626,7 @@ class Executor:
                     decision = retry_state.on_failure(failure, remaining=csot.remaining())
                     for label in decision.add_labels:
                         exc._add_error_label(label)
+                            rng=self.retry_random,
                     for label in decision.remove_labels:
                         exc._remove_error_label(label)
                     if not decision.retry:
@@ -621,6 +665,16 @@ class Executor:
         in_transaction: bool = False,
     ) -> None:
         cluster_time = self.cluster_clock.cluster_time
+                    if _log.isEnabledFor(_DEBUG):
+                        _log.debug(
+                            "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
+                            op.command_name,
+                            operation_id,
+                            attempt,
+                            type(exc).__name__,
+                            decision.reason,
+                            decision.backoff,
+                        )
         if session is not None:
             own = session.cluster_time
             if own is not None and (cluster_time is None or own["clusterTime"] > cluster_time["clusterTime"]):
