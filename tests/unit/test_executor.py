@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,11 +11,18 @@ import pytest
 
 from mongio.bson.int64 import Int64
 from mongio.bson.timestamp import Timestamp
-from mongio.errors import AutoReconnect, ClientClosedError, OperationFailure
+from mongio.errors import (
+    AutoReconnect,
+    BulkWriteError,
+    ClientClosedError,
+    OperationFailure,
+    WriteConcernError,
+)
 from mongio.events.command import CommandPublisher
 from mongio.execution.executor import Executor, read_preference_document
-from mongio.execution.retry_policy import RetryOptions
-from mongio.operations.base import Command, ConnectionContext, Operation, Retryability
+from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions, TokenBucket
+from mongio.operations.base import Command, ConnectionContext, Operation, Retryability, check_write_reply
+from mongio.operations.bulk import BulkWrite
 from mongio.operations.run_command import RunCommand
 from mongio.options.read_preference import (
     Nearest,
@@ -229,7 +237,7 @@ async def test_retryable_write_is_retried_with_the_same_transaction_number() -> 
     assert len(executor.session_pool) == 0
 
 
-async def test_cancellation_checks_the_connection_in_and_returns_the_session() -> None:
+async def test_cancellation_checks_the_connection_in_and_drops_the_session() -> None:
     executor, topology, pool, _ = make(["block"])
     task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
     await asyncio.sleep(0.01)
@@ -238,7 +246,8 @@ async def test_cancellation_checks_the_connection_in_and_returns_the_session() -
         await task
     assert pool.checked_out == pool.checked_in == 1
     assert topology.server.operation_count == 0
-    assert len(executor.session_pool) == 1
+    # Cut off after the command was sent: what the server did in the session is unknown, so it is dirty.
+    assert len(executor.session_pool) == 0
 
 
 async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
@@ -357,3 +366,164 @@ async def test_succeeded_event_keeps_the_reply_as_received() -> None:
     result = await executor.execute(Reworks("db", "update"))
     assert result["upserted"] == 4
     assert replies == [{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}]
+
+
+# -- the retry loop: write concern errors, backoff, the token bucket ---------------------------------------------
+
+
+RETRYABLE_WCE = {
+    "ok": 1,
+    "n": 1,
+    "writeConcernError": {"code": 91, "errmsg": "Replication is being shut down"},
+    "errorLabels": ["RetryableWriteError"],
+}
+OVERLOAD = {
+    "ok": 0,
+    "code": 462,
+    "errmsg": "rate limited",
+    "errorLabels": ["SystemOverloadedError", "RetryableError"],
+}
+
+
+class FixedJitter(random.Random):
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+def make_with(options: RetryOptions, replies: list[Any]) -> tuple[Executor, FakeConnection, list[float]]:
+    executor, _, _, conn = make(replies)
+    executor._retry_options = options
+    executor._token_bucket = TokenBucket() if options.adaptive_retries else None
+    slept: list[float] = []
+
+    async def record(delay: float) -> None:
+        slept.append(delay)
+
+    executor.backoff_sleep = record
+    return executor, conn, slept
+
+
+class CheckedInsert(InsertOne):
+    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:
+        check_write_reply(reply)
+        return int(reply["n"])
+
+
+async def test_a_retryable_write_concern_error_in_an_ok_reply_sends_the_write_again() -> None:
+    executor, topology, _, conn = make([RETRYABLE_WCE, {"ok": 1, "n": 1}])
+    assert await executor.execute(CheckedInsert("db")) == 1
+    first, second = conn.sent
+    assert first["txnNumber"] == second["txnNumber"]
+    assert [getattr(error, "code", None) for error in topology.errors] == [91]  # SDAM saw the WCE's code
+
+
+async def test_a_write_concern_error_without_the_label_is_the_result() -> None:
+    unlabelled = {k: v for k, v in RETRYABLE_WCE.items() if k != "errorLabels"}
+    executor, _, _, conn = make([unlabelled, {"ok": 1, "n": 1}])
+    with pytest.raises(WriteConcernError):
+        await executor.execute(CheckedInsert("db"))
+    assert len(conn.sent) == 1
+
+
+async def test_a_write_concern_error_is_not_retried_without_a_transaction_number() -> None:
+    executor, _, _, conn = make([RETRYABLE_WCE, {"ok": 1, "n": 1}])
+    executor._retry_writes = False
+    with pytest.raises(WriteConcernError):
+        await executor.execute(CheckedInsert("db"))
+    assert len(conn.sent) == 1
+    assert "txnNumber" not in conn.sent[0]
+
+
+async def test_a_batch_with_a_retryable_write_concern_error_is_merged_once() -> None:
+    bulk = BulkWrite.for_insert_many("db", "c", [{"_id": 1}, {"_id": 2}])
+    executor, _, _, conn = make([{**RETRYABLE_WCE, "n": 2}, {"ok": 1, "n": 2}])
+    batch = bulk.next_batch()
+    assert batch is not None
+    await executor.execute(batch)
+    assert bulk.next_batch() is None
+    assert bulk.result().inserted_count == 2
+    assert conn.sent[0]["txnNumber"] == conn.sent[1]["txnNumber"]
+
+
+async def test_a_batch_whose_retry_also_fails_reports_its_write_concern_error_and_stops() -> None:
+    bulk = BulkWrite.for_insert_many("db", "c", [{"_id": 1}, {"_id": 2}])
+    executor, _, _, conn = make([{**RETRYABLE_WCE, "n": 2}, {**RETRYABLE_WCE, "n": 2}])
+    batch = bulk.next_batch()
+    assert batch is not None
+    with pytest.raises(BulkWriteError) as info:
+        await executor.execute(batch)
+    details = info.value.details
+    assert details is not None
+    assert details["nInserted"] == 2
+    assert [error["code"] for error in details["writeConcernErrors"]] == [91]
+    assert info.value.has_error_label("RetryableWriteError")
+    assert bulk.partial_result["nInserted"] == 0  # the raised result is a copy
+    assert len(conn.sent) == 2
+
+
+async def test_retryable_writes_prose_1_transaction_numbers_refused() -> None:
+    refused = {
+        "ok": 0,
+        "code": 20,
+        "codeName": "IllegalOperation",
+        "errmsg": "Transaction numbers are only allowed on a replica set member or mongos",
+    }
+    executor, _, _, conn = make([refused])
+    with pytest.raises(OperationFailure) as info:
+        await executor.execute(InsertOne("db"))
+    assert info.value.code == 20
+    assert info.value._message == RETRYABLE_WRITES_UNSUPPORTED_MESSAGE
+    assert "txnNumber" in conn.sent[0]
+    executor, _, _, _ = make([refused])
+    with pytest.raises(OperationFailure) as info:
+        await executor.execute(RunCommand("db", "insert"))
+    assert info.value._message.startswith("Transaction numbers")  # only retryable writes get the advice
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.25, 0.999])
+async def test_overload_backoffs_use_the_injected_jitter(jitter: float) -> None:
+    executor, conn, slept = make_with(RetryOptions(), [OVERLOAD, OVERLOAD, OVERLOAD])
+    executor.retry_random = FixedJitter(jitter)
+    with pytest.raises(OperationFailure) as info:
+        await executor.execute(InsertOne("db"))
+    assert info.value.has_error_label("SystemOverloadedError")
+    assert len(conn.sent) == 3  # maxAdaptiveRetries (2) retries
+    positive = [delay for delay in [jitter * 0.1 * 2, jitter * 0.1 * 4] if delay > 0]
+    assert slept == pytest.approx(positive)
+
+
+async def test_base_backoff_ms_from_the_error_replaces_the_base() -> None:
+    hinted = {**OVERLOAD, "baseBackoffMS": 50}
+    executor, _, slept = make_with(RetryOptions(), [hinted, hinted, {"ok": 1, "n": 1}])
+    executor.retry_random = FixedJitter(1.0)
+    assert await executor.execute(InsertOne("db")) == 1
+    assert slept == pytest.approx([0.05 * 2, 0.05 * 4])
+
+
+async def test_the_token_bucket_is_paid_for_retries_and_refilled_by_successes() -> None:
+    options = RetryOptions(adaptive_retries=True)
+    executor, _, slept = make_with(options, [{"ok": 1, "n": 1}, OVERLOAD, {"ok": 1, "n": 1}])
+    bucket = executor._token_bucket
+    assert bucket is not None
+    bucket._tokens -= 5 * 1000  # room for the deposits to show
+    await executor.execute(InsertOne("db"))
+    assert bucket.tokens == pytest.approx(995.1)  # a first-attempt success gives 0.1 back
+    await executor.execute(InsertOne("db"))
+    assert bucket.tokens == pytest.approx(995.1 - 1 + 1.1)  # one retry paid, success after a retry: 1.1
+    assert len(slept) == 1
+
+
+async def test_no_overload_retry_without_a_token() -> None:
+    options = RetryOptions(adaptive_retries=True)
+    executor, conn, slept = make_with(options, [OVERLOAD, {"ok": 1, "n": 1}])
+    bucket = executor._token_bucket
+    assert bucket is not None
+    bucket._tokens = 500  # half a token
+    with pytest.raises(OperationFailure):
+        await executor.execute(InsertOne("db"))
+    assert len(conn.sent) == 1
+    assert slept == []

@@ -29,6 +29,7 @@ from mongio.errors import (
     WaitQueueTimeoutError,
     WriteConcernError,
 )
+from mongio.operations.base import check_write_concern_reply
 from mongio.topology.server_description import Address
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "AttemptFailure",
     "FailureKind",
     "labels_to_add",
+    "retryable_write_concern_error",
 ]
 
 RETRYABLE_WRITE_ERROR = "RetryableWriteError"
@@ -221,6 +223,30 @@ def _unknown_commit_result(failure: AttemptFailure, labels: frozenset[str]) -> b
         _UNSATISFIABLE_WRITE_CONCERN,
         _UNKNOWN_REPL_WRITE_CONCERN,
     )
+
+
+def retryable_write_concern_error(
+    reply: Mapping[str, Any], *, max_wire_version: int | None, from_mongos: bool = False
+) -> WriteConcernError | None:
+    """The ``writeConcernError`` of an ``ok: 1`` reply to a retryable write (one sent with a ``txnNumber``
+    outside a transaction), as an error labelled ``RetryableWriteError``, when the write may be retried
+    for it: the server labelled it so, or (before 4.4) its code is in the table. ``None`` otherwise: the
+    reply is then the operation's result, its write concern error reported with it."""
+    if not isinstance(reply.get("writeConcernError"), Mapping):
+        return None
+    try:
+        check_write_concern_reply(reply)
+    except WriteConcernError as error:
+        failure = AttemptFailure.from_exception(
+            error, max_wire_version=max_wire_version, from_mongos=from_mongos
+        )
+        added, _ = labels_to_add(failure, is_write=True, retry_writes=True, in_transaction=False)
+        if RETRYABLE_WRITE_ERROR not in failure.labels | added:
+            return None
+        for label in added:
+            error._add_error_label(label)
+        return error
+    return None
 
 
 def labels_to_add(

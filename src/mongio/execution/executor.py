@@ -555,17 +555,6 @@ class Executor:
                                     conn.service_id,
                                     sensitive=is_sensitive(op.command_name, body),
                                 )
-                            result = op.handle_response(reply, conn)
-                        except MongioError as exc:
-                            if sent:
-                                # The pool is cleared (when the error calls for it) before this connection
-                                # goes back into it.
-                                handled = exc
-                                await topology.handle_application_error(
-                                    server_address, exc, generation, service_id=conn.service_id
-                                )
-                            raise
-                        finally:
                             if txn_number is not None and "writeConcernError" in reply:
                                 # A retryable write concern error sends the write again (same txnNumber)
                                 # before this reply counts as the result.
@@ -580,11 +569,24 @@ class Executor:
                                         server_address, concern_error, generation, service_id=conn.service_id
                                     )
                                     raise make_error(reply, concern_error.error_labels)
+                            result = op.handle_response(reply, conn)
+                        except MongioError as exc:
+                            if sent:
+                                # The pool is cleared (when the error calls for it) before this connection
+                                # goes back into it.
+                                handled = exc
+                                await topology.handle_application_error(
+                                    server_address, exc, generation, service_id=conn.service_id
+                                )
+                            raise
+                        finally:
                             pool.check_in(conn)
                     finally:
                         server.operation_finished()
                     if retry_state is not None:
                         retry_state.on_success()
+                    elif self._token_bucket is not None:
+                        self._token_bucket.record_success(retried=False)
                     if answered_by is not None:
                         answered_by.append(server.address)
                     return result
@@ -596,8 +598,6 @@ class Executor:
                     if conn is not None and server_address is not None and sent and exc is not handled:
                         await topology.handle_application_error(
                             server_address, exc, generation, service_id=conn.service_id
-                    elif self._token_bucket is not None:
-                        self._token_bucket.record_success(retried=False)
                         )
                     if retry_state is None:
                         # Failed before a connection was ours: judge a retryable write by whether it will
@@ -615,6 +615,7 @@ class Executor:
                             in_transaction=in_txn,
                             sharded=topology.description.topology_type is TopologyType.Sharded,
                             token_bucket=self._token_bucket,
+                            rng=self.retry_random,
                         )
                     failure = AttemptFailure.from_exception(
                         exc,
@@ -626,7 +627,6 @@ class Executor:
                     decision = retry_state.on_failure(failure, remaining=csot.remaining())
                     for label in decision.add_labels:
                         exc._add_error_label(label)
-                            rng=self.retry_random,
                     for label in decision.remove_labels:
                         exc._remove_error_label(label)
                     if not decision.retry:
@@ -646,8 +646,18 @@ class Executor:
                     if retrying is not None:
                         retrying(after_overload=failure.is_retryable_overload)
                     deprioritized = decision.deprioritized
+                    if _log.isEnabledFor(_DEBUG):
+                        _log.debug(
+                            "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
+                            op.command_name,
+                            operation_id,
+                            attempt,
+                            type(exc).__name__,
+                            decision.reason,
+                            decision.backoff,
+                        )
                     if decision.backoff > 0:
-                        await asyncio.sleep(decision.backoff)
+                        await self.backoff_sleep(decision.backoff)
         finally:
             if transaction_started and transaction is not None:
                 transaction.first_command_done()
@@ -665,16 +675,6 @@ class Executor:
         in_transaction: bool = False,
     ) -> None:
         cluster_time = self.cluster_clock.cluster_time
-                    if _log.isEnabledFor(_DEBUG):
-                        _log.debug(
-                            "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
-                            op.command_name,
-                            operation_id,
-                            attempt,
-                            type(exc).__name__,
-                            decision.reason,
-                            decision.backoff,
-                        )
         if session is not None:
             own = session.cluster_time
             if own is not None and (cluster_time is None or own["clusterTime"] > cluster_time["clusterTime"]):

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongio.errors import OperationFailure
 from mongio.execution.deadline import timeout_error
 from mongio.execution.error_labels import (
     RETRYABLE_READ_CODES,
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_MAX_ADAPTIVE_RETRIES",
     "DEFAULT_RETRY_TOKEN_CAPACITY",
     "MAX_BACKOFF",
+    "RETRYABLE_WRITES_UNSUPPORTED_MESSAGE",
     "RETRY_TOKEN_RETURN_RATE",
     "OperationKind",
     "OperationRetryability",
@@ -57,6 +59,11 @@ MAX_BACKOFF = 10.0  # seconds
 DEFAULT_MAX_ADAPTIVE_RETRIES = 2
 DEFAULT_RETRY_TOKEN_CAPACITY = 1000
 RETRY_TOKEN_RETURN_RATE = 0.1
+ILLEGAL_OPERATION = 20
+RETRYABLE_WRITES_UNSUPPORTED_MESSAGE = (
+    "This MongoDB deployment does not support retryable writes. Please add retryWrites=false to your "
+    "connection string."
+)
 
 # Token amounts are kept in thousandths so that deposits of 0.1 add up exactly.
 _TOKEN_SCALE = 1000
@@ -101,6 +108,10 @@ class TokenBucket:
         amount = round(n * _TOKEN_SCALE)
         with self._lock:
             self._tokens = min(self._capacity, self._tokens + amount)
+
+    def record_success(self, *, retried: bool) -> None:
+        """An operation succeeded: 0.1 tokens back, 1.1 when it took a retry."""
+        self.deposit(RETRY_TOKEN_RETURN_RATE + (1 if retried else 0))
 
     def __repr__(self) -> str:
         return f"TokenBucket(tokens={self.tokens}, capacity={self.capacity})"
@@ -202,6 +213,19 @@ def overload_backoff(attempt: int, jitter: float, base_backoff_ms: float | None 
     return jitter * min(MAX_BACKOFF, base * 2.0**attempt)
 
 
+def _retryable_writes_unsupported(error: BaseException) -> BaseException:
+    # A server whose storage engine has no transactions (MMAPv1) refuses the txnNumber with
+    # IllegalOperation "Transaction numbers are only allowed on...": tell the user what to do instead.
+    if not isinstance(error, OperationFailure) or error.code != ILLEGAL_OPERATION:
+        return error
+    details = error.details or {}
+    if not str(details.get("errmsg", "")).startswith("Transaction numbers"):
+        return error
+    replaced = OperationFailure(RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, error.code, details)
+    replaced.__cause__ = error
+    return replaced
+
+
 class RetryState:
     """The retry bookkeeping of one operation; ask :meth:`on_failure` after each failed attempt.
 
@@ -276,6 +300,8 @@ class RetryState:
     ) -> RetryDecision:
         assert self._reported is not None
         error = self._reported.error
+        if self.operation.kind is OperationKind.WRITE and self.operation.retryable:
+            error = _retryable_writes_unsupported(error)
         if timed_out and not getattr(error, "timeout", False):
             error = timeout_error(error)
         return RetryDecision(False, error=error, add_labels=add, remove_labels=remove, reason=reason)
@@ -283,7 +309,7 @@ class RetryState:
     def on_success(self) -> None:
         """Record that the current attempt succeeded (refills the token bucket)."""
         if self.token_bucket is not None:
-            self.token_bucket.deposit(RETRY_TOKEN_RETURN_RATE + (1 if self.attempt > 0 else 0))
+            self.token_bucket.record_success(retried=self.attempt > 0)
 
     def on_failure(self, failure: AttemptFailure, *, remaining: float | None = None) -> RetryDecision:
         """Decide what follows the failure of the current attempt.

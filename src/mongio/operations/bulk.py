@@ -239,6 +239,26 @@ class WriteBatch(WriteCommand[None]):
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> None:
         self._bulk._merge(self, reply)
 
+    def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> BulkWriteError:
+        """The error for a reply whose write concern failed in a way that makes the command go again: the
+        bulk's result as it would be with this reply merged, labelled with ``labels``. The bulk itself is
+        left as it was, since the retry's reply takes this one's place (raised as it is when no retry
+        follows, which ends the bulk write)."""
+        bulk = self._bulk
+        saved = (bulk._result, bulk._group, bulk._position, bulk._stopped)
+        # Merging only adds to the counts and appends to the lists, so copies of the lists keep it apart.
+        bulk._result = {key: list(value) if isinstance(value, list) else value for key, value in saved[0].items()}
+        try:
+            bulk._merge(self, reply)
+            merged = bulk._result
+        finally:
+            bulk._result, bulk._group, bulk._position, bulk._stopped = saved
+        merged["writeErrors"].sort(key=lambda error: error["index"])
+        error = BulkWriteError(merged)
+        for label in labels:
+            error._add_error_label(label)
+        return error
+
 
 class BulkWrite:
     """The plan and the running result of one collection-level bulk write (see the module docstring)."""
