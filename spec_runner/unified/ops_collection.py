@@ -53,18 +53,31 @@ async def drop_collection(call: OperationCall) -> Any:
 @operation(
     "listCollections",
     object="database",
-    optional=("filter", "session", "comment", "batchSize", "nameOnly", "authorizedCollections", "rawData"),
+    optional=(
+        "filter",
+        "session",
+        "comment",
+        "batchSize",
+        "nameOnly",
+        "authorizedCollections",
+        "rawData",
+        "timeoutMS",
+        "timeoutMode",
+    ),
     result=ResultShape.DOCUMENTS,
 )
 async def list_collections(call: OperationCall) -> Any:
-    cursor = await api_call(call.target.list_collections, **dict(call.arguments))
+    arguments = dict(call.arguments)
+    if "timeoutMode" in arguments:
+        arguments["timeout_mode"] = arguments.pop("timeoutMode")
+    cursor = await api_call(call.target.list_collections, **arguments)
     return await read_all(cursor)
 
 
 @operation(
     "listCollectionNames",
     object="database",
-    optional=("filter", "session", "comment", "batchSize", "authorizedCollections"),
+    optional=("filter", "session", "comment", "batchSize", "authorizedCollections", "timeoutMS"),
     result=ResultShape.VALUES,
 )
 async def list_collection_names(call: OperationCall) -> Any:
@@ -74,7 +87,7 @@ async def list_collection_names(call: OperationCall) -> Any:
 @operation(
     "listDatabases",
     object="client",
-    optional=("filter", "session", "comment", "nameOnly", "authorizedDatabases", "rawData"),
+    optional=("filter", "session", "comment", "nameOnly", "authorizedDatabases", "rawData", "timeoutMS"),
     result=ResultShape.DOCUMENTS,
 )
 async def list_databases(call: OperationCall) -> Any:
@@ -85,7 +98,7 @@ async def list_databases(call: OperationCall) -> Any:
 @operation(
     "listDatabaseNames",
     object="client",
-    optional=("filter", "session", "comment", "authorizedDatabases"),
+    optional=("filter", "session", "comment", "authorizedDatabases", "timeoutMS"),
     result=ResultShape.VALUES,
 )
 async def list_database_names(call: OperationCall) -> Any:
@@ -100,7 +113,9 @@ async def modify_collection(call: OperationCall) -> Any:
     return as_document(await api_call(call.target.command, command, session=session))
 
 
-@operation("rename", object="collection", required=("to",), optional=("session", "comment", "dropTarget"))
+@operation(
+    "rename", object="collection", required=("to",), optional=("session", "comment", "dropTarget", "timeoutMS")
+)
 async def rename(call: OperationCall) -> Any:
     arguments = dict(call.arguments)
     new_name = arguments.pop("to")
@@ -108,7 +123,7 @@ async def rename(call: OperationCall) -> Any:
     return MISSING
 
 
-@operation("drop", object="collection", optional=("session", "comment"))
+@operation("drop", object="collection", optional=("session", "comment", "timeoutMS"))
 async def drop(call: OperationCall) -> Any:
     await api_call(call.target.drop, **dict(call.arguments))
     return MISSING
@@ -168,6 +183,8 @@ async def _cursor_command(call: OperationCall) -> Any:
         kwargs["read_preference"] = read_preference(arguments.pop("readPreference"))
     if "timeoutMS" in arguments:
         kwargs["timeoutMS"] = arguments.pop("timeoutMS")
+    if "timeoutMode" in arguments:
+        kwargs["timeout_mode"] = arguments.pop("timeoutMode")
     batch_size = arguments.pop("batchSize", None)
     arguments.pop("cursorType", None)  # tailability comes from the command itself
     if arguments:
@@ -240,7 +257,12 @@ def _models() -> Any:
     return import_module("mongio.operations.models")
 
 
-@operation("dropIndex", object="collection", required=("name",), optional=("session", "comment", "maxTimeMS", "rawData"))
+@operation(
+    "dropIndex",
+    object="collection",
+    required=("name",),
+    optional=("session", "comment", "maxTimeMS", "rawData", "timeoutMS"),
+)
 async def drop_index(call: OperationCall) -> Any:
     arguments = dict(call.arguments)
     name = arguments.pop("name")
@@ -248,7 +270,7 @@ async def drop_index(call: OperationCall) -> Any:
     return MISSING
 
 
-@operation("dropIndexes", object="collection", optional=("session", "comment", "maxTimeMS"))
+@operation("dropIndexes", object="collection", optional=("session", "comment", "maxTimeMS", "timeoutMS"))
 async def drop_indexes(call: OperationCall) -> Any:
     await api_call(call.target.drop_indexes, **dict(call.arguments))
     return MISSING
@@ -257,7 +279,7 @@ async def drop_indexes(call: OperationCall) -> Any:
 @operation(
     "listIndexes",
     object="collection",
-    optional=("session", "comment", "batchSize", "rawData"),
+    optional=("session", "comment", "batchSize", "rawData", "timeoutMS", "timeoutMode"),
     result=ResultShape.DOCUMENTS,
 )
 async def list_indexes(call: OperationCall) -> Any:
@@ -266,7 +288,9 @@ async def list_indexes(call: OperationCall) -> Any:
     return await read_all(cursor)
 
 
-@operation("listIndexNames", object="collection", optional=("session", "comment"), result=ResultShape.VALUES)
+@operation(
+    "listIndexNames", object="collection", optional=("session", "comment", "timeoutMS"), result=ResultShape.VALUES
+)
 async def list_index_names(call: OperationCall) -> Any:
     cursor = await api_call(call.target.list_indexes, **dict(call.arguments))
     return [index["name"] for index in await read_all(cursor)]

@@ -32,6 +32,7 @@ RENAMES: dict[str, str] = {
     "verboseResults": "verbose_results",
     "fieldName": "key",
     "rawData": "raw_data",
+    "timeoutMode": "timeout_mode",
 }
 
 
@@ -229,7 +230,7 @@ def write_model(request: Mapping[str, Any], *, client_level: bool = False) -> An
 
 # --- collection writes ------------------------------------------------------------------------------------
 
-_WRITE_OPTIONAL = ("session", "comment", "bypassDocumentValidation", "rawData")
+_WRITE_OPTIONAL = ("session", "comment", "bypassDocumentValidation", "rawData", "timeoutMS")
 
 
 @operation("insertOne", object="collection", required=("document",), optional=_WRITE_OPTIONAL)
@@ -377,6 +378,7 @@ FIND_OPTIONAL = (
     "cursorType",
     "rawData",
     "timeoutMS",
+    "timeoutMode",
 )
 
 
@@ -401,7 +403,10 @@ def find_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
 async def find(call: OperationCall) -> Any:
     arguments = find_arguments(call.arguments)
     filter_ = arguments.pop("filter")
+    max_await_time_ms = arguments.pop("max_await_time_ms", None)
     cursor = await api_call(call.target.find, filter_, **arguments)
+    if max_await_time_ms is not None:
+        cursor.max_await_time_ms(max_await_time_ms)  # a builder method, as in PyMongo
     return await read_all(cursor)
 
 
@@ -426,6 +431,7 @@ AGGREGATE_OPTIONAL = (
     "maxAwaitTimeMS",
     "rawData",
     "timeoutMS",
+    "timeoutMode",
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongio.execution import deadline
 from spec_runner.unified.backend import api_call
 from spec_runner.unified.entities import EntityKind
 from spec_runner.unified.matcher import MISSING
@@ -24,7 +25,10 @@ _CURSORS = ("findCursor", "commandCursor", "changeStream")
 async def create_find_cursor(call: OperationCall) -> Any:
     arguments = find_arguments(call.arguments)
     filter_ = arguments.pop("filter")
+    max_await_time_ms = arguments.pop("max_await_time_ms", None)
     cursor = await api_call(call.target.find, filter_, **arguments)
+    if max_await_time_ms is not None:
+        cursor.max_await_time_ms(max_await_time_ms)  # a builder method, as in PyMongo
     await cursor  # the find runs now, as the format requires; the cursor holds its first batch
     return cursor
 
@@ -68,7 +72,20 @@ async def create_change_stream(call: OperationCall) -> Any:
 
 @operation("iterateUntilDocumentOrError", object=_CURSORS)
 async def iterate_until_document_or_error(call: OperationCall) -> Any:
-    return as_document(await call.target.next())
+    cursor = call.target
+    tailable = getattr(cursor, "_tailable", None)
+    if tailable is not None and tailable():
+        # A tailable cursor's next() gives up when a getMore brings nothing (as PyMongo's does), so waiting
+        # for a document is the application's loop; the client-side timeout the cursor got bounds that
+        # whole wait, as a mongio.timeout() block around the loop would.
+        with deadline.timeout(cursor._csot_timeout):
+            while True:
+                document = await cursor.try_next()
+                if document is not None:
+                    return as_document(document)
+                if not cursor.alive:
+                    raise StopAsyncIteration
+    return as_document(await cursor.next())
 
 
 @operation("iterateOnce", object=_CURSORS)
@@ -77,7 +94,7 @@ async def iterate_once(call: OperationCall) -> Any:
     return MISSING if document is None else as_document(document)
 
 
-@operation("close", object=(*_CURSORS, "client"))
+@operation("close", object=(*_CURSORS, "client"), optional=("timeoutMS",))
 async def close(call: OperationCall) -> Any:
-    await call.target.close()
+    await api_call(call.target.close, **call.arguments)
     return MISSING

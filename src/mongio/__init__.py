@@ -12,6 +12,7 @@ from mongio.client import AsyncMongoClient, MongoClient
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor, Cursor
 from mongio.database import Database
+from mongio.execution.deadline import TimeoutMode, timeout
 from mongio.operations import (
     ASCENDING,
     DESCENDING,
@@ -70,9 +71,11 @@ __all__ = [
     "ReplaceOne",
     "ReturnDocument",
     "SearchIndexModel",
+    "TimeoutMode",
     "UpdateMany",
     "UpdateOne",
     "UpdateResult",
     "WriteConcern",
     "__version__",
+    "timeout",
 ]

@@ -17,6 +17,7 @@ monitor task per server, the connection pools) starts on the running loop the fi
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from mongio.cursor_reaper import CursorReaper
 from mongio.errors import ClientClosedError, ConfigurationError, CursorNotFound, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
+from mongio.execution import deadline as csot
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.operations.base import ConnectionContext, CursorState, Operation
@@ -210,7 +212,13 @@ class MongoClient:
 
         def make_pool(address: Address) -> Pool[Any]:
             async def connect(connection_id: int, generation: int) -> Any:
-                return await establish(address, settings, id=connection_id, generation=generation)
+                # A connection opened for an operation is bounded by its client-side timeout.
+                deadline = csot.current_deadline()
+                if deadline is not None and math.isinf(deadline):
+                    deadline = None
+                return await establish(
+                    address, settings, id=connection_id, generation=generation, deadline=deadline
+                )
 
             def on_connect_error(error: BaseException, generation: int) -> None:
                 holder[0].report_connect_error(address, error, generation)
@@ -351,16 +359,18 @@ class MongoClient:
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> Database[Any]:
         """The database ``name`` (the connection string's database when omitted), with these options in
-        place of the client's. No I/O."""
+        place of the client's; ``timeout`` (seconds, 0 for no limit) replaces the client's ``timeoutMS``
+        for its operations. No I/O."""
         from mongio.database import Database
 
         if name is None:
             name = self._options.database
             if name is None:
                 raise ConfigurationError("no database name given and the connection string names none")
-        return Database(self, name, codec_options, read_preference, write_concern, read_concern)
+        return Database(self, name, codec_options, read_preference, write_concern, read_concern, timeout)
 
     def get_default_database(
         self,

@@ -23,6 +23,7 @@ from mongio.cursor import (
     raw_batch_codec_options,
 )
 from mongio.errors import ConfigurationError
+from mongio.execution.deadline import TimeoutMode, level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
@@ -149,6 +150,7 @@ class Collection(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> None:
         self._database = database
         self._name = validate_collection_name(name)
@@ -156,6 +158,8 @@ class Collection(Generic[_D]):
         self._read_preference = database.read_preference if read_preference is None else read_preference
         self._write_concern = database.write_concern if write_concern is None else write_concern
         self._read_concern = database.read_concern if read_concern is None else read_concern
+        # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.
+        self._timeout: float | None = database._timeout if timeout is None else level_timeout(timeout)
 
     # -- identity and options ---------------------------------------------------------------------------------
 
@@ -200,12 +204,14 @@ class Collection(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> Collection[_D]:
         """The same collection with some options changed; the others are kept.
 
-        ``fast = coll.with_options(write_concern=WriteConcern(w=1))``
+        ``fast = coll.with_options(write_concern=WriteConcern(w=1))``; ``timeout`` (seconds, 0 for no limit)
+        bounds each operation as ``timeoutMS`` does unless a :func:`mongio.timeout` block is in force.
         """
-        return Collection(
+        collection: Collection[_D] = Collection(
             self._database,
             self._name,
             self._codec_options if codec_options is None else codec_options,
@@ -213,6 +219,8 @@ class Collection(Generic[_D]):
             self._write_concern if write_concern is None else write_concern,
             self._read_concern if read_concern is None else read_concern,
         )
+        collection._timeout = self._timeout if timeout is None else level_timeout(timeout)
+        return collection
 
     def __getattr__(self, name: str) -> Collection[_D]:
         """A sub-collection: ``coll.archive`` is the collection ``"<coll>.archive"``."""
@@ -225,7 +233,7 @@ class Collection(Generic[_D]):
         return self[name]
 
     def __getitem__(self, name: str) -> Collection[_D]:
-        return Collection(
+        collection: Collection[_D] = Collection(
             self._database,
             f"{self._name}.{name}",
             self._codec_options,
@@ -233,6 +241,8 @@ class Collection(Generic[_D]):
             self._write_concern,
             self._read_concern,
         )
+        collection._timeout = self._timeout
+        return collection
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Collection):
@@ -274,7 +284,7 @@ class Collection(Generic[_D]):
         return self._database.client
 
     async def _run(self, operation: Operation[Any], session: Any) -> Any:
-        return await self._database.client._executor.execute(operation, session)
+        return await self._database.client._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
         self, operation: Operation[Any], session: Any, **cursor_options: Any
@@ -284,6 +294,7 @@ class Collection(Generic[_D]):
             operation,
             session=session,
             codec_options=self._codec_options,
+            level_timeout=self._timeout,
             **cursor_options,
         )
 
@@ -766,7 +777,10 @@ class Collection(Generic[_D]):
             async for row in coll.aggregate([{"$group": {"_id": "$sku", "n": {"$sum": 1}}}]):
                 ...
             cursor = await coll.aggregate(pipeline)      # PyMongo's spelling works too
+
+        ``timeout_mode`` (:class:`~mongio.TimeoutMode`) says how a ``timeoutMS`` bounds the cursor.
         """
+        timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in kwargs.items():
@@ -794,6 +808,7 @@ class Collection(Generic[_D]):
             batch_size=options.get("batch_size") or 0,
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def watch(
@@ -841,6 +856,7 @@ class Collection(Generic[_D]):
             comment=comment,
             full_document_before_change=full_document_before_change,
             show_expanded_events=show_expanded_events,
+            level_timeout=self._timeout,
             read_preference=self._read_preference,
             read_concern=self._read_concern,
             codec_options=self._codec_options,
@@ -928,7 +944,12 @@ class Collection(Generic[_D]):
         await self._run(operation, session)
 
     def list_indexes(
-        self, session: ClientSession | None = None, comment: Any = None, *, raw_data: bool | None = None
+        self,
+        session: ClientSession | None = None,
+        comment: Any = None,
+        *,
+        raw_data: bool | None = None,
+        timeout_mode: TimeoutMode | str | None = None,
     ) -> CommandCursor[Any]:
         """A cursor over the collection's index specifications (none for a missing collection).
 
@@ -942,7 +963,7 @@ class Collection(Generic[_D]):
             read_preference=self._primary(),
             codec_options=self._codec_options,
         )
-        return self._command_cursor(operation, session, comment=comment)
+        return self._command_cursor(operation, session, comment=comment, timeout_mode=timeout_mode)
 
     def _primary(self) -> _ServerMode | None:
         # Index and collection listings read from the primary, as PyMongo does: their results describe what

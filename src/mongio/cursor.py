@@ -18,13 +18,24 @@ kills it on its own event loop.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
-from collections.abc import AsyncIterator, Generator, Mapping
+import math
+import time
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mongio.bson import RawBSONDocument
-from mongio.errors import CursorNotFound, InvalidOperation, MongioError
+from mongio.errors import (
+    ConfigurationError,
+    CursorNotFound,
+    InvalidOperation,
+    MongioError,
+    OperationTimeoutError,
+)
+from mongio.execution import deadline as csot
+from mongio.execution.deadline import TimeoutMode
 from mongio.operations.base import CursorState, Operation
 from mongio.operations.crud import CursorType, Distinct, Explain, Find, GetMore, KillCursors
 from mongio.operations.models import index_document
@@ -72,6 +83,16 @@ class _CursorBase(Generic[_T]):
         self._max_await_time_ms: int | None = None
         self._comment: Any = None
         self._retrieved = 0
+        # Client-side operation timeout: the database's or collection's own timeout (seconds), the mode
+        # asked for, and the deadline of a timeout() block the cursor was made in.
+        self._level_timeout: float | None = None
+        self._timeout_mode: TimeoutMode | None = None
+        self._made_under: float | None = csot.current_deadline()
+        # Settled by the first command: the timeout (seconds, math.inf without bound; None: CSOT is off),
+        # the mode in force, and the deadline of a CURSOR_LIFETIME cursor.
+        self._csot_timeout: float | None = None
+        self._csot_mode: TimeoutMode | None = None
+        self._csot_deadline: float | None = None
 
     # -- what subclasses provide ------------------------------------------------------------------------------
 
@@ -87,6 +108,65 @@ class _CursorBase(Generic[_T]):
 
     def _tailable(self) -> bool:
         return False
+
+    def _await_data(self) -> bool:
+        return False
+
+    # -- the client-side operation timeout ---------------------------------------------------------------
+
+    def _settle_timeout(self, operation: Operation[Any]) -> None:
+        """Fix the cursor's timeout and mode before its first command, refusing the combinations the
+        client-side operations timeout specification forbids."""
+        deadline = csot.current_deadline()
+        if deadline is None:
+            deadline = self._made_under
+        if deadline is not None:
+            value: float | None = math.inf if math.isinf(deadline) else max(deadline - time.monotonic(), 0.0)
+        else:
+            value = self._client._executor.operation_timeout(self._level_timeout, self._session)
+        mode = self._timeout_mode
+        if value is None:
+            if mode is not None:
+                raise ConfigurationError("timeout_mode needs a timeoutMS (client, database, collection or timeout())")
+            return
+        tailable = self._tailable()
+        if mode is None:
+            mode = TimeoutMode.ITERATION if tailable else TimeoutMode.CURSOR_LIFETIME
+        elif tailable and mode is TimeoutMode.CURSOR_LIFETIME:
+            raise InvalidOperation("a tailable cursor takes only timeout_mode=ITERATION")
+        if mode is TimeoutMode.ITERATION and getattr(operation, "has_write_stage", False):
+            raise InvalidOperation("an aggregation with $out or $merge cannot use timeout_mode=ITERATION")
+        max_await = self._max_await_time_ms
+        if max_await is not None and not math.isinf(value) and max_await >= value * 1000:
+            raise InvalidOperation(
+                f"max_await_time_ms ({max_await}) must be less than the timeout ({value * 1000:g} ms)"
+            )
+        self._csot_timeout = value
+        self._csot_mode = mode
+        if mode is TimeoutMode.CURSOR_LIFETIME:
+            self._csot_deadline = deadline if deadline is not None else time.monotonic() + value
+
+    @contextlib.contextmanager
+    def _timeout_scope(self, first: bool) -> Iterator[None]:
+        """The deadline and ``maxTimeMS`` rule for the first command (``first``) or one ``next()`` call."""
+        value = self._csot_timeout
+        if value is None:
+            yield
+            return
+        if self._tailable() and not self._await_data():
+            policy: csot.MaxTimePolicy = "omit"
+        elif first:
+            awaited = self._tailable() or self._csot_mode is TimeoutMode.CURSOR_LIFETIME
+            policy = "send" if awaited else "omit"
+        else:
+            policy = "cap" if self._await_data() else "omit"
+        with csot.sending_max_time(policy):
+            if self._csot_mode is TimeoutMode.CURSOR_LIFETIME:
+                with csot.within(self._csot_deadline):
+                    yield
+            else:
+                with csot.timeout(value):
+                    yield
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -119,7 +199,9 @@ class _CursorBase(Generic[_T]):
     # -- running ----------------------------------------------------------------------------------------------
 
     async def _execute(self, operation: Operation[Any], address: Any = None) -> Any:
-        return await self._client._executor.execute(operation, self._session, address=address)
+        return await self._client._executor.execute(
+            operation, self._session, address=address, level_timeout=self._level_timeout
+        )
 
     def _take_implicit_session(self) -> None:
         if self._session is None:
@@ -163,7 +245,9 @@ class _CursorBase(Generic[_T]):
         operation.handle_response = handle_response  # type: ignore[method-assign]
         self._take_implicit_session()
         try:
-            state: CursorState = await self._execute(operation)
+            self._settle_timeout(operation)
+            with self._timeout_scope(first=True):
+                state: CursorState = await self._execute(operation)
         except Exception:
             self._killed = True
             await self._release_session_quietly()
@@ -197,6 +281,10 @@ class _CursorBase(Generic[_T]):
             self._killed = True
             await self._release_session_quietly()
             raise
+        except OperationTimeoutError:
+            # The server cursor lives on: the next call may try again, and close() kills it with a fresh
+            # timeout.
+            raise
         except Exception:
             await self.close()
             raise
@@ -220,10 +308,11 @@ class _CursorBase(Generic[_T]):
         """Fetch until a document is buffered; False when the cursor has nothing more to give now."""
         if not self._started:
             await self._open()
-        while not self._data and not self._killed:
-            await self._get_more()
-            if self._tailable():
-                break
+        with self._timeout_scope(first=False):
+            while not self._data and not self._killed:
+                await self._get_more()
+                if self._tailable():
+                    break
         return bool(self._data)
 
     def __await__(self: _Self) -> Generator[Any, None, _Self]:
@@ -259,7 +348,8 @@ class _CursorBase(Generic[_T]):
         if not self._started:
             await self._open()
         elif not self._killed:
-            await self._get_more()
+            with self._timeout_scope(first=False):
+                await self._get_more()
         return self._data.popleft() if self._data else None
 
     async def to_list(self, length: int | None = None) -> list[_T]:
@@ -294,11 +384,15 @@ class _CursorBase(Generic[_T]):
         if was_open and cursor_id:
             database, _, collection = self._namespace.partition(".")
             self._id = 0
+            # killCursors gets the cursor's timeout afresh (even after a CURSOR_LIFETIME deadline passed)
+            # unless close() runs in a timeout() block of its own.
+            refresh = self._csot_timeout if csot.current_deadline() is None else None
             try:
-                await self._execute(
-                    KillCursors(database, collection, [cursor_id], codec_options=self._codec_options),
-                    self._address,
-                )
+                with csot.timeout(refresh):
+                    await self._execute(
+                        KillCursors(database, collection, [cursor_id], codec_options=self._codec_options),
+                        self._address,
+                    )
             except MongioError:
                 pass
         await self._release_session_quietly()
@@ -375,8 +469,11 @@ class Cursor(_CursorBase[_T]):
         let: Mapping[str, Any] | None = None,
         *,
         raw_data: bool | None = None,
+        timeout_mode: TimeoutMode | str | None = None,
     ) -> None:
         super().__init__(collection.database.client, session, collection.codec_options)
+        self._level_timeout = collection._timeout
+        self._timeout_mode = None if timeout_mode is None else TimeoutMode(timeout_mode)
         if filter is not None and not isinstance(filter, Mapping):
             raise TypeError(f"filter must be a mapping (e.g. a dict), not {type(filter).__name__}")
         if snapshot:
@@ -470,6 +567,9 @@ class Cursor(_CursorBase[_T]):
 
     def _tailable(self) -> bool:
         return bool(self._spec["cursor_type"] & _TAILABLE)
+
+    def _await_data(self) -> bool:
+        return bool(self._spec["cursor_type"] & _AWAIT_DATA)
 
     def _get_more_batch_size(self) -> int:
         if self._limit:
@@ -677,8 +777,12 @@ class CommandCursor(_CursorBase[_T]):
         batch_size: int = 0,
         max_await_time_ms: int | None = None,
         comment: Any = None,
+        level_timeout: float | None = None,
+        timeout_mode: TimeoutMode | str | None = None,
     ) -> None:
         super().__init__(client, session, codec_options)
+        self._level_timeout = level_timeout
+        self._timeout_mode = None if timeout_mode is None else TimeoutMode(timeout_mode)
         self._operation = operation
         self._batch_size = batch_size
         self._max_await_time_ms = max_await_time_ms
@@ -686,6 +790,17 @@ class CommandCursor(_CursorBase[_T]):
 
     def _first_operation(self) -> Operation[Any]:
         return self._operation
+
+    def _command_flag(self, name: str) -> bool:
+        # A cursor_command is tailable (and awaitData) when its command document says so.
+        body = getattr(self._operation, "_body", None)
+        return isinstance(body, Mapping) and bool(body.get(name))
+
+    def _tailable(self) -> bool:
+        return self._command_flag("tailable")
+
+    def _await_data(self) -> bool:
+        return self._command_flag("awaitData")
 
     def batch_size(self, batch_size: int) -> CommandCursor[_T]:
         """The number of documents each following ``getMore`` asks for (0: the server's default)."""

@@ -18,6 +18,7 @@ from mongio.change_stream import DatabaseChangeStream
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
+from mongio.execution.deadline import level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.crud import Aggregate
@@ -52,6 +53,7 @@ class Database(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
@@ -69,6 +71,8 @@ class Database(Generic[_D]):
         )
         self._write_concern: WriteConcern = client.write_concern if write_concern is None else write_concern
         self._read_concern: ReadConcern = client.read_concern if read_concern is None else read_concern
+        # The timeoutMS of this database (seconds, math.inf for none) when set here; None: the client's.
+        self._timeout: float | None = level_timeout(timeout)
 
     # -- identity and options ---------------------------------------------------------------------------------
 
@@ -108,9 +112,14 @@ class Database(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> Database[_D]:
-        """The same database with some options changed; the others are kept."""
-        return Database(
+        """The same database with some options changed; the others are kept.
+
+        ``timeout`` (seconds; 0 for no limit) bounds each operation on it as ``timeoutMS`` does, unless a
+        :func:`mongio.timeout` block is in force; once set it cannot be unset, only changed.
+        """
+        database: Database[_D] = Database(
             self._client,
             self._name,
             self._codec_options if codec_options is None else codec_options,
@@ -118,6 +127,8 @@ class Database(Generic[_D]):
             self._write_concern if write_concern is None else write_concern,
             self._read_concern if read_concern is None else read_concern,
         )
+        database._timeout = self._timeout if timeout is None else level_timeout(timeout)
+        return database
 
     def get_collection(
         self,
@@ -126,12 +137,14 @@ class Database(Generic[_D]):
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        timeout: float | None = None,
     ) -> Collection[_D]:
         """The collection ``name``, with options of its own where given (the database's otherwise).
 
-        ``orders = db.get_collection("orders", write_concern=WriteConcern(w="majority"))``
+        ``orders = db.get_collection("orders", write_concern=WriteConcern(w="majority"))``; ``timeout``
+        (seconds, 0 for no limit) is its own ``timeoutMS``.
         """
-        return Collection(self, name, codec_options, read_preference, write_concern, read_concern)
+        return Collection(self, name, codec_options, read_preference, write_concern, read_concern, timeout)
 
     def __getattr__(self, name: str) -> Collection[_D]:
         """``db.orders`` is the collection ``orders``."""
@@ -179,7 +192,7 @@ class Database(Generic[_D]):
     # -- running ----------------------------------------------------------------------------------------------
 
     async def _run(self, operation: Operation[Any], session: Any) -> Any:
-        return await self._client._executor.execute(operation, session)
+        return await self._client._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
         self, operation: Operation[Any], session: Any, **cursor_options: Any
@@ -189,6 +202,7 @@ class Database(Generic[_D]):
             operation,
             session=session,
             codec_options=operation.codec_options,
+            level_timeout=self._timeout,
             **cursor_options,
         )
 
@@ -266,6 +280,7 @@ class Database(Generic[_D]):
                 ...
         """
         # comment is for the getMores only (run-command spec): the command document carries its own.
+        timeout_mode = kwargs.pop("timeout_mode", None)
         body = command_document(command, value, **kwargs)
         cursor_document = body.get("cursor")
         batch_size = 0
@@ -286,6 +301,7 @@ class Database(Generic[_D]):
             batch_size=operation.batch_size,
             max_await_time_ms=max_await_time_ms,
             comment=operation.comment,
+            timeout_mode=timeout_mode,
         )
 
     # -- collections ------------------------------------------------------------------------------------------
@@ -362,6 +378,7 @@ class Database(Generic[_D]):
 
         ``async for info in db.list_collections(filter={"type": "view"}): ...``
         """
+        timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         for key, value in kwargs.items():
             name = {
@@ -385,7 +402,11 @@ class Database(Generic[_D]):
             **options,
         )
         return self._command_cursor(
-            operation, session, batch_size=options.get("batch_size") or 0, comment=comment
+            operation,
+            session,
+            batch_size=options.get("batch_size") or 0,
+            comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def list_collection_names(
@@ -437,6 +458,7 @@ class Database(Generic[_D]):
         """
         comment = kwargs.pop("comment", None)
         let = kwargs.pop("let", None)
+        timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         names = {
@@ -474,6 +496,7 @@ class Database(Generic[_D]):
             batch_size=options.get("batch_size") or 0,
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def watch(
@@ -515,6 +538,7 @@ class Database(Generic[_D]):
             comment=comment,
             full_document_before_change=full_document_before_change,
             show_expanded_events=show_expanded_events,
+            level_timeout=self._timeout,
             read_preference=self._read_preference,
             read_concern=self._read_concern,
             codec_options=self._codec_options,

@@ -169,7 +169,7 @@ async def test_cancelled_getmore_hands_the_cursor_to_the_client() -> None:
     cursor = await coll.find(batch_size=5)
     original = client._executor.execute
 
-    async def slow_execute(op: Any, session: Any = None, *, address: Any = None) -> Any:
+    async def slow_execute(op: Any, session: Any = None, *, address: Any = None, **_: Any) -> Any:
         if op.command_name == "getMore":
             await gate.wait()
         return await original(op, session, address=address)
@@ -358,7 +358,7 @@ async def test_cancelled_first_command_hands_the_session_to_the_client() -> None
     client = FakeClient(respond=CursorServer(documents(3)))
     original = client._executor.execute
 
-    async def slow_execute(op: Any, session: Any = None, *, address: Any = None) -> Any:
+    async def slow_execute(op: Any, session: Any = None, *, address: Any = None, **_: Any) -> Any:
         await gate.wait()
         return await original(op, session, address=address)
 

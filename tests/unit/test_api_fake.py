@@ -59,7 +59,9 @@ class FakeExecutor:
         self.context = context
         self.calls: list[Call] = []
 
-    async def execute(self, operation: Operation[Any], session: Any = None, *, address: Any = None) -> Any:
+    async def execute(
+        self, operation: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: Any = None
+    ) -> Any:
         command = operation.build(self.context)
         body = command.body
         for identifier, sequence in (command.sequences or {}).items():
@@ -75,6 +77,9 @@ class FakeExecutor:
             error = CursorNotFound if code == 43 else OperationFailure
             raise error(str(reply.get("errmsg", "failed")), code, reply)
         return operation.handle_response(dict(reply, ok=1), self.context)
+
+    def operation_timeout(self, timeout: float | None, session: Any) -> float | None:
+        return timeout  # no client-level timeoutMS here
 
     def names(self) -> list[str]:
         return [call.name for call in self.calls]

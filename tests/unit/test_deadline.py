@@ -10,17 +10,23 @@ import pytest
 from mongio.errors import ServerSelectionTimeoutError
 from mongio.execution.deadline import (
     OperationTimeoutError,
+    TimeoutMode,
     checkout_timeout,
     connect_timeout,
     current_deadline,
     deadline_from_timeout_ms,
     is_enabled,
+    level_timeout,
     max_time_ms_for,
+    max_time_policy,
     raise_if_expired,
     remaining,
     selection_deadline,
+    sending_max_time,
     timeout,
     timeout_error,
+    timeout_seconds,
+    within,
 )
 
 
@@ -219,3 +225,46 @@ def test_server_selection_timeout_honoured_with_infinite_csot() -> None:
         deadline = selection_deadline(30.0, now=0.0)
         assert deadline == 30.0
         assert checkout_timeout(deadline, 5.0, now=1.0) == 29.0
+
+
+def test_within_sets_an_absolute_deadline_never_later_than_the_enclosing_one() -> None:
+    clock = FakeClock(100.0)
+    with within(150.0):
+        assert current_deadline() == 150.0
+        with timeout(10.0, clock=clock):
+            assert current_deadline() == 110.0
+    with timeout(1.0, clock=clock):
+        with within(150.0):
+            assert current_deadline() == 101.0
+        with within(None):
+            assert current_deadline() == 101.0
+    assert current_deadline() is None
+
+
+def test_max_time_policy_is_send_unless_a_block_says_otherwise() -> None:
+    assert max_time_policy() == "send"
+    with sending_max_time("omit"):
+        assert max_time_policy() == "omit"
+        with sending_max_time("cap"):
+            assert max_time_policy() == "cap"
+        assert max_time_policy() == "omit"
+    assert max_time_policy() == "send"
+
+
+def test_timeout_seconds_and_level_timeout_map_zero_to_no_bound() -> None:
+    assert timeout_seconds(None) is None
+    assert timeout_seconds(0) == math.inf
+    assert timeout_seconds(250) == 0.25
+    with pytest.raises(ValueError):
+        timeout_seconds(-1)
+    assert level_timeout(None) is None
+    assert level_timeout(0) == math.inf
+    assert level_timeout(1.5) == 1.5
+    for bad in (-0.5, math.nan, True, "1"):
+        with pytest.raises(ValueError):
+            level_timeout(bad)  # type: ignore[arg-type]
+
+
+def test_timeout_mode_values_are_the_specification_names() -> None:
+    assert TimeoutMode("cursorLifetime") is TimeoutMode.CURSOR_LIFETIME
+    assert TimeoutMode("iteration") is TimeoutMode.ITERATION

@@ -9,6 +9,7 @@ further use with ``AutoReconnect``; the pool simply drops it.
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl
 import struct
 import time
@@ -394,6 +395,10 @@ class Connection:
         return reply
 
     def _effective_deadline(self, deadline: float | None) -> float | None:
+        if deadline is not None:
+            # An operation's deadline (client-side operation timeout; infinite for timeoutMS=0) replaces
+            # socketTimeoutMS.
+            return None if math.isinf(deadline) else deadline
         if self.socket_timeout:
             socket_deadline = self._protocol.loop.time() + self.socket_timeout
             return socket_deadline if deadline is None else min(deadline, socket_deadline)

@@ -57,12 +57,21 @@ async def handshake(
     *,
     authenticate: bool = True,
     deadline: float | None = None,
+    socket_timeout: float | None = None,
 ) -> HelloResponse:
     """Run the initial handshake (and authentication unless ``authenticate`` is false) on a fresh connection.
 
     Configures ``conn`` from the reply (size limits, wire versions, the negotiated compressor,
     ``serviceId``) and marks it ready. Errors leave ``conn`` as it is: ``establish()`` closes it.
+    ``deadline`` bounds all of it; ``socket_timeout``, when given, also bounds each command's reply.
     """
+
+    def command_deadline() -> float | None:
+        if not socket_timeout:
+            return deadline
+        own = asyncio.get_running_loop().time() + socket_timeout
+        return own if deadline is None else min(deadline, own)
+
     credential = settings.credential if authenticate else None
     authenticator = (
         Authenticator(credential, cache=settings.scram_cache) if credential is not None else None
@@ -76,7 +85,7 @@ async def handshake(
         auth_fields=auth_fields,
     )
     try:
-        reply = await conn.command("admin", command, compress=False, deadline=deadline)
+        reply = await conn.command("admin", command, compress=False, deadline=command_deadline())
     except AutoReconnect as exc:
         # A network error or timeout on the hello may be the server shedding load (CMAP backpressure), unless
         # it is a TLS verdict arriving late (TLS 1.3 sends certificate alerts after the handshake); errors
@@ -95,7 +104,7 @@ async def handshake(
     if authenticator is not None and not hello.is_arbiter:
 
         async def run_command(db: str, auth_command: dict[str, Any]) -> Mapping[str, Any]:
-            return await conn.command(db, auth_command, compress=False, deadline=deadline)
+            return await conn.command(db, auth_command, compress=False, deadline=command_deadline())
 
         await authenticator.authenticate(run_command, hello)
     conn.ready = True
@@ -113,12 +122,15 @@ async def establish(
 ) -> Connection:
     """Open a connection to ``address``, handshake, authenticate and return it ready.
 
-    ``deadline`` (``loop.time()`` terms, e.g. from a CSOT timeout) bounds the whole establishment; without
-    one, ``settings.connect_timeout`` does. On any error, cancellation included, the connection is closed
+    ``deadline`` (``loop.time()`` terms, e.g. from a CSOT timeout) bounds the whole establishment (opening
+    the stream within ``settings.connect_timeout`` too); without one, ``settings.connect_timeout`` does, and
+    ``settings.socket_timeout`` bounds each reply of the handshake. On any error, cancellation included, the connection is closed
     before the error propagates: ``AutoReconnect``/``NetworkTimeout`` for network trouble,
     ``AuthenticationFailed`` for a refused credential, ``OperationFailure`` for a failed hello.
     """
     loop = asyncio.get_running_loop()
+    # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise it bounds each reply.
+    socket_timeout = settings.socket_timeout if deadline is None else None
     if deadline is None and settings.connect_timeout:
         deadline = loop.time() + settings.connect_timeout
     connect_timeout = settings.connect_timeout
@@ -134,7 +146,9 @@ async def establish(
         ssl_context=settings.ssl_context,
     )
     try:
-        await handshake(conn, settings, authenticate=authenticate, deadline=deadline)
+        await handshake(
+            conn, settings, authenticate=authenticate, deadline=deadline, socket_timeout=socket_timeout
+        )
     except BaseException as exc:
         conn.close(f"the handshake failed: {type(exc).__name__}")
         raise

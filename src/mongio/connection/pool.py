@@ -21,6 +21,7 @@ cannot interrupt halfway.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sys
 import time
@@ -707,8 +708,10 @@ class Pool(Generic[C]):
         if self._wake is None:
             self._wake = asyncio.Event()
         if self._background is None or self._background.done():
+            # A fresh context: the task must not inherit the client-side timeout of the operation that
+            # happened to start it.
             self._background = asyncio.get_running_loop().create_task(
-                self._run_background(self._wake), name=f"mongio pool {self._where}"
+                self._run_background(self._wake), name=f"mongio pool {self._where}", context=contextvars.Context()
             )
         self._wake.set()
 

@@ -13,33 +13,72 @@ a finite one.
 
 from __future__ import annotations
 
+import enum
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from types import TracebackType
+from typing import Literal
 
 from mongio.errors import OperationTimeoutError
 
 __all__ = [
+    "MaxTimePolicy",
     "OperationTimeoutError",
+    "TimeoutMode",
     "checkout_timeout",
     "connect_timeout",
     "current_deadline",
     "deadline_from_timeout_ms",
     "is_enabled",
+    "level_timeout",
     "max_time_ms_for",
+    "max_time_policy",
     "raise_if_expired",
     "remaining",
     "selection_deadline",
+    "sending_max_time",
     "timeout",
     "timeout_error",
+    "timeout_seconds",
+    "within",
 ]
 
 Clock = Callable[[], float]
 
 # None: CSOT is off. math.inf: on, without a bound. Otherwise a time.monotonic() deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("mongio_deadline", default=None)
+
+MaxTimePolicy = Literal["send", "omit", "cap"]
+"""How the executor puts ``maxTimeMS`` on a command under CSOT: ``"send"`` the time left minus the RTT
+(replacing a deprecated ``maxTimeMS`` option), ``"omit"`` none (``getMore``, tailable cursors, a cursor's first
+command in ``ITERATION`` mode), ``"cap"`` only lowers the ``maxTimeMS`` the command carries (an awaitData
+``getMore``'s ``maxAwaitTimeMS``) to the time left minus the RTT."""
+
+_MAX_TIME: ContextVar[MaxTimePolicy] = ContextVar("mongio_max_time_policy", default="send")
+
+
+class TimeoutMode(enum.StrEnum):
+    """How ``timeoutMS`` applies to a cursor (the ``timeout_mode`` argument of ``find``, ``aggregate``...).
+
+    ``CURSOR_LIFETIME`` (the default of non-tailable cursors): the first command and every ``getMore`` share
+    one deadline, counted from the first command. ``ITERATION`` (the only mode of tailable cursors): the
+    first command and then each ``next()``/``try_next()`` call get the whole timeout afresh.
+    """
+
+    CURSOR_LIFETIME = "cursorLifetime"
+    ITERATION = "iteration"
+
+
+def timeout_seconds(timeout_ms: int | float | None) -> float | None:
+    """``timeoutMS`` as the seconds :class:`timeout` takes: ``None`` unset, ``math.inf`` for 0 (no bound)."""
+    if timeout_ms is None:
+        return None
+    if timeout_ms < 0:
+        raise ValueError(f"timeoutMS must be non-negative, not {timeout_ms}")
+    return math.inf if timeout_ms == 0 else timeout_ms / 1000.0
 
 
 def timeout_error(cause: BaseException | None = None, *, detail: str = "") -> OperationTimeoutError:
@@ -115,6 +154,46 @@ class timeout:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._exit()
+
+
+def level_timeout(seconds: float | None) -> float | None:
+    """A database's or collection's ``timeout`` argument (seconds; 0 for no limit) as the executor takes it:
+    ``None`` when not given, ``math.inf`` for 0."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, not {seconds!r}")
+    return math.inf if seconds == 0 else float(seconds)
+
+
+@contextmanager
+def within(deadline: float | None) -> Iterator[None]:
+    """Run the block under the absolute ``deadline`` (a cursor's lifetime), or the enclosing one if sooner;
+    ``None`` leaves the deadline as it is."""
+    if deadline is None:
+        yield
+        return
+    outer = _DEADLINE.get()
+    token = _DEADLINE.set(deadline if outer is None else min(outer, deadline))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+@contextmanager
+def sending_max_time(policy: MaxTimePolicy) -> Iterator[None]:
+    """Run the block with ``policy`` for the ``maxTimeMS`` of its commands (see :data:`MaxTimePolicy`)."""
+    token = _MAX_TIME.set(policy)
+    try:
+        yield
+    finally:
+        _MAX_TIME.reset(token)
+
+
+def max_time_policy() -> MaxTimePolicy:
+    """The :data:`MaxTimePolicy` in force (``"send"`` unless a cursor said otherwise)."""
+    return _MAX_TIME.get()
 
 
 def current_deadline() -> float | None:

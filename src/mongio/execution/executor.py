@@ -36,6 +36,7 @@ from mongio.errors import (
     InvalidOperation,
     MongioError,
     OperationFailure,
+    OperationTimeoutError,
 )
 from mongio.events.command import CommandPublisher, is_sensitive
 from mongio.execution import deadline as csot
@@ -163,11 +164,11 @@ class Executor:
         self._retry_options = retry_options
         self._retry_writes = retry_options.retry_writes
         self._token_bucket = TokenBucket() if retry_options.adaptive_retries else None
-        self._publisher = publisher
         # The jitter of overload backoffs (``random()`` in [0, 1)) and the sleep that waits a backoff out;
         # tests put in their own to see the exact delays.
         self.retry_random: random.Random = random.Random()
         self.backoff_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._publisher = publisher
         self._timeout = timeout
         self._selection_timeout = server_selection_timeout
         self._wait_queue_timeout = wait_queue_timeout
@@ -212,27 +213,38 @@ class Executor:
         *,
         address: Address | None = None,
         answered_by: list[Address] | None = None,
+        level_timeout: float | None = None,
     ) -> R:
         """Run ``operation`` and return its result.
 
         ``session`` is the caller's session (explicit, or a cursor's implicit one); without one, a server
         session is taken for this operation alone when the deployment supports sessions. ``address`` pins the
         operation to that server (a cursor's ``getMore`` and ``killCursors``). ``answered_by``, when given,
-        receives the address of the server whose reply made the result.
+        receives the address of the server whose reply made the result. ``level_timeout`` is the ``timeoutMS``
+        of the database or collection (seconds, ``math.inf`` for 0) when it set one.
         """
         topology = self._topology
         if topology is None or topology.closed:
             topology = await self._client._open_topology()
-        timeout = self._timeout
         if session is not None:
             session._check_usable(self._client)
-            session_timeout_ms = session.options.default_timeout_ms
-            if session_timeout_ms is not None:
-                timeout = math.inf if session_timeout_ms == 0 else session_timeout_ms / 1000.0
+        timeout = self.operation_timeout(level_timeout, session)
         if timeout is not None and csot.current_deadline() is None:
             with csot.timeout(timeout):
                 return await self._run(topology, operation, session, address, answered_by)
         return await self._run(topology, operation, session, address, answered_by)
+
+    def operation_timeout(self, timeout: float | None, session: ClientSession | None) -> float | None:
+        """The ``timeoutMS`` (in seconds, ``math.inf`` for 0) an operation gets when no ``timeout()`` block
+        is in force: the database's or collection's ``timeout`` when it set one, else the session's
+        ``default_timeout_ms``, else the client's ``timeoutMS``; ``None`` when CSOT is off."""
+        if timeout is not None:
+            return timeout
+        if session is not None:
+            session_timeout_ms = session.options.default_timeout_ms
+            if session_timeout_ms is not None:
+                return csot.timeout_seconds(session_timeout_ms)
+        return self._timeout
 
     async def _select(
         self,
@@ -451,9 +463,8 @@ class Executor:
                                     for identifier, sequence in sequences.items():
                                         shown[identifier] = sequence.documents
                                 started = time.monotonic()
+                            # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
                             deadline = csot.current_deadline()
-                            if deadline is not None and math.isinf(deadline):
-                                deadline = None
                             request_id = 0
                             sent = True
                             try:
@@ -638,6 +649,14 @@ class Executor:
                             and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
                         ):
                             session._pinned_address = None
+                        if (
+                            csot.is_enabled()
+                            and _is_timeout(reported)
+                            and not isinstance(reported, OperationTimeoutError)
+                        ):
+                            # Under CSOT every timeout (a socket read, selection, checkout, the server's
+                            # MaxTimeMSExpired) is reported as the operation's timeout, wrapping its cause.
+                            raise csot.timeout_error(reported) from None
                         if reported is exc:
                             raise
                         raise reported from None
@@ -714,6 +733,19 @@ class Executor:
             write_concern = op.write_concern
             if write_concern is not None and not write_concern.is_server_default:
                 body["writeConcern"] = write_concern.document
+        concern = body.get("writeConcern")
+        # timeoutMS replaces the deprecated wTimeoutMS (a command document given by the caller is sent as is).
+        if (
+            isinstance(concern, Mapping)
+            and "wtimeout" in concern
+            and csot.is_enabled()
+            and not isinstance(op, RunCommand)
+        ):
+            concern = {key: value for key, value in concern.items() if key != "wtimeout"}
+            if concern:
+                body["writeConcern"] = concern
+            else:
+                del body["writeConcern"]
         if "$readPreference" not in body:
             if in_transaction:
                 # The primary: only a direct connection to a replica set member needs to be told.
@@ -730,10 +762,19 @@ class Executor:
                 body["$readPreference"] = read_preference
         if self._api_fields and "apiVersion" not in body:
             body.update(self._api_fields)
-        if csot.is_enabled() and "maxTimeMS" not in body:
+        if csot.is_enabled():
+            policy = csot.max_time_policy()
+            if policy == "send" and op.command_name == "getMore":
+                # A getMore never takes the operation's maxTimeMS; an awaitData one's maxAwaitTimeMS is capped.
+                policy = "cap"
+            # Computed even when none is sent: too little time left fails before anything is written.
             max_time_ms = csot.max_time_ms_for(description.min_round_trip_time)
-            if max_time_ms is not None:
-                body["maxTimeMS"] = max_time_ms
+            if max_time_ms is not None and policy != "omit":
+                if policy == "send":
+                    # timeoutMS replaces the deprecated maxTimeMS option.
+                    body["maxTimeMS"] = max_time_ms
+                elif "maxTimeMS" in body:
+                    body["maxTimeMS"] = min(body["maxTimeMS"], max_time_ms)
 
     # -- closing -------------------------------------------------------------------------------------------
 
@@ -785,6 +826,27 @@ class Executor:
             raise
         if publishing:
             publisher.succeeded(reply, time.monotonic() - started, *context, *ids)
+
+
+_MAX_TIME_MS_EXPIRED = 50
+
+
+def _is_timeout(error: BaseException) -> bool:
+    """A timeout of any source: a timeout error, or the server's MaxTimeMSExpired (code 50, checked by code
+    alone) as the command's error, a write error or a write concern error."""
+    if getattr(error, "timeout", False):
+        return True
+    if getattr(error, "code", None) == _MAX_TIME_MS_EXPIRED:
+        return True
+    details = getattr(error, "details", None)
+    if isinstance(details, Mapping):
+        for write_error in details.get("writeErrors") or ():
+            if isinstance(write_error, Mapping) and write_error.get("code") == _MAX_TIME_MS_EXPIRED:
+                return True
+        for concern_error in (details.get("writeConcernError"), *(details.get("writeConcernErrors") or ())):
+            if isinstance(concern_error, Mapping) and concern_error.get("code") == _MAX_TIME_MS_EXPIRED:
+                return True
+    return False
 
 
 def _last_error(retry_state: RetryState) -> BaseException | None:
