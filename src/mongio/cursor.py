@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import RawBSONDocument
 from mongio.errors import (
@@ -706,6 +706,11 @@ class Cursor(_CursorBase[_T]):
         return self._set(filter=filter)
 
     # -- other methods ----------------------------------------------------------------------------------------
+
+    def __getitem__(self, index: Any) -> NoReturn:
+        """Not supported, as with PyMongo's async cursor: use ``skip()``/``limit()`` (``find_one`` with
+        ``skip=n`` for a single document)."""
+        raise IndexError("Cursor does not support indexing; use skip() and limit()")
 
     def clone(self) -> Cursor[_T]:
         """A new, unrun cursor with the same query, options and session."""

@@ -36,6 +36,15 @@ async def test_iterates_all_batches_with_getmore_pinned_to_the_answering_server(
         assert int(get_more.body["getMore"]) == 1000
 
 
+def test_a_cursor_cannot_be_indexed() -> None:
+    _, _, coll = setup(3)
+    cursor = coll.find()
+    with pytest.raises(IndexError, match="skip"):
+        cursor[1]
+    with pytest.raises(IndexError):
+        cursor[0:2]
+
+
 async def test_await_find_fetches_first_batch_and_returns_the_cursor() -> None:
     client, _, coll = setup(5)
     cursor = await coll.find(batch_size=2)
