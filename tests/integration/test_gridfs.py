@@ -24,6 +24,7 @@ from mongio.gridfs import (
     UPLOAD_BATCH_BYTES,
     CorruptGridFile,
     FileExists,
+    GridFS,
     GridFSBucket,
     GridIn,
     GridOut,
@@ -400,3 +401,30 @@ async def test_timeout_ms_bounds_a_stream_s_whole_life(server_uri: str, db: Data
             await download.read()
         # A new operation gets a deadline of its own.
         assert await (await bucket.open_download_stream(file_id)).read() == b"data"
+
+
+async def test_the_older_gridfs_interface(db: Database[Any]) -> None:
+    fs = GridFS(db)
+    first = await fs.put(b"one", filename="doc.txt", metadata={"v": 1})
+    await asyncio.sleep(0.002)  # distinct uploadDate milliseconds
+    second = await fs.put("twö", filename="doc.txt", encoding="utf-8", chunk_size=2)
+    await fs.put(b"other", _id="custom", filename="other.txt")
+    assert await (await fs.get(first)).read() == b"one"
+    latest = await fs.get_last_version("doc.txt")
+    assert latest._id == second and (await latest.read()).decode("utf-8") == "twö"
+    assert (await fs.get_version("doc.txt", 0))._id == first
+    assert (await fs.get_version(metadata={"v": 1}))._id == first
+    assert sorted(await fs.list()) == ["doc.txt", "other.txt"]
+    assert await fs.exists(first) and await fs.exists(filename="other.txt")
+    assert not await fs.exists("missing") and not await fs.exists({"filename": "missing"})
+    found = await fs.find_one("custom")
+    assert found is not None and found.filename == "other.txt"
+    assert [g._id async for g in fs.find({"filename": "doc.txt"}, sort=[("uploadDate", 1)])] == [first, second]
+    assert "filename_1_uploadDate_1" in await db["fs.files"].index_information()
+    await fs.delete(second)
+    await fs.delete(second)  # a missing file is not an error here
+    assert await db["fs.chunks"].count_documents({"files_id": second}) == 0
+    with pytest.raises(NoFile):
+        await fs.get(second)
+    with pytest.raises(NoFile):
+        await fs.get_version("doc.txt", 1)

@@ -1,6 +1,7 @@
 """GridFS for mongio: files of any size stored as chunks in two collections, streamed in and out.
 
-Names follow PyMongo's ``gridfs`` package (``AsyncGridFSBucket`` is :class:`GridFSBucket`)::
+Names follow PyMongo's ``gridfs`` package (``AsyncGridFSBucket`` is :class:`GridFSBucket`, ``AsyncGridFS``
+is :class:`GridFS`)::
 
     from mongio.gridfs import GridFSBucket, NoFile
 
@@ -15,6 +16,7 @@ from mongio.gridfs.errors import CorruptGridFile, FileExists, GridFSError, NoFil
 from mongio.gridfs.grid_in import UPLOAD_BATCH_BYTES, GridIn
 from mongio.gridfs.grid_out import DOWNLOAD_BATCH_BYTES, GridOut, GridOutCursor
 from mongio.gridfs.layout import DEFAULT_CHUNK_SIZE
+from mongio.gridfs.legacy import AsyncGridFS, GridFS
 
 AsyncGridIn = GridIn
 AsyncGridOut = GridOut
@@ -24,12 +26,14 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DOWNLOAD_BATCH_BYTES",
     "UPLOAD_BATCH_BYTES",
+    "AsyncGridFS",
     "AsyncGridFSBucket",
     "AsyncGridIn",
     "AsyncGridOut",
     "AsyncGridOutCursor",
     "CorruptGridFile",
     "FileExists",
+    "GridFS",
     "GridFSBucket",
     "GridFSError",
     "GridIn",

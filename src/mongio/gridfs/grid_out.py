@@ -422,6 +422,9 @@ class GridOutCursor(Cursor[Any]):
     def _wrap(self, document: Any) -> GridOut:
         return GridOut(self._root_collection, file_document=document, session=self._explicit_session)
 
+    def __aiter__(self) -> GridOutCursor:
+        return self
+
     async def __anext__(self) -> GridOut:
         return self._wrap(await super().__anext__())
 
