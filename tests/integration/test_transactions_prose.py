@@ -22,6 +22,7 @@ from mongio.errors import (
     PoolClearedError,
 )
 from mongio.events.command import CommandListener, CommandStartedEvent
+from mongio.execution import deadline as csot
 from mongio.execution.error_labels import (
     TRANSIENT_TRANSACTION_ERROR,
     UNKNOWN_TRANSACTION_COMMIT_RESULT,
@@ -363,3 +364,22 @@ async def test_with_transaction_cancelled_in_callback_aborts(
         assert session._transaction.state is TxnState.ABORTED
         assert recorder.names()[-1] == "abortTransaction"
     assert await coll.count_documents({}) == 0
+
+
+async def test_with_transaction_timeout_cannot_be_overridden_inside(
+    server_uri: str, coll: Collection[Any], recorder: Recorder
+) -> None:
+    """CSOT: with_transaction's timeoutMS covers its callback; an operation in the session that brings its own
+    timeout is refused before anything is sent."""
+    async with MongoClient(server_uri, timeoutMS=5000, event_listeners=[recorder]) as client:
+        target = client[coll.database.name][coll.name]
+
+        async def callback(session: ClientSession) -> None:
+            with csot.timeout(0.1):
+                await target.insert_one({"_id": 1}, session=session)
+
+        async with client.start_session() as session:
+            recorder.events.clear()
+            with pytest.raises(InvalidOperation, match="cannot set its own timeout"):
+                await session.with_transaction(callback)
+            assert recorder.events == []

@@ -136,6 +136,7 @@ class ClientSession:
         # the next operation outside one.
         self._pinned_address: Address | None = None
         self._transaction_rng: random.Random | None = None
+        self._with_transaction_deadline: float | None = None
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "active"
@@ -335,6 +336,25 @@ class ClientSession:
     ) -> T:
         left = csot.remaining()
         retry = WithTransactionRetry(time.monotonic(), left, rng=self._transaction_rng)
+        # Under CSOT the callback's operations share this deadline; one that brings its own is refused.
+        self._with_transaction_deadline = csot.current_deadline()
+        try:
+            return await self._with_transaction_loop(
+                retry, left, callback, read_concern, write_concern, read_preference, max_commit_time_ms
+            )
+        finally:
+            self._with_transaction_deadline = None
+
+    async def _with_transaction_loop(
+        self,
+        retry: WithTransactionRetry,
+        abort_seconds: float | None,
+        callback: Callable[[ClientSession], Awaitable[T]],
+        read_concern: ReadConcern | None,
+        write_concern: WriteConcern | None,
+        read_preference: _ServerMode | None,
+        max_commit_time_ms: int | None,
+    ) -> T:
         while True:
             backoff = retry.before_transaction(time.monotonic())
             if backoff > 0:
@@ -344,7 +364,7 @@ class ClientSession:
                 result = await callback(self)
             except BaseException as exc:
                 if self._transaction.active:
-                    await self.abort_transaction()
+                    await self._abort_with_fresh_timeout(abort_seconds)
                 if not isinstance(exc, Exception):
                     raise
                 decision = retry.after_callback_error(exc, time.monotonic())
@@ -368,6 +388,22 @@ class ClientSession:
                     if decision.error is None or decision.error is exc:
                         raise
                     raise decision.error from None
+
+    async def _abort_with_fresh_timeout(self, seconds: float | None) -> None:
+        """Abort after the callback failed; under CSOT the abort gets the whole timeout again (the CSOT
+        specification's rule), even when the callback used it all up."""
+        if seconds is None or math.isinf(seconds):
+            await self.abort_transaction()
+            return
+        saved = self._with_transaction_deadline
+        self._with_transaction_deadline = None
+        # A deliberate reset past the enclosing deadline, which csot.timeout() blocks never allow.
+        token = csot._DEADLINE.set(time.monotonic() + seconds)
+        try:
+            await self.abort_transaction()
+        finally:
+            csot._DEADLINE.reset(token)
+            self._with_transaction_deadline = saved
 
     def _operation_timeout(self) -> float | None:
         """The seconds the session's operations may take when no ``timeout()`` block is in force."""
@@ -406,6 +442,12 @@ class ClientSession:
             raise InvalidOperation(
                 "this session has ended (end_session() was called or its async with block exited); "
                 "start a new one with client.start_session()"
+            )
+        bound = self._with_transaction_deadline
+        if bound is not None and csot.current_deadline() != bound:
+            raise InvalidOperation(
+                "an operation in with_transaction's session cannot set its own timeout (timeoutMS or a "
+                "timeout() block): with_transaction's timeout covers the whole callback"
             )
         if client is not self._client:
             raise InvalidOperation(

@@ -1,0 +1,135 @@
+"""Transactions on a sharded cluster, shown with two loopback peers answering as mongoses (the test server has
+no sharding): the Mongos Pinning Prose Tests of transactions/tests/README.md, the recoveryToken, and unpinning
+after a TransientTransactionError."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+
+from mongio.client import MongoClient
+from mongio.errors import OperationFailure
+from mongio.sessions.client_session import ClientSession
+from mongio.topology.server_description import Address
+from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
+
+RECOVERY_TOKEN = {"recoveryShardId": "shard-a"}
+
+
+class FakeMongos:
+    """Answers as a mongos: inserts succeed, finds return one document, transaction commands succeed, and the
+    first reply in each transaction carries a recoveryToken. ``fail_next_insert`` answers the next insert with
+    a TransientTransactionError."""
+
+    def __init__(self) -> None:
+        self.peer = LoopbackPeer(self.handle, max_wire_version=25)
+        self.commands: list[dict[str, Any]] = []
+        self.fail_next_insert = False
+
+    async def handle(self, request: Request) -> Any:
+        name = request.command_name
+        if name.lower() in ("hello", "ismaster"):
+            return {**default_reply(request, self.peer), "msg": "isdbgrid", "logicalSessionTimeoutMinutes": 30}
+        self.commands.append(request.document)
+        if name == "insert":
+            if self.fail_next_insert:
+                self.fail_next_insert = False
+                return {
+                    "ok": 0,
+                    "code": 251,
+                    "codeName": "NoSuchTransaction",
+                    "errmsg": "no such transaction",
+                    "errorLabels": ["TransientTransactionError"],
+                }
+            return {"ok": 1, "n": len(request.sequences.get("documents", [])), "recoveryToken": RECOVERY_TOKEN}
+        if name == "find":
+            namespace = f"{request.db}.{request.document['find']}"
+            return {"ok": 1, "cursor": {"id": 0, "ns": namespace, "firstBatch": [{"_id": 1}]}}
+        return {"ok": 1}
+
+    def count(self, name: str) -> int:
+        return sum(1 for command in self.commands if next(iter(command)) == name)
+
+
+@pytest.fixture
+async def mongoses() -> AsyncIterator[list[FakeMongos]]:
+    fakes = [FakeMongos(), FakeMongos()]
+    async with AsyncExitStack() as stack:
+        for fake in fakes:
+            await stack.enter_async_context(fake.peer)
+        yield fakes
+
+
+@pytest.fixture
+async def client(mongoses: list[FakeMongos]) -> AsyncIterator[MongoClient]:
+    hosts = ",".join(f"{fake.peer.address[0]}:{fake.peer.address[1]}" for fake in mongoses)
+    async with MongoClient(f"mongodb://{hosts}/?localThresholdMS=1000&heartbeatFrequencyMS=500") as client:
+        await client.admin.command("ping")
+        yield client
+
+
+def pinned_address(session: ClientSession) -> Address | None:
+    return session._pinned_address
+
+
+async def one_find(client: MongoClient, session: Any) -> Address:
+    cursor = client.test.test.find({}, session=session)
+    assert await anext(cursor) == {"_id": 1}
+    address: Address = cursor.address
+    await cursor.close()
+    return address
+
+
+async def test_unpin_for_next_transaction(client: MongoClient, mongoses: list[FakeMongos]) -> None:
+    async with client.start_session() as session:
+        async with session.start_transaction():
+            await client.test.test.insert_one({}, session=session)
+        addresses = set()
+        for _ in range(50):
+            async with session.start_transaction():
+                addresses.add(await one_find(client, session))
+    assert len(addresses) > 1
+
+
+async def test_unpin_for_non_transaction_operation(client: MongoClient, mongoses: list[FakeMongos]) -> None:
+    async with client.start_session() as session:
+        async with session.start_transaction():
+            await client.test.test.insert_one({}, session=session)
+        addresses = set()
+        for _ in range(50):
+            addresses.add(await one_find(client, session))
+    assert len(addresses) > 1
+
+
+async def test_transaction_stays_on_its_mongos_with_recovery_token(
+    client: MongoClient, mongoses: list[FakeMongos]
+) -> None:
+    async with client.start_session() as session:
+        for _ in range(10):
+            async with session.start_transaction():
+                first = await one_find(client, session)
+                for _ in range(5):
+                    assert await one_find(client, session) == first
+                await client.test.test.insert_one({}, session=session)
+            pinned = next(fake for fake in mongoses if fake.peer.address == first)
+            commit = pinned.commands[-1]
+            assert "commitTransaction" in commit
+            assert commit["recoveryToken"] == RECOVERY_TOKEN
+    assert sum(fake.count("commitTransaction") for fake in mongoses) == 10
+
+
+async def test_transient_error_unpins(client: MongoClient, mongoses: list[FakeMongos]) -> None:
+    async with client.start_session() as session:
+        session.start_transaction()
+        first = await one_find(client, session)
+        pinned = next(fake for fake in mongoses if fake.peer.address == first)
+        assert pinned_address(session) == first
+        pinned.fail_next_insert = True
+        with pytest.raises(OperationFailure) as caught:
+            await client.test.test.insert_one({}, session=session)
+        assert caught.value.has_error_label("TransientTransactionError")
+        assert pinned_address(session) is None
+        await session.abort_transaction()
