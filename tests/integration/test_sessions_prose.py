@@ -13,7 +13,7 @@ import pytest
 from mongio.bson import Timestamp
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.errors import InvalidOperation
+from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.events.command import (
     CommandListener,
     CommandStartedEvent,
@@ -21,6 +21,7 @@ from mongio.events.command import (
 )
 from mongio.operations import UpdateOne
 from mongio.sessions.client_session import ClientSession
+from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
 
 
 class Recorder(CommandListener):
@@ -325,3 +326,20 @@ async def test_implicit_sessions_after_checkout(server_uri: str) -> None:
             await coll.database.client.drop_database(coll.database.name)
     assert all(count < 8 for count in counts), counts
     assert 1 in counts, counts
+
+
+# snapshot-sessions-not-supported-client-error.json needs a server before 5.0: a loopback peer plays one.
+async def test_snapshot_reads_need_mongodb_5() -> None:
+    async def handler(request: Request) -> Any:
+        if request.command_name.lower() in ("hello", "ismaster"):
+            return {**default_reply(request, peer), "logicalSessionTimeoutMinutes": 30}
+        return None
+
+    peer = LoopbackPeer(handler, max_wire_version=12)
+    async with peer, MongoClient(f"mongodb://{peer.address[0]}:{peer.address[1]}/") as client:
+        async with client.start_session(snapshot=True) as session:
+            with pytest.raises(ConfigurationError, match=r"Snapshot reads require MongoDB 5\.0 or later"):
+                await client.db.items.find_one({}, session=session)
+            with pytest.raises(ConfigurationError, match=r"Snapshot reads require MongoDB 5\.0 or later"):
+                await client.db.items.distinct("x", session=session)
+        assert not [request for request in peer.requests if request.command_name in ("find", "distinct")]

@@ -97,6 +97,7 @@ _CAUSAL_WRITE_COMMANDS = frozenset(
 )
 # The commands a snapshot session sends without its snapshot read concern.
 _NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors"})
+_SNAPSHOT_MIN_WIRE_VERSION = 13  # MongoDB 5.0
 
 
 class ClientLike(Protocol):
@@ -703,6 +704,8 @@ class Executor:
         if in_transaction or "readConcern" in body:
             pass  # a transaction's read concern goes on its first command only (already in the body)
         elif session is not None and session._snapshot:
+            if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
+                raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
             if op.command_name not in _NO_SNAPSHOT_COMMANDS:
                 body["readConcern"] = session_read_concern(
                     None, snapshot=True, snapshot_time=session._snapshot_time
