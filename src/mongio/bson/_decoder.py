@@ -559,13 +559,16 @@ def decode(data: bytes | bytearray | memoryview, codec_options: CodecOptions = D
     boolean other than 0 or 1, an unknown type, or a datetime outside ``datetime``'s range under
     ``DatetimeConversion.DATETIME``.
     """
-    data = _as_bytes(data)
+    if type(data) is not bytes:
+        data = _as_bytes(data)
     ctx = _context(codec_options)
     try:
         end = _check_outer(data, 0, len(data))
         if end != len(data) - 1:
             raise _malformed(f"{len(data) - end - 1} bytes follow the BSON document")
-        return _read_top(data, 0, end, ctx)
+        if ctx[3]:
+            return ctx[1](data, ctx[0])
+        return _read_document(data, 4, end, ctx)
     except InvalidBSON:
         raise
     except _MALFORMED as exc:
