@@ -146,9 +146,15 @@ class _CursorBase(Generic[_T]):
         if mode is TimeoutMode.CURSOR_LIFETIME:
             self._csot_deadline = deadline if deadline is not None else time.monotonic() + value
 
-    @contextlib.contextmanager
-    def _timeout_scope(self, first: bool) -> Iterator[None]:
+    def _timeout_scope(self, first: bool) -> contextlib.AbstractContextManager[None]:
         """The deadline and ``maxTimeMS`` rule for the first command (``first``) or one ``next()`` call."""
+        if self._csot_timeout is None:
+            # CSOT is off: no generator-based context manager to make on every call (find_one makes two).
+            return _NO_TIMEOUT_SCOPE
+        return self._timeout_scope_in_force(first)
+
+    @contextlib.contextmanager
+    def _timeout_scope_in_force(self, first: bool) -> Iterator[None]:
         value = self._csot_timeout
         if value is None:
             yield
