@@ -58,6 +58,8 @@ _AWAIT_DATA = 32
 _EXHAUST = 64
 _PARTIAL = 128
 _KNOWN_FLAGS = _TAILABLE | _OPLOG_REPLAY | _NO_TIMEOUT | _AWAIT_DATA | _EXHAUST | _PARTIAL
+# Reusable: nullcontext keeps no state.
+_NO_TIMEOUT_SCOPE: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
 class _CursorBase(Generic[_T]):
