@@ -2,7 +2,7 @@
 
 Those needing ``maxWriteBatchSize + 1`` (100,001) operations per run (3, 5, 6) are covered by the batch
 planning unit tests instead (tests/unit/test_operations_client_bulk.py): against the test server each would
-take about 16 seconds. Test 8 needs transactions, 10 and 13 were removed, 11 and 12 are unit tests.
+take about 16 seconds. Tests 10 and 13 were removed; 11 and 12 are unit tests.
 """
 
 from __future__ import annotations
@@ -110,6 +110,22 @@ async def test_7_client_bulk_write_reads_a_results_cursor_needing_get_more(
     assert result.upserted_count == 2
     assert len(result.update_results) == 2
     assert len(recorder.started_of("getMore")) == 1
+
+
+async def test_8_client_bulk_write_reads_a_results_cursor_needing_get_more_in_a_transaction(
+    recorded: tuple[MongoClient, Recorder],
+) -> None:
+    client, recorder = recorded
+    max_bson_size = (await client.admin.command("hello"))["maxBsonObjectSize"]
+    async with client.start_session() as session, session.start_transaction():
+        result = await client.bulk_write(_two_large_upserts(max_bson_size), session=session, verbose_results=True)
+    assert result.upserted_count == 2
+    assert len(result.update_results) == 2
+    (get_more,) = recorder.started_of("getMore")
+    (bulk_write,) = recorder.started_of("bulkWrite")
+    assert get_more.command["lsid"] == bulk_write.command["lsid"]
+    assert get_more.command["txnNumber"] == bulk_write.command["txnNumber"]
+    assert await client.db.coll.count_documents({}) == 2
 
 
 async def test_9_client_bulk_write_reports_a_get_more_error_with_the_partial_result(
