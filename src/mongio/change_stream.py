@@ -80,6 +80,12 @@ class _StreamCursor(CommandCursor[Any]):
     """The tailable cursor under a change stream: one batch at a time, told apart so the stream knows when
     it hands out the last change of a batch (whose resume token is the batch's ``postBatchResumeToken``)."""
 
+    def __init__(self, *args: Any, max_await_time_ms: int | None = None, **kwargs: Any) -> None:
+        # The stream checked max_await_time_ms against its timeout once, in watch(); a resume made late in a
+        # call must not fail that check against what is left of the call.
+        super().__init__(*args, **kwargs)
+        self._stream_max_await_ms = max_await_time_ms
+
     def _tailable(self) -> bool:
         return True
 
@@ -105,10 +111,12 @@ class _StreamCursor(CommandCursor[Any]):
 
     async def open(self) -> None:
         await self._open()
+        self._max_await_time_ms = self._stream_max_await_ms
 
     async def fetch(self) -> None:
-        """One ``getMore``."""
-        await self._get_more()
+        """One ``getMore`` (with ``maxTimeMS`` only from ``max_await_time_ms``, capped by the time left)."""
+        with self._timeout_scope(first=False):
+            await self._get_more()
 
 
 class ChangeStream(Generic[_T]):
