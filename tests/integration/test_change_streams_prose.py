@@ -543,9 +543,9 @@ async def test_a_timed_out_next_leaves_the_stream_usable(
     server_uri: str, names: tuple[str, str], other: Collection[Any], helper: MongoClient
 ) -> None:
     recorder = Recorder()
-    async with MongoClient(server_uri, event_listeners=[recorder], timeoutMS=500) as client:
+    async with MongoClient(server_uri, event_listeners=[recorder], timeoutMS=1000) as client:
         stream = await client[names[0]][names[1]].watch(max_await_time_ms=50)
-        await fail_point(helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=1500)
+        await fail_point(helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=2500)
         with pytest.raises(MongioError) as raised:
             await stream.next()
         assert raised.value.timeout  # a timeout error
