@@ -239,8 +239,8 @@ async def test_resume_token_before_iterating_is_the_start_option(
 async def test_resume_token_before_iterating_without_start_option_is_empty(
     coll: Collection[Any], other: Collection[Any], recorder: Recorder
 ) -> None:
-    """Prose 14, third case, on a first batch that is not empty (start_at_operation_time gives one) and
-    whose reply carries no postBatchResumeToken."""
+    """Prose 14, third case: a first batch that is not empty (start_at_operation_time gives one) leaves no
+    token until a change is returned (its postBatchResumeToken belongs to the batch's last change)."""
     await other.insert_one({"x": 0})
     start = (await coll.database.command("ping"))["operationTime"]
     await other.insert_one({"x": 1})
