@@ -444,7 +444,9 @@ class ClientSession:
                 "start a new one with client.start_session()"
             )
         bound = self._with_transaction_deadline
-        if bound is not None and csot.current_deadline() != bound:
+        current = csot.current_deadline()
+        # A millisecond of slack: a cursor re-deriving the same deadline from the time left may round.
+        if bound is not None and (current is None or abs(current - bound) > 0.001):
             raise InvalidOperation(
                 "an operation in with_transaction's session cannot set its own timeout (timeoutMS or a "
                 "timeout() block): with_transaction's timeout covers the whole callback"
