@@ -21,6 +21,7 @@ from mongio.events.command import (
 )
 from mongio.operations import UpdateOne
 from mongio.sessions.client_session import ClientSession
+from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerHeartbeatSucceededEvent
 from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
 
 
@@ -343,3 +344,34 @@ async def test_snapshot_reads_need_mongodb_5() -> None:
             with pytest.raises(ConfigurationError, match=r"Snapshot reads require MongoDB 5\.0 or later"):
                 await client.db.items.distinct("x", session=session)
         assert not [request for request in peer.requests if request.command_name in ("find", "distinct")]
+
+
+class Heartbeats(ServerHeartbeatListener):
+    def __init__(self) -> None:
+        self.succeeded_signal = asyncio.Event()
+
+    def succeeded(self, event: ServerHeartbeatSucceededEvent) -> None:
+        self.succeeded_signal.set()
+
+
+# 20. Drivers do not gossip $clusterTime on SDAM commands
+async def test_no_cluster_time_gossip_from_monitoring(server_uri: str) -> None:
+    recorder = Recorder()
+    heartbeats = Heartbeats()
+    async with (
+        MongoClient(
+            server_uri, directConnection=True, heartbeatFrequencyMS=500, event_listeners=[recorder, heartbeats]
+        ) as c1,
+        MongoClient(server_uri) as c2,
+    ):
+        reply = await c1.admin.command("ping")
+        cluster_time = reply["$clusterTime"]
+        await c2.test_gossip.items.insert_one({"advance": "$clusterTime"})
+        # the monitor's next two replies carry the advanced cluster time; the client must not take it
+        for _ in range(2):
+            heartbeats.succeeded_signal.clear()
+            await heartbeats.succeeded_signal.wait()
+        recorder.clear()
+        await c1.admin.command("ping")
+        assert recorder.started_events[-1].command["$clusterTime"] == cluster_time
+        await c2.drop_database("test_gossip")
