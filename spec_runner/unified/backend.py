@@ -709,8 +709,33 @@ class MongioBackend:
             await self.internal.command("admin", {"killAllSessions": []}, check=False)
         except Exception as exc:
             errors.append(f"killAllSessions: {exc}")
+        try:
+            await self._await_server_idle()
+        except Exception as exc:
+            errors.append(f"waiting for the server's operations to end: {exc}")
         if errors:
             logging.getLogger("spec_runner.unified").debug("cleanup problems: %s", "; ".join(errors))
+
+    async def _await_server_idle(self, within: float = 5.0) -> None:
+        """Wait until the server runs nothing but monitoring: a command the test's client gave up on (a
+        client-side timeout during a blockConnection fail point) still runs on SecantusDB once the block
+        ends, maxTimeMS or not, and its write would land in the next test's collections. Checked with
+        currentOp every few milliseconds; after ``within`` seconds the next test starts anyway."""
+        async with asyncio.timeout(within):
+            while True:
+                reply = await self.internal.command("admin", {"currentOp": 1}, check=False)
+                busy = [
+                    op
+                    for op in reply.get("inprog", ())
+                    if op.get("active") and str(op.get("op", "")).lower() not in _MONITORING_OPS
+                ]
+                if not busy:
+                    return
+                await asyncio.sleep(0.005)
+
+
+# Commands always in flight on the server (monitors' awaitable hellos) or the probe itself.
+_MONITORING_OPS = frozenset({"hello", "ismaster", "currentop"})
 
 
 async def _await_min_pool_size(client: Any, size: int, within: float) -> None:

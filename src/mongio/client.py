@@ -212,12 +212,24 @@ class MongoClient:
 
         def make_pool(address: Address) -> Pool[Any]:
             async def connect(connection_id: int, generation: int) -> Any:
-                # A connection opened for an operation is bounded by its client-side timeout.
+                # A connection opened for an operation is bounded by its client-side timeout. One opened by
+                # the pool's upkeep (minPoolSize) runs outside any operation: the client's timeoutMS then
+                # bounds each command of its handshake, as the CSOT specification asks.
                 deadline = csot.current_deadline()
-                if deadline is not None and math.isinf(deadline):
+                handshake_timeout = None
+                if deadline is None:
+                    client_timeout = self._executor.operation_timeout(None, None)
+                    if client_timeout is not None and not math.isinf(client_timeout):
+                        handshake_timeout = client_timeout
+                elif math.isinf(deadline):
                     deadline = None
                 return await establish(
-                    address, settings, id=connection_id, generation=generation, deadline=deadline
+                    address,
+                    settings,
+                    id=connection_id,
+                    generation=generation,
+                    deadline=deadline,
+                    handshake_timeout=handshake_timeout,
                 )
 
             def on_connect_error(error: BaseException, generation: int) -> None:
@@ -479,21 +491,23 @@ class MongoClient:
         run_in = session if session is not None else own_session
         execute = self._executor.execute
         try:
-            while (batch := bulk.next_batch()) is not None:
-                where: list[Address] = []
-                cursor = await execute(batch, run_in, answered_by=where)
-                if cursor.id:
-                    try:
-                        while cursor.id:
-                            more = GetMore(
-                                cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
-                            )
-                            cursor = await execute(more, run_in, address=where[0])
-                            batch.record_results(cursor.batch)
-                    except BaseException as exc:
-                        await self._drop_results_cursor(exc, where[0], cursor, run_in)
-                        raise
-                    batch.cursor_exhausted()
+            # timeoutMS bounds all the batches together, not each one.
+            with self._executor.timeout_scope(None, session):
+                while (batch := bulk.next_batch()) is not None:
+                    where: list[Address] = []
+                    cursor = await execute(batch, run_in, answered_by=where)
+                    if cursor.id:
+                        try:
+                            while cursor.id:
+                                more = GetMore(
+                                    cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
+                                )
+                                cursor = await execute(more, run_in, address=where[0])
+                                batch.record_results(cursor.batch)
+                        except BaseException as exc:
+                            await self._drop_results_cursor(exc, where[0], cursor, run_in)
+                            raise
+                        batch.cursor_exhausted()
         except MongioError as exc:
             bulk.raise_top_level(exc)
         finally:

@@ -361,8 +361,10 @@ class Collection(Generic[_D]):
         return InsertManyResult(bulk.inserted_ids, bulk.acknowledged)
 
     async def _run_bulk(self, bulk: BulkWrite, session: Any) -> BulkWriteResult:
-        while (batch := bulk.next_batch()) is not None:
-            await self._run(batch, session)
+        # timeoutMS bounds the whole bulk write, not each batch.
+        with self._database.client._executor.timeout_scope(self._timeout, session):
+            while (batch := bulk.next_batch()) is not None:
+                await self._run(batch, session)
         return bulk.result()
 
     async def bulk_write(

@@ -4,6 +4,7 @@ operation, as the real executor does, without a network or a topology."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,9 @@ class FakeExecutor:
 
     def operation_timeout(self, timeout: float | None, session: Any) -> float | None:
         return timeout  # no client-level timeoutMS here
+
+    def timeout_scope(self, timeout: float | None, session: Any) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
 
     def names(self) -> list[str]:
         return [call.name for call in self.calls]

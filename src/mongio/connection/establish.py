@@ -119,18 +119,23 @@ async def establish(
     generation: int = 0,
     authenticate: bool = True,
     deadline: float | None = None,
+    handshake_timeout: float | None = None,
 ) -> Connection:
     """Open a connection to ``address``, handshake, authenticate and return it ready.
 
     ``deadline`` (``loop.time()`` terms, e.g. from a CSOT timeout) bounds the whole establishment (opening
     the stream within ``settings.connect_timeout`` too); without one, ``settings.connect_timeout`` does, and
-    ``settings.socket_timeout`` bounds each reply of the handshake. On any error, cancellation included, the connection is closed
+    ``settings.socket_timeout`` (or ``handshake_timeout``, for a connection no operation waits for) bounds
+    each command of the handshake. On any error, cancellation included, the connection is closed
     before the error propagates: ``AutoReconnect``/``NetworkTimeout`` for network trouble,
     ``AuthenticationFailed`` for a refused credential, ``OperationFailure`` for a failed hello.
     """
     loop = asyncio.get_running_loop()
-    # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise it bounds each reply.
-    socket_timeout = settings.socket_timeout if deadline is None else None
+    # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise socketTimeoutMS (or
+    # handshake_timeout) bounds each command of it, counted afresh for each.
+    socket_timeout = None
+    if deadline is None:
+        socket_timeout = settings.socket_timeout if handshake_timeout is None else handshake_timeout
     if deadline is None and settings.connect_timeout:
         deadline = loop.time() + settings.connect_timeout
     connect_timeout = settings.connect_timeout

@@ -19,6 +19,7 @@ goes back to the client's pool when the operation ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import math
@@ -246,6 +247,15 @@ class Executor:
             if session_timeout_ms is not None:
                 return csot.timeout_seconds(session_timeout_ms)
         return self._timeout
+
+    def timeout_scope(
+        self, level_timeout: float | None, session: ClientSession | None
+    ) -> contextlib.AbstractContextManager[Any]:
+        """``with executor.timeout_scope(...):`` one deadline for an operation made of several commands
+        (the batches of a bulk write), as :meth:`execute` would give a single command."""
+        if csot.current_deadline() is not None:
+            return contextlib.nullcontext()
+        return csot.timeout(self.operation_timeout(level_timeout, session))
 
     async def _select(
         self,
@@ -657,7 +667,7 @@ class Executor:
                         ):
                             # Under CSOT every timeout (a socket read, selection, checkout, the server's
                             # MaxTimeMSExpired) is reported as the operation's timeout, wrapping its cause.
-                            raise csot.timeout_error(reported) from None
+                            raise csot.timeout_error(reported) from reported
                         if reported is exc:
                             raise
                         raise reported from None
