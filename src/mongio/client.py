@@ -104,6 +104,18 @@ class MongoClient:
 
     Use ``async with MongoClient(uri) as client:`` or call :meth:`close` when done. Making the client does
     no I/O; the first operation (or ``await client.aconnect()``) starts monitoring on the running loop.
+
+    Retries: reads (``retryReads=true``, the default) and single-document writes (``retryWrites=true``, the
+    default; a write goes again with the same ``txnNumber``, so it happens at most once) are retried once
+    after a network error or a retryable server error (with ``timeoutMS``, while time is left). Every
+    command, ``command()``, ``getMore`` and multi-document writes included, is also retried when the server
+    answers that it is overloaded (an error labelled both ``SystemOverloadedError`` and
+    ``RetryableError``): at most ``maxAdaptiveRetries`` times (default 2), after a jittered exponential
+    backoff (100 ms base, or the server's ``baseBackoffMS``, doubling per retry, 10 s at most), and only
+    when ``retryReads`` (reads), ``retryWrites`` (writes) or both (``command()``) are on. Application code
+    that retries on errors of its own may need to allow for this. ``enableOverloadRetargeting=true`` sends
+    an overload retry to another suitable server when there is one; ``adaptiveRetries=true`` makes
+    overload retries draw on a per-client token bucket, so a long overload cannot multiply the load.
     """
 
     def __init__(
