@@ -1,8 +1,8 @@
 """The prose tests of the retryable-reads and retryable-writes READMEs that one replica set member can run.
 
-The sharded-cluster tests (reads 2.x, writes 4 and 5) need several mongoses, the replica-set retargeting tests
-(reads 3.x) a secondary, and writes 1 the MMAPv1 storage engine: none of those exist here (writes 1 is a unit
-test in tests/unit/test_executor.py).
+The sharded-cluster tests (reads 2.x, writes 4 and 5) need mongoses and the replica-set retargeting tests
+(reads 3.x) a secondary: test_retry_topologies.py runs them against loopback peers. Writes 1 needs the MMAPv1
+storage engine; it is a unit test in tests/unit/test_executor.py.
 
 Several tests set a second fail point once the first attempt has failed or succeeded and before the retry: the
 command listener does it with a blocking one-shot command, so the fail point is in place before the driver
