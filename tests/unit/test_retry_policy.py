@@ -749,3 +749,36 @@ def test_retry_invariants(
             )
             break
     assert attempts <= max(1, max_adaptive) + 1
+
+
+# -- write concern errors in ok: 1 replies ---------------------------------------------------------------------
+
+
+def _wce_reply(code: int, labels: list[str] | None = None) -> dict[str, object]:
+    reply: dict[str, object] = {"ok": 1, "n": 1, "writeConcernError": {"code": code, "errmsg": "wce"}}
+    if labels is not None:
+        reply["errorLabels"] = labels
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "wire", "mongos", "retryable"),
+    [
+        (_wce_reply(91, ["RetryableWriteError"]), 21, False, True),  # labelled by a 4.4+ server
+        (_wce_reply(91), 21, False, False),  # a 4.4+ server that did not label it: not retryable
+        (_wce_reply(91), 8, False, True),  # before 4.4: the code is in the table
+        (_wce_reply(91), 8, True, False),  # ... but never from mongos, which has retried already
+        (_wce_reply(100), 8, False, False),  # UnsatisfiableWriteConcern is not in the table
+        ({"ok": 1, "n": 1}, 21, False, False),  # no write concern error at all
+    ],
+)
+def test_retryable_write_concern_error(reply: dict[str, object], wire: int, mongos: bool, retryable: bool) -> None:
+    from mongio.execution.error_labels import retryable_write_concern_error
+
+    error = retryable_write_concern_error(reply, max_wire_version=wire, from_mongos=mongos)
+    if not retryable:
+        assert error is None
+        return
+    assert isinstance(error, WriteConcernError)
+    assert error.code == 91
+    assert error.has_error_label("RetryableWriteError")
