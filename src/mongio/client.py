@@ -226,13 +226,15 @@ class MongoClient:
             async def connect(connection_id: int, generation: int) -> Any:
                 # A connection opened for an operation is bounded by its client-side timeout. One opened by
                 # the pool's upkeep (minPoolSize) runs outside any operation: the client's timeoutMS then
-                # bounds each command of its handshake, as the CSOT specification asks.
+                # bounds each authentication command afresh, as the CSOT specification asks; its hello
+                # keeps connectTimeoutMS, so a server slow to answer hellos (its RTT above timeoutMS) still
+                # gets its pool filled.
                 deadline = csot.current_deadline()
-                handshake_timeout = None
+                auth_timeout = None
                 if deadline is None:
                     client_timeout = self._executor.operation_timeout(None, None)
                     if client_timeout is not None and not math.isinf(client_timeout):
-                        handshake_timeout = client_timeout
+                        auth_timeout = client_timeout
                 elif math.isinf(deadline):
                     deadline = None
                 return await establish(
@@ -241,7 +243,7 @@ class MongoClient:
                     id=connection_id,
                     generation=generation,
                     deadline=deadline,
-                    handshake_timeout=handshake_timeout,
+                    auth_timeout=auth_timeout,
                 )
 
             def on_connect_error(error: BaseException, generation: int) -> None:

@@ -1,5 +1,6 @@
 """The client-side operations timeout prose test 4 ("Background Connection Pooling"): connections the pool
-opens for ``minPoolSize`` use the client's ``timeoutMS`` for each handshake command, refreshed for every one.
+opens for ``minPoolSize`` use the client's ``timeoutMS`` for each authentication command of their handshake,
+refreshed for every one (their hello keeps ``connectTimeoutMS``).
 
 It needs SCRAM (the saslContinue the fail points block), so it runs against its own server started with
 ``--auth`` and test commands, provisioned as test_auth_server.py does.

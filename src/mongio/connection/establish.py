@@ -58,19 +58,23 @@ async def handshake(
     authenticate: bool = True,
     deadline: float | None = None,
     socket_timeout: float | None = None,
+    auth_timeout: float | None = None,
 ) -> HelloResponse:
     """Run the initial handshake (and authentication unless ``authenticate`` is false) on a fresh connection.
 
     Configures ``conn`` from the reply (size limits, wire versions, the negotiated compressor,
     ``serviceId``) and marks it ready. Errors leave ``conn`` as it is: ``establish()`` closes it.
-    ``deadline`` bounds all of it; ``socket_timeout``, when given, also bounds each command's reply.
+    ``deadline`` bounds all of it; ``socket_timeout``, when given, also bounds each command's reply, and
+    ``auth_timeout`` replaces it for each authentication command.
     """
 
-    def command_deadline() -> float | None:
-        if not socket_timeout:
+    def command_deadline(per_command: float | None = socket_timeout) -> float | None:
+        if not per_command:
             return deadline
-        own = asyncio.get_running_loop().time() + socket_timeout
+        own = asyncio.get_running_loop().time() + per_command
         return own if deadline is None else min(deadline, own)
+
+    auth_deadline_seconds = socket_timeout if auth_timeout is None else auth_timeout
 
     credential = settings.credential if authenticate else None
     authenticator = (
@@ -104,7 +108,9 @@ async def handshake(
     if authenticator is not None and not hello.is_arbiter:
 
         async def run_command(db: str, auth_command: dict[str, Any]) -> Mapping[str, Any]:
-            return await conn.command(db, auth_command, compress=False, deadline=command_deadline())
+            return await conn.command(
+                db, auth_command, compress=False, deadline=command_deadline(auth_deadline_seconds)
+            )
 
         await authenticator.authenticate(run_command, hello)
     conn.ready = True
@@ -119,23 +125,23 @@ async def establish(
     generation: int = 0,
     authenticate: bool = True,
     deadline: float | None = None,
-    handshake_timeout: float | None = None,
+    auth_timeout: float | None = None,
 ) -> Connection:
     """Open a connection to ``address``, handshake, authenticate and return it ready.
 
     ``deadline`` (``loop.time()`` terms, e.g. from a CSOT timeout) bounds the whole establishment (opening
     the stream within ``settings.connect_timeout`` too); without one, ``settings.connect_timeout`` does, and
-    ``settings.socket_timeout`` (or ``handshake_timeout``, for a connection no operation waits for) bounds
-    each command of the handshake. On any error, cancellation included, the connection is closed
+    ``settings.socket_timeout`` bounds each command of the handshake (``auth_timeout``, for a connection no
+    operation waits for, each authentication command). On any error, cancellation included, the connection is closed
     before the error propagates: ``AutoReconnect``/``NetworkTimeout`` for network trouble,
     ``AuthenticationFailed`` for a refused credential, ``OperationFailure`` for a failed hello.
     """
     loop = asyncio.get_running_loop()
-    # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise socketTimeoutMS (or
-    # handshake_timeout) bounds each command of it, counted afresh for each.
-    socket_timeout = None
-    if deadline is None:
-        socket_timeout = settings.socket_timeout if handshake_timeout is None else handshake_timeout
+    # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise socketTimeoutMS (and
+    # auth_timeout for authentication) bounds each command of it, counted afresh for each.
+    socket_timeout = settings.socket_timeout if deadline is None else None
+    if deadline is not None:
+        auth_timeout = None
     if deadline is None and settings.connect_timeout:
         deadline = loop.time() + settings.connect_timeout
     connect_timeout = settings.connect_timeout
@@ -152,7 +158,12 @@ async def establish(
     )
     try:
         await handshake(
-            conn, settings, authenticate=authenticate, deadline=deadline, socket_timeout=socket_timeout
+            conn,
+            settings,
+            authenticate=authenticate,
+            deadline=deadline,
+            socket_timeout=socket_timeout,
+            auth_timeout=auth_timeout,
         )
     except BaseException as exc:
         conn.close(f"the handshake failed: {type(exc).__name__}")
