@@ -10,12 +10,17 @@ import atexit
 import dataclasses
 import functools
 import inspect
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, Suite
-from spec_runner.server import TestServer, external_uri
+from spec_runner.raw_wire import command_once
+from spec_runner.server import TestServer, external_uri, find_server_program
 from spec_runner.unified import (
     ops_collection,
     ops_crud,
@@ -42,12 +47,14 @@ async def run_unified(
     *,
     standalone: bool = False,
     client_defaults: Mapping[str, Any] | None = None,
+    auth: bool = False,
 ) -> None:
     """Run one test against ``context.uri``: its facts, a fresh runner connection and backend.
 
     With ``standalone``, a test whose requirements the run's server does not meet but which can run on a
-    single server goes to the standalone server of ``standalone_uri`` instead. ``client_defaults`` are URI
-    options given to every client entity that does not set them.
+    single server goes to the standalone server of ``standalone_uri`` instead; with ``auth``, one that needs
+    authentication goes to the server of ``auth_uri``. ``client_defaults`` are URI options given to every
+    client entity that does not set them.
     """
     if context.uri is None:
         raise RuntimeError("the unified suites need a server (no URI in the run context)")
@@ -55,9 +62,14 @@ async def run_unified(
     internal = InternalClient(uri)
     try:
         facts = await server_facts(internal)
-        if standalone and _wants_standalone(test_file, test, facts):
+        elsewhere = None
+        if auth and _wants_auth(test_file, test, facts):
+            elsewhere = auth_uri
+        elif standalone and _wants_standalone(test_file, test, facts):
+            elsewhere = standalone_uri
+        if elsewhere is not None:
             await internal.close()
-            uri = await standalone_uri()
+            uri = await elsewhere()
             internal = InternalClient(uri)
             facts = await server_facts(internal)
         backend = MongioBackend(uri, internal, facts, client_defaults)
@@ -75,6 +87,15 @@ def _wants_standalone(test_file: UnifiedTestFile, test: UnifiedTest, facts: Serv
     return any("single" in (requirement.get("topologies") or ()) for requirement in requirements)
 
 
+def _wants_auth(test_file: UnifiedTestFile, test: UnifiedTest, facts: ServerFacts) -> bool:
+    if external_uri() is not None or facts.auth_enabled:
+        return False
+    if test.skip_reason is not None or skip_reason(test_file, test, facts) is None:
+        return False
+    requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
+    return any(requirement.get("auth") is True for requirement in requirements)
+
+
 _STANDALONE: list[TestServer] = []
 
 
@@ -87,6 +108,58 @@ async def standalone_uri() -> str:
         atexit.register(server.stop)
         _STANDALONE.append(server)
     return _STANDALONE[0].uri
+
+
+AUTH_USER = "unified"
+AUTH_PASSWORD = "unified-runner-password"
+
+
+class _StoredServer(TestServer):
+    """A test server on a storage path that survives a restart (``TestServer`` keeps its data in memory)."""
+
+    def __init__(self, storage: str, *extra_args: str, port: int | None = None) -> None:
+        super().__init__(*extra_args, port=port)
+        self.storage = storage
+
+    def start(self) -> _StoredServer:
+        argv = [
+            find_server_program(),
+            "--host", self.host,
+            "--port", str(self.port),
+            "--storage-path", self.storage,
+            "--enable-test-commands",
+            *self.extra_args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._wait_until_answering()
+        return self
+
+
+def _start_auth_server() -> _StoredServer:
+    # SecantusDB takes its users from storage: made on a first start without --auth, then restarted with it.
+    storage = tempfile.mkdtemp(prefix="secantus-unified-auth-")
+    atexit.register(shutil.rmtree, storage, True)
+    with _StoredServer(storage, "--standalone") as setup:
+        command = {"createUser": AUTH_USER, "pwd": AUTH_PASSWORD, "roles": ["root"], "$db": "admin"}
+        reply = command_once(setup.host, setup.port, command, timeout=10.0)
+        if reply.get("ok") != 1:
+            raise RuntimeError(f"creating the test user failed: {reply}")
+        port = setup.port
+    server = _StoredServer(storage, "--standalone", "--auth", port=port).start()
+    atexit.register(server.stop)
+    return server
+
+
+_AUTH: list[_StoredServer] = []
+
+
+async def auth_uri() -> str:
+    """The URI (with a root user's credentials) of a standalone SecantusDB that requires authentication,
+    started on first use and kept for the rest of the process (the ``auth: true`` tests)."""
+    if not _AUTH:
+        _AUTH.append(await asyncio.to_thread(_start_auth_server))
+    server = _AUTH[0]
+    return f"mongodb://{AUTH_USER}:{quote(AUTH_PASSWORD, safe='')}@{server.address}/?authSource=admin"
 
 
 def expecting_failure(case: SpecCase) -> SpecCase:
@@ -115,14 +188,15 @@ def unified_suite(
     expect_failure: Sequence[str] = (),
     standalone: bool = False,
     client_defaults: Mapping[str, Any] | None = None,
+    auth: bool = False,
 ) -> Suite:
     """A suite of the unified ``.json`` files under ``<name>/tests`` (or only its ``directories``); the
     cases of the ``expect_failure`` directories pass when they fail. With ``standalone``, the tests that
-    need a single server run on one started for them (see ``run_unified``); ``client_defaults`` are URI
-    options for every client entity that does not set them."""
+    need a single server run on one started for them, with ``auth`` those that need authentication (see
+    ``run_unified``); ``client_defaults`` are URI options for every client entity that does not set them."""
     return Suite(
         name=name,
-        collect=unified_collector(name, directories, expect_failure, standalone, client_defaults),
+        collect=unified_collector(name, directories, expect_failure, standalone, client_defaults, auth=auth),
         needs_server=True,
     )
 
@@ -133,9 +207,11 @@ def unified_collector(
     expect_failure: Sequence[str] = (),
     standalone: bool = False,
     client_defaults: Mapping[str, Any] | None = None,
+    *,
+    auth: bool = False,
 ) -> Callable[[Path], Iterator[SpecCase]]:
     """The ``collect`` of ``unified_suite``, for a suite that gathers other cases too."""
-    run = functools.partial(run_unified, standalone=standalone, client_defaults=client_defaults)
+    run = functools.partial(run_unified, standalone=standalone, client_defaults=client_defaults, auth=auth)
 
     def collect(tests_dir: Path) -> Iterator[SpecCase]:
         if directories is None:

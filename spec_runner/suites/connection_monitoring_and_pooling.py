@@ -349,7 +349,7 @@ def collect(tests_dir: Path) -> Iterator[SpecCase]:
         )
 
 
-_collect_logging = unified_collector(NAME, directories=("logging",), standalone=True)
+_collect_logging = unified_collector(NAME, directories=("logging",), standalone=True, auth=True)
 
 
 def _collect_all(tests_dir: Path) -> Iterator[SpecCase]:

@@ -368,7 +368,7 @@ def _collect(tests_dir: Path) -> Iterator[SpecCase]:
             yield SpecCase(suite=NAME, file=relative_file(tests_dir, path), name=name, run=run)
 
 
-_collect_unified = unified_collector(NAME, directories=("unified",), standalone=True)
+_collect_unified = unified_collector(NAME, directories=("unified",), standalone=True, auth=True)
 
 
 def _collect_all(tests_dir: Path) -> Iterator[SpecCase]:

@@ -516,46 +516,63 @@ class Topology:
         if described is None:
             return ErrorDecision(reason="the error says nothing about the server's state")
         async with self._condition:
-            server = self._servers.get(address)
-            pool_generation = (
-                server.pool.generation_for(described.service_id)
-                if server is not None and server.pool is not None
-                else 0
-            )
-            decision = application_error_decision(self._description, address, described, pool_generation)
-            if not decision.acts:
-                return decision
-            if decision.mark_unknown is not None:
-                self._apply(decision.mark_unknown)
-            server = self._servers.get(address)
-            if server is not None:
-                if decision.clear_pool and server.pool is not None:
-                    await _maybe_await(
-                        server.pool.clear(
-                            interrupt_in_use_connections=False,
-                            service_id=decision.service_id,
-                            error=described.error,
-                        )
-                    )
-                if server.monitor is not None:
-                    if decision.cancel_check:
-                        server.monitor.cancel_check()
-                    if decision.request_check:
-                        server.monitor.request_check()
-            self._condition.notify_all()
+            decision, cleared = self._act_on_error(address, described)
+            if decision.acts:
+                await _maybe_await(cleared)
+                self._condition.notify_all()
             return decision
+
+    def _act_on_error(self, address: Address, described: ApplicationError) -> tuple[ErrorDecision, Any]:
+        """Decide on an application error and apply the decision (mark the server Unknown, clear its pool,
+        tell its monitor), without awaiting; returns the decision and what the pool's ``clear`` returned."""
+        server = self._servers.get(address)
+        pool_generation = (
+            server.pool.generation_for(described.service_id) if server is not None and server.pool is not None else 0
+        )
+        decision = application_error_decision(self._description, address, described, pool_generation)
+        cleared: Any = None
+        if not decision.acts:
+            return decision, cleared
+        if decision.mark_unknown is not None:
+            self._apply(decision.mark_unknown)
+        server = self._servers.get(address)
+        if server is not None:
+            if decision.clear_pool and server.pool is not None:
+                cleared = server.pool.clear(
+                    interrupt_in_use_connections=False, service_id=decision.service_id, error=described.error
+                )
+            if server.monitor is not None:
+                if decision.cancel_check:
+                    server.monitor.cancel_check()
+                if decision.request_check:
+                    server.monitor.request_check()
+        return decision, cleared
 
     def report_connect_error(self, address: Address, error: BaseException, generation: int) -> None:
         """Synchronous entry for a pool's ``on_connect_error(error, generation)`` hook: a connection to
-        ``address`` failed before its handshake completed. The update runs as soon as the topology's
-        condition can be taken, on a task this topology tracks and awaits when it closes."""
+        ``address`` failed before its handshake completed. When no update is in progress the decision is
+        applied at once, so the pool is cleared before the failed check-out is reported; otherwise it runs
+        as soon as the topology's condition can be taken. Either way the rest (waking selections) runs on a
+        task this topology tracks and awaits when it closes."""
         if self._closed:
             return
-        task = asyncio.get_running_loop().create_task(
-            self.handle_application_error(address, error, generation, completed_handshake=False),
-            name=f"mongio connect error {format_address(address)}",
-        )
-        self._track(task)
+        loop = asyncio.get_running_loop()
+        name = f"mongio connect error {format_address(address)}"
+        if self._condition.locked():
+            coroutine = self.handle_application_error(address, error, generation, completed_handshake=False)
+            self._track(loop.create_task(coroutine, name=name))
+            return
+        described = ApplicationError.from_exception(error, generation=generation, completed_handshake=False)
+        if described is None:
+            return
+        decision, cleared = self._act_on_error(address, described)
+        if decision.acts:
+            self._track(loop.create_task(self._after_error(cleared), name=name))
+
+    async def _after_error(self, cleared: Any) -> None:
+        await _maybe_await(cleared)
+        async with self._condition:
+            self._condition.notify_all()
 
     def _track(self, task: asyncio.Task[Any] | asyncio.Future[Any]) -> None:
         """Keep a background task until it ends (``close()`` awaits those still running); log its failure."""
