@@ -1,0 +1,36 @@
+"""A pool's report of a connection that failed while being established: acted on before the report returns
+(the pool cleared and the server marked Unknown at once), so the pool's own events for the failed check-out
+come after its clear."""
+
+from __future__ import annotations
+
+from mongio.errors import AutoReconnect
+from mongio.topology.topology_type import TopologyType
+from tests.unit.test_topology_runtime import (
+    CountingFactory,
+    FakeDeployment,
+    Pools,
+    fully_discovered,
+    make_topology,
+    wait_for,
+)
+
+
+async def test_a_connect_error_clears_the_pool_before_the_report_returns() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        pools = Pools()
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0, pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            pool = pools.by_address[rs[0].address]
+            generation = pool.generation
+            topology.report_connect_error(rs[0].address, AutoReconnect("reset while connecting"), generation)
+            assert pool.clears == [(False, None)]
+            assert topology.description.topology_type == TopologyType.ReplicaSetNoPrimary
+            # A second report from the same (now older) generation is stale: no second clear.
+            topology.report_connect_error(rs[0].address, AutoReconnect("reset again"), generation)
+            assert pool.clears == [(False, None)]
+            # Selection wakes up and finds the primary again once it is checked.
+            server = await topology.select_server(is_write=True, timeout=3.0)
+            assert server.address == rs[0].address
+            server.operation_finished()
