@@ -727,12 +727,16 @@ class Cursor(_CursorBase[_T]):
         other._collection = self._collection
         other._spec = copy.copy(self._spec)
         other._prepared = None
+        other._level_timeout = self._level_timeout
+        other._timeout_mode = self._timeout_mode
         return other
 
     async def rewind(self) -> Cursor[_T]:
         """Close the cursor and make it unrun again, so iterating it runs the query anew."""
         await self.close()
+        level_timeout, timeout_mode = self._level_timeout, self._timeout_mode
         _CursorBase.__init__(self, self._client, self._explicit_session, self._codec_options)
+        self._level_timeout, self._timeout_mode = level_timeout, timeout_mode
         self._limit = 0
         self._single_batch = False
         self._limit_reached = False
@@ -742,7 +746,9 @@ class Cursor(_CursorBase[_T]):
         """The server's query plan for this query (``explain``), at the given verbosity; ``max_time_ms``
         bounds the explain command itself (the query's own ``max_time_ms`` stays inside it)."""
         explained = Explain(self._find_operation(), verbosity=verbosity, max_time_ms=max_time_ms)
-        result: dict[str, Any] = await self._client._executor.execute(explained, self._explicit_session)
+        result: dict[str, Any] = await self._client._executor.execute(
+            explained, self._explicit_session, level_timeout=self._level_timeout
+        )
         return result
 
     async def distinct(self, key: str) -> list[Any]:
@@ -763,7 +769,9 @@ class Cursor(_CursorBase[_T]):
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
         )
-        values: list[Any] = await self._client._executor.execute(operation, self._explicit_session)
+        values: list[Any] = await self._client._executor.execute(
+            operation, self._explicit_session, level_timeout=self._level_timeout
+        )
         return values
 
     def __repr__(self) -> str:
