@@ -492,11 +492,32 @@ async def estimated_document_count(call: OperationCall) -> Any:
     return await api_call(call.target.estimated_document_count, **arguments)
 
 
-@operation("count", object="collection", optional=("filter", "session", "comment", "rawData"))
+@operation(
+    "count",
+    object="collection",
+    optional=(
+        "filter", "session", "comment", "skip", "limit", "collation", "hint", "maxTimeMS", "rawData", "timeoutMS"
+    ),
+)
 async def count(call: OperationCall) -> Any:
-    # The deprecated count helper: drivers that have it map it to the count command; PyMongo dropped it,
-    # and so does mongio, which the tests see as an unsupported operation.
-    raise UnifiedTestError("count: the deprecated count helper is not part of the driver's API")
+    # The deprecated count helper, which passes maxTimeMS under the server's name as PyMongo 3's did.
+    arguments = driver_arguments(call.arguments, keep=("maxTimeMS",))
+    filter_ = arguments.pop("filter", None)
+    return await api_call(call.target.count, filter_, **arguments)
+
+
+@operation(
+    "mapReduce",
+    object="collection",
+    required=("map", "reduce", "out"),
+    optional=("session", "query", "sort", "limit", "finalize", "scope", "collation", "maxTimeMS", "timeoutMS"),
+)
+async def map_reduce(call: OperationCall) -> Any:
+    # The deprecated helper; an inline run's result is its list of results, as the format expects.
+    arguments = driver_arguments(call.arguments, keep=("maxTimeMS",))
+    map_, reduce, out = arguments.pop("map"), arguments.pop("reduce"), arguments.pop("out")
+    response = await api_call(call.target.map_reduce, map_, reduce, out, full_response=True, **arguments)
+    return response.get("results") if isinstance(out, Mapping) and "inline" in out else response
 
 
 # --- client-level bulk write --------------------------------------------------------------------------------

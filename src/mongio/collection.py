@@ -11,6 +11,7 @@ concerns and read preference, and retries when allowed)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
@@ -27,6 +28,7 @@ from mongio.execution.deadline import TimeoutMode, level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
+from mongio.operations.count_command import Count
 from mongio.operations.crud import (
     Aggregate,
     CountDocuments,
@@ -46,6 +48,7 @@ from mongio.operations.indexes import (
     UpdateSearchIndex,
     list_search_indexes,
 )
+from mongio.operations.map_reduce import MapReduce
 from mongio.operations.models import (
     DeleteMany,
     DeleteOne,
@@ -101,6 +104,14 @@ _READ_OPTIONS = {
     "max_time_ms": "max_time_ms",
     "skip": "skip",
     "limit": "limit",
+    "rawData": "raw_data",
+    "raw_data": "raw_data",
+}
+_COUNT_OPTIONS = {**_READ_OPTIONS, "comment": "comment"}
+_MAP_REDUCE_OPTIONS = {
+    "collation": "collation",
+    "maxTimeMS": "max_time_ms",
+    "max_time_ms": "max_time_ms",
     "rawData": "raw_data",
     "raw_data": "raw_data",
 }
@@ -731,6 +742,115 @@ class Collection(Generic[_D]):
         )
         count: int = await self._run(operation, None)
         return count
+
+    async def count(
+        self, filter: Mapping[str, Any] | None = None, session: ClientSession | None = None, **kwargs: Any
+    ) -> int:
+        """The number of documents matching ``filter``, from the server's ``count`` command.
+
+        .. deprecated::
+            The CRUD specification deprecates this helper (PyMongo 4 removed it); use
+            :meth:`count_documents` for an exact count of matching documents, or
+            :meth:`estimated_document_count` for the fast metadata count of the whole collection. Without a
+            filter the ``count`` command answers from collection metadata, and on a sharded cluster it may
+            count orphaned documents or miss some during a chunk migration.
+
+        Takes ``skip``, ``limit``, ``hint``, ``collation``, ``maxTimeMS`` and ``comment`` keywords; it is
+        retried once like any read when retryable reads are on. ``await coll.count({"qty": 0})``
+        """
+        warnings.warn(
+            "count is deprecated: use count_documents, or estimated_document_count for the whole collection",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        operation = Count(
+            self._database.name,
+            self._name,
+            filter,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **_options(kwargs, _COUNT_OPTIONS, "count"),
+        )
+        count: int = await self._run(operation, session)
+        return count
+
+    def _map_reduce(
+        self, map: Any, reduce: Any, out: Any, session: Any, read_preference: Any, kwargs: Mapping[str, Any]
+    ) -> MapReduce:
+        options: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            name = _MAP_REDUCE_OPTIONS.get(key)
+            if name is None:
+                extra[key] = value
+            else:
+                options[name] = value
+        return MapReduce(
+            self._database.name,
+            self._name,
+            map,
+            reduce,
+            out,
+            extra=extra,
+            read_preference=read_preference,
+            read_concern=self._read_concern,
+            write_concern=self._write_concern,
+            codec_options=self._codec_options,
+            **options,
+        )
+
+    async def map_reduce(
+        self,
+        map: Any,
+        reduce: Any,
+        out: str | Mapping[str, Any],
+        full_response: bool = False,
+        session: ClientSession | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run the server's ``mapReduce`` command on this collection, on the primary.
+
+        .. deprecated::
+            MongoDB deprecated map-reduce in 5.0 and PyMongo 4 removed this helper; use :meth:`aggregate`
+            (``$group``, ``$merge``, ``$out``, ``$accumulator``) instead.
+
+        ``map`` and ``reduce`` are JavaScript functions (``str`` or :class:`~mongio.bson.Code`); ``out`` is
+        the output collection's name or a mapping such as ``{"replace": "totals", "db": "reports"}`` or
+        ``{"inline": 1}``. Other keywords (``query``, ``sort``, ``limit``, ``finalize``, ``scope``,
+        ``collation``, ``maxTimeMS``...) go into the command. Returns the output :class:`Collection`, or the
+        server's whole reply when ``full_response`` is true or the results are inline. Not retried.
+        """
+        warnings.warn("map_reduce is deprecated: use aggregate", DeprecationWarning, stacklevel=2)
+        operation = self._map_reduce(map, reduce, out, session, None, kwargs)
+        response: dict[str, Any] = await self._run(operation, session)
+        result = response.get("result")
+        if full_response or not result:
+            return response
+        if isinstance(result, Mapping):
+            return self._client[result["db"]][result["collection"]]
+        return self._database[result]
+
+    async def inline_map_reduce(
+        self,
+        map: Any,
+        reduce: Any,
+        full_response: bool = False,
+        session: ClientSession | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """:meth:`map_reduce` with ``out={"inline": 1}``, which may run on a secondary as the collection's read
+        preference allows; returns the list of results (the whole reply when ``full_response`` is true).
+
+        .. deprecated::
+            As :meth:`map_reduce`: use :meth:`aggregate` instead.
+        """
+        warnings.warn("inline_map_reduce is deprecated: use aggregate", DeprecationWarning, stacklevel=2)
+        operation = self._map_reduce(map, reduce, {"inline": 1}, session, self._read_preference, kwargs)
+        response: dict[str, Any] = await self._run(operation, session)
+        if full_response:
+            return response
+        return response.get("results")
 
     async def distinct(
         self,
