@@ -224,19 +224,18 @@ class MongoClient:
 
         def make_pool(address: Address) -> Pool[Any]:
             async def connect(connection_id: int, generation: int) -> Any:
-                # A connection opened for an operation is bounded by its client-side timeout. One opened by
+                # Under CSOT a connection opened for an operation must be ready by the end of the operation's
+                # computedServerSelectionTimeout (within connectTimeoutMS for the stream). One opened by
                 # the pool's upkeep (minPoolSize) runs outside any operation: the client's timeoutMS then
                 # bounds each authentication command afresh, as the CSOT specification asks; its hello
                 # keeps connectTimeoutMS, so a server slow to answer hellos (its RTT above timeoutMS) still
                 # gets its pool filled.
-                deadline = csot.current_deadline()
+                deadline = csot.establishment_deadline()
                 auth_timeout = None
-                if deadline is None:
+                if not csot.is_enabled():
                     client_timeout = self._executor.operation_timeout(None, None)
                     if client_timeout is not None and not math.isinf(client_timeout):
                         auth_timeout = client_timeout
-                elif math.isinf(deadline):
-                    deadline = None
                 return await establish(
                     address,
                     settings,

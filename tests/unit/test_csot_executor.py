@@ -89,6 +89,26 @@ async def test_wait_queue_timeout_is_ignored_under_csot_and_the_time_left_bounds
     assert wait is not None and 0 < wait <= 2.0
 
 
+async def test_checkout_under_csot_ends_with_server_selection_timeout_when_that_is_sooner() -> None:
+    executor, pool, _ = make([OK], wait_queue_timeout=30.0)
+    executor._selection_timeout = 0.5
+    seen: list[float | None] = []
+    original = pool.check_out
+
+    async def check_out(max_wait: float | None = None) -> FakeConnection:
+        seen.append(csot.establishment_deadline())  # what a connection opened now would have to meet
+        return await original(max_wait)
+
+    pool.check_out = check_out  # type: ignore[method-assign]
+    with csot.timeout(10.0):
+        deadline = csot.current_deadline()
+        await executor.execute(RunCommand("db", "ping"))
+    (wait,) = pool.waits
+    assert wait is not None and 0 < wait <= 0.5
+    (establish_by,) = seen
+    assert deadline is not None and establish_by is not None and establish_by < deadline
+
+
 async def test_wait_queue_timeout_bounds_checkout_without_csot() -> None:
     executor, pool, _ = make([OK], wait_queue_timeout=30.0)
     await executor.execute(RunCommand("db", "ping"))

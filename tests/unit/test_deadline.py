@@ -15,6 +15,8 @@ from mongio.execution.deadline import (
     connect_timeout,
     current_deadline,
     deadline_from_timeout_ms,
+    establishing_until,
+    establishment_deadline,
     is_enabled,
     level_timeout,
     max_time_ms_for,
@@ -268,3 +270,16 @@ def test_timeout_seconds_and_level_timeout_map_zero_to_no_bound() -> None:
 def test_timeout_mode_values_are_the_specification_names() -> None:
     assert TimeoutMode("cursorLifetime") is TimeoutMode.CURSOR_LIFETIME
     assert TimeoutMode("iteration") is TimeoutMode.ITERATION
+
+
+def test_establishment_deadline_is_the_selection_end_during_checkout_under_csot() -> None:
+    assert establishment_deadline() is None
+    with establishing_until(5.0):  # CSOT off: nothing to bound
+        assert establishment_deadline() is None
+    with within(100.0):
+        assert establishment_deadline() == 100.0
+        with establishing_until(50.0):
+            assert establishment_deadline() == 50.0
+        assert establishment_deadline() == 100.0
+    with timeout(math.inf):
+        assert establishment_deadline() is None

@@ -32,6 +32,8 @@ __all__ = [
     "connect_timeout",
     "current_deadline",
     "deadline_from_timeout_ms",
+    "establishing_until",
+    "establishment_deadline",
     "is_enabled",
     "level_timeout",
     "max_time_ms_for",
@@ -50,6 +52,9 @@ Clock = Callable[[], float]
 
 # None: CSOT is off. math.inf: on, without a bound. Otherwise a time.monotonic() deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("mongio_deadline", default=None)
+
+# Under CSOT, the end of the operation's computedServerSelectionTimeout while it checks a connection out.
+_ESTABLISH_END: ContextVar[float | None] = ContextVar("mongio_establish_end", default=None)
 
 MaxTimePolicy = Literal["send", "omit", "cap"]
 """How the executor puts ``maxTimeMS`` on a command under CSOT: ``"send"`` the time left minus the RTT
@@ -189,6 +194,29 @@ def sending_max_time(policy: MaxTimePolicy) -> Iterator[None]:
         yield
     finally:
         _MAX_TIME.reset(token)
+
+
+@contextmanager
+def establishing_until(selection_end: float) -> Iterator[None]:
+    """Around a connection checkout under CSOT: a connection opened for it must be established by
+    ``selection_end`` (see :func:`establishment_deadline`). Does nothing without CSOT."""
+    if _DEADLINE.get() is None:
+        yield
+        return
+    token = _ESTABLISH_END.set(selection_end)
+    try:
+        yield
+    finally:
+        _ESTABLISH_END.reset(token)
+
+
+def establishment_deadline() -> float | None:
+    """The deadline for opening a connection for the operation in progress: under CSOT the end of its
+    computedServerSelectionTimeout (during checkout) or its own deadline; ``None`` without CSOT or a bound."""
+    end = _ESTABLISH_END.get()
+    if end is None:
+        end = _DEADLINE.get()
+    return None if end is None or math.isinf(end) else end
 
 
 def max_time_policy() -> MaxTimePolicy:

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -366,6 +365,9 @@ class Executor:
                 conn: Connection | None = None
                 handled: BaseException | None = None
                 try:
+                    # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection
+                    # opened for it, end by min(serverSelectionTimeoutMS, the time left).
+                    selection_end = csot.selection_deadline(self._selection_timeout)
                     server = await self._select(
                         topology,
                         op,
@@ -381,11 +383,9 @@ class Executor:
                         pool: Any = server.pool
                         if pool is None:
                             raise ConnectionFailure(f"no connection pool for {server_address}")
-                        wait = self._wait_queue_timeout
-                        left = csot.remaining()
-                        if left is not None and not math.isinf(left):
-                            wait = max(left, 0.0)
-                        conn = await pool.check_out(wait)
+                        wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
+                        with csot.establishing_until(selection_end):
+                            conn = await pool.check_out(wait)
                         assert conn is not None
                         try:
                             # Sessions, only now that a connection is ours: operations waiting for a
