@@ -157,12 +157,28 @@ class Collection(Generic[_D]):
         self,
         database: Database[_D],
         name: str,
+        create: bool | None = False,
         codec_options: CodecOptions | None = None,
         read_preference: _ServerMode | None = None,
         write_concern: WriteConcern | None = None,
         read_concern: ReadConcern | None = None,
+        session: ClientSession | None = None,
+        *,
         timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
+        """Usually made by ``db[name]`` or :meth:`Database.get_collection`; the arguments are PyMongo's.
+
+        ``create`` and extra keyword arguments (the options of a collection to create) are refused with
+        ``ValueError``, as by PyMongo's ``AsyncCollection``: creating a collection is I/O, which a constructor
+        cannot await; use ``await db.create_collection(name, ...)``. ``session`` is accepted for the same
+        signature and unused. ``timeout`` (seconds, 0 for no limit) is this collection's own ``timeoutMS``.
+        """
+        if create or kwargs:
+            raise ValueError(
+                "Collection does not support the `create` or `kwargs` arguments: use "
+                "`await database.create_collection(name, ...)` to create a collection."
+            )
         self._database = database
         self._name = validate_collection_name(name)
         self._codec_options = database.codec_options if codec_options is None else codec_options
@@ -225,10 +241,10 @@ class Collection(Generic[_D]):
         collection: Collection[_D] = Collection(
             self._database,
             self._name,
-            self._codec_options if codec_options is None else codec_options,
-            self._read_preference if read_preference is None else read_preference,
-            self._write_concern if write_concern is None else write_concern,
-            self._read_concern if read_concern is None else read_concern,
+            codec_options=self._codec_options if codec_options is None else codec_options,
+            read_preference=self._read_preference if read_preference is None else read_preference,
+            write_concern=self._write_concern if write_concern is None else write_concern,
+            read_concern=self._read_concern if read_concern is None else read_concern,
         )
         collection._timeout = self._timeout if timeout is None else level_timeout(timeout)
         return collection
@@ -247,10 +263,10 @@ class Collection(Generic[_D]):
         collection: Collection[_D] = Collection(
             self._database,
             f"{self._name}.{name}",
-            self._codec_options,
-            self._read_preference,
-            self._write_concern,
-            self._read_concern,
+            codec_options=self._codec_options,
+            read_preference=self._read_preference,
+            write_concern=self._write_concern,
+            read_concern=self._read_concern,
         )
         collection._timeout = self._timeout
         return collection

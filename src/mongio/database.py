@@ -144,7 +144,15 @@ class Database(Generic[_D]):
         ``orders = db.get_collection("orders", write_concern=WriteConcern(w="majority"))``; ``timeout``
         (seconds, 0 for no limit) is its own ``timeoutMS``.
         """
-        return Collection(self, name, codec_options, read_preference, write_concern, read_concern, timeout)
+        return Collection(
+            self,
+            name,
+            codec_options=codec_options,
+            read_preference=read_preference,
+            write_concern=write_concern,
+            read_concern=read_concern,
+            timeout=timeout,
+        )
 
     def __getattr__(self, name: str) -> Collection[_D]:
         """``db.orders`` is the collection ``orders``."""
