@@ -234,7 +234,10 @@ class Database(Generic[_D]):
         fields) or a whole command document. It runs on the primary unless ``read_preference`` says
         otherwise, is never retried and gets no read or write concern added. With ``check=False`` a failed
         command's reply is returned instead of raising; ``allowable_errors`` lists error messages or codes
-        to return rather than raise.
+        to return rather than raise. Under a client-side operation timeout (``timeoutMS``, or a
+        :func:`mongio.timeout` block) a ``maxTimeMS`` in the command is replaced by the time left minus the
+        server's round-trip time; the rest of the document (a ``writeConcern``'s ``wtimeout`` included) is
+        sent as given.
 
         ::
 
