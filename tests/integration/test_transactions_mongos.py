@@ -22,18 +22,23 @@ RECOVERY_TOKEN = {"recoveryShardId": "shard-a"}
 class FakeMongos:
     """Answers as a mongos: inserts succeed, finds return one document, transaction commands succeed, and the
     first reply in each transaction carries a recoveryToken. ``fail_next_insert`` answers the next insert with
-    a TransientTransactionError."""
+    a TransientTransactionError; ``fail_next`` is a command name and the error reply its next run gets."""
 
     def __init__(self) -> None:
         self.peer = LoopbackPeer(self.handle, max_wire_version=25)
         self.commands: list[dict[str, Any]] = []
         self.fail_next_insert = False
+        self.fail_next: tuple[str, dict[str, Any]] | None = None
 
     async def handle(self, request: Request) -> Any:
         name = request.command_name
         if name.lower() in ("hello", "ismaster"):
             return {**default_reply(request, self.peer), "msg": "isdbgrid", "logicalSessionTimeoutMinutes": 30}
         self.commands.append(request.document)
+        if self.fail_next is not None and self.fail_next[0] == name:
+            reply = self.fail_next[1]
+            self.fail_next = None
+            return reply
         if name == "insert":
             if self.fail_next_insert:
                 self.fail_next_insert = False
@@ -133,3 +138,24 @@ async def test_transient_error_unpins(client: MongoClient, mongoses: list[FakeMo
         assert caught.value.has_error_label("TransientTransactionError")
         assert pinned_address(session) is None
         await session.abort_transaction()
+
+
+@pytest.mark.parametrize("command", ["commitTransaction", "abortTransaction"])
+async def test_retried_commit_or_abort_unpins_first(
+    client: MongoClient, mongoses: list[FakeMongos], command: str
+) -> None:
+    """ShutdownInProgress with RetryableWriteError: the pinned mongos is marked Unknown and the session is
+    unpinned, so the retry selects the other one."""
+    async with client.start_session() as session:
+        session.start_transaction()
+        first = await one_find(client, session)
+        pinned = next(fake for fake in mongoses if fake.peer.address == first)
+        other = next(fake for fake in mongoses if fake is not pinned)
+        pinned.fail_next = (command, {"ok": 0, "code": 91, "errmsg": "shutting down", "errorLabels": ["RetryableWriteError"]})
+        if command == "commitTransaction":
+            await session.commit_transaction()
+        else:
+            await session.abort_transaction()
+        assert pinned.count(command) == 1
+        assert other.count(command) == 1
+        assert pinned_address(session) is None

@@ -42,6 +42,7 @@ from mongio.events.command import CommandPublisher, is_sensitive
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import (
     TRANSIENT_TRANSACTION_ERROR,
+    UNKNOWN_TRANSACTION_COMMIT_RESULT,
     AttemptFailure,
     retryable_write_concern_error,
 )
@@ -351,8 +352,10 @@ class Executor:
                     check_read_preference(op.read_preference)
                 # The transaction's write concern goes on commit/abort only, so every write is acknowledged.
                 acknowledged = True
+        pinned_by_session = False
         if (in_txn or transaction_command) and address is None and session is not None:
             address = session._pinned_address
+            pinned_by_session = address is not None
         if session is not None and not acknowledged and not session.implicit:
             raise InvalidOperation("an unacknowledged write (w=0) cannot be run in an explicit session")
         try:
@@ -675,6 +678,11 @@ class Executor:
                     retrying = getattr(op, "retrying", None)
                     if retrying is not None:
                         retrying(after_overload=failure.is_retryable_overload)
+                    if pinned_by_session and session is not None and _unpins_for_retry(transaction_command, exc):
+                        # The transactions specification: unpin before selecting a server for the retry.
+                        session._pinned_address = None
+                        address = None
+                        pinned_by_session = False
                     deprioritized = decision.deprioritized
                     if _log.isEnabledFor(_DEBUG):
                         _log.debug(
@@ -860,6 +868,16 @@ def _is_timeout(error: BaseException) -> bool:
             if isinstance(concern_error, Mapping) and concern_error.get("code") == _MAX_TIME_MS_EXPIRED:
                 return True
     return False
+
+
+def _unpins_for_retry(transaction_command: str | None, error: MongioError) -> bool:
+    """Whether a sharded transaction's session is unpinned before a retry after ``error``: always for
+    abortTransaction, after an unknown commit result, and after a transient transaction error."""
+    return (
+        transaction_command == "abortTransaction"
+        or error.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT)
+        or error.has_error_label(TRANSIENT_TRANSACTION_ERROR)
+    )
 
 
 def _last_error(retry_state: RetryState) -> BaseException | None:

@@ -170,6 +170,7 @@ class Transaction:
         """Any operation other than commit/abort leaves an ended transaction behind."""
         if self.state in _ENDED:
             self.state = TxnState.NO_TXN
+            self.recovery_token = None
 
     def command_fields(
         self, txn_number: int, *, after_cluster_time: Timestamp | None = None
