@@ -447,7 +447,15 @@ class _CursorBase(Generic[_T]):
 
 class Cursor(_CursorBase[_T]):
     """The cursor of :meth:`Collection.find`. Its options can be changed with the builder methods until it
-    first runs: ``coll.find({"x": 1}).sort("y", -1).limit(10)``."""
+    first runs: ``coll.find({"x": 1}).sort("y", -1).limit(10)``.
+
+    Under a client-side operation timeout (``timeoutMS``, or a :func:`mongio.timeout` block around the
+    ``find`` call or its first iteration), ``timeout_mode`` (:class:`mongio.TimeoutMode`) says what it
+    bounds: ``CURSOR_LIFETIME`` (the default of non-tailable cursors) the whole life of the cursor from its
+    first command, ``ITERATION`` (the default, and only mode, of tailable cursors) each ``next()`` call on its
+    own. Documents already fetched are returned even after the time ran out; a ``getMore`` that times out
+    leaves the cursor open, and ``close()`` kills it with the timeout counted afresh.
+    """
 
     def __init__(
         self,
