@@ -94,6 +94,46 @@ async def test_2_write_error_details_expose_err_info(recorded: tuple[MongoClient
     assert reply["writeErrors"][0]["errInfo"] == details["errInfo"]
 
 
+async def test_4_client_bulk_write_splits_when_ops_exceed_max_message_size(
+    recorded: tuple[MongoClient, Recorder],
+) -> None:
+    client, recorder = recorded
+    hello = await client.admin.command("hello")
+    max_bson_size, max_message_size = hello["maxBsonObjectSize"], hello["maxMessageSizeBytes"]
+    value = "b" * (max_bson_size - 500)
+    count = max_message_size // max_bson_size + 1
+    result = await client.bulk_write([InsertOne({"a": value}, namespace="db.coll") for _ in range(count)])
+    assert result.inserted_count == count
+    first, second = recorder.started_of("bulkWrite")
+    assert len(first.command["ops"]) == count - 1
+    assert len(second.command["ops"]) == 1
+    # One bulk write is one operation: every batch's events carry its operationId, which no other has.
+    assert first.operation_id is not None and first.operation_id == second.operation_id
+    await client.db.coll.insert_one({"after": 1})
+    (insert,) = recorder.started_of("insert")
+    assert insert.operation_id != first.operation_id
+
+
+async def test_4_collection_insert_many_batches_share_one_operation_id(
+    recorded: tuple[MongoClient, Recorder],
+) -> None:
+    # The same rule for a collection's bulk write, split into insert commands by maxMessageSizeBytes.
+    client, recorder = recorded
+    hello = await client.admin.command("hello")
+    max_bson_size, max_message_size = hello["maxBsonObjectSize"], hello["maxMessageSizeBytes"]
+    value = "b" * (max_bson_size - 500)
+    count = max_message_size // max_bson_size + 1
+    result = await client.db.coll.insert_many([{"a": value} for _ in range(count)])
+    assert len(result.inserted_ids) == count
+    first, second = recorder.started_of("insert")
+    assert len(first.command["documents"]) == count - 1
+    assert len(second.command["documents"]) == 1
+    assert first.operation_id is not None and first.operation_id == second.operation_id
+    assert await client.db.coll.count_documents({}) == count
+    (aggregate,) = recorder.started_of("aggregate")
+    assert aggregate.operation_id != first.operation_id
+
+
 def _two_large_upserts(max_bson_size: int) -> list[UpdateOne]:
     return [
         UpdateOne({"_id": letter * (max_bson_size // 2)}, {"$set": {"x": 1}}, upsert=True, namespace="db.coll")
@@ -175,7 +215,10 @@ async def test_15_unacknowledged_client_bulk_write_sends_w0_on_every_batch(
     assert len(first.command["ops"]) == per_batch
     assert len(second.command["ops"]) == 1
     assert first.command["writeConcern"] == {"w": 0} == second.command["writeConcern"]
+    assert first.operation_id is not None and first.operation_id == second.operation_id
     await client.drop_database(name)
+    (drop,) = recorder.started_of("dropDatabase")[-1:]
+    assert drop.operation_id != first.operation_id
 
 
 async def test_16_generated_ids_are_the_first_field_on_the_wire() -> None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
@@ -99,6 +100,11 @@ _CAUSAL_WRITE_COMMANDS = frozenset(
 # The commands a snapshot session sends without its snapshot read concern.
 _NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors"})
 _SNAPSHOT_MIN_WIRE_VERSION = 13  # MongoDB 5.0
+# The operationId every command of one operation made of several shares (the batches of a bulk write), with
+# the executor and the task it was taken for: a task started meanwhile inherits the variable, not the id.
+_SHARED_OPERATION_ID: contextvars.ContextVar[tuple[Any, asyncio.Task[Any] | None, int] | None] = (
+    contextvars.ContextVar("mongio_shared_operation_id", default=None)
+)
 
 
 class ClientLike(Protocol):
@@ -248,14 +254,20 @@ class Executor:
                 return csot.timeout_seconds(session_timeout_ms)
         return self._timeout
 
-    def timeout_scope(
-        self, level_timeout: float | None, session: ClientSession | None
-    ) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def timeout_scope(self, level_timeout: float | None, session: ClientSession | None) -> Iterator[None]:
         """``with executor.timeout_scope(...):`` one deadline for an operation made of several commands
-        (the batches of a bulk write), as :meth:`execute` would give a single command."""
-        if csot.current_deadline() is not None:
-            return contextlib.nullcontext()
-        return csot.timeout(self.operation_timeout(level_timeout, session))
+        (the batches of a bulk write), as :meth:`execute` would give a single command, and one operationId
+        for all their command events (command monitoring specification)."""
+        token = _SHARED_OPERATION_ID.set((self, asyncio.current_task(), next(self._operation_ids)))
+        try:
+            if csot.current_deadline() is not None:
+                yield
+            else:
+                with csot.timeout(self.operation_timeout(level_timeout, session)):
+                    yield
+        finally:
+            _SHARED_OPERATION_ID.reset(token)
 
     async def _select(
         self,
@@ -332,7 +344,11 @@ class Executor:
         deprioritized: tuple[Address, ...] = ()
         txn_number: Any = None
         attempt = 0
-        operation_id = next(self._operation_ids)
+        shared = _SHARED_OPERATION_ID.get()
+        if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
+            operation_id = shared[2]
+        else:
+            operation_id = next(self._operation_ids)
         acknowledged = op.acknowledged
         # Transactions: commitTransaction/abortTransaction, or a command inside the session's transaction.
         transaction_command = getattr(op, "transaction_command", None)
