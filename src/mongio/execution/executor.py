@@ -360,7 +360,7 @@ class Executor:
             transaction.before_operation()
             in_txn = transaction.active
             if not in_txn:
-                session._pinned_address = None
+                session._unpin()
             else:
                 if not op.takes_write_concern and transaction.options.read_preference is not None:
                     check_read_preference(transaction.options.read_preference)
@@ -403,8 +403,17 @@ class Executor:
                         if pool is None:
                             raise ConnectionFailure(f"no connection pool for {server_address}")
                         wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
-                        with csot.establishing_until(selection_end):
-                            conn = await pool.check_out(wait)
+                        pinned_connection = (
+                            session._pinned_connection
+                            if session is not None and (in_txn or transaction_command)
+                            else None
+                        )
+                        if pinned_connection is not None and pinned_connection[0] is pool:
+                            # Load balanced: every command of a transaction on its first connection.
+                            conn = pinned_connection[1]
+                        else:
+                            with csot.establishing_until(selection_end):
+                                conn = await pool.check_out(wait)
                         assert conn is not None
                         try:
                             # Sessions, only now that a connection is ours: operations waiting for a
@@ -473,6 +482,8 @@ class Executor:
                                     and session._pinned_address is None
                                 ):
                                     session._pinned_address = server_address
+                                if topology.settings.load_balanced and session._pinned_connection is None:
+                                    session._pinned_connection = (pool, conn)
                             self._add_fields(
                                 body,
                                 op,
@@ -621,7 +632,8 @@ class Executor:
                                 )
                             raise
                         finally:
-                            pool.check_in(conn)
+                            if session is None or not session._holds(conn):
+                                pool.check_in(conn)
                     finally:
                         server.operation_finished()
                     if retry_state is not None:
@@ -678,7 +690,7 @@ class Executor:
                             and isinstance(reported, MongioError)
                             and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
                         ):
-                            session._pinned_address = None
+                            session._unpin()
                         if (
                             csot.is_enabled()
                             and _is_timeout(reported)
@@ -694,9 +706,13 @@ class Executor:
                     retrying = getattr(op, "retrying", None)
                     if retrying is not None:
                         retrying(after_overload=failure.is_retryable_overload)
-                    if pinned_by_session and session is not None and _unpins_for_retry(transaction_command, exc):
+                    if (
+                        session is not None
+                        and (pinned_by_session or session._pinned_connection is not None)
+                        and _unpins_for_retry(transaction_command, exc)
+                    ):
                         # The transactions specification: unpin before selecting a server for the retry.
-                        session._pinned_address = None
+                        session._unpin()
                         address = None
                         pinned_by_session = False
                     deprioritized = decision.deprioritized

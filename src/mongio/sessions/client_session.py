@@ -135,6 +135,8 @@ class ClientSession:
         # The mongos a sharded transaction runs on, from its first command until the next transaction or
         # the next operation outside one.
         self._pinned_address: Address | None = None
+        # Load balanced: the pool and connection a transaction's commands all go through, from its first.
+        self._pinned_connection: tuple[Any, Any] | None = None
         self._transaction_rng: random.Random | None = None
         self._with_transaction_deadline: float | None = None
 
@@ -251,7 +253,7 @@ class ClientSession:
             ),
         )
         server_session = self._checked_server_session()
-        self._pinned_address = None
+        self._unpin()
         self._transaction.start(options)
         server_session.next_txn_number()
         return TransactionContext(self)
@@ -274,7 +276,7 @@ class ClientSession:
             if exc.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) or exc.has_error_label(
                 TRANSIENT_TRANSACTION_ERROR
             ):
-                self._pinned_address = None
+                self._unpin()
             raise
 
     async def abort_transaction(self) -> None:
@@ -283,7 +285,7 @@ class ClientSession:
         self._check_not_ended()
         transaction = self._transaction
         if not transaction.begin_abort():
-            self._pinned_address = None
+            self._unpin()
             return
         server_session = self._checked_server_session()
         operation = AbortTransaction(transaction, server_session.txn_number)
@@ -292,7 +294,7 @@ class ClientSession:
         except MongioError:
             pass
         finally:
-            self._pinned_address = None
+            self._unpin()
 
     async def with_transaction(
         self,
@@ -422,7 +424,7 @@ class ClientSession:
         if self._transaction.active:
             await self.abort_transaction()
         self._ended = True
-        self._pinned_address = None
+        self._unpin()
         server_session, self._server_session = self._server_session, None
         if server_session is not None:
             self._client._executor.release_server_session(server_session)
@@ -456,6 +458,19 @@ class ClientSession:
                 f"this session was started by another client ({self._client!r}); a session can only be "
                 "used with the client that created it"
             )
+
+    def _unpin(self) -> None:
+        """Forget the mongos of a sharded transaction and give back a load-balanced transaction's connection."""
+        self._pinned_address = None
+        pinned, self._pinned_connection = self._pinned_connection, None
+        if pinned is not None:
+            pool, conn = pinned
+            pool.check_in(conn)
+
+    def _holds(self, conn: object) -> bool:
+        """Whether ``conn`` is this session's pinned connection (the executor must not check it in)."""
+        pinned = self._pinned_connection
+        return pinned is not None and pinned[1] is conn
 
     def _check_not_ended(self) -> None:
         if self._ended:
