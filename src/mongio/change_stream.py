@@ -23,13 +23,14 @@ forward while nothing matches) and pass it back as ``resume_after`` (or ``start_
             if change is not None:
                 process(change)
 
-Change streams need a replica set or a sharded cluster, and a ``majority`` read concern or none.
+Change streams need a replica set or a sharded cluster, and a ``majority`` read concern or none. Prefer
+``watch()`` to an ``aggregate`` with a ``$changeStream`` stage: only a stream made by ``watch()`` resumes.
 
 A stream that is cancelled in the middle of a ``getMore`` (``asyncio.timeout`` around ``next()``) gives up
 that cursor; the next call opens a new one from the cached resume token, so no change is lost or repeated.
 
-Under a client-side operation timeout (``timeoutMS`` on the client or the session, or ``watch()`` called in a
-``mongio.timeout()`` block) the ``aggregate`` gets that timeout, and so does each later ``next()`` or
+Under a client-side operation timeout (``timeoutMS`` on the client, a database, a collection or the session,
+or ``watch()`` called in a ``mongio.timeout()`` block) the ``aggregate`` gets that timeout, and so does each later ``next()`` or
 ``try_next()`` call, resume included. A call that times out leaves the stream usable: call ``next()`` again
 and it resumes in a new cursor. If that happens before any change arrived, the server may be slower to catch
 up than the timeout allows: close the stream and watch again with a longer timeout.
