@@ -82,24 +82,43 @@ async def test_cancelling_1000_tasks_at_random_points_loses_no_connection(seed: 
     pool = make_pool(factory, max_pool_size=10, max_connecting=3, wait_queue_timeout=30)
     loop = asyncio.get_running_loop()
     outcomes = {"done": 0, "cancelled": 0}
+    cancelled_in = {"waiting": 0, "using": 0}
+    # Each task is spared, cancelled at its first wait (queued for a connection, or while one is being made
+    # for it: only the first tasks find the pool below its size), cancelled while using its connection, or
+    # cancelled by a timer at a random moment. The first three are decided here, not by the clock, so a
+    # slow machine changes only which timer cancellations land where.
+    kinds = [rng.choice(("spare", "spare", "wait", "use", "timer")) for _ in range(1000)]
 
-    async def worker() -> None:
+    async def worker(kind: str) -> None:
+        holding = False
         try:
             async with pool.checkout() as conn:
+                holding = True
+                if kind == "use":
+                    current = asyncio.current_task()
+                    assert current is not None
+                    current.cancel()  # interrupts the command below
                 await conn.command(rng.random() * 0.004)
         except asyncio.CancelledError:
             outcomes["cancelled"] += 1
+            cancelled_in["using" if holding else "waiting"] += 1
             raise
         outcomes["done"] += 1
 
     tasks = []
-    for _ in range(1000):
-        task = asyncio.create_task(worker())
+    for kind in kinds:
+        task = asyncio.create_task(worker(kind))
         tasks.append(task)
-        # Cancelled while waiting, while a connection is being made for it, or while using one.
-        loop.call_later(rng.random() * 0.2, task.cancel)
+        if kind == "wait":
+            loop.call_soon(task.cancel)  # runs after the task's first step, which waits in checkout()
+        elif kind == "timer":
+            loop.call_later(rng.random() * 0.2, task.cancel)
     await asyncio.gather(*tasks, return_exceptions=True)
-    assert outcomes["cancelled"] > 100 and outcomes["done"] > 100, outcomes
+    assert outcomes["done"] + outcomes["cancelled"] == 1000
+    assert outcomes["done"] >= kinds.count("spare")
+    assert outcomes["cancelled"] >= kinds.count("wait") + kinds.count("use")
+    assert cancelled_in["using"] >= kinds.count("use") > 100
+    assert cancelled_in["waiting"] >= kinds.count("wait") - 10 > 100, cancelled_in
     assert pool.in_use_connection_count == 0
     assert pool.pending_connection_count == 0
     assert pool.wait_queue_length == 0
