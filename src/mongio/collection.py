@@ -792,7 +792,7 @@ class Collection(Generic[_D]):
         return count
 
     def _map_reduce(
-        self, map: Any, reduce: Any, out: Any, session: Any, read_preference: Any, kwargs: Mapping[str, Any]
+        self, map: Any, reduce: Any, out: Any, read_preference: _ServerMode | None, kwargs: Mapping[str, Any]
     ) -> MapReduce:
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -838,7 +838,7 @@ class Collection(Generic[_D]):
         server's whole reply when ``full_response`` is true or the results are inline. Not retried.
         """
         warnings.warn("map_reduce is deprecated: use aggregate", DeprecationWarning, stacklevel=2)
-        operation = self._map_reduce(map, reduce, out, session, None, kwargs)
+        operation = self._map_reduce(map, reduce, out, None, kwargs)
         response: dict[str, Any] = await self._run(operation, session)
         result = response.get("result")
         if full_response or not result:
@@ -862,7 +862,7 @@ class Collection(Generic[_D]):
             As :meth:`map_reduce`: use :meth:`aggregate` instead.
         """
         warnings.warn("inline_map_reduce is deprecated: use aggregate", DeprecationWarning, stacklevel=2)
-        operation = self._map_reduce(map, reduce, {"inline": 1}, session, self._read_preference, kwargs)
+        operation = self._map_reduce(map, reduce, {"inline": 1}, self._read_preference, kwargs)
         response: dict[str, Any] = await self._run(operation, session)
         if full_response:
             return response
