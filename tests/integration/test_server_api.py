@@ -1,20 +1,35 @@
-"""A declared stable API version over real sockets: every command the client sends carries it, the
-monitors' hello commands after the handshake included, and no legacy hello is ever sent."""
+"""A declared stable API version over real sockets: every command the client sends carries it (the
+monitors' hello commands after the handshake, authentication and endSessions included), and no legacy hello
+is ever sent."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from mongio import MongoClient
 from mongio.server_api import ServerApi
-from tests.support.loopback_peer import LoopbackPeer
+from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
 
 
 async def test_every_command_carries_the_declared_api_version() -> None:
-    async with LoopbackPeer() as peer:
-        client = MongoClient(peer.uri, server_api=ServerApi("1", strict=True), heartbeatFrequencyMS=500)
+    peer = LoopbackPeer()
+
+    def handler(request: Request) -> Any:
+        if request.command_name == "saslStart":
+            return {"conversationId": 1, "payload": b"", "done": True, "ok": 1}
+        reply = default_reply(request, peer)
+        if request.command_name == "hello":
+            reply["logicalSessionTimeoutMinutes"] = 30  # so the client uses sessions and ends them on close
+        return reply
+
+    peer.handler = handler
+    async with peer:
+        host, port = peer.address
+        uri = f"mongodb://user:pencil@{host}:{port}/?authMechanism=PLAIN&authSource=%24external"
+        client = MongoClient(uri, server_api=ServerApi("1", strict=True), heartbeatFrequencyMS=500)
         try:
             await client.admin.command("ping")
             await client.db.coll.insert_one({"x": 1})
@@ -25,7 +40,7 @@ async def test_every_command_carries_the_declared_api_version() -> None:
         finally:
             await client.close()
     names = {request.command_name for request in peer.requests}
-    assert {"hello", "ping", "insert"} <= names
+    assert {"hello", "saslStart", "ping", "insert", "endSessions"} <= names
     assert not {"isMaster", "ismaster"} & names
     for request in peer.requests:
         assert request.document.get("apiVersion") == "1", request.document

@@ -22,6 +22,7 @@ from mongio.connection.handshake import (
     HelloResponse,
     ServerApiLike,
     build_hello,
+    server_api_fields,
 )
 from mongio.connection.transport import Address, may_be_overload
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError
@@ -106,10 +107,12 @@ async def handshake(
     conn.configure_from_hello(reply, compressor)
 
     if authenticator is not None and not hello.is_arbiter:
+        # A declared stable API version goes on the authentication commands too, as on every command.
+        api_fields = server_api_fields(settings.server_api)
 
         async def run_command(db: str, auth_command: dict[str, Any]) -> Mapping[str, Any]:
             return await conn.command(
-                db, auth_command, compress=False, deadline=command_deadline(auth_deadline_seconds)
+                db, {**auth_command, **api_fields}, compress=False, deadline=command_deadline(auth_deadline_seconds)
             )
 
         await authenticator.authenticate(run_command, hello)

@@ -852,6 +852,7 @@ class Executor:
                     for command in commands:
                         command["$readPreference"] = {"mode": "primaryPreferred"}
                         command["$db"] = "admin"
+                        command.update(self._api_fields)
                         await self._send_unmanaged(conn, "endSessions", command)
                 finally:
                     pool.check_in(conn)
