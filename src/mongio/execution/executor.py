@@ -64,6 +64,7 @@ from mongio.sessions.server_session import ServerSession, ServerSessionPool
 from mongio.sessions.transaction_state import check_read_preference
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
 from mongio.topology.server_type import ServerType
+from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 
 if TYPE_CHECKING:
@@ -183,6 +184,9 @@ class Executor:
         self.cluster_clock = ClusterClock()
         self.session_pool = ServerSessionPool()
         self._operation_ids = itertools.count(1)
+        # The last server selected without waiting, for a topology of one server: (description, read
+        # preference, is_write, server). Selection is pure, so an unchanged description needs none.
+        self._last_selection: tuple[TopologyDescription, Any, bool, Server] | None = None
 
     # -- the topology ----------------------------------------------------------------------------------------
 
@@ -296,10 +300,30 @@ class Executor:
         elif is_write:
             read_preference = None
         if not SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
+            description = topology.description
+            last = self._last_selection
+            if (
+                last is not None
+                and last[0] is description
+                and last[1] is read_preference
+                and last[2] == is_write
+                and not deprioritized
+                and not topology.closed
+            ):
+                # A description is immutable: with a single server, the same one answers the same question.
+                server = last[3]
+                server.operation_count += 1
+                return server
             server = topology.select_server_nowait(
                 read_preference, is_write=is_write, deprioritized=deprioritized
             )
             if server is not None:
+                if (
+                    not deprioritized
+                    and type(description) is TopologyDescription
+                    and len(description.server_descriptions()) == 1
+                ):
+                    self._last_selection = (description, read_preference, is_write, server)
                 return server
         limit = self._selection_timeout
         left = csot.remaining()
