@@ -30,7 +30,7 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.execution.deadline import timeout
-from mongio.options.read_preference import PrimaryPreferred, SecondaryPreferred
+from mongio.options.read_preference import PrimaryPreferred, Secondary, SecondaryPreferred
 from tests.support.loopback_peer import CLOSE, LoopbackPeer, Request
 
 _RESUMABLE = ["ResumableChangeStreamError"]
@@ -601,7 +601,7 @@ async def test_resume_selects_anew_with_the_initial_read_preference() -> None:
                 return {"ok": 1, "cursor": cursor}
             if name == "getMore":
                 return CLOSE
-            if name == "killCursors":
+            if name in ("killCursors", "ping"):
                 return {"ok": 1}
             return None
 
@@ -611,6 +611,8 @@ async def test_resume_selects_anew_with_the_initial_read_preference() -> None:
         hosts.extend(f"{host}:{port}" for host, port in (primary.address, secondary.address))
         uri = f"mongodb://{hosts[0]},{hosts[1]}/?replicaSet=rs"
         async with MongoClient(uri) as client:
+            # Until the secondary is discovered, secondaryPreferred would pick the primary: wait for it.
+            await client.db.command("ping", read_preference=Secondary())
             coll = client.db.get_collection("coll", read_preference=SecondaryPreferred())
             stream = await coll.watch()
             assert len(secondary.commands("aggregate")) == 1 and primary.commands("aggregate") == []
