@@ -67,6 +67,12 @@ async def internal_client(server_uri: str) -> AsyncIterator[MongoClient]:
         await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
 
 
+# The README's tests 1 and 11 block each batch 1010 ms under timeoutMS=2000: the second batch is sent and
+# overruns. The same shape with more room, so a busy machine's slower first batch still leaves time to send it.
+BLOCK_MS = 2010
+TWO_BLOCKS_OVERRUN_MS = 4000
+
+
 def unique_db() -> str:
     return f"csot_{uuid.uuid4().hex[:12]}"
 
@@ -78,12 +84,12 @@ async def test_1_multi_batch_inserts_share_one_timeout(server_uri: str, internal
         {
             "configureFailPoint": "failCommand",
             "mode": {"times": 2},
-            "data": {"failCommands": ["insert"], "blockConnection": True, "blockTimeMS": 1010},
+            "data": {"failCommands": ["insert"], "blockConnection": True, "blockTimeMS": BLOCK_MS},
         }
     )
     recorder = Recorder()
     async with MongoClient(
-        server_uri, timeoutMS=2000, w="majority", event_listeners=[recorder]
+        server_uri, timeoutMS=TWO_BLOCKS_OVERRUN_MS, w="majority", event_listeners=[recorder]
     ) as client:
         # 50 documents of 1 MB go out in more than one insert (maxMessageSizeBytes is 48 MB).
         documents = [{"_id": index, "payload": "x" * 1_000_000} for index in range(50)]
@@ -190,13 +196,13 @@ async def test_11_multi_batch_client_bulk_writes_share_one_timeout(
         {
             "configureFailPoint": "failCommand",
             "mode": {"times": 2},
-            "data": {"failCommands": ["bulkWrite"], "blockConnection": True, "blockTimeMS": 1010},
+            "data": {"failCommands": ["bulkWrite"], "blockConnection": True, "blockTimeMS": BLOCK_MS},
         }
     )
     hello = await internal_client.admin.command("hello")
     max_bson, max_message = hello["maxBsonObjectSize"], hello["maxMessageSizeBytes"]
     recorder = Recorder()
-    async with MongoClient(server_uri, timeoutMS=2000, event_listeners=[recorder]) as client:
+    async with MongoClient(server_uri, timeoutMS=TWO_BLOCKS_OVERRUN_MS, event_listeners=[recorder]) as client:
         count = max_message // max_bson + 1
         models = [InsertOne({"a": "b" * (max_bson - 500)}, namespace=f"{db}.coll") for _ in range(count)]
         with pytest.raises(ClientBulkWriteException) as raised:
