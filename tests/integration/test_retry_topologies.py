@@ -4,6 +4,7 @@ and retryable-writes (4, 5) READMEs, and the replica-set retargeting tests of re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 from mongio.client import MongoClient
 from mongio.errors import OperationFailure
 from mongio.events.command import CommandFailedEvent, CommandListener, CommandSucceededEvent
+from mongio.topology.heartbeat_events import ServerListener
+from mongio.topology.sdam_events import ServerDescriptionChangedEvent
 from tests.support.loopback_peer import CLOSE, LoopbackPeer, Request, default_reply
 
 OVERLOAD_LABELS = ["RetryableError", "SystemOverloadedError"]
@@ -79,13 +82,33 @@ async def servers() -> AsyncIterator[list[FakeServer]]:
         yield fakes
 
 
+class Discovery(ServerListener):
+    """Wakes ``all_known`` once every one of ``count`` servers has answered its monitor."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.known: set[Any] = set()
+        self.all_known = asyncio.Event()
+
+    def description_changed(self, event: ServerDescriptionChangedEvent) -> None:
+        if event.new_description.is_server_type_known:
+            self.known.add(event.server_address)
+        else:
+            self.known.discard(event.server_address)
+        if len(self.known) == self.count:
+            self.all_known.set()
+
+
 async def run_client(
     hosts: Sequence[FakeServer], options: str, action: Any
 ) -> tuple[Outcomes, OperationFailure | None]:
     outcomes = Outcomes()
+    discovery = Discovery(len(hosts))
     uri = f"mongodb://{','.join(fake.host for fake in hosts)}/?heartbeatFrequencyMS=500&{options}"
-    async with MongoClient(uri, event_listeners=[outcomes]) as client:
-        await client.admin.command("ping")
+    async with MongoClient(uri, event_listeners=[outcomes, discovery]) as client:
+        # Where a retry may go depends on which servers are known: all of them, before the operation.
+        async with asyncio.timeout(30):  # a guard against hanging, not a measurement
+            await discovery.all_known.wait()
         try:
             await action(client)
         except OperationFailure as exc:
