@@ -1,4 +1,5 @@
-"""The command-logging-and-monitoring specification's unified tests, against the server."""
+"""The command-logging-and-monitoring specification's unified tests, against the server (a standalone one for
+those that need a single server)."""
 
 from __future__ import annotations
 

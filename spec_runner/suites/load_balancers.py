@@ -1,4 +1,5 @@
-"""The load-balancers specification's unified tests, against the server."""
+"""The load-balancers specification's unified tests. They need a load-balanced deployment, which the test server
+cannot be: every file is on the skip list with that reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The run-command specification's unified tests, against the server."""
+"""The run-command specification's unified tests, against the server (a standalone one for
+those that need a single server)."""
 
 from __future__ import annotations
 

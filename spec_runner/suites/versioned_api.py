@@ -1,4 +1,5 @@
-"""The versioned-api specification's unified tests, against the server."""
+"""The versioned-api specification's unified tests, against the server (a standalone one for
+those that need a single server)."""
 
 from __future__ import annotations
 
