@@ -1,5 +1,6 @@
 """Collection, database and index management and the command helpers: ``createCollection``,
-``dropCollection``, ``listCollections``, ``listDatabases``, ``modifyCollection``, ``runCommand``,
+``dropCollection``, ``listCollections``, ``listDatabases`` (and their ``...Names`` and ``...Objects`` forms),
+``modifyCollection``, ``runCommand``,
 ``runCursorCommand``, ``createCommandCursor``, the index and search index operations, ``rename``.
 """
 
@@ -103,6 +104,36 @@ async def list_databases(call: OperationCall) -> Any:
 )
 async def list_database_names(call: OperationCall) -> Any:
     return list(await api_call(call.target.list_database_names, **dict(call.arguments)))
+
+
+@operation(
+    "listCollectionObjects",
+    object="database",
+    optional=("filter", "session", "comment", "batchSize", "authorizedCollections", "timeoutMS"),
+    result=ResultShape.VALUES,
+)
+async def list_collection_objects(call: OperationCall) -> Any:
+    # The result is the list of driver objects itself: the format has no document form for them.
+    cursor = await api_call(call.target.list_collection_objects, **dict(call.arguments))
+    return await _read_objects(cursor)
+
+
+@operation(
+    "listDatabaseObjects",
+    object="client",
+    optional=("filter", "session", "comment", "authorizedDatabases", "timeoutMS"),
+    result=ResultShape.VALUES,
+)
+async def list_database_objects(call: OperationCall) -> Any:
+    cursor = await api_call(call.target.list_database_objects, **dict(call.arguments))
+    return await _read_objects(cursor)
+
+
+async def _read_objects(cursor: Any) -> list[Any]:
+    try:
+        return list(await cursor.to_list())
+    finally:
+        await cursor.close()
 
 
 @operation("modifyCollection", object="database", required=("collection",), any_arguments=True)

@@ -58,6 +58,7 @@ from mongio.topology.topology_type import TopologyType
 
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
+    from mongio.cursor import CommandCursor
     from mongio.database import Database
     from mongio.sessions.transaction_state import TransactionOptions
 
@@ -439,6 +440,45 @@ class MongoClient:
             raise TypeError(f"list_databases() got unexpected options {sorted(kwargs)}")
         cursor: Any = CommandCursor(self, operation, session=session, codec_options=self._codec_options)
         return cursor
+
+    def list_database_objects(
+        self,
+        filter: Mapping[str, Any] | None = None,
+        session: ClientSession | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> CommandCursor[Database[Any]]:
+        """A cursor over a :class:`~mongio.database.Database` for each database, each with the client's
+        options (as ``client[name]`` would give). An addition to PyMongo's API (the enumerate-databases
+        specification's optional method).
+
+        Runs ``listDatabases`` with ``nameOnly`` unless ``filter`` looks at more than ``name``;
+        ``authorizedDatabases`` may be given as a keyword. Retried like the other reads::
+
+            async for database in client.list_database_objects(filter={"name": {"$regex": "^tenant_"}}):
+                print(database.name, await database.list_collection_names())
+        """
+        from mongio.cursor import ObjectCommandCursor
+
+        name_only = kwargs.pop("nameOnly", None)
+        if name_only is None and (filter is None or set(filter) <= {"name"}):
+            name_only = True
+        operation = _ListDatabasesCursor(
+            filter=filter,
+            name_only=name_only,
+            authorized_databases=kwargs.pop("authorizedDatabases", None),
+            comment=comment,
+            codec_options=self._codec_options,
+        )
+        if kwargs:
+            raise TypeError(f"list_database_objects() got unexpected options {sorted(kwargs)}")
+
+        def database(info: Mapping[str, Any]) -> Database[Any]:
+            return self.get_database(str(info["name"]))
+
+        return ObjectCommandCursor(
+            self, operation, database, session=session, codec_options=self._codec_options
+        )
 
     async def list_database_names(
         self, session: ClientSession | None = None, comment: Any = None

@@ -22,7 +22,7 @@ import contextlib
 import copy
 import math
 import time
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
@@ -838,6 +838,34 @@ class CommandCursor(_CursorBase[_T]):
 
     def __repr__(self) -> str:
         return f"<CommandCursor {self._operation.command_name} ns={self._namespace!r} id={self._id}>"
+
+
+class ObjectCommandCursor(CommandCursor[_T]):
+    """A command cursor that hands out an object made from each document instead of the document: the
+    :class:`~mongio.collection.Collection` objects of
+    :meth:`Database.list_collection_objects <mongio.database.Database.list_collection_objects>` and the
+    :class:`~mongio.database.Database` objects of
+    :meth:`MongoClient.list_database_objects <mongio.client.MongoClient.list_database_objects>`.
+
+    It runs, fetches more, closes and times out exactly as a :class:`CommandCursor`::
+
+        async for collection in db.list_collection_objects():
+            await collection.create_index("created")
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        operation: Operation[Any],
+        item: Callable[[Mapping[str, Any]], _T],
+        **cursor_options: Any,
+    ) -> None:
+        super().__init__(client, operation, **cursor_options)
+        self._item = item
+
+    def _accept(self, state: CursorState) -> None:
+        # Each batch is turned into objects as it arrives, so the buffered items are what iteration hands out.
+        super()._accept(state._replace(batch=[self._item(document) for document in state.batch]))
 
 
 def _int(value: Any, name: str) -> int:

@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
 from mongio.change_stream import DatabaseChangeStream
 from mongio.collection import Collection
-from mongio.cursor import CommandCursor
+from mongio.cursor import CommandCursor, ObjectCommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
 from mongio.execution.deadline import level_timeout
 from mongio.operations.base import Operation
@@ -203,8 +203,22 @@ class Database(Generic[_D]):
         return await self._client._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
-        self, operation: Operation[Any], session: Any, **cursor_options: Any
+        self,
+        operation: Operation[Any],
+        session: Any,
+        item: Callable[[Mapping[str, Any]], Any] | None = None,
+        **cursor_options: Any,
     ) -> CommandCursor[Any]:
+        if item is not None:
+            return ObjectCommandCursor(
+                self._client,
+                operation,
+                item,
+                session=session,
+                codec_options=operation.codec_options,
+                level_timeout=self._timeout,
+                **cursor_options,
+            )
         return CommandCursor(
             self._client,
             operation,
@@ -389,6 +403,17 @@ class Database(Generic[_D]):
 
         ``async for info in db.list_collections(filter={"type": "view"}): ...``
         """
+        return self._list_collections(session, filter, comment, kwargs, "list_collections")
+
+    def _list_collections(
+        self,
+        session: ClientSession | None,
+        filter: Mapping[str, Any] | None,
+        comment: Any,
+        kwargs: dict[str, Any],
+        method: str,
+        item: Callable[[Mapping[str, Any]], Any] | None = None,
+    ) -> CommandCursor[Any]:
         timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         for key, value in kwargs.items():
@@ -403,7 +428,7 @@ class Database(Generic[_D]):
                 "raw_data": "raw_data",
             }.get(key)
             if name is None:
-                raise TypeError(f"list_collections() got an unexpected keyword argument {key!r}")
+                raise TypeError(f"{method}() got an unexpected keyword argument {key!r}")
             options[name] = value
         operation = ListCollections(
             self._name,
@@ -415,6 +440,7 @@ class Database(Generic[_D]):
         return self._command_cursor(
             operation,
             session,
+            item,
             batch_size=options.get("batch_size") or 0,
             comment=comment,
             timeout_mode=timeout_mode,
@@ -436,6 +462,32 @@ class Database(Generic[_D]):
             kwargs.setdefault("nameOnly", True)
         cursor = self.list_collections(session=session, filter=filter, comment=comment, **kwargs)
         return [str(info["name"]) async for info in cursor]
+
+    def list_collection_objects(
+        self,
+        filter: Mapping[str, Any] | None = None,
+        session: ClientSession | None = None,
+        comment: Any = None,
+        **kwargs: Any,
+    ) -> CommandCursor[Collection[_D]]:
+        """A cursor over a :class:`~mongio.collection.Collection` for each of the database's collections and
+        views, each with this database's options (as ``db[name]`` would give). An addition to PyMongo's API
+        (the enumerate-collections specification's optional method).
+
+        Runs ``listCollections`` with ``nameOnly`` unless ``filter`` looks at more than ``name``; takes
+        ``batchSize``, ``authorizedCollections`` and ``timeout_mode`` as :meth:`list_collections` does.
+        Retried like the other reads. Close it (or read it to the end) as any other cursor::
+
+            async for collection in db.list_collection_objects(filter={"name": {"$regex": "^log"}}):
+                await collection.delete_many({"expired": True})
+        """
+        if filter is None or set(filter) <= {"name"}:
+            kwargs.setdefault("nameOnly", True)
+
+        def collection(info: Mapping[str, Any]) -> Collection[_D]:
+            return self.get_collection(str(info["name"]))
+
+        return self._list_collections(session, filter, comment, kwargs, "list_collection_objects", collection)
 
     async def validate_collection(
         self,

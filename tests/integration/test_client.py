@@ -10,6 +10,8 @@ import pytest
 
 from mongio.bson.timestamp import Timestamp
 from mongio.client import AsyncMongoClient, MongoClient
+from mongio.collection import Collection
+from mongio.database import Database
 from mongio.errors import (
     ClientClosedError,
     DuplicateKeyError,
@@ -305,6 +307,30 @@ async def test_client_helpers(server_uri: str) -> None:
         await client.drop_database("test_client_helpers")
         assert "test_client_helpers" not in await client.list_database_names()
         assert client["x"].name == client.get_database("x").name == "x"
+
+
+async def test_list_database_and_collection_objects(recorded: tuple[MongoClient, Recorder]) -> None:
+    client, recorder = recorded
+    await client.test_list_objects.items.insert_one({"x": 1})
+    await client.test_list_objects.create_collection("logs", capped=True, size=4096)
+    try:
+        databases = [db async for db in client.list_database_objects(filter={"name": "test_list_objects"})]
+        assert [type(db) for db in databases] == [Database]
+        assert databases[0].name == "test_list_objects"
+        assert databases[0].write_concern == client.write_concern
+        assert recorder.of(CommandStartedEvent, "listDatabases")[-1].command["nameOnly"] is True
+        everything = await client.list_database_objects().to_list()
+        assert "test_list_objects" in [db.name for db in everything]
+
+        collections = await databases[0].list_collection_objects().to_list()
+        assert sorted(c.full_name for c in collections) == ["test_list_objects.items", "test_list_objects.logs"]
+        assert all(isinstance(c, Collection) for c in collections)
+        capped = await databases[0].list_collection_objects(filter={"options.capped": True}).to_list()
+        assert [c.name for c in capped] == ["logs"]
+        assert await capped[0].find_one({}) is None
+        assert "nameOnly" not in recorder.of(CommandStartedEvent, "listCollections")[-1].command
+    finally:
+        await client.drop_database("test_list_objects")
 
 
 async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:

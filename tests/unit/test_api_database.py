@@ -7,6 +7,7 @@ from typing import Any, cast
 import pytest
 
 from mongio.bson import DBRef
+from mongio.collection import Collection
 from mongio.database import Database
 from mongio.errors import CollectionInvalid, InvalidName, InvalidOperation, OperationFailure
 from mongio.options.read_preference import Secondary
@@ -121,6 +122,28 @@ async def test_list_collections_and_names() -> None:
     assert [info["name"] for info in infos] == ["a"]
     assert "nameOnly" not in recorder.bodies[1]
     assert recorder.bodies[1]["authorizedCollections"] is True
+
+
+async def test_list_collection_objects_hands_out_collections_batch_by_batch() -> None:
+    first = {"cursor": {"id": 7, "ns": "db.$cmd.listCollections", "firstBatch": [{"name": "a"}]}}
+    more = {"cursor": {"id": 0, "ns": "db.$cmd.listCollections", "nextBatch": [{"name": "b"}, {"name": "c"}]}}
+    _, recorder, db = make(listCollections=[first, _collections("logs")], getMore=more)
+    majority = WriteConcern(w="majority")
+    db = db.with_options(write_concern=majority)
+    collections = await db.list_collection_objects(batchSize=1).to_list()
+    assert [c.full_name for c in collections] == ["db.a", "db.b", "db.c"]
+    assert all(isinstance(c, Collection) and c.write_concern == majority for c in collections)
+    assert recorder.bodies[0]["nameOnly"] is True
+    assert recorder.bodies[0]["cursor"] == {"batchSize": 1}
+    assert recorder.bodies[1]["getMore"] == 7
+    # A filter on more than the name needs the full descriptions, so nameOnly is left out.
+    found = [c.name async for c in db.list_collection_objects(filter={"type": "collection"}, comment="c")]
+    assert found == ["logs"]
+    assert "nameOnly" not in recorder.bodies[2]
+    assert recorder.bodies[2]["filter"] == {"type": "collection"}
+    assert recorder.bodies[2]["comment"] == "c"
+    with pytest.raises(TypeError, match="list_collection_objects"):
+        db.list_collection_objects(limit=3)
 
 
 async def test_drop_collection_and_validate() -> None:
