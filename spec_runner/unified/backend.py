@@ -460,24 +460,9 @@ def transaction_options(document: Mapping[str, Any]) -> Any:
     return transaction_options_class(**kwargs)
 
 
-class _ServerApi:
-    """A declared stable API version, as the handshake and the executor read it (``ServerApiLike``)."""
-
-    def __init__(self, version: str, strict: bool | None, deprecation_errors: bool | None) -> None:
-        self.version = version
-        self.strict = strict
-        self.deprecation_errors = deprecation_errors
-
-
 def server_api(document: Mapping[str, Any]) -> Any:
-    version = str(document["version"])
-    strict = document.get("strict")
-    deprecation_errors = document.get("deprecationErrors")
-    try:
-        cls = _driver("mongio.server_api", "ServerApi")
-    except (ImportError, AttributeError):
-        return _ServerApi(version, strict, deprecation_errors)
-    return cls(version, strict=strict, deprecation_errors=deprecation_errors)
+    cls = _driver("mongio.server_api", "ServerApi")
+    return cls(str(document["version"]), strict=document.get("strict"), deprecation_errors=document.get("deprecationErrors"))
 
 
 # --- the backend ------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mongio.client import MongoClient
 from mongio.connection.handshake import build_hello, server_api_fields
 from mongio.server_api import ServerApi, ServerApiVersion
 
@@ -56,3 +57,8 @@ def test_a_declared_version_makes_the_handshake_hello() -> None:
     assert "hello" in command and "isMaster" not in command
     assert command["apiVersion"] == "1" and command["apiStrict"] is True
     assert "isMaster" in build_hello(None)
+
+
+def test_the_client_refuses_a_server_api_that_is_not_a_server_api() -> None:
+    with pytest.raises(TypeError, match=r"server_api must be a mongio\.server_api\.ServerApi"):
+        MongoClient("mongodb://localhost", server_api={"version": "1"})
