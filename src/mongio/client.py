@@ -38,7 +38,7 @@ from mongio.execution import deadline as csot
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.operations.base import ConnectionContext, CursorState, Operation
-from mongio.operations.client_bulk import ClientBulkWrite
+from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite
 from mongio.operations.collections import DropDatabase, ListDatabases
 from mongio.operations.crud import GetMore, KillCursors
 from mongio.operations.models import WriteModel
@@ -548,7 +548,15 @@ class MongoClient:
             with self._executor.timeout_scope(None, session):
                 while (batch := bulk.next_batch()) is not None:
                     where: list[Address] = []
-                    cursor = await execute(batch, run_in, answered_by=where)
+                    try:
+                        cursor = await execute(batch, run_in, answered_by=where)
+                    except BatchWriteConcernRetry as unretried:
+                        # Its retry (if any) failed the same way: a write concern error does not end the
+                        # bulk write, and the reply's results cursor is drained like any other.
+                        if unretried.batch is not batch:
+                            raise
+                        cursor = batch.accept_reply(unretried)
+                        where.append(unretried.address)
                     if cursor.id:
                         try:
                             while cursor.id:

@@ -404,3 +404,54 @@ def test_prose_12_no_operation_fits(large: str) -> None:
 def test_prose_16_generated_ids_come_first() -> None:
     [(_, body)] = sent_batches(ClientBulkWrite([InsertOne({"x": 1}, namespace="db.c")]), ServerLimits())
     assert next(iter(body["ops"][0]["document"])) == "_id"
+
+
+# -- a retryable write concern error on the batch's retry too ---------------------------------------------------
+
+
+def _client_over(replies: list[Any]) -> tuple[Any, Any]:
+    """A MongoClient whose executor talks to one fake primary answering ``replies`` in turn."""
+    from mongio.client import MongoClient
+    from mongio.events.command import CommandPublisher
+    from mongio.execution.executor import Executor
+    from mongio.execution.retry_policy import RetryOptions
+    from tests.unit.test_executor import make
+
+    _, topology, _, conn = make(replies)
+    # getMore and killCursors go to the server that answered; the fake topology has only that one.
+    topology.get_server = lambda address: topology.server  # type: ignore[attr-defined]
+    client = MongoClient("mongodb://fake.example:27017", connect=False)
+
+    async def open_topology() -> Any:
+        return topology
+
+    client._open_topology = open_topology  # type: ignore[method-assign]
+    executor = Executor(client, retry_options=RetryOptions(), publisher=CommandPublisher())
+    executor.attach(topology)  # type: ignore[arg-type]
+    client._executor = executor
+    return client, conn
+
+
+async def test_a_write_concern_error_on_the_retry_too_is_collected_and_its_cursor_drained() -> None:
+    concern = {"code": 91, "errmsg": "Replication is being shut down"}
+    first = {
+        **_reply([{"ok": 1, "idx": 0, "n": 1}], nInserted=1, nErrors=0),
+        "writeConcernError": concern,
+        "errorLabels": ["RetryableWriteError"],
+    }
+    # The retry's reply leaves its results on the server: they come with a getMore.
+    retried = {**_reply([], cursor_id=42, nInserted=1, nErrors=0), "writeConcernError": concern}
+    retried["errorLabels"] = ["RetryableWriteError"]
+    more = {"ok": 1, "cursor": {"id": 0, "ns": "admin.$cmd.bulkWrite", "nextBatch": [{"ok": 1, "idx": 0, "n": 1}]}}
+    client, conn = _client_over([first, retried, more])
+    with pytest.raises(ClientBulkWriteException) as info:
+        await client.bulk_write([InsertOne({"_id": 1}, namespace="db.c")], verbose_results=True)
+    assert info.value.error is None
+    assert [error["code"] for error in info.value.write_concern_errors] == [91]
+    partial = info.value.partial_result
+    assert partial is not None and partial.inserted_count == 1
+    assert list(partial.insert_results) == [0]
+    commands = [next(iter(body)) for body in conn.sent]
+    assert commands == ["bulkWrite", "bulkWrite", "getMore"]
+    assert conn.sent[0]["txnNumber"] == conn.sent[1]["txnNumber"]
+    assert conn.sent[2]["getMore"] == 42

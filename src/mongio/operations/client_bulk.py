@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
-from mongio.errors import DocumentTooLarge, InvalidOperation, MongioError, OperationFailure
+from mongio.errors import DocumentTooLarge, InvalidOperation, MongioError, OperationFailure, WriteConcernError
 from mongio.operations.base import (
     RESERVED_MESSAGE_BYTES,
     Command,
@@ -40,6 +40,7 @@ from mongio.operations.base import (
     DocumentSequence,
     Operation,
     Retryability,
+    ServerLimits,
     add_raw_data,
     encode_insert,
     for_server,
@@ -107,6 +108,23 @@ class ClientBulkWriteException(OperationFailure):
         return "bulk write failed: " + "; ".join(parts)
 
 
+class BatchWriteConcernRetry(WriteConcernError):
+    """A batch's ``ok: 1`` reply whose write concern error sends the batch again (see
+    :meth:`ClientBulkWriteBatch.write_concern_retry_error`). When no retry follows, the bulk write does not end
+    on it: the caller hands it to :meth:`ClientBulkWriteBatch.accept_reply`, which records the reply (its write
+    concern error into ``write_concern_errors``) and returns its results cursor to drain."""
+
+    def __init__(self, batch: ClientBulkWriteBatch, reply: Mapping[str, Any], labels: Iterable[str]) -> None:
+        concern = reply.get("writeConcernError") or {}
+        details = dict(reply)
+        details["errorLabels"] = list(labels)
+        super().__init__(str(concern.get("errmsg", "write concern error")), concern.get("code"), details)
+        self.batch = batch
+        self.reply = reply
+        # The server that sent the reply, which alone can continue its results cursor.
+        self.address = batch.address
+
+
 class _Op:
     __slots__ = ("_id", "encoded", "kind", "model", "multi", "namespace")
 
@@ -141,6 +159,8 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         self._multi = False
         self._errors_seen = 0
         self._first_error_idx: int | None = None
+        # The server of the connection the latest attempt was built for.
+        self.address: Any = None
 
     @property
     def retryability(self) -> Retryability:  # type: ignore[override]
@@ -152,6 +172,7 @@ class ClientBulkWriteBatch(Operation[CursorState]):
     def build(self, context: ConnectionContext) -> Command:
         if self._sequences is None:
             self._plan(context)
+        self.address = getattr(context, "address", None)
         return Command(for_server(dict(self._bulk._body), context), self._sequences)
 
     def _plan(self, context: ConnectionContext) -> None:
@@ -204,6 +225,19 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         if cursor.id == 0:
             bulk._finish_batch(self)
         return cursor
+
+    def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> BatchWriteConcernRetry:
+        """The error for a reply whose write concern failed in a way that makes the batch go again; nothing is
+        recorded, since the retry's reply takes this one's place."""
+        return BatchWriteConcernRetry(self, reply, labels)
+
+    def accept_reply(self, error: BatchWriteConcernRetry) -> CursorState:
+        """Take the reply of a write concern error that was not retried (again) as this batch's result: its
+        counts, results and write concern error are recorded, and its results cursor is returned to drain
+        with ``getMore`` on ``error.address`` as after any other reply."""
+        if error.batch is not self:
+            raise InvalidOperation("the write concern error belongs to another bulkWrite batch")
+        return self.handle_response(dict(error.reply), ServerLimits())
 
     def record_results(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Record result documents from this batch's cursor (the first batch is recorded by
