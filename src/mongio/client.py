@@ -569,8 +569,17 @@ class MongoClient:
                             await self._drop_results_cursor(exc, where[0], cursor, run_in)
                             raise
                         batch.cursor_exhausted()
+                    for address, replaced in bulk.take_superseded_cursors():
+                        await self._drop_results_cursor(None, address, replaced, run_in)
         except MongioError as exc:
+            for address, replaced in bulk.take_superseded_cursors():
+                await self._drop_results_cursor(None, address, replaced, run_in)
             bulk.raise_top_level(exc)
+        except BaseException:
+            # Cancelled (or a client-side error): nothing more is awaited, the reaper kills what is left.
+            for address, replaced in bulk.take_superseded_cursors():
+                self._cursor_reaper.abandon(address, replaced.namespace, replaced.id)
+            raise
         finally:
             if own_session is not None:
                 await own_session.end_session()
@@ -665,12 +674,13 @@ class MongoClient:
             self._cursor_reaper.abandon(address, namespace, cursor_id)
 
     async def _drop_results_cursor(
-        self, error: BaseException, address: Address, cursor: CursorState, session: ClientSession | None
+        self, error: BaseException | None, address: Address, cursor: CursorState, session: ClientSession | None
     ) -> None:
-        """Kill a bulk write's results cursor that a failed ``getMore`` left open on the server."""
+        """Kill a bulk write's results cursor that a failed ``getMore`` left open on the server (``error``), or
+        that a retry's reply replaced (no error)."""
         if isinstance(error, CursorNotFound):
             return
-        if not isinstance(error, Exception):
+        if error is not None and not isinstance(error, Exception):
             # Cancelled: nothing may be awaited here, so the reaper task kills it.
             self._cursor_reaper.abandon(address, cursor.namespace, cursor.id)
             return

@@ -434,16 +434,17 @@ def _client_over(replies: list[Any]) -> tuple[Any, Any]:
 
 async def test_a_write_concern_error_on_the_retry_too_is_collected_and_its_cursor_drained() -> None:
     concern = {"code": 91, "errmsg": "Replication is being shut down"}
+    # Each reply leaves its results on the server: the retry's come with a getMore, the replaced reply's
+    # cursor is killed.
     first = {
-        **_reply([{"ok": 1, "idx": 0, "n": 1}], nInserted=1, nErrors=0),
+        **_reply([], cursor_id=41, nInserted=1, nErrors=0),
         "writeConcernError": concern,
         "errorLabels": ["RetryableWriteError"],
     }
-    # The retry's reply leaves its results on the server: they come with a getMore.
     retried = {**_reply([], cursor_id=42, nInserted=1, nErrors=0), "writeConcernError": concern}
     retried["errorLabels"] = ["RetryableWriteError"]
     more = {"ok": 1, "cursor": {"id": 0, "ns": "admin.$cmd.bulkWrite", "nextBatch": [{"ok": 1, "idx": 0, "n": 1}]}}
-    client, conn = _client_over([first, retried, more])
+    client, conn = _client_over([first, retried, more, {"ok": 1, "cursorsKilled": [41]}])
     with pytest.raises(ClientBulkWriteException) as info:
         await client.bulk_write([InsertOne({"_id": 1}, namespace="db.c")], verbose_results=True)
     assert info.value.error is None
@@ -452,6 +453,22 @@ async def test_a_write_concern_error_on_the_retry_too_is_collected_and_its_curso
     assert partial is not None and partial.inserted_count == 1
     assert list(partial.insert_results) == [0]
     commands = [next(iter(body)) for body in conn.sent]
-    assert commands == ["bulkWrite", "bulkWrite", "getMore"]
+    assert commands == ["bulkWrite", "bulkWrite", "getMore", "killCursors"]
     assert conn.sent[0]["txnNumber"] == conn.sent[1]["txnNumber"]
     assert conn.sent[2]["getMore"] == 42
+    assert conn.sent[3]["cursors"] == [41]
+
+
+async def test_the_cursor_of_a_reply_a_successful_retry_replaced_is_killed() -> None:
+    replaced = {
+        **_reply([], cursor_id=41, nInserted=1, nErrors=0),
+        "writeConcernError": {"code": 91, "errmsg": "Replication is being shut down"},
+        "errorLabels": ["RetryableWriteError"],
+    }
+    client, conn = _client_over(
+        [replaced, _reply([{"ok": 1, "idx": 0, "n": 1}], nInserted=1, nErrors=0), {"ok": 1}]
+    )
+    result = await client.bulk_write([InsertOne({"_id": 1}, namespace="db.c")])
+    assert result.inserted_count == 1
+    assert [next(iter(body)) for body in conn.sent] == ["bulkWrite", "bulkWrite", "killCursors"]
+    assert conn.sent[2]["cursors"] == [41]

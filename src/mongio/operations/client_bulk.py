@@ -229,7 +229,12 @@ class ClientBulkWriteBatch(Operation[CursorState]):
     def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> BatchWriteConcernRetry:
         """The error for a reply whose write concern failed in a way that makes the batch go again; nothing is
         recorded, since the retry's reply takes this one's place."""
-        return BatchWriteConcernRetry(self, reply, labels)
+        error = BatchWriteConcernRetry(self, reply, labels)
+        cursor = reply.get("cursor")
+        if isinstance(cursor, Mapping) and cursor.get("id"):
+            # The server keeps this reply's results cursor even though another reply will take its place.
+            self._bulk._superseded.append((error, parse_cursor(reply)))
+        return error
 
     def accept_reply(self, error: BatchWriteConcernRetry) -> CursorState:
         """Take the reply of a write concern error that was not retried (again) as this batch's result: its
@@ -237,6 +242,8 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         with ``getMore`` on ``error.address`` as after any other reply."""
         if error.batch is not self:
             raise InvalidOperation("the write concern error belongs to another bulkWrite batch")
+        bulk = self._bulk
+        bulk._superseded = [entry for entry in bulk._superseded if entry[0] is not error]
         return self.handle_response(dict(error.reply), ServerLimits())
 
     def record_results(self, documents: Iterable[Mapping[str, Any]]) -> None:
@@ -351,6 +358,7 @@ class ClientBulkWrite:
         self._write_errors: list[dict[str, Any]] = []
         self._write_concern_errors: list[dict[str, Any]] = []
         self._pending: ClientBulkWriteBatch | None = None
+        self._superseded: list[tuple[BatchWriteConcernRetry, CursorState]] = []
 
     @property
     def done(self) -> bool:
@@ -364,6 +372,12 @@ class ClientBulkWrite:
             return None
         self._pending = ClientBulkWriteBatch(self, self._position)
         return self._pending
+
+    def take_superseded_cursors(self) -> list[tuple[Any, CursorState]]:
+        """The open results cursors (server address, cursor) of replies a retry replaced, to kill; each is
+        handed out once."""
+        superseded, self._superseded = self._superseded, []
+        return [(error.address, cursor) for error, cursor in superseded]
 
     def _finish_batch(self, batch: ClientBulkWriteBatch) -> None:
         if self._pending is batch:
