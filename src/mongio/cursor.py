@@ -786,6 +786,58 @@ class Cursor(_CursorBase[_T]):
         return f"<Cursor {self._collection.full_name} filter={self._spec['filter']!r} id={self._id}>"
 
 
+class _FirstBatchFind(Find):
+    """The ``find`` of :func:`find_first`: a reply that is not a cursor fails as it does for a cursor, and
+    the server that answered is kept for a ``killCursors``."""
+
+    address: Any = None
+
+    def handle_response(self, reply: dict[str, Any], context: Any) -> CursorState:
+        self.address = getattr(context, "address", None)
+        try:
+            return super().handle_response(reply, context)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InvalidOperation(f"the reply to 'find' is not a cursor: {reply!r}") from exc
+
+
+async def find_first(
+    collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any = None, **options: Any
+) -> Any:
+    """The first document of a single-batch ``find`` (``limit`` -1), or None: what a :class:`Cursor` with
+    ``limit=-1`` gives when iterated once and closed, with the same commands, minus the cursor's own state.
+
+    Only for ``find`` options that need no cursor (``projection``, ``sort``, ``hint``, ``comment``...) and
+    only when no client-side operation timeout applies: the cursor's timeout rules need a cursor.
+    """
+    operation = _FirstBatchFind(
+        collection.database.name,
+        collection.name,
+        filter,
+        limit=-1,
+        read_preference=collection.read_preference,
+        read_concern=collection.read_concern,
+        codec_options=collection.codec_options,
+        **options,
+    )
+    executor = collection.database.client._executor
+    level_timeout = collection._timeout
+    state: CursorState = await executor.execute(operation, session, level_timeout=level_timeout)
+    if state.id:
+        # A server that kept the cursor open despite singleBatch: nothing more is wanted from it.
+        database, _, name = state.namespace.partition(".")
+        try:
+            await executor.execute(
+                KillCursors(database, name, [state.id], codec_options=collection.codec_options),
+                session,
+                address=operation.address,
+                level_timeout=level_timeout,
+            )
+        except MongioError:
+            pass
+    batch = state.batch
+    return batch[0] if batch else None
+
+
 class CommandCursor(_CursorBase[_T]):
     """The cursor of ``aggregate``, ``list_indexes``, ``list_collections`` and ``cursor_command``.
 

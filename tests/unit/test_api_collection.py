@@ -227,6 +227,37 @@ async def test_find_one_uses_single_batch_and_id_shortcut() -> None:
     assert all(session.has_ended for session in client.sessions)
 
 
+async def test_find_one_sends_the_cursor_paths_command_with_or_without_cursor_options() -> None:
+    client = FakeClient(respond=CursorServer(documents(3)))
+    coll = client["db"]["coll"]
+    session = FakeSession(implicit=False)
+    common: dict[str, Any] = {"sort": [("x", -1)], "hint": "x_1", "comment": "c", "max_time_ms": 50}
+    direct = await coll.find_one({"x": {"$gt": 0}}, {"_id": 0}, session=session, **common)
+    # batch_size is a cursor option (0 adds nothing to the command): this find_one goes through a Cursor.
+    through_cursor = await coll.find_one({"x": {"$gt": 0}}, {"_id": 0}, session=session, batch_size=0, **common)
+    assert direct == through_cursor == {"_id": 0, "x": 0}  # the stand-in ignores filters and projections
+    first, second = client.calls
+    assert first.body == second.body
+    assert first.body["sort"] == {"x": -1} and first.body["singleBatch"] is True
+    assert first.session is session and second.session is session
+    assert client.sessions == []  # a single batch takes no implicit ClientSession
+
+
+async def test_find_one_kills_a_cursor_the_server_left_open() -> None:
+    recorder = Recorder(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
+    client = FakeClient(respond=recorder)
+    assert await client["db"]["coll"].find_one({}) == {"_id": 1}
+    assert client._executor.names() == ["find", "killCursors"]
+    assert client.calls[1].body["cursors"] == [7]
+    assert client.calls[1].address == client.context.address
+
+
+async def test_find_one_refuses_a_reply_that_is_not_a_cursor() -> None:
+    client = FakeClient(respond=Recorder(find={"n": 1}))
+    with pytest.raises(InvalidOperation, match="not a cursor"):
+        await client["db"]["coll"].find_one({})
+
+
 async def test_find_one_and_family() -> None:
     _, recorder, coll = make(
         findAndModify=[{"value": {"_id": 1, "n": 2}}, {"value": None}, {"value": {"_id": 1}}]
