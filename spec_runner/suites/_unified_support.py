@@ -13,7 +13,7 @@ import inspect
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -62,9 +62,9 @@ async def run_unified(
     internal = InternalClient(uri)
     try:
         facts = await server_facts(internal)
-        elsewhere = None
+        elsewhere: Callable[[], Awaitable[str]] | None = None
         if auth and _wants_auth(test_file, test, facts):
-            elsewhere = auth_uri
+            elsewhere = functools.partial(auth_uri, replica_set=_needs_replica_set(test_file, test))
         elif standalone and _wants_standalone(test_file, test, facts):
             elsewhere = standalone_uri
         if elsewhere is not None:
@@ -94,6 +94,14 @@ def _wants_auth(test_file: UnifiedTestFile, test: UnifiedTest, facts: ServerFact
         return False
     requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
     return any(requirement.get("auth") is True for requirement in requirements)
+
+
+def _needs_replica_set(test_file: UnifiedTestFile, test: UnifiedTest) -> bool:
+    """Whether every requirement that names topologies leaves out ``single`` (the test then needs a replica
+    set member, e.g. retryable reads after a handshake error)."""
+    requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
+    named = [requirement["topologies"] for requirement in requirements if requirement.get("topologies")]
+    return bool(named) and not any("single" in topologies for topologies in named)
 
 
 _STANDALONE: list[TestServer] = []
@@ -135,7 +143,7 @@ class _StoredServer(TestServer):
         return self
 
 
-def _start_auth_server() -> _StoredServer:
+def _start_auth_server(replica_set: bool) -> _StoredServer:
     # SecantusDB takes its users from storage: made on a first start without --auth, then restarted with it.
     storage = tempfile.mkdtemp(prefix="secantus-unified-auth-")
     atexit.register(shutil.rmtree, storage, True)
@@ -145,20 +153,22 @@ def _start_auth_server() -> _StoredServer:
         if reply.get("ok") != 1:
             raise RuntimeError(f"creating the test user failed: {reply}")
         port = setup.port
-    server = _StoredServer(storage, "--standalone", "--auth", port=port).start()
+    topology_args = () if replica_set else ("--standalone",)
+    server = _StoredServer(storage, *topology_args, "--auth", port=port).start()
     atexit.register(server.stop)
     return server
 
 
-_AUTH: list[_StoredServer] = []
+_AUTH: dict[bool, _StoredServer] = {}
 
 
-async def auth_uri() -> str:
-    """The URI (with a root user's credentials) of a standalone SecantusDB that requires authentication,
-    started on first use and kept for the rest of the process (the ``auth: true`` tests)."""
-    if not _AUTH:
-        _AUTH.append(await asyncio.to_thread(_start_auth_server))
-    server = _AUTH[0]
+async def auth_uri(*, replica_set: bool = False) -> str:
+    """The URI (with a root user's credentials) of a SecantusDB that requires authentication, a standalone or
+    (``replica_set``) a one-member replica set, started on first use and kept for the rest of the process
+    (the ``auth: true`` tests)."""
+    if replica_set not in _AUTH:
+        _AUTH[replica_set] = await asyncio.to_thread(_start_auth_server, replica_set)
+    server = _AUTH[replica_set]
     return f"mongodb://{AUTH_USER}:{quote(AUTH_PASSWORD, safe='')}@{server.address}/?authSource=admin"
 
 

@@ -9,5 +9,5 @@ from spec_runner.suites._unified_support import unified_suite
 # ignored while the awaited hello is in progress), so the smallest allowed frequency keeps each such retry
 # from waiting 10 s. A client that sets heartbeatFrequencyMS keeps its own.
 SUITE = unified_suite(
-    "retryable-reads", directories=("unified",), client_defaults={"heartbeatFrequencyMS": 500}
+    "retryable-reads", directories=("unified",), client_defaults={"heartbeatFrequencyMS": 500}, auth=True
 )

@@ -42,10 +42,10 @@ def _backend(call: OperationCall) -> MongioBackend:
 
 @operation("failPoint", object=TEST_RUNNER, required=("client", "failPoint"))
 async def fail_point(call: OperationCall) -> Any:
-    call.entities.client(call.arguments["client"])  # must name a client entity
-    # One server: the runner's own connection reaches the same server the client selects, and a fail point
-    # set there is disabled there at the end of the test.
-    await _backend(call).set_fail_point(call.arguments["failPoint"])
+    # Through the client entity, as the format requires (its check-out and connection show in the test's CMAP
+    # events); the runner's own connection turns it off on the same server at the end of the test.
+    client = call.entities.client(call.arguments["client"])
+    await _backend(call).set_fail_point(call.arguments["failPoint"], client)
     return MISSING
 
 
