@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup test lint quickstart bench spec clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -35,4 +35,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bson_bench.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build src/*.egg-info src/mongio/bson/*.so

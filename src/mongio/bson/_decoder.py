@@ -11,6 +11,7 @@ nesting) are turned into :class:`InvalidBSON` once, at the public entry points.
 from __future__ import annotations
 
 import datetime
+import os
 import struct
 import uuid
 from collections.abc import Callable, Iterator
@@ -707,3 +708,48 @@ def decode_element(data: bytes, start: int, stop: int, codec_options: CodecOptio
         raise
     except _MALFORMED as exc:
         raise InvalidBSON(_describe(exc)) from exc
+
+
+# The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
+# above; every other function here reaches them through these module globals. They keep the loops'
+# contract exactly and send every type they do not inline back to ``_READERS``, so both paths decode the
+# same bytes to the same values and reject the same malformed input. MONGIO_NO_SPEEDUPS=1 keeps Python's.
+_python_read_document: Final = _read_document
+_python_read_array: Final = _read_array
+
+
+def _load_speedups() -> Any:
+    if os.environ.get("MONGIO_NO_SPEEDUPS"):
+        return None
+    try:
+        from mongio.bson import _speedups  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    _speedups.configure(InvalidBSON, _READERS, _OBJECTID_FROM_BYTES, _TIMESTAMP, Int64, _to_dbref, bytes.decode)
+    return _speedups
+
+
+_SPEEDUPS: Final = _load_speedups()
+
+
+def use_speedups(enabled: bool) -> bool:
+    """Decode with the compiled loops (when built) or with the Python ones; return whether compiled are on.
+
+    For tests and benchmarks that compare the two paths; applications have no reason to call it.
+    """
+    global _read_document, _read_array
+    if enabled and _SPEEDUPS is not None:
+        _read_document = _SPEEDUPS.read_document
+        _read_array = _SPEEDUPS.read_array
+        return True
+    _read_document = _python_read_document
+    _read_array = _python_read_array
+    return False
+
+
+def speedups_available() -> bool:
+    """Whether the compiled decoder loops were built and can be switched on."""
+    return _SPEEDUPS is not None
+
+
+use_speedups(True)

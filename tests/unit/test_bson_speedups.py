@@ -1,0 +1,223 @@
+"""The compiled decoder loops against the Python ones: the same bytes give the same values, of the same
+types, and the same malformed bytes are refused, under every codec option the decoder has."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import math
+import os
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mongio.bson import (
+    SON,
+    Binary,
+    CodecOptions,
+    DatetimeConversion,
+    Int64,
+    InvalidBSON,
+    ObjectId,
+    RawBSONDocument,
+    TypeDecoder,
+    TypeRegistry,
+    UuidRepresentation,
+    _decoder,
+    decode,
+    decode_all,
+    encode,
+)
+from tests.unit.test_bson_codec import CORPUS, CORPUS_OPTIONS, _corpus_cases
+from tests.unit.test_bson_properties import documents, garbage_elements
+
+needs_speedups = pytest.mark.skipif(
+    not _decoder.speedups_available(), reason="the compiled decoder loops are not built or are switched off"
+)
+
+
+class _Celsius(TypeDecoder):
+    bson_type = float
+
+    def transform_bson(self, value: Any) -> Any:
+        return ("celsius", value)
+
+
+OPTIONS = [
+    CodecOptions(),
+    CodecOptions(tz_aware=True, datetime_conversion=DatetimeConversion.DATETIME_AUTO),
+    CodecOptions(datetime_conversion=DatetimeConversion.DATETIME_MS),
+    CodecOptions(document_class=SON),
+    CodecOptions(document_class=collections.OrderedDict),
+    CodecOptions(document_class=RawBSONDocument),
+    CodecOptions(unicode_decode_error_handler="replace"),
+    CodecOptions(uuid_representation=UuidRepresentation.STANDARD),
+    CodecOptions(type_registry=TypeRegistry([_Celsius()])),
+]
+
+
+def _shape(value: Any) -> Any:
+    """A value with its exact types spelled out, so that 1, 1.0, True and Int64(1) never compare equal."""
+    if isinstance(value, RawBSONDocument):
+        return ("raw", value.raw)
+    if isinstance(value, dict):
+        return (type(value).__name__, [(key, _shape(item)) for key, item in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_shape(item) for item in value])
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    return (type(value).__name__, repr(value))
+
+
+def _outcome(decode_call: Callable[[], Any], compiled: bool) -> Any:
+    _decoder.use_speedups(compiled)
+    try:
+        return ("value", _shape(decode_call()))
+    except InvalidBSON:
+        return ("InvalidBSON",)
+    finally:
+        _decoder.use_speedups(True)
+
+
+def _agree(data: bytes, options: CodecOptions) -> None:
+    for call in (lambda: decode(data, options), lambda: decode_all(data, options)):
+        assert _outcome(call, compiled=True) == _outcome(call, compiled=False)
+
+
+@pytest.fixture(autouse=True)
+def _compiled_loops_afterwards() -> Iterator[None]:
+    yield
+    _decoder.use_speedups(True)
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGIO_NO_SPEEDUPS")), reason="MONGIO_NO_SPEEDUPS is set")
+def test_the_extension_is_built_and_in_use() -> None:
+    # The build marks the extension optional (a machine without a C compiler still installs), so a broken
+    # C build would otherwise go unnoticed: here it fails.
+    assert _decoder.speedups_available()
+    assert _decoder.use_speedups(True)
+    assert _decoder._read_document is not _decoder._python_read_document
+    assert not _decoder.use_speedups(False)
+    assert _decoder._read_document is _decoder._python_read_document
+
+
+@needs_speedups
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(documents, st.sampled_from(OPTIONS))
+def test_documents_decode_alike(document: dict[str, Any], options: CodecOptions) -> None:
+    _agree(encode(document), options)
+
+
+@needs_speedups
+@settings(max_examples=500)
+@given(garbage_elements, st.sampled_from(OPTIONS))
+def test_element_shaped_garbage_is_treated_alike(body: bytes, options: CodecOptions) -> None:
+    _agree(struct.pack("<i", len(body) + 5) + body + b"\x00", options)
+
+
+@needs_speedups
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(documents, st.data())
+def test_mutated_documents_are_treated_alike(document: dict[str, Any], data: st.DataObject) -> None:
+    encoded = bytearray(encode(document))
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(0, max(0, len(encoded) - 1)))
+        if encoded and data.draw(st.booleans()):
+            encoded[position] = data.draw(st.integers(0, 255))
+        else:
+            del encoded[position : position + data.draw(st.integers(1, 8))]
+    _agree(bytes(encoded), data.draw(st.sampled_from(OPTIONS)))
+
+
+@needs_speedups
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the specifications checkout is not beside the repository")
+def test_corpus_decodes_alike() -> None:
+    checked = 0
+    for _file, kind, case in _corpus_cases():
+        data = bytes.fromhex(case["canonical_bson"] if kind == "valid" else case["bson"])
+        for options in (CORPUS_OPTIONS, *OPTIONS):
+            _agree(data, options)
+        checked += 1
+    assert checked > 300
+
+
+@needs_speedups
+def test_hot_types_decode_to_the_python_types() -> None:
+    oid = ObjectId()
+    document = {
+        "s": "naïve ☃",
+        "i": -(2**31),
+        "l": Int64(2**62),
+        "d": -0.5,
+        "b": [True, False],
+        "o": oid,
+        "n": None,
+        "nested": {"deep": [{"x": 1}, [2, "3"]]},
+        "bin": Binary(b"\x00\x01", 0x80),
+        "when": datetime.datetime(2020, 5, 17, 12, 0, 0, 123000),
+    }
+    decoded = decode(encode(document))
+    assert decoded == document
+    assert type(decoded["l"]) is Int64
+    assert type(decoded["o"]) is ObjectId
+    assert type(decoded["i"]) is int
+
+
+@needs_speedups
+def test_dbref_shaped_documents_become_dbrefs_in_both() -> None:
+    data = encode({"a": {"$ref": "coll", "$id": 5}, "b": [{"$ref": "c", "$id": 1, "$db": "d"}], "c": {"$ref": 1}})
+    _agree(data, CodecOptions())
+    decoded = decode(data)
+    assert type(decoded["a"]).__name__ == "DBRef"
+    assert type(decoded["b"][0]).__name__ == "DBRef"
+    assert decoded["c"] == {"$ref": 1}
+
+
+@needs_speedups
+def test_absurd_nesting_is_refused_by_both() -> None:
+    document = encode({})
+    for _ in range(5000):
+        body = b"\x03a\x00" + document
+        document = struct.pack("<i", len(body) + 5) + body + b"\x00"
+    for compiled in (True, False):
+        _decoder.use_speedups(compiled)
+        with pytest.raises(InvalidBSON):
+            decode(document)
+
+
+@needs_speedups
+def test_bad_utf8_is_refused_or_replaced_alike() -> None:
+    data = bytearray(encode({"key": "value"}))
+    data[data.index(b"value")] = 0xFF
+    _agree(bytes(data), CodecOptions())
+    _agree(bytes(data), CodecOptions(unicode_decode_error_handler="replace"))
+    assert decode(bytes(data), CodecOptions(unicode_decode_error_handler="replace"))["key"] == "\ufffdalue"
+
+
+@needs_speedups
+def test_the_loops_refuse_bounds_outside_the_data() -> None:
+    speedups = _decoder._SPEEDUPS
+    ctx = _decoder._context(CodecOptions())
+    data = encode({"a": 1})
+    for pos, end in ((-1, len(data) - 1), (4, len(data)), (6, 5)):
+        with pytest.raises(InvalidBSON):
+            speedups.read_document(data, pos, end, ctx)
+    with pytest.raises(TypeError):
+        speedups.read_document(bytearray(data), 4, len(data) - 1, ctx)
+
+
+def test_the_switch_can_be_turned_off_from_the_environment() -> None:
+    import subprocess
+    import sys
+
+    code = "from mongio.bson import _decoder; print(_decoder._read_document is _decoder._python_read_document)"
+    env = {**os.environ, "MONGIO_NO_SPEEDUPS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout.strip().lower()) is True
