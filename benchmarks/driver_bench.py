@@ -12,7 +12,9 @@ loops.
 Each round gives, per task and driver, the median over that round's timed iterations of the wall time and
 of the client process's CPU time per operation (``time.process_time()``, all threads of the client). The
 table shows the median of those round values with their min and max, and the ratio of each median to
-PyMongo async's. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
+PyMongo async's. Beside them, the server process's CPU time per operation (read from /proc, where there
+is one): where the server is the bottleneck, as on the 200-task workload, it shows what each driver's
+traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
 reported as skipped, with the reason, instead of stopping the run.
 """
 
@@ -76,14 +78,20 @@ class Summary:
     cpu_max: float
     wall_ratio: float | None = None
     cpu_ratio: float | None = None
+    # The server process's CPU per operation (median over rounds), where it could be read: on a server
+    # that is the bottleneck, it shows what each driver's traffic costs the server.
+    server_cpu_median: float | None = None
 
 
 def summarize(
-    per_round: dict[str, dict[str, list[tuple[float, float]]]], units: dict[str, str]
+    per_round: dict[str, dict[str, list[tuple[float, float]]]],
+    units: dict[str, str],
+    server_cpu: dict[str, dict[str, list[float]]] | None = None,
 ) -> list[Summary]:
     """Summaries in task order, PyMongo async first, with ratios to it where it has numbers.
 
-    ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round.
+    ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round;
+    ``server_cpu[task][driver]``, when given, the server's CPU seconds per operation, one per round.
     """
     summaries: list[Summary] = []
     for task, by_driver in per_round.items():
@@ -105,6 +113,9 @@ def summarize(
                 cpu_min=min(cpus),
                 cpu_max=max(cpus),
             )
+            server_values = (server_cpu or {}).get(task, {}).get(driver) or []
+            if len(server_values) == len(values):
+                rows[driver].server_cpu_median = statistics.median(server_values)
         baseline = rows.get(BASELINE)
         ordered = sorted(rows.values(), key=lambda row: row.driver != BASELINE)  # stable: baseline first
         for row in ordered:
@@ -134,6 +145,7 @@ def format_table(summaries: Sequence[Summary]) -> str:
         "wall min-max",
         "CPU µs (median)",
         "CPU min-max",
+        "server CPU µs",
         "ops/s",
         "wall ratio",
         "CPU ratio",
@@ -150,6 +162,7 @@ def format_table(summaries: Sequence[Summary]) -> str:
                 f"{_micros(row.wall_min)}-{_micros(row.wall_max)}",
                 _micros(row.cpu_median),
                 f"{_micros(row.cpu_min)}-{_micros(row.cpu_max)}",
+                "-" if row.server_cpu_median is None else _micros(row.server_cpu_median),
                 f"{1 / row.wall_median:,.0f}" if row.wall_median else "-",
                 _ratio(row.wall_ratio),
                 _ratio(row.cpu_ratio),
@@ -201,6 +214,7 @@ class Run:
     quick: bool
     fresh_server_per_task: bool = False
     per_round: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    server_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     raw: list[dict[str, Any]] = field(default_factory=list)
     orders: list[list[str]] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -208,7 +222,9 @@ class Run:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def run_workload(driver: str, uri: str, tasks: Sequence[str], quick: bool, data_dir: Path) -> dict[str, Any]:
+def run_workload(
+    driver: str, uri: str, tasks: Sequence[str], quick: bool, data_dir: Path, server_pid: int | None = None
+) -> dict[str, Any]:
     """One workload process for ``driver`` against ``uri``; its JSON result (or an ``error`` entry)."""
     argv = [
         sys.executable, "-m", "benchmarks.driver_workload",
@@ -219,6 +235,8 @@ def run_workload(driver: str, uri: str, tasks: Sequence[str], quick: bool, data_
     ]  # fmt: skip
     if quick:
         argv.append("--quick")
+    if server_pid is not None:
+        argv += ["--server-pid", str(server_pid)]
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -255,6 +273,7 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
     """Run every round, driver and (group of) tasks, filling ``run`` as results come in."""
     for task in run.tasks:
         run.per_round[task] = {driver: [] for driver in run.drivers}
+        run.server_cpu[task] = {driver: [] for driver in run.drivers}
     task_groups = [[task] for task in run.tasks] if run.fresh_server_per_task else [run.tasks]
     for round_index in range(run.rounds):
         order = rotation(run.drivers, round_index)
@@ -266,7 +285,9 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
             for group in task_groups:
                 server = start_server()
                 try:
-                    result = run_workload(driver, server.uri, group, run.quick, data_dir)
+                    process = getattr(server, "process", None)
+                    pid = process.pid if process is not None else None
+                    result = run_workload(driver, server.uri, group, run.quick, data_dir, pid)
                 finally:
                     server.stop()
                 result["round"] = round_index
@@ -287,6 +308,10 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
                 for task, samples in result.get("results", {}).items():
                     wall, cpu = round_value(samples)
                     run.per_round[task][driver].append((wall, cpu))
+                    if samples.get("server_cpu"):
+                        run.server_cpu[task][driver].append(
+                            statistics.median(seconds / samples["ops"] for seconds in samples["server_cpu"])
+                        )
                     print(
                         f"  {driver} {task}: {wall * 1e6:,.1f} µs wall, {cpu * 1e6:,.1f} µs CPU per {samples['unit']}",
                         file=log,
@@ -295,7 +320,7 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
 
 
 def report(run: Run) -> tuple[str, list[Summary]]:
-    summaries = summarize(run.per_round, {name: spec.unit for name, spec in TASKS.items()})
+    summaries = summarize(run.per_round, {name: spec.unit for name, spec in TASKS.items()}, run.server_cpu)
     parts = [
         f"Driver benchmarks: {run.rounds} round(s){' (quick)' if run.quick else ''}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPU(s), a fresh SecantusDB per {'task, driver' if run.fresh_server_per_task else 'driver'} and round",

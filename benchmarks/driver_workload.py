@@ -157,20 +157,42 @@ def open_client(driver: str, uri: str) -> Harness:
     raise SystemExit(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
 
 
-async def _timed(work: Callable[[], Coroutine[Any, Any, None]]) -> tuple[float, float]:
+def server_process_cpu(pid: int | None) -> float | None:
+    """The CPU seconds (user and system, all threads) the server process ``pid`` has used so far, read from
+    /proc; None where that cannot be read (no pid given, or not Linux)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+async def _timed(
+    work: Callable[[], Coroutine[Any, Any, None]], server_pid: int | None = None
+) -> tuple[float, float, float | None]:
+    server_start = server_process_cpu(server_pid)
     cpu_start = time.process_time()
     wall_start = time.perf_counter()
     await work()
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
-    return wall, cpu
+    server_end = server_process_cpu(server_pid)
+    server = None if server_start is None or server_end is None else server_end - server_start
+    return wall, cpu, server
 
 
 class Workloads:
     """The tasks, each as setup / before-each-iteration / timed work, over one client."""
 
-    def __init__(self, client: Any, documents: dict[str, dict[str, Any]], quick: bool) -> None:
+    def __init__(
+        self, client: Any, documents: dict[str, dict[str, Any]], quick: bool, server_pid: int | None = None
+    ) -> None:
         self.client = client
+        self.server_pid = server_pid
         self.quick = quick
         self.db = client[DATABASE]
         self.coll = self.db[COLLECTION]
@@ -263,18 +285,24 @@ class Workloads:
             await self.work(spec.name, warmup_ops)()
         walls: list[float] = []
         cpus: list[float] = []
+        server_cpus: list[float] = []
         for _ in range(iterations):
             await self.before(spec.name, ops)
-            wall, cpu = await _timed(self.work(spec.name, ops))
+            wall, cpu, server_cpu = await _timed(self.work(spec.name, ops), self.server_pid)
             walls.append(wall)
             cpus.append(cpu)
+            if server_cpu is not None:
+                server_cpus.append(server_cpu)
         self._pending = []
         await self.client.drop_database(DATABASE)
-        return {"ops": ops, "unit": spec.unit, "wall": walls, "cpu": cpus}
+        result: dict[str, Any] = {"ops": ops, "unit": spec.unit, "wall": walls, "cpu": cpus}
+        if len(server_cpus) == len(walls):
+            result["server_cpu"] = server_cpus
+        return result
 
 
 async def run_workloads(
-    driver: str, uri: str, tasks: list[str], quick: bool, data_dir: Path | None
+    driver: str, uri: str, tasks: list[str], quick: bool, data_dir: Path | None, server_pid: int | None = None
 ) -> dict[str, Any]:
     documents = load_documents(data_dir)
     result: dict[str, Any] = {
@@ -298,7 +326,7 @@ async def run_workloads(
                 result["skipped"] = f"mongio client not available: {type(error).__name__}: {error}"
                 return result
             raise
-        workloads = Workloads(harness.client, documents, quick)
+        workloads = Workloads(harness.client, documents, quick, server_pid)
         for name in tasks:
             try:
                 result["results"][name] = await workloads.run(TASKS[name])
@@ -330,9 +358,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
     parser.add_argument("--quick", action="store_true", help="small iterations, for a smoke run")
     parser.add_argument("--data", type=Path, help="directory holding the spec's JSON documents")
+    parser.add_argument("--server-pid", type=int, help="the server's process id, to report its CPU time too")
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
-    coroutine = run_workloads(args.driver, args.uri, tasks, args.quick, args.data)
+    coroutine = run_workloads(args.driver, args.uri, tasks, args.quick, args.data, args.server_pid)
     if args.driver == "mongio-uvloop":
         try:
             import uvloop

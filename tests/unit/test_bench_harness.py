@@ -143,7 +143,9 @@ def test_execute_rotates_uses_a_server_per_workload_and_drops_unavailable_driver
         servers.append(server)
         return server
 
-    def run_workload(driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path) -> dict[str, Any]:
+    def run_workload(
+        driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path, server_pid: int | None = None
+    ) -> dict[str, Any]:
         calls.append((driver, uri, tuple(tasks)))
         if driver == "mongio":
             return {"driver": driver, "skipped": "mongio client not available: ImportError: nope"}
@@ -179,7 +181,9 @@ def test_execute_rotates_uses_a_server_per_workload_and_drops_unavailable_driver
 def test_a_fresh_server_per_task_runs_each_task_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, tuple[str, ...]]] = []
 
-    def run_workload(driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path) -> dict[str, Any]:
+    def run_workload(
+        driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path, server_pid: int | None = None
+    ) -> dict[str, Any]:
         calls.append((uri, tuple(tasks)))
         return {"driver": driver, "results": {}, "errors": {}}
 
@@ -192,3 +196,28 @@ def test_a_fresh_server_per_task_runs_each_task_on_its_own(monkeypatch: pytest.M
     calls.clear()
     execute(Run(["pymongo"], tasks, 1, True), Path("."), log=io.StringIO())
     assert [group for _, group in calls] == [("run_command", "find_many")]
+
+
+def test_server_cpu_per_operation_is_summarized_when_every_round_has_it() -> None:
+    server_cpu = {"run_command": {"mongio": [3e-4, 1e-4, 2e-4, 2e-4, 5e-4], "pymongo": [1e-4]}}
+    summaries = summarize(_per_round(), {"run_command": "op"}, server_cpu)
+    by_driver = {row.driver: row for row in summaries if row.task == "run_command"}
+    assert by_driver["mongio"].server_cpu_median == pytest.approx(2e-4)
+    # one round's reading for five rounds of timings is not a median over the rounds: left out
+    assert by_driver["pymongo"].server_cpu_median is None
+    mongio_line = next(line for line in format_table(summaries).splitlines() if " mongio " in line)
+    assert "200.0" in mongio_line.split()[7]
+
+
+def test_server_process_cpu_reads_a_process_or_gives_none() -> None:
+    import os
+
+    from benchmarks.driver_workload import server_process_cpu
+
+    assert server_process_cpu(None) is None
+    if os.path.exists(f"/proc/{os.getpid()}/stat"):
+        before = server_process_cpu(os.getpid())
+        assert before is not None and before > 0
+        sum(range(2_000_000))  # spend some CPU
+        after = server_process_cpu(os.getpid())
+        assert after is not None and after >= before
