@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
         [--drivers pymongo,motor,mongio,mongio-uvloop] [--quick] [--json FILE] [--fresh-server-per-task]
+        [--server secantus|loopback]
 
 For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
 (it slows down as retryable-write records pile up, so no driver inherits another's) and the driver's
@@ -213,6 +214,7 @@ class Run:
     rounds: int
     quick: bool
     fresh_server_per_task: bool = False
+    server: str = "secantus"
     per_round: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     server_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     raw: list[dict[str, Any]] = field(default_factory=list)
@@ -263,7 +265,13 @@ def run_workload(
     return result
 
 
-def start_server() -> Any:
+def start_server(kind: str = "secantus", data_dir: Path | None = None) -> Any:
+    """A fresh server for one workload: the test server, or the loopback responder (``kind="loopback"``)."""
+    if kind == "loopback":
+        from benchmarks.loopback_responder import LoopbackResponderProcess
+
+        assert data_dir is not None
+        return LoopbackResponderProcess(data_dir / "tweet.json").start()
     from spec_runner.server import TestServer
 
     return TestServer().start()
@@ -283,7 +291,7 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
             if driver in run.skipped:
                 continue
             for group in task_groups:
-                server = start_server()
+                server = start_server(run.server, data_dir) if run.server != "secantus" else start_server()
                 try:
                     process = getattr(server, "process", None)
                     pid = process.pid if process is not None else None
@@ -323,7 +331,8 @@ def report(run: Run) -> tuple[str, list[Summary]]:
     summaries = summarize(run.per_round, {name: spec.unit for name, spec in TASKS.items()}, run.server_cpu)
     parts = [
         f"Driver benchmarks: {run.rounds} round(s){' (quick)' if run.quick else ''}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPU(s), a fresh SecantusDB per {'task, driver' if run.fresh_server_per_task else 'driver'} and round",
+        f"{os.cpu_count()} CPU(s), a fresh {'SecantusDB' if run.server == 'secantus' else 'loopback responder'} "
+        f"per {'task, driver' if run.fresh_server_per_task else 'driver'} and round",
         "Drivers: " + ", ".join(f"{driver} {version}" for driver, version in run.versions.items()),
         "",
         format_table(summaries),
@@ -362,6 +371,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="a fresh server for every task, not only per driver",
     )
+    parser.add_argument(
+        "--server",
+        choices=("secantus", "loopback"),
+        default="secantus",
+        help="what the clients talk to: the test server (default), or the loopback responder, which answers "
+        "every command at once so that the clients' own throughput is measured",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     if rounds < 1:
@@ -372,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
         rounds=rounds,
         quick=args.quick,
         fresh_server_per_task=args.fresh_server_per_task,
+        server=args.server,
     )
     with tempfile.TemporaryDirectory(prefix="mongio-bench-data-") as data:
         extract_data(Path(data))
@@ -386,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
             "rounds": run.rounds,
             "quick": run.quick,
             "fresh_server_per_task": args.fresh_server_per_task,
+            "server": run.server,
             "orders": run.orders,
             "versions": run.versions,
             "skipped": run.skipped,
