@@ -1,5 +1,6 @@
-"""The compiled decoder loops against the Python ones: the same bytes give the same values, of the same
-types, and the same malformed bytes are refused, under every codec option the decoder has."""
+"""The compiled element loops against the Python ones. Decoding: the same bytes give the same values, of the
+same types, and the same malformed bytes are refused, under every codec option the decoder has. Encoding:
+the same documents give the same bytes, and the same values are refused with the same key path and reason."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ from mongio.bson import (
     DatetimeConversion,
     Int64,
     InvalidBSON,
+    InvalidDocument,
     ObjectId,
     RawBSONDocument,
     TypeDecoder,
+    TypeEncoder,
     TypeRegistry,
     UuidRepresentation,
     _decoder,
+    _encoder,
     decode,
     decode_all,
     encode,
@@ -95,6 +99,23 @@ def _agree(data: bytes, options: CodecOptions) -> None:
 def _compiled_loops_afterwards() -> Iterator[None]:
     yield
     _decoder.use_speedups(True)
+    _encoder.use_speedups(True)
+
+
+def _encoded(document: Any, compiled: bool, **options: Any) -> Any:
+    _encoder.use_speedups(compiled)
+    try:
+        return ("bytes", encode(document, **options))
+    except InvalidDocument as refused:
+        return ("InvalidDocument", str(refused))
+    finally:
+        _encoder.use_speedups(True)
+
+
+def _encode_agrees(document: Any, **options: Any) -> Any:
+    compiled = _encoded(document, True, **options)
+    assert compiled == _encoded(document, False, **options)
+    return compiled
 
 
 @pytest.mark.skipif(bool(os.environ.get("MONGIO_NO_SPEEDUPS")), reason="MONGIO_NO_SPEEDUPS is set")
@@ -106,6 +127,10 @@ def test_the_extension_is_built_and_in_use() -> None:
     assert _decoder._read_document is not _decoder._python_read_document
     assert not _decoder.use_speedups(False)
     assert _decoder._read_document is _decoder._python_read_document
+    assert _encoder.use_speedups(True)
+    assert _encoder._write_document is not _encoder._python_write_document
+    assert not _encoder.use_speedups(False)
+    assert _encoder._write_document is _encoder._python_write_document
 
 
 @needs_speedups
@@ -221,3 +246,121 @@ def test_the_switch_can_be_turned_off_from_the_environment() -> None:
     env = {**os.environ, "MONGIO_NO_SPEEDUPS": "1"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert json.loads(result.stdout.strip().lower()) is True
+
+
+class _Celsius2:
+    def __init__(self, degrees: float) -> None:
+        self.degrees = degrees
+
+
+class _CelsiusEncoder(TypeEncoder):
+    python_type = _Celsius2
+
+    def transform_python(self, value: Any) -> Any:
+        return {"celsius": value.degrees}
+
+
+@needs_speedups
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(documents)
+def test_documents_encode_alike(document: dict[str, Any]) -> None:
+    kind, _ = _encode_agrees(document)
+    assert kind == "bytes"
+    _encode_agrees(document, check_keys=True)
+
+
+@needs_speedups
+@pytest.mark.parametrize(
+    "document",
+    [
+        {1: "non-str key"},
+        {"a": {"b\x00c": 1}},
+        {"a": [1, {"b": 2**64}]},
+        {"a": [0, 1, -(2**63) - 1]},
+        {"a": {"deep": [2**63]}},
+        {"s": "lone \ud800 surrogate"},
+        {"list": ["ok", "\udfff"]},
+        {"k\ud800": 1},
+        {"obj": object()},
+        {"nested": {"set": {1, 2}}},
+        {"$dollar": 1, "a.b": 2},
+        {"x": {"$in": [1]}},
+    ],
+)
+def test_refusals_name_the_same_path_and_reason(document: dict[Any, Any]) -> None:
+    _encode_agrees(document)
+    _encode_agrees(document, check_keys=True)
+
+
+@needs_speedups
+def test_containers_and_types_outside_the_loops_encode_alike() -> None:
+    document = {
+        "son": SON([("z", 1), ("a", [1, 2])]),
+        "ordered": collections.OrderedDict(b=2, a=1),
+        "tuple": (1, "two", 3.0, None, True),
+        "raw": RawBSONDocument(encode({"r": 1})),
+        "bytes": b"\x00\x01",
+        "binary": Binary(b"x", 0x80),
+        "oid": ObjectId(),
+        "when": datetime.datetime(2021, 1, 2, 3, 4, 5, 6000),
+        "big": Int64(-5),
+        "int_subclass": True,
+        "list_of_tuples": [(1, 2), [3, (4,)]],
+        "empty": {},
+        "empty_list": [],
+        "unicode": "ü€𝄞",
+        "int_edges": [2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, -(2**63)],
+        "floats": [0.0, -0.0, 1.5, float("inf"), float("nan")],
+    }
+    kind, _ = _encode_agrees(document)
+    assert kind == "bytes"
+    # a generator is used up by one encoding: each path gets its own
+    assert _encoded({"g": (n for n in range(3))}, True) == _encoded({"g": (n for n in range(3))}, False)
+
+
+@needs_speedups
+def test_type_registry_encoders_run_in_both() -> None:
+    options = CodecOptions(type_registry=TypeRegistry([_CelsiusEncoder()]))
+    document = {"t": _Celsius2(21.5), "ts": [_Celsius2(1.0)]}
+    kind, data = _encode_agrees(document, codec_options=options)
+    assert kind == "bytes"
+    assert decode(data) == {"t": {"celsius": 21.5}, "ts": [{"celsius": 1.0}]}
+    fallback = CodecOptions(type_registry=TypeRegistry(fallback_encoder=lambda value: repr(type(value).__name__)))
+    assert _encode_agrees({"o": object()}, codec_options=fallback)[0] == "bytes"
+
+
+@needs_speedups
+def test_circular_and_deep_documents_are_refused_alike() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    assert _encode_agrees(circular)[0] == "InvalidDocument"
+    looped: list[Any] = []
+    looped.append(looped)
+    assert _encode_agrees({"l": looped})[0] == "InvalidDocument"
+    deep: dict[str, Any] = {}
+    for _ in range(3000):
+        deep = {"d": deep}
+    assert _encode_agrees(deep)[0] == "InvalidDocument"
+
+
+@needs_speedups
+def test_a_dict_changed_by_a_custom_encoder_is_refused() -> None:
+    document: dict[str, Any] = {}
+
+    class _Grower(TypeEncoder):
+        python_type = _Celsius2
+
+        def transform_python(self, value: Any) -> Any:
+            document["added"] = 1
+            return 0
+
+    options = CodecOptions(type_registry=TypeRegistry([_Grower()]))
+    document["g"] = _Celsius2(0)
+    with pytest.raises(RuntimeError):
+        encode(document, codec_options=options)
+
+
+@needs_speedups
+def test_the_encoder_loops_need_a_bytearray() -> None:
+    with pytest.raises(TypeError):
+        _encoder._SPEEDUPS.write_document(b"", {}, _encoder._context(CodecOptions()), False)

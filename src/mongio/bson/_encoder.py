@@ -10,6 +10,7 @@ offending value.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import struct
 import types
@@ -661,3 +662,54 @@ def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context,
         raise InvalidDocument(
             "cannot encode the document: it is nested too deeply, or contains itself"
         ) from None
+
+
+# The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
+# above; every other function here reaches them through these module globals. They write exact dicts, lists
+# and tuples of the hottest types themselves and hand every other value, key and container back to the
+# functions above, so both paths make the same bytes and the same refusals. MONGIO_NO_SPEEDUPS=1 keeps
+# Python's.
+_python_write_document: Final = _write_document
+_python_write_array: Final = _write_array
+
+
+def _load_speedups() -> Any:
+    if os.environ.get("MONGIO_NO_SPEEDUPS"):
+        return None
+    try:
+        from mongio.bson import _speedups  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    _speedups.configure_encoder(
+        _Refused,
+        _python_write_document,
+        _python_write_array,
+        _ENCODERS,
+        _write_other,
+        _name,
+        _check_key,
+        _pack_int64,
+        Int64,
+    )
+    return _speedups
+
+
+_SPEEDUPS: Final = _load_speedups()
+
+
+def use_speedups(enabled: bool) -> bool:
+    """Encode with the compiled loops (when built) or with the Python ones; return whether compiled are on.
+
+    For tests and benchmarks that compare the two paths; applications have no reason to call it.
+    """
+    global _write_document, _write_array
+    if enabled and _SPEEDUPS is not None:
+        _write_document = _SPEEDUPS.write_document
+        _write_array = _SPEEDUPS.write_array
+        return True
+    _write_document = _python_write_document
+    _write_array = _python_write_array
+    return False
+
+
+use_speedups(True)

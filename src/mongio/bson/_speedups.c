@@ -1,5 +1,5 @@
 /*
- * The compiled element loops of the BSON decoder.
+ * The compiled element loops of the BSON decoder and encoder.
  *
  * read_document(data, pos, end, ctx) and read_array(data, pos, end, ctx) take the place of the two
  * pure-Python loops in _decoder.py and keep their contract exactly: the same arguments (``data`` is a
@@ -458,18 +458,417 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * The encoder's element loops: write_document(buf, doc, ctx, check_keys) and write_array(buf, values, ctx,
+ * check_keys) take the place of _encoder._write_document and _encoder._write_array, appending to the
+ * bytearray ``buf``. Exact dicts and lists/tuples of str, int, float, bool, None, Int64 and nested
+ * containers are written here; every other value, key or container goes to the Python code that does it
+ * there, and refusals carry their key path the same way (the _Refused exception's ``path``).
+ * ------------------------------------------------------------------------------------------------------- */
+
+static PyObject *refused_type;          /* _encoder._Refused */
+static PyObject *python_write_document; /* the Python loops, for containers that are not dict/list/tuple */
+static PyObject *python_write_array;
+static PyObject *value_writers;         /* _encoder._ENCODERS: exact type -> writer */
+static PyObject *write_other;           /* _encoder._write_other */
+static PyObject *name_of;               /* _encoder._name(key, check_keys): bytes with NUL, or _Refused */
+static PyObject *check_key;             /* _encoder._check_key(key) */
+static PyObject *pack_int64;            /* _encoder._pack_int64(value): raises _Refused beyond 64 bits */
+static PyObject *encoder_int64;         /* Int64 */
+
+static int
+append(PyObject *buf, const void *data, Py_ssize_t size)
+{
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, old + size) < 0) {
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(buf) + old, data, (size_t)size);
+    return 0;
+}
+
+static int
+append_byte(PyObject *buf, unsigned char byte)
+{
+    return append(buf, &byte, 1);
+}
+
+static void
+store_int32(unsigned char *p, int32_t value)
+{
+    uint32_t v = (uint32_t)value;
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static int
+append_int32(PyObject *buf, int32_t value)
+{
+    unsigned char bytes[4];
+    store_int32(bytes, value);
+    return append(buf, bytes, 4);
+}
+
+static int
+append_int64(PyObject *buf, int64_t value)
+{
+    unsigned char bytes[8];
+    uint64_t v = (uint64_t)value;
+    for (int i = 0; i < 8; i++) {
+        bytes[i] = (unsigned char)(v >> (8 * i));
+    }
+    return append(buf, bytes, 8);
+}
+
+/* type byte, then the element name (``name`` has ``size`` bytes and a NUL after them) */
+static int
+append_head(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size)
+{
+    if (append_byte(buf, kind) < 0) {
+        return -1;
+    }
+    return append(buf, name, size + 1);
+}
+
+static int write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array);
+
+/* An int (or Int64) as int32 when it fits and ``smallest`` allows, else int64; beyond 64 bits, the Python
+ * packer raises the refusal. */
+static int
+write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, int smallest)
+{
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        PyObject *refusal = PyObject_CallOneArg(pack_int64, value);
+        Py_XDECREF(refusal);
+        if (refusal != NULL) { /* cannot happen: the packer refuses what overflows */
+            PyErr_SetString(PyExc_OverflowError, "BSON integers are at most 64 bits");
+        }
+        return -1;
+    }
+    if (smallest && number >= INT32_MIN && number <= INT32_MAX) {
+        if (append_head(buf, 0x10, name, size) < 0) {
+            return -1;
+        }
+        return append_int32(buf, (int32_t)number);
+    }
+    if (append_head(buf, 0x12, name, size) < 0) {
+        return -1;
+    }
+    return append_int64(buf, (int64_t)number);
+}
+
+static int
+write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+            PyObject *check_keys_obj)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    if (type == &PyUnicode_Type) {
+        Py_ssize_t length;
+        const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+        if (data == NULL) {
+            return -1; /* UnicodeEncodeError: the caller turns it into the refusal */
+        }
+        if (length > INT32_MAX - 1) {
+            PyErr_SetString(PyExc_OverflowError, "string too long for BSON");
+            return -1;
+        }
+        if (append_head(buf, 0x02, name, size) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0) {
+            return -1;
+        }
+        return append(buf, data, length + 1); /* the UTF-8 buffer ends with a NUL */
+    }
+    if (type == &PyLong_Type) {
+        return write_integer(buf, name, size, value, 1);
+    }
+    if (type == &PyFloat_Type) {
+        double number = PyFloat_AS_DOUBLE(value);
+        uint64_t bits;
+        memcpy(&bits, &number, sizeof bits);
+        if (append_head(buf, 0x01, name, size) < 0) {
+            return -1;
+        }
+        return append_int64(buf, (int64_t)bits);
+    }
+    if (type == &PyDict_Type) {
+        if (append_head(buf, 0x03, name, size) < 0) {
+            return -1;
+        }
+        return write_container(buf, value, ctx, check_keys_obj, 0);
+    }
+    if (type == &PyList_Type) {
+        if (append_head(buf, 0x04, name, size) < 0) {
+            return -1;
+        }
+        return write_container(buf, value, ctx, check_keys_obj, 1);
+    }
+    if (type == &PyBool_Type) {
+        if (append_head(buf, 0x08, name, size) < 0) {
+            return -1;
+        }
+        return append_byte(buf, value == Py_True ? 1 : 0);
+    }
+    if (value == Py_None) {
+        return append_head(buf, 0x0A, name, size);
+    }
+    if ((PyObject *)type == encoder_int64) {
+        return write_integer(buf, name, size, value, 0);
+    }
+    /* Everything else: the Python writer for the exact type, else the general path (type registry,
+     * subclasses, the fallback encoder). */
+    PyObject *name_bytes = PyBytes_FromStringAndSize(name, size + 1);
+    if (name_bytes == NULL) {
+        return -1;
+    }
+    PyObject *writer = PyDict_GetItemWithError(value_writers, (PyObject *)type); /* borrowed */
+    if (writer == NULL && PyErr_Occurred()) {
+        Py_DECREF(name_bytes);
+        return -1;
+    }
+    PyObject *args[5] = {buf, name_bytes, value, ctx, check_keys_obj};
+    PyObject *result = PyObject_Vectorcall(writer != NULL ? writer : write_other, args, 5, NULL);
+    Py_DECREF(name_bytes);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+/* After an element failed: a refusal gets this element's label on its key path; a UnicodeEncodeError (a
+ * string with a lone surrogate) becomes the refusal the Python loop makes of it. */
+static void
+annotate_failure(PyObject *label)
+{
+    if (PyErr_ExceptionMatches(refused_type)) {
+        PyObject *type, *error, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        PyErr_NormalizeException(&type, &error, &traceback);
+        PyObject *path = error != NULL ? PyObject_GetAttrString(error, "path") : NULL;
+        if (path != NULL && PyList_Check(path)) {
+            PyList_Append(path, label);
+        }
+        Py_XDECREF(path);
+        PyErr_Clear();
+        PyErr_Restore(type, error, traceback);
+    } else if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        PyObject *where = PyObject_Str(label);
+        if (where == NULL) {
+            return;
+        }
+        PyObject *refusal = PyObject_CallFunction(refused_type, "sO",
+                                                  "strings must be valid Unicode (found a lone surrogate)", where);
+        Py_DECREF(where);
+        if (refusal != NULL) {
+            PyErr_SetObject(refused_type, refusal);
+            Py_DECREF(refusal);
+        }
+    }
+}
+
+static int
+write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *ctx, PyObject *check_keys_obj,
+                       int check_keys)
+{
+    const char *name = NULL;
+    Py_ssize_t size = 0;
+    PyObject *name_bytes = NULL;
+    if (PyUnicode_CheckExact(key)) {
+        name = PyUnicode_AsUTF8AndSize(key, &size);
+        if (name == NULL || memchr(name, 0, (size_t)size) != NULL) {
+            PyErr_Clear();
+            name = NULL; /* the Python name function refuses it with the right reason */
+        } else if (check_keys) {
+            PyObject *checked = PyObject_CallOneArg(check_key, key);
+            if (checked == NULL) {
+                return -1;
+            }
+            Py_DECREF(checked);
+        }
+    }
+    if (name == NULL) {
+        name_bytes = PyObject_CallFunctionObjArgs(name_of, key, check_keys_obj, NULL);
+        if (name_bytes == NULL) {
+            return -1;
+        }
+        if (!PyBytes_Check(name_bytes) || PyBytes_GET_SIZE(name_bytes) < 1) {
+            Py_DECREF(name_bytes);
+            PyErr_SetString(PyExc_TypeError, "an element name must be bytes ending with NUL");
+            return -1;
+        }
+        name = PyBytes_AS_STRING(name_bytes);
+        size = PyBytes_GET_SIZE(name_bytes) - 1;
+    }
+    int result = write_value(buf, name, size, value, ctx, check_keys_obj);
+    Py_XDECREF(name_bytes);
+    return result;
+}
+
+static int
+write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array)
+{
+    if (array ? !(PyList_CheckExact(value) || PyTuple_CheckExact(value)) : !PyDict_CheckExact(value)) {
+        PyObject *args[4] = {buf, value, ctx, check_keys_obj};
+        PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 4, NULL);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    int check_keys = PyObject_IsTrue(check_keys_obj);
+    if (check_keys < 0) {
+        return -1;
+    }
+    if (Py_EnterRecursiveCall(" while encoding nested BSON")) {
+        return -1;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (append(buf, "\0\0\0\0", 4) < 0) {
+        goto fail;
+    }
+    if (array) {
+        /* A list can change under a custom encoder's feet: its length is read on every step. */
+        for (Py_ssize_t index = 0;; index++) {
+            Py_ssize_t count = PyList_CheckExact(value) ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
+            if (index >= count) {
+                break;
+            }
+            PyObject *item = PyList_CheckExact(value) ? PyList_GET_ITEM(value, index) : PyTuple_GET_ITEM(value, index);
+            char name[24];
+            int size = snprintf(name, sizeof name, "%zd", index);
+            Py_INCREF(item);
+            int written = write_value(buf, name, size, item, ctx, check_keys_obj);
+            Py_DECREF(item);
+            if (written < 0) {
+                PyObject *label = PyUnicode_FromFormat("%zd", index);
+                if (label != NULL) {
+                    annotate_failure(label);
+                    Py_DECREF(label);
+                }
+                goto fail;
+            }
+        }
+    } else {
+        Py_ssize_t position = 0;
+        Py_ssize_t count = PyDict_GET_SIZE(value);
+        PyObject *key, *item;
+        while (PyDict_Next(value, &position, &key, &item)) {
+            Py_INCREF(key);
+            Py_INCREF(item);
+            int written = write_document_element(buf, key, item, ctx, check_keys_obj, check_keys);
+            Py_DECREF(item);
+            if (written < 0) {
+                PyObject *label = PyUnicode_Check(key) ? Py_NewRef(key) : PyObject_Repr(key);
+                if (label != NULL) {
+                    annotate_failure(label);
+                    Py_DECREF(label);
+                }
+                Py_DECREF(key);
+                goto fail;
+            }
+            Py_DECREF(key);
+            if (PyDict_GET_SIZE(value) != count) {
+                PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+                goto fail;
+            }
+        }
+    }
+    if (append_byte(buf, 0) < 0) {
+        goto fail;
+    }
+    Py_ssize_t length = PyByteArray_GET_SIZE(buf) - start;
+    if (length > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a BSON document cannot exceed 2 GiB");
+        goto fail;
+    }
+    store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)length);
+    Py_LeaveRecursiveCall();
+    return 0;
+fail:
+    Py_LeaveRecursiveCall();
+    return -1;
+}
+
+static PyObject *
+encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "expected (buf, value, ctx, check_keys)");
+        return NULL;
+    }
+    if (!PyByteArray_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "the output buffer must be a bytearray");
+        return NULL;
+    }
+    if (refused_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before configure_encoder()");
+        return NULL;
+    }
+    if (write_container(args[0], args[1], args[2], args[3], array) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+write_document(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return encode_entry(args, nargs, 0);
+}
+
+static PyObject *
+write_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return encode_entry(args, nargs, 1);
+}
+
+static PyObject *
+configure_encoder(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *refused, *document_writer, *array_writer, *writers, *other, *name, *checker, *packer, *int64;
+    if (!PyArg_ParseTuple(args, "OOOO!OOOOO", &refused, &document_writer, &array_writer, &PyDict_Type, &writers,
+                          &other, &name, &checker, &packer, &int64)) {
+        return NULL;
+    }
+    Py_XSETREF(refused_type, Py_NewRef(refused));
+    Py_XSETREF(python_write_document, Py_NewRef(document_writer));
+    Py_XSETREF(python_write_array, Py_NewRef(array_writer));
+    Py_XSETREF(value_writers, Py_NewRef(writers));
+    Py_XSETREF(write_other, Py_NewRef(other));
+    Py_XSETREF(name_of, Py_NewRef(name));
+    Py_XSETREF(check_key, Py_NewRef(checker));
+    Py_XSETREF(pack_int64, Py_NewRef(packer));
+    Py_XSETREF(encoder_int64, Py_NewRef(int64));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"read_document", (PyCFunction)(void (*)(void))read_document, METH_FASTCALL,
      "read_document(data, pos, end, ctx): the elements from pos up to end as a document."},
     {"read_array", (PyCFunction)(void (*)(void))read_array, METH_FASTCALL,
      "read_array(data, pos, end, ctx): the elements from pos up to end as a list."},
+    {"write_document", (PyCFunction)(void (*)(void))write_document, METH_FASTCALL,
+     "write_document(buf, doc, ctx, check_keys): append doc to the bytearray buf as a BSON document."},
+    {"write_array", (PyCFunction)(void (*)(void))write_array, METH_FASTCALL,
+     "write_array(buf, values, ctx, check_keys): append a list or tuple to buf as a BSON array."},
+    {"configure_encoder", configure_encoder, METH_VARARGS,
+     "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
+     "pack_int64, Int64)."},
     {"configure", configure, METH_VARARGS,
      "configure(InvalidBSON, readers, objectid_from_bytes, timestamp, Int64, to_dbref, strict_utf8)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "mongio.bson._speedups", "The compiled element loops of the BSON decoder.", -1,
+    PyModuleDef_HEAD_INIT, "mongio.bson._speedups", "The compiled element loops of the BSON decoder and encoder.", -1,
     methods,
 };
 
