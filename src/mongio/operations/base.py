@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, ObjectId, RawBSONDocument, encode
+from mongio.bson._encoder import encode_into
 from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError, WTimeoutError
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
 
@@ -65,6 +66,9 @@ _DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
 _INT32 = struct.Struct("<i")
 # The element that puts a generated ObjectId first: type 0x07, the key "_id" and its NUL.
 _OID_ELEMENT_PREFIX = b"\x07_id\x00"
+# A document's length placeholder and the start of its ObjectId ``_id`` element; the element is 17 bytes.
+_ID_ELEMENT_HEAD = b"\x00\x00\x00\x00" + _OID_ELEMENT_PREFIX
+_ID_ELEMENT_SIZE = 4 + len(_OID_ELEMENT_PREFIX) + 12
 
 
 class Retryability(enum.Enum):
@@ -285,20 +289,23 @@ def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPT
     """
     if type(document) is RawBSONDocument:
         return document.raw, document.get("_id")
-    if not isinstance(document, Mapping):
+    # The exact-type tests spare the common dict the slower ABC checks.
+    is_dict = type(document) is dict
+    if not is_dict and not isinstance(document, Mapping):
         raise TypeError(
             f"document must be a mapping (dict, SON, RawBSONDocument...), not {type(document).__name__}"
         )
     if "_id" in document:
         return encode(document, codec_options=codec_options, max_size=None), document["_id"]
     oid = ObjectId()
-    data = encode(document, codec_options=codec_options, max_size=None)
-    # Splice the _id element in after the length prefix instead of building a reordered copy of the document.
-    out = bytearray(_INT32.pack(len(data) + 17))
-    out += _OID_ELEMENT_PREFIX
+    # The _id element goes first, then the document's own elements: the document is appended whole and its
+    # length prefix cut out, instead of building a reordered copy of it.
+    out = bytearray(_ID_ELEMENT_HEAD)
     out += oid.binary
-    out += memoryview(data)[4:]
-    if isinstance(document, MutableMapping):
+    encode_into(out, document, codec_options)
+    del out[_ID_ELEMENT_SIZE : _ID_ELEMENT_SIZE + 4]
+    _INT32.pack_into(out, 0, len(out))
+    if is_dict or isinstance(document, MutableMapping):
         document["_id"] = oid
     return bytes(out), oid
 

@@ -203,7 +203,7 @@ class InsertOne(WriteModel):
 
     def __init__(self, document: Any, namespace: str | None = None) -> None:
         super().__init__(namespace)
-        if not isinstance(document, Mapping):
+        if type(document) is not dict and not isinstance(document, Mapping):
             raise TypeError(f"document must be a mapping, not {type(document).__name__}")
         self._document = document
 
