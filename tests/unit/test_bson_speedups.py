@@ -36,6 +36,7 @@ from mongio.bson import (
     decode,
     decode_all,
     encode,
+    has_c,
 )
 from tests.unit.test_bson_codec import CORPUS, CORPUS_OPTIONS, _corpus_cases
 from tests.unit.test_bson_properties import documents, garbage_elements
@@ -127,6 +128,9 @@ def test_the_extension_is_built_and_in_use() -> None:
     assert _decoder._read_document is not _decoder._python_read_document
     assert not _decoder.use_speedups(False)
     assert _decoder._read_document is _decoder._python_read_document
+    assert not has_c()
+    _decoder.use_speedups(True)
+    assert has_c()
     assert _encoder.use_speedups(True)
     assert _encoder._write_document is not _encoder._python_write_document
     assert not _encoder.use_speedups(False)

@@ -10,7 +10,11 @@ Names follow PyMongo's ``bson`` package, so code ports by changing the import::
 
 from __future__ import annotations
 
-from mongio.bson import errors
+# The codec's two modules are the reference implementation; when the optional C extension was built, its
+# element loops run inside them (see ``_speedups.c``), with the same results and errors.
+from mongio.bson import _decoder, errors
+from mongio.bson._decoder import decode, decode_all, decode_file_iter, decode_iter
+from mongio.bson._encoder import MAX_BSON_SIZE, encode
 from mongio.bson.binary import (
     ALL_UUID_SUBTYPES,
     BINARY_SUBTYPE,
@@ -53,26 +57,10 @@ from mongio.bson.errors import (
 from mongio.bson.int64 import Int64
 from mongio.bson.minmax import MaxKey, MinKey
 from mongio.bson.objectid import ObjectId
+from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.son import SON
 from mongio.bson.timestamp import Timestamp
-
-# The codec implementation is chosen here, once: a compiled accelerator (which must produce byte-identical
-# results) takes precedence when it is built; the pure-Python modules are the reference.
-try:
-    from mongio.bson._cbson import (  # type: ignore[import-not-found,unused-ignore]
-        decode,
-        decode_all,
-        decode_file_iter,
-        decode_iter,
-        encode,
-    )
-except ImportError:
-    from mongio.bson._decoder import decode, decode_all, decode_file_iter, decode_iter
-    from mongio.bson._encoder import encode
-
-from mongio.bson._encoder import MAX_BSON_SIZE
-from mongio.bson.raw import RawBSONDocument
 
 __all__ = [
     "ALL_UUID_SUBTYPES",
@@ -141,5 +129,6 @@ def is_valid(data: bytes | bytearray | memoryview) -> bool:
 
 
 def has_c() -> bool:
-    """Whether the compiled codec is in use (False: the pure-Python codec)."""
-    return bool(encode.__module__ == "mongio.bson._cbson")
+    """Whether the compiled element loops are in use (False: the pure-Python ones, because the C extension
+    was not built or ``MONGIO_NO_SPEEDUPS`` is set)."""
+    return _decoder._read_document is not _decoder._python_read_document
