@@ -368,3 +368,34 @@ def test_a_dict_changed_by_a_custom_encoder_is_refused() -> None:
 def test_the_encoder_loops_need_a_bytearray() -> None:
     with pytest.raises(TypeError):
         _encoder._SPEEDUPS.write_document(b"", {}, _encoder._context(CodecOptions()), False)
+
+
+@needs_speedups
+def test_hostile_nesting_is_refused_even_under_a_raised_recursion_limit() -> None:
+    # Run apart: were the C stack exhausted, the interpreter would die, and that must fail this test only.
+    import subprocess
+    import sys
+
+    code = """
+import struct, sys
+from mongio.bson import InvalidBSON, InvalidDocument, decode, encode
+sys.setrecursionlimit(1_000_000)
+data = encode({})
+for _ in range(50_000):
+    body = b"\\\\x03a\\\\x00" + data
+    data = struct.pack("<i", len(body) + 5) + body + b"\\\\x00"
+try:
+    decode(data)
+except InvalidBSON:
+    print("decode refused")
+deep = {}
+for _ in range(50_000):
+    deep = {"d": deep}
+try:
+    encode(deep)
+except InvalidDocument:
+    print("encode refused")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[:2] == ["decode refused", "encode refused"]

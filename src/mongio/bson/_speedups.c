@@ -121,11 +121,17 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
     return text;
 }
 
-static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array);
+/* Nesting deeper than this is refused whatever the recursion limit, so a hostile document cannot exhaust the
+ * C stack (the server itself refuses documents nested beyond about 200 levels). */
+#define MAX_NESTING 10000
+
+static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array,
+                               int depth);
 
 /* The embedded document or array whose length field is at ``pos``; ``*next`` gets the position after it. */
 static PyObject *
-read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, Py_ssize_t *next)
+read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, Py_ssize_t *next,
+            int depth)
 {
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
     if (pos + 4 > end) {
@@ -140,7 +146,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
     }
     *next = value_end + 1;
     if (array) {
-        return read_elements(data, pos + 4, value_end, c, 1);
+        return read_elements(data, pos + 4, value_end, c, 1, depth + 1);
     }
     if (c->is_raw) {
         PyObject *slice = PyBytes_FromStringAndSize((const char *)buf + pos, value_end + 1 - pos);
@@ -151,7 +157,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
         Py_DECREF(slice);
         return raw;
     }
-    PyObject *value = read_elements(data, pos + 4, value_end, c, 0);
+    PyObject *value = read_elements(data, pos + 4, value_end, c, 0, depth + 1);
     if (value == NULL) {
         return NULL;
     }
@@ -211,7 +217,7 @@ read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t 
 }
 
 static PyObject *
-read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array)
+read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, int depth)
 {
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
     PyObject *container;
@@ -223,6 +229,11 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
         container = PyObject_CallNoArgs(c->document_class);
     }
     if (container == NULL) {
+        return NULL;
+    }
+    if (depth > MAX_NESTING) {
+        Py_DECREF(container);
+        PyErr_SetString(PyExc_RecursionError, "BSON nested too deeply to decode");
         return NULL;
     }
     if (Py_EnterRecursiveCall(" while decoding nested BSON")) {
@@ -274,7 +285,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             break;
         case 0x03: /* embedded document */
         case 0x04: /* array */
-            value = read_nested(data, pos, end, c, kind == 0x04, &pos);
+            value = read_nested(data, pos, end, c, kind == 0x04, &pos, depth);
             break;
         case 0x01: { /* double */
             if (pos + 8 > end) {
@@ -422,7 +433,7 @@ entry(PyObject *const *args, Py_ssize_t nargs, int array)
     if (unpack_context(args[3], &c) < 0) {
         return NULL;
     }
-    return read_elements(data, pos, end, &c, array);
+    return read_elements(data, pos, end, &c, array, 0);
 }
 
 static PyObject *
@@ -532,7 +543,8 @@ append_head(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size
     return append(buf, name, size + 1);
 }
 
-static int write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array);
+static int write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array,
+                           int depth);
 
 /* An int (or Int64) as int32 when it fits and ``smallest`` allows, else int64; beyond 64 bits, the Python
  * packer raises the refusal. */
@@ -566,7 +578,7 @@ write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value,
 
 static int
 write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
-            PyObject *check_keys_obj)
+            PyObject *check_keys_obj, int depth)
 {
     PyTypeObject *type = Py_TYPE(value);
     if (type == &PyUnicode_Type) {
@@ -600,13 +612,13 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
         if (append_head(buf, 0x03, name, size) < 0) {
             return -1;
         }
-        return write_container(buf, value, ctx, check_keys_obj, 0);
+        return write_container(buf, value, ctx, check_keys_obj, 0, depth + 1);
     }
     if (type == &PyList_Type) {
         if (append_head(buf, 0x04, name, size) < 0) {
             return -1;
         }
-        return write_container(buf, value, ctx, check_keys_obj, 1);
+        return write_container(buf, value, ctx, check_keys_obj, 1, depth + 1);
     }
     if (type == &PyBool_Type) {
         if (append_head(buf, 0x08, name, size) < 0) {
@@ -675,7 +687,7 @@ annotate_failure(PyObject *label)
 
 static int
 write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *ctx, PyObject *check_keys_obj,
-                       int check_keys)
+                       int check_keys, int depth)
 {
     const char *name = NULL;
     Py_ssize_t size = 0;
@@ -706,13 +718,13 @@ write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *
         name = PyBytes_AS_STRING(name_bytes);
         size = PyBytes_GET_SIZE(name_bytes) - 1;
     }
-    int result = write_value(buf, name, size, value, ctx, check_keys_obj);
+    int result = write_value(buf, name, size, value, ctx, check_keys_obj, depth);
     Py_XDECREF(name_bytes);
     return result;
 }
 
 static int
-write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array)
+write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array, int depth)
 {
     if (array ? !(PyList_CheckExact(value) || PyTuple_CheckExact(value)) : !PyDict_CheckExact(value)) {
         PyObject *args[4] = {buf, value, ctx, check_keys_obj};
@@ -722,6 +734,10 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
     }
     int check_keys = PyObject_IsTrue(check_keys_obj);
     if (check_keys < 0) {
+        return -1;
+    }
+    if (depth > MAX_NESTING) {
+        PyErr_SetString(PyExc_RecursionError, "a document nested too deeply to encode");
         return -1;
     }
     if (Py_EnterRecursiveCall(" while encoding nested BSON")) {
@@ -742,7 +758,7 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
             char name[24];
             int size = snprintf(name, sizeof name, "%zd", index);
             Py_INCREF(item);
-            int written = write_value(buf, name, size, item, ctx, check_keys_obj);
+            int written = write_value(buf, name, size, item, ctx, check_keys_obj, depth);
             Py_DECREF(item);
             if (written < 0) {
                 PyObject *label = PyUnicode_FromFormat("%zd", index);
@@ -760,7 +776,7 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
         while (PyDict_Next(value, &position, &key, &item)) {
             Py_INCREF(key);
             Py_INCREF(item);
-            int written = write_document_element(buf, key, item, ctx, check_keys_obj, check_keys);
+            int written = write_document_element(buf, key, item, ctx, check_keys_obj, check_keys, depth);
             Py_DECREF(item);
             if (written < 0) {
                 PyObject *label = PyUnicode_Check(key) ? Py_NewRef(key) : PyObject_Repr(key);
@@ -809,7 +825,7 @@ encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
         PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before configure_encoder()");
         return NULL;
     }
-    if (write_container(args[0], args[1], args[2], args[3], array) < 0) {
+    if (write_container(args[0], args[1], args[2], args[3], array, 0) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
