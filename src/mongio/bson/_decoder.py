@@ -11,12 +11,12 @@ nesting) are turned into :class:`InvalidBSON` once, at the public entry points.
 from __future__ import annotations
 
 import datetime
-import os
 import struct
 import uuid
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
+from mongio.bson._compiled import load_speedups
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, OLD_UUID_SUBTYPE, UUID_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
@@ -718,18 +718,9 @@ _python_read_document: Final = _read_document
 _python_read_array: Final = _read_array
 
 
-def _load_speedups() -> Any:
-    if os.environ.get("MONGIO_NO_SPEEDUPS"):
-        return None
-    try:
-        from mongio.bson import _speedups  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    _speedups.configure(InvalidBSON, _READERS, _OBJECTID_FROM_BYTES, _TIMESTAMP, Int64, _to_dbref, bytes.decode)
-    return _speedups
-
-
-_SPEEDUPS: Final = _load_speedups()
+_SPEEDUPS: Final = load_speedups()
+if _SPEEDUPS is not None:
+    _SPEEDUPS.configure(InvalidBSON, _READERS, _OBJECTID_FROM_BYTES, _TIMESTAMP, Int64, _to_dbref, bytes.decode)
 
 
 def use_speedups(enabled: bool) -> bool:

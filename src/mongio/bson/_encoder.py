@@ -10,7 +10,6 @@ offending value.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import struct
 import types
@@ -18,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from mongio.bson._compiled import load_speedups
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
@@ -673,14 +673,9 @@ _python_write_document: Final = _write_document
 _python_write_array: Final = _write_array
 
 
-def _load_speedups() -> Any:
-    if os.environ.get("MONGIO_NO_SPEEDUPS"):
-        return None
-    try:
-        from mongio.bson import _speedups  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    _speedups.configure_encoder(
+_SPEEDUPS: Final = load_speedups()
+if _SPEEDUPS is not None:
+    _SPEEDUPS.configure_encoder(
         _Refused,
         _python_write_document,
         _python_write_array,
@@ -691,10 +686,6 @@ def _load_speedups() -> Any:
         _pack_int64,
         Int64,
     )
-    return _speedups
-
-
-_SPEEDUPS: Final = _load_speedups()
 
 
 def use_speedups(enabled: bool) -> bool:
