@@ -221,3 +221,4 @@ def test_server_process_cpu_reads_a_process_or_gives_none() -> None:
         sum(range(2_000_000))  # spend some CPU
         after = server_process_cpu(os.getpid())
         assert after is not None and after >= before
+
