@@ -171,9 +171,10 @@ def server_process_cpu(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-async def _timed(
+async def timed(
     work: Callable[[], Coroutine[Any, Any, None]], server_pid: int | None = None
 ) -> tuple[float, float, float | None]:
+    """Run ``work`` once; its wall time, this process's CPU time and, given a pid, the server's CPU time."""
     server_start = server_process_cpu(server_pid)
     cpu_start = time.process_time()
     wall_start = time.perf_counter()
@@ -288,7 +289,7 @@ class Workloads:
         server_cpus: list[float] = []
         for _ in range(iterations):
             await self.before(spec.name, ops)
-            wall, cpu, server_cpu = await _timed(self.work(spec.name, ops), self.server_pid)
+            wall, cpu, server_cpu = await timed(self.work(spec.name, ops), self.server_pid)
             walls.append(wall)
             cpus.append(cpu)
             if server_cpu is not None:

@@ -17,11 +17,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.driver_workload import open_client, server_process_cpu
+from benchmarks.driver_workload import open_client, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 200
@@ -50,20 +49,14 @@ async def measure(driver: str, uri: str, server_pid: int, cap: int, ops: int) ->
             await asyncio.gather(*(worker(index * per_task) for index in range(TASKS)))
 
         await run()  # warm-up: opens the connections the cap allows
-        server_start = server_process_cpu(server_pid)
-        cpu_start = time.process_time()
-        wall_start = time.perf_counter()
-        await run()
-        wall = time.perf_counter() - wall_start
-        cpu = time.process_time() - cpu_start
-        server_end = server_process_cpu(server_pid)
+        wall, cpu, server_cpu = await timed(run, server_pid)
         done = per_task * TASKS
         return {
             "driver": driver,
             "cap": cap,
             "wall": wall / done,
             "cpu": cpu / done,
-            "server_cpu": None if server_start is None or server_end is None else (server_end - server_start) / done,
+            "server_cpu": None if server_cpu is None else server_cpu / done,
         }
     finally:
         try:
