@@ -11,9 +11,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from mongio.bson import encode
-from mongio.bson._encoder import encode as _python_encode
-from mongio.bson._encoder import encode_into as _python_encode_into
+# Documents are written straight into the message: no intermediate bytes, no copy.
+from mongio.bson._encoder import encode_into as _encode_into
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.errors import DocumentTooLarge, ProtocolError
 from mongio.wire.compression import Compressor, compress_message, may_compress
@@ -63,16 +62,6 @@ COMMAND_OVERHEAD = 16 * 1024
 _INT32 = struct.Struct("<i")
 _UINT32 = struct.Struct("<I")
 _FLAGS_AND_KIND0 = struct.Struct("<IB")
-
-if encode is _python_encode:
-    # The pure-Python codec writes straight into the message: no intermediate bytes, no copy.
-    _encode_into = _python_encode_into
-else:
-
-    def _encode_into(
-        buf: bytearray, document: Mapping[str, Any], codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
-    ) -> None:
-        buf += encode(document, codec_options=codec_options, max_size=None)
 
 
 def encode_op_msg(
