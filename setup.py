@@ -1,7 +1,7 @@
-"""Build configuration beyond pyproject.toml: the optional compiled BSON decoder loops.
+"""Build configuration beyond pyproject.toml: the optional compiled element loops of the BSON codec.
 
 The extension is optional: where no C compiler is available the build goes on without it and the
-pure-Python decoder is used, which behaves the same.
+pure-Python loops are used, which behave the same.
 """
 
 from setuptools import Extension, setup

@@ -399,3 +399,14 @@ except InvalidDocument:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n")[:2] == ["decode refused", "encode refused"]
+
+
+@needs_speedups
+def test_an_unknown_type_is_refused_naming_its_key_in_both() -> None:
+    data = struct.pack("<i", 13) + b"\x20odd\x00" + b"\x00" * 3 + b"\x00"
+    for compiled in (True, False):
+        _decoder.use_speedups(compiled)
+        with pytest.raises(InvalidBSON) as refused:
+            decode(data)
+        assert "unknown BSON type" in str(refused.value)
+        assert "0x20" in str(refused.value) and "'odd'" in str(refused.value)

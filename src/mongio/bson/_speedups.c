@@ -65,7 +65,7 @@ malformed(const char *what)
 }
 
 /* Raise InvalidBSON for the element named ``key`` (NULL inside an array); ``format`` has one %U for where
- * the element is ("for key 'k'" or "in an array") and at most one %d after it. */
+ * the element is ("for key 'k'" or "in an array") and at most one int conversion (%d, %x) after it. */
 static PyObject *
 element_error(PyObject *key, const char *format, int number)
 {
@@ -122,7 +122,7 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
 }
 
 /* Nesting deeper than this is refused whatever the recursion limit, so a hostile document cannot exhaust the
- * C stack (the server itself refuses documents nested beyond about 200 levels). */
+ * C stack (MongoDB itself stores no document nested beyond 100 levels). */
 #define MAX_NESTING 10000
 
 static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array,
@@ -177,7 +177,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
 /* A type the loop does not inline: the Python reader decodes it and says where the next element starts. */
 static PyObject *
 read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, const Context *c,
-                 Py_ssize_t *next)
+                 PyObject *name, Py_ssize_t *next)
 {
     PyObject *key = PyLong_FromLong(kind);
     if (key == NULL) {
@@ -187,7 +187,7 @@ read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t 
     Py_DECREF(key);
     if (reader == NULL) {
         if (!PyErr_Occurred()) {
-            PyErr_Format(invalid_bson, "unknown BSON type 0x%02x", (unsigned int)kind);
+            element_error(name, "unknown BSON type %U: 0x%02x", (int)kind);
         }
         return NULL;
     }
@@ -356,7 +356,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             break;
         }
         default:
-            value = read_with_python(data, kind, pos, end, c, &pos);
+            value = read_with_python(data, kind, pos, end, c, key, &pos);
             break;
         }
         if (value == NULL) {
