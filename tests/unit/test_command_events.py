@@ -340,3 +340,27 @@ def test_a_long_server_error_is_cut_in_the_failure(caplog: pytest.LogCaptureFixt
     assert failure.startswith('OperationFailure: {"ok": 0, "errmsg": "xxx')
     assert len(failure) == len("OperationFailure: ") + DEFAULT_MAX_DOCUMENT_LENGTH + 3
     assert failure.endswith("...")
+
+
+def test_unstructured_text_follows_the_specification(caplog: pytest.LogCaptureFixture) -> None:
+    """Command logging and monitoring, Command Log Messages: the unstructured form of the three messages,
+    and an absent value (operation id, server connection id, port) leaves out its field and its segment."""
+    publisher = CommandPublisher()
+    with caplog.at_level(logging.DEBUG, logger=COMMAND_LOGGER_NAME):
+        publish_all(publisher, {"ping": 1}, {"ok": 1})
+        publisher.started({"ping": 1}, "ping", "db", 9, None, ("/tmp/m.sock", None), 4, None, None)
+    started, succeeded, failed, bare = command_messages(caplog)
+    where = (
+        "using a connection with driver-generated ID 1 and server-generated ID 42 to db.example:27017. "
+        "The requestID is 7 and the operation ID is 3"
+    )
+    assert str(started) == f'Command "ping" started on database "admin" {where}. Command: {{"ping": 1}}'
+    assert str(succeeded) == (
+        f'Command "ping" succeeded on database "admin" in 2.5 ms {where}. Command reply: {{"ok": 1}}'
+    )
+    assert str(failed).startswith(f'Command "ping" failed on database "admin" in 1 ms {where}. Error: ')
+    assert str(bare) == (
+        'Command "ping" started on database "db" using a connection with driver-generated ID 4 to '
+        '/tmp/m.sock. The requestID is 9. Command: {"ping": 1}'
+    )
+    assert not {"operationId", "serverPort", "serverConnectionId", "serviceId"} & set(bare.fields)

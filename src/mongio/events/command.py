@@ -357,10 +357,11 @@ class CommandPublisher:
             "commandName": command_name,
             "databaseName": database_name,
             "requestId": request_id,
-            "operationId": operation_id,
             "driverConnectionId": connection_id,
             "serverHost": host,
         }
+        if operation_id is not None:
+            fields["operationId"] = operation_id
         if port is not None:
             fields["serverPort"] = port
         if server_connection_id is not None:
@@ -371,13 +372,17 @@ class CommandPublisher:
 
     @staticmethod
     def _where(fields: Mapping[str, Any]) -> str:
-        text = f"request ID {fields['requestId']} and operation ID {fields['operationId']} on connection to "
-        text += f"{fields['serverHost']}" + (f":{fields['serverPort']}" if "serverPort" in fields else "")
-        text += f" with driver-generated ID {fields['driverConnectionId']}"
+        """The connection and ids part of the specification's unstructured text; absent values leave out
+        their segment."""
+        text = f"using a connection with driver-generated ID {fields['driverConnectionId']}"
         if "serverConnectionId" in fields:
             text += f" and server-generated ID {fields['serverConnectionId']}"
+        text += f" to {fields['serverHost']}" + (f":{fields['serverPort']}" if "serverPort" in fields else "")
         if "serviceId" in fields:
-            text += f" and service ID {fields['serviceId']}"
+            text += f" with service ID {fields['serviceId']}"
+        text += f". The requestID is {fields['requestId']}"
+        if "operationId" in fields:
+            text += f" and the operation ID is {fields['operationId']}"
         return text
 
     def started(
@@ -419,8 +424,8 @@ class CommandPublisher:
             shown = {} if is_sensitive(command_name, command) else command
             fields["command"] = document_text(shown, self.max_document_length)
             text = (
-                f'Command "{command_name}" started on database "{database_name}" using a connection with '
-                f"{self._where(fields)}. The requested command is: {fields['command']}"
+                f'Command "{command_name}" started on database "{database_name}" {self._where(fields)}. '
+                f"Command: {fields['command']}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))
 
@@ -470,8 +475,8 @@ class CommandPublisher:
             shown = {} if sensitive or command_name.lower() in SENSITIVE_COMMANDS else reply
             fields["reply"] = document_text(shown, self.max_document_length)
             text = (
-                f'Command "{command_name}" succeeded on database "{database_name}" in {ms:g} ms using a '
-                f"connection with {self._where(fields)}. The command reply is: {fields['reply']}"
+                f'Command "{command_name}" succeeded on database "{database_name}" in {ms:g} ms '
+                f"{self._where(fields)}. Command reply: {fields['reply']}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))
 
@@ -529,7 +534,7 @@ class CommandPublisher:
                 failure = shown = format_error(error, self.max_document_length)
             fields["failure"] = failure
             text = (
-                f'Command "{command_name}" failed on database "{database_name}" in {ms:g} ms using a '
-                f"connection with {self._where(fields)}. Error: {shown}"
+                f'Command "{command_name}" failed on database "{database_name}" in {ms:g} ms '
+                f"{self._where(fields)}. Error: {shown}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))
