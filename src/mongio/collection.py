@@ -1184,7 +1184,9 @@ class Collection(Generic[_D]):
     ) -> CommandCursor[Any]:
         """A cursor over the Atlas Search indexes (or the one named ``name``). Takes the aggregation options
         (``allowDiskUse``, ``batchSize``, ``collation``, ``hint``, ``let``, ``maxTimeMS``, ``maxAwaitTimeMS``;
-        snake_case works too). The command carries no read concern: the search index process refuses one."""
+        snake_case works too) and ``timeout_mode``. The command carries no read concern: the search index
+        process refuses one."""
+        timeout_mode = kwargs.pop("timeout_mode", None)
         options = _options(kwargs, _LIST_SEARCH_INDEXES_OPTIONS, "list_search_indexes")
         operation = ListSearchIndexes(
             self._database.name,
@@ -1201,6 +1203,7 @@ class Collection(Generic[_D]):
             batch_size=options.get("batch_size") or 0,
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def update_search_index(
