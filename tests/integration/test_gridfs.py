@@ -88,7 +88,9 @@ class HashingSink:
         self.size += len(data)
 
 
-async def test_50mb_round_trip_holds_only_a_few_batches_in_memory(bucket: GridFSBucket, db: Database[Any]) -> None:
+async def test_50mb_round_trip_holds_only_a_few_batches_in_memory(
+    bucket: GridFSBucket, db: Database[Any]
+) -> None:
     size = 50 * 1024 * 1024
     await bucket.upload_from_stream("warm-up", b"x")  # indexes and connections, outside the measurement
     source = GeneratedSource(size)
@@ -124,13 +126,74 @@ async def test_bytes_round_trip_and_files_document(bucket: GridFSBucket, db: Dat
     assert document["length"] == 10_000 and isinstance(document["length"], Int64)
     assert document["chunkSize"] == 1024
     assert document["filename"] == "a.bin" and document["metadata"] == {"k": "v"}
-    assert "md5" not in document and "contentType" not in document
+    assert "md5" not in document and "contentType" not in document and "aliases" not in document
     chunks = await db["fs.chunks"].find({"files_id": file_id}, sort=[("n", 1)]).to_list()
     assert [chunk["n"] for chunk in chunks] == list(range(10))
     assert [len(chunk["data"]) for chunk in chunks] == [1024] * 9 + [784]
     destination = io.BytesIO()
     await bucket.download_to_stream(file_id, destination)
     assert destination.getvalue() == data
+
+
+async def test_deprecated_upload_options_are_stored_and_warn(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, File Upload (GridFSUploadOptions) and the files collection document: the deprecated
+    contentType and aliases options are still accepted, warn, and are stored under those names; GridOut
+    reads them back."""
+    uploads = [
+        lambda: bucket.upload_from_stream("a", b"x", content_type="text/plain", aliases=["b", "c"]),
+        lambda: bucket.upload_from_stream_with_id(
+            7, "a", b"x", content_type="text/plain", aliases=("b", "c")
+        ),
+    ]
+    ids = []
+    for upload in uploads:
+        with pytest.warns(DeprecationWarning) as caught:
+            ids.append(await upload())
+        assert {str(warning.message).split(" ")[0] for warning in caught} == {"content_type", "aliases"}
+        assert all(warning.filename == __file__ for warning in caught)  # points at the caller
+    file_ids = [ids[0], 7]
+    for file_id in file_ids:
+        document = await db["fs.files"].find_one({"_id": file_id})
+        assert document is not None
+        assert document["contentType"] == "text/plain" and document["aliases"] == ["b", "c"]
+        download = await bucket.open_download_stream(file_id)
+        assert download.content_type == "text/plain" and download.aliases == ["b", "c"]
+    with pytest.warns(DeprecationWarning, match="content_type"):
+        stream = bucket.open_upload_stream("s", content_type="image/png")
+    async with stream:
+        await stream.write(b"png")
+    with pytest.warns(DeprecationWarning, match="aliases"):
+        stream_with_id = bucket.open_upload_stream_with_id(8, "s", aliases=["t"])
+    async with stream_with_id:
+        await stream_with_id.write(b"t")
+    assert (await db["fs.files"].find_one({"_id": stream._id}) or {}).get("contentType") == "image/png"
+    stored = await db["fs.files"].find_one({"_id": 8}) or {}
+    assert stored.get("aliases") == ["t"] and "contentType" not in stored
+
+
+async def test_deprecated_upload_options_are_checked(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, GridFSUploadOptions: contentType is a string and aliases an array of strings; a wrong type is
+    refused before anything is stored."""
+    with pytest.raises(TypeError, match="content_type"):
+        await bucket.upload_from_stream("a", b"x", content_type=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="aliases"):
+        await bucket.upload_from_stream("a", b"x", aliases="b")
+    with pytest.raises(TypeError, match="aliases"):
+        bucket.open_upload_stream("a", aliases=["b", 3])  # type: ignore[list-item]
+    assert await db["fs.files"].count_documents({}) == 0
+
+
+async def test_disable_md5_is_accepted_and_md5_never_stored(db: Database[Any]) -> None:
+    """GridFS, GridFSBucketOptions disableMD5 and File Upload: the transitional option is accepted (a no-op,
+    since MD5 is never computed) and files never get an md5 field either way."""
+    for disable in (True, False):
+        bucket = GridFSBucket(db, disable_md5=disable)
+        file_id = await bucket.upload_from_stream("f", pattern(3000), chunk_size_bytes=1000)
+        document = await db["fs.files"].find_one({"_id": file_id})
+        assert document is not None and "md5" not in document
+        assert (await bucket.open_download_stream(file_id)).md5 is None
+    with pytest.raises(TypeError, match="disable_md5"):
+        GridFSBucket(db, disable_md5="yes")  # type: ignore[arg-type]
 
 
 async def test_empty_file_has_no_chunks(bucket: GridFSBucket, db: Database[Any]) -> None:
@@ -165,7 +228,9 @@ async def test_no_indexes_are_made_when_files_already_exist(db: Database[Any]) -
     assert list(await db["fs.chunks"].index_information()) == ["_id_"]
 
 
-async def test_abort_deletes_the_chunks_and_closes_the_stream(bucket: GridFSBucket, db: Database[Any]) -> None:
+async def test_abort_deletes_the_chunks_and_closes_the_stream(
+    bucket: GridFSBucket, db: Database[Any]
+) -> None:
     upload = bucket.open_upload_stream("aborted", chunk_size_bytes=65_536)
     await upload.write(pattern(UPLOAD_BATCH_BYTES + 5000))  # at least one batch is sent
     assert await db["fs.chunks"].count_documents({"files_id": upload._id}) > 0
@@ -419,7 +484,10 @@ async def test_the_older_gridfs_interface(db: Database[Any]) -> None:
     assert not await fs.exists("missing") and not await fs.exists({"filename": "missing"})
     found = await fs.find_one("custom")
     assert found is not None and found.filename == "other.txt"
-    assert [g._id async for g in fs.find({"filename": "doc.txt"}, sort=[("uploadDate", 1)])] == [first, second]
+    assert [g._id async for g in fs.find({"filename": "doc.txt"}, sort=[("uploadDate", 1)])] == [
+        first,
+        second,
+    ]
     assert "filename_1_uploadDate_1" in await db["fs.files"].index_information()
     await fs.delete(second)
     await fs.delete(second)  # a missing file is not an error here
