@@ -5,6 +5,7 @@ corrupt files, revisions, and the bucket's file management."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import tracemalloc
@@ -18,7 +19,7 @@ import pytest
 from mongio.bson import Int64, ObjectId
 from mongio.client import MongoClient
 from mongio.database import Database
-from mongio.errors import ConfigurationError, InvalidOperation, OperationTimeoutError
+from mongio.errors import ConfigurationError, InvalidOperation, OperationFailure, OperationTimeoutError
 from mongio.gridfs import (
     DOWNLOAD_BATCH_BYTES,
     UPLOAD_BATCH_BYTES,
@@ -291,13 +292,67 @@ async def test_an_id_in_use_raises_file_exists_and_spares_the_other_file(bucket:
     assert destination.getvalue() == b"original data"
 
 
-async def test_an_empty_file_id_in_use_raises_file_exists_and_leaves_no_chunks(
-    bucket: GridFSBucket, db: Database[Any]
-) -> None:
+async def test_an_empty_file_id_in_use_raises_file_exists(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, File Upload / Operation Failure: the files document's insert fails (the id is taken), so the
+    upload raises at once and leaves the chunks it stored; the other, empty file still reads as empty."""
     await bucket.upload_from_stream_with_id(7, "empty", b"")
     with pytest.raises(FileExists):
         await bucket.upload_from_stream_with_id(7, "again", b"some bytes")
-    assert await db["fs.chunks"].count_documents({}) == 0
+    assert await db["fs.chunks"].count_documents({"files_id": 7}) == 1
+    assert await db["fs.files"].count_documents({}) == 1
+    assert await (await bucket.open_download_stream(7)).read() == b""
+
+
+@contextlib.asynccontextmanager
+async def failing_inserts(client: MongoClient, mode: Any, app_name: str) -> AsyncIterator[None]:
+    """The server fails the ``insert`` commands of clients named ``app_name`` (``mode`` of failCommand)."""
+    data = {"failCommands": ["insert"], "errorCode": 8000, "appName": app_name}
+    await client.admin.command({"configureFailPoint": "failCommand", "mode": mode, "data": data})
+    try:
+        yield
+    finally:
+        await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+
+
+async def test_a_chunk_the_server_refuses_leaves_the_stored_chunks(
+    server_uri: str, client: MongoClient, db: Database[Any]
+) -> None:
+    """GridFS, File Upload / Operation Failure: when a chunk insert fails on the server the error is raised
+    and the chunks inserted before are not cleaned up; the failed stream takes no more writes, and an
+    explicit abort still deletes its chunks (Aborting an upload)."""
+    async with MongoClient(server_uri, appname="gridfs-chunk-failure") as own:
+        bucket = GridFSBucket(own[db.name])
+        upload = bucket.open_upload_stream("f", chunk_size_bytes=65_536)
+        await upload.write(pattern(UPLOAD_BATCH_BYTES))  # one batch stored
+        stored = await db["fs.chunks"].count_documents({"files_id": upload._id})
+        assert stored > 0
+        async with failing_inserts(client, {"times": 1}, "gridfs-chunk-failure"):
+            with pytest.raises(OperationFailure) as raised:
+                await upload.write(pattern(UPLOAD_BATCH_BYTES))
+        assert raised.value.code == 8000
+        assert await db["fs.chunks"].count_documents({"files_id": upload._id}) == stored
+        with pytest.raises(ValueError, match="failed"):
+            await upload.write(b"more")
+        await upload.close()  # nothing left to do: the upload is over
+        assert await db["fs.files"].count_documents({}) == 0
+        await upload.abort()
+        assert await db["fs.chunks"].count_documents({}) == 0
+
+
+async def test_a_files_document_the_server_refuses_leaves_the_chunks(
+    server_uri: str, client: MongoClient, db: Database[Any]
+) -> None:
+    """GridFS, File Upload / Operation Failure: upload_from_stream whose files document insert fails raises
+    that error and does not delete the chunks it stored (a failing source, by contrast, aborts: see
+    test_a_failing_source_leaves_no_chunks)."""
+    async with MongoClient(server_uri, appname="gridfs-files-failure") as own:
+        bucket = GridFSBucket(own[db.name])
+        await bucket.upload_from_stream("warm-up", b"")  # the indexes exist before the fail point
+        async with failing_inserts(client, {"skip": 1}, "gridfs-files-failure"):
+            with pytest.raises(OperationFailure):
+                await bucket.upload_from_stream("f", pattern(3000), chunk_size_bytes=1000)
+        assert await db["fs.chunks"].count_documents({}) == 3
+        assert await db["fs.files"].count_documents({"filename": "f"}) == 0
 
 
 async def test_upload_stream_context_manager(bucket: GridFSBucket) -> None:

@@ -181,8 +181,10 @@ class GridFSBucket:
         aliases: Sequence[str] | None = None,
     ) -> ObjectId:
         """Store everything ``source`` holds as a new file; returns its id. ``source`` is read to its end and
-        not closed. If reading it or storing a chunk fails, the chunks already stored are deleted and the
-        error raised. ``metadata``, ``content_type`` and ``aliases`` as for :meth:`open_upload_stream`."""
+        not closed. If reading it fails (or the call is cancelled), the chunks already stored are deleted
+        and the error raised. If the server fails a command of the upload, its error is raised at once and
+        the chunks already stored are left, as the GridFS specification requires. ``metadata``,
+        ``content_type`` and ``aliases`` as for :meth:`open_upload_stream`."""
         extra = _deprecated_fields(content_type, aliases)
         file_id = ObjectId()
         await self._upload(file_id, filename, source, chunk_size_bytes, metadata, session, extra)
