@@ -23,6 +23,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from mongio.errors import AutoReconnect, OperationFailure
+
 __all__ = [
     "CONNECTION_LOGGER",
     "CONNECTION_LOGGER_NAME",
@@ -98,9 +100,10 @@ def document_text(document: Mapping[str, Any], limit: int | None = None) -> str:
 def server_reply(error: BaseException) -> Mapping[str, Any] | None:
     """The server's reply that ``error`` reports (a command's ``ok: 0`` reply), or ``None`` for an error the
     driver raised on its own (a network error, a timeout)."""
-    details = getattr(error, "details", None)
-    if isinstance(details, Mapping) and details:
-        return details
+    if isinstance(error, OperationFailure | AutoReconnect):
+        details = error.details
+        if isinstance(details, Mapping) and details:
+            return details
     return None
 
 
