@@ -233,6 +233,8 @@ class Decimal128:
 
     __slots__ = ("_bid",)
 
+    _type_marker = 19
+
     _bid: bytes
 
     def __init__(self, value: str | decimal.Decimal | tuple[int, int]) -> None:
