@@ -15,9 +15,10 @@ import struct
 import types
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
+from mongio.bson._type_marker import type_marker as _type_marker
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
@@ -686,7 +687,7 @@ def _write_marked_code(buf: bytearray, name: bytes, value: Any, ctx: _Context, c
         raise _marked_mismatch(value, "JavaScript code", "it is not a str")
     if scope is not None and not isinstance(scope, Mapping):
         raise _marked_mismatch(value, "JavaScript code", f"its scope is not a mapping: {scope!r}")
-    _write_code(buf, name, value, ctx, check_keys)
+    _write_code(buf, name, cast(Code, value), ctx, check_keys)
 
 
 def _write_marked_timestamp(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
@@ -765,7 +766,7 @@ def _write_marked_dbpointer(buf: bytearray, name: bytes, value: Any, ctx: _Conte
 def _write_marked_symbol(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
     if not isinstance(value, str):
         raise _marked_mismatch(value, "symbol", "it is not a str")
-    _write_symbol(buf, name, value, ctx, check_keys)
+    _write_symbol(buf, name, cast(Symbol, value), ctx, check_keys)
 
 
 # Marker -> writer. 6, 12 and 14 are mongio's deprecated types (Undefined, DBPointer, Symbol), which PyMongo
@@ -787,13 +788,6 @@ _MARKED_WRITERS: Final[dict[int, _Writer]] = {
     127: _write_maxkey,
     255: _write_minkey,
 }
-
-
-def _type_marker(value: Any) -> int | None:
-    """The value's ``_type_marker`` when it is an int (an object whose ``__getattr__`` answers every name
-    with something else is not taken for a marked value)."""
-    marker = getattr(value, "_type_marker", None)
-    return marker if type(marker) is int else None
 
 
 def _marked_writer(value: Any, marker: int) -> _Writer:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidVector
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "BinaryVectorDtype",
     "UuidRepresentation",
 ]
+
+_BINARY_MARKER: Final = 5
 
 BINARY_SUBTYPE: Final = 0
 FUNCTION_SUBTYPE: Final = 1
@@ -155,7 +158,7 @@ class Binary(bytes):
     :class:`Binary` never equals plain ``bytes``.
     """
 
-    _type_marker = 5
+    _type_marker = _BINARY_MARKER
     __subtype: int
 
     def __new__(cls, data: bytes | bytearray | memoryview, subtype: int = BINARY_SUBTYPE) -> Binary:
@@ -290,6 +293,9 @@ class Binary(bytes):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Binary):
             return self.__subtype == other.subtype and bytes.__eq__(self, other)
+        if isinstance(other, bytes) and type_marker(other) == _BINARY_MARKER:
+            # Another library's binary (PyMongo's): the same subtype and bytes are the same BSON value.
+            return self.__subtype == getattr(other, "subtype", None) and bytes.__eq__(self, other)
         # Never equal to plain bytes: a subtype-0 Binary and bytes are different BSON values only by type.
         return False
 
@@ -297,7 +303,8 @@ class Binary(bytes):
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((bytes(self), self.__subtype))
+        # PyMongo's formula, so equal binaries of either library are one dict key.
+        return bytes.__hash__(self) ^ hash(self.__subtype)
 
     def __repr__(self) -> str:
         if self.__subtype == 9 and len(self) >= 2 and self[0] in _DTYPES_BY_BYTE:

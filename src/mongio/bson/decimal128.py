@@ -18,6 +18,7 @@ import decimal
 import re
 from typing import Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidDecimal128
 
 __all__ = ["Decimal128", "create_decimal128_context"]
@@ -318,6 +319,9 @@ class Decimal128:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Decimal128):
             return self._bid == other._bid
+        if type_marker(other) == Decimal128._type_marker:
+            # Another library's Decimal128 (PyMongo's): the same 16 bytes are the same value.
+            return self._bid == getattr(other, "bid", None)
         return NotImplemented
 
     def __hash__(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidStringData
 
 __all__ = ["Regex"]
@@ -92,12 +93,21 @@ class Regex:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Regex):
             return self.pattern == other.pattern and self.flags == other.flags
+        if type_marker(other) == Regex._type_marker:
+            # Another library's regex (PyMongo's, whose flags are an int of ``re`` flags): equal when the
+            # pattern and the set of option letters are.
+            flags = getattr(other, "flags", None)
+            letters = flags_to_letters(flags) if isinstance(flags, int) else flags
+            return (
+                isinstance(letters, str)
+                and self.pattern == getattr(other, "pattern", None)
+                and sorted(self.flags) == sorted(letters)
+            )
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, Regex):
-            return not self == other
-        return NotImplemented
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash((self.pattern, self.flags))
