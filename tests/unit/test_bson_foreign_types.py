@@ -252,6 +252,7 @@ def test_a_pymongo_raw_document_is_copied_at_the_top_level_and_inside(compiled: 
     raw = bson.raw_bson.RawBSONDocument(bson.encode({"a": bson.int64.Int64(1), "b": [1, 2]}))
     assert encode(raw) == raw.raw
     assert encode({"r": raw, "l": [raw]}) == bson.encode({"r": raw, "l": [raw]})
+    assert mb.BSON.encode(raw) == raw.raw
 
 
 class _UnknownMarker:

@@ -18,16 +18,22 @@ from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidVector
 
 __all__ = [
+    "ALL_UUID_REPRESENTATIONS",
     "ALL_UUID_SUBTYPES",
     "BINARY_SUBTYPE",
     "COLUMN_SUBTYPE",
+    "CSHARP_LEGACY",
     "ENCRYPTED_SUBTYPE",
     "FUNCTION_SUBTYPE",
+    "JAVA_LEGACY",
     "MD5_SUBTYPE",
     "OLD_BINARY_SUBTYPE",
     "OLD_UUID_SUBTYPE",
+    "PYTHON_LEGACY",
     "SENSITIVE_SUBTYPE",
+    "STANDARD",
     "USER_DEFINED_SUBTYPE",
+    "UUID_REPRESENTATION_NAMES",
     "UUID_SUBTYPE",
     "VECTOR_SUBTYPE",
     "Binary",
@@ -66,6 +72,23 @@ class UuidRepresentation(enum.IntEnum):
     STANDARD = 4
     JAVA_LEGACY = 5
     CSHARP_LEGACY = 6
+
+
+# The representations as module constants and their display names, as PyMongo's bson.binary has them.
+STANDARD: Final = UuidRepresentation.STANDARD
+PYTHON_LEGACY: Final = UuidRepresentation.PYTHON_LEGACY
+JAVA_LEGACY: Final = UuidRepresentation.JAVA_LEGACY
+CSHARP_LEGACY: Final = UuidRepresentation.CSHARP_LEGACY
+ALL_UUID_REPRESENTATIONS: Final = (
+    UuidRepresentation.UNSPECIFIED,
+    STANDARD,
+    PYTHON_LEGACY,
+    JAVA_LEGACY,
+    CSHARP_LEGACY,
+)
+UUID_REPRESENTATION_NAMES: Final = {
+    representation: f"UuidRepresentation.{representation.name}" for representation in UuidRepresentation
+}
 
 
 def _java_legacy_order(data: bytes) -> bytes:

@@ -11,11 +11,13 @@ import enum
 from typing import TYPE_CHECKING, Final, cast
 
 from mongio.bson._type_marker import type_marker
+from mongio.bson.errors import InvalidBSON
+from mongio.bson.tz_util import utc
 
 if TYPE_CHECKING:
     from mongio.bson.codec_options import CodecOptions
 
-__all__ = ["DatetimeConversion", "DatetimeMS"]
+__all__ = ["DatetimeConversion", "DatetimeMS", "InvalidBSON", "utc"]
 
 EPOCH_AWARE: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_NAIVE: Final = datetime.datetime(1970, 1, 1)
@@ -188,3 +190,13 @@ def millis_to_datetime(
                 f"the datetime {millis} ms is outside datetime's range in {tzinfo}"
             ) from None
     return value
+
+
+def __getattr__(name: str) -> object:
+    # PyMongo's bson.datetime_ms also offers the codec options it uses; they are imported here only when
+    # asked for, since mongio.bson.codec_options itself imports this module.
+    if name in ("CodecOptions", "DEFAULT_CODEC_OPTIONS"):
+        from mongio.bson import codec_options
+
+        return getattr(codec_options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,9 @@ from typing import Any, Final
 
 from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidId
+from mongio.bson.tz_util import utc
 
-__all__ = ["ObjectId"]
+__all__ = ["ObjectId", "utc"]
 
 _COUNTER_LIMIT: Final = 0xFFFFFF
 _OBJECTID_MARKER: Final = 7

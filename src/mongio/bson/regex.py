@@ -8,7 +8,7 @@ from typing import Any, Final
 from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidStringData
 
-__all__ = ["Regex"]
+__all__ = ["Regex", "str_flags_to_int"]
 
 # The BSON option letters that have a Python ``re`` counterpart. MongoDB also knows others (e.g. "u"),
 # which are kept as letters but have no flag here.
@@ -25,6 +25,11 @@ _FLAG_LETTERS: Final = (
 def flags_to_letters(flags: int) -> str:
     """BSON option letters for an int of ``re`` flags, in alphabetical order."""
     return "".join(letter for flag, letter in _FLAG_LETTERS if flags & flag)
+
+
+def str_flags_to_int(str_flags: str) -> int:
+    """An int of ``re`` flags for BSON option letters (letters without a Python flag are ignored)."""
+    return _letters_to_flags(str_flags)
 
 
 def _letters_to_flags(letters: str) -> int:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import calendar
 import datetime
+from typing import Final
 
 from mongio.bson._type_marker import type_marker
+from mongio.bson.tz_util import utc
 
-__all__ = ["Timestamp"]
+__all__ = ["UPPERBOUND", "Timestamp", "utc"]
 
 _UINT32_LIMIT = 1 << 32
+UPPERBOUND: Final = _UINT32_LIMIT
+"""One more than the largest ``time`` or ``inc`` a timestamp holds."""
 
 
 class Timestamp:
