@@ -912,6 +912,9 @@ if _SPEEDUPS is not None:
         _check_key,
         _pack_int64,
         Int64,
+        _write_objectid,
+        _write_marked_objectid,
+        _write_marked_int64,
     )
 
 
