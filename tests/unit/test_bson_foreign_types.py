@@ -359,6 +359,19 @@ def test_an_unknown_marker_may_still_be_handled_by_the_type_registry_or_fallback
     assert mb.decode(data) == {"v": "fallback"}
 
 
+class _ObjectIdToText(mb.TypeEncoder):
+    python_type = bson.objectid.ObjectId
+
+    def transform_python(self, value: Any) -> Any:
+        return str(value)
+
+
+def test_a_type_encoder_cannot_take_over_a_type_written_by_its_marker() -> None:
+    # As for mongio's own types: the encoder writes it, so the codec would silently never be called.
+    with pytest.raises(TypeError, match="_type_marker 7"):
+        mb.TypeRegistry([_ObjectIdToText()])
+
+
 # --- PyMongo's encoder writes mongio's values exactly ----------------------------------------------------
 
 
