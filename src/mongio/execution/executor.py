@@ -390,7 +390,10 @@ class Executor:
                     check_read_preference(transaction.options.read_preference)
                 if isinstance(op, RunCommand) and op.read_preference is not None:
                     check_read_preference(op.read_preference)
-                # The transaction's write concern goes on commit/abort only, so every write is acknowledged.
+                # The transaction's write concern goes on commit/abort only, so every write is acknowledged
+                # and reports its result, whatever the collection's or client's own write concern says.
+                if op.takes_write_concern:
+                    op.use_transaction_write_concern()
                 acknowledged = True
         pinned_by_session = False
         if (in_txn or transaction_command) and address is None and session is not None:

@@ -36,7 +36,7 @@ from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_T
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
 from mongio.sessions.cluster_time import ClusterClock, greater_operation_time
 from mongio.sessions.server_session import ServerSession
-from mongio.sessions.transaction_state import Transaction, TransactionOptions
+from mongio.sessions.transaction_state import ClientTransactionDefaults, Transaction, TransactionOptions
 from mongio.sessions.with_transaction_policy import (
     NextStep,
     WithTransactionRetry,
@@ -246,7 +246,7 @@ class ClientSession:
             max_commit_time_ms=max_commit_time_ms,
         ).inherit(
             self._options.default_transaction_options,
-            TransactionOptions(
+            ClientTransactionDefaults(
                 read_concern=client.read_concern,
                 write_concern=client.write_concern,
                 read_preference=client.read_preference,
