@@ -503,7 +503,6 @@ class Executor:
                                         after_cluster_time=session.operation_time if session._causal else None,
                                     )
                                 )
-                                transaction_started = True
                                 if (
                                     topology.description.topology_type is TopologyType.Sharded
                                     and session._pinned_address is None
@@ -544,6 +543,9 @@ class Executor:
                                     more_to_come=not acknowledged,
                                     deadline=deadline,
                                 )
+                                # The transaction is under way once its first command is on the wire; a
+                                # client-side error (an unencodable document) leaves it starting.
+                                transaction_started = in_txn
                                 if publishing:
                                     publisher.started(
                                         shown,
@@ -569,8 +571,10 @@ class Executor:
                                     server_session.mark_dirty()
                                 raise
                             except Exception as exc:
-                                if server_session is not None and isinstance(exc, ConnectionFailure):
-                                    server_session.mark_dirty()
+                                if isinstance(exc, ConnectionFailure):
+                                    transaction_started = transaction_started or in_txn
+                                    if server_session is not None:
+                                        server_session.mark_dirty()
                                 if not request_id:
                                     # Failed before the message was written: nothing was sent.
                                     sent = False
