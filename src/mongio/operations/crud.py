@@ -437,6 +437,10 @@ class Aggregate(_ReadOperation):
             self.takes_write_concern = True
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        if self.has_write_stage:
+            # $out/$merge write: the read and write concern specification has the helper report the
+            # reply's writeConcernError.
+            check_write_concern_reply(reply)
         return parse_cursor(reply)
 
 
