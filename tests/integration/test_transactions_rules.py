@@ -10,9 +10,10 @@ import pytest
 
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.errors import InvalidDocument
+from mongio.errors import ConfigurationError, InvalidDocument
 from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.sessions.transaction_state import TxnState
+from tests.support.loopback_peer import LoopbackPeer
 
 
 class Recorder(CommandListener):
@@ -69,3 +70,23 @@ async def test_client_side_error_leaves_the_transaction_starting(
     first = recorder.commands("insert")[-1]
     assert first["startTransaction"] is True and first["autocommit"] is False
     assert await coll.count_documents({}) == 1
+
+
+async def test_start_transaction_refused_when_the_deployment_has_no_sessions() -> None:
+    """Transactions spec, startTransaction: it "SHOULD report an error if the driver can detect that
+    transactions are not supported by the deployment", which is so when the deployment does not support
+    sessions; before the deployment is known nothing is refused (the driver sessions spec forbids checking
+    for session support up front)."""
+    async with LoopbackPeer(lambda request: None) as peer:  # a standalone without logicalSessionTimeoutMinutes
+        client = MongoClient(peer.uri)  # not opened: nothing is known of the deployment yet
+        try:
+            session = client.start_session()
+            session.start_transaction()
+            await session.abort_transaction()
+            await client.admin.command("ping")
+            with pytest.raises(ConfigurationError, match="Transactions are not supported by this deployment"):
+                session.start_transaction()
+            assert session._transaction.state is TxnState.ABORTED
+            await session.end_session()
+        finally:
+            await client.close()

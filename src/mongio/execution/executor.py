@@ -210,6 +210,18 @@ class Executor:
         load_balanced = topology is not None and topology.settings.load_balanced
         return self.session_pool.acquire(self._session_timeout(), load_balanced=load_balanced)
 
+    def sessions_known_unsupported(self) -> bool:
+        """True once the deployment is known not to support sessions: its data-bearing servers were discovered
+        and one reports no ``logicalSessionTimeoutMinutes`` (never in load-balanced mode). False while nothing
+        is known yet: the first command then tells."""
+        topology = self._topology
+        if topology is None or topology.closed or topology.settings.load_balanced:
+            return False
+        description = topology.description
+        if description.logical_session_timeout_minutes is not None:
+            return False
+        return any(server.is_data_bearing for server in description.server_descriptions().values())
+
     def release_server_session(self, server_session: ServerSession) -> None:
         """Give a server session back to the client's pool (dirty or expiring ones are dropped)."""
         if self._topology is not None and self._topology.closed:

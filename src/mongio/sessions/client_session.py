@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp
-from mongio.errors import InvalidOperation, MongioError
+from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
@@ -239,6 +239,11 @@ class ClientSession:
         if self._transaction.active:
             raise InvalidOperation("Transaction already in progress")
         client = self._client
+        if client._executor.sessions_known_unsupported():
+            raise ConfigurationError(
+                "Transactions are not supported by this deployment: its servers do not support sessions "
+                "(they report no logicalSessionTimeoutMinutes)"
+            )
         options = TransactionOptions(
             read_concern=read_concern,
             write_concern=write_concern,
