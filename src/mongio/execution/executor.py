@@ -808,6 +808,7 @@ class Executor:
             and session is not None
             and session._causal
             and session.operation_time is not None
+            and description.server_type is not ServerType.Standalone
             and op.command_name in _CAUSAL_WRITE_COMMANDS
             and not isinstance(op, RunCommand)
         ):
@@ -818,7 +819,9 @@ class Executor:
             if session is not None and (session._causal or session._snapshot):
                 document = session_read_concern(
                     document,
-                    causal_consistency=session._causal,
+                    # A standalone has no cluster times: it never gets afterClusterTime (causal consistency
+                    # specification), even after advance_operation_time.
+                    causal_consistency=session._causal and description.server_type is not ServerType.Standalone,
                     operation_time=session.operation_time,
                     snapshot=session._snapshot,
                     snapshot_time=session._snapshot_time,
