@@ -17,6 +17,17 @@ A session takes its server session (the ``lsid`` the server knows it by) from th
 time it sends a command (or starts a transaction), and gives it back when it ends. A session is bound to the
 client that made it and, like its server-side counterpart, serves one operation at a time: do not run two
 operations of one session concurrently (``asyncio.gather`` over one session), least of all in a transaction.
+
+Unacknowledged writes (``w=0``) and sessions: a ``w=0`` write given an explicit ``session=`` raises
+:class:`~mongio.errors.InvalidOperation` (nothing is sent), and one without a session is sent with no session
+id at all, since the server could still be running it when the id is next used. Inside a transaction the
+collection's or client's write concern does not apply: every write is acknowledged and the transaction's
+write concern goes on the commit. Causal consistency rests on the ``operationTime`` of acknowledged replies,
+so a causally consistent session's reads are not causally consistent with unacknowledged writes.
+
+Inside a transaction, a command error (a duplicate key, say) may make the server abort the whole
+transaction: committing it afterwards fails with ``NoSuchTransaction``. Let such errors end the transaction
+(``async with session.start_transaction()`` aborts on them) rather than catching them and going on.
 """
 
 from __future__ import annotations
@@ -319,6 +330,12 @@ class ClientSession:
         ``default_timeout_ms`` or the client's), with a timeout error that carries the last error and its
         labels. Any other error of the callback aborts the transaction and is raised as it is; a callback that
         commits or aborts the transaction itself ends the call. Returns the callback's result.
+
+        The callback must not silently swallow the errors of its commands: a command error may have aborted
+        the transaction on the server, and committing it would then fail with ``NoSuchTransaction`` (a
+        transient error, so the loop would go on until the time limit). Let such errors propagate, or re-raise
+        them after handling; to handle errors your own way, use :meth:`start_transaction` and
+        :meth:`commit_transaction` directly.
 
         If the awaiting task is cancelled, a transaction still open is aborted before the cancellation goes on.
         """
