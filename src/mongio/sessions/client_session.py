@@ -17,6 +17,8 @@ A session takes its server session (the ``lsid`` the server knows it by) from th
 time it sends a command (or starts a transaction), and gives it back when it ends. A session is bound to the
 client that made it and, like its server-side counterpart, serves one operation at a time: do not run two
 operations of one session concurrently (``asyncio.gather`` over one session), least of all in a transaction.
+Sessions do not survive ``os.fork()``: a child process makes its own client and sessions (the server sessions
+pooled before the fork are dropped in the child, without ending them on the server).
 
 Unacknowledged writes (``w=0``) and sessions: a ``w=0`` write given an explicit ``session=`` raises
 :class:`~mongio.errors.InvalidOperation` (nothing is sent), and one without a session is sent with no session
