@@ -526,11 +526,11 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
-        in_transaction = session is not None and session.in_transaction
-        check_no_operation_concerns(write_concern=in_transaction and write_concern is not None)
-        # Inside a transaction the transaction's write concern applies (on commit), never the client's.
         concern = write_concern if write_concern is not None else self._write_concern
-        if in_transaction:
+        if session is not None and session.in_transaction:
+            # The transaction's write concern applies (on commit): one given here is refused, the client's
+            # is not used.
+            check_no_operation_concerns(write_concern=write_concern is not None)
             concern = DEFAULT_WRITE_CONCERN
         bulk = ClientBulkWrite(
             models,
