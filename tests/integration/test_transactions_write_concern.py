@@ -17,11 +17,12 @@ import pytest
 
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidOperation
+from mongio.errors import BulkWriteError, ConfigurationError, DuplicateKeyError, InvalidOperation
 from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.operations.models import DeleteOne, InsertOne, ReplaceOne, UpdateOne
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.client_session import ClientSession
+from mongio.sessions.transaction_state import TransactionOptions
 
 
 class Recorder(CommandListener):
@@ -247,3 +248,21 @@ async def test_explicit_write_concern_on_an_operation_in_a_transaction_is_refuse
         assert recorder.events == []
         assert session.in_transaction and session._transaction.starting
         await session.abort_transaction()
+
+
+async def test_a_w0_client_starts_a_transaction_only_with_an_acknowledged_write_concern_of_its_own(
+    w0_client: MongoClient, coll: Collection[Any], recorder: Recorder
+) -> None:
+    """Transactions spec, TransactionOptions > writeConcern: an error containing "transactions do not support
+    unacknowledged write concerns" when the defaults would make the transaction's write concern w: 0, and none
+    when the transaction or the session's default transaction options set an acknowledged one."""
+    async with w0_client.start_session() as session:
+        with pytest.raises(ConfigurationError, match="transactions do not support unacknowledged write concerns"):
+            session.start_transaction()
+        assert not session.in_transaction
+    defaults = TransactionOptions(write_concern=WriteConcern(w="majority"))
+    async with w0_client.start_session(default_transaction_options=defaults) as session:
+        async with session.start_transaction():
+            await w0_client[coll.database.name][coll.name].insert_one({"_id": 7}, session=session)
+        assert recorder.commands("commitTransaction")[-1]["writeConcern"] == {"w": "majority"}
+    assert await coll.find_one({"_id": 7}) == {"_id": 7}
