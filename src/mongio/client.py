@@ -46,8 +46,9 @@ from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode
-from mongio.options.write_concern import WriteConcern
+from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern
 from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.sessions.transaction_state import check_no_operation_concerns
 from mongio.topology.monitor import monitor_connection_factory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
@@ -525,9 +526,12 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
-        if write_concern is not None and session is not None and session.in_transaction:
-            raise InvalidOperation("Cannot set write concern after starting a transaction")
         concern = write_concern if write_concern is not None else self._write_concern
+        if session is not None and session.in_transaction:
+            # The transaction's write concern applies (on commit): one given here is refused, the client's
+            # is not used.
+            check_no_operation_concerns(write_concern=write_concern is not None)
+            concern = DEFAULT_WRITE_CONCERN
         bulk = ClientBulkWrite(
             models,
             ordered=ordered,

@@ -216,6 +216,13 @@ class Operation(Generic[R]):
         to :meth:`handle_response`."""
         return self.write_concern is None or self.write_concern.acknowledged
 
+    def use_transaction_write_concern(self) -> None:
+        """The operation runs inside a transaction: its own write concern (the collection's, say ``w: 0``)
+        does not apply there, since the transaction's goes on commit and abort only, so the command is
+        acknowledged and its result reports what the server answered (transactions specification,
+        TransactionOptions writeConcern). The executor calls this before the first attempt."""
+        self.write_concern = None
+
     @property
     def may_use_secondary(self) -> bool:
         """True when the read preference lets the operation run on a secondary."""

@@ -236,6 +236,10 @@ class WriteBatch(WriteCommand[None]):
         )
         self._bulk = bulk
 
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self._bulk.use_transaction_write_concern()
+
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> None:
         self._bulk._merge(self, reply)
 
@@ -362,6 +366,12 @@ class BulkWrite:
             write_concern=write_concern,
             codec_options=codec_options,
         )
+
+    def use_transaction_write_concern(self) -> None:
+        """The bulk write runs inside a transaction: acknowledged, whatever the collection's write concern
+        (see :meth:`Operation.use_transaction_write_concern`); its result and errors are then reported."""
+        self.write_concern = None
+        self.acknowledged = True
 
     @property
     def done(self) -> bool:

@@ -169,6 +169,10 @@ class ClientBulkWriteBatch(Operation[CursorState]):
             return Retryability.NONE
         return Retryability.WRITE
 
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self._bulk.use_transaction_write_concern()
+
     def build(self, context: ConnectionContext) -> Command:
         if self._sequences is None:
             self._plan(context)
@@ -359,6 +363,11 @@ class ClientBulkWrite:
         self._write_concern_errors: list[dict[str, Any]] = []
         self._pending: ClientBulkWriteBatch | None = None
         self._superseded: list[tuple[BatchWriteConcernRetry, CursorState]] = []
+
+    def use_transaction_write_concern(self) -> None:
+        """The bulk write runs inside a transaction: acknowledged, whatever the client's write concern."""
+        self.write_concern = None
+        self.acknowledged = True
 
     @property
     def done(self) -> bool:

@@ -17,6 +17,19 @@ A session takes its server session (the ``lsid`` the server knows it by) from th
 time it sends a command (or starts a transaction), and gives it back when it ends. A session is bound to the
 client that made it and, like its server-side counterpart, serves one operation at a time: do not run two
 operations of one session concurrently (``asyncio.gather`` over one session), least of all in a transaction.
+Sessions do not survive ``os.fork()``: a child process makes its own client and sessions (the server sessions
+pooled before the fork are dropped in the child, without ending them on the server).
+
+Unacknowledged writes (``w=0``) and sessions: a ``w=0`` write given an explicit ``session=`` raises
+:class:`~mongio.errors.InvalidOperation` (nothing is sent), and one without a session is sent with no session
+id at all, since the server could still be running it when the id is next used. Inside a transaction the
+collection's or client's write concern does not apply: every write is acknowledged and the transaction's
+write concern goes on the commit. Causal consistency rests on the ``operationTime`` of acknowledged replies,
+so a causally consistent session's reads are not causally consistent with unacknowledged writes.
+
+Inside a transaction, a command error (a duplicate key, say) may make the server abort the whole
+transaction: committing it afterwards fails with ``NoSuchTransaction``. Let such errors end the transaction
+(``async with session.start_transaction()`` aborts on them) rather than catching them and going on.
 """
 
 from __future__ import annotations
@@ -30,13 +43,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp
-from mongio.errors import InvalidOperation, MongioError
+from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
 from mongio.sessions.cluster_time import ClusterClock, greater_operation_time
 from mongio.sessions.server_session import ServerSession
-from mongio.sessions.transaction_state import Transaction, TransactionOptions
+from mongio.sessions.transaction_state import ClientTransactionDefaults, Transaction, TransactionOptions
 from mongio.sessions.with_transaction_policy import (
     NextStep,
     WithTransactionRetry,
@@ -239,6 +252,11 @@ class ClientSession:
         if self._transaction.active:
             raise InvalidOperation("Transaction already in progress")
         client = self._client
+        if client._executor.sessions_known_unsupported():
+            raise ConfigurationError(
+                "Transactions are not supported by this deployment: its servers do not support sessions "
+                "(they report no logicalSessionTimeoutMinutes)"
+            )
         options = TransactionOptions(
             read_concern=read_concern,
             write_concern=write_concern,
@@ -246,7 +264,7 @@ class ClientSession:
             max_commit_time_ms=max_commit_time_ms,
         ).inherit(
             self._options.default_transaction_options,
-            TransactionOptions(
+            ClientTransactionDefaults(
                 read_concern=client.read_concern,
                 write_concern=client.write_concern,
                 read_preference=client.read_preference,
@@ -314,6 +332,12 @@ class ClientSession:
         ``default_timeout_ms`` or the client's), with a timeout error that carries the last error and its
         labels. Any other error of the callback aborts the transaction and is raised as it is; a callback that
         commits or aborts the transaction itself ends the call. Returns the callback's result.
+
+        The callback must not silently swallow the errors of its commands: a command error may have aborted
+        the transaction on the server, and committing it would then fail with ``NoSuchTransaction`` (a
+        transient error, so the loop would go on until the time limit). Let such errors propagate, or re-raise
+        them after handling; to handle errors your own way, use :meth:`start_transaction` and
+        :meth:`commit_transaction` directly.
 
         If the awaiting task is cancelled, a transaction still open is aborted before the cancellation goes on.
         """
