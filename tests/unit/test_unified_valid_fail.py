@@ -14,7 +14,8 @@ def case(file: str, name: str = "foo") -> SpecCase:
 
 def test_the_intended_failure_is_accepted() -> None:
     check_intended_failure(
-        case("valid-fail/entity-database-client-undefined.json"), EntityError("no entity named 'foo' (defined: none)")
+        case("valid-fail/entity-database-client-undefined.json"),
+        EntityError("no entity named 'foo' (defined: none)"),
     )
     check_intended_failure(
         case("valid-fail/operator-matchAsDocument.json", "matchAsDocument fails to decode Extended JSON"),
@@ -30,18 +31,28 @@ def test_another_failure_of_the_same_test_is_refused() -> None:
         )
     with pytest.raises(AssertionError, match="not as its file intends"):
         check_intended_failure(
-            case("valid-fail/assertNumberConnectionsCheckedOut.json", "operation fails if client entity does not exist"),
-            UnifiedTestError("assertNumberConnectionsCheckedOut: missing required argument(s) ['connections']"),
+            case(
+                "valid-fail/assertNumberConnectionsCheckedOut.json",
+                "operation fails if client entity does not exist",
+            ),
+            UnifiedTestError(
+                "assertNumberConnectionsCheckedOut: missing required argument(s) ['connections']"
+            ),
         )
     with pytest.raises(AssertionError, match="not as its file intends"):
         check_intended_failure(
-            case("valid-fail/operation-failure.json", "Unsupported command"), ConnectionRefusedError("no server")
+            case("valid-fail/operation-failure.json", "Unsupported command"),
+            ConnectionRefusedError("no server"),
         )
 
 
 def test_a_file_without_an_entry_must_not_fail_through_a_runner_bug() -> None:
     check_intended_failure(case("valid-fail/new-upstream-file.json"), MatchError("x", "expected 1, got 2"))
     check_intended_failure(case("valid-fail/new-upstream-file.json"), UnifiedTestError("refused"))
-    for bug in (AttributeError("'NoneType' object has no attribute 'x'"), TypeError("bad call"), KeyError("k")):
+    for bug in (
+        AttributeError("'NoneType' object has no attribute 'x'"),
+        TypeError("bad call"),
+        KeyError("k"),
+    ):
         with pytest.raises(AssertionError, match="through an error of the runner"):
             check_intended_failure(case("valid-fail/new-upstream-file.json"), bug)
