@@ -148,7 +148,8 @@ class SkipMatches:
 def skip_matches(cases: Iterable[SpecCase], skip_list: SkipList | None = None) -> SkipMatches:
     skip_list = skip_list or load_skip_list()
     found = SkipMatches()
-    for item in (*skip_list.rules, *skip_list.entries):
+    items: list[SkipEntry | SkipRule] = [*skip_list.rules, *skip_list.entries]
+    for item in items:
         found.by_entry[item.label] = []
         found.reasons[item.label] = item.reason
     for case in cases:

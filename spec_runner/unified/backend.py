@@ -38,6 +38,7 @@ from spec_runner.unified.entities import CURSOR_KINDS, EntityKind
 from spec_runner.unified.errors import UnifiedTestError
 from spec_runner.unified.events import ClientEventStore, ClientLogStore, LogMessage, acting_client
 from spec_runner.unified.loader import CollectionData, EntityDescription
+from spec_runner.unified.matcher import resolve_placeholders
 from spec_runner.unified.operations import OperationContext
 from spec_runner.unified.requirements import ServerFacts
 
@@ -464,6 +465,12 @@ def transaction_options(document: Mapping[str, Any]) -> Any:
     return transaction_options_class(**kwargs)
 
 
+def missing_environment_value(path: str) -> Any:
+    # The format lets uriOptions take values "loaded from the test environment" (an OIDC environment name,
+    # credentials); this environment provides none, so a test needing one cannot make its client.
+    raise UnifiedTestError(f"{path}: $$placeholder needs a value from the test environment, and there is none")
+
+
 async def _ready_a_connection(client: Any) -> None:
     """Open a pooled connection for a client the test does not observe (a ``setupClient``), so a fail point
     it sets later takes one round trip, as it would through a client that had been in use; best effort."""
@@ -595,7 +602,9 @@ class MongioBackend:
             log_recorder = LogRecorder(logs)
             log_recorder.attach()
             self._log_recorders.append(log_recorder)
-        kwargs: dict[str, Any] = dict(options.get("uriOptions", {}))
+        kwargs: dict[str, Any] = dict(
+            resolve_placeholders(options.get("uriOptions", {}), missing_environment_value, "uriOptions")
+        )
         given = {key.lower() for key in kwargs}
         for key, value in self.client_defaults.items():
             if key.lower() not in given:
