@@ -289,8 +289,11 @@ def _requirement_met(requirement: Mapping[str, Any]) -> bool:
 
 
 def runs_on_test_server(document: Mapping[str, Any], test: Mapping[str, Any]) -> bool:
-    """Whether the file's and the test's runOnRequirements let the test run on the test server at all: a rule
-    only takes tests that would otherwise run, so a test its own requirements exclude keeps that reason."""
+    """Whether the file's and the test's runOnRequirements (and the absence of a skipReason) let the test run
+    on the test server at all: a rule only takes tests that would otherwise run, so a test its own file
+    excludes keeps that reason."""
+    if test.get("skipReason") is not None:
+        return False
     for requirements in (document.get("runOnRequirements"), test.get("runOnRequirements")):
         if isinstance(requirements, list) and requirements and not any(
             isinstance(item, Mapping) and _requirement_met(item) for item in requirements

@@ -205,6 +205,7 @@ def test_requirements_the_test_server_cannot_meet_keep_their_own_reason() -> Non
     assert not runs_on_test_server({}, {**test, "runOnRequirements": [{"maxServerVersion": "8.1.99"}]})
     assert not runs_on_test_server({}, {**test, "runOnRequirements": [{"minServerVersion": "9.0"}]})
     assert not runs_on_test_server({}, {**test, "runOnRequirements": [{"serverless": "require"}]})
+    assert not runs_on_test_server({}, {**test, "skipReason": "DRIVERS-2280"})
     # One satisfiable alternative is enough.
     assert runs_on_test_server(
         {"runOnRequirements": [{"topologies": ["sharded"]}, {"minServerVersion": "4.4"}]}, test
