@@ -196,18 +196,27 @@ def _argument_on(profile: TestProfile, argument: str, operations: Sequence[str])
     )
 
 
-def _topology_changes_beyond(profile: TestProfile, count: int) -> bool:
-    """The test waits for (or counts) more than ``count`` topologyDescriptionChangedEvents before it does anything
-    that could change the topology (a fail point, a command, closing a client): more than the discovery of the
-    one server publishes."""
+def _discovery_events_beyond(profile: TestProfile, counts: Mapping[str, int]) -> bool:
+    """Before anything that could change the topology (a fail point, a command, closing a client), the test
+    waits for (or counts) more events of a type in ``counts`` than the discovery of one server publishes
+    (``counts`` gives that number per event type). Heartbeat events are left out when a client of the test
+    sets heartbeatFrequencyMS, since one server then soon publishes more of them."""
+    fast_heartbeats = any(
+        key.lower() == "heartbeatfrequencyms"
+        for options in profile.clients.values()
+        for key in (options.get("uriOptions") or {})
+    )
     for op in profile.operations:
         name = op.get("name")
         if _fail_point(op) is not None or name in ("runCommand", "close"):
             return False
-        if name in ("waitForEvent", "assertEventCount") and op.get("object") == "testRunner":
-            arguments = op.get("arguments") or {}
-            event = arguments.get("event") or {}
-            if "topologyDescriptionChangedEvent" in event and int(arguments.get("count", 0)) > count:
+        if name not in ("waitForEvent", "assertEventCount") or op.get("object") != "testRunner":
+            continue
+        arguments = op.get("arguments") or {}
+        for event in arguments.get("event") or {}:
+            if event not in counts or (fast_heartbeats and event.startswith("serverHeartbeat")):
+                continue
+            if int(arguments.get("count", 0)) > int(counts[event]):
                 return True
     return False
 
@@ -237,7 +246,7 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "write-concern-error-on-retry": (_write_concern_error_on_retry, frozenset({"commands"})),
     "retried-client-bulk-write": (_retried_client_bulk_write, frozenset()),
     "argument-on": (_argument_on, frozenset({"argument", "operations"})),
-    "topology-changes-beyond": (_topology_changes_beyond, frozenset({"count"})),
+    "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
     "client-side-encryption": (_client_side_encryption, frozenset()),
     "server-side-javascript": (_server_side_javascript, frozenset()),
 }

@@ -159,6 +159,12 @@ def test_multi_member_discovery() -> None:
     )
     assert not rule.matches(profile(wait_for(2)))
     assert not rule.matches(profile(wait_for(4, "serverDescriptionChangedEvent")))
+    # Three heartbeats at once are three servers; one server gives more only when heartbeats are frequent.
+    assert rule.matches(profile(wait_for(3, "serverHeartbeatSucceededEvent")))
+    assert not rule.matches(profile(wait_for(1, "serverHeartbeatSucceededEvent")))
+    frequent = {"client": {"id": "client0", "uriOptions": {"heartbeatFrequencyMS": 500}}}
+    assert not rule.matches(profile(wait_for(3, "serverHeartbeatSucceededEvent"), entities=[frequent]))
+    assert rule.matches(profile(wait_for(4), entities=[frequent]))
     # After a fail point or a command the topology changes for other reasons than discovery.
     assert not rule.matches(profile(fail_point(failCommands=["hello"]), wait_for(4)))
     assert not rule.matches(profile({"name": "close", "object": "client0"}, wait_for(4)))
