@@ -35,6 +35,7 @@ class TestProfile:
     fail_points: Sequence[Mapping[str, Any]]
     clients: Mapping[str, Mapping[str, Any]]
     entity_kinds: frozenset[str] = field(default_factory=frozenset)
+    requirements: Sequence[Sequence[Mapping[str, Any]]] = ()  # the file's, then the test's runOnRequirements
 
     @classmethod
     def of(cls, document: Mapping[str, Any], test: Mapping[str, Any]) -> TestProfile:
@@ -51,11 +52,17 @@ class TestProfile:
                 kinds.add(kind)
                 if kind == "client" and isinstance(body, Mapping):
                     clients[str(body.get("id"))] = body
+        requirements = [
+            [item for item in found if isinstance(item, Mapping)]
+            for found in (document.get("runOnRequirements"), test.get("runOnRequirements"))
+            if isinstance(found, list) and found
+        ]
         return cls(
             operations=operations,
             fail_points=[fp for op in operations if (fp := _fail_point(op)) is not None],
             clients=clients,
             entity_kinds=frozenset(kinds),
+            requirements=requirements,
         )
 
     def client_retries_writes(self, name: Any) -> bool:
@@ -238,6 +245,15 @@ def _server_side_javascript(profile: TestProfile) -> bool:
     return False
 
 
+def _server_parameter_required(profile: TestProfile, names: Sequence[str]) -> bool:
+    """The file's or the test's runOnRequirements need one of the server parameters ``names`` in every
+    alternative they give (a parameter the server's getParameter does not know can never be confirmed)."""
+    return any(
+        all(set(item.get("serverParameters") or {}) & set(names) for item in alternatives)
+        for alternatives in profile.requirements
+    )
+
+
 RuleCheck = Callable[..., bool]
 
 RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
@@ -249,6 +265,7 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
     "client-side-encryption": (_client_side_encryption, frozenset()),
     "server-side-javascript": (_server_side_javascript, frozenset()),
+    "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
 }
 """Rule kind -> (its check, the parameters it takes)."""
 

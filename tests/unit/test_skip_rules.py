@@ -203,6 +203,17 @@ def test_client_side_encryption() -> None:
     assert not rule.matches(profile(entities=[CLIENT]))
 
 
+def test_missing_server_parameter() -> None:
+    rule = real_rule("missing-server-parameter")
+    needs = {"serverParameters": {"enableTestCommands": True, "acceptApiVersion2": True}}
+    assert rule.matches(profile(requirements=[needs]))
+    assert rule.matches(profile(requirements=[{"serverParameters": {"requireApiVersion": False}}]))
+    # Parameters SecantusDB has, or an alternative that needs none of the missing ones.
+    assert not rule.matches(profile(requirements=[{"serverParameters": {"enableTestCommands": True}}]))
+    assert not rule.matches(profile(requirements=[needs, {"minServerVersion": "5.0"}]))
+    assert not rule.matches(profile())
+
+
 def test_requirements_the_test_server_cannot_meet_keep_their_own_reason() -> None:
     test = {"description": "t", "operations": []}
     assert runs_on_test_server({}, test)
