@@ -36,6 +36,7 @@ class TestProfile:
     clients: Mapping[str, Mapping[str, Any]]
     entity_kinds: frozenset[str] = field(default_factory=frozenset)
     requirements: Sequence[Sequence[Mapping[str, Any]]] = ()  # the file's, then the test's runOnRequirements
+    sessions: frozenset[str] = field(default_factory=frozenset)  # the session entities' ids
 
     @classmethod
     def of(cls, document: Mapping[str, Any], test: Mapping[str, Any]) -> TestProfile:
@@ -46,12 +47,15 @@ class TestProfile:
                 entities.extend((op.get("arguments") or {}).get("entities") or ())
         clients = {}
         kinds = set()
+        sessions = set()
         for entity in entities:
             if isinstance(entity, Mapping) and len(entity) == 1:
                 ((kind, body),) = entity.items()
                 kinds.add(kind)
                 if kind == "client" and isinstance(body, Mapping):
                     clients[str(body.get("id"))] = body
+                if kind == "session" and isinstance(body, Mapping):
+                    sessions.add(str(body.get("id")))
         requirements = [
             [item for item in found if isinstance(item, Mapping)]
             for found in (document.get("runOnRequirements"), test.get("runOnRequirements"))
@@ -63,6 +67,7 @@ class TestProfile:
             clients=clients,
             entity_kinds=frozenset(kinds),
             requirements=requirements,
+            sessions=frozenset(sessions),
         )
 
     def client_retries_writes(self, name: Any) -> bool:
@@ -245,6 +250,25 @@ def _server_side_javascript(profile: TestProfile) -> bool:
     return False
 
 
+def _secondary_read(profile: TestProfile) -> bool:
+    """An operation outside any session (so outside a transaction) is sent with read preference mode
+    ``secondary``, which only a secondary member can serve, and is expected to succeed (a session's own
+    operations, such as startTransaction's options, are not reads)."""
+    for op in profile.operations:
+        if op.get("object") in profile.sessions:
+            continue
+        arguments = op.get("arguments") or {}
+        preference = arguments.get("readPreference")
+        if (
+            isinstance(preference, Mapping)
+            and preference.get("mode") == "secondary"
+            and "session" not in arguments
+            and "expectError" not in op
+        ):
+            return True
+    return False
+
+
 def _server_parameter_required(profile: TestProfile, names: Sequence[str]) -> bool:
     """The file's or the test's runOnRequirements need one of the server parameters ``names`` in every
     alternative they give (a parameter the server's getParameter does not know can never be confirmed)."""
@@ -266,6 +290,7 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "client-side-encryption": (_client_side_encryption, frozenset()),
     "server-side-javascript": (_server_side_javascript, frozenset()),
     "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
+    "secondary-read": (_secondary_read, frozenset()),
 }
 """Rule kind -> (its check, the parameters it takes)."""
 

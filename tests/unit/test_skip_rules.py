@@ -203,6 +203,36 @@ def test_client_side_encryption() -> None:
     assert not rule.matches(profile(entities=[CLIENT]))
 
 
+def test_needs_a_secondary() -> None:
+    rule = real_rule("needs-a-secondary")
+    secondary = {"mode": "secondary"}
+    freeze = {
+        "name": "runCommand",
+        "object": "adminDatabase",
+        "arguments": {
+            "command": {"replSetFreeze": 0},
+            "commandName": "replSetFreeze",
+            "readPreference": secondary,
+        },
+    }
+    assert rule.matches(profile(freeze))
+    # Modes the primary can serve, a read expected to fail, a read in a session, a session's own options.
+    for mode in ("primary", "primaryPreferred", "secondaryPreferred", "nearest"):
+        assert not rule.matches(
+            profile({**freeze, "arguments": {**freeze["arguments"], "readPreference": {"mode": mode}}})
+        )
+    assert not rule.matches(profile({**freeze, "expectError": {"isError": True}}))
+    in_session = {
+        "name": "find",
+        "object": "collection0",
+        "arguments": {"session": "session0", "readPreference": secondary},
+    }
+    assert not rule.matches(profile(in_session))
+    session = {"session": {"id": "session0", "client": "client0"}}
+    start = {"name": "startTransaction", "object": "session0", "arguments": {"readPreference": secondary}}
+    assert not rule.matches(profile(start, entities=[CLIENT, session]))
+
+
 def test_missing_server_parameter() -> None:
     rule = real_rule("missing-server-parameter")
     needs = {"serverParameters": {"enableTestCommands": True, "acceptApiVersion2": True}}
