@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from mongio import pymongo_types
 from mongio.bson.codec_options import CodecOptions
 from mongio.change_stream import ClusterChangeStream
 from mongio.connection.auth.scram import ScramKeyCache
@@ -85,7 +86,11 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
     }
     if options.uuid_representation is not None:
         kwargs["uuid_representation"] = _UUID_REPRESENTATIONS.get(str(options.uuid_representation).lower(), 0)
-    return CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
+    codec_options = CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
+    if options.pymongo_types:
+        pymongo_types.enable()
+        return pymongo_types.typed_codec_options(codec_options)
+    return codec_options
 
 
 class _ListDatabasesCursor(ListDatabases):

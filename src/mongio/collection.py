@@ -185,7 +185,7 @@ class Collection(Generic[_D]):
             )
         self._database = database
         self._name = validate_collection_name(name)
-        self._codec_options = database.codec_options if codec_options is None else codec_options
+        self._codec_options = database.codec_options.resolve(codec_options)
         self._read_preference = database.read_preference if read_preference is None else read_preference
         self._write_concern = database.write_concern if write_concern is None else write_concern
         self._read_concern = database.read_concern if read_concern is None else read_concern
@@ -245,7 +245,7 @@ class Collection(Generic[_D]):
         collection: Collection[_D] = Collection(
             self._database,
             self._name,
-            codec_options=self._codec_options if codec_options is None else codec_options,
+            codec_options=self._codec_options.resolve(codec_options),
             read_preference=self._read_preference if read_preference is None else read_preference,
             write_concern=self._write_concern if write_concern is None else write_concern,
             read_concern=self._read_concern if read_concern is None else read_concern,

@@ -65,7 +65,7 @@ class Database(Generic[_D]):
             )
         self._client = client
         self._name = name
-        self._codec_options: CodecOptions = client.codec_options if codec_options is None else codec_options
+        self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
         self._read_preference: _ServerMode = (
             client.read_preference if read_preference is None else read_preference
         )
@@ -122,7 +122,7 @@ class Database(Generic[_D]):
         database: Database[_D] = Database(
             self._client,
             self._name,
-            self._codec_options if codec_options is None else codec_options,
+            self._codec_options.resolve(codec_options),
             self._read_preference if read_preference is None else read_preference,
             self._write_concern if write_concern is None else write_concern,
             self._read_concern if read_concern is None else read_concern,
@@ -266,7 +266,8 @@ class Database(Generic[_D]):
             command,
             value,
             read_preference=read_preference,
-            codec_options=codec_options,
+            # The database's own options are not used (as in PyMongo), but a PyMongo-typed client's mode is.
+            codec_options=self._codec_options.resolve(codec_options),
             **kwargs,
         )
         try:
@@ -318,7 +319,7 @@ class Database(Generic[_D]):
             max_await_time_ms=max_await_time_ms,
             comment=comment,
             read_preference=read_preference,
-            codec_options=self._codec_options if codec_options is None else codec_options,
+            codec_options=self._codec_options.resolve(codec_options),
         )
         return self._command_cursor(
             operation,

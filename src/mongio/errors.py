@@ -63,7 +63,9 @@ class MongioError(Exception):
     """Base of every error mongio raises (other than BSON codec errors)."""
 
     def __init__(self, message: str = "", error_labels: Iterable[str] | None = None) -> None:
-        super().__init__(message)
+        # Not super(): in the PyMongo-typed mode PyMongo's error classes follow this one in the MRO
+        # (mongio.pymongo_types), and their constructors must not run over the state set here.
+        Exception.__init__(self, message)
         self._message = message
         self._error_labels: set[str] = set(error_labels or ())
 

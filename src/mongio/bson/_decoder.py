@@ -86,7 +86,7 @@ def _context(options: CodecOptions) -> _Context:
     if ctx is None:
         document_class = options.document_class
         is_raw = getattr(document_class, "_type_marker", None) == 101
-        decoder_map = dict(options.type_registry._decoder_map) or None
+        decoder_map = options._decoder_transforms() or None
         conversion = options.datetime_conversion
         tzinfo = options.tzinfo
         if conversion in (DatetimeConversion.DATETIME, DatetimeConversion.DATETIME_AUTO):

@@ -17,6 +17,7 @@ __all__ = [
     "TypeDecoder",
     "TypeEncoder",
     "TypeRegistry",
+    "as_codec_options",
 ]
 
 
@@ -65,6 +66,19 @@ def _built_in_encodable_types() -> tuple[type, ...]:
     return built_in
 
 
+def _is_encoder(codec: Any) -> bool:
+    # PyMongo's codecs subclass PyMongo's abstract classes, not these: they are recognised by what they define.
+    return isinstance(codec, TypeEncoder) or (
+        hasattr(codec, "python_type") and callable(getattr(codec, "transform_python", None))
+    )
+
+
+def _is_decoder(codec: Any) -> bool:
+    return isinstance(codec, TypeDecoder) or (
+        hasattr(codec, "bson_type") and callable(getattr(codec, "transform_bson", None))
+    )
+
+
 class TypeRegistry:
     """Custom type encoders/decoders and a ``fallback_encoder`` called (once) for values nothing else can
     encode; it must return something encodable."""
@@ -80,9 +94,10 @@ class TypeRegistry:
         self._fallback_encoder = fallback_encoder
         self._encoder_map: dict[Any, Callable[[Any], Any]] = {}
         self._decoder_map: dict[Any, Callable[[Any], Any]] = {}
+        codec: Any  # mongio's codec classes, or any object defining their methods (PyMongo's)
         for codec in self._type_codecs:
             known = False
-            if isinstance(codec, TypeEncoder):
+            if _is_encoder(codec):
                 known = True
                 for built_in in _built_in_encodable_types():
                     if isinstance(codec.python_type, type) and issubclass(codec.python_type, built_in):
@@ -91,7 +106,7 @@ class TypeRegistry:
                             f"({codec!r} transforms {codec.python_type.__name__})"
                         )
                 self._encoder_map[codec.python_type] = codec.transform_python
-            if isinstance(codec, TypeDecoder):
+            if _is_decoder(codec):
                 known = True
                 self._decoder_map[codec.bson_type] = codec.transform_bson
             if not known:
@@ -245,6 +260,19 @@ class CodecOptions:
         arguments.update(kwargs)
         return type(self)(**arguments)
 
+    def _decoder_transforms(self) -> dict[Any, Callable[[Any], Any]]:
+        """Decoded type -> the function every decoded value of exactly that type is passed through: the type
+        registry's decoders here; a subclass that decodes to other classes adds its conversions."""
+        return dict(self.type_registry._decoder_map)
+
+    def resolve(self, given: Any) -> CodecOptions:
+        """The options a child (database, collection, cursor) of an object with these options uses when the
+        application passes ``given``: these when ``given`` is None, else ``given`` (PyMongo's
+        ``CodecOptions`` accepted too). A subclass may keep its children in its own mode."""
+        if given is None:
+            return self
+        return as_codec_options(given)
+
     def codec_options(self) -> CodecOptions:
         """These options as a plain :class:`CodecOptions` (dropping any options a subclass adds)."""
         return CodecOptions(**{name: getattr(self, name) for name in CodecOptions._FIELDS})
@@ -263,6 +291,21 @@ class CodecOptions:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self._arguments()))
+
+
+def as_codec_options(given: Any) -> CodecOptions:
+    """``given`` as mongio's :class:`CodecOptions`: itself, or the same settings read from PyMongo's
+    ``CodecOptions`` (a named tuple of the same seven fields, recognised by its ``_asdict``)."""
+    if isinstance(given, CodecOptions):
+        return given
+    as_dict = getattr(given, "_asdict", None)
+    fields = as_dict() if callable(as_dict) else None
+    if not isinstance(fields, dict) or set(fields) != set(CodecOptions._FIELDS):
+        raise TypeError(f"codec_options must be a CodecOptions, not {type(given).__name__}")
+    registry = fields["type_registry"]
+    if registry is not None and not isinstance(registry, TypeRegistry):
+        fields["type_registry"] = TypeRegistry(registry.codecs, registry.fallback_encoder)
+    return CodecOptions(**fields)
 
 
 def _rebuild(cls: type[CodecOptions], arguments: dict[str, Any]) -> CodecOptions:

@@ -6,7 +6,7 @@ import calendar
 import datetime
 from typing import Any
 
-__all__ = ["Timestamp"]
+__all__ = ["Timestamp", "as_timestamp"]
 
 _UINT32_LIMIT = 1 << 32
 
@@ -99,3 +99,14 @@ class Timestamp:
 
     def __repr__(self) -> str:
         return f"Timestamp({self.__time}, {self.__inc})"
+
+
+def as_timestamp(value: Any) -> Timestamp | None:
+    """``value`` as mongio's :class:`Timestamp`: itself, or the same time and increment read from another BSON
+    library's timestamp (PyMongo's, known by ``_type_marker`` 17, as a PyMongo-typed client decodes them);
+    None for anything else."""
+    if isinstance(value, Timestamp):
+        return value
+    if getattr(type(value), "_type_marker", None) == 17:
+        return Timestamp(value.time, value.inc)
+    return None

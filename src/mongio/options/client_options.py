@@ -169,6 +169,7 @@ class ClientOptions:
     max_adaptive_retries: int
     enable_overload_retargeting: bool
     adaptive_retries: bool
+    pymongo_types: bool
     uuid_representation: str | None
     connect: bool | None
     extras: Mapping[str, Any]
@@ -425,6 +426,7 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         max_adaptive_retries=get("maxAdaptiveRetries", DEFAULT_MAX_ADAPTIVE_RETRIES),
         enable_overload_retargeting=bool(get("enableOverloadRetargeting", False)),
         adaptive_retries=bool(get("adaptiveRetries", False)),
+        pymongo_types=bool(get("pymongoTypes", False)),
         uuid_representation=get("uuidRepresentation"),
         connect=connect,
         extras=extras,
