@@ -68,6 +68,7 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.options.read_preference import as_read_preference
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -186,7 +187,9 @@ class Collection(Generic[_D]):
         self._database = database
         self._name = validate_collection_name(name)
         self._codec_options = database.codec_options.resolve(codec_options)
-        self._read_preference = database.read_preference if read_preference is None else read_preference
+        self._read_preference = (
+            database.read_preference if read_preference is None else as_read_preference(read_preference)
+        )
         self._write_concern = database.write_concern if write_concern is None else write_concern
         self._read_concern = database.read_concern if read_concern is None else read_concern
         # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.

@@ -23,6 +23,7 @@ from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.crud import Aggregate
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
+from mongio.options.read_preference import as_read_preference
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
@@ -67,7 +68,7 @@ class Database(Generic[_D]):
         self._name = name
         self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
         self._read_preference: _ServerMode = (
-            client.read_preference if read_preference is None else read_preference
+            client.read_preference if read_preference is None else as_read_preference(read_preference)
         )
         self._write_concern: WriteConcern = client.write_concern if write_concern is None else write_concern
         self._read_concern: ReadConcern = client.read_concern if read_concern is None else read_concern

@@ -46,7 +46,14 @@ from mongio.operations.base import (
     for_server,
     parse_cursor,
 )
-from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
+from mongio.operations.models import (
+    KIND_DELETE,
+    KIND_INSERT,
+    KIND_UPDATE,
+    InsertOne,
+    WriteModel,
+    as_write_model,
+)
 from mongio.operations.results import ClientBulkWriteResult, DeleteResult, InsertOneResult, UpdateResult
 from mongio.options.write_concern import WriteConcern
 
@@ -314,11 +321,8 @@ class ClientBulkWrite:
         self.codec_options = codec_options
         self.acknowledged = acknowledged
         ops: list[_Op] = []
-        for index, model in enumerate(models):
-            if not isinstance(model, WriteModel):
-                raise TypeError(
-                    f"{model!r} is not a valid write model (InsertOne, UpdateOne, DeleteMany, ...)"
-                )
+        for index, given in enumerate(models):
+            model = as_write_model(given)
             namespace = model.namespace
             if namespace is None:
                 raise InvalidOperation(
