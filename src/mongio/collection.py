@@ -68,7 +68,9 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.options.read_concern import as_read_concern
 from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -190,8 +192,8 @@ class Collection(Generic[_D]):
         self._read_preference = (
             database.read_preference if read_preference is None else as_read_preference(read_preference)
         )
-        self._write_concern = database.write_concern if write_concern is None else write_concern
-        self._read_concern = database.read_concern if read_concern is None else read_concern
+        self._write_concern = database.write_concern if write_concern is None else as_write_concern(write_concern)
+        self._read_concern = database.read_concern if read_concern is None else as_read_concern(read_concern)
         # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.
         self._timeout: float | None = database._timeout if timeout is None else level_timeout(timeout)
 

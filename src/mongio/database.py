@@ -23,7 +23,9 @@ from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.crud import Aggregate
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
+from mongio.options.read_concern import as_read_concern
 from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
@@ -70,8 +72,10 @@ class Database(Generic[_D]):
         self._read_preference: _ServerMode = (
             client.read_preference if read_preference is None else as_read_preference(read_preference)
         )
-        self._write_concern: WriteConcern = client.write_concern if write_concern is None else write_concern
-        self._read_concern: ReadConcern = client.read_concern if read_concern is None else read_concern
+        self._write_concern: WriteConcern = (
+            client.write_concern if write_concern is None else as_write_concern(write_concern)
+        )
+        self._read_concern: ReadConcern = client.read_concern if read_concern is None else as_read_concern(read_concern)
         # The timeoutMS of this database (seconds, math.inf for none) when set here; None: the client's.
         self._timeout: float | None = level_timeout(timeout)
 

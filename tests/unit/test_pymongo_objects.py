@@ -10,6 +10,7 @@ import pytest
 from pymongo import read_preferences as pymongo_read_preferences
 from pymongo.collation import Collation as PyMongoCollation
 from pymongo.driver_info import DriverInfo as PyMongoDriverInfo
+from pymongo.read_concern import ReadConcern as PyMongoReadConcern
 
 from mongio import MongoClient
 from mongio.connection.handshake import ClientMetadata, DriverInfo
@@ -109,3 +110,22 @@ def test_pymongo_read_preferences_mean_the_same() -> None:
     assert collection.read_preference.document == theirs.document
     with pytest.raises(TypeError, match="read_preference must be a read preference"):
         as_read_preference("secondary")
+
+
+def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
+    from mongio.options.read_concern import ReadConcern, as_read_concern
+    from mongio.options.write_concern import WriteConcern, as_write_concern
+
+    theirs = pymongo.WriteConcern(w="majority", wtimeout=500, j=True)
+    assert as_write_concern(theirs).document == WriteConcern(w="majority", wtimeout=500, j=True).document
+    assert not as_write_concern(pymongo.WriteConcern(w=0)).acknowledged
+    assert as_read_concern(PyMongoReadConcern("snapshot")) == ReadConcern("snapshot")
+    collection = MongoClient("mongodb://127.0.0.1:1/", connect=False).db.get_collection(
+        "c", write_concern=pymongo.WriteConcern(w=2), read_concern=PyMongoReadConcern("majority")
+    )
+    assert type(collection.write_concern) is WriteConcern and collection.write_concern.document == {"w": 2}
+    assert collection.read_concern == ReadConcern("majority")
+    with pytest.raises(TypeError, match="write_concern must be a WriteConcern, not dict"):
+        as_write_concern({"w": 1})
+    with pytest.raises(TypeError, match="read_concern must be a ReadConcern, not str"):
+        as_read_concern("majority")
