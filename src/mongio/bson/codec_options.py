@@ -7,11 +7,13 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
-from mongio.bson.binary import UuidRepresentation
+from mongio.bson.binary import ALL_UUID_REPRESENTATIONS, UUID_REPRESENTATION_NAMES, UuidRepresentation
 from mongio.bson.datetime_ms import DatetimeConversion
 
 __all__ = [
+    "ALL_UUID_REPRESENTATIONS",
     "DEFAULT_CODEC_OPTIONS",
+    "UUID_REPRESENTATION_NAMES",
     "CodecOptions",
     "TypeCodec",
     "TypeDecoder",
