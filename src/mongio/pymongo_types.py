@@ -129,6 +129,9 @@ class PyMongoTypedCodecOptions(CodecOptions):
     def _decoder_transforms(self) -> dict[Any, Transform]:
         return typed_transforms(super()._decoder_transforms())
 
+    def _new_object_id(self) -> Any:
+        return _pymongo()[0].ObjectId()
+
     def resolve(self, given: Any) -> CodecOptions:
         if given is None or isinstance(given, PyMongoTypedCodecOptions):
             return self if given is None else given

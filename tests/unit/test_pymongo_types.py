@@ -19,11 +19,10 @@ import bson as pymongo_bson
 import bson.codec_options as pymongo_codec_options
 import pytest
 
-from mongio import MongoClient
 from mongio.bson import CodecOptions, DatetimeConversion, TypeDecoder, TypeRegistry, _decoder, decode, encode
 from mongio.bson.codec_options import as_codec_options
 from mongio.bson.objectid import ObjectId
-from mongio.pymongo_types import PyMongoTypedCodecOptions, typed_codec_options
+from mongio.pymongo_types import typed_codec_options
 from tests.unit.test_bson_codec import CORPUS, _corpus_cases
 
 TYPED = typed_codec_options(CodecOptions())
@@ -133,22 +132,6 @@ def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> 
         as_codec_options({"tz_aware": True})
 
 
-def test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given() -> None:
-    client = MongoClient("mongodb://127.0.0.1:1/?pymongoTypes=true", connect=False)
-    assert isinstance(client.codec_options, PyMongoTypedCodecOptions)
-    database = client.get_database("d", codec_options=CodecOptions(tz_aware=True))
-    assert isinstance(database.codec_options, PyMongoTypedCodecOptions)
-    assert database.codec_options.tz_aware
-    collection = database.get_collection("c", codec_options=pymongo_codec_options.CodecOptions(tz_aware=False))
-    assert isinstance(collection.codec_options, PyMongoTypedCodecOptions)
-    assert not collection.codec_options.tz_aware
-    assert isinstance(collection.with_options().codec_options, PyMongoTypedCodecOptions)
-    plain = MongoClient("mongodb://127.0.0.1:1/", connect=False)
-    assert type(plain.get_database("d", codec_options=CodecOptions(tz_aware=True)).codec_options) is CodecOptions
-    keyword = MongoClient("mongodb://127.0.0.1:1/", pymongo_types=True, connect=False)
-    assert isinstance(keyword.codec_options, PyMongoTypedCodecOptions)
-
-
 def _run_python(code: str) -> str:
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
@@ -174,6 +157,30 @@ def test_without_the_mode_nothing_imports_pymongo() -> None:
         """
     )
     assert out.strip() == "[]"
+
+
+def test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given() -> None:
+    """In a fresh interpreter, since a typed client changes the error classes for the whole process."""
+    out = _run_python(
+        """
+        import bson.codec_options
+        from mongio import MongoClient
+        from mongio.bson import CodecOptions
+        from mongio.pymongo_types import PyMongoTypedCodecOptions as Typed
+
+        client = MongoClient("mongodb://127.0.0.1:1/?pymongoTypes=true", connect=False)
+        database = client.get_database("d", codec_options=CodecOptions(tz_aware=True))
+        collection = database.get_collection("c", codec_options=bson.codec_options.CodecOptions(tz_aware=False))
+        print(isinstance(client.codec_options, Typed), isinstance(database.codec_options, Typed))
+        print(database.codec_options.tz_aware, isinstance(collection.codec_options, Typed))
+        print(collection.codec_options.tz_aware, isinstance(collection.with_options().codec_options, Typed))
+        plain = MongoClient("mongodb://127.0.0.1:1/", connect=False)
+        print(type(plain.get_database("d", codec_options=CodecOptions(tz_aware=True)).codec_options).__name__)
+        keyword = MongoClient("mongodb://127.0.0.1:1/", pymongo_types=True, connect=False)
+        print(isinstance(keyword.codec_options, Typed), type(keyword.codec_options._new_object_id()).__module__)
+        """
+    )
+    assert out.splitlines() == ["True True", "True True", "False True", "CodecOptions", "True bson.objectid"]
 
 
 def test_errors_become_pymongo_errors_once_the_mode_is_on() -> None:

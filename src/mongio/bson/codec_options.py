@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from mongio.bson.binary import ALL_UUID_REPRESENTATIONS, UUID_REPRESENTATION_NAMES, UuidRepresentation
 from mongio.bson.datetime_ms import DatetimeConversion
+from mongio.bson.objectid import ObjectId
 
 __all__ = [
     "ALL_UUID_REPRESENTATIONS",
@@ -266,6 +267,11 @@ class CodecOptions:
         """Decoded type -> the function every decoded value of exactly that type is passed through: the type
         registry's decoders here; a subclass that decodes to other classes adds its conversions."""
         return dict(self.type_registry._decoder_map)
+
+    def _new_object_id(self) -> Any:
+        """A new ObjectId of the class these options decode ObjectIds to, for an ``_id`` the driver
+        generates (an inserted document's, a GridFS file's)."""
+        return ObjectId()
 
     def resolve(self, given: Any) -> CodecOptions:
         """The options a child (database, collection, cursor) of an object with these options uses when the

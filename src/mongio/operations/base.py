@@ -16,7 +16,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
-from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, ObjectId, RawBSONDocument, encode
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, RawBSONDocument, encode
 from mongio.bson._encoder import encode_into
 from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError, WTimeoutError
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
@@ -297,7 +297,7 @@ def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPT
         )
     if "_id" in document:
         return encode(document, codec_options=codec_options, max_size=None), document["_id"]
-    oid = ObjectId()
+    oid = codec_options._new_object_id()
     # The _id element goes first, then the document's own elements: the document is appended whole and its
     # length prefix cut out, instead of building a reordered copy of it.
     out = bytearray(_ID_ELEMENT_HEAD)
