@@ -296,7 +296,7 @@ def test_parse_uri_of_an_srv_string_points_to_the_async_parser() -> None:
     from mongio import uri_parser
     from mongio.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="asynchronous.uri_parser"):
+    with pytest.raises(ConfigurationError, match=r"asynchronous\.uri_parser"):
         uri_parser.parse_uri("mongodb+srv://cluster.example.com")
 
 

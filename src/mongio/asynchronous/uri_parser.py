@@ -7,8 +7,8 @@ from typing import Any
 
 from mongio import uri_parser as _sync
 from mongio.errors import ConfigurationError
-from mongio.options.uri_options import URIOptions
 from mongio.options.srv import resolve_seedlist
+from mongio.options.uri_options import URIOptions
 from mongio.options.uri_parser import DEFAULT_PORT
 
 __all__ = ["parse_uri"]
