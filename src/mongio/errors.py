@@ -438,6 +438,8 @@ class ExecutionOperationTimeout(OperationTimeoutError, ExecutionTimeout):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         code, reply = _timeout_reply(message, cause)
         ExecutionTimeout.__init__(self, message, code, reply)
+        for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
+            self._add_error_label(label)
         self.cause = cause
 
 
@@ -447,6 +449,8 @@ class WriteConcernOperationTimeout(OperationTimeoutError, WTimeoutError):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         code, reply = _timeout_reply(message, cause)
         WTimeoutError.__init__(self, message, code, reply)
+        for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
+            self._add_error_label(label)
         self.cause = cause
 
 

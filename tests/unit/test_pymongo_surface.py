@@ -194,6 +194,17 @@ def test_a_timeout_at_the_socket_is_an_autoreconnect_and_keeps_its_labels() -> N
     assert error.has_error_label("RetryableWriteError")
 
 
+def test_a_timeout_over_a_server_error_keeps_the_labels_the_driver_added() -> None:
+    from mongio import errors
+    from mongio.execution.deadline import timeout_error
+
+    cause = errors.WriteConcernError("wc", 64, {"ok": 1, "code": 64})
+    cause._add_error_label("UnknownTransactionCommitResult")
+    error = timeout_error(cause)
+    assert isinstance(error, errors.WTimeoutError)
+    assert error.has_error_label("UnknownTransactionCommitResult")
+
+
 def test_a_timeout_before_sending_reports_maxtimemsexpired_like_pymongo() -> None:
     from mongio import errors
     from mongio.execution.deadline import timeout_error
@@ -333,3 +344,21 @@ def test_driver_info_is_the_handshake_class() -> None:
 
     metadata = ClientMetadata(driver_info=DriverInfo("odm", "2.0", "py"))
     assert metadata.document["driver"]["name"].endswith("|odm")
+
+
+# -- the recorded differences ------------------------------------------------------------------------------------
+
+
+def test_the_differences_list_is_well_formed() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    import mongio
+
+    path = Path(mongio.__file__).parent / "compat" / "differences.yaml"
+    entries = yaml.safe_load(path.read_text())["client"]
+    assert entries
+    for entry in entries:
+        assert {"api", "pymongo", "mongio", "why", "in_readme"} <= set(entry), entry
+        assert all(str(entry[key]).strip() for key in ("api", "pymongo", "mongio", "why")), entry
