@@ -970,7 +970,7 @@ class Collection(Generic[_D]):
             timeout_mode=timeout_mode,
         )
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -985,8 +985,9 @@ class Collection(Generic[_D]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
     ) -> CollectionChangeStream[_D]:
-        """Watch the changes to this collection: runs the ``aggregate`` that opens a change stream and
-        returns the stream (see :mod:`mongio.change_stream`). ::
+        """Watch the changes to this collection: returns a change stream (see :mod:`mongio.change_stream`)
+        whose ``aggregate`` runs when it is awaited (PyMongo's ``await coll.watch()``), entered
+        (``async with coll.watch()``, Motor's way) or first asked for a change. ::
 
             async with await coll.watch([{"$match": {"operationType": "insert"}}]) as stream:
                 async for change in stream:
@@ -1020,7 +1021,7 @@ class Collection(Generic[_D]):
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     # -- indexes ----------------------------------------------------------------------------------------------
 

@@ -568,7 +568,7 @@ class Database(Generic[_D]):
             timeout_mode=timeout_mode,
         )
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -583,8 +583,8 @@ class Database(Generic[_D]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
     ) -> DatabaseChangeStream[_D]:
-        """Watch the changes to every collection of this database (system collections excepted): runs the
-        ``aggregate`` that opens a change stream and returns the stream. The arguments are those of
+        """Watch the changes to every collection of this database (system collections excepted): returns
+        the change stream, opened by awaiting or entering it. The arguments are those of
         :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
 
             async with await client.shop.watch() as stream:
@@ -612,7 +612,7 @@ class Database(Generic[_D]):
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     async def dereference(
         self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any

@@ -439,6 +439,13 @@ class ClientSession:
     ) -> None:
         await self.end_session()
 
+    def __await__(self) -> Generator[Any, None, ClientSession]:
+        """``await client.start_session()`` (PyMongo's async API and Motor) gives the session itself."""
+        return self._itself().__await__()
+
+    async def _itself(self) -> ClientSession:
+        return self
+
     # -- for the executor ----------------------------------------------------------------------------------
 
     def _check_usable(self, client: object) -> None:
