@@ -331,6 +331,12 @@ def test_update_one_many_and_replace() -> None:
         None,
         False,
     )
+    # raw_result as PyMongo shapes it: updatedExisting, and an upsert's id alone.
+    assert result.raw_result == {"ok": 1, "n": 3, "nModified": 2, "updatedExisting": True}
+    assert one.handle_response(reply, LIMITS).raw_result == {
+        "ok": 1, "n": 1, "nModified": 0, "upserted": 5, "updatedExisting": False
+    }  # fmt: skip
+    assert many.handle_response({"ok": 1, "n": 0, "nModified": 0}, LIMITS).raw_result["updatedExisting"] is False
 
 
 @pytest.mark.parametrize(
