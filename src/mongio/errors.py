@@ -69,6 +69,8 @@ SYSTEM_OVERLOADED_ERROR = "SystemOverloadedError"
 RETRYABLE_ERROR = "RetryableError"
 OVERLOAD_LABELS = (SYSTEM_OVERLOADED_ERROR, RETRYABLE_ERROR)
 MAX_TIME_MS_EXPIRED = 50
+# The codes of a duplicate key, from any command (a write, findAndModify, createIndexes...).
+DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
 MULTIPLE_ERRORS_OCCURRED = 65
 
 
