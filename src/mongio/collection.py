@@ -46,8 +46,8 @@ from mongio.operations.indexes import (
     DropIndexes,
     DropSearchIndex,
     ListIndexes,
+    ListSearchIndexes,
     UpdateSearchIndex,
-    list_search_indexes,
 )
 from mongio.operations.map_reduce import MapReduce
 from mongio.operations.models import (
@@ -101,6 +101,15 @@ _AGGREGATE_OPTIONS = {
     "rawData": "raw_data",
     "raw_data": "raw_data",
 }
+# An aggregate that cannot write: the aggregation options but those of a write stage, plus ``let``.
+_LIST_SEARCH_INDEXES_OPTIONS = {
+    **{
+        key: name
+        for key, name in _AGGREGATE_OPTIONS.items()
+        if name not in ("bypass_document_validation", "raw_data")
+    },
+    "let": "let",
+}
 _READ_OPTIONS = {
     "collation": "collation",
     "hint": "hint",
@@ -136,7 +145,9 @@ _MAX_TIME_OPTIONS = {
 }
 # find_one's arguments that Find takes as they are (the Cursor changes none of them but ``sort``, which Find
 # normalizes the same way): with only these, find_one runs its Find without a Cursor.
-_FIND_ONE_DIRECT = frozenset({"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"})
+_FIND_ONE_DIRECT = frozenset(
+    {"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"}
+)
 
 
 def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
@@ -599,7 +610,9 @@ class Collection(Generic[_D]):
         """
         if filter is not None and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(kwargs):
+        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(
+            kwargs
+        ):
             session = kwargs.pop("session", None)
             # Under a client-side operation timeout the cursor's timeout rules apply; without one a single
             # batch needs nothing of a cursor, which would cost about an eighth of a find_one's CPU.
@@ -1175,24 +1188,28 @@ class Collection(Generic[_D]):
         comment: Any = None,
         **kwargs: Any,
     ) -> CommandCursor[Any]:
-        """A cursor over the Atlas Search indexes (or the one named ``name``)."""
-        options = _options(
-            kwargs,
-            {"batchSize": "batch_size", "batch_size": "batch_size", "collation": "collation"},
-            "list_search_indexes",
-        )
-        operation = list_search_indexes(
+        """A cursor over the Atlas Search indexes (or the one named ``name``). Takes the aggregation options
+        (``allowDiskUse``, ``batchSize``, ``collation``, ``hint``, ``let``, ``maxTimeMS``, ``maxAwaitTimeMS``;
+        snake_case works too) and ``timeout_mode``. The command carries no read concern: the search index
+        process refuses one."""
+        timeout_mode = kwargs.pop("timeout_mode", None)
+        options = _options(kwargs, _LIST_SEARCH_INDEXES_OPTIONS, "list_search_indexes")
+        operation = ListSearchIndexes(
             self._database.name,
             self._name,
             name,
             comment=comment,
             read_preference=self._read_preference,
-            read_concern=self._read_concern,
             codec_options=self._codec_options,
             **options,
         )
         return self._command_cursor(
-            operation, session, batch_size=options.get("batch_size") or 0, comment=comment
+            operation,
+            session,
+            batch_size=options.get("batch_size") or 0,
+            max_await_time_ms=operation.max_await_time_ms,
+            comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def update_search_index(

@@ -292,6 +292,10 @@ class _BadTimestamp:
     inc = 0
 
 
+class _Int64NotInt:
+    _type_marker = 18
+
+
 class _BadRaw:
     _type_marker = 101
     raw = b"\x07\x00\x00\x00\x00"
@@ -314,6 +318,7 @@ REFUSED = [
     (_UnknownMarkerStr("s"), "_type_marker 3"),
     (_BadTimestamp(), "'time' is not an unsigned 32-bit int"),
     (_BadRaw(), "not one whole BSON document"),
+    (_Int64NotInt(), "marked as a BSON int64 (_type_marker) but it is not an int"),
     (_NotAMarker(), "cannot encode object of type _NotAMarker"),
 ]
 
@@ -333,12 +338,38 @@ def test_a_value_not_holding_what_its_marker_says_is_refused_naming_path_and_typ
         assert reason in message
 
 
+class _WideInt64(int):
+    _type_marker = 18
+
+
+@LOOPS
+def test_a_marked_int64_beyond_64_bits_is_refused_not_truncated(compiled: bool) -> None:
+    _use_loops(compiled)
+    assert encode({"v": _WideInt64(-(2**63))}) == bson.encode({"v": bson.int64.Int64(-(2**63))})
+    for _ in range(2):
+        with pytest.raises(InvalidDocument, match=r"'v\.0'.*at most 64 bits"):
+            encode({"v": [_WideInt64(2**64)]})
+
+
 @LOOPS
 def test_an_unknown_marker_may_still_be_handled_by_the_type_registry_or_fallback(compiled: bool) -> None:
     _use_loops(compiled)
     registry = mb.TypeRegistry(fallback_encoder=lambda value: "fallback")
     data = encode({"v": _UnknownMarkerInt(3)}, codec_options=mb.CodecOptions(type_registry=registry))
     assert mb.decode(data) == {"v": "fallback"}
+
+
+class _ObjectIdToText(mb.TypeEncoder):
+    python_type = bson.objectid.ObjectId
+
+    def transform_python(self, value: Any) -> Any:
+        return str(value)
+
+
+def test_a_type_encoder_cannot_take_over_a_type_written_by_its_marker() -> None:
+    # As for mongio's own types: the encoder writes it, so the codec would silently never be called.
+    with pytest.raises(TypeError, match="_type_marker 7"):
+        mb.TypeRegistry([_ObjectIdToText()])
 
 
 # --- PyMongo's encoder writes mongio's values exactly ----------------------------------------------------

@@ -34,7 +34,7 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex, flags_to_letters
 from mongio.bson.timestamp import Timestamp
 
-__all__ = ["BUILT_IN_TYPES", "MAX_BSON_SIZE", "encode", "encode_into"]
+__all__ = ["BUILT_IN_TYPES", "KNOWN_TYPE_MARKERS", "MAX_BSON_SIZE", "encode", "encode_into"]
 
 MAX_BSON_SIZE: Final = 16 * 1024 * 1024
 """The default largest document :func:`encode` produces (a server's ``maxBsonObjectSize``)."""
@@ -790,6 +790,10 @@ _MARKED_WRITERS: Final[dict[int, _Writer]] = {
 }
 
 
+KNOWN_TYPE_MARKERS: Final = frozenset(_MARKED_WRITERS)
+"""The ``_type_marker`` values the encoder writes itself (so no custom type encoder may take them over)."""
+
+
 def _marked_writer(value: Any, marker: int) -> _Writer:
     """The writer for a marked value, remembered for its type; unknown markers are refused."""
     writer = _MARKED_WRITERS.get(marker)
@@ -912,6 +916,9 @@ if _SPEEDUPS is not None:
         _check_key,
         _pack_int64,
         Int64,
+        _write_objectid,
+        _write_marked_objectid,
+        _write_marked_int64,
     )
 
 

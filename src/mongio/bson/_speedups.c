@@ -486,6 +486,13 @@ static PyObject *name_of;               /* _encoder._name(key, check_keys): byte
 static PyObject *check_key;             /* _encoder._check_key(key) */
 static PyObject *pack_int64;            /* _encoder._pack_int64(value): raises _Refused beyond 64 bits */
 static PyObject *encoder_int64;         /* Int64 */
+/* Python writers whose work is simple enough to do here once the exact-type lookup found them: ObjectIds
+ * (mongio's, and other libraries' found by _type_marker) and other libraries' Int64. Anything these
+ * cannot write exactly goes to the Python writer, which refuses it with its reason. */
+static PyObject *objectid_writer;        /* _encoder._write_objectid */
+static PyObject *marked_objectid_writer; /* _encoder._write_marked_objectid */
+static PyObject *marked_int64_writer;    /* _encoder._write_marked_int64 */
+static PyObject *binary_name;            /* "binary" */
 
 static int
 append(PyObject *buf, const void *data, Py_ssize_t size)
@@ -576,6 +583,33 @@ write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value,
     return append_int64(buf, (int64_t)number);
 }
 
+/* ObjectIds and other libraries' Int64 whose Python writer the exact-type lookup found: 0 when written, -1
+ * on error, 1 to call the Python writer instead (for a value that does not hold what its type promises). */
+static int
+write_known(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *writer)
+{
+    if (writer == marked_int64_writer) {
+        return PyLong_Check(value) ? write_integer(buf, name, size, value, 0) : 1;
+    }
+    if (writer != objectid_writer && writer != marked_objectid_writer) {
+        return 1;
+    }
+    PyObject *data = PyObject_GetAttr(value, binary_name);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 1;
+    }
+    int result = 1;
+    if (PyBytes_CheckExact(data) && PyBytes_GET_SIZE(data) == 12) {
+        result = append_head(buf, 0x07, name, size) < 0 || append(buf, PyBytes_AS_STRING(data), 12) < 0 ? -1 : 0;
+    }
+    Py_DECREF(data);
+    return result;
+}
+
 static int
 write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
             PyObject *check_keys_obj, int depth)
@@ -642,6 +676,13 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     if (writer == NULL && PyErr_Occurred()) {
         Py_DECREF(name_bytes);
         return -1;
+    }
+    if (writer != NULL) {
+        int written = write_known(buf, name, size, value, writer);
+        if (written != 1) {
+            Py_DECREF(name_bytes);
+            return written;
+        }
     }
     PyObject *args[5] = {buf, name_bytes, value, ctx, check_keys_obj};
     PyObject *result = PyObject_Vectorcall(writer != NULL ? writer : write_other, args, 5, NULL);
@@ -850,10 +891,15 @@ configure_encoder(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *refused, *document_writer, *array_writer, *writers, *other, *name, *checker, *packer, *int64;
-    if (!PyArg_ParseTuple(args, "OOOO!OOOOO", &refused, &document_writer, &array_writer, &PyDict_Type, &writers,
-                          &other, &name, &checker, &packer, &int64)) {
+    PyObject *oid_writer, *marked_oid_writer, *marked_int64;
+    if (!PyArg_ParseTuple(args, "OOOO!OOOOOOOO", &refused, &document_writer, &array_writer, &PyDict_Type, &writers,
+                          &other, &name, &checker, &packer, &int64, &oid_writer, &marked_oid_writer,
+                          &marked_int64)) {
         return NULL;
     }
+    Py_XSETREF(objectid_writer, Py_NewRef(oid_writer));
+    Py_XSETREF(marked_objectid_writer, Py_NewRef(marked_oid_writer));
+    Py_XSETREF(marked_int64_writer, Py_NewRef(marked_int64));
     Py_XSETREF(refused_type, Py_NewRef(refused));
     Py_XSETREF(python_write_document, Py_NewRef(document_writer));
     Py_XSETREF(python_write_array, Py_NewRef(array_writer));
@@ -877,7 +923,7 @@ static PyMethodDef methods[] = {
      "write_array(buf, values, ctx, check_keys): append a list or tuple to buf as a BSON array."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
-     "pack_int64, Int64)."},
+     "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
     {"configure", configure, METH_VARARGS,
      "configure(InvalidBSON, readers, objectid_from_bytes, timestamp, Int64, to_dbref, strict_utf8)."},
     {NULL, NULL, 0, NULL},
@@ -893,6 +939,10 @@ PyInit__speedups(void)
 {
     ref_key = PyUnicode_InternFromString("$ref");
     if (ref_key == NULL) {
+        return NULL;
+    }
+    binary_name = PyUnicode_InternFromString("binary");
+    if (binary_name == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);

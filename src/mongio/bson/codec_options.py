@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.binary import ALL_UUID_REPRESENTATIONS, UUID_REPRESENTATION_NAMES, UuidRepresentation
 from mongio.bson.datetime_ms import DatetimeConversion
 from mongio.bson.objectid import ObjectId
@@ -82,6 +83,15 @@ def _is_decoder(codec: Any) -> bool:
     )
 
 
+def _encoded_by_marker(python_type: Any) -> int | None:
+    """The ``_type_marker`` by which the encoder writes ``python_type`` itself (PyMongo's bson types carry
+    one), or None."""
+    from mongio.bson._encoder import KNOWN_TYPE_MARKERS
+
+    marker = type_marker(python_type) if isinstance(python_type, type) else None
+    return marker if marker in KNOWN_TYPE_MARKERS else None
+
+
 class TypeRegistry:
     """Custom type encoders/decoders and a ``fallback_encoder`` called (once) for values nothing else can
     encode; it must return something encodable."""
@@ -108,6 +118,12 @@ class TypeRegistry:
                             f"TypeEncoders cannot change how built-in types are encoded "
                             f"({codec!r} transforms {codec.python_type.__name__})"
                         )
+                marker = _encoded_by_marker(codec.python_type)
+                if marker is not None:
+                    raise TypeError(
+                        f"TypeEncoders cannot change how built-in types are encoded ({codec!r} transforms "
+                        f"{codec.python_type.__name__}, whose _type_marker {marker} the encoder writes itself)"
+                    )
                 self._encoder_map[codec.python_type] = codec.transform_python
             if _is_decoder(codec):
                 known = True

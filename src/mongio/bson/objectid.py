@@ -140,6 +140,8 @@ class ObjectId:
         return f"ObjectId('{self}')"
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, ObjectId):  # the common case, without a call
+            return self.__id == other.__id
         other_id = _id_bytes(other)
         if other_id is None:
             return NotImplemented
