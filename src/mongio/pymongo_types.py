@@ -129,6 +129,10 @@ class PyMongoTypedCodecOptions(CodecOptions):
     def _decoder_transforms(self) -> dict[Any, Transform]:
         return typed_transforms(super()._decoder_transforms())
 
+    def _hot_type_factories(self) -> tuple[Any, Any, Any]:
+        bson = _pymongo()[0]
+        return (bson.ObjectId, bson.Timestamp, bson.Int64)
+
     def _new_object_id(self) -> Any:
         return _pymongo()[0].ObjectId()
 

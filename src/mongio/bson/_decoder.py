@@ -61,10 +61,21 @@ _MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, Recurs
 
 # The decoding context: the options unpacked once per CodecOptions into a tuple the loops unpack in one step.
 # (options, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
-#  tz_aware, tzinfo, datetime_conversion, uuid_representation)
+#  tz_aware, tzinfo, datetime_conversion, uuid_representation, hot type factories or None)
 _Utf8 = Callable[[bytes], str]
 _Context = tuple[
-    CodecOptions, Any, bool, bool, _Utf8, "dict[Any, Callable[[Any], Any]] | None", int, bool, Any, int, int
+    CodecOptions,
+    Any,
+    bool,
+    bool,
+    _Utf8,
+    "dict[Any, Callable[[Any], Any]] | None",
+    int,
+    bool,
+    Any,
+    int,
+    int,
+    "tuple[Any, Any, Any] | None",
 ]
 
 # How a UTC datetime is built: the common cases avoid the general conversion function.
@@ -110,6 +121,7 @@ def _context(options: CodecOptions) -> _Context:
             tzinfo,
             int(conversion),
             int(options.uuid_representation),
+            options._hot_type_factories(),
         )
     return ctx
 

@@ -284,6 +284,12 @@ class CodecOptions:
         registry's decoders here; a subclass that decodes to other classes adds its conversions."""
         return dict(self.type_registry._decoder_map)
 
+    def _hot_type_factories(self) -> tuple[Any, Any, Any] | None:
+        """``(objectid_from_bytes, timestamp_from_time_and_inc, int64_from_int)`` for the compiled element loops
+        to make those types with, or None for mongio's own. Only a speed-up: whatever they make must be what
+        :meth:`_decoder_transforms` turns mongio's values into, since the Python loops take that way."""
+        return None
+
     def _new_object_id(self) -> Any:
         """A new ObjectId of the class these options decode ObjectIds to, for an ``_id`` the driver
         generates (an inserted document's, a GridFS file's)."""
