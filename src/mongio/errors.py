@@ -321,10 +321,32 @@ class ClientBulkWriteException(OperationFailure):
         super().__init__(
             self._describe(error, write_errors, write_concern_errors), MULTIPLE_ERRORS_OCCURRED, details
         )
-        self.error = error
-        self.write_errors = write_errors
-        self.write_concern_errors = write_concern_errors
-        self.partial_result = partial_result
+        # Read-only properties, as PyMongo's are (and must be: in the PyMongo-typed mode PyMongo's class,
+        # whose properties would refuse instance attributes of these names, is among the bases).
+        self.__error = error
+        self.__write_errors = write_errors
+        self.__write_concern_errors = write_concern_errors
+        self.__partial_result = partial_result
+
+    @property
+    def error(self) -> BaseException | None:
+        """The top-level error that stopped the bulk write, or None."""
+        return self.__error
+
+    @property
+    def write_errors(self) -> list[dict[str, Any]]:
+        """The failed writes, each with ``idx``, the index of its model."""
+        return self.__write_errors
+
+    @property
+    def write_concern_errors(self) -> list[dict[str, Any]]:
+        """One entry per command whose write concern failed."""
+        return self.__write_concern_errors
+
+    @property
+    def partial_result(self) -> ClientBulkWriteResult | None:
+        """What was done before the bulk write stopped, or None when nothing is known to have succeeded."""
+        return self.__partial_result
 
     @staticmethod
     def _describe(

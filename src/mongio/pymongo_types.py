@@ -31,6 +31,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.code import Code
 from mongio.bson.codec_options import CodecOptions, as_codec_options
 from mongio.bson.datetime_ms import DatetimeMS
@@ -40,6 +41,7 @@ from mongio.bson.deprecated import DBPointer, Symbol, Undefined
 from mongio.bson.int64 import Int64
 from mongio.bson.minmax import MaxKey, MinKey
 from mongio.bson.objectid import ObjectId
+from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.timestamp import Timestamp
 
@@ -73,6 +75,7 @@ def _conversions() -> dict[type, Transform]:
     p_binary, p_code, p_regex, p_dbref = bson.Binary, bson.Code, bson.Regex, bson.DBRef
     p_decimal128, p_datetime_ms = bson.Decimal128, bson.DatetimeMS
     p_min_key, p_max_key = bson.MinKey(), bson.MaxKey()
+    str_flags_to_int = bson.regex.str_flags_to_int
     from mongio.bson.binary import Binary
 
     def dbref(value: DBRef) -> Any:
@@ -84,7 +87,8 @@ def _conversions() -> dict[type, Transform]:
         Timestamp: lambda value: p_timestamp(value.time, value.inc),
         Binary: lambda value: p_binary(bytes(value), value.subtype),
         Code: lambda value: p_code(str(value), value.scope),
-        Regex: lambda value: p_regex(value.pattern, value.flags),
+        # PyMongo's decoder gives a Regex its flags as a plain int (its constructor would keep a RegexFlag).
+        Regex: lambda value: p_regex(value.pattern, int(str_flags_to_int(value.flags))),
         Decimal128: lambda value: p_decimal128.from_bid(value.bid),
         DBRef: dbref,
         DatetimeMS: lambda value: p_datetime_ms(int(value)),
@@ -135,6 +139,16 @@ class PyMongoTypedCodecOptions(CodecOptions):
 
     def _new_object_id(self) -> Any:
         return _pymongo()[0].ObjectId()
+
+    def _raw_document_options(self) -> Any:
+        # PyMongo's RawBSONDocument decodes itself lazily with PyMongo's codec: it is given PyMongo's options.
+        if self.document_class is RawBSONDocument or type_marker(self.document_class) != RawBSONDocument._type_marker:
+            return self
+        codec_options = _pymongo()[0].codec_options
+        fields = {name: getattr(self, name) for name in CodecOptions._FIELDS}
+        registry = fields["type_registry"]
+        fields["type_registry"] = codec_options.TypeRegistry(registry.codecs, registry.fallback_encoder)
+        return codec_options.CodecOptions(**fields)
 
     def resolve(self, given: Any) -> CodecOptions:
         if given is None or isinstance(given, PyMongoTypedCodecOptions):

@@ -18,6 +18,7 @@ PROGRAM = textwrap.dedent(
     import bson, pymongo.errors
     from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
     from mongio import AsyncMongoClient
+    from mongio.gridfs import AsyncGridFSBucket
 
     EVERY_TYPE = {
         "oid": ObjectId(), "i64": Int64(5), "ts": Timestamp(5, 6), "bin": Binary(b"x", 0x80),
@@ -62,6 +63,10 @@ PROGRAM = textwrap.dedent(
                     await coll.insert_one({"n": 2}, session=session)
                 await coll.find_one({"n": 2}, session=session)
             print("transaction", await coll.count_documents({"n": 2}))
+            bucket = AsyncGridFSBucket(client.pymongo_types_test)
+            file_id = await bucket.upload_from_stream("f.txt", b"data")
+            stored = await bucket.open_download_stream(file_id)
+            print("gridfs", classes(file_id), classes(stored._id), await stored.read())
 
     asyncio.run(main(sys.argv[1]))
     """
@@ -86,3 +91,4 @@ def test_a_typed_client_reads_and_writes_pymongo_values(server_uri: str) -> None
     assert lines[6] == "command bson.Timestamp"
     assert lines[7] == "caught DuplicateKeyError 11000"
     assert lines[8] == "transaction 1"
+    assert lines[9] == "gridfs bson.ObjectId bson.ObjectId b'data'"

@@ -93,6 +93,24 @@ def test_values_are_pymongo_classes_at_every_depth(element_loops: str) -> None:
     assert type(plain["_id"]) is ObjectId
 
 
+def test_regex_flags_are_a_plain_int_as_pymongo_decodes_them(element_loops: str) -> None:
+    data = pymongo_bson.encode({"r": pymongo_bson.Regex("^a", "imx")})
+    ours, theirs = decode(data, TYPED)["r"], pymongo_bson.decode(data)["r"]
+    assert type(ours) is pymongo_bson.Regex and type(ours.flags) is int
+    assert (ours.pattern, ours.flags) == (theirs.pattern, theirs.flags)
+
+
+def test_pymongo_raw_documents_are_given_pymongo_options(element_loops: str) -> None:
+    from bson.raw_bson import RawBSONDocument as PyMongoRaw
+
+    options = typed_codec_options(CodecOptions(document_class=PyMongoRaw, tz_aware=True))
+    data = pymongo_bson.encode({"a": {"b": pymongo_bson.ObjectId()}, "when": datetime.datetime(2020, 1, 2)})
+    document = decode(data, options)
+    assert type(document) is PyMongoRaw and document.raw == data
+    assert type(document["a"]) is PyMongoRaw and type(document["a"]["b"]) is pymongo_bson.ObjectId
+    assert document["when"].tzinfo is not None  # the settings went with the options
+
+
 class _UpperCode(TypeDecoder):
     bson_type = pymongo_bson.Code
 
@@ -200,6 +218,8 @@ def test_errors_become_pymongo_errors_once_the_mode_is_on() -> None:
         print(isinstance(timeout, pymongo.errors.AutoReconnect), timeout.timeout)
         print(isinstance(bson_errors.InvalidDocument("x"), bson.errors.InvalidDocument))
         print(isinstance(m.BulkWriteError({"writeErrors": []}), pymongo.errors.BulkWriteError))
+        client_bulk = m.ClientBulkWriteException(None, [{"idx": 0, "code": 11000}], [], None)
+        print(isinstance(client_bulk, pymongo.errors.ClientBulkWriteException), client_bulk.write_errors)
         """
     )
     assert out.splitlines() == [
@@ -209,4 +229,5 @@ def test_errors_become_pymongo_errors_once_the_mode_is_on() -> None:
         "True True",
         "True",
         "True",
+        "True [{'idx': 0, 'code': 11000}]",
     ]

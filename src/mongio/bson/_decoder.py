@@ -60,7 +60,7 @@ _UNDEFINED: Final = Undefined()
 _MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, RecursionError, KeyError)
 
 # The decoding context: the options unpacked once per CodecOptions into a tuple the loops unpack in one step.
-# (options, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
+# (the options raw documents are made with, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
 #  tz_aware, tzinfo, datetime_conversion, uuid_representation, hot type factories or None)
 _Utf8 = Callable[[bytes], str]
 _Context = tuple[
@@ -110,7 +110,7 @@ def _context(options: CodecOptions) -> _Context:
         else:
             mode = _DATETIME_GENERAL
         ctx = cache["decode"] = (
-            options,
+            options._raw_document_options(),
             document_class,
             document_class is dict,
             is_raw,

@@ -290,6 +290,11 @@ class CodecOptions:
         :meth:`_decoder_transforms` turns mongio's values into, since the Python loops take that way."""
         return None
 
+    def _raw_document_options(self) -> Any:
+        """The codec options a raw ``document_class`` is constructed with (``document_class(bson, options)``):
+        these; a subclass whose raw class is another library's passes options that library understands."""
+        return self
+
     def _new_object_id(self) -> Any:
         """A new ObjectId of the class these options decode ObjectIds to, for an ``_id`` the driver
         generates (an inserted document's, a GridFS file's)."""
