@@ -68,6 +68,9 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.options.read_concern import as_read_concern
+from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -196,10 +199,12 @@ class Collection(Generic[_D]):
             )
         self._database = database
         self._name = validate_collection_name(name)
-        self._codec_options = database.codec_options if codec_options is None else codec_options
-        self._read_preference = database.read_preference if read_preference is None else read_preference
-        self._write_concern = database.write_concern if write_concern is None else write_concern
-        self._read_concern = database.read_concern if read_concern is None else read_concern
+        self._codec_options = database.codec_options.resolve(codec_options)
+        self._read_preference = (
+            database.read_preference if read_preference is None else as_read_preference(read_preference)
+        )
+        self._write_concern = database.write_concern if write_concern is None else as_write_concern(write_concern)
+        self._read_concern = database.read_concern if read_concern is None else as_read_concern(read_concern)
         # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.
         self._timeout: float | None = database._timeout if timeout is None else level_timeout(timeout)
 
@@ -256,7 +261,7 @@ class Collection(Generic[_D]):
         collection: Collection[_D] = Collection(
             self._database,
             self._name,
-            codec_options=self._codec_options if codec_options is None else codec_options,
+            codec_options=self._codec_options.resolve(codec_options),
             read_preference=self._read_preference if read_preference is None else read_preference,
             write_concern=self._write_concern if write_concern is None else write_concern,
             read_concern=self._read_concern if read_concern is None else read_concern,
@@ -978,7 +983,7 @@ class Collection(Generic[_D]):
             timeout_mode=timeout_mode,
         )
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -993,8 +998,9 @@ class Collection(Generic[_D]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
     ) -> CollectionChangeStream[_D]:
-        """Watch the changes to this collection: runs the ``aggregate`` that opens a change stream and
-        returns the stream (see :mod:`mongio.change_stream`). ::
+        """Watch the changes to this collection: returns a change stream (see :mod:`mongio.change_stream`)
+        whose ``aggregate`` runs when it is awaited (PyMongo's ``await coll.watch()``), entered
+        (``async with coll.watch()``, Motor's way) or first asked for a change. ::
 
             async with await coll.watch([{"$match": {"operationType": "insert"}}]) as stream:
                 async for change in stream:
@@ -1028,7 +1034,7 @@ class Collection(Generic[_D]):
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     # -- indexes ----------------------------------------------------------------------------------------------
 

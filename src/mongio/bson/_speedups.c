@@ -33,6 +33,10 @@ typedef struct {
     PyObject *document_class;
     PyObject *utf8;
     PyObject *decoder_map; /* NULL when the context has none */
+    /* What the hot types are made with: the module's (mongio's classes) unless the context names others. */
+    PyObject *objectid_factory;
+    PyObject *timestamp_factory;
+    PyObject *int64_type;
     int is_dict;
     int is_raw;
     int strict;
@@ -102,6 +106,22 @@ unpack_context(PyObject *ctx, Context *c)
     c->decoder_map = PyTuple_GET_ITEM(ctx, 5);
     if (c->decoder_map == Py_None) {
         c->decoder_map = NULL;
+    } else if (!PyDict_CheckExact(c->decoder_map)) {
+        PyErr_SetString(PyExc_TypeError, "the decoding context's decoder map must be a dict");
+        return -1;
+    }
+    c->objectid_factory = objectid_factory;
+    c->timestamp_factory = timestamp_factory;
+    c->int64_type = int64_type;
+    PyObject *factories = PyTuple_GET_SIZE(ctx) > 11 ? PyTuple_GET_ITEM(ctx, 11) : Py_None;
+    if (factories != Py_None) {
+        if (!PyTuple_Check(factories) || PyTuple_GET_SIZE(factories) != 3) {
+            PyErr_SetString(PyExc_TypeError, "the decoding context's factories must be (objectid, timestamp, int64)");
+            return -1;
+        }
+        c->objectid_factory = PyTuple_GET_ITEM(factories, 0);
+        c->timestamp_factory = PyTuple_GET_ITEM(factories, 1);
+        c->int64_type = PyTuple_GET_ITEM(factories, 2);
     }
     return 0;
 }
@@ -318,7 +338,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             }
             PyObject *number = PyLong_FromLongLong((long long)(int64_t)load_uint64(buf + pos));
             if (number != NULL) {
-                value = PyObject_CallOneArg(int64_type, number);
+                value = PyObject_CallOneArg(c->int64_type, number);
                 Py_DECREF(number);
             }
             pos += 8;
@@ -331,7 +351,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             }
             PyObject *raw = PyBytes_FromStringAndSize((const char *)buf + pos, 12);
             if (raw != NULL) {
-                value = PyObject_CallOneArg(objectid_factory, raw);
+                value = PyObject_CallOneArg(c->objectid_factory, raw);
                 Py_DECREF(raw);
             }
             pos += 12;
@@ -348,7 +368,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             PyObject *inc = PyLong_FromUnsignedLong(load_uint32(buf + pos));
             PyObject *time = PyLong_FromUnsignedLong(load_uint32(buf + pos + 4));
             if (inc != NULL && time != NULL) {
-                value = PyObject_CallFunctionObjArgs(timestamp_factory, time, inc, NULL);
+                value = PyObject_CallFunctionObjArgs(c->timestamp_factory, time, inc, NULL);
             }
             Py_XDECREF(inc);
             Py_XDECREF(time);
@@ -364,15 +384,18 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             goto fail;
         }
         if (c->decoder_map != NULL) {
-            PyObject *transform = PyObject_GetItem(c->decoder_map, (PyObject *)Py_TYPE(value));
+            /* A borrowed lookup that raises nothing on a miss: most values have no transform, and a KeyError
+             * made and cleared for each of them would cost more than the decoding. */
+            PyObject *transform = PyDict_GetItemWithError(c->decoder_map, (PyObject *)Py_TYPE(value));
             if (transform == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                if (PyErr_Occurred()) {
                     Py_DECREF(value);
                     Py_XDECREF(key);
                     goto fail;
                 }
-                PyErr_Clear();
             } else {
+                /* Held while it runs: the application's transform could change the map it came from. */
+                Py_INCREF(transform);
                 PyObject *transformed = PyObject_CallOneArg(transform, value);
                 Py_DECREF(transform);
                 Py_DECREF(value);

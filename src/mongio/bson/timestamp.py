@@ -9,7 +9,7 @@ from typing import Final
 from mongio.bson._type_marker import type_marker
 from mongio.bson.tz_util import utc
 
-__all__ = ["UPPERBOUND", "Timestamp", "utc"]
+__all__ = ["UPPERBOUND", "Timestamp", "as_timestamp", "utc"]
 
 _UINT32_LIMIT = 1 << 32
 UPPERBOUND: Final = _UINT32_LIMIT
@@ -123,3 +123,12 @@ def _key_of(value: object) -> tuple[int, int] | None:
         if isinstance(time, int) and isinstance(inc, int):
             return (time, inc)
     return None
+
+
+def as_timestamp(value: object) -> Timestamp | None:
+    """``value`` as mongio's :class:`Timestamp`: itself, or the same time and increment read from another BSON
+    library's timestamp (PyMongo's, as a PyMongo-typed client decodes them); None for anything else."""
+    if isinstance(value, Timestamp):
+        return value
+    key = _key_of(value)
+    return None if key is None else Timestamp(*key)

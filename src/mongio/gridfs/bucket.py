@@ -128,7 +128,8 @@ class GridFSBucket:
         ``metadata`` instead.
         """
         extra = _deprecated_fields(content_type, aliases)
-        return self._open_upload(ObjectId(), filename, chunk_size_bytes, metadata, session, extra)
+        file_id = self._files.codec_options._new_object_id()
+        return self._open_upload(file_id, filename, chunk_size_bytes, metadata, session, extra)
 
     def open_upload_stream_with_id(
         self,
@@ -186,7 +187,7 @@ class GridFSBucket:
         the chunks already stored are left, as the GridFS specification requires. ``metadata``,
         ``content_type`` and ``aliases`` as for :meth:`open_upload_stream`."""
         extra = _deprecated_fields(content_type, aliases)
-        file_id = ObjectId()
+        file_id: ObjectId = self._files.codec_options._new_object_id()  # PyMongo's in the PyMongo-typed mode
         await self._upload(file_id, filename, source, chunk_size_bytes, metadata, session, extra)
         return file_id
 

@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from mongio.bson import ObjectId
 from mongio.errors import (
     BulkWriteError,
     ConnectionFailure,
@@ -97,7 +96,7 @@ class GridIn:
     ) -> None:
         disallow_transactions(session)
         fields = {_FIELD_NAMES.get(key, key): value for key, value in kwargs.items()}
-        file_id = fields.pop("_id") if "_id" in fields else ObjectId()
+        file_id = fields.pop("_id") if "_id" in fields else root_collection.codec_options._new_object_id()
         chunk_size = validate_chunk_size(fields.pop("chunkSize", DEFAULT_CHUNK_SIZE))
         self._chunks = root_collection["chunks"]
         self._files = root_collection["files"]

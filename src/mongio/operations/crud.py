@@ -633,11 +633,13 @@ class Update(WriteCommand[UpdateResult]):
         if not self.acknowledged:
             return UpdateResult(reply, False)
         check_write_reply(reply)
+        # A copy: the reply itself is also what the command-succeeded event reports. Like PyMongo's,
+        # raw_result says whether an existing document was updated and holds an upsert's id alone.
         upserted = reply.get("upserted")
+        raw = {**reply, "updatedExisting": bool(reply.get("n")) and not upserted}
         if upserted:
-            # A copy: the reply itself is also what the command-succeeded event reports.
-            reply = {**reply, "upserted": upserted[0].get("_id")}
-        return UpdateResult(reply, True)
+            raw["upserted"] = upserted[0].get("_id")
+        return UpdateResult(raw, True)
 
 
 class Delete(WriteCommand[DeleteResult]):

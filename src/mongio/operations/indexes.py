@@ -23,7 +23,13 @@ from mongio.operations.base import (
     parse_cursor,
 )
 from mongio.operations.crud import Aggregate
-from mongio.operations.models import IndexModel, SearchIndexModel, gen_index_name, index_document
+from mongio.operations.models import (
+    IndexModel,
+    SearchIndexModel,
+    gen_index_name,
+    index_document,
+    index_model_document,
+)
 
 if TYPE_CHECKING:
     from mongio.options.read_preference import _ServerMode
@@ -102,8 +108,9 @@ class CreateIndexes(_SimpleCommand):
     ) -> None:
         specs: list[Mapping[str, Any]] = []
         for index in indexes:
-            if isinstance(index, IndexModel):
-                specs.append(index.document)
+            model_document = index_model_document(index)
+            if model_document is not None:
+                specs.append(model_document)
             elif isinstance(index, Mapping) and "key" in index:
                 spec = dict(index)
                 spec.setdefault("name", gen_index_name(index_document(spec["key"])))
@@ -183,8 +190,9 @@ class DropIndexes(_SimpleCommand):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        if isinstance(index, IndexModel):
-            name = index.document["name"]
+        model_document = index_model_document(index)
+        if model_document is not None:
+            name = model_document["name"]
         elif isinstance(index, str):
             name = index
         else:

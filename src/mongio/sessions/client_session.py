@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mongio.bson.timestamp import Timestamp
+from mongio.bson.timestamp import Timestamp, as_timestamp
 from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
@@ -99,8 +99,9 @@ class SessionOptions:
         if snapshot_time is not None:
             if not snapshot:
                 raise InvalidOperation("snapshot_time requires snapshot=True")
-            if not isinstance(snapshot_time, Timestamp):
-                raise TypeError(f"snapshot_time must be a Timestamp, not {type(snapshot_time).__name__}")
+            given, snapshot_time = snapshot_time, as_timestamp(snapshot_time)
+            if snapshot_time is None:
+                raise TypeError(f"snapshot_time must be a Timestamp, not {type(given).__name__}")
         if default_transaction_options is not None and not isinstance(
             default_transaction_options, TransactionOptions
         ):
@@ -213,15 +214,16 @@ class ClientSession:
             raise TypeError(
                 "cluster_time must be a mapping like {'clusterTime': Timestamp, 'signature': ...}"
             )
-        if not isinstance(cluster_time.get("clusterTime"), Timestamp):
+        if as_timestamp(cluster_time.get("clusterTime")) is None:
             raise ValueError("cluster_time must have a Timestamp 'clusterTime'")
         self._clock.advance(cluster_time)
 
     def advance_operation_time(self, operation_time: Timestamp) -> None:
         """Raise this session's operation time (e.g. to the ``operation_time`` of another session)."""
-        if not isinstance(operation_time, Timestamp):
+        timestamp = as_timestamp(operation_time)
+        if timestamp is None:
             raise TypeError("operation_time must be a Timestamp")
-        self._operation_time = greater_operation_time(self._operation_time, operation_time)
+        self._operation_time = greater_operation_time(self._operation_time, timestamp)
 
     # -- transactions -----------------------------------------------------------------------------------------
 
@@ -461,6 +463,13 @@ class ClientSession:
     ) -> None:
         await self.end_session()
 
+    def __await__(self) -> Generator[Any, None, ClientSession]:
+        """``await client.start_session()`` (PyMongo's async API and Motor) gives the session itself."""
+        return self._itself().__await__()
+
+    async def _itself(self) -> ClientSession:
+        return self
+
     # -- for the executor ----------------------------------------------------------------------------------
 
     def _check_usable(self, client: object) -> None:
@@ -520,8 +529,8 @@ class ClientSession:
 
     def _advance_from_reply(self, reply: Mapping[str, Any]) -> None:
         self._clock.advance_from_reply(reply)
-        operation_time = reply.get("operationTime")
-        if isinstance(operation_time, Timestamp):
+        operation_time = as_timestamp(reply.get("operationTime"))
+        if operation_time is not None:
             self._operation_time = greater_operation_time(self._operation_time, operation_time)
 
 
