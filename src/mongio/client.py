@@ -764,9 +764,8 @@ class MongoClient:
         """A cursor was garbage-collected (or cancelled mid-fetch) with a server cursor or an implicit session
         still open. Its server session is given back at once; the server cursor is queued for the cursor
         reaper's task, which kills it on the client's loop (this may run in a finalizer: nothing is awaited)."""
-        if session is not None and session._server_session is not None and not session.has_ended:
-            server_session, session._server_session = session._server_session, None
-            session._ended = True
+        server_session = session._abandon() if session is not None else None
+        if server_session is not None:
             self._executor.release_server_session(server_session)
         if cursor_id:
             self._cursor_reaper.abandon(address, namespace, cursor_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,14 @@ from mongio.errors import (
     OperationFailure,
     WriteConcernError,
 )
-from mongio.events.command import CommandPublisher
+from mongio.events.command import (
+    COMMAND_LOGGER_NAME,
+    CommandFailedEvent,
+    CommandListener,
+    CommandPublisher,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
 from mongio.execution.executor import Executor, read_preference_document
 from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions, TokenBucket
 from mongio.operations.base import Command, ConnectionContext, Operation, Retryability, check_write_reply
@@ -250,6 +258,58 @@ async def test_cancellation_checks_the_connection_in_and_drops_the_session() -> 
     assert len(executor.session_pool) == 0
 
 
+class RecordingListener(CommandListener):
+    """Records the kinds of the command events it gets; ``started_event`` is set by the first started."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.failures: list[Any] = []
+        self.started_event = asyncio.Event()
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.kinds.append("started")
+        self.started_event.set()
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        self.kinds.append("succeeded")
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        self.kinds.append("failed")
+        self.failures.append(event.failure)
+
+
+async def test_a_command_cancelled_after_its_started_event_gets_a_failed_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Command monitoring: every started event is followed by a succeeded or a failed one, and so is the
+    # "Command started" log message; a cancellation while the reply is awaited is such an end.
+    executor, _, pool, _ = make(["block"])
+    listener = RecordingListener()
+    executor._publisher = CommandPublisher([listener])
+    task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
+    await listener.started_event.wait()
+    with caplog.at_level(logging.DEBUG, logger=COMMAND_LOGGER_NAME):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert listener.kinds == ["started", "failed"]
+    assert listener.failures[0]["errtype"] == "CancelledError"
+    assert ['"ping" failed' in record.getMessage() for record in caplog.records] == [True]
+    assert pool.checked_out == pool.checked_in == 1
+
+
+async def test_a_command_outside_the_retry_loop_cancelled_after_its_started_event_gets_a_failed_event() -> None:
+    executor, _, _, conn = make(["block"])
+    listener = RecordingListener()
+    executor._publisher = CommandPublisher([listener])
+    task = asyncio.ensure_future(executor._send_unmanaged(conn, "endSessions", {"endSessions": []}))  # type: ignore[arg-type]
+    await listener.started_event.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert listener.kinds == ["started", "failed"]
+
+
 async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
     reply = {"ok": 0, "errmsg": "bad value", "code": 2, "codeName": "BadValue"}
     executor, _, pool, conn = make([reply])
@@ -348,8 +408,6 @@ async def test_explicit_session_is_bound_to_its_client() -> None:
 
 
 async def test_succeeded_event_keeps_the_reply_as_received() -> None:
-    from mongio.events.command import CommandListener, CommandSucceededEvent
-
     class Reworks(RunCommand):
         def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
             reply["upserted"] = reply["upserted"][0]["_id"]

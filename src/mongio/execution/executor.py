@@ -26,7 +26,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.errors import (
@@ -39,8 +39,9 @@ from mongio.errors import (
     OperationFailure,
     OperationTimeoutError,
 )
-from mongio.events.command import CommandPublisher, is_sensitive
+from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
+from mongio.execution.command_events import CommandEvents
 from mongio.execution.error_labels import (
     TRANSIENT_TRANSACTION_ERROR,
     UNKNOWN_TRANSACTION_COMMIT_RESULT,
@@ -53,15 +54,9 @@ from mongio.execution.retry_policy import (
     RetryState,
     TokenBucket,
 )
-from mongio.operations.base import NAMESPACE_NOT_FOUND, Operation, Retryability
-from mongio.operations.run_command import RunCommand
-from mongio.sessions.cluster_time import (
-    ClusterClock,
-    session_read_concern,
-    snapshot_time_from_reply,
-)
+from mongio.operations.base import NAMESPACE_NOT_FOUND, Command, Operation, Retryability
+from mongio.sessions.cluster_time import ClusterClock
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
-from mongio.sessions.transaction_state import check_read_preference
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
 from mongio.topology.server_type import ServerType
 from mongio.topology.topology_description import TopologyDescription
@@ -71,7 +66,7 @@ if TYPE_CHECKING:
     from mongio.connection.connection import Connection
     from mongio.sessions.client_session import ClientSession
     from mongio.topology.server_description import Address, ServerDescription
-    from mongio.topology.topology import Server, Topology
+    from mongio.topology.topology import PoolLike, Server, Topology
 
 __all__ = ["Executor", "read_preference_document"]
 
@@ -126,7 +121,7 @@ def read_preference_document(
     preference so any member answers; a standalone never gets it; replica set members get it unless it is
     primary. Writes carry none.
     """
-    if op.takes_write_concern and not getattr(op, "has_write_stage", False):
+    if op.takes_write_concern and not op.has_write_stage:
         return None
     read_preference = op.read_preference
     server_type = description.server_type
@@ -305,7 +300,7 @@ class Executor:
         is_write = op.takes_write_concern
         if in_transaction:
             pass
-        elif getattr(op, "has_write_stage", False) and op.may_use_secondary:
+        elif op.has_write_stage and op.may_use_secondary:
             # $out/$merge may run on a secondary only when every server is 5.0+ (wire version 13).
             common = topology.description.common_wire_version
             is_write = common is None or common < 13
@@ -350,22 +345,33 @@ class Executor:
             operation_id=operation_id,
         )
 
-    def _retryability(self, op: Operation[Any], txn_number: Any) -> OperationRetryability:
-        transaction_command = getattr(op, "transaction_command", None)
-        if transaction_command == "commitTransaction":
+    def _retryability(self, op: Operation[Any], txn_number_assigned: bool) -> OperationRetryability:
+        """What the retry rules need to know of ``op``; a retryable write counts as one only once it has a
+        txnNumber (``txn_number_assigned``)."""
+        if op.transaction_command == "commitTransaction":
             return OperationRetryability.commit_transaction()
-        if transaction_command == "abortTransaction":
+        if op.transaction_command == "abortTransaction":
             return OperationRetryability.abort_transaction()
         retryability = op.retryability
         if retryability is Retryability.READ:
             return OperationRetryability.read(True)
         if retryability is Retryability.WRITE:
-            return OperationRetryability.write(txn_number is not None)
-        if isinstance(op, RunCommand):
+            return OperationRetryability.write(txn_number_assigned)
+        if op.is_user_command:
             return OperationRetryability.run_command()
         if op.takes_write_concern:
             return OperationRetryability.write(False)
         return OperationRetryability.read(False)
+
+    def _operation_id(self) -> int:
+        """The operationId of the command events: the one shared by the commands of a bulk write (see
+        :meth:`timeout_scope`), else a new one."""
+        shared = _SHARED_OPERATION_ID.get()
+        if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
+            return shared[2]
+        return next(self._operation_ids)
+
+    # -- the retry loop and one attempt ----------------------------------------------------------------------
 
     async def _run(
         self,
@@ -375,407 +381,324 @@ class Executor:
         address: Address | None,
         answered_by: list[Address] | None = None,
     ) -> R:
-        implicit: ServerSession | None = None
-        retry_state: RetryState | None = None
-        deprioritized: tuple[Address, ...] = ()
-        txn_number: Any = None
-        attempt = 0
-        shared = _SHARED_OPERATION_ID.get()
-        if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
-            operation_id = shared[2]
-        else:
-            operation_id = next(self._operation_ids)
-        acknowledged = op.acknowledged
-        # Transactions: commitTransaction/abortTransaction, or a command inside the session's transaction.
-        transaction_command = getattr(op, "transaction_command", None)
-        transaction = session._transaction if session is not None else None
-        in_txn = False
-        transaction_started = False
-        txn_decided = False
-        if session is not None and transaction is not None and not transaction_command:
-            transaction.before_operation()
-            in_txn = transaction.active
-            if not in_txn:
-                session._unpin()
-            else:
-                if not op.takes_write_concern and transaction.options.read_preference is not None:
-                    check_read_preference(transaction.options.read_preference)
-                if isinstance(op, RunCommand) and op.read_preference is not None:
-                    check_read_preference(op.read_preference)
-                # The transaction's write concern goes on commit/abort only, so every write is acknowledged
-                # and reports its result, whatever the collection's or client's own write concern says.
-                if op.takes_write_concern:
-                    op.use_transaction_write_concern()
-                acknowledged = True
-        pinned_by_session = False
-        if (in_txn or transaction_command) and address is None and session is not None:
-            address = session._pinned_address
-            pinned_by_session = address is not None
-        if session is not None and not acknowledged and not session.implicit:
-            raise InvalidOperation("an unacknowledged write (w=0) cannot be run in an explicit session")
+        """The retry loop: attempts until one succeeds or the retry rules end the operation."""
+        run = _Execution(op, session, address, self._operation_id())
+        if session is not None:
+            _enter_session(run, session)
         try:
             while True:
-                server_address: Address | None = None
-                wire_version: int | None = None
-                from_mongos = False
-                sent = False
-                generation = 0
-                conn: Connection | None = None
-                handled: BaseException | None = None
                 try:
-                    # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection
-                    # opened for it, end by min(serverSelectionTimeoutMS, the time left).
-                    selection_end = csot.selection_deadline(self._selection_timeout)
-                    server = await self._select(
-                        topology,
-                        op,
-                        address,
-                        deprioritized,
-                        in_txn or bool(transaction_command),
-                        operation_id=operation_id,
-                    )
-                    try:
-                        server_address = server.address
-                        description = server.description
-                        from_mongos = description.server_type is ServerType.Mongos
-                        pool: Any = server.pool
-                        if pool is None:
-                            raise ConnectionFailure(f"no connection pool for {server_address}")
-                        wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
-                        pinned_connection = (
-                            session._pinned_connection
-                            if session is not None and (in_txn or transaction_command)
-                            else None
-                        )
-                        if pinned_connection is not None and pinned_connection[0] is pool:
-                            # Load balanced: every command of a transaction on its first connection.
-                            conn = pinned_connection[1]
-                        else:
-                            with csot.establishing_until(selection_end):
-                                conn = await pool.check_out(wait)
-                        assert conn is not None
-                        try:
-                            # Sessions, only now that a connection is ours: operations waiting for a
-                            # connection hold no server session, so fewer are made.
-                            server_session: ServerSession | None = None
-                            sessions_supported = (
-                                topology.description.logical_session_timeout_minutes is not None
-                                or topology.settings.load_balanced
-                            )
-                            if session is not None:
-                                if sessions_supported:
-                                    server_session = session._checked_server_session()
-                                elif not session.implicit:
-                                    raise ConfigurationError(
-                                        "this deployment does not support sessions (its servers report no "
-                                        "logicalSessionTimeoutMinutes); run the operation without session="
-                                    )
-                            elif acknowledged and sessions_supported:
-                                if implicit is None:
-                                    implicit = self.session_pool.acquire(
-                                        topology.description.logical_session_timeout_minutes,
-                                        load_balanced=topology.settings.load_balanced,
-                                    )
-                                server_session = implicit
-                            if not txn_decided:
-                                # The first attempt to get this far takes the txnNumber every retry reuses.
-                                txn_decided = True
-                                if (
-                                    op.retryability is Retryability.WRITE
-                                    and self._retry_writes
-                                    and server_session is not None
-                                    and description.retryable_writes_supported
-                                    and not in_txn
-                                ):
-                                    txn_number = server_session.next_txn_number()
-                            elif txn_number is not None and not description.retryable_writes_supported:
-                                assert retry_state is not None
-                                decision = retry_state.cannot_retry(
-                                    "the server selected for the retry does not support retryable writes"
-                                )
-                                assert decision.error is not None
-                                raise decision.error
-                            generation = conn.generation
-                            wire_version = conn.max_wire_version
-                            command = op.build(conn)
-                            body = command.body
-                            if txn_number is not None and op.retryability is not Retryability.WRITE:
-                                # The build found statements that cannot be retried (a multi-document write).
-                                txn_number = None
-                            if server_session is not None:
-                                body["lsid"] = server_session.session_id
-                                server_session.mark_used(time.monotonic())
-                            if txn_number is not None:
-                                body["txnNumber"] = txn_number
-                            if in_txn and session is not None and server_session is not None:
-                                assert transaction is not None
-                                body.update(
-                                    transaction.command_fields(
-                                        server_session.txn_number,
-                                        after_cluster_time=session.operation_time if session._causal else None,
-                                    )
-                                )
-                                if (
-                                    topology.description.topology_type is TopologyType.Sharded
-                                    and session._pinned_address is None
-                                ):
-                                    session._pinned_address = server_address
-                                if topology.settings.load_balanced and session._pinned_connection is None:
-                                    session._pinned_connection = (pool, conn)
-                            self._add_fields(
-                                body,
-                                op,
-                                session,
-                                description,
-                                topology,
-                                in_transaction=in_txn or bool(transaction_command),
-                            )
-                            body["$db"] = op.database
-                            sequences = command.sequences
-                            publisher = self._publisher
-                            publishing = publisher.enabled
-                            started = 0.0
-                            if publishing:
-                                shown = body
-                                if sequences:
-                                    shown = dict(body)
-                                    for identifier, sequence in sequences.items():
-                                        shown[identifier] = sequence.documents
-                                started = time.monotonic()
-                            # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
-                            deadline = csot.current_deadline()
-                            request_id = 0
-                            sent = True
-                            try:
-                                request_id = await conn.send(
-                                    op.database,
-                                    body,
-                                    document_sequences=sequences,
-                                    codec_options=op.codec_options,
-                                    more_to_come=not acknowledged,
-                                    deadline=deadline,
-                                )
-                                # The transaction is under way once its first command is on the wire; a
-                                # client-side error (an unencodable document) leaves it starting.
-                                transaction_started = in_txn
-                                if publishing:
-                                    publisher.started(
-                                        shown,
-                                        op.command_name,
-                                        op.database,
-                                        request_id,
-                                        operation_id,
-                                        server_address,
-                                        conn.id,
-                                        conn.server_connection_id,
-                                        conn.service_id,
-                                    )
-                                if acknowledged:
-                                    reply = await conn.receive(
-                                        codec_options=op.codec_options, check=False, deadline=deadline
-                                    )
-                                else:
-                                    reply = {}
-                            except asyncio.CancelledError:
-                                # Cut off once the command was on its way: like a network error, what the
-                                # server did in this session is unknown.
-                                if server_session is not None:
-                                    server_session.mark_dirty()
-                                raise
-                            except Exception as exc:
-                                if isinstance(exc, ConnectionFailure):
-                                    transaction_started = transaction_started or in_txn
-                                    if server_session is not None:
-                                        server_session.mark_dirty()
-                                if not request_id:
-                                    # Failed before the message was written: nothing was sent.
-                                    sent = False
-                                elif publishing:
-                                    publisher.failed(
-                                        exc,
-                                        time.monotonic() - started,
-                                        op.command_name,
-                                        op.database,
-                                        request_id,
-                                        operation_id,
-                                        server_address,
-                                        conn.id,
-                                        conn.server_connection_id,
-                                        conn.service_id,
-                                        sensitive=is_sensitive(op.command_name, body),
-                                    )
-                                raise
-                            if reply:
-                                self.cluster_clock.advance_from_reply(reply)
-                                if session is not None:
-                                    session._advance_from_reply(reply)
-                                    if session._snapshot and session._snapshot_time is None:
-                                        session._snapshot_time = snapshot_time_from_reply(reply)
-                                    if (in_txn or transaction_command) and transaction is not None:
-                                        recovery_token = reply.get("recoveryToken")
-                                        if recovery_token is not None:
-                                            transaction.recovery_token = recovery_token
-                            ok = reply.get("ok", 1) == 1 if reply else True
-                            if not ok:
-                                error = _command_error(reply, wire_version)
-                                if publishing:
-                                    publisher.failed(
-                                        error,
-                                        time.monotonic() - started,
-                                        op.command_name,
-                                        op.database,
-                                        request_id,
-                                        operation_id,
-                                        server_address,
-                                        conn.id,
-                                        conn.server_connection_id,
-                                        conn.service_id,
-                                        sensitive=is_sensitive(op.command_name, body),
-                                    )
-                                if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
-                                    return op.empty_result()
-                                raise error
-                            if publishing:
-                                # A copy: handle_response may rework the reply a listener keeps.
-                                publisher.succeeded(
-                                    dict(reply) if acknowledged else {"ok": 1},
-                                    time.monotonic() - started,
-                                    op.command_name,
-                                    op.database,
-                                    request_id,
-                                    operation_id,
-                                    server_address,
-                                    conn.id,
-                                    conn.server_connection_id,
-                                    conn.service_id,
-                                    sensitive=is_sensitive(op.command_name, body),
-                                )
-                            if txn_number is not None and "writeConcernError" in reply:
-                                # A retryable write concern error sends the write again (same txnNumber)
-                                # before this reply counts as the result.
-                                concern_error = retryable_write_concern_error(
-                                    reply, max_wire_version=wire_version, from_mongos=from_mongos
-                                )
-                                if concern_error is not None:
-                                    make_error = getattr(op, "write_concern_retry_error", None)
-                                    if make_error is None:
-                                        raise concern_error
-                                    await topology.handle_application_error(
-                                        server_address, concern_error, generation, service_id=conn.service_id
-                                    )
-                                    raise make_error(reply, concern_error.error_labels)
-                            result = op.handle_response(reply, conn)
-                        except MongioError as exc:
-                            if sent:
-                                # The pool is cleared (when the error calls for it) before this connection
-                                # goes back into it.
-                                handled = exc
-                                await topology.handle_application_error(
-                                    server_address, exc, generation, service_id=conn.service_id
-                                )
-                            raise
-                        finally:
-                            if session is None or not session._holds(conn):
-                                pool.check_in(conn)
-                    finally:
-                        server.operation_finished()
-                    if retry_state is not None:
-                        retry_state.on_success()
-                    elif self._token_bucket is not None:
-                        self._token_bucket.record_success(retried=False)
-                    if answered_by is not None:
-                        answered_by.append(server.address)
-                    return result
-                except Exception as exc:
-                    if not isinstance(exc, MongioError) or (
-                        retry_state is not None and exc is _last_error(retry_state)
-                    ):
-                        raise
-                    if conn is not None and server_address is not None and sent and exc is not handled:
-                        await topology.handle_application_error(
-                            server_address, exc, generation, service_id=conn.service_id
-                        )
-                    if retry_state is None:
-                        # Failed before a connection was ours: judge a retryable write by whether it will
-                        # get a txnNumber.
-                        pending = (
-                            op.retryability is Retryability.WRITE
-                            and self._retry_writes
-                            and not in_txn
-                            and (session is not None or acknowledged)
-                        )
-                        retry_state = RetryState(
-                            self._retryability(op, txn_number if txn_decided else (1 if pending else None)),
-                            self._retry_options,
-                            csot=csot.is_enabled(),
-                            in_transaction=in_txn,
-                            sharded=topology.description.topology_type is TopologyType.Sharded,
-                            token_bucket=self._token_bucket,
-                            rng=self.retry_random,
-                        )
-                    failure = AttemptFailure.from_exception(
-                        exc,
-                        address=server_address,
-                        max_wire_version=wire_version,
-                        from_mongos=from_mongos,
-                        sent=sent,
-                    )
-                    decision = retry_state.on_failure(failure, remaining=csot.remaining())
-                    for label in decision.add_labels:
-                        exc._add_error_label(label)
-                    for label in decision.remove_labels:
-                        exc._remove_error_label(label)
-                    if not decision.retry:
-                        reported = decision.error if decision.error is not None else exc
-                        if (
-                            in_txn
-                            and session is not None
-                            and isinstance(reported, MongioError)
-                            and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
-                        ):
-                            session._unpin()
-                        if (
-                            csot.is_enabled()
-                            and _is_timeout(reported)
-                            and not isinstance(reported, OperationTimeoutError)
-                        ):
-                            # Under CSOT every timeout (a socket read, selection, checkout, the server's
-                            # MaxTimeMSExpired) is reported as the operation's timeout, wrapping its cause.
-                            raise csot.timeout_error(reported) from reported
-                        if reported is exc:
-                            raise
-                        raise reported from None
-                    attempt += 1
-                    retrying = getattr(op, "retrying", None)
-                    if retrying is not None:
-                        retrying(after_overload=failure.is_retryable_overload)
-                    if (
-                        session is not None
-                        and (pinned_by_session or session._pinned_connection is not None)
-                        and _unpins_for_retry(transaction_command, exc)
-                    ):
-                        # The transactions specification: unpin before selecting a server for the retry.
-                        session._unpin()
-                        address = None
-                        pinned_by_session = False
-                    deprioritized = decision.deprioritized
-                    if _log.isEnabledFor(_DEBUG):
-                        _log.debug(
-                            "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
-                            op.command_name,
-                            operation_id,
-                            attempt,
-                            type(exc).__name__,
-                            decision.reason,
-                            decision.backoff,
-                        )
-                    if decision.backoff > 0:
-                        await self.backoff_sleep(decision.backoff)
+                    result, answered = await self._attempt(topology, run)
+                except MongioError as exc:
+                    if run.retry_state is not None and exc is run.retry_state.reported_error:
+                        raise  # a retry could not be made: the previous attempt's error, already judged
+                    await self._after_failure(topology, run, exc)
+                    continue
+                if run.retry_state is not None:
+                    run.retry_state.on_success()
+                elif self._token_bucket is not None:
+                    self._token_bucket.record_success(retried=False)
+                if answered_by is not None:
+                    answered_by.append(answered)
+                return result
         finally:
-            if transaction_started and transaction is not None:
-                transaction.first_command_done()
-            if implicit is not None:
-                self.release_server_session(implicit)
+            if run.transaction_started and session is not None:
+                session._transaction_sent()
+            if run.implicit is not None:
+                self.release_server_session(run.implicit)
+
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
+        """One attempt: select a server, check a connection out (or take the transaction's), run the command
+        on it. The connection goes back to its pool and the server's operation count comes down whatever ends
+        the attempt, cancellation included. Returns the result and the server that gave it."""
+        run.new_attempt()
+        # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
+        # end by min(serverSelectionTimeoutMS, the time left).
+        selection_end = csot.selection_deadline(self._selection_timeout)
+        server = await self._select(
+            topology, run.op, run.address, run.deprioritized, run.transaction_bound, run.operation_id
+        )
+        try:
+            run.server_address = server.address
+            run.from_mongos = server.description.server_type is ServerType.Mongos
+            pool = server.pool
+            if pool is None:
+                raise ConnectionFailure(f"no connection pool for {server.address}")
+            wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
+            session = run.session
+            # Load balanced: every command of a transaction on its first connection.
+            conn = (
+                session._pinned_connection_from(pool)
+                if session is not None and run.transaction_bound
+                else None
+            )
+            if conn is None:
+                with csot.establishing_until(selection_end):
+                    conn = await pool.check_out(wait)
+            try:
+                result = await self._on_connection(topology, run, server, pool, conn)
+            except MongioError as exc:
+                if run.sent:
+                    # The pool is cleared (when the error calls for it) before this connection goes back in.
+                    await topology.handle_application_error(
+                        server.address, exc, run.generation, service_id=conn.service_id
+                    )
+                raise
+            finally:
+                if session is None or not session._holds(conn):
+                    pool.check_in(conn)
+        finally:
+            server.operation_finished()
+        return result, server.address
+
+    async def _on_connection(
+        self, topology: Topology, run: _Execution[R], server: Server, pool: PoolLike, conn: Connection
+    ) -> R:
+        """The command on ``conn``: its session and txnNumber, the build, the fields the executor owns, the
+        exchange, and the reply made into the result."""
+        op = run.op
+        description = server.description
+        # Sessions only now that a connection is ours: operations waiting for one hold no server session.
+        server_session = self._server_session_for(topology, run)
+        self._decide_txn_number(run, description, server_session)
+        run.generation = conn.generation
+        run.wire_version = conn.max_wire_version
+        command = op.build(conn)
+        body = command.body
+        if run.txn_number is not None and op.retryability is not Retryability.WRITE:
+            run.txn_number = (
+                None  # the build found statements that cannot be retried (a multi-document write)
+            )
+        if server_session is not None:
+            body["lsid"] = server_session.session_id
+            server_session.mark_used(time.monotonic())
+        if run.txn_number is not None:
+            body["txnNumber"] = run.txn_number
+        if run.in_transaction and run.session is not None and server_session is not None:
+            body.update(run.session._transaction_fields())
+            sharded = topology.description.topology_type is TopologyType.Sharded
+            load_balanced = topology.settings.load_balanced
+            run.session._pin(server.address if sharded else None, pool, conn if load_balanced else None)
+        self._add_fields(body, op, run.session, description, topology, in_transaction=run.transaction_bound)
+        body["$db"] = op.database
+        reply, error = await self._exchange(run, conn, server.address, command, server_session)
+        if error is not None:
+            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
+                return op.empty_result()
+            raise error
+        if run.txn_number is not None and "writeConcernError" in reply:
+            await self._raise_write_concern_retry(topology, run, reply, conn)
+        return op.handle_response(reply, conn)
+
+    def _server_session_for(self, topology: Topology, run: _Execution[Any]) -> ServerSession | None:
+        """The server session the command carries: the caller's session's, else one taken for this operation
+        alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions."""
+        description = topology.description
+        load_balanced = topology.settings.load_balanced
+        supported = description.logical_session_timeout_minutes is not None or load_balanced
+        session = run.session
+        if session is not None:
+            if supported:
+                return session._checked_server_session()
+            if not session.implicit:
+                raise ConfigurationError(
+                    "this deployment does not support sessions (its servers report no "
+                    "logicalSessionTimeoutMinutes); run the operation without session="
+                )
+            return None
+        if not (run.acknowledged and supported):
+            return None
+        if run.implicit is None:
+            run.implicit = self.session_pool.acquire(
+                description.logical_session_timeout_minutes, load_balanced=load_balanced
+            )
+        return run.implicit
+
+    def _decide_txn_number(
+        self, run: _Execution[Any], description: ServerDescription, server_session: ServerSession | None
+    ) -> None:
+        """The first attempt to get a connection takes the txnNumber every retry reuses; a retry on a server
+        that cannot take it ends the operation with the previous error."""
+        if not run.txn_decided:
+            run.txn_decided = True
+            if (
+                run.op.retryability is Retryability.WRITE
+                and self._retry_writes
+                and server_session is not None
+                and description.retryable_writes_supported
+                and not run.in_transaction
+            ):
+                run.txn_number = server_session.next_txn_number()
+        elif run.txn_number is not None and not description.retryable_writes_supported:
+            assert run.retry_state is not None
+            decision = run.retry_state.cannot_retry(
+                "the server selected for the retry does not support retryable writes"
+            )
+            assert decision.error is not None
+            raise decision.error
+
+    async def _exchange(
+        self,
+        run: _Execution[Any],
+        conn: Connection,
+        address: Address,
+        command: Command,
+        server_session: ServerSession | None,
+    ) -> tuple[dict[str, Any], OperationFailure | None]:
+        """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, and
+        take what the reply tells the clocks and the session. Returns the reply and, for ``ok: 0``, its
+        error (not raised: the caller may ignore a NamespaceNotFound)."""
+        op = run.op
+        body, sequences = command
+        publisher = self._publisher
+        events = None
+        if publisher.enabled:
+            events = CommandEvents(
+                publisher, op.command_name, op.database, run.operation_id, address, conn, body, sequences
+            )
+        # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
+        deadline = csot.current_deadline()
+        request_id = 0
+        run.sent = True
+        try:
+            request_id = await conn.send(
+                op.database,
+                body,
+                document_sequences=sequences,
+                codec_options=op.codec_options,
+                more_to_come=not run.acknowledged,
+                deadline=deadline,
+            )
+            # The transaction is under way once its first command is on the wire; a client-side error (an
+            # unencodable document) leaves it starting.
+            run.transaction_started = run.in_transaction
+            if events is not None:
+                events.started(request_id)
+            reply: dict[str, Any] = {}
+            if run.acknowledged:
+                reply = await conn.receive(codec_options=op.codec_options, check=False, deadline=deadline)
+        except asyncio.CancelledError as exc:
+            # Cut off once the command was on its way: like a network error, what the server did in this
+            # session is unknown; the command's events still end, with a failure.
+            if server_session is not None:
+                server_session.mark_dirty()
+            if events is not None and request_id:
+                events.failed(exc)
+            raise
+        except Exception as exc:
+            if isinstance(exc, ConnectionFailure):
+                run.transaction_started = run.transaction_started or run.in_transaction
+                if server_session is not None:
+                    server_session.mark_dirty()
+            if not request_id:
+                run.sent = False  # failed before the message was written: nothing was sent
+            elif events is not None:
+                events.failed(exc)
+            raise
+        if reply:
+            self.cluster_clock.advance_from_reply(reply)
+            if run.session is not None:
+                run.session._take_from_reply(reply, in_transaction=run.transaction_bound)
+            if reply.get("ok", 1) != 1:
+                error = _command_error(reply, run.wire_version)
+                if events is not None:
+                    events.failed(error)
+                return reply, error
+        if events is not None:
+            # A copy: handle_response may rework the reply a listener keeps.
+            events.succeeded(dict(reply) if run.acknowledged else {"ok": 1})
+        return reply, None
+
+    async def _raise_write_concern_retry(
+        self, topology: Topology, run: _Execution[Any], reply: dict[str, Any], conn: Connection
+    ) -> None:
+        """A retryable write concern error in an ``ok: 1`` reply sends the write again (same txnNumber)
+        before the reply counts as the result: raise the error that makes the retry loop go again."""
+        concern_error = retryable_write_concern_error(
+            reply, max_wire_version=run.wire_version, from_mongos=run.from_mongos
+        )
+        if concern_error is None:
+            return
+        error = run.op.write_concern_retry_error(reply, concern_error.error_labels)
+        if error is None:
+            raise concern_error
+        assert run.server_address is not None
+        await topology.handle_application_error(
+            run.server_address, concern_error, run.generation, service_id=conn.service_id
+        )
+        raise error
+
+    async def _after_failure(self, topology: Topology, run: _Execution[Any], exc: MongioError) -> None:
+        """Label the failed attempt's error and let the retry rules decide: raise the operation's error, or
+        prepare the next attempt (the transaction unpinned if it must be, the backoff waited out)."""
+        op = run.op
+        retry_state = run.retry_state
+        if retry_state is None:
+            retry_state = run.retry_state = self._retry_state(topology, run)
+        failure = AttemptFailure.from_exception(
+            exc,
+            address=run.server_address,
+            max_wire_version=run.wire_version,
+            from_mongos=run.from_mongos,
+            sent=run.sent,
+        )
+        decision = retry_state.on_failure(failure, remaining=csot.remaining())
+        for label in decision.add_labels:
+            exc._add_error_label(label)
+        for label in decision.remove_labels:
+            exc._remove_error_label(label)
+        if not decision.retry:
+            _raise_operation_error(run, exc, decision.error if decision.error is not None else exc)
+        run.attempt += 1
+        op.retrying(after_overload=failure.is_retryable_overload)
+        session = run.session
+        if (
+            session is not None
+            and (run.pinned_by_session or session._has_pinned_connection())
+            and _unpins_for_retry(op.transaction_command, exc)
+        ):
+            # The transactions specification: unpin before selecting a server for the retry.
+            session._unpin()
+            run.address = None
+            run.pinned_by_session = False
+        run.deprioritized = decision.deprioritized
+        if _log.isEnabledFor(_DEBUG):
+            _log.debug(
+                "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
+                op.command_name,
+                run.operation_id,
+                run.attempt,
+                type(exc).__name__,
+                decision.reason,
+                decision.backoff,
+            )
+        if decision.backoff > 0:
+            await self.backoff_sleep(decision.backoff)
+
+    def _retry_state(self, topology: Topology, run: _Execution[Any]) -> RetryState:
+        """The retry bookkeeping, made at the first failure. Failed before a connection was ours, a retryable
+        write is judged by whether it would get a txnNumber."""
+        op = run.op
+        if run.txn_decided:
+            assigned = run.txn_number is not None
+        else:
+            assigned = (
+                op.retryability is Retryability.WRITE
+                and self._retry_writes
+                and not run.in_transaction
+                and (run.session is not None or run.acknowledged)
+            )
+        return RetryState(
+            self._retryability(op, assigned),
+            self._retry_options,
+            csot=csot.is_enabled(),
+            in_transaction=run.in_transaction,
+            sharded=topology.description.topology_type is TopologyType.Sharded,
+            token_bucket=self._token_bucket,
+            rng=self.retry_random,
+        )
+
+    # -- the fields the executor owns --------------------------------------------------------------------------
 
     def _add_fields(
         self,
@@ -787,6 +710,7 @@ class Executor:
         *,
         in_transaction: bool = False,
     ) -> None:
+        """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``."""
         cluster_time = self.cluster_clock.cluster_time
         if session is not None:
             own = session.cluster_time
@@ -794,86 +718,22 @@ class Executor:
                 cluster_time = own
         if cluster_time is not None and description.max_wire_version >= 6:
             body["$clusterTime"] = cluster_time
-        if in_transaction or "readConcern" in body:
-            pass  # a transaction's read concern goes on its first command only (already in the body)
-        elif session is not None and session._snapshot:
-            if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
-                raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
-            if op.command_name not in _NO_SNAPSHOT_COMMANDS:
-                body["readConcern"] = session_read_concern(
-                    None, snapshot=True, snapshot_time=session._snapshot_time
-                )
-        elif (
-            not op.takes_read_concern
-            and session is not None
-            and session._causal
-            and session.operation_time is not None
-            and description.server_type is not ServerType.Standalone
-            and op.command_name in _CAUSAL_WRITE_COMMANDS
-            and not isinstance(op, RunCommand)
-        ):
-            body["readConcern"] = {"afterClusterTime": session.operation_time}
-        elif op.takes_read_concern:
-            read_concern = op.read_concern
-            document = read_concern.document if read_concern is not None else None
-            if session is not None and (session._causal or session._snapshot):
-                document = session_read_concern(
-                    document,
-                    # A standalone has no cluster times: it never gets afterClusterTime (causal consistency
-                    # specification), even after advance_operation_time.
-                    causal_consistency=session._causal and description.server_type is not ServerType.Standalone,
-                    operation_time=session.operation_time,
-                    snapshot=session._snapshot,
-                    snapshot_time=session._snapshot_time,
-                )
-            if document:
-                body["readConcern"] = document
-        if op.takes_write_concern and "writeConcern" not in body and not in_transaction:
-            write_concern = op.write_concern
-            if write_concern is not None and not write_concern.is_server_default:
-                body["writeConcern"] = write_concern.document
-        concern = body.get("writeConcern")
-        # timeoutMS replaces the deprecated wTimeoutMS (a command document given by the caller is sent as is).
-        if (
-            isinstance(concern, Mapping)
-            and "wtimeout" in concern
-            and csot.is_enabled()
-            and not isinstance(op, RunCommand)
-        ):
-            concern = {key: value for key, value in concern.items() if key != "wtimeout"}
-            if concern:
-                body["writeConcern"] = concern
-            else:
-                del body["writeConcern"]
+        # A transaction's read concern goes on its first command only (already in the body).
+        if not in_transaction and "readConcern" not in body:
+            _add_read_concern(body, op, session, description)
+        _add_write_concern(body, op, in_transaction)
         if "$readPreference" not in body:
+            topology_type = topology.description.topology_type
             if in_transaction:
-                # The primary: only a direct connection to a replica set member needs to be told.
-                read_preference = None
-                if (
-                    not op.takes_write_concern
-                    and topology.description.topology_type is TopologyType.Single
-                    and description.server_type is not ServerType.Standalone
-                ):
-                    read_preference = {"mode": "primaryPreferred"}
+                read_preference = _transaction_read_preference(op, description, topology_type)
             else:
-                read_preference = read_preference_document(op, description, topology.description.topology_type)
+                read_preference = read_preference_document(op, description, topology_type)
             if read_preference is not None:
                 body["$readPreference"] = read_preference
         if self._api_fields and "apiVersion" not in body:
             body.update(self._api_fields)
         if csot.is_enabled():
-            policy = csot.max_time_policy()
-            if policy == "send" and op.command_name == "getMore":
-                # A getMore never takes the operation's maxTimeMS; an awaitData one's maxAwaitTimeMS is capped.
-                policy = "cap"
-            # Computed even when none is sent: too little time left fails before anything is written.
-            max_time_ms = csot.max_time_ms_for(description.min_round_trip_time)
-            if max_time_ms is not None and policy != "omit":
-                if policy == "send":
-                    # timeoutMS replaces the deprecated maxTimeMS option.
-                    body["maxTimeMS"] = max_time_ms
-                elif "maxTimeMS" in body:
-                    body["maxTimeMS"] = min(body["maxTimeMS"], max_time_ms)
+            _add_max_time(body, op, description)
 
     # -- closing -------------------------------------------------------------------------------------------
 
@@ -909,23 +769,22 @@ class Executor:
 
     async def _send_unmanaged(self, conn: Connection, name: str, command: dict[str, Any]) -> None:
         """Send a command outside any session and retry loop, with its command events."""
-        publisher = self._publisher
-        publishing = publisher.enabled
         operation_id = next(self._operation_ids)
+        events = None
+        if self._publisher.enabled:
+            events = CommandEvents(self._publisher, name, "admin", operation_id, conn.address, conn, command)
         request_id = await conn.send("admin", command)
-        context = (name, "admin", request_id, operation_id, conn.address, conn.id)
-        ids = (conn.server_connection_id, conn.service_id)
-        if publishing:
-            publisher.started(command, *context, *ids)
-        started = time.monotonic()
+        if events is not None:
+            events.started(request_id)
         try:
             reply = await conn.receive(check=True)
-        except Exception as exc:
-            if publishing:
-                publisher.failed(exc, time.monotonic() - started, *context, *ids)
+        except (Exception, asyncio.CancelledError) as exc:
+            # A cancellation too: a started event never goes without its end.
+            if events is not None:
+                events.failed(exc)
             raise
-        if publishing:
-            publisher.succeeded(reply, time.monotonic() - started, *context, *ids)
+        if events is not None:
+            events.succeeded(reply)
 
 
 _MAX_TIME_MS_EXPIRED = 50
@@ -959,11 +818,6 @@ def _unpins_for_retry(transaction_command: str | None, error: MongioError) -> bo
     )
 
 
-def _last_error(retry_state: RetryState) -> BaseException | None:
-    reported = retry_state._reported
-    return None if reported is None else reported.error
-
-
 def _command_error(reply: Mapping[str, Any], max_wire_version: int | None) -> OperationFailure:
     from mongio.connection.connection import check_command_reply
 
@@ -974,3 +828,178 @@ def _command_error(reply: Mapping[str, Any], max_wire_version: int | None) -> Op
     return OperationFailure(
         str(reply.get("errmsg", "command failed")), reply.get("code"), reply, max_wire_version
     )
+
+
+class _Execution(Generic[R]):
+    """One operation across its attempts: what the retry loop and each attempt share."""
+
+    __slots__ = (
+        "acknowledged",
+        "address",
+        "attempt",
+        "deprioritized",
+        "from_mongos",
+        "generation",
+        "implicit",
+        "in_transaction",
+        "op",
+        "operation_id",
+        "pinned_by_session",
+        "retry_state",
+        "sent",
+        "server_address",
+        "session",
+        "transaction_bound",
+        "transaction_started",
+        "txn_decided",
+        "txn_number",
+        "wire_version",
+    )
+
+    def __init__(
+        self, op: Operation[R], session: ClientSession | None, address: Address | None, operation_id: int
+    ) -> None:
+        self.op = op
+        self.session = session
+        self.address = address  # the server every attempt goes to, when one is imposed
+        self.operation_id = operation_id
+        self.acknowledged = op.acknowledged
+        # An ordinary command inside the session's transaction; ``transaction_bound`` also covers the
+        # commands that end it: both go to the transaction's server, with no concern of their own.
+        self.in_transaction = False
+        self.transaction_bound = op.transaction_command is not None
+        self.transaction_started = False
+        self.pinned_by_session = False  # ``address`` is the mongos the session's transaction is pinned to
+        self.implicit: ServerSession | None = None
+        self.txn_number: Any = None
+        self.txn_decided = False
+        self.retry_state: RetryState | None = None
+        self.deprioritized: tuple[Address, ...] = ()
+        self.attempt = 0
+        self.new_attempt()
+
+    def new_attempt(self) -> None:
+        """Forget what the previous attempt learned of its server and connection."""
+        self.server_address: Address | None = None
+        self.wire_version: int | None = None
+        self.from_mongos = False
+        self.sent = False
+        self.generation = 0
+
+
+def _enter_session(run: _Execution[Any], session: ClientSession) -> None:
+    """Before the first attempt: whether the operation runs in the session's transaction (then it goes to
+    the transaction's server and is acknowledged), and a refusal of unacknowledged writes in an explicit
+    session."""
+    op = run.op
+    if op.transaction_command is None and session._begin_operation(op):
+        run.in_transaction = run.transaction_bound = True
+        run.acknowledged = True
+    if run.transaction_bound and run.address is None:
+        run.address = session._transaction_server()
+        run.pinned_by_session = run.address is not None
+    if not run.acknowledged and not session.implicit:
+        raise InvalidOperation("an unacknowledged write (w=0) cannot be run in an explicit session")
+
+
+def _raise_operation_error(run: _Execution[Any], exc: MongioError, reported: BaseException) -> NoReturn:
+    """End the operation with ``reported`` (``exc``, the last attempt's error, or an earlier one the retry
+    rules chose). Under CSOT every timeout is reported as the operation's timeout, wrapping its cause."""
+    session = run.session
+    if (
+        run.in_transaction
+        and session is not None
+        and isinstance(reported, MongioError)
+        and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
+    ):
+        session._unpin()
+    if csot.is_enabled() and _is_timeout(reported) and not isinstance(reported, OperationTimeoutError):
+        # A socket read, selection, checkout, or the server's MaxTimeMSExpired.
+        raise csot.timeout_error(reported) from reported
+    if reported is exc:
+        raise exc
+    raise reported from None
+
+
+def _add_read_concern(
+    body: dict[str, Any], op: Operation[Any], session: ClientSession | None, description: ServerDescription
+) -> None:
+    """The read concern outside a transaction: a snapshot session's on every command but getMore and
+    killCursors; a read's own, with the causally consistent session's ``afterClusterTime``; and for the
+    writes that take one, ``afterClusterTime`` alone in a causally consistent session."""
+    standalone = description.server_type is ServerType.Standalone
+    if session is not None and session.options.snapshot:
+        if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
+            raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
+        if op.command_name not in _NO_SNAPSHOT_COMMANDS:
+            body["readConcern"] = session._read_concern(None, standalone=standalone)
+        return
+    if op.takes_read_concern:
+        read_concern = op.read_concern
+        document = read_concern.document if read_concern is not None else None
+        if session is not None:
+            document = session._read_concern(document, standalone=standalone)
+        if document:
+            body["readConcern"] = document
+        return
+    if (
+        session is not None
+        and not standalone
+        and op.command_name in _CAUSAL_WRITE_COMMANDS
+        and not op.is_user_command
+    ):
+        after = session._after_cluster_time()
+        if after is not None:
+            body["readConcern"] = {"afterClusterTime": after}
+
+
+def _add_write_concern(body: dict[str, Any], op: Operation[Any], in_transaction: bool) -> None:
+    """The operation's write concern (none inside a transaction: the transaction's goes on commit and
+    abort); under CSOT without ``wtimeout``, which ``timeoutMS`` replaces (a caller's own command document
+    is sent as it is)."""
+    if op.takes_write_concern and "writeConcern" not in body and not in_transaction:
+        write_concern = op.write_concern
+        if write_concern is not None and not write_concern.is_server_default:
+            body["writeConcern"] = write_concern.document
+    concern = body.get("writeConcern")
+    if (
+        isinstance(concern, Mapping)
+        and "wtimeout" in concern
+        and csot.is_enabled()
+        and not op.is_user_command
+    ):
+        concern = {key: value for key, value in concern.items() if key != "wtimeout"}
+        if concern:
+            body["writeConcern"] = concern
+        else:
+            del body["writeConcern"]
+
+
+def _transaction_read_preference(
+    op: Operation[Any], description: ServerDescription, topology_type: TopologyType
+) -> dict[str, Any] | None:
+    """A transaction reads from the primary: only a direct connection to a replica set member is told."""
+    if (
+        not op.takes_write_concern
+        and topology_type is TopologyType.Single
+        and description.server_type is not ServerType.Standalone
+    ):
+        return {"mode": "primaryPreferred"}
+    return None
+
+
+def _add_max_time(body: dict[str, Any], op: Operation[Any], description: ServerDescription) -> None:
+    """``maxTimeMS`` from the CSOT deadline, per the command's policy; computed even when none is sent, so
+    that too little time left fails before anything is written."""
+    policy = csot.max_time_policy()
+    if policy == "send" and op.command_name == "getMore":
+        # A getMore never takes the operation's maxTimeMS; an awaitData one's maxAwaitTimeMS is capped.
+        policy = "cap"
+    max_time_ms = csot.max_time_ms_for(description.min_round_trip_time)
+    if max_time_ms is None or policy == "omit":
+        return
+    if policy == "send":
+        # timeoutMS replaces the deprecated maxTimeMS option.
+        body["maxTimeMS"] = max_time_ms
+    elif "maxTimeMS" in body:
+        body["maxTimeMS"] = min(body["maxTimeMS"], max_time_ms)

@@ -258,6 +258,12 @@ class RetryState:
         self._reported: AttemptFailure | None = None
 
     @property
+    def reported_error(self) -> BaseException | None:
+        """The error the operation ends with if no retry succeeds (``None`` before the first failure)."""
+        reported = self._reported
+        return None if reported is None else reported.error
+
+    @property
     def deprioritized(self) -> tuple[Address, ...]:
         return tuple(self._deprioritized)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -200,6 +200,17 @@ class Operation(Generic[R]):
     ignores_namespace_not_found: bool = False
     """When True, a ``NamespaceNotFound`` (code 26) command error is not an error: the executor returns
     :meth:`empty_result` instead (``listIndexes`` of a missing collection, ``drop`` of one)."""
+    transaction_command: str | None = None
+    """``"commitTransaction"`` or ``"abortTransaction"`` for the two commands that end a transaction: they go
+    to the transaction's server, carry its recovery token and are retried as writes even with
+    ``retryWrites`` off."""
+    has_write_stage: bool = False
+    """True for an aggregation whose pipeline writes (``$out``/``$merge``): it selects a server as a write
+    unless every server may take it on a secondary, and its read preference is still sent."""
+    is_user_command: bool = False
+    """True for the caller's own command document (``runCommand``): the executor sends it as given (no
+    causal ``readConcern`` added, its ``wtimeout`` kept), checks its read preference inside a transaction, and
+    retries it only after an overload."""
 
     def __init__(
         self,
@@ -239,6 +250,16 @@ class Operation(Generic[R]):
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> R:
         raise NotImplementedError
+
+    def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> Exception | None:
+        """The error to raise when an acknowledged retryable write's ``reply`` carries a retryable write
+        concern error (``labels`` are its error labels): one that keeps what the reply reports, raised so
+        the executor sends the write again. ``None`` (the default): the write concern error itself."""
+        return None
+
+    def retrying(self, *, after_overload: bool) -> None:
+        """The executor is about to send the command again (``after_overload``: the server was overloaded).
+        Nothing to do by default; a commit asks for ``w: "majority"`` from then on."""
 
     def empty_result(self) -> R:
         """The result when the namespace does not exist (only for ``ignores_namespace_not_found``)."""
@@ -287,7 +308,9 @@ def check_write_concern_reply(reply: Mapping[str, Any]) -> None:
         labels = reply.get("errorLabels")
         if labels and "errorLabels" not in details:
             details["errorLabels"] = list(labels)
-        error_class = WTimeoutError if (concern_error.get("errInfo") or {}).get("wtimeout") else WriteConcernError
+        error_class = (
+            WTimeoutError if (concern_error.get("errInfo") or {}).get("wtimeout") else WriteConcernError
+        )
         raise error_class(
             str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
         )

@@ -37,6 +37,8 @@ def command_document(command: str | Mapping[str, Any], value: Any = 1, **kwargs:
 class RunCommand(Operation[dict[str, Any]]):
     """Run the user's command document on ``database``; returns the reply."""
 
+    is_user_command = True
+
     def __init__(
         self,
         database: str,

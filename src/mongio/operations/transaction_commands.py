@@ -26,7 +26,6 @@ class TransactionCommands(Protocol):
 
 class _TransactionCommand(Operation[dict[str, Any]]):
     takes_write_concern = True
-    transaction_command = ""
 
     def __init__(self, transaction: TransactionCommands, txn_number: int) -> None:
         super().__init__("admin")
@@ -36,9 +35,6 @@ class _TransactionCommand(Operation[dict[str, Any]]):
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
         check_write_concern_reply(reply)
         return reply
-
-    def retrying(self, *, after_overload: bool) -> None:
-        """The executor is about to send the command again (``after_overload``: the server was overloaded)."""
 
 
 class CommitTransaction(_TransactionCommand):

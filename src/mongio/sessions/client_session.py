@@ -47,9 +47,19 @@ from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
-from mongio.sessions.cluster_time import ClusterClock, greater_operation_time
+from mongio.sessions.cluster_time import (
+    ClusterClock,
+    greater_operation_time,
+    session_read_concern,
+    snapshot_time_from_reply,
+)
 from mongio.sessions.server_session import ServerSession
-from mongio.sessions.transaction_state import ClientTransactionDefaults, Transaction, TransactionOptions
+from mongio.sessions.transaction_state import (
+    ClientTransactionDefaults,
+    Transaction,
+    TransactionOptions,
+    check_read_preference,
+)
 from mongio.sessions.with_transaction_policy import (
     NextStep,
     WithTransactionRetry,
@@ -58,6 +68,7 @@ from mongio.sessions.with_transaction_policy import (
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
+    from mongio.operations.base import Operation
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -438,7 +449,7 @@ class ClientSession:
         session_timeout_ms = self._options.default_timeout_ms
         if session_timeout_ms is not None:
             return math.inf if session_timeout_ms == 0 else session_timeout_ms / 1000.0
-        return self._client._executor._timeout
+        return self._client._executor.operation_timeout(None, None)
 
     # -- ending ------------------------------------------------------------------------------------------
 
@@ -491,6 +502,96 @@ class ClientSession:
                 f"this session was started by another client ({self._client!r}); a session can only be "
                 "used with the client that created it"
             )
+
+    def _begin_operation(self, op: Operation[Any]) -> bool:
+        """Before the first attempt of an operation other than commit and abort: whether it runs inside the
+        transaction. A transaction that ended is left behind (and its pinning with it); inside one, a read
+        preference other than primary is refused, and the operation's own write concern gives way to the
+        transaction's (which goes on commit and abort only), so every write is acknowledged."""
+        transaction = self._transaction
+        transaction.before_operation()
+        if not transaction.active:
+            self._unpin()
+            return False
+        if not op.takes_write_concern and transaction.options.read_preference is not None:
+            check_read_preference(transaction.options.read_preference)
+        if op.is_user_command and op.read_preference is not None:
+            check_read_preference(op.read_preference)
+        if op.takes_write_concern:
+            op.use_transaction_write_concern()
+        return True
+
+    def _transaction_fields(self) -> dict[str, Any]:
+        """What a command inside the transaction carries besides ``lsid``: ``txnNumber``, ``autocommit`` and,
+        on the first, ``startTransaction`` with the read concern (``afterClusterTime`` when causal)."""
+        server_session = self._checked_server_session()
+        after = self._operation_time if self._options.causal_consistency else None
+        return self._transaction.command_fields(server_session.txn_number, after_cluster_time=after)
+
+    def _transaction_sent(self) -> None:
+        """The operation whose command started the transaction is over (after all its attempts)."""
+        self._transaction.first_command_done()
+
+    def _transaction_server(self) -> Address | None:
+        """The mongos a sharded transaction runs on, once its first command chose one."""
+        return self._pinned_address
+
+    def _pinned_connection_from(self, pool: object) -> Any:
+        """A load-balanced transaction's connection when it belongs to ``pool`` (else ``None``)."""
+        pinned = self._pinned_connection
+        return pinned[1] if pinned is not None and pinned[0] is pool else None
+
+    def _has_pinned_connection(self) -> bool:
+        return self._pinned_connection is not None
+
+    def _pin(self, address: Address | None = None, pool: Any = None, conn: Any = None) -> None:
+        """Pin the transaction to the mongos at ``address`` (sharded) or to ``conn`` of ``pool`` (load
+        balanced), unless it is pinned already: every later command of the transaction goes there."""
+        if address is not None and self._pinned_address is None:
+            self._pinned_address = address
+        if conn is not None and self._pinned_connection is None:
+            self._pinned_connection = (pool, conn)
+
+    def _take_from_reply(self, reply: Mapping[str, Any], *, in_transaction: bool) -> None:
+        """What a reply tells the session: its cluster and operation times, a snapshot session's point in
+        time (from its first read), a sharded transaction's recovery token."""
+        self._advance_from_reply(reply)
+        if self._options.snapshot and self._snapshot_time is None:
+            self._snapshot_time = snapshot_time_from_reply(reply)
+        if in_transaction:
+            recovery_token = reply.get("recoveryToken")
+            if recovery_token is not None:
+                self._transaction.recovery_token = recovery_token
+
+    def _read_concern(self, document: dict[str, Any] | None, *, standalone: bool) -> dict[str, Any] | None:
+        """The read concern of a read outside a transaction: ``document`` (the operation's) with this
+        session's ``afterClusterTime`` (causal consistency; never for a standalone, which has no cluster
+        times) or its snapshot (``level: snapshot``, with ``atClusterTime`` once known)."""
+        options = self._options
+        if not (options.causal_consistency or options.snapshot):
+            return document
+        return session_read_concern(
+            document,
+            causal_consistency=options.causal_consistency and not standalone,
+            operation_time=self._operation_time,
+            snapshot=options.snapshot,
+            snapshot_time=self._snapshot_time,
+        )
+
+    def _after_cluster_time(self) -> Timestamp | None:
+        """The ``afterClusterTime`` a causally consistent session's commands wait for (``None``: none)."""
+        return self._operation_time if self._options.causal_consistency else None
+
+    def _abandon(self) -> ServerSession | None:
+        """The cursor holding this implicit session was abandoned: the session ends at once, without a
+        command or an await (this may run in a finalizer). Returns its server session, for the pool, when it
+        had one (and was not ended already); else ``None`` and the session is left as it is."""
+        server_session = self._server_session
+        if server_session is None or self._ended:
+            return None
+        self._server_session = None
+        self._ended = True
+        return server_session
 
     def _unpin(self) -> None:
         """Forget the mongos of a sharded transaction and give back a load-balanced transaction's connection."""

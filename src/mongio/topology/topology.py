@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mongio.bson.objectid import ObjectId
 from mongio.errors import ClientClosedError, ConfigurationError, ServerSelectionTimeoutError
@@ -47,6 +47,9 @@ from mongio.topology.topology_description import (
     updated_topology_description_srv_polling,
 )
 from mongio.topology.topology_type import SRV_POLLING_TOPOLOGIES, TopologyType
+
+if TYPE_CHECKING:
+    from mongio.connection.connection import Connection
 
 __all__ = ["PoolLike", "Server", "Topology", "describe_topology"]
 
@@ -86,6 +89,14 @@ class PoolLike(Protocol):
     ) -> Any: ...
 
     def close(self) -> Any: ...
+
+    async def check_out(self, max_wait: float | None = None) -> Connection:
+        """A connection of this pool, ready for a command (waiting at most ``max_wait`` seconds)."""
+        ...
+
+    def check_in(self, conn: Connection) -> None:
+        """Give back a connection :meth:`check_out` gave."""
+        ...
 
 
 PoolFactory = Callable[[Address], PoolLike]
