@@ -39,7 +39,6 @@ up than the timeout allows: close the stream and watch again with a longer timeo
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Generator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -307,19 +306,9 @@ class ChangeStream(Generic[_T]):
         """The timeout each call of the stream gets: what is left of an enclosing ``timeout()`` block, else
         the database's or collection's timeout, else the session's ``default_timeout_ms``, else the client's
         ``timeoutMS``. ``max_await_time_ms`` must be shorter, or no ``getMore`` could end in time."""
-        deadline = csot.current_deadline()
-        value: float | None
-        if deadline is not None:
-            value = math.inf if math.isinf(deadline) else max(deadline - time.monotonic(), 0.0)
-        elif self._level_timeout is not None:
-            value = self._level_timeout
-        else:
-            session = self._explicit_session
-            session_ms = None if session is None else session.options.default_timeout_ms
-            if session_ms is not None:
-                value = math.inf if session_ms == 0 else session_ms / 1000.0
-            else:
-                value = self._client._executor._timeout
+        value: float | None = self._client._executor.operation_timeout(
+            self._level_timeout, self._explicit_session, deadline=csot.current_deadline()
+        )
         max_await = self._max_await_time_ms
         if value is not None and max_await is not None and not math.isinf(value) and max_await >= value * 1000:
             raise InvalidOperation(

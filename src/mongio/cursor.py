@@ -122,10 +122,7 @@ class _CursorBase(Generic[_T]):
         deadline = csot.current_deadline()
         if deadline is None:
             deadline = self._made_under
-        if deadline is not None:
-            value: float | None = math.inf if math.isinf(deadline) else max(deadline - time.monotonic(), 0.0)
-        else:
-            value = self._client._executor.operation_timeout(self._level_timeout, self._session)
+        value = self._client._executor.operation_timeout(self._level_timeout, self._session, deadline=deadline)
         mode = self._timeout_mode
         if value is None:
             if mode is not None:
@@ -136,7 +133,7 @@ class _CursorBase(Generic[_T]):
             mode = TimeoutMode.ITERATION if tailable else TimeoutMode.CURSOR_LIFETIME
         elif tailable and mode is TimeoutMode.CURSOR_LIFETIME:
             raise InvalidOperation("a tailable cursor takes only timeout_mode=ITERATION")
-        if mode is TimeoutMode.ITERATION and getattr(operation, "has_write_stage", False):
+        if mode is TimeoutMode.ITERATION and operation.has_write_stage:
             raise InvalidOperation("an aggregation with $out or $merge cannot use timeout_mode=ITERATION")
         max_await = self._max_await_time_ms
         if max_await is not None and not math.isinf(value) and max_await >= value * 1000:

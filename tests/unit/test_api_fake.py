@@ -12,6 +12,7 @@ from typing import Any
 from mongio.bson import DEFAULT_CODEC_OPTIONS
 from mongio.database import Database
 from mongio.errors import CursorNotFound, OperationFailure
+from mongio.execution.deadline import timeout_in_force
 from mongio.operations.base import Operation
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
@@ -79,8 +80,8 @@ class FakeExecutor:
             raise error(str(reply.get("errmsg", "failed")), code, reply)
         return operation.handle_response(dict(reply, ok=1), self.context)
 
-    def operation_timeout(self, timeout: float | None, session: Any) -> float | None:
-        return timeout  # no client-level timeoutMS here
+    def operation_timeout(self, timeout: float | None, session: Any, *, deadline: float | None = None) -> float | None:
+        return timeout_in_force(timeout, None, None, deadline=deadline)  # no client-level timeoutMS here
 
     def timeout_scope(self, timeout: float | None, session: Any) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()

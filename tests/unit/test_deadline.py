@@ -8,6 +8,7 @@ import math
 import pytest
 
 from mongio.errors import ServerSelectionTimeoutError
+from mongio.execution import deadline as csot
 from mongio.execution.deadline import (
     OperationTimeoutError,
     TimeoutMode,
@@ -283,3 +284,16 @@ def test_establishment_deadline_is_the_selection_end_during_checkout_under_csot(
         assert establishment_deadline() == 100.0
     with timeout(math.inf):
         assert establishment_deadline() is None
+
+
+def test_the_timeout_in_force_follows_one_order_of_precedence() -> None:
+    # What is left of an enclosing deadline first, then the database's or collection's timeout, then the
+    # session's default_timeout_ms, then the client's timeoutMS.
+    assert csot.timeout_in_force(5.0, 3000, 1.0, deadline=110.0, now=100.0) == 10.0
+    assert csot.timeout_in_force(5.0, 3000, 1.0, deadline=90.0, now=100.0) == 0.0
+    assert csot.timeout_in_force(5.0, 3000, 1.0, deadline=math.inf) == math.inf
+    assert csot.timeout_in_force(5.0, 3000, 1.0) == 5.0
+    assert csot.timeout_in_force(None, 3000, 1.0) == 3.0
+    assert csot.timeout_in_force(None, 0, 1.0) == math.inf
+    assert csot.timeout_in_force(None, None, 1.0) == 1.0
+    assert csot.timeout_in_force(None, None, None) is None

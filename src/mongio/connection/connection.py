@@ -22,6 +22,7 @@ from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
 from mongio.errors import (
     DUPLICATE_KEY_CODES,
+    MAX_TIME_MS_EXPIRED,
     AutoReconnect,
     CursorNotFound,
     DuplicateKeyError,
@@ -31,7 +32,13 @@ from mongio.errors import (
     ProtocolError,
 )
 from mongio.wire.compression import Compressor
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, OP_MSG, next_request_id
+from mongio.wire.header import (
+    DEFAULT_MAX_BSON_SIZE,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_WRITE_BATCH_SIZE,
+    OP_MSG,
+    next_request_id,
+)
 from mongio.wire.legacy import OpReply, encode_op_query
 from mongio.wire.message import parse_message
 from mongio.wire.op_msg import (
@@ -44,14 +51,11 @@ from mongio.wire.op_msg import (
 
 __all__ = ["Connection", "check_command_reply", "connect"]
 
-DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
-
 _HEADER_AND_FLAGS = struct.Struct("<iiiiI")
 _INT32 = struct.Struct("<i")
 _BODY_KIND_OFFSET = 20
 _BODY_OFFSET = 21
 
-_MAX_TIME_MS_EXPIRED = 50
 _CURSOR_NOT_FOUND = 43
 
 
@@ -66,7 +70,7 @@ def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None =
     message = str(reply.get("errmsg", "command failed"))
     code = reply.get("code")
     error_class: type[OperationFailure] = OperationFailure
-    if code == _MAX_TIME_MS_EXPIRED:
+    if code == MAX_TIME_MS_EXPIRED:
         error_class = ExecutionTimeout
     elif code == _CURSOR_NOT_FOUND:
         error_class = CursorNotFound

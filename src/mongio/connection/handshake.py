@@ -18,9 +18,8 @@ from typing import Any, Protocol
 
 import mongio
 from mongio.bson import encode
-from mongio.connection.connection import DEFAULT_MAX_WRITE_BATCH_SIZE
 from mongio.errors import ConfigurationError
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
 
 __all__ = [
     "DRIVER_NAME",

@@ -44,6 +44,7 @@ __all__ = [
     "sending_max_time",
     "timeout",
     "timeout_error",
+    "timeout_in_force",
     "timeout_seconds",
     "within",
 ]
@@ -75,6 +76,29 @@ class TimeoutMode(enum.StrEnum):
 
     CURSOR_LIFETIME = "cursorLifetime"
     ITERATION = "iteration"
+
+
+def timeout_in_force(
+    level: float | None,
+    session_timeout_ms: float | None,
+    client_timeout: float | None,
+    *,
+    deadline: float | None = None,
+    now: float | None = None,
+) -> float | None:
+    """The one rule for the timeout an operation gets, in seconds (``math.inf``: CSOT on without a bound;
+    ``None``: CSOT off): what is left until ``deadline`` (an enclosing ``timeout()`` block's, when the caller
+    passes it), else the database's or collection's ``timeoutMS`` (``level``, in seconds), else the session's
+    ``default_timeout_ms``, else the client's ``timeoutMS`` (``client_timeout``, in seconds)."""
+    if deadline is not None:
+        if math.isinf(deadline):
+            return math.inf
+        return max(deadline - (time.monotonic() if now is None else now), 0.0)
+    if level is not None:
+        return level
+    if session_timeout_ms is not None:
+        return timeout_seconds(session_timeout_ms)
+    return client_timeout
 
 
 def timeout_seconds(timeout_ms: int | float | None) -> float | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mongio.errors import (
+    MAX_TIME_MS_EXPIRED,
     RETRYABLE_ERROR,
     SYSTEM_OVERLOADED_ERROR,
     ConnectionFailure,
@@ -55,7 +56,6 @@ TRANSIENT_TRANSACTION_ERROR = "TransientTransactionError"
 UNKNOWN_TRANSACTION_COMMIT_RESULT = "UnknownTransactionCommitResult"
 NO_WRITES_PERFORMED = "NoWritesPerformed"
 
-MAX_TIME_MS_EXPIRED = 50
 _WRITE_CONCERN_FAILED = 64
 # A write concern that can never be satisfied: retrying the commit would fail the same way.
 _UNSATISFIABLE_WRITE_CONCERN = 100

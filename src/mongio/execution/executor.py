@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.errors import (
+    MAX_TIME_MS_EXPIRED,
     AutoReconnect,
     ClientClosedError,
     ConfigurationError,
@@ -253,17 +254,15 @@ class Executor:
                 return await self._run(topology, operation, session, address, answered_by)
         return await self._run(topology, operation, session, address, answered_by)
 
-    def operation_timeout(self, timeout: float | None, session: ClientSession | None) -> float | None:
-        """The ``timeoutMS`` (in seconds, ``math.inf`` for 0) an operation gets when no ``timeout()`` block
-        is in force: the database's or collection's ``timeout`` when it set one, else the session's
+    def operation_timeout(
+        self, timeout: float | None, session: ClientSession | None, *, deadline: float | None = None
+    ) -> float | None:
+        """The ``timeoutMS`` (in seconds, ``math.inf`` for 0) an operation gets, by
+        :func:`~mongio.execution.deadline.timeout_in_force`: what is left until ``deadline`` when one is
+        given, else the database's or collection's ``timeout`` when it set one, else the session's
         ``default_timeout_ms``, else the client's ``timeoutMS``; ``None`` when CSOT is off."""
-        if timeout is not None:
-            return timeout
-        if session is not None:
-            session_timeout_ms = session.options.default_timeout_ms
-            if session_timeout_ms is not None:
-                return csot.timeout_seconds(session_timeout_ms)
-        return self._timeout
+        session_timeout_ms = None if session is None else session.options.default_timeout_ms
+        return csot.timeout_in_force(timeout, session_timeout_ms, self._timeout, deadline=deadline)
 
     @contextlib.contextmanager
     def timeout_scope(self, level_timeout: float | None, session: ClientSession | None) -> Iterator[None]:
@@ -787,23 +786,20 @@ class Executor:
             events.succeeded(reply)
 
 
-_MAX_TIME_MS_EXPIRED = 50
-
-
 def _is_timeout(error: BaseException) -> bool:
     """A timeout of any source: a timeout error, or the server's MaxTimeMSExpired (code 50, checked by code
     alone) as the command's error, a write error or a write concern error."""
     if getattr(error, "timeout", False):
         return True
-    if getattr(error, "code", None) == _MAX_TIME_MS_EXPIRED:
+    if getattr(error, "code", None) == MAX_TIME_MS_EXPIRED:
         return True
     details = getattr(error, "details", None)
     if isinstance(details, Mapping):
         for write_error in details.get("writeErrors") or ():
-            if isinstance(write_error, Mapping) and write_error.get("code") == _MAX_TIME_MS_EXPIRED:
+            if isinstance(write_error, Mapping) and write_error.get("code") == MAX_TIME_MS_EXPIRED:
                 return True
         for concern_error in (details.get("writeConcernError"), *(details.get("writeConcernErrors") or ())):
-            if isinstance(concern_error, Mapping) and concern_error.get("code") == _MAX_TIME_MS_EXPIRED:
+            if isinstance(concern_error, Mapping) and concern_error.get("code") == MAX_TIME_MS_EXPIRED:
                 return True
     return False
 

@@ -19,16 +19,11 @@ __all__ = ["operation_deadline", "within"]
 
 def _timeout_seconds(database: Any, session: Any) -> float | None:
     level = getattr(database, "_timeout", None)  # the database's own timeoutMS, in seconds, when it has one
-    if level is not None:
-        return float(level)
-    if session is not None:
-        session_ms = session.options.default_timeout_ms
-        if session_ms is not None:
-            return math.inf if session_ms == 0 else session_ms / 1000
     client_ms = database.client.options.timeout_ms
-    if client_ms is None:
-        return None
-    return math.inf if client_ms == 0 else client_ms / 1000
+    session_ms = None if session is None else session.options.default_timeout_ms
+    return deadline.timeout_in_force(
+        None if level is None else float(level), session_ms, deadline.timeout_seconds(client_ms)
+    )
 
 
 def operation_deadline(database: Any, session: Any = None) -> float | None:

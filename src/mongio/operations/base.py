@@ -26,7 +26,7 @@ from mongio.errors import (
     WriteError,
     WTimeoutError,
 )
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
 
 if TYPE_CHECKING:
     from mongio.options.read_concern import ReadConcern
@@ -54,8 +54,6 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-
-DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 
 # Room left in every message for the fields the executor adds after build(): lsid, txnNumber, $clusterTime
 # (with its signature), readConcern with afterClusterTime, writeConcern, $readPreference, maxTimeMS, $db,

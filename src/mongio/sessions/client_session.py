@@ -446,10 +446,7 @@ class ClientSession:
 
     def _operation_timeout(self) -> float | None:
         """The seconds the session's operations may take when no ``timeout()`` block is in force."""
-        session_timeout_ms = self._options.default_timeout_ms
-        if session_timeout_ms is not None:
-            return math.inf if session_timeout_ms == 0 else session_timeout_ms / 1000.0
-        return self._client._executor.operation_timeout(None, None)
+        return self._client._executor.operation_timeout(None, self)
 
     # -- ending ------------------------------------------------------------------------------------------
 

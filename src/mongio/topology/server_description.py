@@ -12,7 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mongio.bson.objectid import ObjectId
+
+# A server address (``(host, port)``, the port ``None`` only for a Unix socket path), how it is written and
+# the port a host without one gets are defined once, with the transport that connects to it.
+from mongio.connection.transport import DEFAULT_PORT, Address, format_address
 from mongio.topology.server_type import ServerType
+from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
 
 __all__ = [
     "DEFAULT_PORT",
@@ -22,15 +27,6 @@ __all__ = [
     "parse_address",
 ]
 
-Address = tuple[str, int | None]
-"""A server address as ``(host, port)``; the host is lower-case, the port ``None`` only for a Unix socket path."""
-
-DEFAULT_PORT = 27017
-
-# The server's own defaults, used until a reply says otherwise.
-_DEFAULT_MAX_BSON_SIZE = 16 * 1024 * 1024
-_DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
-_DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 
 _WRITABLE_TYPES = frozenset(
     {ServerType.RSPrimary, ServerType.Standalone, ServerType.Mongos, ServerType.LoadBalancer}
@@ -68,16 +64,6 @@ def _port(text: str, whole: str) -> int:
     if not text.isdigit() or not 0 < int(text) <= 65535:
         raise ValueError(f"port must be an integer from 1 to 65535 in {whole!r}")
     return int(text)
-
-
-def format_address(address: Address) -> str:
-    """The ``"host:port"`` form of an address, bracketing IPv6 literals."""
-    host, port = address
-    if port is None:
-        return host
-    if ":" in host:
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
 
 
 def _addresses(values: Any) -> frozenset[Address]:
@@ -195,9 +181,9 @@ class ServerDescription:
         self._election_id = election_id if election_id is None else ObjectId(election_id)
         self._min_wire_version = int(doc.get("minWireVersion", 0))
         self._max_wire_version = int(doc.get("maxWireVersion", 0))
-        self._max_bson_size = int(doc.get("maxBsonObjectSize", _DEFAULT_MAX_BSON_SIZE))
-        self._max_message_size = int(doc.get("maxMessageSizeBytes", _DEFAULT_MAX_MESSAGE_SIZE))
-        self._max_write_batch_size = int(doc.get("maxWriteBatchSize", _DEFAULT_MAX_WRITE_BATCH_SIZE))
+        self._max_bson_size = int(doc.get("maxBsonObjectSize", DEFAULT_MAX_BSON_SIZE))
+        self._max_message_size = int(doc.get("maxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE))
+        self._max_write_batch_size = int(doc.get("maxWriteBatchSize", DEFAULT_MAX_WRITE_BATCH_SIZE))
         ls_timeout = doc.get("logicalSessionTimeoutMinutes")
         self._ls_timeout_minutes = int(ls_timeout) if ls_timeout is not None else None
         last_write = doc.get("lastWrite") or {}

@@ -12,6 +12,7 @@ from mongio.errors import ProtocolError
 __all__ = [
     "DEFAULT_MAX_BSON_SIZE",
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULT_MAX_WRITE_BATCH_SIZE",
     "HEADER",
     "HEADER_SIZE",
     "OP_COMPRESSED",
@@ -33,6 +34,8 @@ HEADER_SIZE = HEADER.size
 
 # What a server allows when its handshake reply does not say otherwise.
 DEFAULT_MAX_BSON_SIZE = 16 * 1024 * 1024
+# The maxWriteBatchSize of a server whose hello does not say (every server since 3.6 says 100,000).
+DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
 
 _INT32_MASK = 0x7FFFFFFF
