@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint quickstart bench spec clean
+.PHONY: setup test unit lint quickstart bench spec clean
 
 $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(STAMP)
 	$(BIN)/ruff check src spec_runner tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+## The unit tests alone: no server, no spec suites (about a minute and a half).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src spec_runner tests benchmarks examples

@@ -641,30 +641,30 @@ class MongoClient:
         own_session = self._implicit_session() if session is None and concern.acknowledged else None
         run_in = session if session is not None else own_session
         execute = self._executor.execute
+        batch_server: Address
         try:
             # timeoutMS bounds all the batches together, not each one.
             with self._executor.timeout_scope(None, session):
                 while (batch := bulk.next_batch()) is not None:
-                    where: list[Address] = []
                     try:
-                        cursor = await execute(batch, run_in, answered_by=where)
+                        cursor, batch_server = await self._executor.execute_answered(batch, run_in)
                     except BatchWriteConcernRetry as unretried:
                         # Its retry (if any) failed the same way: a write concern error does not end the
                         # bulk write, and the reply's results cursor is drained like any other.
                         if unretried.batch is not batch:
                             raise
                         cursor = batch.accept_reply(unretried)
-                        where.append(unretried.address)
+                        batch_server = unretried.address
                     if cursor.id:
                         try:
                             while cursor.id:
                                 more = GetMore(
                                     cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
                                 )
-                                cursor = await execute(more, run_in, address=where[0])
+                                cursor = await execute(more, run_in, address=batch_server)
                                 batch.record_results(cursor.batch)
                         except BaseException as exc:
-                            await self._drop_results_cursor(exc, where[0], cursor, run_in)
+                            await self._drop_results_cursor(exc, batch_server, cursor, run_in)
                             raise
                         batch.cursor_exhausted()
                     for address, replaced in bulk.take_superseded_cursors():

@@ -234,25 +234,15 @@ class _CursorBase(Generic[_T]):
         """Run the first command: the cursor's server, id and first batch."""
         self._started = True
         operation = self._first_operation()
-        answered: list[Any] = []
-        original = operation.handle_response
-
-        def handle_response(reply: dict[str, Any], context: Any) -> Any:
-            # getMore and killCursors must go to the server that created the cursor.
-            answered.append(getattr(context, "address", None))
-            try:
-                return original(reply, context)
-            except (KeyError, TypeError, AttributeError) as exc:
-                raise InvalidOperation(
-                    f"the reply to {operation.command_name!r} is not a cursor: {reply!r}"
-                ) from exc
-
-        operation.handle_response = handle_response  # type: ignore[method-assign]
         self._take_implicit_session()
         try:
             self._settle_timeout(operation)
             with self._timeout_scope(first=True):
-                state: CursorState = await self._execute(operation)
+                state: CursorState
+                # getMore and killCursors must go to the server that created the cursor.
+                state, self._address = await self._client._executor.execute_answered(
+                    operation, self._session, level_timeout=self._level_timeout
+                )
         except Exception:
             self._killed = True
             await self._release_session_quietly()
@@ -261,8 +251,6 @@ class _CursorBase(Generic[_T]):
             # Cancelled: no awaiting here; the client gives the implicit session back.
             self._abandon()
             raise
-        if answered:
-            self._address = answered[-1]
         self._accept(state)
         if not state.alive:
             self._killed = True
@@ -784,20 +772,6 @@ class Cursor(_CursorBase[_T]):
         return f"<Cursor {self._collection.full_name} filter={self._spec['filter']!r} id={self._id}>"
 
 
-class _FirstBatchFind(Find):
-    """The ``find`` of :func:`find_first`: a reply that is not a cursor fails as it does for a cursor, and
-    the server that answered is kept for a ``killCursors``."""
-
-    address: Any = None
-
-    def handle_response(self, reply: dict[str, Any], context: Any) -> CursorState:
-        self.address = getattr(context, "address", None)
-        try:
-            return super().handle_response(reply, context)
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise InvalidOperation(f"the reply to 'find' is not a cursor: {reply!r}") from exc
-
-
 async def find_first(
     collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any = None, **options: Any
 ) -> Any:
@@ -807,7 +781,7 @@ async def find_first(
     Only for ``find`` options that need no cursor (``projection``, ``sort``, ``hint``, ``comment``...) and
     only when no client-side operation timeout applies: the cursor's timeout rules need a cursor.
     """
-    operation = _FirstBatchFind(
+    operation = Find(
         collection.database.name,
         collection.name,
         filter,
@@ -819,7 +793,8 @@ async def find_first(
     )
     executor = collection.database.client._executor
     level_timeout = collection._timeout
-    state: CursorState = await executor.execute(operation, session, level_timeout=level_timeout)
+    state: CursorState
+    state, address = await executor.execute_answered(operation, session, level_timeout=level_timeout)
     if state.id:
         # A server that kept the cursor open despite singleBatch: nothing more is wanted from it.
         database, _, name = state.namespace.partition(".")
@@ -827,7 +802,7 @@ async def find_first(
             await executor.execute(
                 KillCursors(database, name, [state.id], codec_options=collection.codec_options),
                 session,
-                address=operation.address,
+                address=address,
                 level_timeout=level_timeout,
             )
         except MongioError:

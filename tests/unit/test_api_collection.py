@@ -21,7 +21,7 @@ from mongio.operations import (
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.unit.test_api_fake import CursorServer, FakeClient, FakeSession, documents
+from tests.support.fake_client import CursorServer, FakeClient, FakeSession, documents
 
 
 class Recorder:
@@ -426,7 +426,7 @@ async def test_read_options_reach_the_operation() -> None:
 
 
 async def test_raw_data_reaches_every_command_that_takes_it() -> None:
-    from tests.unit.test_api_fake import FakeContext
+    from tests.support.fake_client import FakeContext
 
     cursor_reply = {"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}}
     recorder = Recorder(

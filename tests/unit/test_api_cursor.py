@@ -12,7 +12,7 @@ import pytest
 from mongio.cursor import CommandCursor, Cursor
 from mongio.errors import CursorNotFound, InvalidOperation, OperationFailure
 from mongio.operations.crud import CursorType
-from tests.unit.test_api_fake import ADDRESS, CursorServer, FakeClient, documents
+from tests.support.fake_client import ADDRESS, CursorServer, FakeClient, documents
 
 
 def setup(n: int) -> tuple[FakeClient, CursorServer, Any]:
@@ -376,13 +376,13 @@ async def test_cursor_left_open_at_its_limit_is_killed() -> None:
 async def test_cancelled_first_command_hands_the_session_to_the_client() -> None:
     gate = asyncio.Event()
     client = FakeClient(respond=CursorServer(documents(3)))
-    original = client._executor.execute
+    original = client._executor.execute_answered
 
     async def slow_execute(op: Any, session: Any = None, *, address: Any = None, **_: Any) -> Any:
         await gate.wait()
         return await original(op, session, address=address)
 
-    client._executor.execute = slow_execute  # type: ignore[method-assign,assignment]
+    client._executor.execute_answered = slow_execute  # type: ignore[method-assign]
     cursor = client["db"]["coll"].find()
     task = asyncio.ensure_future(cursor.to_list())
     await asyncio.sleep(0)

@@ -12,8 +12,8 @@ from mongio.database import Database
 from mongio.errors import CollectionInvalid, InvalidName, InvalidOperation, OperationFailure
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
+from tests.support.fake_client import FakeClient
 from tests.unit.test_api_collection import Recorder
-from tests.unit.test_api_fake import FakeClient
 
 
 def make(**replies: Any) -> tuple[FakeClient, Recorder, Database[dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """Cursors under a client-side operation timeout: which deadline and maxTimeMS rule each command of a cursor
 runs under (CURSOR_LIFETIME, ITERATION, tailable cursors), the combinations the specification refuses, and
-closing with a fresh timeout. Over the fake client of test_api_fake, recording the CSOT context of each call."""
+closing with a fresh timeout. Over the fake client of tests.support.fake_client, recording the CSOT context of each call."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import mongio
 from mongio.errors import ConfigurationError, InvalidOperation, OperationTimeoutError
 from mongio.execution import deadline as csot
 from mongio.operations.crud import CursorType
-from tests.unit.test_api_fake import CursorServer, FakeClient, documents
+from tests.support.fake_client import CursorServer, FakeClient, documents
 
 
 class Seen:
-    """The command name, maxTimeMS policy and deadline each execute() call ran under."""
+    """The command name, maxTimeMS policy and deadline each command ran under (every execute() call goes
+    through execute_answered())."""
 
     def __init__(self, client: FakeClient) -> None:
         self.calls: list[tuple[str, str, float | None]] = []
         executor = client._executor
-        original = executor.execute
+        original = executor.execute_answered
 
         async def recording(operation: Any, session: Any = None, **kwargs: Any) -> Any:
             deadline = csot.current_deadline()
@@ -31,7 +32,7 @@ class Seen:
             self.calls.append((operation.command_name, csot.max_time_policy(), deadline))
             return await original(operation, session, **kwargs)
 
-        executor.execute = recording  # type: ignore[method-assign]
+        executor.execute_answered = recording  # type: ignore[method-assign]
 
     def of(self, name: str) -> list[tuple[str, float | None]]:
         return [(policy, deadline) for command, policy, deadline in self.calls if command == name]

@@ -9,7 +9,7 @@ import pytest
 
 from mongio.connection.pool import Pool, PoolClearedError, PoolClosedError, PoolState
 from mongio.errors import InvalidOperation, WaitQueueTimeoutError
-from tests.unit.test_pool_support import ADDRESS, FakeConnection, FakeFactory, Recorder, make_pool
+from tests.support.fake_pool import ADDRESS, FakeConnection, FakeFactory, Recorder, make_pool
 
 
 def check_out_now(pool: Pool[FakeConnection]) -> FakeConnection:

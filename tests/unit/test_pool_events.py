@@ -11,7 +11,7 @@ import pytest
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import ConfigurationError
 from mongio.events import CONNECTION_LOGGER_NAME, LogMessage, listeners
-from tests.unit.test_pool_support import FakeFactory, Recorder, make_pool
+from tests.support.fake_pool import FakeFactory, Recorder, make_pool
 
 
 async def exercise(**options: Any) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mongio.connection.pool import Pool, PoolClearedError, PoolState
 from mongio.errors import WaitQueueTimeoutError
-from tests.unit.test_pool_support import FakeConnection, FakeFactory, Recorder, make_pool
+from tests.support.fake_pool import FakeConnection, FakeFactory, Recorder, make_pool
 
 OPERATIONS = st.lists(
     st.one_of(

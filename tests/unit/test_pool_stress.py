@@ -8,7 +8,7 @@ import random
 import pytest
 
 from mongio.connection.pool import Pool
-from tests.unit.test_pool_support import FakeConnection, FakeFactory, make_pool
+from tests.support.fake_pool import FakeConnection, FakeFactory, make_pool
 
 
 def assert_consistent(pool: Pool[FakeConnection], factory: FakeFactory) -> None:

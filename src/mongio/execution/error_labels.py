@@ -47,6 +47,7 @@ __all__ = [
     "UNKNOWN_TRANSACTION_COMMIT_RESULT",
     "AttemptFailure",
     "FailureKind",
+    "is_timeout",
     "labels_to_add",
     "retryable_write_concern_error",
 ]
@@ -227,6 +228,24 @@ def _unknown_commit_result(failure: AttemptFailure, labels: frozenset[str]) -> b
         _UNSATISFIABLE_WRITE_CONCERN,
         _UNKNOWN_REPL_WRITE_CONCERN,
     )
+
+
+def is_timeout(error: BaseException) -> bool:
+    """A timeout of any source: a timeout error, or the server's MaxTimeMSExpired (code 50, checked by code
+    alone) as the command's error, a write error or a write concern error."""
+    if getattr(error, "timeout", False):
+        return True
+    if getattr(error, "code", None) == MAX_TIME_MS_EXPIRED:
+        return True
+    details = getattr(error, "details", None)
+    if isinstance(details, Mapping):
+        for write_error in details.get("writeErrors") or ():
+            if isinstance(write_error, Mapping) and write_error.get("code") == MAX_TIME_MS_EXPIRED:
+                return True
+        for concern_error in (details.get("writeConcernError"), *(details.get("writeConcernErrors") or ())):
+            if isinstance(concern_error, Mapping) and concern_error.get("code") == MAX_TIME_MS_EXPIRED:
+                return True
+    return False
 
 
 def retryable_write_concern_error(

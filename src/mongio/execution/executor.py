@@ -26,11 +26,10 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.errors import (
-    MAX_TIME_MS_EXPIRED,
     AutoReconnect,
     ClientClosedError,
     ConfigurationError,
@@ -47,6 +46,7 @@ from mongio.execution.error_labels import (
     TRANSIENT_TRANSACTION_ERROR,
     UNKNOWN_TRANSACTION_COMMIT_RESULT,
     AttemptFailure,
+    is_timeout,
     retryable_write_concern_error,
 )
 from mongio.execution.retry_policy import (
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from mongio.topology.server_description import Address, ServerDescription
     from mongio.topology.topology import PoolLike, Server, Topology
 
-__all__ = ["Executor", "read_preference_document"]
+__all__ = ["Answered", "Executor", "read_preference_document"]
 
 R = TypeVar("R")
 
@@ -102,6 +102,13 @@ _SNAPSHOT_MIN_WIRE_VERSION = 13  # MongoDB 5.0
 _SHARED_OPERATION_ID: contextvars.ContextVar[tuple[Any, asyncio.Task[Any] | None, int] | None] = (
     contextvars.ContextVar("mongio_shared_operation_id", default=None)
 )
+
+
+class Answered(NamedTuple, Generic[R]):
+    """An operation's result and the address of the server whose reply made it."""
+
+    result: R
+    address: Address
 
 
 class ClientLike(Protocol):
@@ -232,16 +239,27 @@ class Executor:
         session: ClientSession | None = None,
         *,
         address: Address | None = None,
-        answered_by: list[Address] | None = None,
         level_timeout: float | None = None,
     ) -> R:
-        """Run ``operation`` and return its result.
+        """Run ``operation`` and return its result (:meth:`execute_answered` without the server)."""
+        answered = await self.execute_answered(operation, session, address=address, level_timeout=level_timeout)
+        return answered.result
+
+    async def execute_answered(
+        self,
+        operation: Operation[R],
+        session: ClientSession | None = None,
+        *,
+        address: Address | None = None,
+        level_timeout: float | None = None,
+    ) -> Answered[R]:
+        """Run ``operation``; return its result with the address of the server whose reply made it (where a
+        cursor's ``getMore`` and ``killCursors`` must go).
 
         ``session`` is the caller's session (explicit, or a cursor's implicit one); without one, a server
         session is taken for this operation alone when the deployment supports sessions. ``address`` pins the
-        operation to that server (a cursor's ``getMore`` and ``killCursors``). ``answered_by``, when given,
-        receives the address of the server whose reply made the result. ``level_timeout`` is the ``timeoutMS``
-        of the database or collection (seconds, ``math.inf`` for 0) when it set one.
+        operation to that server (a cursor's ``getMore`` and ``killCursors``). ``level_timeout`` is the
+        ``timeoutMS`` of the database or collection (seconds, ``math.inf`` for 0) when it set one.
         """
         topology = self._topology
         if topology is None or topology.closed:
@@ -251,8 +269,8 @@ class Executor:
         timeout = self.operation_timeout(level_timeout, session)
         if timeout is not None and csot.current_deadline() is None:
             with csot.timeout(timeout):
-                return await self._run(topology, operation, session, address, answered_by)
-        return await self._run(topology, operation, session, address, answered_by)
+                return await self._run(topology, operation, session, address)
+        return await self._run(topology, operation, session, address)
 
     def operation_timeout(
         self, timeout: float | None, session: ClientSession | None, *, deadline: float | None = None
@@ -378,8 +396,7 @@ class Executor:
         op: Operation[R],
         session: ClientSession | None,
         address: Address | None,
-        answered_by: list[Address] | None = None,
-    ) -> R:
+    ) -> Answered[R]:
         """The retry loop: attempts until one succeeds or the retry rules end the operation."""
         run = _Execution(op, session, address, self._operation_id())
         if session is not None:
@@ -387,7 +404,7 @@ class Executor:
         try:
             while True:
                 try:
-                    result, answered = await self._attempt(topology, run)
+                    answered = await self._attempt(topology, run)
                 except MongioError as exc:
                     if run.retry_state is not None and exc is run.retry_state.reported_error:
                         raise  # a retry could not be made: the previous attempt's error, already judged
@@ -397,16 +414,14 @@ class Executor:
                     run.retry_state.on_success()
                 elif self._token_bucket is not None:
                     self._token_bucket.record_success(retried=False)
-                if answered_by is not None:
-                    answered_by.append(answered)
-                return result
+                return answered
         finally:
             if run.transaction_started and session is not None:
                 session._transaction_sent()
             if run.implicit is not None:
                 self.release_server_session(run.implicit)
 
-    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> Answered[R]:
         """One attempt: select a server, check a connection out (or take the transaction's), run the command
         on it. The connection goes back to its pool and the server's operation count comes down whatever ends
         the attempt, cancellation included. Returns the result and the server that gave it."""
@@ -448,7 +463,7 @@ class Executor:
                     pool.check_in(conn)
         finally:
             server.operation_finished()
-        return result, server.address
+        return Answered(result, server.address)
 
     async def _on_connection(
         self, topology: Topology, run: _Execution[R], server: Server, pool: PoolLike, conn: Connection
@@ -786,24 +801,6 @@ class Executor:
             events.succeeded(reply)
 
 
-def _is_timeout(error: BaseException) -> bool:
-    """A timeout of any source: a timeout error, or the server's MaxTimeMSExpired (code 50, checked by code
-    alone) as the command's error, a write error or a write concern error."""
-    if getattr(error, "timeout", False):
-        return True
-    if getattr(error, "code", None) == MAX_TIME_MS_EXPIRED:
-        return True
-    details = getattr(error, "details", None)
-    if isinstance(details, Mapping):
-        for write_error in details.get("writeErrors") or ():
-            if isinstance(write_error, Mapping) and write_error.get("code") == MAX_TIME_MS_EXPIRED:
-                return True
-        for concern_error in (details.get("writeConcernError"), *(details.get("writeConcernErrors") or ())):
-            if isinstance(concern_error, Mapping) and concern_error.get("code") == MAX_TIME_MS_EXPIRED:
-                return True
-    return False
-
-
 def _unpins_for_retry(transaction_command: str | None, error: MongioError) -> bool:
     """Whether a sharded transaction's session is unpinned before a retry after ``error``: always for
     abortTransaction, after an unknown commit result, and after a transient transaction error."""
@@ -909,7 +906,7 @@ def _raise_operation_error(run: _Execution[Any], exc: MongioError, reported: Bas
         and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
     ):
         session._unpin()
-    if csot.is_enabled() and _is_timeout(reported) and not isinstance(reported, OperationTimeoutError):
+    if csot.is_enabled() and is_timeout(reported) and not isinstance(reported, OperationTimeoutError):
         # A socket read, selection, checkout, or the server's MaxTimeMSExpired.
         raise csot.timeout_error(reported) from reported
     if reported is exc:

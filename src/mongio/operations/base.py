@@ -22,6 +22,7 @@ from mongio.errors import (
     DUPLICATE_KEY_CODES,
     DocumentTooLarge,
     DuplicateKeyError,
+    InvalidOperation,
     WriteConcernError,
     WriteError,
     WTimeoutError,
@@ -162,18 +163,23 @@ class CursorState(NamedTuple):
 
 
 def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> CursorState:
-    """The cursor part of a reply: ``{cursor: {id, ns, firstBatch | nextBatch, postBatchResumeToken}}``."""
-    cursor = reply["cursor"]
-    batch = cursor.get(batch_field)
-    if batch is None:
-        batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
-    return CursorState(
-        int(cursor.get("id", 0)),
-        str(cursor.get("ns", "")),
-        batch,
-        cursor.get("postBatchResumeToken"),
-        cursor.get("atClusterTime", reply.get("atClusterTime")),
-    )
+    """The cursor part of a reply: ``{cursor: {id, ns, firstBatch | nextBatch, postBatchResumeToken}}``;
+    :class:`~mongio.errors.InvalidOperation` when the reply holds no cursor (a command that is not a cursor
+    command, given to ``cursor_command``)."""
+    try:
+        cursor = reply["cursor"]
+        batch = cursor.get(batch_field)
+        if batch is None:
+            batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
+        return CursorState(
+            int(cursor.get("id", 0)),
+            str(cursor.get("ns", "")),
+            batch,
+            cursor.get("postBatchResumeToken"),
+            cursor.get("atClusterTime", reply.get("atClusterTime")),
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise InvalidOperation(f"the reply is not a cursor: {reply!r}") from exc
 
 
 class Operation(Generic[R]):

@@ -1,4 +1,4 @@
-"""Support for the pool tests (no tests here): a connection factory without I/O and an event recorder."""
+"""Connection pool test support: a connection factory without I/O and an event recorder."""
 
 from __future__ import annotations
 

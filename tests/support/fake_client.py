@@ -13,6 +13,7 @@ from mongio.bson import DEFAULT_CODEC_OPTIONS
 from mongio.database import Database
 from mongio.errors import CursorNotFound, OperationFailure
 from mongio.execution.deadline import timeout_in_force
+from mongio.execution.executor import Answered
 from mongio.operations.base import Operation
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
@@ -64,21 +65,28 @@ class FakeExecutor:
     async def execute(
         self, operation: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: Any = None
     ) -> Any:
+        answered = await self.execute_answered(operation, session, address=address, level_timeout=level_timeout)
+        return answered.result
+
+    async def execute_answered(
+        self, operation: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: Any = None
+    ) -> Answered[Any]:
         command = operation.build(self.context)
         body = command.body
         for identifier, sequence in (command.sequences or {}).items():
             body[identifier] = list(sequence.documents)
         self.calls.append(Call(operation, body, session, address))
+        answered_by = self.context.address if address is None else address
         if not operation.acknowledged:
-            return operation.handle_response({}, self.context)
+            return Answered(operation.handle_response({}, self.context), answered_by)
         reply = self.respond(body)
         if not reply.get("ok", 1):
             code = reply.get("code")
             if code == 26 and operation.ignores_namespace_not_found:
-                return operation.empty_result()
+                return Answered(operation.empty_result(), answered_by)
             error = CursorNotFound if code == 43 else OperationFailure
             raise error(str(reply.get("errmsg", "failed")), code, reply)
-        return operation.handle_response(dict(reply, ok=1), self.context)
+        return Answered(operation.handle_response(dict(reply, ok=1), self.context), answered_by)
 
     def operation_timeout(self, timeout: float | None, session: Any, *, deadline: float | None = None) -> float | None:
         return timeout_in_force(timeout, None, None, deadline=deadline)  # no client-level timeoutMS here
