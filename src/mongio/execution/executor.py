@@ -480,9 +480,8 @@ class Executor:
         command = op.build(conn)
         body = command.body
         if run.txn_number is not None and op.retryability is not Retryability.WRITE:
-            run.txn_number = (
-                None  # the build found statements that cannot be retried (a multi-document write)
-            )
+            # The build found statements that cannot be retried (a multi-document write).
+            run.txn_number = None
         if server_session is not None:
             body["lsid"] = server_session.session_id
             server_session.mark_used(time.monotonic())

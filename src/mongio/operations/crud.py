@@ -167,6 +167,57 @@ class _ReadOperation(Operation[Any]):
         return Command(for_server(dict(self._body), context))
 
 
+def _add_limit(body: dict[str, Any], limit: int, batch_size: int, single_batch: bool) -> int:
+    """Put ``limit``, ``batchSize`` and ``singleBatch`` in a ``find``; a negative limit asks for one batch of
+    at most that many documents. Returns the limit, made positive."""
+    _int(limit, "limit", None)
+    _int(batch_size, "batch_size")
+    if limit < 0:
+        single_batch = True
+        limit = -limit
+    if limit:
+        body["limit"] = limit
+    if batch_size:
+        # A batch as large as the limit would leave an empty cursor open on the server (CRUD spec).
+        body["batchSize"] = batch_size + 1 if limit and batch_size == limit else batch_size
+    if single_batch:
+        body["singleBatch"] = True
+    return limit
+
+
+_FLAG_FIELDS = ("returnKey", "showRecordId", "allowDiskUse", "noCursorTimeout", "allowPartialResults", "oplogReplay")
+_NO_FLAGS = (None,) * len(_FLAG_FIELDS)
+
+
+def _add_flags(body: dict[str, Any], flags: tuple[bool | None, ...]) -> None:
+    """Put the boolean options of a ``find`` that were given (in the order of ``_FLAG_FIELDS``)."""
+    for key, value in zip(_FLAG_FIELDS, flags, strict=True):
+        if value is not None:
+            body[key] = value
+
+
+def _add_index_bounds(
+    body: dict[str, Any], min: Mapping[str, Any] | None, max: Mapping[str, Any] | None, max_scan: int | None
+) -> None:
+    """Put a ``find``'s ``min``, ``max`` and ``maxScan``, when given."""
+    if min is not None:
+        body["min"] = _mapping(min, "min")
+    if max is not None:
+        body["max"] = _mapping(max, "max")
+    if max_scan is not None:
+        body["maxScan"] = _int(max_scan, "max_scan")
+
+
+def _add_cursor_type(body: dict[str, Any], cursor_type: int) -> None:
+    """Put a tailable cursor's ``tailable`` (and ``awaitData``) in a ``find``."""
+    if cursor_type not in (CursorType.TAILABLE, CursorType.TAILABLE_AWAIT, CursorType.EXHAUST):
+        raise ValueError(f"cursor_type must be a CursorType value, not {cursor_type!r}")
+    if cursor_type & CursorType.TAILABLE:
+        body["tailable"] = True
+        if cursor_type == CursorType.TAILABLE_AWAIT:
+            body["awaitData"] = True
+
+
 class Find(_ReadOperation):
     """``find``; the reply becomes a :class:`~mongio.operations.base.CursorState`.
 
@@ -221,45 +272,14 @@ class Find(_ReadOperation):
             body["sort"] = index_document(sort, "sort")
         if _int(skip, "skip"):
             body["skip"] = skip
-        _int(limit, "limit", None)
-        _int(batch_size, "batch_size")
-        if limit < 0:
-            single_batch = True
-            limit = -limit
-        if limit:
-            body["limit"] = limit
-        if batch_size:
-            # A batch as large as the limit would leave an empty cursor open on the server (CRUD spec).
-            body["batchSize"] = batch_size + 1 if limit and batch_size == limit else batch_size
-        if single_batch:
-            body["singleBatch"] = True
-        if min is not None:
-            body["min"] = _mapping(min, "min")
-        if max is not None:
-            body["max"] = _mapping(max, "max")
-        for key, value in (
-            ("returnKey", return_key),
-            ("showRecordId", show_record_id),
-            ("allowDiskUse", allow_disk_use),
-            ("noCursorTimeout", no_cursor_timeout),
-            ("allowPartialResults", allow_partial_results),
-            ("oplogReplay", oplog_replay),
-        ):
-            if value is not None:
-                body[key] = value
-        if cursor_type not in (
-            CursorType.NON_TAILABLE,
-            CursorType.TAILABLE,
-            CursorType.TAILABLE_AWAIT,
-            CursorType.EXHAUST,
-        ):
-            raise ValueError(f"cursor_type must be a CursorType value, not {cursor_type!r}")
-        if cursor_type & CursorType.TAILABLE:
-            body["tailable"] = True
-            if cursor_type == CursorType.TAILABLE_AWAIT:
-                body["awaitData"] = True
-        if max_scan is not None:
-            body["maxScan"] = _int(max_scan, "max_scan")
+        limit = _add_limit(body, limit, batch_size, single_batch)
+        if min is not None or max is not None or max_scan is not None:
+            _add_index_bounds(body, min, max, max_scan)
+        flags = (return_key, show_record_id, allow_disk_use, no_cursor_timeout, allow_partial_results, oplog_replay)
+        if flags != _NO_FLAGS:
+            _add_flags(body, flags)
+        if cursor_type != CursorType.NON_TAILABLE:
+            _add_cursor_type(body, cursor_type)
         _add_common(
             body,
             collation=collation,
