@@ -1,19 +1,27 @@
 """The executor: the one place where an operation meets servers, connections, sessions, events and retries.
 
-``await executor.execute(op, session)`` runs in the caller's task (no task is made per operation):
+``await executor.execute(op, session)`` runs in the caller's task (no task is made per operation);
+``execute_answered`` also gives the address of the server that answered. Its functions, in call order:
 
-1. the CSOT deadline (the client's ``timeoutMS`` unless a ``timeout()`` block already set one);
-2. a loop of attempts: select a server (synchronously when the current description already has a suitable
-   one, else by awaiting the topology), check a connection out of its pool (synchronously when one is idle),
-   ``op.build(conn)`` plus the fields the executor owns (``lsid``, ``txnNumber``, ``$clusterTime``,
-   ``readConcern``, ``writeConcern``, ``$readPreference``, ``maxTimeMS``, ``$db``), the started event,
-   the exchange, the succeeded/failed event, ``op.handle_response``;
-3. on an error: label it, tell the topology, and let :class:`~mongio.execution.retry_policy.RetryState`
-   decide whether to raise or to go again (after a backoff, avoiding the servers it names).
+- ``execute_answered``: the CSOT deadline (the one :func:`~mongio.execution.deadline.timeout_in_force`
+  gives, unless a ``timeout()`` block already set one), then
+- ``_run``, the retry loop: attempts until one succeeds, or ``_after_failure`` (the error labelled, the
+  topology told, :class:`~mongio.execution.retry_policy.RetryState` asked) raises the operation's error;
+  otherwise a backoff and the next attempt, avoiding the servers it names;
+- ``_attempt``, one attempt: select a server (synchronously when the current description already has a
+  suitable one), check a connection out of its pool (or take a load-balanced transaction's);
+- ``_on_connection``: the session and txnNumber, ``op.build(conn)`` plus the fields the executor owns
+  (``lsid``, ``txnNumber``, ``$clusterTime``, ``readConcern``, ``writeConcern``, ``$readPreference``,
+  ``maxTimeMS``, ``$db``), then ``op.handle_response``;
+- ``_exchange``: send, receive, and the command's started and succeeded/failed events
+  (:class:`~mongio.execution.command_events.CommandEvents`).
 
-The connection always goes back to its pool and the server's operation count always comes down, whatever
-ends the attempt, cancellation included. A server session taken for one operation (an implicit session)
-goes back to the client's pool when the operation ends.
+What differs from one operation to another is declared on :class:`~mongio.operations.base.Operation`
+(``transaction_command``, ``has_write_stage``, ``is_user_command``, ``write_concern_retry_error``,
+``retrying``...); what a session adds to a command and takes from a reply, and its pinning, are
+:class:`~mongio.sessions.client_session.ClientSession`'s. The connection always goes back to its pool and
+the server's operation count always comes down, whatever ends the attempt, cancellation included. A server
+session taken for one operation (an implicit session) goes back to the client's pool when the operation ends.
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""What a ClientSession owns for the executor: its transaction's pinning, what it takes from replies, which
+operations run inside its transaction, and its abandonment with a garbage-collected cursor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mongio.bson.timestamp import Timestamp
+from mongio.operations.base import Operation
+from mongio.operations.run_command import RunCommand
+from mongio.options.read_concern import ReadConcern
+from mongio.options.read_preference import Primary
+from mongio.options.write_concern import WriteConcern
+from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.sessions.server_session import ServerSession, ServerSessionPool
+
+MONGOS_A = ("a.example", 27017)
+MONGOS_B = ("b.example", 27017)
+
+
+class FakeExecutor:
+    def __init__(self) -> None:
+        self.pool = ServerSessionPool()
+        self.released: list[ServerSession] = []
+
+    def acquire_server_session(self) -> ServerSession:
+        return self.pool.acquire(30)
+
+    def release_server_session(self, server_session: ServerSession) -> None:
+        self.released.append(server_session)
+
+    def sessions_known_unsupported(self) -> bool:
+        return False
+
+
+class FakeClient:
+    read_concern = ReadConcern()
+    write_concern = WriteConcern()
+    read_preference = Primary()
+
+    def __init__(self) -> None:
+        self._executor = FakeExecutor()
+
+
+class FakePool:
+    def __init__(self) -> None:
+        self.checked_in: list[object] = []
+
+    def check_in(self, conn: object) -> None:
+        self.checked_in.append(conn)
+
+
+def session(**options: Any) -> ClientSession:
+    return ClientSession(FakeClient(), SessionOptions(**options))  # type: ignore[arg-type]
+
+
+class Insert(Operation[Any]):
+    command_name = "insert"
+    takes_write_concern = True
+
+
+def test_a_transaction_stays_pinned_to_its_first_server_and_connection_until_unpinned() -> None:
+    s = session()
+    s.start_transaction()
+    pool, other_pool, conn = FakePool(), FakePool(), object()
+    s._pin(MONGOS_A, pool, conn)
+    s._pin(MONGOS_B, other_pool, object())  # a later command does not move the pin
+    assert s._transaction_server() == MONGOS_A
+    assert s._pinned_connection_from(pool) is conn
+    assert s._pinned_connection_from(other_pool) is None
+    assert s._holds(conn) and s._has_pinned_connection()
+    s._unpin()
+    # The connection goes back to its pool; the next transaction chooses again.
+    assert pool.checked_in == [conn] and other_pool.checked_in == []
+    assert s._transaction_server() is None and not s._holds(conn)
+
+
+def test_an_operation_outside_the_transaction_unpins_and_one_inside_drops_its_write_concern() -> None:
+    s = session()
+    pool, conn = FakePool(), object()
+    s.start_transaction()
+    write = Insert("db", write_concern=WriteConcern(w=0))
+    assert not write.acknowledged
+    assert s._begin_operation(write)
+    assert write.write_concern is None and write.acknowledged
+    s._pin(MONGOS_A, pool, conn)
+    s._transaction_sent()
+    s._transaction.begin_commit()
+    assert not s._begin_operation(RunCommand("db", "ping"))
+    assert pool.checked_in == [conn] and s._transaction_server() is None
+
+
+def test_a_reply_gives_the_recovery_token_only_inside_a_transaction() -> None:
+    s = session()
+    s._take_from_reply({"ok": 1, "recoveryToken": {"t": 1}}, in_transaction=False)
+    assert s._transaction.recovery_token is None
+    s._take_from_reply({"ok": 1, "recoveryToken": {"t": 2}}, in_transaction=True)
+    assert s._transaction.recovery_token == {"t": 2}
+
+
+def test_a_snapshot_session_reads_at_its_first_reads_time() -> None:
+    s = session(snapshot=True)
+    first, later = Timestamp(10, 1), Timestamp(20, 1)
+    s._take_from_reply({"ok": 1, "cursor": {"atClusterTime": first}}, in_transaction=False)
+    s._take_from_reply({"ok": 1, "cursor": {"atClusterTime": later}}, in_transaction=False)
+    assert s.snapshot_time == first
+    assert s._read_concern(None, standalone=False) == {"level": "snapshot", "atClusterTime": first}
+
+
+def test_a_causal_session_waits_for_its_operation_time_except_on_a_standalone() -> None:
+    s = session()
+    assert s._read_concern({"level": "majority"}, standalone=False) == {"level": "majority"}
+    s._take_from_reply({"ok": 1, "operationTime": Timestamp(5, 1)}, in_transaction=False)
+    assert s._after_cluster_time() == Timestamp(5, 1)
+    assert s._read_concern({"level": "majority"}, standalone=False) == {
+        "level": "majority",
+        "afterClusterTime": Timestamp(5, 1),
+    }
+    assert s._read_concern(None, standalone=True) is None
+    assert session(causal_consistency=False)._after_cluster_time() is None
+
+
+def test_an_abandoned_session_hands_its_server_session_over_once() -> None:
+    s = session()
+    server_session = s._checked_server_session()
+    assert s._abandon() is server_session
+    assert s.has_ended
+    assert s._abandon() is None
+    unused = session()
+    assert unused._abandon() is None  # never used: nothing to give back, and it stays usable
+    assert not unused.has_ended
