@@ -249,9 +249,15 @@ class Executor:
         address: Address | None = None,
         level_timeout: float | None = None,
     ) -> R:
-        """Run ``operation`` and return its result (:meth:`execute_answered` without the server)."""
-        answered = await self.execute_answered(operation, session, address=address, level_timeout=level_timeout)
-        return answered.result
+        """Run ``operation`` and return its result: :meth:`execute_answered` without the server."""
+        topology = self._topology
+        if topology is None or topology.closed:
+            topology = await self._client._open_topology()
+        timeout = self._timeout_to_set(session, level_timeout)
+        if timeout is None:
+            return (await self._run(topology, operation, session, address)).result
+        with csot.timeout(timeout):
+            return (await self._run(topology, operation, session, address)).result
 
     async def execute_answered(
         self,
@@ -272,13 +278,20 @@ class Executor:
         topology = self._topology
         if topology is None or topology.closed:
             topology = await self._client._open_topology()
+        timeout = self._timeout_to_set(session, level_timeout)
+        if timeout is None:
+            return await self._run(topology, operation, session, address)
+        with csot.timeout(timeout):
+            return await self._run(topology, operation, session, address)
+
+    def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
+        """Check that ``session`` may run an operation; return the timeout to set for it (``None``: none,
+        CSOT being off or an enclosing ``timeout()`` block in force)."""
         if session is not None:
             session._check_usable(self._client)
-        timeout = self.operation_timeout(level_timeout, session)
-        if timeout is not None and csot.current_deadline() is None:
-            with csot.timeout(timeout):
-                return await self._run(topology, operation, session, address)
-        return await self._run(topology, operation, session, address)
+        if csot.current_deadline() is not None:
+            return None
+        return self.operation_timeout(level_timeout, session)
 
     def operation_timeout(
         self, timeout: float | None, session: ClientSession | None, *, deadline: float | None = None
@@ -433,7 +446,6 @@ class Executor:
         """One attempt: select a server, check a connection out (or take the transaction's), run the command
         on it. The connection goes back to its pool and the server's operation count comes down whatever ends
         the attempt, cancellation included. Returns the result and the server that gave it."""
-        run.new_attempt()
         # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
         # end by min(serverSelectionTimeoutMS, the time left).
         selection_end = csot.selection_deadline(self._selection_timeout)
@@ -683,6 +695,7 @@ class Executor:
             run.address = None
             run.pinned_by_session = False
         run.deprioritized = decision.deprioritized
+        run.new_attempt()
         if _log.isEnabledFor(_DEBUG):
             _log.debug(
                 "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
@@ -876,12 +889,17 @@ class _Execution(Generic[R]):
         self.retry_state: RetryState | None = None
         self.deprioritized: tuple[Address, ...] = ()
         self.attempt = 0
-        self.new_attempt()
+        # The attempt under way (see new_attempt).
+        self.server_address: Address | None = None
+        self.wire_version: int | None = None
+        self.from_mongos = False
+        self.sent = False
+        self.generation = 0
 
     def new_attempt(self) -> None:
         """Forget what the previous attempt learned of its server and connection."""
-        self.server_address: Address | None = None
-        self.wire_version: int | None = None
+        self.server_address = None
+        self.wire_version = None
         self.from_mongos = False
         self.sent = False
         self.generation = 0
