@@ -51,6 +51,13 @@ TYPED = "the PyMongo-typed mode (pymongoTypes=true)"
 PENDING: dict[tuple[str, str], str] = {
     ("aggregation", "mongio"): ENCODER.format("bson.Decimal128"),
     ("aggregation", "mongio-typed"): ENCODER.format("bson.Decimal128") + "; " + TYPED,
+    # By design without the typed mode: values decode to mongio.bson's classes, which isinstance checks
+    # against bson's classes and bson.json_util refuse.
+    ("bson_values", "mongio"): ENCODER.format("bson.Int64, bson.Regex, ...")
+    + "; then by design: decoded values are mongio.bson's classes without the typed mode",
+    ("bson_values", "mongio-typed"): ENCODER.format("bson.Int64, bson.Regex, ...") + "; " + TYPED
+    + "; then: a decoded Regex's flags show as re.IGNORECASE (PyMongo's as 2), and a file id GridFS "
+    "generates is a mongio.bson.ObjectId",
     ("bulk_errors", "mongio"): ENCODER.format("bson.ObjectId"),
     ("bulk_errors", "mongio-typed"): ENCODER.format("bson.ObjectId") + "; " + TYPED,
     ("change_streams", "mongio-typed"): TYPED,
@@ -61,6 +68,8 @@ PENDING: dict[tuple[str, str], str] = {
     ("cursors", "mongio-typed"): TYPED,
     # Not a missing feature: without the typed mode documents hold mongio.bson.ObjectId, which the
     # PyObjectId validator's isinstance(value, bson.ObjectId) refuses. That is what the typed mode is for.
+    ("errors_and_options", "mongio"): "PyMongo's module path mongio.read_concern",
+    ("errors_and_options", "mongio-typed"): "PyMongo's module path mongio.read_concern; " + TYPED,
     ("fastapi_objectid", "mongio"): ENCODER.format("bson.ObjectId")
     + "; then by design: a decoded mongio.bson.ObjectId is not a bson.ObjectId without the typed mode",
     ("fastapi_objectid", "mongio-typed"): ENCODER.format("bson.ObjectId") + "; " + TYPED,
