@@ -174,6 +174,36 @@ class MongoClient:
         state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
         return f"MongoClient({where!r}, {state})"
 
+    def eq_props(self) -> tuple[tuple[Address, ...], str | None, str | None, str]:
+        """What makes two clients equal, as in PyMongo: the seeds, the replica set name, and the
+        ``mongodb+srv`` name and service name."""
+        options = self._options
+        return (
+            tuple(sorted(options.seeds, key=lambda address: (address[0], address[1] or 0))),
+            options.replica_set,
+            options.srv_host,
+            options.srv_service_name,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MongoClient):
+            return self.eq_props() == other.eq_props()
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.eq_props())
+
+    def __iter__(self) -> MongoClient:
+        return self
+
+    def __next__(self) -> Any:
+        raise TypeError(f"{type(self).__name__!r} object is not iterable")
+
+    next = __next__
+
     # -- starting and stopping -------------------------------------------------------------------------------
 
     def _closed_error(self) -> ClientClosedError:
