@@ -370,8 +370,15 @@ def test_the_differences_list_is_well_formed() -> None:
 def test_every_public_attribute_of_pymongos_async_classes_exists() -> None:
     """A missing attribute would otherwise become a database (client.x) or a collection (db.x)."""
     from gridfs.asynchronous import grid_file
-    from pymongo.asynchronous import client_session, collection, command_cursor, cursor, database, mongo_client
     from pymongo.asynchronous import change_stream as pymongo_change_stream
+    from pymongo.asynchronous import (
+        client_session,
+        collection,
+        command_cursor,
+        cursor,
+        database,
+        mongo_client,
+    )
 
     import mongio
     from mongio import change_stream, gridfs
