@@ -418,3 +418,15 @@ def test_clients_compare_and_refuse_iteration_as_pymongos() -> None:
     with pytest.raises(AttributeError, match=r"client\['_hidden'\]"):
         first._hidden  # noqa: B018
     assert isinstance(first.append_metadata, type(first.close))
+
+
+def test_the_driver_keyword_takes_pymongos_driver_info_too() -> None:
+    from pymongo.driver_info import DriverInfo as PyMongoDriverInfo
+
+    import mongio
+    from mongio.driver_info import DriverInfo
+
+    ported = mongio.MongoClient(driver=PyMongoDriverInfo("odm", "1.0"))
+    assert ported._metadata.driver_info == (DriverInfo("odm", "1.0"),)
+    with pytest.raises(TypeError, match="DriverInfo"):
+        mongio.MongoClient(driver="odm")
