@@ -90,8 +90,7 @@ def _adapter(kind: str, listener: object) -> object:
     base = _BASES[kind]
     if isinstance(listener, base):
         return listener
-    forwarder: Any = _FORWARDERS[kind]()
-    forwarder._target = listener
+    forwarder: object = _FORWARDERS[kind](listener)
     return forwarder
 
 
@@ -126,7 +125,11 @@ def _forwarder_class(kind: str) -> type:
         forward.__name__ = name
         return forward
 
+    def __init__(self: Any, target: object) -> None:
+        self._target = target
+
     namespace: dict[str, Any] = {name: make_method(name) for name in _METHODS[kind]}
+    namespace["__init__"] = __init__
     namespace["__repr__"] = lambda self: f"<{kind} for {self._target!r}>"
     return type(f"_Forwarding{kind}", (_BASES[kind],), namespace)
 
