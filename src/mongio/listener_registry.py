@@ -99,8 +99,13 @@ def adapt_listeners(listeners: Iterable[object]) -> list[object]:
     it is, deriving from mongio's base class for that kind (what the publishers look for)."""
     adapted: list[object] = []
     for listener in [*_registered, *listeners]:
+        own: list[object] = []
         for kind in listener_kinds(listener):
-            adapted.append(_adapter(kind, listener))
+            item = _adapter(kind, listener)
+            # An object of several of mongio's classes is listed once: each publisher picks it by class.
+            if not any(item is known for known in own):
+                own.append(item)
+        adapted.extend(own)
     return adapted
 
 
