@@ -100,6 +100,17 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
     return codec_options
 
 
+def _as_driver_info(value: Any) -> DriverInfo:
+    """``value`` as mongio's :class:`DriverInfo`: itself, or built from the ``name``, ``version`` and
+    ``platform`` of another (PyMongo's namedtuple)."""
+    if isinstance(value, DriverInfo):
+        return value
+    fields: list[Any] = [getattr(value, name, _MISSING) for name in ("name", "version", "platform")]
+    if any(field is _MISSING for field in fields):
+        raise TypeError(f"driver info must be a DriverInfo, not {type(value).__name__}")
+    return DriverInfo(*fields)
+
+
 class _ListDatabasesCursor(ListDatabases):
     """``listDatabases`` answered as a one-batch cursor, for :meth:`MongoClient.list_databases`."""
 
@@ -156,7 +167,8 @@ class MongoClient:
         self._topology: Topology | None = None
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
-        self._metadata = ClientMetadata(self._options.appname, self._options.extras.get("driver"))
+        driver = self._options.extras.get("driver")
+        self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
@@ -179,6 +191,36 @@ class MongoClient:
         where = f"mongodb+srv://{self._options.srv_host}" if self._options.is_srv else seeds
         state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
         return f"MongoClient({where!r}, {state})"
+
+    def eq_props(self) -> tuple[tuple[Address, ...], str | None, str | None, str]:
+        """What makes two clients equal, as in PyMongo: the seeds, the replica set name, and the
+        ``mongodb+srv`` name and service name."""
+        options = self._options
+        return (
+            tuple(sorted(options.seeds, key=lambda address: (address[0], address[1] or 0))),
+            options.replica_set,
+            options.srv_host,
+            options.srv_service_name,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MongoClient):
+            return self.eq_props() == other.eq_props()
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.eq_props())
+
+    def __iter__(self) -> MongoClient:
+        return self
+
+    def __next__(self) -> Any:
+        raise TypeError(f"{type(self).__name__!r} object is not iterable")
+
+    next = __next__
 
     # -- starting and stopping -------------------------------------------------------------------------------
 
@@ -463,12 +505,7 @@ class MongoClient:
         """Add a wrapping library's name, version and platform to the handshake metadata of connections
         made from now on (PyMongo's method). Accepts :class:`mongio.driver_info.DriverInfo` or any object
         with ``name``, ``version`` and ``platform`` attributes (PyMongo's ``DriverInfo``)."""
-        if not isinstance(driver_info, DriverInfo):
-            fields: list[Any] = [getattr(driver_info, name, _MISSING) for name in ("name", "version", "platform")]
-            if any(value is _MISSING for value in fields):
-                raise TypeError(f"driver_info must be a DriverInfo, not {type(driver_info).__name__}")
-            driver_info = DriverInfo(*fields)
-        self._metadata.append(driver_info)
+        self._metadata.append(_as_driver_info(driver_info))
 
     # -- databases --------------------------------------------------------------------------------------------
 
