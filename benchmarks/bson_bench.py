@@ -159,6 +159,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=0.3, help="length of one round")
     parser.add_argument("--no-pure", action="store_true", help="skip PyMongo's pure-Python bson")
+    parser.add_argument(
+        "--pymongo-types",
+        action="store_true",
+        help="also measure mongio decoding to PyMongo's bson classes (the PyMongo-typed mode)",
+    )
     parser.add_argument("--as-pure-peer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rounds < 5:
@@ -179,6 +184,11 @@ def main() -> None:
         "mongio": (mongio_bson.encode, mongio_bson.decode),
         "pymongo C": (pymongo_bson.encode, pymongo_bson.decode),
     }
+    if args.pymongo_types:
+        from mongio.pymongo_types import typed_codec_options
+
+        typed = typed_codec_options(mongio_bson.DEFAULT_CODEC_OPTIONS)
+        codecs["mongio typed"] = (mongio_bson.encode, lambda data: mongio_bson.decode(data, typed))
     results = measure(codecs, documents, args.rounds, args.seconds)
     # mongio/pure comes from the peer process, where the two were measured side by side.
     pure_ratio: dict[str, dict[str, float]] | None = None
@@ -199,6 +209,8 @@ def main() -> None:
     if pure_ratio is not None:
         header += f"{'mongio/pure':>13}"
     header += f"{'mongio/C':>10}"
+    if "mongio typed" in results:
+        header += f"{'typed/C':>9}"
     print(header)
     for dataset in DATASETS:
         for op in ("encode", "decode"):
@@ -208,6 +220,8 @@ def main() -> None:
             if pure_ratio is not None:
                 row += f"{pure_ratio[dataset][op]:>13.2f}"
             row += f"{mine / results['pymongo C'][dataset][op]:>10.2f}"
+            if "mongio typed" in results:
+                row += f"{results['mongio typed'][dataset][op] / results['pymongo C'][dataset][op]:>9.2f}"
             print(row)
     # The pure-Python peer cannot share a process with the C extension, so it runs in its own process
     # beside a second copy of mongio; its column and mongio's were taken at different moments.

@@ -1,4 +1,4 @@
-"""``python -m spec_runner [--specs ROOT] [--uri URI] [--json FILE] [SUITE ...]``"""
+"""``python -m spec_runner [--specs ROOT] [--uri URI] [--json FILE] [--show-skips] [SUITE ...]``"""
 
 from __future__ import annotations
 
@@ -8,7 +8,27 @@ import sys
 
 from spec_runner.model import specs_root
 from spec_runner.registry import known_suites
-from spec_runner.runner import format_table, run
+from spec_runner.runner import Report, collect, format_table, run
+from spec_runner.skiplist import SkipMatches, skip_matches
+
+
+def format_skip_matches(matches: SkipMatches, *, verbose: bool = False) -> str:
+    """Each rule and entry, its count per suite and the tests it skips (all of them with ``verbose``, else up
+    to ten); an entry that skips nothing in the selected suites says so."""
+    lines = []
+    for label, cases in matches.by_entry.items():
+        per_suite: dict[str, int] = {}
+        for case in cases:
+            per_suite[case.suite] = per_suite.get(case.suite, 0) + 1
+        counts = ", ".join(f"{suite}: {count}" for suite, count in sorted(per_suite.items())) or "nothing"
+        lines.append(f"{label} -> {len(cases)} test(s) [{counts}]")
+        shown = cases if verbose else cases[:10]
+        lines.extend(f"    {case.id}" for case in shown)
+        if len(shown) < len(cases):
+            lines.append(f"    ... {len(cases) - len(shown)} more (use -v)")
+        if verbose:
+            lines.append(f"    reason: {matches.reasons[label]}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,11 +39,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
+    parser.add_argument(
+        "--show-skips",
+        action="store_true",
+        help="print each skip-list rule and entry with the tests it skips in the selected suites (runs nothing)",
+    )
     args = parser.parse_args(argv)
 
     if args.list:
         print("\n".join(known_suites()))
         return 0
+    if args.show_skips:
+        report = Report()
+        cases = collect(args.suites, specs_root(args.specs), report)
+        print(format_skip_matches(skip_matches(cases), verbose=args.verbose))
+        for error in report.errors:
+            print(f"ERROR: {error}", file=sys.stderr)
+        return 0 if not report.errors else 1
     report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose)
     print(format_table(report))
     for error in report.errors:

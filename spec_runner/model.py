@@ -30,6 +30,15 @@ CaseBody = Callable[[RunContext], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)
+class CaseSource:
+    """Where a unified test is written: its file and its position in the file's ``tests`` (what the skip
+    list's capability rules read)."""
+
+    path: Path
+    index: int
+
+
+@dataclass(frozen=True)
 class SpecCase:
     """One spec test. ``run`` raises (usually ``AssertionError``) when the test fails."""
 
@@ -38,6 +47,7 @@ class SpecCase:
     name: str  # the test's description, unique within its file
     run: CaseBody
     needs_server: bool = False
+    source: CaseSource | None = None  # set for unified format tests
 
     @property
     def id(self) -> str:

@@ -172,9 +172,13 @@ async def auth_uri(*, replica_set: bool = False) -> str:
     return f"mongodb://{AUTH_USER}:{quote(AUTH_PASSWORD, safe='')}@{server.address}/?authSource=admin"
 
 
-def expecting_failure(case: SpecCase) -> SpecCase:
-    """For the format's ``valid-fail`` files: the case must fail, loading the file included (any error but
-    a skip is the expected outcome); one that passes is the failure."""
+FailureCheck = Callable[[SpecCase, Exception], None]
+"""Raises ``AssertionError`` when a case that had to fail failed for another reason than its file intends."""
+
+
+def expecting_failure(case: SpecCase, check: FailureCheck | None = None) -> SpecCase:
+    """For the format's ``valid-fail`` files: the case must fail, loading the file included, and (with
+    ``check``) for the reason the file intends; one that passes, or fails otherwise, is the failure."""
     body = case.run
 
     async def run(context: RunContext) -> None:
@@ -184,7 +188,9 @@ def expecting_failure(case: SpecCase) -> SpecCase:
                 await result
         except CaseSkipped:
             raise
-        except Exception:
+        except Exception as exc:
+            if check is not None:
+                check(case, exc)
             return
         raise AssertionError(f"{case.name!r} was expected to fail, but it passed")
 
@@ -199,14 +205,18 @@ def unified_suite(
     standalone: bool = False,
     client_defaults: Mapping[str, Any] | None = None,
     auth: bool = False,
+    failure_check: FailureCheck | None = None,
 ) -> Suite:
     """A suite of the unified ``.json`` files under ``<name>/tests`` (or only its ``directories``); the
     cases of the ``expect_failure`` directories pass when they fail. With ``standalone``, the tests that
     need a single server run on one started for them, with ``auth`` those that need authentication (see
-    ``run_unified``); ``client_defaults`` are URI options for every client entity that does not set them."""
+    ``run_unified``); ``client_defaults`` are URI options for every client entity that does not set them;
+    ``failure_check`` says whether an expected failure failed for the intended reason."""
     return Suite(
         name=name,
-        collect=unified_collector(name, directories, expect_failure, standalone, client_defaults, auth=auth),
+        collect=unified_collector(
+            name, directories, expect_failure, standalone, client_defaults, auth=auth, failure_check=failure_check
+        ),
         needs_server=True,
     )
 
@@ -219,6 +229,7 @@ def unified_collector(
     client_defaults: Mapping[str, Any] | None = None,
     *,
     auth: bool = False,
+    failure_check: FailureCheck | None = None,
 ) -> Callable[[Path], Iterator[SpecCase]]:
     """The ``collect`` of ``unified_suite``, for a suite that gathers other cases too."""
     run = functools.partial(run_unified, standalone=standalone, client_defaults=client_defaults, auth=auth)
@@ -233,6 +244,6 @@ def unified_collector(
                 continue
             for case in unified_cases(name, where, run):
                 case = dataclasses.replace(case, file=f"{directory}/{case.file}")
-                yield expecting_failure(case) if directory in expect_failure else case
+                yield expecting_failure(case, failure_check) if directory in expect_failure else case
 
     return collect

@@ -17,6 +17,7 @@ import contextlib
 import inspect
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,11 +38,14 @@ from spec_runner.unified.entities import CURSOR_KINDS, EntityKind
 from spec_runner.unified.errors import UnifiedTestError
 from spec_runner.unified.events import ClientEventStore, ClientLogStore, LogMessage, acting_client
 from spec_runner.unified.loader import CollectionData, EntityDescription
+from spec_runner.unified.matcher import resolve_placeholders
 from spec_runner.unified.operations import OperationContext
 from spec_runner.unified.requirements import ServerFacts
 
 NAMESPACE_NOT_FOUND = 26
 NAMESPACE_EXISTS = 48
+LOG_LENGTH_VARIABLE = "MONGODB_LOG_MAX_DOCUMENT_LENGTH"
+LOGGING_TESTS_MAX_DOCUMENT_LENGTH = 10_000
 
 class DriverGap(NotImplementedError):
     """The driver API lacks a method or an argument an operation needs: a failure of the test, never an
@@ -78,14 +82,14 @@ async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def _driver(module: str, name: str) -> Any:
+def driver_api(module: str, name: str) -> Any:
     """A name of the driver API, imported when first needed: a part of the API that is not there yet fails
     the tests that need it (``ImportError``/``AttributeError`` are reported as the runner's own errors)."""
     return getattr(import_module(module), name)
 
 
 try:  # the command listener base, so the client's publisher accepts the recorder as one
-    _CommandListener: type = _driver("mongio.events.command", "CommandListener")
+    _CommandListener: type = driver_api("mongio.events.command", "CommandListener")
 except (ImportError, AttributeError):  # pragma: no cover - only while the API is being written
     _CommandListener = object
 
@@ -421,6 +425,11 @@ def write_concern(document: Mapping[str, Any]) -> WriteConcern:
 
 
 def read_preference(document: Mapping[str, Any]) -> Any:
+    # The format's readPreference also allows hedge; hedged reads are deprecated (MongoDB 8.0 ignores them)
+    # and mongio has none, so a test asking for them is refused rather than run without them.
+    unknown = set(document) - {"mode", "tagSets", "maxStalenessSeconds"}
+    if unknown:
+        raise UnifiedTestError(f"readPreference: unsupported field(s) {sorted(unknown)}")
     mode = read_pref_mode_from_name(str(document["mode"]))
     staleness = document.get("maxStalenessSeconds", -1)
     return make_read_preference(mode, document.get("tagSets"), staleness)
@@ -445,7 +454,7 @@ def collection_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def transaction_options(document: Mapping[str, Any]) -> Any:
-    transaction_options_class = _driver("mongio.sessions.transaction_state", "TransactionOptions")
+    transaction_options_class = driver_api("mongio.sessions.transaction_state", "TransactionOptions")
     values = dict(document)
     kwargs: dict[str, Any] = {}
     if "readConcern" in values:
@@ -461,6 +470,12 @@ def transaction_options(document: Mapping[str, Any]) -> Any:
     return transaction_options_class(**kwargs)
 
 
+def missing_environment_value(path: str) -> Any:
+    # The format lets uriOptions take values "loaded from the test environment" (an OIDC environment name,
+    # credentials); this environment provides none, so a test needing one cannot make its client.
+    raise UnifiedTestError(f"{path}: $$placeholder needs a value from the test environment, and there is none")
+
+
 async def _ready_a_connection(client: Any) -> None:
     """Open a pooled connection for a client the test does not observe (a ``setupClient``), so a fail point
     it sets later takes one round trip, as it would through a client that had been in use; best effort."""
@@ -470,7 +485,7 @@ async def _ready_a_connection(client: Any) -> None:
 
 
 def server_api(document: Mapping[str, Any]) -> Any:
-    cls = _driver("mongio.server_api", "ServerApi")
+    cls = driver_api("mongio.server_api", "ServerApi")
     return cls(str(document["version"]), strict=document.get("strict"), deprecation_errors=document.get("deprecationErrors"))
 
 
@@ -494,6 +509,17 @@ class MongioBackend:
         self.client_defaults = dict(client_defaults or {})
         self.fail_points: list[tuple[Any, str]] = []  # (client or None for the internal one, fail point name)
         self._log_recorders: list[LogRecorder] = []
+        self._set_max_document_length = False  # whether end_test must unset the variable again
+
+    def _lengthen_logged_documents(self) -> None:
+        """The logging tests run with a large max document length (command logging and monitoring tests
+        README: "e.g. 10,000"), so whole commands and replies are logged and can be matched; it is set through
+        the logging specification's ``MONGODB_LOG_MAX_DOCUMENT_LENGTH`` unless the environment already sets it,
+        and restored by ``end_test``."""
+        if self._set_max_document_length or LOG_LENGTH_VARIABLE in os.environ:
+            return
+        os.environ[LOG_LENGTH_VARIABLE] = str(LOGGING_TESTS_MAX_DOCUMENT_LENGTH)
+        self._set_max_document_length = True
 
     # -- initialData and outcome ------------------------------------------------------------------------
 
@@ -576,18 +602,21 @@ class MongioBackend:
         logs: ClientLogStore | None = None
         log_recorder: LogRecorder | None = None
         if "observeLogMessages" in options:
+            self._lengthen_logged_documents()
             logs = ClientLogStore(options["observeLogMessages"], client=description.id)
             log_recorder = LogRecorder(logs)
             log_recorder.attach()
             self._log_recorders.append(log_recorder)
-        kwargs: dict[str, Any] = dict(options.get("uriOptions", {}))
+        kwargs: dict[str, Any] = dict(
+            resolve_placeholders(options.get("uriOptions", {}), missing_environment_value, "uriOptions")
+        )
         given = {key.lower() for key in kwargs}
         for key, value in self.client_defaults.items():
             if key.lower() not in given:
                 kwargs[key] = value
         if "serverApi" in options:
             kwargs["server_api"] = server_api(options["serverApi"])
-        mongo_client = _driver("mongio.client", "MongoClient")
+        mongo_client = driver_api("mongio.client", "MongoClient")
         listeners: list[Any] = [recorder] if (observe or stored) else []
         # The client's monitors and pools start inside this block, so what they log is the client's.
         with acting_client(description.id):
@@ -599,8 +628,13 @@ class MongioBackend:
         min_pool_size = kwargs.get("minPoolSize") or 0
         if "awaitMinPoolSizeMS" in options and min_pool_size:
             await _await_min_pool_size(client, int(min_pool_size), options["awaitMinPoolSizeMS"] / 1000)
-            # Events from before the pools were filled are not the test's.
+            # Events and log messages from before the pools were filled are not the test's.
             store.events.clear()
+            if logs is not None:
+                logs.messages.clear()
+            for targets in stored.values():
+                for target in targets:
+                    target.clear()
         if logs is not None:
             entity.extras["logs"] = logs
         if not listeners and logs is None:
@@ -651,7 +685,7 @@ class MongioBackend:
     async def _bucket(self, description: EntityDescription, context: OperationContext) -> None:
         options = dict(description.options)
         database = context.entities.database(options.pop("database"))
-        bucket_class = _driver("mongio.gridfs", "GridFSBucket")
+        bucket_class = driver_api("mongio.gridfs", "GridFSBucket")
         bucket_options = options.pop("bucketOptions", {})
         kwargs: dict[str, Any] = {}
         names = {"bucketName": "bucket_name", "chunkSizeBytes": "chunk_size_bytes"}
@@ -683,7 +717,12 @@ class MongioBackend:
 
     # -- cleanup ------------------------------------------------------------------------------------------
 
-    async def end_test(self, context: OperationContext) -> None:
+    async def disable_fail_points(self) -> None:
+        errors = await self._disable_fail_points()
+        if errors:
+            raise UnifiedTestError(f"could not turn the test's fail points off: {'; '.join(errors)}")
+
+    async def _disable_fail_points(self) -> list[str]:
         errors: list[str] = []
         for _client, name in reversed(self.fail_points):
             try:
@@ -691,6 +730,10 @@ class MongioBackend:
             except Exception as exc:  # the server may be the thing the test broke
                 errors.append(f"disabling {name}: {exc}")
         self.fail_points.clear()
+        return errors
+
+    async def end_test(self, context: OperationContext) -> None:
+        errors = await self._disable_fail_points()
         for entity in context.entities.of_kind(*CURSOR_KINDS):
             await _quietly(entity.value, "close")
         for entity in context.entities.of_kind(EntityKind.SESSION):
@@ -701,6 +744,9 @@ class MongioBackend:
         for recorder in reversed(self._log_recorders):
             recorder.detach()
         self._log_recorders.clear()
+        if self._set_max_document_length:
+            os.environ.pop(LOG_LENGTH_VARIABLE, None)
+            self._set_max_document_length = False
         try:
             # A transaction the test left open would hold its locks into the next test.
             await self.internal.command("admin", {"killAllSessions": []}, check=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-from spec_runner.model import RunContext, SpecCase, relative_file, unique_names
+from spec_runner.model import CaseSource, RunContext, SpecCase, relative_file, unique_names
 from spec_runner.unified.errors import UnifiedTestError
 from spec_runner.unified.loader import (
     UnifiedTest,
@@ -61,4 +61,5 @@ def unified_cases(
                 name=name,
                 run=_case_body(path, index, run_one),
                 needs_server=needs_server,
+                source=CaseSource(path, index),
             )

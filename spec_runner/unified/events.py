@@ -13,6 +13,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from mongio.bson.errors import BSONError
+from spec_runner.unified import ejson
 from spec_runner.unified.errors import MatchError, UnifiedTestError
 from spec_runner.unified.matcher import EntityLookup, Matcher
 
@@ -463,10 +465,20 @@ class LogMessage:
 
 
 def _failure_is_redacted(message: Any) -> bool:
+    """Whether a log message's failure was redacted: a document (or the Extended JSON text of one, which is
+    how a driver that logs failures as strings shows it) that keeps nothing but code, code name and error
+    labels, or an empty string; any other text (an error message) is not redacted."""
     known = getattr(message, "failure_redacted", None)
     if known is not None:
         return bool(known)
     failure = message.data.get("failure")
+    if isinstance(failure, str):
+        if not failure.strip():
+            return True
+        try:
+            failure = ejson.loads(failure)
+        except (ValueError, TypeError, KeyError, BSONError):
+            return False
     if isinstance(failure, Mapping):
         return set(failure) <= _REDACTED_FAILURE_KEYS
     return False

@@ -178,6 +178,10 @@ def check_expected_error(
     unknown = set(expected) - EXPECTED_ERROR_KEYS
     if unknown:
         raise UnifiedTestError(f"expectError: unknown assertion(s) {sorted(unknown)}")
+    if "isError" in expected and expected["isError"] is not True:
+        raise UnifiedTestError(f"expectError.isError can only be true, not {expected['isError']!r}")
+    if not expected:
+        raise UnifiedTestError("expectError needs at least one assertion")
     if error is None:
         raise MatchError("expectError", f"expected an error ({dict(expected)}), but the operation succeeded")
     described = error if isinstance(error, ErrorDescription) else describe_error(error)

@@ -48,6 +48,9 @@ class _Missing:
 MISSING: Final = _Missing()
 """Pass as ``actual`` when there is no value at all (an operation without a result, an error without one)."""
 
+TRUNCATION_MARK: Final = "..."
+"""What the logging specification appends to an Extended JSON document cut at the max document length."""
+
 
 class EntityLookup(Protocol):
     """What the entity-based operators need from the entity map."""
@@ -259,6 +262,11 @@ class Matcher:
             if len(expected) != len(actual):
                 raise _fail(path, expected, actual, f"expected {len(expected)} elements, got {len(actual)}")
             for index, (item, got) in enumerate(zip(expected, actual)):
+                if is_operator(item) and "$$unsetOrMatches" in item:
+                    # An array element is never unset: arrays must have the same number of elements.
+                    raise UnifiedTestError(
+                        f"{child_path(path, index)}: $$unsetOrMatches cannot be used as an array element"
+                    )
                 self.match(item, got, root=root_elements, path=child_path(path, index))
             return
         if not values_equal(expected, actual):
@@ -382,6 +390,14 @@ class Matcher:
         try:
             parsed = ejson.loads(actual)
         except (ValueError, TypeError, KeyError, BSONError) as exc:
+            if actual.endswith(TRUNCATION_MARK):
+                # The logging specification cuts long documents and appends "..."; what is left is not JSON.
+                raise MatchError(
+                    path,
+                    f"the Extended JSON was truncated after {len(actual) - len(TRUNCATION_MARK)} characters "
+                    f"(the driver's max document length), so it cannot be matched as a document: "
+                    f"{_show(actual)}",
+                ) from None
             raise MatchError(path, f"cannot parse {_show(actual)} as Extended JSON: {exc}") from None
         if not isinstance(parsed, Mapping):
             raise MatchError(path, f"expected Extended JSON for a document, got {_show(actual)}")

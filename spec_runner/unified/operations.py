@@ -40,6 +40,10 @@ PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
 """Exceptions that mean the runner or the test is wrong, never the outcome an operation is checked for."""
 
 
+RUNNER_ENTITY_ARGUMENTS = ("client", "session", "thread", "topologyDescription")
+"""The ``testRunner`` operations' arguments that name an existing entity."""
+
+
 class UnsupportedOperation(UnifiedTestError):
     """No operation of that name is registered for the object's kind."""
 
@@ -195,6 +199,11 @@ def prepare(
         target, kind = entity.value, entity.kind.value
     spec = (registry or context.registry).lookup(kind, op.name)
     arguments = dict(op.arguments)
+    if kind == TEST_RUNNER:
+        # An entity the operation names must exist, whatever else is wrong with its arguments.
+        for key in RUNNER_ENTITY_ARGUMENTS:
+            if isinstance(arguments.get(key), str):
+                context.entities.entity(arguments[key])
     spec.check_arguments(arguments)
     if "session" in arguments:
         arguments["session"] = context.entities.session(arguments["session"])

@@ -1,6 +1,6 @@
 """Collection, database and index management and the command helpers: ``createCollection``,
 ``dropCollection``, ``listCollections``, ``listDatabases`` (and their ``...Names`` and ``...Objects`` forms),
-``modifyCollection``, ``runCommand``,
+``modifyCollection``, ``appendMetadata``, ``runCommand``,
 ``runCursorCommand``, ``createCommandCursor``, the index and search index operations, ``rename``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spec_runner.unified.backend import api_call, read_preference
+from spec_runner.unified.backend import api_call, driver_api, read_preference
 from spec_runner.unified.entities import EntityKind
 from spec_runner.unified.errors import UnifiedTestError
 from spec_runner.unified.matcher import MISSING
@@ -94,6 +94,18 @@ async def list_collection_names(call: OperationCall) -> Any:
 async def list_databases(call: OperationCall) -> Any:
     cursor = await api_call(call.target.list_databases, **dict(call.arguments))
     return await read_all(cursor)
+
+
+@operation("appendMetadata", object="client", required=("driverInfoOptions",))
+async def append_metadata(call: OperationCall) -> Any:
+    # The handshake specification's MongoClient.appendMetadata(DriverInfoOptions).
+    options = dict(call.arguments["driverInfoOptions"])
+    unknown = set(options) - {"name", "version", "platform"}
+    if unknown:
+        raise UnifiedTestError(f"appendMetadata: unsupported driverInfoOptions field(s) {sorted(unknown)}")
+    driver_info = driver_api("mongio.connection.handshake", "DriverInfo")(**options)
+    await api_call(call.target.append_metadata, driver_info)
+    return MISSING
 
 
 @operation(

@@ -19,7 +19,15 @@ from spec_runner.unified.matcher import MISSING
 from spec_runner.unified.operations import OperationCall, ResultShape, operation
 from spec_runner.unified.ops_crud import as_document, driver_arguments
 
-_UPLOAD_OPTIONS = ("chunkSizeBytes", "metadata", "session", "timeoutMS", "contentType", "disableMD5")
+_UPLOAD_OPTIONS = (
+    "chunkSizeBytes",
+    "metadata",
+    "session",
+    "timeoutMS",
+    "contentType",
+    "aliases",
+    "disableMD5",
+)
 
 
 def hex_bytes(source: Any) -> bytes:
@@ -39,9 +47,13 @@ def _upload_options(arguments: Mapping[str, Any]) -> dict[str, Any]:
             options["chunk_size_bytes"] = value
         elif key in ("metadata", "session", "timeoutMS"):
             options[key] = value
-        elif key in ("contentType", "disableMD5"):
-            # Deprecated fields the driver does not write (disableMD5: MD5 is never computed).
-            raise UnifiedTestError(f"upload option {key!r} is deprecated and not supported")
+        elif key == "contentType":
+            options["content_type"] = value
+        elif key == "aliases":
+            options["aliases"] = value
+        elif key == "disableMD5" and not isinstance(value, bool):
+            # Otherwise nothing to pass: the driver never computes MD5 (its bucket's disable_md5 is a no-op).
+            raise UnifiedTestError(f"disableMD5 must be a boolean, not {value!r}")
     return options
 
 

@@ -8,7 +8,7 @@ data) is done here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from spec_runner.model import CaseSkipped
@@ -46,6 +46,11 @@ class Backend(Protocol):
     async def collection_documents(self, data: CollectionData) -> Sequence[Mapping[str, Any]]:
         """``outcome``: the collection's documents sorted by ``_id``, read with the internal client, a primary
         read preference and a local read concern."""
+        ...
+
+    async def disable_fail_points(self) -> None:
+        """Turn off every fail point the test set, on the server it was set on (done once the operations are
+        over, before the events and the outcome are checked, and again by ``end_test``)."""
         ...
 
     async def end_test(self, context: OperationContext) -> None:
@@ -107,9 +112,13 @@ async def run_test(
     facts: ServerFacts,
     backend: Backend,
     registry: OperationRegistry = REGISTRY,
+    inspect_entities: Callable[[EntityMap], None] | None = None,
 ) -> None:
     """Run one test; raises ``TestSkipped`` when it is not to be run, ``AssertionError`` (``MatchError``)
-    when it fails, ``UnifiedTestError`` when the test itself asks for something unsupported."""
+    when it fails, ``UnifiedTestError`` when the test itself asks for something unsupported.
+
+    ``inspect_entities`` is called with the entity map before it is cleared (the format lets whoever runs the
+    tests look at the entities at the end of each test)."""
     reason = skip_reason(test_file, test, facts)
     if reason is not None:
         raise TestSkipped(reason)
@@ -123,6 +132,8 @@ async def run_test(
         for op in test.operations:
             await special.execute_as_client(context, op)
         _stop_recording(context.entities)
+        # A fail point still on could fail the outcome's reads; the format turns them off at this point.
+        await backend.disable_fail_points()
         for expected in test.expect_events or ():
             store = context.entities.client_events(expected["client"])
             check_events(expected, store.events, entities=context.entities)
@@ -136,4 +147,6 @@ async def run_test(
             if isinstance(entity.value, ThreadEntity):
                 await entity.value.close()
         await backend.end_test(context)
+        if inspect_entities is not None:
+            inspect_entities(context.entities)
         context.entities.clear()

@@ -39,8 +39,8 @@ from mongio.operations import (
 )
 from mongio.options import ReadConcern, ReadPreference, WriteConcern
 from mongio.sessions.client_session import ClientSession
-
-__version__ = "0.1.0.dev0"
+from mongio.topology.topology_description import MAX_SUPPORTED_WIRE_VERSION, MIN_SUPPORTED_WIRE_VERSION
+from mongio.version import __version__, get_version_string, has_c, version, version_tuple
 
 __all__ = [
     "ASCENDING",
@@ -48,6 +48,8 @@ __all__ = [
     "GEO2D",
     "GEOSPHERE",
     "HASHED",
+    "MAX_SUPPORTED_WIRE_VERSION",
+    "MIN_SUPPORTED_WIRE_VERSION",
     "TEXT",
     "AsyncMongoClient",
     "BulkWriteResult",
@@ -77,5 +79,9 @@ __all__ = [
     "UpdateResult",
     "WriteConcern",
     "__version__",
+    "get_version_string",
+    "has_c",
     "timeout",
+    "version",
+    "version_tuple",
 ]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -195,6 +195,9 @@ class ChangeStream(Generic[_T]):
         # A cursor given up by a cancelled or timed-out call: the next call kills it and resumes.
         self._interrupted = False
         self._closed = False
+        # Whether the first aggregate ran: watch() returns the stream unopened; awaiting it, entering it or
+        # asking it for a change opens it (PyMongo's and Motor's idioms both).
+        self._started = False
         # The client-side operation timeout of every call (seconds; math.inf: no bound; None: CSOT off), and
         # the one the stream's database or collection set (same units), which comes before the client's.
         self._timeout: float | None = None
@@ -288,11 +291,17 @@ class ChangeStream(Generic[_T]):
             raise
 
     async def _opened(self: _Self) -> _Self:
-        """Run the first ``aggregate`` and give the stream back (what ``watch()`` returns)."""
-        self._timeout = self._settle_timeout()
-        with csot.timeout(self._timeout):
-            await self._open()
+        """Run the first ``aggregate`` unless it ran already, and give the stream back."""
+        if not self._started and not self._closed:
+            self._timeout = self._settle_timeout()
+            with csot.timeout(self._timeout):
+                await self._open()
+            self._started = True
         return self
+
+    def __await__(self: _Self) -> Generator[Any, None, _Self]:
+        """``await coll.watch()`` (PyMongo's async API) opens the stream and gives it back."""
+        return self._opened().__await__()
 
     def _settle_timeout(self) -> float | None:
         """The timeout each call of the stream gets: what is left of an enclosing ``timeout()`` block, else
@@ -363,6 +372,7 @@ class ChangeStream(Generic[_T]):
         happens), resuming once if it fails with a resumable error. Read :attr:`resume_token` after each
         call to keep the stream's position, and :attr:`alive` to know whether to call again.
         """
+        await self._opened()
         with csot.timeout(self._timeout):
             return await self._try_next()
 
@@ -427,6 +437,7 @@ class ChangeStream(Generic[_T]):
         """The next change, waiting for one as long as it takes (or for the stream's timeout, if it has
         one); raises ``StopAsyncIteration`` once the stream is closed or has ended (after an ``invalidate``
         event)."""
+        await self._opened()
         with csot.timeout(self._timeout):
             while self.alive:
                 change = await self._try_next()
@@ -467,7 +478,7 @@ class ChangeStream(Generic[_T]):
             pass
 
     async def __aenter__(self: _Self) -> _Self:
-        return self
+        return await self._opened()
 
     async def __aexit__(
         self,

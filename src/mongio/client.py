@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from mongio import pymongo_types
 from mongio.bson.codec_options import CodecOptions
 from mongio.change_stream import ClusterChangeStream
 from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.handshake import ClientMetadata, server_api_fields
+from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
@@ -37,6 +38,7 @@ from mongio.events.listeners import ConnectionPoolListener
 from mongio.execution import deadline as csot
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
+from mongio.listener_registry import adapt_listeners
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite
 from mongio.operations.collections import DropDatabase, ListDatabases
@@ -46,8 +48,10 @@ from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode
-from mongio.options.write_concern import WriteConcern
+from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern
+from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.sessions.transaction_state import check_no_operation_concerns
 from mongio.topology.monitor import monitor_connection_factory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
@@ -63,6 +67,10 @@ if TYPE_CHECKING:
     from mongio.sessions.transaction_state import TransactionOptions
 
 __all__ = ["AsyncMongoClient", "MongoClient"]
+
+_V = TypeVar("_V")
+_REPLICA_SET_TYPES = (TopologyType.ReplicaSetWithPrimary, TopologyType.ReplicaSetNoPrimary)
+_MISSING = object()
 
 _CODEC_KEYWORDS = (
     "tzinfo",
@@ -85,7 +93,22 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
     }
     if options.uuid_representation is not None:
         kwargs["uuid_representation"] = _UUID_REPRESENTATIONS.get(str(options.uuid_representation).lower(), 0)
-    return CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
+    codec_options = CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
+    if options.pymongo_types:
+        pymongo_types.enable()
+        return pymongo_types.typed_codec_options(codec_options)
+    return codec_options
+
+
+def _as_driver_info(value: Any) -> DriverInfo:
+    """``value`` as mongio's :class:`DriverInfo`: itself, or built from the ``name``, ``version`` and
+    ``platform`` of another (PyMongo's namedtuple)."""
+    if isinstance(value, DriverInfo):
+        return value
+    fields: list[Any] = [getattr(value, name, _MISSING) for name in ("name", "version", "platform")]
+    if any(field is _MISSING for field in fields):
+        raise TypeError(f"driver info must be a DriverInfo, not {type(value).__name__}")
+    return DriverInfo(*fields)
 
 
 class _ListDatabasesCursor(ListDatabases):
@@ -119,6 +142,9 @@ class MongoClient:
     overload retries draw on a per-client token bucket, so a long overload cannot multiply the load.
     """
 
+    HOST = "localhost"
+    PORT = 27017
+
     def __init__(
         self,
         host: str | Sequence[str] | None = None,
@@ -128,7 +154,9 @@ class MongoClient:
         connect: bool = True,
         **kwargs: Any,
     ) -> None:
-        listeners = list(kwargs.pop("event_listeners", None) or ())
+        # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
+        # ones monitoring.register() was given.
+        listeners = adapt_listeners(kwargs.pop("event_listeners", None) or ())
         self._options = ClientOptions.from_uri(host, port, **kwargs)
         self._event_listeners = listeners
         self._codec_options = _codec_options(self._options, document_class, tz_aware)
@@ -139,7 +167,8 @@ class MongoClient:
         self._topology: Topology | None = None
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
-        self._metadata = ClientMetadata(self._options.appname, self._options.extras.get("driver"))
+        driver = self._options.extras.get("driver")
+        self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
@@ -162,6 +191,36 @@ class MongoClient:
         where = f"mongodb+srv://{self._options.srv_host}" if self._options.is_srv else seeds
         state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
         return f"MongoClient({where!r}, {state})"
+
+    def eq_props(self) -> tuple[tuple[Address, ...], str | None, str | None, str]:
+        """What makes two clients equal, as in PyMongo: the seeds, the replica set name, and the
+        ``mongodb+srv`` name and service name."""
+        options = self._options
+        return (
+            tuple(sorted(options.seeds, key=lambda address: (address[0], address[1] or 0))),
+            options.replica_set,
+            options.srv_host,
+            options.srv_service_name,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MongoClient):
+            return self.eq_props() == other.eq_props()
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.eq_props())
+
+    def __iter__(self) -> MongoClient:
+        return self
+
+    def __next__(self) -> Any:
+        raise TypeError(f"{type(self).__name__!r} object is not iterable")
+
+    next = __next__
 
     # -- starting and stopping -------------------------------------------------------------------------------
 
@@ -289,6 +348,10 @@ class MongoClient:
         finally:
             await topology.close()
 
+    async def aclose(self) -> None:
+        """:meth:`close` under the name :func:`contextlib.aclosing` and async resources use."""
+        await self.close()
+
     async def __aenter__(self) -> MongoClient:
         await self._open_topology()
         return self
@@ -338,43 +401,111 @@ class MongoClient:
             )
         )
 
-    def _server_property(self, attribute: str) -> Any:
-        description = self.topology_description
-        writable = [sd for sd in description.known_servers if sd.is_writable]
-        if not writable:
-            return None
-        return getattr(writable[0], attribute)
-
     @property
-    def address(self) -> Address | None:
-        """The address of the server the client talks to for writes when there is exactly one choice: the
-        standalone, primary or (single) mongos; ``None`` when none is known yet. Raises
-        :class:`~mongio.errors.InvalidOperation` for several mongoses, as PyMongo does."""
-        description = self.topology_description
-        if description.topology_type is TopologyType.Sharded and len(description.server_descriptions()) > 1:
-            raise InvalidOperation(
-                "MongoClient.address cannot name one server: the client is connected to several mongoses"
-            )
-        address: Address | None = self._server_property("address")
-        return address
+    def nodes(self) -> frozenset[Address]:
+        """The addresses of the servers the client currently knows to be up (empty before it connects)."""
+        return frozenset(sd.address for sd in self.topology_description.known_servers)
 
-    @property
-    def primary(self) -> Address | None:
-        """The replica set primary's address, or ``None``."""
+    def _writable_now(self) -> Any:
+        writable = [sd for sd in self.topology_description.known_servers if sd.is_writable]
+        return writable[0] if writable else None
+
+    def _members_now(self, server_type: ServerType) -> set[Address]:
+        description = self.topology_description
+        if description.topology_type not in _REPLICA_SET_TYPES:
+            return set()
+        return {sd.address for sd in description.known_servers if sd.server_type is server_type}
+
+    def _primary_now(self) -> Address | None:
         for sd in self.topology_description.known_servers:
             if sd.server_type is ServerType.RSPrimary:
                 primary: Address = sd.address
                 return primary
         return None
 
-    @property
-    def is_primary(self) -> bool:
-        """Whether the server the client writes to is a standalone, a primary or a mongos."""
-        return self._server_property("address") is not None
+    def _check_single_address(self) -> None:
+        description = self.topology_description
+        if description.topology_type is TopologyType.Sharded and len(description.server_descriptions()) > 1:
+            raise InvalidOperation(
+                "MongoClient.address cannot name one server: the client is connected to several mongoses; "
+                "use nodes instead"
+            )
+
+    async def _writable_server(self) -> Any:
+        """The description of the server writes go to, selected as for a write (waits for one, up to
+        ``serverSelectionTimeoutMS``)."""
+        topology = await self._open_topology()
+        server = await topology.select_server(is_write=True, operation="serverProperty")
+        server.operation_finished()
+        return server.description
+
+    async def _address_answer(self) -> Address | None:
+        await self._open_topology()
+        self._check_single_address()
+        address: Address | None = (await self._writable_server()).address
+        return address
+
+    async def _after_connecting(self, read: Callable[[], _V]) -> _V:
+        await self._open_topology()
+        return read()
 
     @property
-    def is_mongos(self) -> bool:
-        return self.topology_description.topology_type is TopologyType.Sharded
+    def address(self) -> ServerAnswer[Address | None]:
+        """The address of the server the client writes to when there is exactly one choice: the standalone,
+        primary or (single) mongos. As a value: from what the client knows now (``None`` when nothing is
+        known yet); awaited (PyMongo's ``await client.address``): connects and selects that server first.
+        Raises :class:`~mongio.errors.InvalidOperation` for several mongoses, as PyMongo does."""
+        self._check_single_address()
+        writable = self._writable_now()
+        return ServerAnswer(None if writable is None else writable.address, self._address_answer)
+
+    @property
+    def primary(self) -> ServerAnswer[Address | None]:
+        """The replica set primary's address, or ``None`` (awaitable: connects first)."""
+        return ServerAnswer(self._primary_now(), lambda: self._after_connecting(self._primary_now))
+
+    @property
+    def secondaries(self) -> ServerAnswer[set[Address]]:
+        """The addresses of the replica set's secondaries known now (awaitable: connects first)."""
+
+        def read() -> set[Address]:
+            return self._members_now(ServerType.RSSecondary)
+
+        return ServerAnswer(read(), lambda: self._after_connecting(read))
+
+    @property
+    def arbiters(self) -> ServerAnswer[set[Address]]:
+        """The addresses of the replica set's arbiters known now (awaitable: connects first)."""
+
+        def read() -> set[Address]:
+            return self._members_now(ServerType.RSArbiter)
+
+        return ServerAnswer(read(), lambda: self._after_connecting(read))
+
+    @property
+    def is_primary(self) -> ServerAnswer[bool]:
+        """Whether the server the client writes to is a standalone, a primary or a mongos (awaitable:
+        selects that server first, as PyMongo does)."""
+
+        async def fetch() -> bool:
+            return bool((await self._writable_server()).is_writable)
+
+        return ServerAnswer(self._writable_now() is not None, fetch)
+
+    @property
+    def is_mongos(self) -> ServerAnswer[bool]:
+        """Whether the client talks to mongos (awaitable: selects the server writes go to first)."""
+
+        async def fetch() -> bool:
+            return bool((await self._writable_server()).server_type is ServerType.Mongos)
+
+        return ServerAnswer(self.topology_description.topology_type is TopologyType.Sharded, fetch)
+
+    def append_metadata(self, driver_info: Any) -> None:
+        """Add a wrapping library's name, version and platform to the handshake metadata of connections
+        made from now on (PyMongo's method). Accepts :class:`mongio.driver_info.DriverInfo` or any object
+        with ``name``, ``version`` and ``platform`` attributes (PyMongo's ``DriverInfo``)."""
+        self._metadata.append(_as_driver_info(driver_info))
 
     # -- databases --------------------------------------------------------------------------------------------
 
@@ -418,7 +549,8 @@ class MongoClient:
     def __getattr__(self, name: str) -> Database[Any]:
         if name.startswith("_"):
             raise AttributeError(
-                f"MongoClient has no attribute {name!r}; to reach the database {name!r} use client[{name!r}]"
+                f"{type(self).__name__} has no attribute {name!r}. To access the {name} database, "
+                f"use client[{name!r}]."
             )
         return self.get_database(name)
 
@@ -525,9 +657,12 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
-        if write_concern is not None and session is not None and session.in_transaction:
-            raise InvalidOperation("Cannot set write concern after starting a transaction")
         concern = write_concern if write_concern is not None else self._write_concern
+        if session is not None and session.in_transaction:
+            # The transaction's write concern applies (on commit): one given here is refused, the client's
+            # is not used.
+            check_no_operation_concerns(write_concern=write_concern is not None)
+            concern = DEFAULT_WRITE_CONCERN
         bulk = ClientBulkWrite(
             models,
             ordered=ordered,
@@ -585,7 +720,7 @@ class MongoClient:
                 await own_session.end_session()
         return bulk.result()
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -601,8 +736,8 @@ class MongoClient:
         show_expanded_events: bool | None = None,
     ) -> ClusterChangeStream[Any]:
         """Watch the changes to every collection of every database (``admin``, ``local``, ``config`` and
-        system collections excepted): runs the ``aggregate`` that opens a change stream on ``admin`` and
-        returns the stream. The arguments are those of
+        system collections excepted): returns the change stream (on ``admin``), opened by awaiting or
+        entering it as with :meth:`Collection.watch <mongio.collection.Collection.watch>`. The arguments are those of
         :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
 
             async with await client.watch() as stream:
@@ -630,7 +765,7 @@ class MongoClient:
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     # -- sessions ----------------------------------------------------------------------------------------------
 

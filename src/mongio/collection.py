@@ -46,8 +46,8 @@ from mongio.operations.indexes import (
     DropIndexes,
     DropSearchIndex,
     ListIndexes,
+    ListSearchIndexes,
     UpdateSearchIndex,
-    list_search_indexes,
 )
 from mongio.operations.map_reduce import MapReduce
 from mongio.operations.models import (
@@ -68,6 +68,9 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.options.read_concern import as_read_concern
+from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -97,6 +100,15 @@ _AGGREGATE_OPTIONS = {
     "max_await_time_ms": "max_await_time_ms",
     "rawData": "raw_data",
     "raw_data": "raw_data",
+}
+# An aggregate that cannot write: the aggregation options but those of a write stage, plus ``let``.
+_LIST_SEARCH_INDEXES_OPTIONS = {
+    **{
+        key: name
+        for key, name in _AGGREGATE_OPTIONS.items()
+        if name not in ("bypass_document_validation", "raw_data")
+    },
+    "let": "let",
 }
 _READ_OPTIONS = {
     "collation": "collation",
@@ -133,7 +145,9 @@ _MAX_TIME_OPTIONS = {
 }
 # find_one's arguments that Find takes as they are (the Cursor changes none of them but ``sort``, which Find
 # normalizes the same way): with only these, find_one runs its Find without a Cursor.
-_FIND_ONE_DIRECT = frozenset({"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"})
+_FIND_ONE_DIRECT = frozenset(
+    {"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"}
+)
 
 
 def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
@@ -185,10 +199,12 @@ class Collection(Generic[_D]):
             )
         self._database = database
         self._name = validate_collection_name(name)
-        self._codec_options = database.codec_options if codec_options is None else codec_options
-        self._read_preference = database.read_preference if read_preference is None else read_preference
-        self._write_concern = database.write_concern if write_concern is None else write_concern
-        self._read_concern = database.read_concern if read_concern is None else read_concern
+        self._codec_options = database.codec_options.resolve(codec_options)
+        self._read_preference = (
+            database.read_preference if read_preference is None else as_read_preference(read_preference)
+        )
+        self._write_concern = database.write_concern if write_concern is None else as_write_concern(write_concern)
+        self._read_concern = database.read_concern if read_concern is None else as_read_concern(read_concern)
         # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.
         self._timeout: float | None = database._timeout if timeout is None else level_timeout(timeout)
 
@@ -245,7 +261,7 @@ class Collection(Generic[_D]):
         collection: Collection[_D] = Collection(
             self._database,
             self._name,
-            codec_options=self._codec_options if codec_options is None else codec_options,
+            codec_options=self._codec_options.resolve(codec_options),
             read_preference=self._read_preference if read_preference is None else read_preference,
             write_concern=self._write_concern if write_concern is None else write_concern,
             read_concern=self._read_concern if read_concern is None else read_concern,
@@ -594,7 +610,9 @@ class Collection(Generic[_D]):
         """
         if filter is not None and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(kwargs):
+        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(
+            kwargs
+        ):
             session = kwargs.pop("session", None)
             # Under a client-side operation timeout the cursor's timeout rules apply; without one a single
             # batch needs nothing of a cursor, which would cost about an eighth of a find_one's CPU.
@@ -965,7 +983,7 @@ class Collection(Generic[_D]):
             timeout_mode=timeout_mode,
         )
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -980,8 +998,9 @@ class Collection(Generic[_D]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
     ) -> CollectionChangeStream[_D]:
-        """Watch the changes to this collection: runs the ``aggregate`` that opens a change stream and
-        returns the stream (see :mod:`mongio.change_stream`). ::
+        """Watch the changes to this collection: returns a change stream (see :mod:`mongio.change_stream`)
+        whose ``aggregate`` runs when it is awaited (PyMongo's ``await coll.watch()``), entered
+        (``async with coll.watch()``, Motor's way) or first asked for a change. ::
 
             async with await coll.watch([{"$match": {"operationType": "insert"}}]) as stream:
                 async for change in stream:
@@ -1015,7 +1034,7 @@ class Collection(Generic[_D]):
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     # -- indexes ----------------------------------------------------------------------------------------------
 
@@ -1169,24 +1188,28 @@ class Collection(Generic[_D]):
         comment: Any = None,
         **kwargs: Any,
     ) -> CommandCursor[Any]:
-        """A cursor over the Atlas Search indexes (or the one named ``name``)."""
-        options = _options(
-            kwargs,
-            {"batchSize": "batch_size", "batch_size": "batch_size", "collation": "collation"},
-            "list_search_indexes",
-        )
-        operation = list_search_indexes(
+        """A cursor over the Atlas Search indexes (or the one named ``name``). Takes the aggregation options
+        (``allowDiskUse``, ``batchSize``, ``collation``, ``hint``, ``let``, ``maxTimeMS``, ``maxAwaitTimeMS``;
+        snake_case works too) and ``timeout_mode``. The command carries no read concern: the search index
+        process refuses one."""
+        timeout_mode = kwargs.pop("timeout_mode", None)
+        options = _options(kwargs, _LIST_SEARCH_INDEXES_OPTIONS, "list_search_indexes")
+        operation = ListSearchIndexes(
             self._database.name,
             self._name,
             name,
             comment=comment,
             read_preference=self._read_preference,
-            read_concern=self._read_concern,
             codec_options=self._codec_options,
             **options,
         )
         return self._command_cursor(
-            operation, session, batch_size=options.get("batch_size") or 0, comment=comment
+            operation,
+            session,
+            batch_size=options.get("batch_size") or 0,
+            max_await_time_ms=operation.max_await_time_ms,
+            comment=comment,
+            timeout_mode=timeout_mode,
         )
 
     async def update_search_index(

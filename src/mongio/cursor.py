@@ -503,7 +503,8 @@ class Cursor(_CursorBase[_T]):
             "batch_size": _non_negative(batch_size, "batch_size"),
             "no_cursor_timeout": no_cursor_timeout or None,
             "cursor_type": cursor_type,
-            "sort": None if sort is None else index_document(sort, "sort"),
+            # An empty sort means none, as in PyMongo (ODMs pass one when no order was asked for).
+            "sort": index_document(sort, "sort") if sort else None,
             "allow_partial_results": allow_partial_results or None,
             "oplog_replay": oplog_replay or None,
             "collation": collation,

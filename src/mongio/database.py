@@ -23,6 +23,9 @@ from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.crud import Aggregate
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
+from mongio.options.read_concern import as_read_concern
+from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
@@ -65,12 +68,14 @@ class Database(Generic[_D]):
             )
         self._client = client
         self._name = name
-        self._codec_options: CodecOptions = client.codec_options if codec_options is None else codec_options
+        self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
         self._read_preference: _ServerMode = (
-            client.read_preference if read_preference is None else read_preference
+            client.read_preference if read_preference is None else as_read_preference(read_preference)
         )
-        self._write_concern: WriteConcern = client.write_concern if write_concern is None else write_concern
-        self._read_concern: ReadConcern = client.read_concern if read_concern is None else read_concern
+        self._write_concern: WriteConcern = (
+            client.write_concern if write_concern is None else as_write_concern(write_concern)
+        )
+        self._read_concern: ReadConcern = client.read_concern if read_concern is None else as_read_concern(read_concern)
         # The timeoutMS of this database (seconds, math.inf for none) when set here; None: the client's.
         self._timeout: float | None = level_timeout(timeout)
 
@@ -122,7 +127,7 @@ class Database(Generic[_D]):
         database: Database[_D] = Database(
             self._client,
             self._name,
-            self._codec_options if codec_options is None else codec_options,
+            self._codec_options.resolve(codec_options),
             self._read_preference if read_preference is None else read_preference,
             self._write_concern if write_concern is None else write_concern,
             self._read_concern if read_concern is None else read_concern,
@@ -266,7 +271,8 @@ class Database(Generic[_D]):
             command,
             value,
             read_preference=read_preference,
-            codec_options=codec_options,
+            # The database's own options are not used (as in PyMongo), but a PyMongo-typed client's mode is.
+            codec_options=self._codec_options.resolve(codec_options),
             **kwargs,
         )
         try:
@@ -318,7 +324,7 @@ class Database(Generic[_D]):
             max_await_time_ms=max_await_time_ms,
             comment=comment,
             read_preference=read_preference,
-            codec_options=self._codec_options if codec_options is None else codec_options,
+            codec_options=self._codec_options.resolve(codec_options),
         )
         return self._command_cursor(
             operation,
@@ -562,7 +568,7 @@ class Database(Generic[_D]):
             timeout_mode=timeout_mode,
         )
 
-    async def watch(
+    def watch(
         self,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
         full_document: str | None = None,
@@ -577,8 +583,8 @@ class Database(Generic[_D]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
     ) -> DatabaseChangeStream[_D]:
-        """Watch the changes to every collection of this database (system collections excepted): runs the
-        ``aggregate`` that opens a change stream and returns the stream. The arguments are those of
+        """Watch the changes to every collection of this database (system collections excepted): returns
+        the change stream, opened by awaiting or entering it. The arguments are those of
         :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
 
             async with await client.shop.watch() as stream:
@@ -606,7 +612,7 @@ class Database(Generic[_D]):
             read_concern=self._read_concern,
             codec_options=self._codec_options,
         )
-        return await stream._opened()
+        return stream
 
     async def dereference(
         self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any

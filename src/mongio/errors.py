@@ -6,7 +6,7 @@ Every error can carry server error labels (``RetryableWriteError``, ``TransientT
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.bson.errors import (
     BSONError,
@@ -16,18 +16,26 @@ from mongio.bson.errors import (
     InvalidStringData,
 )
 
+if TYPE_CHECKING:
+    from mongio.operations.results import ClientBulkWriteResult
+
 __all__ = [
     "AuthenticationFailed",
     "AutoReconnect",
     "BSONError",
     "BulkWriteError",
+    "ClientBulkWriteException",
     "ClientClosedError",
     "CollectionInvalid",
     "ConfigurationError",
+    "ConnectionCheckoutOperationTimeout",
     "ConnectionFailure",
     "CursorNotFound",
     "DocumentTooLarge",
     "DuplicateKeyError",
+    "EncryptedCollectionError",
+    "EncryptionError",
+    "ExecutionOperationTimeout",
     "ExecutionTimeout",
     "InvalidBSON",
     "InvalidDocument",
@@ -37,6 +45,7 @@ __all__ = [
     "InvalidStringData",
     "InvalidURI",
     "MongioError",
+    "NetworkOperationTimeout",
     "NetworkTimeout",
     "NotPrimaryError",
     "OperationFailure",
@@ -45,10 +54,12 @@ __all__ = [
     "PoolClosedError",
     "ProtocolError",
     "PyMongoError",
+    "ServerSelectionOperationTimeout",
     "ServerSelectionTimeoutError",
     "WTimeoutError",
     "WaitQueueTimeoutError",
     "WriteConcernError",
+    "WriteConcernOperationTimeout",
     "WriteError",
 ]
 
@@ -57,13 +68,19 @@ __all__ = [
 SYSTEM_OVERLOADED_ERROR = "SystemOverloadedError"
 RETRYABLE_ERROR = "RetryableError"
 OVERLOAD_LABELS = (SYSTEM_OVERLOADED_ERROR, RETRYABLE_ERROR)
+MAX_TIME_MS_EXPIRED = 50
+# The codes of a duplicate key, from any command (a write, findAndModify, createIndexes...).
+DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
+MULTIPLE_ERRORS_OCCURRED = 65
 
 
 class MongioError(Exception):
     """Base of every error mongio raises (other than BSON codec errors)."""
 
     def __init__(self, message: str = "", error_labels: Iterable[str] | None = None) -> None:
-        super().__init__(message)
+        # Not super(): in the PyMongo-typed mode PyMongo's error classes follow this one in the MRO
+        # (mongio.pymongo_types), and their constructors must not run over the state set here.
+        Exception.__init__(self, message)
         self._message = message
         self._error_labels: set[str] = set(error_labels or ())
 
@@ -277,19 +294,208 @@ class PoolClearedError(AutoReconnect):
         self.address = address
 
 
+class ClientBulkWriteException(OperationFailure):
+    """A client-level bulk write failed in part or in whole (PyMongo's name, attributes and base class: an
+    ``OperationFailure`` with code 65, MultipleErrorsOccurred).
+
+    ``error`` is the top-level error that stopped it (None when only individual writes or write concerns
+    failed), ``write_errors`` the failed writes (dicts with ``idx`` the index of the model), at most one when
+    ordered, ``write_concern_errors`` one entry per command whose write concern failed, and
+    ``partial_result`` what was done before it stopped (None when nothing is known to have succeeded).
+    ``details`` holds the write errors, the write concern errors and the top-level error's labels.
+    """
+
+    def __init__(
+        self,
+        error: BaseException | None,
+        write_errors: list[dict[str, Any]],
+        write_concern_errors: list[dict[str, Any]],
+        partial_result: ClientBulkWriteResult | None,
+    ) -> None:
+        labels = sorted(error.error_labels) if isinstance(error, MongioError) else []
+        details: dict[str, Any] = {
+            "writeErrors": write_errors,
+            "writeConcernErrors": write_concern_errors,
+            "errorLabels": labels,
+        }
+        super().__init__(
+            self._describe(error, write_errors, write_concern_errors), MULTIPLE_ERRORS_OCCURRED, details
+        )
+        # Read-only properties, as PyMongo's are (and must be: in the PyMongo-typed mode PyMongo's class,
+        # whose properties would refuse instance attributes of these names, is among the bases).
+        self.__error = error
+        self.__write_errors = write_errors
+        self.__write_concern_errors = write_concern_errors
+        self.__partial_result = partial_result
+
+    @property
+    def error(self) -> BaseException | None:
+        """The top-level error that stopped the bulk write, or None."""
+        return self.__error
+
+    @property
+    def write_errors(self) -> list[dict[str, Any]]:
+        """The failed writes, each with ``idx``, the index of its model."""
+        return self.__write_errors
+
+    @property
+    def write_concern_errors(self) -> list[dict[str, Any]]:
+        """One entry per command whose write concern failed."""
+        return self.__write_concern_errors
+
+    @property
+    def partial_result(self) -> ClientBulkWriteResult | None:
+        """What was done before the bulk write stopped, or None when nothing is known to have succeeded."""
+        return self.__partial_result
+
+    @staticmethod
+    def _describe(
+        error: BaseException | None, write_errors: list[dict[str, Any]], concern_errors: list[dict[str, Any]]
+    ) -> str:
+        parts = []
+        if error is not None:
+            parts.append(f"top-level error: {error}")
+        if write_errors:
+            parts.append(f"{len(write_errors)} write error(s), first: {write_errors[0].get('errmsg')!r}")
+        if concern_errors:
+            parts.append(f"{len(concern_errors)} write concern error(s)")
+        return "bulk write failed: " + "; ".join(parts)
+
+
+class EncryptionError(MongioError):
+    """An error from client-side field level encryption (PyMongo's name and base; mongio has no
+    client-side encryption, so it never raises this: it exists so ported ``except`` clauses still compile).
+    ``cause`` is the underlying error."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.__cause = cause
+
+    @property
+    def cause(self) -> Exception:
+        return self.__cause
+
+    @property
+    def timeout(self) -> bool:
+        return bool(getattr(self.__cause, "timeout", False))
+
+
+class EncryptedCollectionError(EncryptionError):
+    """Creating an encrypted collection failed (PyMongo's name; never raised by mongio)."""
+
+    def __init__(self, cause: Exception, encrypted_fields: Mapping[str, Any]) -> None:
+        super().__init__(cause)
+        self.__encrypted_fields = encrypted_fields
+
+    @property
+    def encrypted_fields(self) -> Mapping[str, Any]:
+        return self.__encrypted_fields
+
+
 class OperationTimeoutError(MongioError):
     """The operation's ``timeoutMS`` expired before it could finish.
 
     ``cause`` is the error of the step that was running when time ran out (server selection, a socket read,
     the server's ``MaxTimeMSExpired``), when there was one; its text is part of this error's message and its
     error labels are copied. ``timeout`` is always true, as on every other timeout error.
+
+    What is raised is one of its subclasses, which also derive from the error PyMongo raises for a timeout
+    in that step, so ``except`` clauses written for PyMongo catch it: :class:`ServerSelectionOperationTimeout`
+    (a :class:`ServerSelectionTimeoutError`), :class:`ConnectionCheckoutOperationTimeout`
+    (a :class:`WaitQueueTimeoutError`), :class:`NetworkOperationTimeout` (a :class:`NetworkTimeout`, so an
+    :class:`AutoReconnect`), :class:`WriteConcernOperationTimeout` (a :class:`WTimeoutError`) and
+    :class:`ExecutionOperationTimeout` (an :class:`ExecutionTimeout`: the server's ``MaxTimeMSExpired``, or
+    time that ran out between steps).
     """
 
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
-        labels = getattr(cause, "error_labels", None) or ()
-        super().__init__(message, labels)
+        MongioError.__init__(self, message, _labels_of(cause))
         self.cause = cause
 
     @property
     def timeout(self) -> bool:
         return True
+
+
+def _labels_of(cause: BaseException | None) -> Iterable[str]:
+    labels: Iterable[str] = getattr(cause, "error_labels", None) or ()
+    return labels
+
+
+class ServerSelectionOperationTimeout(OperationTimeoutError, ServerSelectionTimeoutError):
+    """``timeoutMS`` expired while selecting a server."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        ServerSelectionTimeoutError.__init__(self, message, error_labels=_labels_of(cause))
+        self.cause = cause
+
+
+class ConnectionCheckoutOperationTimeout(OperationTimeoutError, WaitQueueTimeoutError):
+    """``timeoutMS`` expired while waiting for a pooled connection."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        WaitQueueTimeoutError.__init__(self, message, _labels_of(cause))
+        self.cause = cause
+
+
+class NetworkOperationTimeout(OperationTimeoutError, NetworkTimeout):
+    """``timeoutMS`` expired while talking to the server (connecting, writing or reading)."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        NetworkTimeout.__init__(self, message, error_labels=_labels_of(cause))
+        self.cause = cause
+
+
+def _timeout_reply(message: str, cause: BaseException | None) -> tuple[int | None, Mapping[str, Any]]:
+    if isinstance(cause, OperationFailure) and cause.details is not None:
+        return cause.code, cause.details
+    labels = sorted(_labels_of(cause))
+    reply: dict[str, Any] = {"ok": 0, "errmsg": message, "code": MAX_TIME_MS_EXPIRED}
+    if labels:
+        reply["errorLabels"] = labels
+    return MAX_TIME_MS_EXPIRED, reply
+
+
+class ExecutionOperationTimeout(OperationTimeoutError, ExecutionTimeout):
+    """``timeoutMS`` expired on the server (``MaxTimeMSExpired``), or before a step could start (too little
+    time left to send the command, or to run the next attempt). ``code`` is 50 unless the server's reply
+    gave another."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        code, reply = _timeout_reply(message, cause)
+        ExecutionTimeout.__init__(self, message, code, reply)
+        for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
+            self._add_error_label(label)
+        self.cause = cause
+
+
+class WriteConcernOperationTimeout(OperationTimeoutError, WTimeoutError):
+    """``timeoutMS`` expired while the server waited for the write concern."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        code, reply = _timeout_reply(message, cause)
+        WTimeoutError.__init__(self, message, code, reply)
+        for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
+            self._add_error_label(label)
+        self.cause = cause
+
+
+# The first entry whose error class the cause is an instance of names the timeout error to raise.
+_TIMEOUT_CLASS_FOR_CAUSE: tuple[tuple[type[BaseException], type[OperationTimeoutError]], ...] = (
+    (ServerSelectionTimeoutError, ServerSelectionOperationTimeout),
+    (WaitQueueTimeoutError, ConnectionCheckoutOperationTimeout),
+    (WriteConcernError, WriteConcernOperationTimeout),
+    (OperationFailure, ExecutionOperationTimeout),
+    (ConnectionFailure, NetworkOperationTimeout),
+    (OSError, NetworkOperationTimeout),
+    (TimeoutError, NetworkOperationTimeout),
+)
+
+
+def operation_timeout_error(message: str, cause: BaseException | None = None) -> OperationTimeoutError:
+    """The :class:`OperationTimeoutError` for a timeout whose step failed with ``cause`` (``None``: time ran
+    out between steps), of the subclass that matches the error PyMongo raises there."""
+    for cause_class, error_class in _TIMEOUT_CLASS_FOR_CAUSE:
+        if isinstance(cause, cause_class):
+            return error_class(message, cause)
+    return ExecutionOperationTimeout(message, cause)

@@ -397,7 +397,7 @@ async def test_retry_reads_off_raises_the_network_error(server_uri: str) -> None
 def test_state_before_first_use() -> None:
     client = MongoClient("mongodb://127.0.0.1:27999/shop?replicaSet=rs")
     assert client.topology_description.topology_type_name == "ReplicaSetNoPrimary"
-    assert client.address is None and client.primary is None and not client.is_primary
+    assert client.address.value is None and client.primary.value is None and not client.is_primary
     assert client.get_default_database().name == "shop"
     assert client.get_database().name == "shop"
     assert client.get_default_database("other").name == "shop"

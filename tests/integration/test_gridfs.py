@@ -5,6 +5,7 @@ corrupt files, revisions, and the bucket's file management."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import tracemalloc
@@ -18,7 +19,7 @@ import pytest
 from mongio.bson import Int64, ObjectId
 from mongio.client import MongoClient
 from mongio.database import Database
-from mongio.errors import ConfigurationError, InvalidOperation, OperationTimeoutError
+from mongio.errors import ConfigurationError, InvalidOperation, OperationFailure, OperationTimeoutError
 from mongio.gridfs import (
     DOWNLOAD_BATCH_BYTES,
     UPLOAD_BATCH_BYTES,
@@ -88,7 +89,9 @@ class HashingSink:
         self.size += len(data)
 
 
-async def test_50mb_round_trip_holds_only_a_few_batches_in_memory(bucket: GridFSBucket, db: Database[Any]) -> None:
+async def test_50mb_round_trip_holds_only_a_few_batches_in_memory(
+    bucket: GridFSBucket, db: Database[Any]
+) -> None:
     size = 50 * 1024 * 1024
     await bucket.upload_from_stream("warm-up", b"x")  # indexes and connections, outside the measurement
     source = GeneratedSource(size)
@@ -124,13 +127,74 @@ async def test_bytes_round_trip_and_files_document(bucket: GridFSBucket, db: Dat
     assert document["length"] == 10_000 and isinstance(document["length"], Int64)
     assert document["chunkSize"] == 1024
     assert document["filename"] == "a.bin" and document["metadata"] == {"k": "v"}
-    assert "md5" not in document and "contentType" not in document
+    assert "md5" not in document and "contentType" not in document and "aliases" not in document
     chunks = await db["fs.chunks"].find({"files_id": file_id}, sort=[("n", 1)]).to_list()
     assert [chunk["n"] for chunk in chunks] == list(range(10))
     assert [len(chunk["data"]) for chunk in chunks] == [1024] * 9 + [784]
     destination = io.BytesIO()
     await bucket.download_to_stream(file_id, destination)
     assert destination.getvalue() == data
+
+
+async def test_deprecated_upload_options_are_stored_and_warn(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, File Upload (GridFSUploadOptions) and the files collection document: the deprecated
+    contentType and aliases options are still accepted, warn, and are stored under those names; GridOut
+    reads them back."""
+    uploads = [
+        lambda: bucket.upload_from_stream("a", b"x", content_type="text/plain", aliases=["b", "c"]),
+        lambda: bucket.upload_from_stream_with_id(
+            7, "a", b"x", content_type="text/plain", aliases=("b", "c")
+        ),
+    ]
+    ids = []
+    for upload in uploads:
+        with pytest.warns(DeprecationWarning) as caught:
+            ids.append(await upload())
+        assert {str(warning.message).split(" ")[0] for warning in caught} == {"content_type", "aliases"}
+        assert all(warning.filename == __file__ for warning in caught)  # points at the caller
+    file_ids = [ids[0], 7]
+    for file_id in file_ids:
+        document = await db["fs.files"].find_one({"_id": file_id})
+        assert document is not None
+        assert document["contentType"] == "text/plain" and document["aliases"] == ["b", "c"]
+        download = await bucket.open_download_stream(file_id)
+        assert download.content_type == "text/plain" and download.aliases == ["b", "c"]
+    with pytest.warns(DeprecationWarning, match="content_type"):
+        stream = bucket.open_upload_stream("s", content_type="image/png")
+    async with stream:
+        await stream.write(b"png")
+    with pytest.warns(DeprecationWarning, match="aliases"):
+        stream_with_id = bucket.open_upload_stream_with_id(8, "s", aliases=["t"])
+    async with stream_with_id:
+        await stream_with_id.write(b"t")
+    assert (await db["fs.files"].find_one({"_id": stream._id}) or {}).get("contentType") == "image/png"
+    stored = await db["fs.files"].find_one({"_id": 8}) or {}
+    assert stored.get("aliases") == ["t"] and "contentType" not in stored
+
+
+async def test_deprecated_upload_options_are_checked(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, GridFSUploadOptions: contentType is a string and aliases an array of strings; a wrong type is
+    refused before anything is stored."""
+    with pytest.raises(TypeError, match="content_type"):
+        await bucket.upload_from_stream("a", b"x", content_type=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="aliases"):
+        await bucket.upload_from_stream("a", b"x", aliases="b")
+    with pytest.raises(TypeError, match="aliases"):
+        bucket.open_upload_stream("a", aliases=["b", 3])  # type: ignore[list-item]
+    assert await db["fs.files"].count_documents({}) == 0
+
+
+async def test_disable_md5_is_accepted_and_md5_never_stored(db: Database[Any]) -> None:
+    """GridFS, GridFSBucketOptions disableMD5 and File Upload: the transitional option is accepted (a no-op,
+    since MD5 is never computed) and files never get an md5 field either way."""
+    for disable in (True, False):
+        bucket = GridFSBucket(db, disable_md5=disable)
+        file_id = await bucket.upload_from_stream("f", pattern(3000), chunk_size_bytes=1000)
+        document = await db["fs.files"].find_one({"_id": file_id})
+        assert document is not None and "md5" not in document
+        assert (await bucket.open_download_stream(file_id)).md5 is None
+    with pytest.raises(TypeError, match="disable_md5"):
+        GridFSBucket(db, disable_md5="yes")  # type: ignore[arg-type]
 
 
 async def test_empty_file_has_no_chunks(bucket: GridFSBucket, db: Database[Any]) -> None:
@@ -165,7 +229,9 @@ async def test_no_indexes_are_made_when_files_already_exist(db: Database[Any]) -
     assert list(await db["fs.chunks"].index_information()) == ["_id_"]
 
 
-async def test_abort_deletes_the_chunks_and_closes_the_stream(bucket: GridFSBucket, db: Database[Any]) -> None:
+async def test_abort_deletes_the_chunks_and_closes_the_stream(
+    bucket: GridFSBucket, db: Database[Any]
+) -> None:
     upload = bucket.open_upload_stream("aborted", chunk_size_bytes=65_536)
     await upload.write(pattern(UPLOAD_BATCH_BYTES + 5000))  # at least one batch is sent
     assert await db["fs.chunks"].count_documents({"files_id": upload._id}) > 0
@@ -226,13 +292,67 @@ async def test_an_id_in_use_raises_file_exists_and_spares_the_other_file(bucket:
     assert destination.getvalue() == b"original data"
 
 
-async def test_an_empty_file_id_in_use_raises_file_exists_and_leaves_no_chunks(
-    bucket: GridFSBucket, db: Database[Any]
-) -> None:
+async def test_an_empty_file_id_in_use_raises_file_exists(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """GridFS, File Upload / Operation Failure: the files document's insert fails (the id is taken), so the
+    upload raises at once and leaves the chunks it stored; the other, empty file still reads as empty."""
     await bucket.upload_from_stream_with_id(7, "empty", b"")
     with pytest.raises(FileExists):
         await bucket.upload_from_stream_with_id(7, "again", b"some bytes")
-    assert await db["fs.chunks"].count_documents({}) == 0
+    assert await db["fs.chunks"].count_documents({"files_id": 7}) == 1
+    assert await db["fs.files"].count_documents({}) == 1
+    assert await (await bucket.open_download_stream(7)).read() == b""
+
+
+@contextlib.asynccontextmanager
+async def failing_inserts(client: MongoClient, mode: Any, app_name: str) -> AsyncIterator[None]:
+    """The server fails the ``insert`` commands of clients named ``app_name`` (``mode`` of failCommand)."""
+    data = {"failCommands": ["insert"], "errorCode": 8000, "appName": app_name}
+    await client.admin.command({"configureFailPoint": "failCommand", "mode": mode, "data": data})
+    try:
+        yield
+    finally:
+        await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+
+
+async def test_a_chunk_the_server_refuses_leaves_the_stored_chunks(
+    server_uri: str, client: MongoClient, db: Database[Any]
+) -> None:
+    """GridFS, File Upload / Operation Failure: when a chunk insert fails on the server the error is raised
+    and the chunks inserted before are not cleaned up; the failed stream takes no more writes, and an
+    explicit abort still deletes its chunks (Aborting an upload)."""
+    async with MongoClient(server_uri, appname="gridfs-chunk-failure") as own:
+        bucket = GridFSBucket(own[db.name])
+        upload = bucket.open_upload_stream("f", chunk_size_bytes=65_536)
+        await upload.write(pattern(UPLOAD_BATCH_BYTES))  # one batch stored
+        stored = await db["fs.chunks"].count_documents({"files_id": upload._id})
+        assert stored > 0
+        async with failing_inserts(client, {"times": 1}, "gridfs-chunk-failure"):
+            with pytest.raises(OperationFailure) as raised:
+                await upload.write(pattern(UPLOAD_BATCH_BYTES))
+        assert raised.value.code == 8000
+        assert await db["fs.chunks"].count_documents({"files_id": upload._id}) == stored
+        with pytest.raises(ValueError, match="failed"):
+            await upload.write(b"more")
+        await upload.close()  # nothing left to do: the upload is over
+        assert await db["fs.files"].count_documents({}) == 0
+        await upload.abort()
+        assert await db["fs.chunks"].count_documents({}) == 0
+
+
+async def test_a_files_document_the_server_refuses_leaves_the_chunks(
+    server_uri: str, client: MongoClient, db: Database[Any]
+) -> None:
+    """GridFS, File Upload / Operation Failure: upload_from_stream whose files document insert fails raises
+    that error and does not delete the chunks it stored (a failing source, by contrast, aborts: see
+    test_a_failing_source_leaves_no_chunks)."""
+    async with MongoClient(server_uri, appname="gridfs-files-failure") as own:
+        bucket = GridFSBucket(own[db.name])
+        await bucket.upload_from_stream("warm-up", b"")  # the indexes exist before the fail point
+        async with failing_inserts(client, {"skip": 1}, "gridfs-files-failure"):
+            with pytest.raises(OperationFailure):
+                await bucket.upload_from_stream("f", pattern(3000), chunk_size_bytes=1000)
+        assert await db["fs.chunks"].count_documents({}) == 3
+        assert await db["fs.files"].count_documents({"filename": "f"}) == 0
 
 
 async def test_upload_stream_context_manager(bucket: GridFSBucket) -> None:
@@ -432,7 +552,10 @@ async def test_the_older_gridfs_interface(db: Database[Any]) -> None:
     assert not await fs.exists("missing") and not await fs.exists({"filename": "missing"})
     found = await fs.find_one("custom")
     assert found is not None and found.filename == "other.txt"
-    assert [g._id async for g in fs.find({"filename": "doc.txt"}, sort=[("uploadDate", 1)])] == [first, second]
+    assert [g._id async for g in fs.find({"filename": "doc.txt"}, sort=[("uploadDate", 1)])] == [
+        first,
+        second,
+    ]
     assert "filename_1_uploadDate_1" in await db["fs.files"].index_information()
     await fs.delete(second)
     await fs.delete(second)  # a missing file is not an error here

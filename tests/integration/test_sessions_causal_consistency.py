@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from spec_runner.server import TestServer, external_uri
 
+from mongio.bson.timestamp import Timestamp
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import DuplicateKeyError
@@ -187,3 +188,22 @@ async def test_standalone_without_cluster_times(standalone_uri: str) -> None:
             await coll.find_one({}, session=session)
             assert "readConcern" not in recorder.last_command()
         await client.drop_database("causal_standalone")
+
+
+async def test_standalone_never_gets_after_cluster_time(standalone_uri: str) -> None:
+    """Causal consistency spec, Causally consistent read and write commands: afterClusterTime "MUST NOT be sent
+    when connected to a deployment that does not support cluster times", even when the application gave the
+    session an operation time (advance_operation_time) to wait for."""
+    recorder = Recorder()
+    async with MongoClient(standalone_uri, event_listeners=[recorder]) as client:
+        hello = await client.admin.command("hello")
+        if "$clusterTime" in hello or "operationTime" in hello:
+            pytest.skip("this standalone reports cluster times")
+        coll = client.causal_standalone_advanced.items
+        async with client.start_session(causal_consistency=True) as session:
+            session.advance_operation_time(Timestamp(1, 1))
+            await coll.insert_one({"_id": 1}, session=session)
+            assert "readConcern" not in recorder.last_command()
+            await coll.find_one({}, session=session)
+            assert "readConcern" not in recorder.last_command()
+        await client.drop_database("causal_standalone_advanced")

@@ -29,6 +29,8 @@ class FakeMongos:
         self.commands: list[dict[str, Any]] = []
         self.fail_next_insert = False
         self.fail_next: tuple[str, dict[str, Any]] | None = None
+        # What an insert's reply carries as its recoveryToken (None: none).
+        self.recovery_token: dict[str, Any] | None = RECOVERY_TOKEN
 
     async def handle(self, request: Request) -> Any:
         name = request.command_name
@@ -49,7 +51,10 @@ class FakeMongos:
                     "errmsg": "no such transaction",
                     "errorLabels": ["TransientTransactionError"],
                 }
-            return {"ok": 1, "n": len(request.sequences.get("documents", [])), "recoveryToken": RECOVERY_TOKEN}
+            reply = {"ok": 1, "n": len(request.sequences.get("documents", []))}
+            if self.recovery_token is not None:
+                reply["recoveryToken"] = self.recovery_token
+            return reply
         if name == "find":
             namespace = f"{request.db}.{request.document['find']}"
             return {"ok": 1, "cursor": {"id": 0, "ns": namespace, "firstBatch": [{"_id": 1}]}}
@@ -158,4 +163,91 @@ async def test_retried_commit_or_abort_unpins_first(
             await session.abort_transaction()
         assert pinned.count(command) == 1
         assert other.count(command) == 1
+        assert pinned_address(session) is None
+
+
+def pinned_fake(mongoses: list[FakeMongos], address: Address) -> FakeMongos:
+    return next(fake for fake in mongoses if fake.peer.address == address)
+
+
+async def test_latest_recovery_token_goes_on_commit_and_abort_and_is_cleared_by_a_new_transaction(
+    client: MongoClient, mongoses: list[FakeMongos]
+) -> None:
+    """Transactions spec, recoveryToken field: the driver tracks the most recently received recoveryToken and
+    appends it, unmodified, to commitTransaction and abortTransaction; it is cleared when the session moves to
+    "starting transaction", so a later transaction whose replies carry none sends none."""
+    async with client.start_session() as session:
+        session.start_transaction()
+        pinned = pinned_fake(mongoses, await one_find(client, session))
+        pinned.recovery_token = {"recoveryShardId": "shard-a", "n": 1}
+        await client.test.test.insert_one({}, session=session)
+        pinned.recovery_token = {"recoveryShardId": "shard-b", "n": 2}
+        await client.test.test.insert_one({}, session=session)
+        await session.commit_transaction()
+        assert pinned.commands[-1]["recoveryToken"] == {"recoveryShardId": "shard-b", "n": 2}
+
+        session.start_transaction()
+        pinned = pinned_fake(mongoses, await one_find(client, session))
+        pinned.recovery_token = {"recoveryShardId": "shard-c"}
+        await client.test.test.insert_one({}, session=session)
+        await session.abort_transaction()
+        assert "abortTransaction" in pinned.commands[-1]
+        assert pinned.commands[-1]["recoveryToken"] == {"recoveryShardId": "shard-c"}
+
+        session.start_transaction()
+        pinned = pinned_fake(mongoses, await one_find(client, session))
+        pinned.recovery_token = None
+        await client.test.test.insert_one({}, session=session)
+        await session.commit_transaction()
+        assert "commitTransaction" in pinned.commands[-1]
+        assert "recoveryToken" not in pinned.commands[-1]
+
+
+async def test_commit_keeps_the_session_pinned_and_a_recommit_goes_to_the_same_mongos(
+    client: MongoClient, mongoses: list[FakeMongos]
+) -> None:
+    """Transactions spec, When to unpin: "committing a transaction on a pinned ClientSession MUST NOT unpin the
+    session as commitTransaction may be called multiple times"; the second commit (with w: majority) goes to the
+    pinned mongos."""
+    async with client.start_session() as session:
+        session.start_transaction()
+        first = await one_find(client, session)
+        await client.test.test.insert_one({}, session=session)
+        await session.commit_transaction()
+        assert pinned_address(session) == first
+        await session.commit_transaction()
+        pinned = pinned_fake(mongoses, first)
+        assert pinned.count("commitTransaction") == 2
+        assert pinned.commands[-1]["writeConcern"] == {"w": "majority", "wtimeout": 10000}
+    assert pinned_address(session) is None  # ending the session unpins it
+
+
+async def test_abort_unpins_even_when_it_fails(
+    client: MongoClient, mongoses: list[FakeMongos]
+) -> None:
+    """Transactions spec, When to unpin (1): the session is unpinned when the transaction is aborted, even when
+    abortTransaction fails (its error is not raised to the application)."""
+    async with client.start_session() as session:
+        session.start_transaction()
+        pinned = pinned_fake(mongoses, await one_find(client, session))
+        pinned.fail_next = ("abortTransaction", {"ok": 0, "code": 8, "errmsg": "unknown error"})
+        await session.abort_transaction()  # the server's error is swallowed
+        assert pinned.count("abortTransaction") == 1
+        assert pinned_address(session) is None
+
+
+async def test_unknown_commit_result_unpins(client: MongoClient, mongoses: list[FakeMongos]) -> None:
+    """Transactions spec, When to unpin (3): a commitTransaction that fails with an
+    UnknownTransactionCommitResult error (here a write concern timeout, which is not retried) unpins the
+    session, so the application's next commit selects a mongos afresh."""
+    async with client.start_session() as session:
+        session.start_transaction()
+        pinned = pinned_fake(mongoses, await one_find(client, session))
+        pinned.fail_next = (
+            "commitTransaction",
+            {"ok": 1, "writeConcernError": {"code": 64, "errmsg": "waiting for replication timed out"}},
+        )
+        with pytest.raises(OperationFailure) as caught:
+            await session.commit_transaction()
+        assert caught.value.has_error_label("UnknownTransactionCommitResult")
         assert pinned_address(session) is None

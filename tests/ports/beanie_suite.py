@@ -9,8 +9,9 @@ distribution (which carries its tests) twice, and changes only what the comparis
 - both copies: text indexes in Beanie's test models become ascending ones, since SecantusDB has no text
   indexes (the same change for both drivers, so the tallies stay comparable);
 - the mongio copy: the session fixture's ``AsyncMongoClient`` comes from ``mongio`` instead of ``pymongo``,
-  and its connection string carries ``pymongoTypes=true`` (the PyMongo-typed mode Beanie, typed against
-  PyMongo's classes, needs).
+  and the connection string it is given carries ``pymongoTypes=true`` (the PyMongo-typed mode Beanie, typed
+  against PyMongo's classes, needs). The settings' DSN itself stays as it is: some of Beanie's tests build
+  PyMongo clients of their own from it, and PyMongo refuses an option it does not know.
 
 Each copy runs against its own fresh SecantusDB; the script prints both tallies and the tests whose outcome
 differs between the drivers, and writes both JUnit reports under WORKDIR.
@@ -93,9 +94,11 @@ def prepare_copy(archive: Path, target: Path, *, driver: str) -> Path:
     if driver == "mongio":
         conftest = root / "tests" / "conftest.py"
         text = conftest.read_text(encoding="utf-8")
-        switched = text.replace("from pymongo import AsyncMongoClient", "from mongio import AsyncMongoClient")
-        if switched == text:
-            raise SystemExit(f"{conftest}: the AsyncMongoClient import to switch was not found")
+        switched = text.replace(
+            "from pymongo import AsyncMongoClient", "from mongio import AsyncMongoClient"
+        ).replace("AsyncMongoClient(settings.mongodb_dsn)", 'AsyncMongoClient(settings.mongodb_dsn + "?pymongoTypes=true")')
+        if switched.count("mongio") != 1 or "pymongoTypes" not in switched:
+            raise SystemExit(f"{conftest}: the AsyncMongoClient fixture to switch was not found")
         conftest.write_text(switched, encoding="utf-8")
     # The package under test is the installed Beanie of the same version; the copy's own ``beanie``
     # directory would shadow it identically, so it is left in place.
@@ -138,8 +141,7 @@ def fresh_server(python: Path) -> Iterator[str]:
 
 
 def run_suite(python: Path, root: Path, uri: str, *, driver: str, report: Path, select: str | None) -> None:
-    query = "beanie_db?pymongoTypes=true" if driver == "mongio" else "beanie_db"
-    env = dict(os.environ, MONGODB_DSN=f"{uri}/{query}", MONGODB_DB_NAME="beanie_db")
+    env = dict(os.environ, MONGODB_DSN=f"{uri}/beanie_db", MONGODB_DB_NAME="beanie_db")
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
            f"--junitxml={report}", *TEST_PATHS]
     if select:

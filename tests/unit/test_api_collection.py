@@ -380,6 +380,16 @@ async def test_search_index_helpers() -> None:
     assert recorder.bodies[3] == {"dropSearchIndex": "coll", "name": "default"}
 
 
+def test_list_search_indexes_takes_a_timeout_mode() -> None:
+    """Index management, Timeouts: list_search_indexes returns a cursor, so it takes the CSOT cursor
+    timeout mode (an unknown mode is refused)."""
+    _, _, coll = make()
+    cursor = coll.list_search_indexes(timeout_mode="iteration")
+    assert cursor._timeout_mode == "iteration"
+    with pytest.raises(ValueError):
+        coll.list_search_indexes(timeout_mode="forever")
+
+
 async def test_drop_rename_options() -> None:
     _, recorder, coll = make(
         drop={"ok": 0, "code": 26, "errmsg": "ns not found"},

@@ -36,6 +36,17 @@ async def test_iterates_all_batches_with_getmore_pinned_to_the_answering_server(
         assert int(get_more.body["getMore"]) == 1000
 
 
+async def test_an_empty_sort_given_to_find_sends_no_sort_as_pymongo_does() -> None:
+    client, _, coll = setup(2)
+    for empty in ([], {}, None):
+        await coll.find({}, sort=empty).to_list()
+    await coll.find({}, sort=[("a", -1)]).to_list()
+    assert ["sort" in call.body for call in client.calls] == [False, False, False, True]
+    assert client.calls[-1].body["sort"] == {"a": -1}
+    with pytest.raises(ValueError, match="sort cannot be empty"):
+        coll.find({}).sort([])
+
+
 def test_a_cursor_cannot_be_indexed() -> None:
     _, _, coll = setup(3)
     cursor = coll.find()

@@ -323,6 +323,7 @@ def test_deprecated_types() -> None:
     assert Symbol("x") != "x" and Symbol("x") == Symbol("x")
     assert Undefined() == Undefined() and not Undefined()
     assert Int64(5) == 5 and repr(Int64(5)) == "Int64(5)"
+    assert str(Int64(5)) == f"{Int64(5)}" == "5"  # as for an int, and PyMongo's Int64
 
 
 def test_son_keeps_order_in_equality() -> None:

@@ -175,7 +175,9 @@ async def test_writes_of_any_sizes_become_exact_chunks_in_bounded_batches(
     assert store.chunks.indexes == [{"key": {"files_id": 1, "n": 1}, "unique": True}]
 
 
-async def test_a_failed_batch_deletes_what_was_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_batch_leaves_what_was_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GridFS, File Upload / Operation Failure: a chunk insert the server fails is raised without deleting
+    the chunks sent before, even when it happens inside the upload's ``async with`` block."""
     monkeypatch.setattr(grid_in_module, "UPLOAD_BATCH_BYTES", 16)
     store = FakeStore()
     upload = make_in(store, _id="f", chunk_size=4)
@@ -185,8 +187,22 @@ async def test_a_failed_batch_deletes_what_was_sent(monkeypatch: pytest.MonkeyPa
     with pytest.raises(OperationFailure):
         async with upload:
             await upload.write(b"y" * 16)
-    assert store.chunks.documents == [] and store.files.documents == []
-    assert store.chunks.deleted_filters == [{"files_id": "f"}]
+    assert len(store.chunks.documents) == 4 and store.files.documents == []
+    assert store.chunks.deleted_filters == []
+    assert upload.closed
+
+
+async def test_an_application_error_in_the_block_still_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GridFS, Aborting an upload: an error that is not the server's (here raised by the application's
+    block) aborts the upload, deleting what was sent."""
+    monkeypatch.setattr(grid_in_module, "UPLOAD_BATCH_BYTES", 16)
+    store = FakeStore()
+    upload = make_in(store, _id="f", chunk_size=4)
+    with pytest.raises(RuntimeError):
+        async with upload:
+            await upload.write(b"x" * 16)
+            raise RuntimeError("the application gave up")
+    assert store.chunks.documents == [] and store.chunks.deleted_filters == [{"files_id": "f"}]
 
 
 async def test_abort_before_anything_was_sent_deletes_nothing() -> None:
@@ -216,13 +232,17 @@ async def test_an_id_whose_chunks_exist_raises_file_exists_without_deleting_them
     assert [c["data"] for c in store.chunks.documents] == [b"orig", b"!"]
 
 
-async def test_an_empty_file_with_the_id_makes_close_raise_file_exists_and_delete_its_own_chunks() -> None:
+async def test_an_empty_file_with_the_id_makes_close_raise_file_exists_and_keep_its_chunks() -> None:
+    """GridFS, File Upload / Operation Failure: the files document's insert failing (its id is taken)
+    raises FileExists without cleaning up; an explicit abort afterwards deletes the upload's chunks."""
     store = FakeStore()
     store.files.documents.append({"_id": "taken", "length": 0, "chunkSize": 4})
     upload = make_in(store, _id="taken", chunk_size=4)
     await upload.write(b"new data")
     with pytest.raises(FileExists):
         await upload.close()
+    assert len(store.chunks.documents) == 2 and store.chunks.deleted_filters == []
+    await upload.abort()
     assert store.chunks.documents == [] and store.chunks.deleted_filters == [{"files_id": "taken"}]
 
 

@@ -31,8 +31,8 @@ from mongio.operations.indexes import (
     DropIndexes,
     DropSearchIndex,
     ListIndexes,
+    ListSearchIndexes,
     UpdateSearchIndex,
-    list_search_indexes,
 )
 from mongio.operations.models import gen_index_name, index_document
 from mongio.operations.run_command import RunCommand, RunCursorCommand
@@ -116,7 +116,7 @@ def test_search_index_commands() -> None:
         "definition": {"m": 1},
     }
     assert body(DropSearchIndex("db", "c", "s")) == {"dropSearchIndex": "c", "name": "s"}
-    assert body(list_search_indexes("db", "c", "s"))["pipeline"] == [{"$listSearchIndexes": {"name": "s"}}]
+    assert body(ListSearchIndexes("db", "c", "s"))["pipeline"] == [{"$listSearchIndexes": {"name": "s"}}]
 
 
 def test_create_collection_options() -> None:
@@ -193,3 +193,33 @@ def test_run_command_is_sent_as_given_and_never_retried() -> None:
     assert (
         cursor.handle_response({"ok": 1, "cursor": {"id": 1, "ns": "db.c", "firstBatch": []}}, LIMITS).id == 1
     )
+
+
+def test_commit_quorum_is_refused_before_mongodb_4_4() -> None:
+    """Index management, createIndexes commitQuorum: the driver raises an error when the option is given
+    for a server older than 4.4, and sends it to newer ones."""
+    from mongio.errors import ConfigurationError
+
+    operation = CreateIndexes("db", "c", [IndexModel("x")], commit_quorum="votingMembers")
+    with pytest.raises(ConfigurationError, match=r"commit_quorum needs MongoDB 4\.4"):
+        operation.build(ServerLimits(max_wire_version=8))
+    assert operation.build(ServerLimits(max_wire_version=9)).body["commitQuorum"] == "votingMembers"
+    assert (
+        "commitQuorum"
+        not in CreateIndexes("db", "c", [IndexModel("x")]).build(ServerLimits(max_wire_version=8)).body
+    )
+
+
+def test_list_search_indexes_takes_no_read_concern() -> None:
+    """Index management, Where are read concern and write concern?: the $listSearchIndexes aggregate is an
+    operation that takes no read concern (the executor adds none), with the aggregation options."""
+    operation = ListSearchIndexes("db", "c", None, batch_size=3, allow_disk_use=True, let={"v": 1})
+    assert not operation.takes_read_concern and not operation.takes_write_concern
+    assert operation.read_concern is None
+    assert body(operation) == {
+        "aggregate": "c",
+        "pipeline": [{"$listSearchIndexes": {}}],
+        "cursor": {"batchSize": 3},
+        "allowDiskUse": True,
+        "let": {"v": 1},
+    }

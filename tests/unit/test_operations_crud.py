@@ -331,6 +331,12 @@ def test_update_one_many_and_replace() -> None:
         None,
         False,
     )
+    # raw_result as PyMongo shapes it: updatedExisting, and an upsert's id alone.
+    assert result.raw_result == {"ok": 1, "n": 3, "nModified": 2, "updatedExisting": True}
+    assert one.handle_response(reply, LIMITS).raw_result == {
+        "ok": 1, "n": 1, "nModified": 0, "upserted": 5, "updatedExisting": False
+    }  # fmt: skip
+    assert many.handle_response({"ok": 1, "n": 0, "nModified": 0}, LIMITS).raw_result["updatedExisting"] is False
 
 
 @pytest.mark.parametrize(
@@ -533,3 +539,16 @@ def test_raw_data_must_be_a_bool() -> None:
         Find("db", "c", {}, raw_data=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="raw_data"):
         Insert("db", "c", {}, raw_data="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("code", [11000, 11001, 12582])
+def test_a_duplicate_key_from_any_command_is_a_duplicate_key_error(code: int) -> None:
+    """As PyMongo raises it: a findAndModify (or createIndexes) failing on a duplicate key is caught by
+    ``except DuplicateKeyError``, not only an insert's write error."""
+    from mongio.connection.connection import check_command_reply
+    from mongio.errors import DuplicateKeyError
+
+    reply = {"ok": 0, "errmsg": "E11000 duplicate key error", "code": code, "codeName": "DuplicateKey"}
+    with pytest.raises(DuplicateKeyError) as caught:
+        check_command_reply(reply)
+    assert caught.value.code == code and caught.value.details == reply

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -180,3 +181,25 @@ def test_pool_options_defaults_and_explicit_values() -> None:
 def test_invalid_pool_options_are_refused(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         PoolOptions(**options)
+
+
+def test_a_server_reply_in_a_connection_error_is_cut(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logging, Representing Errors in Log Messages: a server reply carried by the error of a "connection
+    closed" or "checkout failed" message is relaxed Extended JSON cut to the maximum document length."""
+    from mongio.errors import OperationFailure
+    from mongio.events.listeners import CmapPublisher
+
+    monkeypatch.setenv("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "12")
+    caplog.set_level(logging.DEBUG, logger=CONNECTION_LOGGER_NAME)
+    reply = {"ok": 0, "errmsg": "Authentication failed." + "!" * 2000, "code": 18}
+    error = OperationFailure(str(reply["errmsg"]), 18, reply)
+    publisher = CmapPublisher(("db.example", 27017))
+    publisher.connection_closed(3, "error", error)
+    publisher.connection_check_out_failed("connectionError", time.monotonic(), error)
+    closed, failed = [record.msg for record in caplog.records if record.name == CONNECTION_LOGGER_NAME]
+    assert isinstance(closed, LogMessage) and isinstance(failed, LogMessage)
+    assert closed.fields["error"] == 'OperationFailure: {"ok": 0, "e...'
+    assert failed.fields["error"] == closed.fields["error"]
+    assert "!!!" not in str(closed) and "!!!" not in str(failed)

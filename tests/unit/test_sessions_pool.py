@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -178,6 +179,30 @@ def test_reset_forgets_sessions_and_refuses_those_checked_out_before() -> None:
     new = pool.acquire(TIMEOUT_MINUTES)
     pool.release(new, TIMEOUT_MINUTES)
     assert list(pool) == [new]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is not available on this platform")
+def test_a_forked_child_empties_every_pool_and_refuses_sessions_checked_out_before() -> None:
+    """Driver sessions spec, Server Session Pool (prose tests 12 and 13): after a fork the child's pool is
+    cleared without endSessions, and a session checked out before the fork is not returned to it; the
+    parent's pool is untouched."""
+    pool = ServerSessionPool(FakeClock())
+    pooled = pool.acquire(30)
+    checked_out = pool.acquire(30)
+    pool.release(pooled, 30)
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        ok = len(pool) == 0 and pool.end_sessions_commands() == []
+        pool.release(checked_out, 30)
+        ok = ok and len(pool) == 0
+        fresh = pool.acquire(30)
+        ok = ok and fresh.session_id != pooled.session_id
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [session.session_id for session in pool] == [pooled.session_id]
+    pool.release(checked_out, 30)
+    assert len(pool) == 2
 
 
 @pytest.mark.parametrize("count", [0, 1, 9_999, 10_000, 10_001, 25_000])

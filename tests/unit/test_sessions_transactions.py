@@ -16,6 +16,7 @@ from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import ReadPreference
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.transaction_state import (
+    ClientTransactionDefaults,
     Transaction,
     TransactionOptions,
     TxnState,
@@ -145,13 +146,18 @@ def test_unacknowledged_write_concern_is_refused() -> None:
         TransactionOptions(write_concern=WriteConcern(w=0))
     # Inherited from the client: refused when the resolved options are built.
     with pytest.raises(ConfigurationError, match="transactions do not support unacknowledged write concerns"):
-        TransactionOptions().inherit(None, _unchecked_options(WriteConcern(w=0)))
+        TransactionOptions().inherit(None, ClientTransactionDefaults(write_concern=WriteConcern(w=0)))
 
 
-def _unchecked_options(write_concern: WriteConcern) -> TransactionOptions:
-    options = TransactionOptions()
-    object.__setattr__(options, "write_concern", write_concern)
-    return options
+def test_client_w0_is_refused_only_when_the_transaction_inherits_it() -> None:
+    """Transactions spec, TransactionOptions > writeConcern: the error is for an unacknowledged write concern
+    the user provides "or if defaults would result in" one; a w=0 client whose transaction (or session
+    default) sets an acknowledged write concern starts transactions."""
+    client = ClientTransactionDefaults(write_concern=WriteConcern(w=0))
+    own = TransactionOptions(write_concern=WriteConcern(w=1)).inherit(None, client)
+    assert own.write_concern == WriteConcern(w=1)
+    session_default = TransactionOptions(write_concern=WriteConcern(w="majority"))
+    assert TransactionOptions().inherit(session_default, client).write_concern == WriteConcern(w="majority")
 
 
 def test_options_inherit_field_by_field() -> None:

@@ -1137,6 +1137,23 @@ def test_heartbeat_log_truncates_the_reply(
     assert fields["durationMS"] == pytest.approx(2.0)
 
 
+def test_heartbeat_failure_log_cuts_the_server_reply(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logging, Representing Errors in Log Messages: a server reply in a heartbeat's error is cut to the
+    maximum document length in the "server heartbeat failed" message, as documents are."""
+    from mongio.errors import OperationFailure
+    from mongio.topology.heartbeat_events import SdamPublisher
+
+    monkeypatch.setenv("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "10")
+    reply = {"ok": 0, "errmsg": "node is recovering " * 200, "code": 91}
+    publisher = SdamPublisher("tid")
+    with caplog.at_level(logging.DEBUG, logger="mongio.topology"):
+        publisher.heartbeat_failed(("h", 1), 0.002, OperationFailure(reply["errmsg"], 91, reply), False, 7)
+    (record,) = [record for record in caplog.records if record.name == "mongio.topology"]
+    assert record.msg.fields["failure"] == 'OperationFailure: {"ok": 0, ...'  # type: ignore[union-attr]
+
+
 async def test_a_server_of_the_wrong_replica_set_never_gets_a_ready_pool() -> None:
     async with FakeDeployment(["primary"]) as rs:
         pools = Pools()

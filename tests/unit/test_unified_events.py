@@ -276,6 +276,21 @@ def test_failure_is_redacted() -> None:
     check_log_messages(expectation(True), [told])
 
 
+def test_failure_logged_as_text_is_redacted_when_it_keeps_only_codes() -> None:
+    def expectation(value: bool) -> dict[str, Any]:
+        item = {"level": "debug", "component": "command", "data": {}, "failureIsRedacted": value}
+        return {"client": "c", "messages": [item]}
+
+    for text in ("{}", "", '{"code": 18, "codeName": "AuthenticationFailed", "errorLabels": []}'):
+        check_log_messages(expectation(True), [message(message="Command failed", failure=text)])
+        with pytest.raises(MatchError, match="failure is redacted"):
+            check_log_messages(expectation(False), [message(message="Command failed", failure=text)])
+    for text in ('{"code": 18, "errmsg": "Authentication failed."}', "OperationFailure: Authentication failed."):
+        check_log_messages(expectation(False), [message(message="Command failed", failure=text)])
+        with pytest.raises(MatchError, match="failure is not redacted"):
+            check_log_messages(expectation(True), [message(message="Command failed", failure=text)])
+
+
 def test_log_data_is_a_root_document() -> None:
     expected = {
         "client": "c",

@@ -47,6 +47,14 @@ def test_is_error() -> None:
     ok({"isError": True}, ValueError("x"))
 
 
+def test_is_error_false_or_an_empty_expectation_is_a_test_error() -> None:
+    # The format: "Test files MUST NOT specify false"; expectedError needs at least one key.
+    with pytest.raises(UnifiedTestError, match="isError can only be true"):
+        check_expected_error({"isError": False}, ValueError("x"))
+    with pytest.raises(UnifiedTestError, match="at least one assertion"):
+        check_expected_error({}, ValueError("x"))
+
+
 def test_client_and_server_errors() -> None:
     ok({"isClientError": True}, ConfigurationError("bad option"))
     ok({"isClientError": True}, NetworkTimeout("timed out"))

@@ -321,6 +321,24 @@ def test_match_as_document_failures(expected: Any, actual: str) -> None:
     fails({"json": {"$$matchAsDocument": expected}}, {"json": actual})
 
 
+def test_match_as_document_names_a_truncated_log_document() -> None:
+    # A log message's command cut at the max document length ends in "..." and is no longer JSON.
+    error = fails({"command": {"$$matchAsDocument": {"insert": "coll"}}}, {"command": '{"insert": "coll", "docu...'})
+    assert "truncated after 24 characters" in str(error)
+    assert error.path == "command"
+    # A string that merely fails to parse is reported as such.
+    assert "cannot parse" in str(fails({"$$matchAsDocument": {}}, '{"insert"'))
+    # A whole document whose last string value ends in "..." is not truncated.
+    match({"$$matchAsDocument": {"s": "wait..."}}, '{"s": "wait..."}')
+
+
+def test_unset_or_matches_is_refused_as_an_array_element() -> None:
+    with pytest.raises(UnifiedTestError, match=r"\[1\]: \$\$unsetOrMatches cannot be used as an array element"):
+        match([1, {"$$unsetOrMatches": 2}], [1, 2])
+    # Inside a document that is an array element it keeps its meaning.
+    match([{"a": {"$$unsetOrMatches": 2}}], [{}], root_elements=True)
+
+
 def test_match_as_document_with_match_as_root_allows_extra_fields() -> None:
     match({"$$matchAsDocument": {"$$matchAsRoot": {"x": 1}}}, '{"x": 1, "y": 2}')
 

@@ -75,6 +75,9 @@ class FakeBackend:
         self.steps.append(f"read {data.namespace}")
         return self.collections.get(data.namespace, [])
 
+    async def disable_fail_points(self) -> None:
+        self.steps.append("fail points off")
+
     async def end_test(self, context: OperationContext) -> None:
         self.steps.append(f"end with {sorted(context.entities.snapshot())}")
 
@@ -191,9 +194,26 @@ async def test_a_passing_test_runs_its_steps_in_order(tmp_path: Path, registry: 
         "prepare db.coll",
         "create client client0",
         "create collection collection0",
+        "fail points off",
         "read db.coll",
         "end with ['client0', 'collection0', 'thread0']",
     ]
+
+
+async def test_entities_can_be_inspected_before_the_map_is_cleared(
+    tmp_path: Path, registry: OperationRegistry
+) -> None:
+    test_file = write_file(tmp_path, [{"description": "ping", "operations": [{"name": "ping", "object": "client0"}]}])
+    seen: list[list[str]] = []
+    await run_test(
+        test_file,
+        test_file.tests[0],
+        facts=FACTS,
+        backend=FakeBackend(),
+        registry=registry,
+        inspect_entities=lambda entities: seen.append(sorted(entities.snapshot())),
+    )
+    assert seen == [["client0", "collection0", "thread0"]]
 
 
 async def test_failures_still_end_the_test(tmp_path: Path, registry: OperationRegistry) -> None:

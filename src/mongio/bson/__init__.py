@@ -12,19 +12,72 @@ from __future__ import annotations
 
 # The codec's two modules are the reference implementation; when the optional C extension was built, its
 # element loops run inside them (see ``_speedups.c``), with the same results and errors.
-from mongio.bson import _decoder, errors
+import re
+
+from mongio.bson import (
+    _decoder,
+    binary,
+    code,
+    codec_options,
+    datetime_ms,
+    dbref,
+    decimal128,
+    errors,
+    int64,
+    json_util,
+    max_key,
+    min_key,
+    objectid,
+    raw_bson,
+    regex,
+    son,
+    timestamp,
+    typings,
+    tz_util,
+)
+from mongio.bson._compat import (
+    BSON,
+    BSONARR,
+    BSONBIN,
+    BSONBOO,
+    BSONCOD,
+    BSONCWS,
+    BSONDAT,
+    BSONDEC,
+    BSONINT,
+    BSONLON,
+    BSONMAX,
+    BSONMIN,
+    BSONNUL,
+    BSONNUM,
+    BSONOBJ,
+    BSONOID,
+    BSONREF,
+    BSONRGX,
+    BSONSTR,
+    BSONSYM,
+    BSONTIM,
+    BSONUND,
+    gen_list_name,
+    get_data_and_view,
+)
 from mongio.bson._decoder import decode, decode_all, decode_file_iter, decode_iter
 from mongio.bson._encoder import MAX_BSON_SIZE, encode
 from mongio.bson.binary import (
+    ALL_UUID_REPRESENTATIONS,
     ALL_UUID_SUBTYPES,
     BINARY_SUBTYPE,
     COLUMN_SUBTYPE,
+    CSHARP_LEGACY,
     ENCRYPTED_SUBTYPE,
     FUNCTION_SUBTYPE,
+    JAVA_LEGACY,
     MD5_SUBTYPE,
     OLD_BINARY_SUBTYPE,
     OLD_UUID_SUBTYPE,
+    PYTHON_LEGACY,
     SENSITIVE_SUBTYPE,
+    STANDARD,
     USER_DEFINED_SUBTYPE,
     UUID_SUBTYPE,
     VECTOR_SUBTYPE,
@@ -42,7 +95,7 @@ from mongio.bson.codec_options import (
     TypeEncoder,
     TypeRegistry,
 )
-from mongio.bson.datetime_ms import DatetimeConversion, DatetimeMS
+from mongio.bson.datetime_ms import EPOCH_AWARE, EPOCH_NAIVE, DatetimeConversion, DatetimeMS
 from mongio.bson.dbref import DBRef
 from mongio.bson.decimal128 import Decimal128
 from mongio.bson.deprecated import DBPointer, Symbol, Undefined
@@ -61,20 +114,54 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.son import SON
 from mongio.bson.timestamp import Timestamp
+from mongio.bson.tz_util import utc
+
+RE_TYPE = re.Pattern
+"""The type of compiled regular expressions, which encode as BSON regular expressions."""
 
 __all__ = [
+    "ALL_UUID_REPRESENTATIONS",
     "ALL_UUID_SUBTYPES",
     "BINARY_SUBTYPE",
+    "BSON",
+    "BSONARR",
+    "BSONBIN",
+    "BSONBOO",
+    "BSONCOD",
+    "BSONCWS",
+    "BSONDAT",
+    "BSONDEC",
+    "BSONINT",
+    "BSONLON",
+    "BSONMAX",
+    "BSONMIN",
+    "BSONNUL",
+    "BSONNUM",
+    "BSONOBJ",
+    "BSONOID",
+    "BSONREF",
+    "BSONRGX",
+    "BSONSTR",
+    "BSONSYM",
+    "BSONTIM",
+    "BSONUND",
     "COLUMN_SUBTYPE",
+    "CSHARP_LEGACY",
     "DEFAULT_CODEC_OPTIONS",
     "ENCRYPTED_SUBTYPE",
+    "EPOCH_AWARE",
+    "EPOCH_NAIVE",
     "FUNCTION_SUBTYPE",
+    "JAVA_LEGACY",
     "MAX_BSON_SIZE",
     "MD5_SUBTYPE",
     "OLD_BINARY_SUBTYPE",
     "OLD_UUID_SUBTYPE",
+    "PYTHON_LEGACY",
+    "RE_TYPE",
     "SENSITIVE_SUBTYPE",
     "SON",
+    "STANDARD",
     "USER_DEFINED_SUBTYPE",
     "UUID_SUBTYPE",
     "VECTOR_SUBTYPE",
@@ -108,14 +195,34 @@ __all__ = [
     "TypeRegistry",
     "Undefined",
     "UuidRepresentation",
+    "binary",
+    "code",
+    "codec_options",
+    "datetime_ms",
+    "dbref",
+    "decimal128",
     "decode",
     "decode_all",
     "decode_file_iter",
     "decode_iter",
     "encode",
     "errors",
+    "gen_list_name",
+    "get_data_and_view",
     "has_c",
+    "int64",
     "is_valid",
+    "json_util",
+    "max_key",
+    "min_key",
+    "objectid",
+    "raw_bson",
+    "regex",
+    "son",
+    "timestamp",
+    "typings",
+    "tz_util",
+    "utc",
 ]
 
 

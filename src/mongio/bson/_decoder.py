@@ -60,11 +60,22 @@ _UNDEFINED: Final = Undefined()
 _MALFORMED: Final = (struct.error, ValueError, IndexError, OverflowError, RecursionError, KeyError)
 
 # The decoding context: the options unpacked once per CodecOptions into a tuple the loops unpack in one step.
-# (options, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
-#  tz_aware, tzinfo, datetime_conversion, uuid_representation)
+# (the options raw documents are made with, document_class, is_dict, is_raw, utf8 decoding function, decoder_map or None, datetime_mode,
+#  tz_aware, tzinfo, datetime_conversion, uuid_representation, hot type factories or None)
 _Utf8 = Callable[[bytes], str]
 _Context = tuple[
-    CodecOptions, Any, bool, bool, _Utf8, "dict[Any, Callable[[Any], Any]] | None", int, bool, Any, int, int
+    CodecOptions,
+    Any,
+    bool,
+    bool,
+    _Utf8,
+    "dict[Any, Callable[[Any], Any]] | None",
+    int,
+    bool,
+    Any,
+    int,
+    int,
+    "tuple[Any, Any, Any] | None",
 ]
 
 # How a UTC datetime is built: the common cases avoid the general conversion function.
@@ -86,7 +97,7 @@ def _context(options: CodecOptions) -> _Context:
     if ctx is None:
         document_class = options.document_class
         is_raw = getattr(document_class, "_type_marker", None) == 101
-        decoder_map = dict(options.type_registry._decoder_map) or None
+        decoder_map = options._decoder_transforms() or None
         conversion = options.datetime_conversion
         tzinfo = options.tzinfo
         if conversion in (DatetimeConversion.DATETIME, DatetimeConversion.DATETIME_AUTO):
@@ -99,7 +110,7 @@ def _context(options: CodecOptions) -> _Context:
         else:
             mode = _DATETIME_GENERAL
         ctx = cache["decode"] = (
-            options,
+            options._raw_document_options(),
             document_class,
             document_class is dict,
             is_raw,
@@ -110,6 +121,7 @@ def _context(options: CodecOptions) -> _Context:
             tzinfo,
             int(conversion),
             int(options.uuid_representation),
+            options._hot_type_factories(),
         )
     return ctx
 

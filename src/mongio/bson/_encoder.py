@@ -15,9 +15,10 @@ import struct
 import types
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
+from mongio.bson._type_marker import type_marker as _type_marker
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
@@ -33,7 +34,7 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex, flags_to_letters
 from mongio.bson.timestamp import Timestamp
 
-__all__ = ["BUILT_IN_TYPES", "MAX_BSON_SIZE", "encode", "encode_into"]
+__all__ = ["BUILT_IN_TYPES", "KNOWN_TYPE_MARKERS", "MAX_BSON_SIZE", "encode", "encode_into"]
 
 MAX_BSON_SIZE: Final = 16 * 1024 * 1024
 """The default largest document :func:`encode` produces (a server's ``maxBsonObjectSize``)."""
@@ -49,6 +50,7 @@ _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
+_RAW_MARKER: Final = RawBSONDocument._type_marker
 
 # Array keys "0\x00", "1\x00", ... made once; grown on demand for longer arrays.
 _INDEX_KEYS: list[bytes] = [str(i).encode() + b"\x00" for i in range(1024)]
@@ -129,8 +131,8 @@ def _name(key: Any, check_keys: bool) -> bytes:
 
 def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
     """Append ``doc`` (any mapping) as a BSON document."""
-    if type(doc) is not dict and isinstance(doc, RawBSONDocument):
-        buf += doc.raw
+    if type(doc) is not dict and _type_marker(doc) == _RAW_MARKER:
+        buf += _marked_raw_bytes(doc)
         return
     start = len(buf)
     buf += b"\x00\x00\x00\x00"
@@ -288,22 +290,29 @@ def _pack_int64(value: int) -> bytes:
 
 
 def _write_other(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
-    """Every type but the hottest few: built-in types by exact type, then custom encoders, then
-    subclasses of built-in types, then the fallback encoder."""
+    """Every type but the hottest few: built-in types by exact type, then values marked with a known
+    ``_type_marker`` (PyMongo's types), then custom encoders, then subclasses of built-in types (never for a
+    marked value), then the fallback encoder."""
     writer = _ENCODERS.get(type(value))
     if writer is not None:
         writer(buf, name, value, ctx, check_keys)
+        return
+    marker = _type_marker(value)
+    if marker is not None and marker in _MARKED_WRITERS:
+        _marked_writer(value, marker)(buf, name, value, ctx, check_keys)
         return
     if ctx.encoder_map:
         transform = ctx.encoder_map.get(type(value))
         if transform is not None:
             _write_value_no_custom(buf, name, transform(value), ctx, check_keys)
             return
-    if _write_subclass(buf, name, value, ctx, check_keys):
+    if marker is None and _write_subclass(buf, name, value, ctx, check_keys):
         return
     if ctx.fallback is not None:
         _write_value_no_custom(buf, name, ctx.fallback(value), ctx, check_keys)
         return
+    if marker is not None:
+        _marked_writer(value, marker)  # refuses: the marker is unknown
     raise _Refused(f"cannot encode object of type {type(value).__name__}: {value!r}")
 
 
@@ -313,6 +322,10 @@ def _write_value_no_custom(buf: bytearray, name: bytes, value: Any, ctx: _Contex
     writer = _ENCODERS.get(type(value))
     if writer is not None:
         writer(buf, name, value, ctx, check_keys)
+        return
+    marker = _type_marker(value)
+    if marker is not None:
+        _marked_writer(value, marker)(buf, name, value, ctx, check_keys)
     elif not _write_subclass(buf, name, value, ctx, check_keys):
         raise _Refused(
             f"cannot encode object of type {type(value).__name__} (returned by a custom encoder): {value!r}"
@@ -580,6 +593,221 @@ _ENCODERS: Final[dict[type, _Writer]] = {
     RawBSONDocument: _write_mapping,
 }
 
+# Values from other BSON libraries. PyMongo's ``bson`` types (and mongio's own, which follow the same
+# convention) say which BSON type they are with an int class attribute ``_type_marker``. Such a value is
+# written from the attributes that marker promises, before any look at its base classes: PyMongo's Binary,
+# Code and Int64 are bytes, str and int subclasses, and writing them as those would silently change the
+# stored type. Nothing here imports another library; each attribute is checked, and a value that does not
+# hold what its marker promises (or whose marker is unknown) is refused rather than written as something else.
+
+_MARKED_TYPES_LIMIT: Final = 256
+"""How many types found by marker are remembered in ``_ENCODERS`` (so a program minting classes cannot
+grow it without limit)."""
+
+
+def _marked_attribute(value: Any, attribute: str, kind: str) -> Any:
+    try:
+        return getattr(value, attribute)
+    except AttributeError:
+        raise _Refused(
+            f"{_type_name(value)} is marked as a BSON {kind} (_type_marker) but has no {attribute!r} attribute"
+        ) from None
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _marked_mismatch(value: Any, kind: str, what: str) -> _Refused:
+    return _Refused(f"{_type_name(value)} is marked as a BSON {kind} (_type_marker) but {what}")
+
+
+def _marked_bytes(value: Any, attribute: str, kind: str, size: int) -> bytes:
+    data = _marked_attribute(value, attribute, kind)
+    if not isinstance(data, bytes) or len(data) != size:
+        raise _marked_mismatch(value, kind, f"its {attribute!r} is not {size} bytes: {data!r}")
+    return data
+
+
+def _marked_uint32(value: Any, attribute: str, kind: str) -> int:
+    number = _marked_attribute(value, attribute, kind)
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number <= 0xFFFFFFFF:
+        raise _marked_mismatch(value, kind, f"its {attribute!r} is not an unsigned 32-bit int: {number!r}")
+    return number
+
+
+def _write_marked_binary(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    subtype = _marked_attribute(value, "subtype", "binary")
+    if not isinstance(subtype, int) or isinstance(subtype, bool) or not 0 <= subtype <= 255:
+        raise _marked_mismatch(value, "binary", f"its subtype is not an int from 0 to 255: {subtype!r}")
+    if not isinstance(value, bytes):
+        raise _marked_mismatch(value, "binary", "it is not bytes")
+    _write_binary_data(buf, name, value, subtype)
+
+
+def _write_marked_objectid(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    data = _marked_bytes(value, "binary", "ObjectId", 12)
+    buf += b"\x07"
+    buf += name
+    buf += data
+
+
+def _write_marked_datetime(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    try:
+        millis = int(value)
+    except (TypeError, ValueError):
+        raise _marked_mismatch(value, "datetime", "int() of it does not give its milliseconds") from None
+    buf += b"\x09"
+    buf += name
+    buf += _pack_int64(millis)
+
+
+def _write_marked_regex(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    pattern = _marked_attribute(value, "pattern", "regular expression")
+    flags = _marked_attribute(value, "flags", "regular expression")
+    if isinstance(pattern, bytes):
+        try:
+            pattern = pattern.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _marked_mismatch(value, "regular expression", "its pattern is not UTF-8") from None
+    if not isinstance(pattern, str):
+        raise _marked_mismatch(value, "regular expression", f"its pattern is not a str: {pattern!r}")
+    if isinstance(flags, int):
+        # An int of ``re`` flags (PyMongo's form); bits with no BSON option letter are dropped, as PyMongo does.
+        flags = flags_to_letters(flags)
+    elif not isinstance(flags, str):
+        raise _marked_mismatch(value, "regular expression", f"its flags are not an int or a str: {flags!r}")
+    _write_regex_parts(buf, name, pattern, flags)
+
+
+def _write_marked_code(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    scope = _marked_attribute(value, "scope", "JavaScript code")
+    if not isinstance(value, str):
+        raise _marked_mismatch(value, "JavaScript code", "it is not a str")
+    if scope is not None and not isinstance(scope, Mapping):
+        raise _marked_mismatch(value, "JavaScript code", f"its scope is not a mapping: {scope!r}")
+    _write_code(buf, name, cast(Code, value), ctx, check_keys)
+
+
+def _write_marked_timestamp(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    time = _marked_uint32(value, "time", "timestamp")
+    inc = _marked_uint32(value, "inc", "timestamp")
+    buf += b"\x11"
+    buf += name
+    buf += _PACK_TIMESTAMP(inc, time)
+
+
+def _write_marked_int64(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    if not isinstance(value, int):
+        raise _marked_mismatch(value, "int64", "it is not an int")
+    _write_int64(buf, name, value, ctx, check_keys)
+
+
+def _write_marked_decimal128(
+    buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool
+) -> None:
+    data = _marked_bytes(value, "bid", "Decimal128", 16)
+    buf += b"\x13"
+    buf += name
+    buf += data
+
+
+def _write_marked_dbref(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    as_doc = _marked_attribute(value, "as_doc", "DBRef")
+    doc = as_doc() if callable(as_doc) else None
+    if not isinstance(doc, Mapping):
+        raise _marked_mismatch(value, "DBRef", "its as_doc() does not return a mapping")
+    buf += b"\x03"
+    buf += name
+    # The $-prefixed names are the point of a DBRef, so check_keys does not apply to them.
+    _write_document(buf, doc, ctx, False)
+
+
+def _marked_raw_bytes(value: Any) -> bytes:
+    """The BSON bytes of a document marked as raw, checked to be one whole document."""
+    if isinstance(value, RawBSONDocument):
+        return value.raw  # checked when it was made
+    data = _marked_attribute(value, "raw", "raw document")
+    if (
+        not isinstance(data, bytes)
+        or len(data) < 5
+        or int.from_bytes(data[:4], "little", signed=True) != len(data)
+        or data[-1] != 0
+    ):
+        raise _marked_mismatch(value, "raw document", "its 'raw' is not one whole BSON document")
+    return data
+
+
+def _write_marked_raw(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    data = _marked_raw_bytes(value)
+    buf += b"\x03"
+    buf += name
+    buf += data
+
+
+def _write_marked_dbpointer(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    namespace = _marked_attribute(value, "namespace", "DBPointer")
+    oid = _marked_attribute(value, "id", "DBPointer")
+    if not isinstance(namespace, str):
+        raise _marked_mismatch(value, "DBPointer", f"its namespace is not a str: {namespace!r}")
+    if getattr(oid, "_type_marker", None) != 7:
+        raise _marked_mismatch(value, "DBPointer", f"its id is not an ObjectId: {oid!r}")
+    data = namespace.encode()
+    oid_bytes = _marked_bytes(oid, "binary", "ObjectId", 12)
+    buf += b"\x0c"
+    buf += name
+    buf += _PACK_INT32(len(data) + 1)
+    buf += data
+    buf += b"\x00"
+    buf += oid_bytes
+
+
+def _write_marked_symbol(buf: bytearray, name: bytes, value: Any, ctx: _Context, check_keys: bool) -> None:
+    if not isinstance(value, str):
+        raise _marked_mismatch(value, "symbol", "it is not a str")
+    _write_symbol(buf, name, cast(Symbol, value), ctx, check_keys)
+
+
+# Marker -> writer. 6, 12 and 14 are mongio's deprecated types (Undefined, DBPointer, Symbol), which PyMongo
+# does not have; the rest are PyMongo's numbering, which mongio's types share.
+_MARKED_WRITERS: Final[dict[int, _Writer]] = {
+    5: _write_marked_binary,
+    6: _write_undefined,
+    7: _write_marked_objectid,
+    9: _write_marked_datetime,
+    11: _write_marked_regex,
+    12: _write_marked_dbpointer,
+    13: _write_marked_code,
+    14: _write_marked_symbol,
+    17: _write_marked_timestamp,
+    18: _write_marked_int64,
+    19: _write_marked_decimal128,
+    100: _write_marked_dbref,
+    101: _write_marked_raw,
+    127: _write_maxkey,
+    255: _write_minkey,
+}
+
+
+KNOWN_TYPE_MARKERS: Final = frozenset(_MARKED_WRITERS)
+"""The ``_type_marker`` values the encoder writes itself (so no custom type encoder may take them over)."""
+
+
+def _marked_writer(value: Any, marker: int) -> _Writer:
+    """The writer for a marked value, remembered for its type; unknown markers are refused."""
+    writer = _MARKED_WRITERS.get(marker)
+    if writer is None:
+        raise _Refused(
+            f"cannot encode object of type {_type_name(value)}: its _type_marker {marker} is not a BSON type "
+            f"this encoder knows, so it is not written as anything else: {value!r}"
+        )
+    if len(_ENCODERS) < len(BUILT_IN_TYPES) + _MARKED_TYPES_LIMIT:
+        # The next value of this type is found by the exact-type lookup, in either element loop.
+        _ENCODERS[type(value)] = writer
+    return writer
+
+
 # For subclasses of the types above (an IntEnum, a SON, an OrderedDict, ...), most specific first: a
 # subclass of Int64 must stay an int64 and a Code or Symbol must not become a plain string.
 _SUBCLASS_ENCODERS: Final[tuple[tuple[type | tuple[type, ...], _Writer], ...]] = (
@@ -630,8 +858,11 @@ def encode(
     """
     if type(document) is not dict and not isinstance(document, Mapping):
         raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
-    if type(document) is not dict and isinstance(document, RawBSONDocument):
-        data = document.raw
+    if type(document) is not dict and _type_marker(document) == _RAW_MARKER:
+        try:
+            data = _marked_raw_bytes(document)
+        except _Refused as refused:
+            raise InvalidDocument(f"cannot encode the document: {refused.reason}") from None
     else:
         buf = bytearray()
         _append_document(buf, document, _context(codec_options), check_keys)
@@ -685,6 +916,9 @@ if _SPEEDUPS is not None:
         _check_key,
         _pack_int64,
         Int64,
+        _write_objectid,
+        _write_marked_objectid,
+        _write_marked_int64,
     )
 
 

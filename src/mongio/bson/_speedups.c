@@ -33,6 +33,10 @@ typedef struct {
     PyObject *document_class;
     PyObject *utf8;
     PyObject *decoder_map; /* NULL when the context has none */
+    /* What the hot types are made with: the module's (mongio's classes) unless the context names others. */
+    PyObject *objectid_factory;
+    PyObject *timestamp_factory;
+    PyObject *int64_type;
     int is_dict;
     int is_raw;
     int strict;
@@ -102,6 +106,22 @@ unpack_context(PyObject *ctx, Context *c)
     c->decoder_map = PyTuple_GET_ITEM(ctx, 5);
     if (c->decoder_map == Py_None) {
         c->decoder_map = NULL;
+    } else if (!PyDict_CheckExact(c->decoder_map)) {
+        PyErr_SetString(PyExc_TypeError, "the decoding context's decoder map must be a dict");
+        return -1;
+    }
+    c->objectid_factory = objectid_factory;
+    c->timestamp_factory = timestamp_factory;
+    c->int64_type = int64_type;
+    PyObject *factories = PyTuple_GET_SIZE(ctx) > 11 ? PyTuple_GET_ITEM(ctx, 11) : Py_None;
+    if (factories != Py_None) {
+        if (!PyTuple_Check(factories) || PyTuple_GET_SIZE(factories) != 3) {
+            PyErr_SetString(PyExc_TypeError, "the decoding context's factories must be (objectid, timestamp, int64)");
+            return -1;
+        }
+        c->objectid_factory = PyTuple_GET_ITEM(factories, 0);
+        c->timestamp_factory = PyTuple_GET_ITEM(factories, 1);
+        c->int64_type = PyTuple_GET_ITEM(factories, 2);
     }
     return 0;
 }
@@ -318,7 +338,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             }
             PyObject *number = PyLong_FromLongLong((long long)(int64_t)load_uint64(buf + pos));
             if (number != NULL) {
-                value = PyObject_CallOneArg(int64_type, number);
+                value = PyObject_CallOneArg(c->int64_type, number);
                 Py_DECREF(number);
             }
             pos += 8;
@@ -331,7 +351,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             }
             PyObject *raw = PyBytes_FromStringAndSize((const char *)buf + pos, 12);
             if (raw != NULL) {
-                value = PyObject_CallOneArg(objectid_factory, raw);
+                value = PyObject_CallOneArg(c->objectid_factory, raw);
                 Py_DECREF(raw);
             }
             pos += 12;
@@ -348,7 +368,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             PyObject *inc = PyLong_FromUnsignedLong(load_uint32(buf + pos));
             PyObject *time = PyLong_FromUnsignedLong(load_uint32(buf + pos + 4));
             if (inc != NULL && time != NULL) {
-                value = PyObject_CallFunctionObjArgs(timestamp_factory, time, inc, NULL);
+                value = PyObject_CallFunctionObjArgs(c->timestamp_factory, time, inc, NULL);
             }
             Py_XDECREF(inc);
             Py_XDECREF(time);
@@ -364,15 +384,18 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
             goto fail;
         }
         if (c->decoder_map != NULL) {
-            PyObject *transform = PyObject_GetItem(c->decoder_map, (PyObject *)Py_TYPE(value));
+            /* A borrowed lookup that raises nothing on a miss: most values have no transform, and a KeyError
+             * made and cleared for each of them would cost more than the decoding. */
+            PyObject *transform = PyDict_GetItemWithError(c->decoder_map, (PyObject *)Py_TYPE(value));
             if (transform == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                if (PyErr_Occurred()) {
                     Py_DECREF(value);
                     Py_XDECREF(key);
                     goto fail;
                 }
-                PyErr_Clear();
             } else {
+                /* Held while it runs: the application's transform could change the map it came from. */
+                Py_INCREF(transform);
                 PyObject *transformed = PyObject_CallOneArg(transform, value);
                 Py_DECREF(transform);
                 Py_DECREF(value);
@@ -486,6 +509,13 @@ static PyObject *name_of;               /* _encoder._name(key, check_keys): byte
 static PyObject *check_key;             /* _encoder._check_key(key) */
 static PyObject *pack_int64;            /* _encoder._pack_int64(value): raises _Refused beyond 64 bits */
 static PyObject *encoder_int64;         /* Int64 */
+/* Python writers whose work is simple enough to do here once the exact-type lookup found them: ObjectIds
+ * (mongio's, and other libraries' found by _type_marker) and other libraries' Int64. Anything these
+ * cannot write exactly goes to the Python writer, which refuses it with its reason. */
+static PyObject *objectid_writer;        /* _encoder._write_objectid */
+static PyObject *marked_objectid_writer; /* _encoder._write_marked_objectid */
+static PyObject *marked_int64_writer;    /* _encoder._write_marked_int64 */
+static PyObject *binary_name;            /* "binary" */
 
 static int
 append(PyObject *buf, const void *data, Py_ssize_t size)
@@ -576,6 +606,33 @@ write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value,
     return append_int64(buf, (int64_t)number);
 }
 
+/* ObjectIds and other libraries' Int64 whose Python writer the exact-type lookup found: 0 when written, -1
+ * on error, 1 to call the Python writer instead (for a value that does not hold what its type promises). */
+static int
+write_known(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *writer)
+{
+    if (writer == marked_int64_writer) {
+        return PyLong_Check(value) ? write_integer(buf, name, size, value, 0) : 1;
+    }
+    if (writer != objectid_writer && writer != marked_objectid_writer) {
+        return 1;
+    }
+    PyObject *data = PyObject_GetAttr(value, binary_name);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 1;
+    }
+    int result = 1;
+    if (PyBytes_CheckExact(data) && PyBytes_GET_SIZE(data) == 12) {
+        result = append_head(buf, 0x07, name, size) < 0 || append(buf, PyBytes_AS_STRING(data), 12) < 0 ? -1 : 0;
+    }
+    Py_DECREF(data);
+    return result;
+}
+
 static int
 write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
             PyObject *check_keys_obj, int depth)
@@ -642,6 +699,13 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     if (writer == NULL && PyErr_Occurred()) {
         Py_DECREF(name_bytes);
         return -1;
+    }
+    if (writer != NULL) {
+        int written = write_known(buf, name, size, value, writer);
+        if (written != 1) {
+            Py_DECREF(name_bytes);
+            return written;
+        }
     }
     PyObject *args[5] = {buf, name_bytes, value, ctx, check_keys_obj};
     PyObject *result = PyObject_Vectorcall(writer != NULL ? writer : write_other, args, 5, NULL);
@@ -850,10 +914,15 @@ configure_encoder(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *refused, *document_writer, *array_writer, *writers, *other, *name, *checker, *packer, *int64;
-    if (!PyArg_ParseTuple(args, "OOOO!OOOOO", &refused, &document_writer, &array_writer, &PyDict_Type, &writers,
-                          &other, &name, &checker, &packer, &int64)) {
+    PyObject *oid_writer, *marked_oid_writer, *marked_int64;
+    if (!PyArg_ParseTuple(args, "OOOO!OOOOOOOO", &refused, &document_writer, &array_writer, &PyDict_Type, &writers,
+                          &other, &name, &checker, &packer, &int64, &oid_writer, &marked_oid_writer,
+                          &marked_int64)) {
         return NULL;
     }
+    Py_XSETREF(objectid_writer, Py_NewRef(oid_writer));
+    Py_XSETREF(marked_objectid_writer, Py_NewRef(marked_oid_writer));
+    Py_XSETREF(marked_int64_writer, Py_NewRef(marked_int64));
     Py_XSETREF(refused_type, Py_NewRef(refused));
     Py_XSETREF(python_write_document, Py_NewRef(document_writer));
     Py_XSETREF(python_write_array, Py_NewRef(array_writer));
@@ -877,7 +946,7 @@ static PyMethodDef methods[] = {
      "write_array(buf, values, ctx, check_keys): append a list or tuple to buf as a BSON array."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
-     "pack_int64, Int64)."},
+     "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
     {"configure", configure, METH_VARARGS,
      "configure(InvalidBSON, readers, objectid_from_bytes, timestamp, Int64, to_dbref, strict_utf8)."},
     {NULL, NULL, 0, NULL},
@@ -893,6 +962,10 @@ PyInit__speedups(void)
 {
     ref_key = PyUnicode_InternFromString("$ref");
     if (ref_key == NULL) {
+        return NULL;
+    }
+    binary_name = PyUnicode_InternFromString("binary");
+    if (binary_name == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);

@@ -14,19 +14,26 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidVector
 
 __all__ = [
+    "ALL_UUID_REPRESENTATIONS",
     "ALL_UUID_SUBTYPES",
     "BINARY_SUBTYPE",
     "COLUMN_SUBTYPE",
+    "CSHARP_LEGACY",
     "ENCRYPTED_SUBTYPE",
     "FUNCTION_SUBTYPE",
+    "JAVA_LEGACY",
     "MD5_SUBTYPE",
     "OLD_BINARY_SUBTYPE",
     "OLD_UUID_SUBTYPE",
+    "PYTHON_LEGACY",
     "SENSITIVE_SUBTYPE",
+    "STANDARD",
     "USER_DEFINED_SUBTYPE",
+    "UUID_REPRESENTATION_NAMES",
     "UUID_SUBTYPE",
     "VECTOR_SUBTYPE",
     "Binary",
@@ -34,6 +41,8 @@ __all__ = [
     "BinaryVectorDtype",
     "UuidRepresentation",
 ]
+
+_BINARY_MARKER: Final = 5
 
 BINARY_SUBTYPE: Final = 0
 FUNCTION_SUBTYPE: Final = 1
@@ -63,6 +72,23 @@ class UuidRepresentation(enum.IntEnum):
     STANDARD = 4
     JAVA_LEGACY = 5
     CSHARP_LEGACY = 6
+
+
+# The representations as module constants and their display names, as PyMongo's bson.binary has them.
+STANDARD: Final = UuidRepresentation.STANDARD
+PYTHON_LEGACY: Final = UuidRepresentation.PYTHON_LEGACY
+JAVA_LEGACY: Final = UuidRepresentation.JAVA_LEGACY
+CSHARP_LEGACY: Final = UuidRepresentation.CSHARP_LEGACY
+ALL_UUID_REPRESENTATIONS: Final = (
+    UuidRepresentation.UNSPECIFIED,
+    STANDARD,
+    PYTHON_LEGACY,
+    JAVA_LEGACY,
+    CSHARP_LEGACY,
+)
+UUID_REPRESENTATION_NAMES: Final = {
+    representation: f"UuidRepresentation.{representation.name}" for representation in UuidRepresentation
+}
 
 
 def _java_legacy_order(data: bytes) -> bytes:
@@ -155,7 +181,7 @@ class Binary(bytes):
     :class:`Binary` never equals plain ``bytes``.
     """
 
-    _type_marker = 5
+    _type_marker = _BINARY_MARKER
     __subtype: int
 
     def __new__(cls, data: bytes | bytearray | memoryview, subtype: int = BINARY_SUBTYPE) -> Binary:
@@ -290,6 +316,9 @@ class Binary(bytes):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Binary):
             return self.__subtype == other.subtype and bytes.__eq__(self, other)
+        if isinstance(other, bytes) and type_marker(other) == _BINARY_MARKER:
+            # Another library's binary (PyMongo's): the same subtype and bytes are the same BSON value.
+            return self.__subtype == getattr(other, "subtype", None) and bytes.__eq__(self, other)
         # Never equal to plain bytes: a subtype-0 Binary and bytes are different BSON values only by type.
         return False
 
@@ -297,7 +326,8 @@ class Binary(bytes):
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((bytes(self), self.__subtype))
+        # PyMongo's formula, so equal binaries of either library are one dict key.
+        return bytes.__hash__(self) ^ hash(self.__subtype)
 
     def __repr__(self) -> str:
         if self.__subtype == 9 and len(self) >= 2 and self[0] in _DTYPES_BY_BYTE:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mongio.bson._type_marker import type_marker
+
 __all__ = ["Code"]
 
 
@@ -53,8 +55,9 @@ class Code(str):
         return f"Code({str.__repr__(self)}, {self.__scope!r})"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Code):
-            return (self.__scope, str(self)) == (other.scope, str(other))
+        # Another library's code (PyMongo's) with the same text and scope is the same BSON value.
+        if isinstance(other, Code) or (isinstance(other, str) and type_marker(other) == 13):
+            return (self.__scope, str(self)) == (getattr(other, "scope", None), str(other))
         return False
 
     def __ne__(self, other: object) -> bool:

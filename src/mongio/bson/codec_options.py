@@ -7,16 +7,21 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
-from mongio.bson.binary import UuidRepresentation
+from mongio.bson._type_marker import type_marker
+from mongio.bson.binary import ALL_UUID_REPRESENTATIONS, UUID_REPRESENTATION_NAMES, UuidRepresentation
 from mongio.bson.datetime_ms import DatetimeConversion
+from mongio.bson.objectid import ObjectId
 
 __all__ = [
+    "ALL_UUID_REPRESENTATIONS",
     "DEFAULT_CODEC_OPTIONS",
+    "UUID_REPRESENTATION_NAMES",
     "CodecOptions",
     "TypeCodec",
     "TypeDecoder",
     "TypeEncoder",
     "TypeRegistry",
+    "as_codec_options",
 ]
 
 
@@ -65,6 +70,28 @@ def _built_in_encodable_types() -> tuple[type, ...]:
     return built_in
 
 
+def _is_encoder(codec: Any) -> bool:
+    # PyMongo's codecs subclass PyMongo's abstract classes, not these: they are recognised by what they define.
+    return isinstance(codec, TypeEncoder) or (
+        hasattr(codec, "python_type") and callable(getattr(codec, "transform_python", None))
+    )
+
+
+def _is_decoder(codec: Any) -> bool:
+    return isinstance(codec, TypeDecoder) or (
+        hasattr(codec, "bson_type") and callable(getattr(codec, "transform_bson", None))
+    )
+
+
+def _encoded_by_marker(python_type: Any) -> int | None:
+    """The ``_type_marker`` by which the encoder writes ``python_type`` itself (PyMongo's bson types carry
+    one), or None."""
+    from mongio.bson._encoder import KNOWN_TYPE_MARKERS
+
+    marker = type_marker(python_type) if isinstance(python_type, type) else None
+    return marker if marker in KNOWN_TYPE_MARKERS else None
+
+
 class TypeRegistry:
     """Custom type encoders/decoders and a ``fallback_encoder`` called (once) for values nothing else can
     encode; it must return something encodable."""
@@ -80,9 +107,10 @@ class TypeRegistry:
         self._fallback_encoder = fallback_encoder
         self._encoder_map: dict[Any, Callable[[Any], Any]] = {}
         self._decoder_map: dict[Any, Callable[[Any], Any]] = {}
+        codec: Any  # mongio's codec classes, or any object defining their methods (PyMongo's)
         for codec in self._type_codecs:
             known = False
-            if isinstance(codec, TypeEncoder):
+            if _is_encoder(codec):
                 known = True
                 for built_in in _built_in_encodable_types():
                     if isinstance(codec.python_type, type) and issubclass(codec.python_type, built_in):
@@ -90,8 +118,14 @@ class TypeRegistry:
                             f"TypeEncoders cannot change how built-in types are encoded "
                             f"({codec!r} transforms {codec.python_type.__name__})"
                         )
+                marker = _encoded_by_marker(codec.python_type)
+                if marker is not None:
+                    raise TypeError(
+                        f"TypeEncoders cannot change how built-in types are encoded ({codec!r} transforms "
+                        f"{codec.python_type.__name__}, whose _type_marker {marker} the encoder writes itself)"
+                    )
                 self._encoder_map[codec.python_type] = codec.transform_python
-            if isinstance(codec, TypeDecoder):
+            if _is_decoder(codec):
                 known = True
                 self._decoder_map[codec.bson_type] = codec.transform_bson
             if not known:
@@ -245,6 +279,35 @@ class CodecOptions:
         arguments.update(kwargs)
         return type(self)(**arguments)
 
+    def _decoder_transforms(self) -> dict[Any, Callable[[Any], Any]]:
+        """Decoded type -> the function every decoded value of exactly that type is passed through: the type
+        registry's decoders here; a subclass that decodes to other classes adds its conversions."""
+        return dict(self.type_registry._decoder_map)
+
+    def _hot_type_factories(self) -> tuple[Any, Any, Any] | None:
+        """``(objectid_from_bytes, timestamp_from_time_and_inc, int64_from_int)`` for the compiled element loops
+        to make those types with, or None for mongio's own. Only a speed-up: whatever they make must be what
+        :meth:`_decoder_transforms` turns mongio's values into, since the Python loops take that way."""
+        return None
+
+    def _raw_document_options(self) -> Any:
+        """The codec options a raw ``document_class`` is constructed with (``document_class(bson, options)``):
+        these; a subclass whose raw class is another library's passes options that library understands."""
+        return self
+
+    def _new_object_id(self) -> Any:
+        """A new ObjectId of the class these options decode ObjectIds to, for an ``_id`` the driver
+        generates (an inserted document's, a GridFS file's)."""
+        return ObjectId()
+
+    def resolve(self, given: Any) -> CodecOptions:
+        """The options a child (database, collection, cursor) of an object with these options uses when the
+        application passes ``given``: these when ``given`` is None, else ``given`` (PyMongo's
+        ``CodecOptions`` accepted too). A subclass may keep its children in its own mode."""
+        if given is None:
+            return self
+        return as_codec_options(given)
+
     def codec_options(self) -> CodecOptions:
         """These options as a plain :class:`CodecOptions` (dropping any options a subclass adds)."""
         return CodecOptions(**{name: getattr(self, name) for name in CodecOptions._FIELDS})
@@ -263,6 +326,21 @@ class CodecOptions:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self._arguments()))
+
+
+def as_codec_options(given: Any) -> CodecOptions:
+    """``given`` as mongio's :class:`CodecOptions`: itself, or the same settings read from PyMongo's
+    ``CodecOptions`` (a named tuple of the same seven fields, recognised by its ``_asdict``)."""
+    if isinstance(given, CodecOptions):
+        return given
+    as_dict = getattr(given, "_asdict", None)
+    fields = as_dict() if callable(as_dict) else None
+    if not isinstance(fields, dict) or set(fields) != set(CodecOptions._FIELDS):
+        raise TypeError(f"codec_options must be a CodecOptions, not {type(given).__name__}")
+    registry = fields["type_registry"]
+    if registry is not None and not isinstance(registry, TypeRegistry):
+        fields["type_registry"] = TypeRegistry(registry.codecs, registry.fallback_encoder)
+    return CodecOptions(**fields)
 
 
 def _rebuild(cls: type[CodecOptions], arguments: dict[str, Any]) -> CodecOptions:

@@ -10,10 +10,14 @@ import datetime
 import enum
 from typing import TYPE_CHECKING, Final, cast
 
+from mongio.bson._type_marker import type_marker
+from mongio.bson.errors import InvalidBSON
+from mongio.bson.tz_util import utc
+
 if TYPE_CHECKING:
     from mongio.bson.codec_options import CodecOptions
 
-__all__ = ["DatetimeConversion", "DatetimeMS"]
+__all__ = ["DatetimeConversion", "DatetimeMS", "InvalidBSON", "utc"]
 
 EPOCH_AWARE: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_NAIVE: Final = datetime.datetime(1970, 1, 1)
@@ -85,37 +89,44 @@ class DatetimeMS:
         return self._value
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value == other._value
-        return NotImplemented
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value == millis
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value != other._value
-        return NotImplemented
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value != millis
 
-    def __lt__(self, other: DatetimeMS) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value < other._value
-        return NotImplemented
+    def __lt__(self, other: object) -> bool:
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value < millis
 
-    def __le__(self, other: DatetimeMS) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value <= other._value
-        return NotImplemented
+    def __le__(self, other: object) -> bool:
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value <= millis
 
-    def __gt__(self, other: DatetimeMS) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value > other._value
-        return NotImplemented
+    def __gt__(self, other: object) -> bool:
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value > millis
 
-    def __ge__(self, other: DatetimeMS) -> bool:
-        if isinstance(other, DatetimeMS):
-            return self._value >= other._value
-        return NotImplemented
+    def __ge__(self, other: object) -> bool:
+        millis = _millis_of(other)
+        if millis is None:
+            return NotImplemented
+        return self._value >= millis
 
     def __hash__(self) -> int:
-        return hash((DatetimeMS, self._value))
+        # As PyMongo's DatetimeMS hashes, so equal values of either library are one dict key.
+        return hash(self._value)
 
     def __repr__(self) -> str:
         return f"DatetimeMS({self._value})"
@@ -125,6 +136,20 @@ class DatetimeMS:
 
     def __setstate__(self, state: int) -> None:
         self._value = state
+
+
+def _millis_of(value: object) -> int | None:
+    """The milliseconds of a DatetimeMS of mongio or of another library following the ``_type_marker``
+    convention (PyMongo's, which converts with ``int()``), or None for anything else."""
+    if isinstance(value, DatetimeMS):
+        return value._value
+    if type_marker(value) == DatetimeMS._type_marker:
+        try:
+            millis: int = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+        return millis
+    return None
 
 
 class DatetimeRangeError(OverflowError):
@@ -165,3 +190,13 @@ def millis_to_datetime(
                 f"the datetime {millis} ms is outside datetime's range in {tzinfo}"
             ) from None
     return value
+
+
+def __getattr__(name: str) -> object:
+    # PyMongo's bson.datetime_ms also offers the codec options it uses; they are imported here only when
+    # asked for, since mongio.bson.codec_options itself imports this module.
+    if name in ("CodecOptions", "DEFAULT_CODEC_OPTIONS"):
+        from mongio.bson import codec_options
+
+        return getattr(codec_options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.son import SON
 
 __all__ = ["DBRef"]
@@ -86,19 +87,43 @@ class DBRef:
         return (self.__collection, self.__id, self.__database, self.__kwargs)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, DBRef):
-            return self._key() == other._key()
-        return NotImplemented
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() == key
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, DBRef):
-            return self._key() != other._key()
-        return NotImplemented
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() != key
 
     def __hash__(self) -> int:
+        # PyMongo's formula, so equal references of either library are one dict key.
         return hash((self.__collection, self.__id, self.__database, tuple(sorted(self.__kwargs.items()))))
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.__kwargs.items())
         database = f", {self.__database!r}" if self.__database is not None else ""
         return f"DBRef({self.__collection!r}, {self.__id!r}{database}{extra})"
+
+
+def _key_of(value: object) -> tuple[Any, ...] | None:
+    """``(collection, id, database, extra fields)`` of a DBRef of mongio or of another library following
+    the ``_type_marker`` convention (PyMongo's, whose extra fields are read from its public ``as_doc()``), or
+    None for anything else."""
+    if isinstance(value, DBRef):
+        return value._key()
+    if type_marker(value) != DBRef._type_marker:
+        return None
+    as_doc = getattr(value, "as_doc", None)
+    doc = as_doc() if callable(as_doc) else None
+    if not isinstance(doc, Mapping):
+        return None
+    extra = {k: v for k, v in doc.items() if k not in ("$ref", "$id", "$db")}
+    return (
+        getattr(value, "collection", None),
+        getattr(value, "id", None),
+        getattr(value, "database", None),
+        extra,
+    )

@@ -16,11 +16,20 @@ from __future__ import annotations
 
 import decimal
 import re
-from typing import Final
+from typing import Any, Final, cast
 
+from mongio.bson._type_marker import type_marker
+from mongio.bson.codec_options import TypeDecoder, TypeEncoder
 from mongio.bson.errors import InvalidDecimal128
 
-__all__ = ["Decimal128", "create_decimal128_context"]
+__all__ = [
+    "Decimal128",
+    "DecimalDecoder",
+    "DecimalEncoder",
+    "TypeDecoder",
+    "TypeEncoder",
+    "create_decimal128_context",
+]
 
 # IEEE 754-2008 decimal128 parameters. Exponents here are those of the integer coefficient ("q"), not the
 # adjusted exponent: Emax = 6144 and 34 digits of precision give q <= 6111; Emin = -6143 gives q >= -6176.
@@ -233,6 +242,8 @@ class Decimal128:
 
     __slots__ = ("_bid",)
 
+    _type_marker = 19
+
     _bid: bytes
 
     def __init__(self, value: str | decimal.Decimal | tuple[int, int]) -> None:
@@ -316,6 +327,9 @@ class Decimal128:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Decimal128):
             return self._bid == other._bid
+        if type_marker(other) == Decimal128._type_marker:
+            # Another library's Decimal128 (PyMongo's): the same 16 bytes are the same value.
+            return self._bid == getattr(other, "bid", None)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -326,3 +340,31 @@ class Decimal128:
 
     def __setstate__(self, state: bytes) -> None:
         self._bid = state
+
+
+class DecimalEncoder(TypeEncoder):
+    """A type encoder storing ``decimal.Decimal`` values as :class:`Decimal128`::
+
+    CodecOptions(type_registry=TypeRegistry([DecimalEncoder()]))
+    """
+
+    @property
+    def python_type(self) -> type[decimal.Decimal]:
+        return decimal.Decimal
+
+    def transform_python(self, value: Any) -> Decimal128:
+        return Decimal128(value)
+
+
+class DecimalDecoder(TypeDecoder):
+    """A type decoder reading BSON decimal128 values as ``decimal.Decimal``::
+
+    CodecOptions(type_registry=TypeRegistry([DecimalDecoder()]))
+    """
+
+    @property
+    def bson_type(self) -> type[Decimal128]:
+        return Decimal128
+
+    def transform_bson(self, value: Any) -> decimal.Decimal:
+        return cast(Decimal128, value).to_decimal()

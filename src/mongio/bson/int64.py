@@ -19,6 +19,9 @@ class Int64(int):
     def __repr__(self) -> str:
         return f"Int64({int(self)})"
 
+    # The digits, as for an int (and PyMongo's Int64): repr alone names the class.
+    __str__ = int.__repr__
+
     def __getstate__(self) -> int:
         return int(self)
 

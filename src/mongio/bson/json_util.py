@@ -34,22 +34,53 @@ from typing import Any, Final
 from mongio.bson._json_decode import interpret, parse, wrap_raw
 from mongio.bson._json_encode import to_json
 from mongio.bson._json_options import DatetimeRepresentation, JSONMode, JSONOptions
+from mongio.bson.binary import ALL_UUID_SUBTYPES, UUID_SUBTYPE, Binary, UuidRepresentation
+from mongio.bson.code import Code
+from mongio.bson.codec_options import CodecOptions
+from mongio.bson.datetime_ms import EPOCH_AWARE, DatetimeConversion, DatetimeMS
+from mongio.bson.dbref import DBRef
+from mongio.bson.decimal128 import Decimal128
 from mongio.bson.errors import InvalidExtendedJSON
+from mongio.bson.int64 import Int64
+from mongio.bson.minmax import MaxKey, MinKey
+from mongio.bson.objectid import ObjectId
+from mongio.bson.regex import Regex
+from mongio.bson.timestamp import Timestamp
+from mongio.bson.tz_util import utc
 
+# The BSON types and options are offered here too, as PyMongo's bson.json_util offers them.
 __all__ = [
+    "ALL_UUID_SUBTYPES",
     "CANONICAL_JSON_OPTIONS",
     "DEFAULT_JSON_OPTIONS",
+    "EPOCH_AWARE",
     "LEGACY_JSON_OPTIONS",
     "RELAXED_JSON_OPTIONS",
+    "UUID_SUBTYPE",
+    "Binary",
+    "Code",
+    "CodecOptions",
+    "DBRef",
+    "DatetimeConversion",
+    "DatetimeMS",
     "DatetimeRepresentation",
+    "Decimal128",
+    "Int64",
     "InvalidExtendedJSON",
     "JSONMode",
     "JSONOptions",
+    "MaxKey",
+    "MinKey",
+    "ObjectId",
+    "Regex",
+    "Timestamp",
+    "UuidRepresentation",
     "default",
     "dumps",
     "loads",
     "object_hook",
     "object_pairs_hook",
+    "utc",
 ]
 
 LEGACY_JSON_OPTIONS: Final = JSONOptions(json_mode=JSONMode.LEGACY)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongio.bson._type_marker import type_marker
+
 __all__ = ["MaxKey", "MinKey"]
 
 
@@ -15,7 +17,7 @@ class MinKey:
     _type_marker = 255
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MinKey)
+        return isinstance(other, MinKey) or type_marker(other) == 255
 
     def __hash__(self) -> int:
         return hash(self._type_marker)
@@ -27,10 +29,10 @@ class MinKey:
         return True
 
     def __lt__(self, other: Any) -> bool:
-        return not isinstance(other, MinKey)
+        return not (isinstance(other, MinKey) or type_marker(other) == 255)
 
     def __ge__(self, other: Any) -> bool:
-        return isinstance(other, MinKey)
+        return isinstance(other, MinKey) or type_marker(other) == 255
 
     def __gt__(self, other: Any) -> bool:
         return False
@@ -47,7 +49,7 @@ class MaxKey:
     _type_marker = 127
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MaxKey)
+        return isinstance(other, MaxKey) or type_marker(other) == 127
 
     def __hash__(self) -> int:
         return hash(self._type_marker)
@@ -56,7 +58,7 @@ class MaxKey:
         return not self == other
 
     def __le__(self, other: Any) -> bool:
-        return isinstance(other, MaxKey)
+        return isinstance(other, MaxKey) or type_marker(other) == 127
 
     def __lt__(self, other: Any) -> bool:
         return False
@@ -65,7 +67,7 @@ class MaxKey:
         return True
 
     def __gt__(self, other: Any) -> bool:
-        return not isinstance(other, MaxKey)
+        return not (isinstance(other, MaxKey) or type_marker(other) == 127)
 
     def __repr__(self) -> str:
         return "MaxKey()"

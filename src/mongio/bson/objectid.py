@@ -10,11 +10,14 @@ import struct
 import time
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidId
+from mongio.bson.tz_util import utc
 
-__all__ = ["ObjectId"]
+__all__ = ["ObjectId", "utc"]
 
 _COUNTER_LIMIT: Final = 0xFFFFFF
+_OBJECTID_MARKER: Final = 7
 _PACK_SECONDS: Final = struct.Struct(">I").pack
 _UTC: Final = datetime.UTC
 
@@ -42,12 +45,13 @@ class ObjectId:
     """A 12-byte BSON ObjectId (type 0x07).
 
     ``ObjectId()`` makes a new, unique id; ``ObjectId("5f0c...")`` parses 24 hex digits; ``ObjectId(b12)``
-    wraps 12 raw bytes. Ids order by creation second, then process, then counter, as their bytes do.
+    wraps 12 raw bytes; ``ObjectId(other)`` copies another ObjectId, PyMongo's included, which it also
+    equals, orders against and hashes like. Ids order by creation second, then process, then counter, as their bytes do.
     """
 
     __slots__ = ("__id",)
 
-    _type_marker = 7
+    _type_marker = _OBJECTID_MARKER
 
     def __init__(self, oid: str | bytes | ObjectId | None = None) -> None:
         if oid is None:
@@ -68,8 +72,8 @@ class ObjectId:
             if len(parsed) != 12:  # fromhex skips whitespace: "00112233445566778899aa  " parses short
                 raise InvalidId(f"{oid!r} is not a valid ObjectId: it must be 24 hex digits")
             self.__id = parsed
-        elif isinstance(oid, ObjectId):
-            self.__id = oid.binary
+        elif (data := _id_bytes(oid)) is not None:
+            self.__id = data
         else:
             raise InvalidId(
                 f"{oid!r} is not a valid ObjectId: expected 24 hex digits, 12 bytes or an ObjectId, "
@@ -136,34 +140,55 @@ class ObjectId:
         return f"ObjectId('{self}')"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id == other.binary
-        return NotImplemented
+        if isinstance(other, ObjectId):  # the common case, without a call
+            return self.__id == other.__id
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id == other_id
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id != other.binary
-        return NotImplemented
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id != other_id
 
     def __lt__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id < other.binary
-        return NotImplemented
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id < other_id
 
     def __le__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id <= other.binary
-        return NotImplemented
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id <= other_id
 
     def __gt__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id > other.binary
-        return NotImplemented
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id > other_id
 
     def __ge__(self, other: object) -> bool:
-        if isinstance(other, ObjectId):
-            return self.__id >= other.binary
-        return NotImplemented
+        other_id = _id_bytes(other)
+        if other_id is None:
+            return NotImplemented
+        return self.__id >= other_id
 
     def __hash__(self) -> int:
+        # As PyMongo's ObjectId hashes, so equal ids of either library are one dict key.
         return hash(self.__id)
+
+
+def _id_bytes(value: object) -> bytes | None:
+    """The 12 bytes of an ObjectId of mongio or of another library following the ``_type_marker``
+    convention (PyMongo's), or None for anything else."""
+    if isinstance(value, ObjectId):
+        return value.binary
+    if type_marker(value) == _OBJECTID_MARKER:
+        data = getattr(value, "binary", None)
+        if isinstance(data, bytes) and len(data) == 12:
+            return data
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidBSON
 
 if TYPE_CHECKING:
@@ -98,6 +99,9 @@ class RawBSONDocument(Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RawBSONDocument):
             return self.__raw == other.raw
+        if type_marker(other) == _RAW_TYPE_MARKER:
+            # Another library's raw document (PyMongo's): the same bytes are the same document.
+            return self.__raw == getattr(other, "raw", None)
         return super().__eq__(other)
 
     __hash__ = None  # type: ignore[assignment]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidStringData
 
-__all__ = ["Regex"]
+__all__ = ["Regex", "str_flags_to_int"]
 
 # The BSON option letters that have a Python ``re`` counterpart. MongoDB also knows others (e.g. "u"),
 # which are kept as letters but have no flag here.
@@ -24,6 +25,11 @@ _FLAG_LETTERS: Final = (
 def flags_to_letters(flags: int) -> str:
     """BSON option letters for an int of ``re`` flags, in alphabetical order."""
     return "".join(letter for flag, letter in _FLAG_LETTERS if flags & flag)
+
+
+def str_flags_to_int(str_flags: str) -> int:
+    """An int of ``re`` flags for BSON option letters (letters without a Python flag are ignored)."""
+    return _letters_to_flags(str_flags)
 
 
 def _letters_to_flags(letters: str) -> int:
@@ -92,12 +98,21 @@ class Regex:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Regex):
             return self.pattern == other.pattern and self.flags == other.flags
+        if type_marker(other) == Regex._type_marker:
+            # Another library's regex (PyMongo's, whose flags are an int of ``re`` flags): equal when the
+            # pattern and the set of option letters are.
+            flags = getattr(other, "flags", None)
+            letters = flags_to_letters(flags) if isinstance(flags, int) else flags
+            return (
+                isinstance(letters, str)
+                and self.pattern == getattr(other, "pattern", None)
+                and sorted(self.flags) == sorted(letters)
+            )
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, Regex):
-            return not self == other
-        return NotImplemented
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash((self.pattern, self.flags))

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import calendar
 import datetime
-from typing import Any
+from typing import Final
 
-__all__ = ["Timestamp"]
+from mongio.bson._type_marker import type_marker
+from mongio.bson.tz_util import utc
+
+__all__ = ["UPPERBOUND", "Timestamp", "as_timestamp", "utc"]
 
 _UINT32_LIMIT = 1 << 32
+UPPERBOUND: Final = _UINT32_LIMIT
+"""One more than the largest ``time`` or ``inc`` a timestamp holds."""
 
 
 class Timestamp:
@@ -65,37 +70,65 @@ class Timestamp:
         return (self.__time, self.__inc)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() == other._key()
-        return NotImplemented
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() == key
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        # PyMongo's formula, so equal timestamps of either library are one dict key.
+        return hash(self.__time) ^ hash(self.__inc)
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() != other._key()
-        return NotImplemented
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() != key
 
-    def __lt__(self, other: Any) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() < other._key()
-        return NotImplemented
+    def __lt__(self, other: object) -> bool:
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() < key
 
-    def __le__(self, other: Any) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() <= other._key()
-        return NotImplemented
+    def __le__(self, other: object) -> bool:
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() <= key
 
-    def __gt__(self, other: Any) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() > other._key()
-        return NotImplemented
+    def __gt__(self, other: object) -> bool:
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() > key
 
-    def __ge__(self, other: Any) -> bool:
-        if isinstance(other, Timestamp):
-            return self._key() >= other._key()
-        return NotImplemented
+    def __ge__(self, other: object) -> bool:
+        key = _key_of(other)
+        if key is None:
+            return NotImplemented
+        return self._key() >= key
 
     def __repr__(self) -> str:
         return f"Timestamp({self.__time}, {self.__inc})"
+
+
+def _key_of(value: object) -> tuple[int, int] | None:
+    """``(time, inc)`` of a Timestamp of mongio or of another library following the ``_type_marker``
+    convention (PyMongo's), or None for anything else."""
+    if isinstance(value, Timestamp):
+        return value._key()
+    if type_marker(value) == Timestamp._type_marker:
+        time, inc = getattr(value, "time", None), getattr(value, "inc", None)
+        if isinstance(time, int) and isinstance(inc, int):
+            return (time, inc)
+    return None
+
+
+def as_timestamp(value: object) -> Timestamp | None:
+    """``value`` as mongio's :class:`Timestamp`: itself, or the same time and increment read from another BSON
+    library's timestamp (PyMongo's, as a PyMongo-typed client decodes them); None for anything else."""
+    if isinstance(value, Timestamp):
+        return value
+    key = _key_of(value)
+    return None if key is None else Timestamp(*key)

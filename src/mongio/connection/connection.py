@@ -21,8 +21,10 @@ from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
 from mongio.errors import (
+    DUPLICATE_KEY_CODES,
     AutoReconnect,
     CursorNotFound,
+    DuplicateKeyError,
     ExecutionTimeout,
     InvalidOperation,
     OperationFailure,
@@ -68,6 +70,8 @@ def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None =
         error_class = ExecutionTimeout
     elif code == _CURSOR_NOT_FOUND:
         error_class = CursorNotFound
+    elif code in DUPLICATE_KEY_CODES:
+        error_class = DuplicateKeyError
     raise error_class(message, code, reply, max_wire_version)
 
 

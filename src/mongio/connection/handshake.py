@@ -155,6 +155,11 @@ def _platform_string() -> str:
 # -- metadata -----------------------------------------------------------------------------------------------
 
 
+def _is_foreign_driver_info(value: Any) -> bool:
+    # PyMongo's DriverInfo: a named tuple of the same three fields.
+    return isinstance(value, tuple) and getattr(value, "_fields", None) == ("name", "version", "platform")
+
+
 @dataclass(frozen=True)
 class DriverInfo:
     """What a library wrapping mongio adds to the metadata: appended to the driver's own, ``|``-separated.
@@ -245,9 +250,10 @@ class ClientMetadata:
         self._env = detect_environment(environ, dockerenv=dockerenv)
         self._driver_info: list[DriverInfo] = []
         self._document: dict[str, Any] | None = None
-        if isinstance(driver_info, DriverInfo):
-            driver_info = [driver_info]
-        for info in driver_info or ():
+        infos: Any = driver_info
+        if isinstance(driver_info, DriverInfo) or _is_foreign_driver_info(driver_info):
+            infos = [driver_info]
+        for info in infos or ():
             self.append(info)
 
     @property
@@ -260,7 +266,9 @@ class ClientMetadata:
         An info equal to one already added is ignored (several wrappers may share one client); returns whether
         anything changed. Established connections keep the metadata they were made with.
         """
-        if not isinstance(info, DriverInfo):
+        if _is_foreign_driver_info(info):
+            info = DriverInfo(info.name, info.version, info.platform)
+        elif not isinstance(info, DriverInfo):
             raise ConfigurationError(f"expected a DriverInfo, not {type(info).__name__}")
         if info in self._driver_info:
             return False

@@ -2,11 +2,16 @@
 
 Events use PyMongo's names and fields (``pymongo.monitoring``), so listeners port by changing the import.
 Sensitive commands (authentication, user management, and a ``hello`` carrying ``speculativeAuthenticate``)
-are shown with an empty command and an empty reply, as the command monitoring specification requires.
+are shown with an empty command and an empty reply, as the command monitoring specification requires; when
+the server answers one with an error, the failure shows only the error's ``code``, ``codeName`` and
+``errorLabels``. A failure the driver detected itself (a network error) carries nothing from the server and
+is shown whole.
 
 Log messages go to the ``mongio.command`` logger at ``DEBUG`` level; their ``command`` and ``reply`` fields
-are relaxed Extended JSON, cut to :data:`DEFAULT_MAX_DOCUMENT_LENGTH` characters (plus ``...``). Nothing
-is built when nobody listens and the logger is off: check :attr:`CommandPublisher.enabled` first.
+are relaxed Extended JSON, cut to the maximum document length (see :mod:`mongio.events.logs`) followed by
+``...``. The ``failure`` field is the error's text (a server's reply in it cut the same way), or for a
+sensitive command's server error the redacted document itself. Nothing is built when nobody listens and the
+logger is off: check :attr:`CommandPublisher.enabled` first.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mongio.events.logs import LogMessage, format_error
+from mongio.events.logs import (
+    DEFAULT_MAX_DOCUMENT_LENGTH,
+    LogMessage,
+    document_text,
+    format_error,
+    server_reply,
+)
 
 __all__ = [
     "COMMAND_LOGGER",
@@ -28,11 +39,11 @@ __all__ = [
     "CommandStartedEvent",
     "CommandSucceededEvent",
     "is_sensitive",
+    "redacted_failure",
 ]
 
 COMMAND_LOGGER_NAME = "mongio.command"
 COMMAND_LOGGER = logging.getLogger(COMMAND_LOGGER_NAME)
-DEFAULT_MAX_DOCUMENT_LENGTH = 1000
 _DEBUG = logging.DEBUG
 _EVENTS_LOGGER = logging.getLogger("mongio.events")
 
@@ -50,6 +61,8 @@ SENSITIVE_COMMANDS = frozenset(
     }
 )
 _HELLO_COMMANDS = frozenset({"hello", "ismaster"})
+# What a sensitive command's server error keeps: nothing in these can carry credentials.
+_UNREDACTED_FAILURE_FIELDS = ("code", "codeName", "errorLabels")
 
 Address = tuple[str, int | None]
 
@@ -60,6 +73,12 @@ def is_sensitive(command_name: str, command: Mapping[str, Any]) -> bool:
     if name in SENSITIVE_COMMANDS:
         return True
     return name in _HELLO_COMMANDS and "speculativeAuthenticate" in command
+
+
+def redacted_failure(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """A sensitive command's error reply with every field but ``code``, ``codeName`` and ``errorLabels``
+    removed."""
+    return {field: reply[field] for field in _UNREDACTED_FAILURE_FIELDS if field in reply}
 
 
 class _CommandEvent:
@@ -208,7 +227,10 @@ class CommandSucceededEvent(_CommandEvent):
 
 
 class CommandFailedEvent(_CommandEvent):
-    """A command failed: the server answered ``ok: 0``, or the exchange broke."""
+    """A command failed: the server answered ``ok: 0``, or the exchange broke.
+
+    ``sensitive=True`` says ``failure`` is a sensitive command's server reply: only its ``code``,
+    ``codeName`` and ``errorLabels`` are kept."""
 
     __slots__ = ("_duration_micros", "_failure")
 
@@ -236,7 +258,7 @@ class CommandFailedEvent(_CommandEvent):
             server_connection_id,
         )
         self._duration_micros = int(duration * 1_000_000)
-        self._failure: Mapping[str, Any] = {} if sensitive else failure
+        self._failure: Mapping[str, Any] = redacted_failure(failure) if sensitive else failure
 
     @property
     def duration_micros(self) -> int:
@@ -244,7 +266,8 @@ class CommandFailedEvent(_CommandEvent):
 
     @property
     def failure(self) -> Mapping[str, Any]:
-        """The server's error reply, or ``{"errmsg": ..., "errtype": ...}`` for a client-side error."""
+        """The server's error reply (redacted for a sensitive command), or ``{"errmsg": ..., "errtype": ...}``
+        for a client-side error."""
         return self._failure
 
     def __repr__(self) -> str:
@@ -273,30 +296,10 @@ class CommandListener:
 
 def failure_document(error: BaseException) -> dict[str, Any]:
     """What a failed event shows of ``error``: the server's reply when there is one."""
-    details = getattr(error, "details", None)
-    if isinstance(details, Mapping) and details:
-        return dict(details)
+    reply = server_reply(error)
+    if reply is not None:
+        return dict(reply)
     return {"errmsg": str(error), "errtype": type(error).__name__}
-
-
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text[:limit]
-    # Never end in the middle of a surrogate pair.
-    if cut and "\ud800" <= cut[-1] <= "\udbff":
-        cut = cut[:-1]
-    return cut + "..."
-
-
-def _json(document: Mapping[str, Any], limit: int) -> str:
-    from mongio.bson import json_util
-
-    try:
-        text = json_util.dumps(document, json_options=json_util.RELAXED_JSON_OPTIONS)
-    except Exception:  # a document the Extended JSON encoder cannot show must not break the command
-        text = repr(document)
-    return _truncate(text, limit)
 
 
 def _deliver(listeners: tuple[CommandListener, ...], method: str, event: object) -> None:
@@ -309,15 +312,21 @@ def _deliver(listeners: tuple[CommandListener, ...], method: str, event: object)
 
 class CommandPublisher:
     """Delivers a client's command events and command log messages. The executor checks :attr:`enabled`
-    before gathering anything to publish."""
+    before gathering anything to publish.
+
+    ``max_document_length`` bounds the documents in log messages; ``None`` (the default) takes the
+    ``MONGODB_LOG_MAX_DOCUMENT_LENGTH`` environment variable, else :data:`DEFAULT_MAX_DOCUMENT_LENGTH`.
+    """
 
     __slots__ = ("_listeners", "max_document_length")
 
     def __init__(
         self,
         listeners: Iterable[CommandListener] = (),
-        max_document_length: int = DEFAULT_MAX_DOCUMENT_LENGTH,
+        max_document_length: int | None = None,
     ) -> None:
+        if max_document_length is not None and max_document_length <= 0:
+            raise ValueError(f"max_document_length must be a positive integer, not {max_document_length!r}")
         self._listeners = tuple(listeners)
         self.max_document_length = max_document_length
 
@@ -348,10 +357,11 @@ class CommandPublisher:
             "commandName": command_name,
             "databaseName": database_name,
             "requestId": request_id,
-            "operationId": operation_id,
             "driverConnectionId": connection_id,
             "serverHost": host,
         }
+        if operation_id is not None:
+            fields["operationId"] = operation_id
         if port is not None:
             fields["serverPort"] = port
         if server_connection_id is not None:
@@ -362,13 +372,17 @@ class CommandPublisher:
 
     @staticmethod
     def _where(fields: Mapping[str, Any]) -> str:
-        text = f"request ID {fields['requestId']} and operation ID {fields['operationId']} on connection to "
-        text += f"{fields['serverHost']}" + (f":{fields['serverPort']}" if "serverPort" in fields else "")
-        text += f" with driver-generated ID {fields['driverConnectionId']}"
+        """The connection and ids part of the specification's unstructured text; absent values leave out
+        their segment."""
+        text = f"using a connection with driver-generated ID {fields['driverConnectionId']}"
         if "serverConnectionId" in fields:
             text += f" and server-generated ID {fields['serverConnectionId']}"
+        text += f" to {fields['serverHost']}" + (f":{fields['serverPort']}" if "serverPort" in fields else "")
         if "serviceId" in fields:
-            text += f" and service ID {fields['serviceId']}"
+            text += f" with service ID {fields['serviceId']}"
+        text += f". The requestID is {fields['requestId']}"
+        if "operationId" in fields:
+            text += f" and the operation ID is {fields['operationId']}"
         return text
 
     def started(
@@ -408,10 +422,10 @@ class CommandPublisher:
                 service_id,
             )
             shown = {} if is_sensitive(command_name, command) else command
-            fields["command"] = _json(shown, self.max_document_length)
+            fields["command"] = document_text(shown, self.max_document_length)
             text = (
-                f'Command "{command_name}" started on database "{database_name}" using a connection with '
-                f"{self._where(fields)}. The requested command is: {fields['command']}"
+                f'Command "{command_name}" started on database "{database_name}" {self._where(fields)}. '
+                f"Command: {fields['command']}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))
 
@@ -459,10 +473,10 @@ class CommandPublisher:
             ms = duration * 1000.0
             fields["durationMS"] = ms
             shown = {} if sensitive or command_name.lower() in SENSITIVE_COMMANDS else reply
-            fields["reply"] = _json(shown, self.max_document_length)
+            fields["reply"] = document_text(shown, self.max_document_length)
             text = (
-                f'Command "{command_name}" succeeded on database "{database_name}" in {ms:g} ms using a '
-                f"connection with {self._where(fields)}. The command reply is: {fields['reply']}"
+                f'Command "{command_name}" succeeded on database "{database_name}" in {ms:g} ms '
+                f"{self._where(fields)}. Command reply: {fields['reply']}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))
 
@@ -482,6 +496,9 @@ class CommandPublisher:
         sensitive: bool = False,
     ) -> None:
         sensitive = sensitive or command_name.lower() in SENSITIVE_COMMANDS
+        # Only what the server said can carry secrets: a failure the driver detected is shown whole.
+        reply = server_reply(error)
+        redact = sensitive and reply is not None
         if self._listeners:
             event = CommandFailedEvent(
                 duration,
@@ -493,7 +510,7 @@ class CommandPublisher:
                 service_id,
                 database_name,
                 server_connection_id,
-                sensitive=sensitive,
+                sensitive=redact,
             )
             _deliver(self._listeners, "failed", event)
         if COMMAND_LOGGER.isEnabledFor(_DEBUG):
@@ -510,10 +527,14 @@ class CommandPublisher:
             )
             ms = duration * 1000.0
             fields["durationMS"] = ms
-            failure = "{}" if sensitive else _truncate(format_error(error), self.max_document_length)
+            if redact and reply is not None:
+                failure: Any = redacted_failure(reply)
+                shown = document_text(failure, self.max_document_length)
+            else:
+                failure = shown = format_error(error, self.max_document_length)
             fields["failure"] = failure
             text = (
-                f'Command "{command_name}" failed on database "{database_name}" in {ms:g} ms using a '
-                f"connection with {self._where(fields)}. Error: {failure}"
+                f'Command "{command_name}" failed on database "{database_name}" in {ms:g} ms '
+                f"{self._where(fields)}. Error: {shown}"
             )
             COMMAND_LOGGER.debug(LogMessage("command", fields, text))

@@ -22,7 +22,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Literal
 
-from mongio.errors import OperationTimeoutError
+from mongio.errors import OperationTimeoutError, operation_timeout_error
 
 __all__ = [
     "MaxTimePolicy",
@@ -92,7 +92,7 @@ def timeout_error(cause: BaseException | None = None, *, detail: str = "") -> Op
         message = f"operation timed out: {cause}"
     else:
         message = f"operation timed out{': ' + detail if detail else ''}"
-    error = OperationTimeoutError(message, cause)
+    error = operation_timeout_error(message, cause)
     if cause is not None:
         error.__cause__ = cause
     return error

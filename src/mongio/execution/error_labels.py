@@ -24,6 +24,7 @@ from mongio.errors import (
     ConnectionFailure,
     NetworkTimeout,
     OperationFailure,
+    OperationTimeoutError,
     PoolClearedError,
     ServerSelectionTimeoutError,
     WaitQueueTimeoutError,
@@ -122,6 +123,9 @@ class AttemptFailure:
     ) -> AttemptFailure:
         """Describe a raised error. ``sent`` is false for errors raised before the command was written."""
         labels = frozenset(getattr(error, "error_labels", ()) or ())
+        if isinstance(error, OperationTimeoutError):
+            # The operation's own deadline, whatever PyMongo class it also wears: never retried here.
+            return cls(error=error, kind=FailureKind.CLIENT, address=address, labels=labels, sent=False)
         if isinstance(error, OperationFailure):
             details: Mapping[str, Any] = error.details or {}
             backoff = details.get("baseBackoffMS")

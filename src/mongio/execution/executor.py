@@ -210,6 +210,18 @@ class Executor:
         load_balanced = topology is not None and topology.settings.load_balanced
         return self.session_pool.acquire(self._session_timeout(), load_balanced=load_balanced)
 
+    def sessions_known_unsupported(self) -> bool:
+        """True once the deployment is known not to support sessions: its data-bearing servers were discovered
+        and one reports no ``logicalSessionTimeoutMinutes`` (never in load-balanced mode). False while nothing
+        is known yet: the first command then tells."""
+        topology = self._topology
+        if topology is None or topology.closed or topology.settings.load_balanced:
+            return False
+        description = topology.description
+        if description.logical_session_timeout_minutes is not None:
+            return False
+        return any(server.is_data_bearing for server in description.server_descriptions().values())
+
     def release_server_session(self, server_session: ServerSession) -> None:
         """Give a server session back to the client's pool (dirty or expiring ones are dropped)."""
         if self._topology is not None and self._topology.closed:
@@ -390,7 +402,10 @@ class Executor:
                     check_read_preference(transaction.options.read_preference)
                 if isinstance(op, RunCommand) and op.read_preference is not None:
                     check_read_preference(op.read_preference)
-                # The transaction's write concern goes on commit/abort only, so every write is acknowledged.
+                # The transaction's write concern goes on commit/abort only, so every write is acknowledged
+                # and reports its result, whatever the collection's or client's own write concern says.
+                if op.takes_write_concern:
+                    op.use_transaction_write_concern()
                 acknowledged = True
         pinned_by_session = False
         if (in_txn or transaction_command) and address is None and session is not None:
@@ -500,7 +515,6 @@ class Executor:
                                         after_cluster_time=session.operation_time if session._causal else None,
                                     )
                                 )
-                                transaction_started = True
                                 if (
                                     topology.description.topology_type is TopologyType.Sharded
                                     and session._pinned_address is None
@@ -541,6 +555,9 @@ class Executor:
                                     more_to_come=not acknowledged,
                                     deadline=deadline,
                                 )
+                                # The transaction is under way once its first command is on the wire; a
+                                # client-side error (an unencodable document) leaves it starting.
+                                transaction_started = in_txn
                                 if publishing:
                                     publisher.started(
                                         shown,
@@ -566,8 +583,10 @@ class Executor:
                                     server_session.mark_dirty()
                                 raise
                             except Exception as exc:
-                                if server_session is not None and isinstance(exc, ConnectionFailure):
-                                    server_session.mark_dirty()
+                                if isinstance(exc, ConnectionFailure):
+                                    transaction_started = transaction_started or in_txn
+                                    if server_session is not None:
+                                        server_session.mark_dirty()
                                 if not request_id:
                                     # Failed before the message was written: nothing was sent.
                                     sent = False
@@ -789,6 +808,7 @@ class Executor:
             and session is not None
             and session._causal
             and session.operation_time is not None
+            and description.server_type is not ServerType.Standalone
             and op.command_name in _CAUSAL_WRITE_COMMANDS
             and not isinstance(op, RunCommand)
         ):
@@ -799,7 +819,9 @@ class Executor:
             if session is not None and (session._causal or session._snapshot):
                 document = session_read_concern(
                     document,
-                    causal_consistency=session._causal,
+                    # A standalone has no cluster times: it never gets afterClusterTime (causal consistency
+                    # specification), even after advance_operation_time.
+                    causal_consistency=session._causal and description.server_type is not ServerType.Standalone,
                     operation_time=session.operation_time,
                     snapshot=session._snapshot,
                     snapshot_time=session._snapshot_time,

@@ -7,7 +7,8 @@ in ``fs.files``. Uploads and downloads stream: a file of any size goes through a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import ObjectId, TypeRegistry
@@ -45,6 +46,9 @@ class GridFSBucket:
     default to the database's. Making a bucket does no I/O; the indexes GridFS needs are made before its
     first write, when the files collection is empty.
 
+    ``disable_md5`` is the specification's transitional option and does nothing: mongio never computes the
+    deprecated ``md5`` field, so files it stores never have one.
+
     Sources may be bytes, binary files, objects with an async ``read()`` or async iterables of bytes;
     destinations binary files or objects with an async ``write()``. Blocking files are read and written in
     a worker thread, in-memory ones (``io.BytesIO``) directly. GridFS refuses sessions in a transaction.
@@ -59,12 +63,15 @@ class GridFSBucket:
         read_preference: _ServerMode | None = None,
         *,
         read_concern: ReadConcern | None = None,
+        disable_md5: bool = False,
     ) -> None:
         if not isinstance(db, Database):
             raise TypeError(f"db must be a mongio Database, not {type(db).__name__}")
         concern = write_concern if write_concern is not None else db.write_concern
         if not concern.acknowledged:
             raise ConfigurationError("GridFS needs an acknowledged write concern")
+        if not isinstance(disable_md5, bool):
+            raise TypeError(f"disable_md5 must be True or False, not {disable_md5!r}")
         self._bucket_name = bucket_name
         self._chunk_size_bytes = validate_chunk_size(chunk_size_bytes)
         # Files and chunks are plain documents whatever the application's codecs turn documents into.
@@ -105,14 +112,24 @@ class GridFSBucket:
         chunk_size_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         session: ClientSession | None = None,
+        *,
+        content_type: str | None = None,
+        aliases: Sequence[str] | None = None,
     ) -> GridIn:
         """A stream to write a new file to, with a new ObjectId (``upload._id``). Nothing is sent until the
         first chunk fills up; the file becomes visible when the stream is closed::
 
             async with bucket.open_upload_stream("log.txt") as upload:
                 await upload.write(b"first line\\n")
+
+        ``metadata`` becomes the files document's ``metadata`` field. ``content_type`` and ``aliases`` are
+        deprecated (they warn): they are stored as the ``contentType`` and ``aliases`` fields for
+        applications that still read those, and GridFS itself never uses them; keep such values in
+        ``metadata`` instead.
         """
-        return self.open_upload_stream_with_id(ObjectId(), filename, chunk_size_bytes, metadata, session)
+        extra = _deprecated_fields(content_type, aliases)
+        file_id = self._files.codec_options._new_object_id()
+        return self._open_upload(file_id, filename, chunk_size_bytes, metadata, session, extra)
 
     def open_upload_stream_with_id(
         self,
@@ -121,8 +138,23 @@ class GridFSBucket:
         chunk_size_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         session: ClientSession | None = None,
+        *,
+        content_type: str | None = None,
+        aliases: Sequence[str] | None = None,
     ) -> GridIn:
         """As :meth:`open_upload_stream`, with the file id the application chooses (any BSON value)."""
+        extra = _deprecated_fields(content_type, aliases)
+        return self._open_upload(file_id, filename, chunk_size_bytes, metadata, session, extra)
+
+    def _open_upload(
+        self,
+        file_id: Any,
+        filename: str,
+        chunk_size_bytes: int | None,
+        metadata: Mapping[str, Any] | None,
+        session: ClientSession | None,
+        extra: Mapping[str, Any],
+    ) -> GridIn:
         if not isinstance(filename, str):
             raise TypeError(f"filename must be a str, not {type(filename).__name__}")
         disallow_transactions(session)
@@ -133,6 +165,7 @@ class GridFSBucket:
         }
         if metadata is not None:
             fields["metadata"] = metadata
+        fields.update(extra)
         upload = GridIn(self._root, session=session, **fields)
         upload._indexes = self._indexes  # one index check per bucket, not per upload
         return upload
@@ -144,12 +177,18 @@ class GridFSBucket:
         chunk_size_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         session: ClientSession | None = None,
+        *,
+        content_type: str | None = None,
+        aliases: Sequence[str] | None = None,
     ) -> ObjectId:
         """Store everything ``source`` holds as a new file; returns its id. ``source`` is read to its end and
-        not closed. If reading it or storing a chunk fails, the chunks already stored are deleted and the
-        error raised."""
-        file_id = ObjectId()
-        await self.upload_from_stream_with_id(file_id, filename, source, chunk_size_bytes, metadata, session)
+        not closed. If reading it fails (or the call is cancelled), the chunks already stored are deleted
+        and the error raised. If the server fails a command of the upload, its error is raised at once and
+        the chunks already stored are left, as the GridFS specification requires. ``metadata``,
+        ``content_type`` and ``aliases`` as for :meth:`open_upload_stream`."""
+        extra = _deprecated_fields(content_type, aliases)
+        file_id: ObjectId = self._files.codec_options._new_object_id()  # PyMongo's in the PyMongo-typed mode
+        await self._upload(file_id, filename, source, chunk_size_bytes, metadata, session, extra)
         return file_id
 
     async def upload_from_stream_with_id(
@@ -160,10 +199,26 @@ class GridFSBucket:
         chunk_size_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         session: ClientSession | None = None,
+        *,
+        content_type: str | None = None,
+        aliases: Sequence[str] | None = None,
     ) -> None:
         """As :meth:`upload_from_stream`, with the file id the application chooses."""
+        extra = _deprecated_fields(content_type, aliases)
+        await self._upload(file_id, filename, source, chunk_size_bytes, metadata, session, extra)
+
+    async def _upload(
+        self,
+        file_id: Any,
+        filename: str,
+        source: Any,
+        chunk_size_bytes: int | None,
+        metadata: Mapping[str, Any] | None,
+        session: ClientSession | None,
+        extra: Mapping[str, Any],
+    ) -> None:
         with self._timeout(session):
-            upload = self.open_upload_stream_with_id(file_id, filename, chunk_size_bytes, metadata, session)
+            upload = self._open_upload(file_id, filename, chunk_size_bytes, metadata, session, extra)
             async with upload:
                 await upload.write(source)
 
@@ -281,6 +336,25 @@ class GridFSBucket:
             await self._files.drop(session=session)
             await self._chunks.drop(session=session)
         self._indexes.reset()
+
+
+def _deprecated_fields(content_type: str | None, aliases: Sequence[str] | None) -> dict[str, Any]:
+    """The deprecated ``contentType`` and ``aliases`` fields of a new files document, each only when given
+    (with a :class:`DeprecationWarning` pointing at the caller's upload)."""
+    fields: dict[str, Any] = {}
+    if content_type is not None:
+        if not isinstance(content_type, str):
+            raise TypeError(f"content_type must be a str, not {type(content_type).__name__}")
+        warnings.warn(
+            "content_type is deprecated: store the content type in metadata", DeprecationWarning, stacklevel=3
+        )
+        fields["content_type"] = content_type
+    if aliases is not None:
+        if isinstance(aliases, str | bytes) or not all(isinstance(alias, str) for alias in aliases):
+            raise TypeError(f"aliases must be a sequence of str, not {aliases!r}")
+        warnings.warn("aliases is deprecated: store aliases in metadata", DeprecationWarning, stacklevel=3)
+        fields["aliases"] = list(aliases)
+    return fields
 
 
 async def _copy(download: GridOut, destination: Any) -> None:

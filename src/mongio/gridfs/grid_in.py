@@ -5,9 +5,13 @@ Written bytes are cut into chunks as they arrive; full chunks wait in a batch of
 partial chunk) in memory whatever the file's size. ``close()`` sends the last chunks and then the files
 document, which is what makes the file visible: until then readers cannot find it.
 
-An upload that fails or is aborted deletes the chunks it inserted, so it leaves no orphans behind; one
-whose id turns out to belong to another file raises :class:`~mongio.gridfs.errors.FileExists` and deletes
-nothing of the other file's.
+An upload that is aborted (``abort()``, an exception in its ``async with`` block such as a failing source,
+or cancellation) deletes the chunks it inserted. One whose own command fails on the server (a chunk or the
+files document not stored, a timeout) raises that error at once and deletes nothing: the GridFS
+specification forbids cleaning up then, since whatever broke the upload would most likely break the cleanup
+too and only delay the error. Such an upload is finished: it takes no more writes, and an explicit
+``abort()`` still deletes its chunks. One whose id turns out to belong to another file raises
+:class:`~mongio.gridfs.errors.FileExists`.
 """
 
 from __future__ import annotations
@@ -17,8 +21,14 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from mongio.bson import ObjectId
-from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidOperation
+from mongio.errors import (
+    BulkWriteError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    InvalidOperation,
+    OperationFailure,
+    OperationTimeoutError,
+)
 from mongio.gridfs.deadlines import operation_deadline, within
 from mongio.gridfs.errors import FileExists
 from mongio.gridfs.indexes import IndexGuard
@@ -35,12 +45,16 @@ if TYPE_CHECKING:
     from mongio.collection import Collection
     from mongio.sessions.client_session import ClientSession
 
-__all__ = ["UPLOAD_BATCH_BYTES", "GridIn"]
+__all__ = ["SERVER_FAILURES", "UPLOAD_BATCH_BYTES", "GridIn"]
 
 UPLOAD_BATCH_BYTES = 4 * 1024 * 1024
 """About how many bytes of chunks one ``insert`` command carries (at least one chunk)."""
 
 DUPLICATE_KEY = 11000
+
+SERVER_FAILURES = (OperationFailure, ConnectionFailure, OperationTimeoutError)
+"""The errors of a command that failed against the server (refused, unreachable, out of time): an upload
+that meets one stops without cleaning up after itself."""
 
 # PyMongo's keyword names for the files document fields that have a server-side spelling.
 _FIELD_NAMES = {"content_type": "contentType", "chunk_size": "chunkSize"}
@@ -67,7 +81,7 @@ class GridIn:
     Made by :meth:`GridFSBucket.open_upload_stream` (or directly, as PyMongo allows, with the bucket's root
     collection and the files document's fields: ``GridIn(db.fs, filename="a.txt", chunk_size=1024)``).
     Use it as an async context manager: leaving the block closes the file, or aborts it when the block
-    raised (cancellation included)::
+    raised (cancellation included) for any reason but the upload's own failure on the server::
 
         async with bucket.open_upload_stream("report.pdf", metadata={"owner": "ana"}) as upload:
             async for block in request.stream():
@@ -82,7 +96,7 @@ class GridIn:
     ) -> None:
         disallow_transactions(session)
         fields = {_FIELD_NAMES.get(key, key): value for key, value in kwargs.items()}
-        file_id = fields.pop("_id") if "_id" in fields else ObjectId()
+        file_id = fields.pop("_id") if "_id" in fields else root_collection.codec_options._new_object_id()
         chunk_size = validate_chunk_size(fields.pop("chunkSize", DEFAULT_CHUNK_SIZE))
         self._chunks = root_collection["chunks"]
         self._files = root_collection["files"]
@@ -101,6 +115,10 @@ class GridIn:
         self._maybe_inserted = False
         self._closed = False
         self._aborted = False
+        # The files document is stored: the file exists and abort() has nothing to do.
+        self._finished = False
+        # A command of the upload failed on the server: the upload is over, its chunks stay (see the module).
+        self._failed = False
 
     # -- the file's fields ------------------------------------------------------------------------------------
 
@@ -174,6 +192,8 @@ class GridIn:
             await self._write(data)
 
     async def _write(self, data: Any) -> None:
+        if self._failed:
+            raise ValueError("cannot write to an upload that failed")
         if self._closed:
             raise ValueError("cannot write to a closed file")
         if isinstance(data, str):
@@ -227,22 +247,27 @@ class GridIn:
         self._maybe_inserted = True
         try:
             await self._chunks.insert_many(batch, session=self._session)
-        except BulkWriteError as error:
-            inserted = error.details.get("nInserted") if isinstance(error.details, Mapping) else None
+        except SERVER_FAILURES as error:
+            details = error.details if isinstance(error, BulkWriteError) else None
+            inserted = details.get("nInserted") if isinstance(details, Mapping) else None
             if _is_duplicate_key(error) and batch[0]["n"] == 0 and not inserted:
                 # The first chunk clashed: these chunk numbers belong to a file that has this id already.
                 self._maybe_inserted = False
+            self._fail()
             raise
-        except DuplicateKeyError:
-            if batch[0]["n"] == 0:
-                self._maybe_inserted = False
-            raise
+
+    def _fail(self) -> None:
+        self._failed = True
+        self._closed = True
+        self._pending.clear()
+        self._partial.clear()
 
     # -- finishing --------------------------------------------------------------------------------------------
 
     async def close(self) -> None:
         """Send the last chunks and the files document. The file exists from then on; closing again does
-        nothing. When this fails the upload is aborted (its chunks are deleted) and the error raised."""
+        nothing. When the server refuses either, the error is raised and the chunks already stored stay;
+        when close() is cancelled, the upload is aborted (its chunks are deleted)."""
         with within(self._deadline):
             await self._close()
 
@@ -263,22 +288,27 @@ class GridIn:
                 {key: value for key, value in self._file.items() if key not in ("_id", "chunkSize")},
             )
             await self._files.insert_one(document, session=self._session)
-        except BaseException as error:
-            await self._abort_after(error)
+        except SERVER_FAILURES as error:
+            self._fail()
             if _is_duplicate_key(error):
                 raise FileExists(f"file with _id {self._file['_id']!r} already exists") from error
             raise
+        except BaseException as error:  # cancelled, or a document the driver could not send: give up
+            await self._abort_after(error)
+            raise
         self._file = document
         self._closed = True
+        self._finished = True
 
     async def abort(self) -> None:
-        """Give up the upload: nothing more can be written and the chunks sent so far are deleted. Aborting
-        a closed (finished) file does nothing."""
+        """Give up the upload: nothing more can be written and the chunks sent so far are deleted (those of
+        an upload that failed too). Aborting a finished file (closed with its files document stored) does
+        nothing."""
         with within(self._deadline):
             await self._abort()
 
     async def _abort(self) -> None:
-        if self._closed and not self._aborted:
+        if self._finished:
             return
         self._closed = True
         self._aborted = True
@@ -303,7 +333,7 @@ class GridIn:
     ) -> None:
         if exc is None:
             await self.close()
-        else:
+        elif not self._failed:
             await self._abort_after(exc)
 
     def __repr__(self) -> str:

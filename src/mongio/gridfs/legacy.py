@@ -56,7 +56,8 @@ class GridFS:
 
     async def put(self, data: Any, **kwargs: Any) -> Any:
         """Store ``data`` (bytes, a ``str`` with ``encoding=``, or any source ``GridIn.write`` takes) as a new
-        file; returns its ``_id``. A failure deletes the chunks already stored."""
+        file; returns its ``_id``. A failing source (or cancellation) deletes the chunks already stored; a
+        command the server fails leaves them, as for :meth:`GridFSBucket.upload_from_stream`."""
         with self._timeout(kwargs.get("session")):
             upload = self.new_file(**kwargs)
             async with upload:

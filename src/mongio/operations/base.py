@@ -16,9 +16,16 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
-from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, ObjectId, RawBSONDocument, encode
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, RawBSONDocument, encode
 from mongio.bson._encoder import encode_into
-from mongio.errors import DocumentTooLarge, DuplicateKeyError, WriteConcernError, WriteError, WTimeoutError
+from mongio.errors import (
+    DUPLICATE_KEY_CODES,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    WriteConcernError,
+    WriteError,
+    WTimeoutError,
+)
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
@@ -62,7 +69,6 @@ NAMESPACE_NOT_FOUND = 26
 # sending it to older ones, so it is dropped for them at build time.
 RAW_DATA_MIN_WIRE_VERSION = 27
 
-_DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
 _INT32 = struct.Struct("<i")
 # The element that puts a generated ObjectId first: type 0x07, the key "_id" and its NUL.
 _OID_ELEMENT_PREFIX = b"\x07_id\x00"
@@ -216,6 +222,13 @@ class Operation(Generic[R]):
         to :meth:`handle_response`."""
         return self.write_concern is None or self.write_concern.acknowledged
 
+    def use_transaction_write_concern(self) -> None:
+        """The operation runs inside a transaction: its own write concern (the collection's, say ``w: 0``)
+        does not apply there, since the transaction's goes on commit and abort only, so the command is
+        acknowledged and its result reports what the server answered (transactions specification,
+        TransactionOptions writeConcern). The executor calls this before the first attempt."""
+        self.write_concern = None
+
     @property
     def may_use_secondary(self) -> bool:
         """True when the read preference lets the operation run on a secondary."""
@@ -259,7 +272,7 @@ def check_write_reply(reply: Mapping[str, Any]) -> None:
         error = write_errors[-1]
         code = error.get("code")
         message = str(error.get("errmsg", "write error"))
-        if code in _DUPLICATE_KEY_CODES:
+        if code in DUPLICATE_KEY_CODES:
             raise DuplicateKeyError(message, code, error)
         raise WriteError(message, code, error)
     check_write_concern_reply(reply)
@@ -297,7 +310,7 @@ def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPT
         )
     if "_id" in document:
         return encode(document, codec_options=codec_options, max_size=None), document["_id"]
-    oid = ObjectId()
+    oid = codec_options._new_object_id()
     # The _id element goes first, then the document's own elements: the document is appended whole and its
     # length prefix cut out, instead of building a reordered copy of it.
     out = bytearray(_ID_ELEMENT_HEAD)

@@ -34,7 +34,14 @@ from mongio.operations.base import (
     encode_insert,
     for_server,
 )
-from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
+from mongio.operations.models import (
+    KIND_DELETE,
+    KIND_INSERT,
+    KIND_UPDATE,
+    InsertOne,
+    WriteModel,
+    as_write_model,
+)
 from mongio.operations.results import BulkWriteResult
 from mongio.options.write_concern import WriteConcern
 from mongio.wire.header import HEADER_SIZE
@@ -236,6 +243,10 @@ class WriteBatch(WriteCommand[None]):
         )
         self._bulk = bulk
 
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self._bulk.use_transaction_write_concern()
+
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> None:
         self._bulk._merge(self, reply)
 
@@ -293,9 +304,8 @@ class BulkWrite:
         groups: list[tuple[int, list[Request]]] = []
         by_kind: dict[int, list[Request]] = {}
         count = 0
-        for index, model in enumerate(requests):
-            if not isinstance(model, WriteModel):
-                raise TypeError(f"{model!r} is not a valid request (InsertOne, UpdateOne, DeleteMany, ...)")
+        for index, given in enumerate(requests):
+            model = as_write_model(given)
             request, _id = prepare(model, index, codec_options)
             kind = model._kind
             if kind == KIND_INSERT:
@@ -362,6 +372,12 @@ class BulkWrite:
             write_concern=write_concern,
             codec_options=codec_options,
         )
+
+    def use_transaction_write_concern(self) -> None:
+        """The bulk write runs inside a transaction: acknowledged, whatever the collection's write concern
+        (see :meth:`Operation.use_transaction_write_concern`); its result and errors are then reported."""
+        self.write_concern = None
+        self.acknowledged = True
 
     @property
     def done(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mongio.errors import ConnectionFailure, OperationFailure
+from mongio.errors import ConnectionFailure, OperationFailure, OperationTimeoutError
 from mongio.operations.base import ConnectionContext, CursorState
 from mongio.operations.crud import Aggregate
 
@@ -119,7 +119,10 @@ def resume_options(
 def is_resumable(error: BaseException, max_wire_version: int | None) -> bool:
     """Whether a change stream may resume after ``error`` from a ``getMore`` (never after one from its
     ``aggregate``): any network error, ``CursorNotFound``, and server errors with the
-    ``ResumableChangeStreamError`` label (or, before wire version 9, one of :data:`RESUMABLE_CODES`)."""
+    ``ResumableChangeStreamError`` label (or, before wire version 9, one of :data:`RESUMABLE_CODES`).
+    Never after the operation's own timeout, whichever PyMongo error class that also derives from."""
+    if isinstance(error, OperationTimeoutError):
+        return False
     if isinstance(error, OperationFailure):
         if error.code == CURSOR_NOT_FOUND:
             return True

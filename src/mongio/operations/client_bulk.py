@@ -31,7 +31,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
-from mongio.errors import DocumentTooLarge, InvalidOperation, MongioError, OperationFailure, WriteConcernError
+from mongio.errors import (
+    ClientBulkWriteException,
+    DocumentTooLarge,
+    InvalidOperation,
+    WriteConcernError,
+)
 from mongio.operations.base import (
     RESERVED_MESSAGE_BYTES,
     Command,
@@ -46,7 +51,14 @@ from mongio.operations.base import (
     for_server,
     parse_cursor,
 )
-from mongio.operations.models import KIND_DELETE, KIND_INSERT, KIND_UPDATE, InsertOne, WriteModel
+from mongio.operations.models import (
+    KIND_DELETE,
+    KIND_INSERT,
+    KIND_UPDATE,
+    InsertOne,
+    WriteModel,
+    as_write_model,
+)
 from mongio.operations.results import ClientBulkWriteResult, DeleteResult, InsertOneResult, UpdateResult
 from mongio.options.write_concern import WriteConcern
 
@@ -59,53 +71,6 @@ _INT32 = struct.Struct("<i")
 # An insert entry's elements before its document: "insert" as int32 0, then the "document" key of an embedded
 # document.
 _INSERT_OP_PREFIX = b"\x10insert\x00\x00\x00\x00\x00\x03document\x00"
-_MULTIPLE_ERRORS_OCCURRED = 65
-
-
-class ClientBulkWriteException(OperationFailure):
-    """A client-level bulk write failed in part or in whole (PyMongo's name, attributes and base class: an
-    ``OperationFailure`` with code 65, MultipleErrorsOccurred).
-
-    ``error`` is the top-level error that stopped it (None when only individual writes or write concerns
-    failed), ``write_errors`` the failed writes (dicts with ``idx`` the index of the model), at most one when
-    ordered, ``write_concern_errors`` one entry per command whose write concern failed, and
-    ``partial_result`` what was done before it stopped (None when nothing is known to have succeeded).
-    ``details`` holds the write errors, the write concern errors and the top-level error's labels.
-    """
-
-    def __init__(
-        self,
-        error: BaseException | None,
-        write_errors: list[dict[str, Any]],
-        write_concern_errors: list[dict[str, Any]],
-        partial_result: ClientBulkWriteResult | None,
-    ) -> None:
-        labels = sorted(error.error_labels) if isinstance(error, MongioError) else []
-        details: dict[str, Any] = {
-            "writeErrors": write_errors,
-            "writeConcernErrors": write_concern_errors,
-            "errorLabels": labels,
-        }
-        super().__init__(
-            self._describe(error, write_errors, write_concern_errors), _MULTIPLE_ERRORS_OCCURRED, details
-        )
-        self.error = error
-        self.write_errors = write_errors
-        self.write_concern_errors = write_concern_errors
-        self.partial_result = partial_result
-
-    @staticmethod
-    def _describe(
-        error: BaseException | None, write_errors: list[dict[str, Any]], concern_errors: list[dict[str, Any]]
-    ) -> str:
-        parts = []
-        if error is not None:
-            parts.append(f"top-level error: {error}")
-        if write_errors:
-            parts.append(f"{len(write_errors)} write error(s), first: {write_errors[0].get('errmsg')!r}")
-        if concern_errors:
-            parts.append(f"{len(concern_errors)} write concern error(s)")
-        return "bulk write failed: " + "; ".join(parts)
 
 
 class BatchWriteConcernRetry(WriteConcernError):
@@ -168,6 +133,10 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         if self._multi or not self.acknowledged:
             return Retryability.NONE
         return Retryability.WRITE
+
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self._bulk.use_transaction_write_concern()
 
     def build(self, context: ConnectionContext) -> Command:
         if self._sequences is None:
@@ -314,11 +283,8 @@ class ClientBulkWrite:
         self.codec_options = codec_options
         self.acknowledged = acknowledged
         ops: list[_Op] = []
-        for index, model in enumerate(models):
-            if not isinstance(model, WriteModel):
-                raise TypeError(
-                    f"{model!r} is not a valid write model (InsertOne, UpdateOne, DeleteMany, ...)"
-                )
+        for index, given in enumerate(models):
+            model = as_write_model(given)
             namespace = model.namespace
             if namespace is None:
                 raise InvalidOperation(
@@ -359,6 +325,11 @@ class ClientBulkWrite:
         self._write_concern_errors: list[dict[str, Any]] = []
         self._pending: ClientBulkWriteBatch | None = None
         self._superseded: list[tuple[BatchWriteConcernRetry, CursorState]] = []
+
+    def use_transaction_write_concern(self) -> None:
+        """The bulk write runs inside a transaction: acknowledged, whatever the client's write concern."""
+        self.write_concern = None
+        self.acknowledged = True
 
     @property
     def done(self) -> bool:

@@ -15,6 +15,7 @@ from mongio.operations.base import (
     Operation,
     Retryability,
     add_raw_data,
+    check_write_concern_reply,
     for_server,
     parse_cursor,
 )
@@ -106,6 +107,10 @@ class _Command(Operation[Any]):
         return Command(dict(self._body))
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> Any:
+        if self.takes_write_concern:
+            # The read and write concern specification: a helper for a command that writes reports the
+            # reply's writeConcernError (an ok: 1 reply) as a WriteConcernError.
+            check_write_concern_reply(reply)
         return reply
 
 

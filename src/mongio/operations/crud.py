@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
-from mongio.errors import ConfigurationError, InvalidOperation
+from mongio.errors import ConfigurationError
 from mongio.operations.base import (
     Command,
     ConnectionContext,
@@ -437,6 +437,10 @@ class Aggregate(_ReadOperation):
             self.takes_write_concern = True
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
+        if self.has_write_stage:
+            # $out/$merge write: the read and write concern specification has the helper report the
+            # reply's writeConcernError.
+            check_write_concern_reply(reply)
         return parse_cursor(reply)
 
 
@@ -629,11 +633,13 @@ class Update(WriteCommand[UpdateResult]):
         if not self.acknowledged:
             return UpdateResult(reply, False)
         check_write_reply(reply)
+        # A copy: the reply itself is also what the command-succeeded event reports. Like PyMongo's,
+        # raw_result says whether an existing document was updated and holds an upsert's id alone.
         upserted = reply.get("upserted")
+        raw = {**reply, "updatedExisting": bool(reply.get("n")) and not upserted}
         if upserted:
-            # A copy: the reply itself is also what the command-succeeded event reports.
-            reply = {**reply, "upserted": upserted[0].get("_id")}
-        return UpdateResult(reply, True)
+            raw["upserted"] = upserted[0].get("_id")
+        return UpdateResult(raw, True)
 
 
 class Delete(WriteCommand[DeleteResult]):
@@ -763,12 +769,6 @@ class FindAndModify(Operation[Any]):
             return None
         check_write_concern_reply(reply)
         return reply.get("value")
-
-
-def require_acknowledged_for_session(operation: Operation[Any], explicit_session: bool) -> None:
-    """Unacknowledged writes cannot use an explicit session (driver sessions spec); for the executor."""
-    if explicit_session and not operation.acknowledged:
-        raise InvalidOperation("explicit sessions are incompatible with unacknowledged write concern")
 
 
 class Explain(Operation[dict[str, Any]]):

@@ -1,4 +1,9 @@
-"""Index commands: ``createIndexes``, ``listIndexes``, ``dropIndexes`` and the Atlas Search index commands."""
+"""Index commands: ``createIndexes``, ``listIndexes``, ``dropIndexes`` and the Atlas Search index commands.
+
+The search index commands (and the ``$listSearchIndexes`` aggregate) are proxied by the server to a search
+process that refuses a ``readConcern`` or ``writeConcern``: they take neither, whatever the collection's
+concerns say. ``createIndexes`` and ``dropIndexes`` take the write concern; ``listIndexes`` no read concern.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions
+from mongio.errors import ConfigurationError
 from mongio.operations.base import (
     Command,
     ConnectionContext,
@@ -17,10 +23,15 @@ from mongio.operations.base import (
     parse_cursor,
 )
 from mongio.operations.crud import Aggregate
-from mongio.operations.models import IndexModel, SearchIndexModel, gen_index_name, index_document
+from mongio.operations.models import (
+    IndexModel,
+    SearchIndexModel,
+    gen_index_name,
+    index_document,
+    index_model_document,
+)
 
 if TYPE_CHECKING:
-    from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
 
@@ -30,9 +41,11 @@ __all__ = [
     "DropIndexes",
     "DropSearchIndex",
     "ListIndexes",
+    "ListSearchIndexes",
     "UpdateSearchIndex",
-    "list_search_indexes",
 ]
+
+_COMMIT_QUORUM_MIN_WIRE_VERSION = 9  # MongoDB 4.4
 
 
 class _SimpleCommand(Operation[Any]):
@@ -95,8 +108,9 @@ class CreateIndexes(_SimpleCommand):
     ) -> None:
         specs: list[Mapping[str, Any]] = []
         for index in indexes:
-            if isinstance(index, IndexModel):
-                specs.append(index.document)
+            model_document = index_model_document(index)
+            if model_document is not None:
+                specs.append(model_document)
             elif isinstance(index, Mapping) and "key" in index:
                 spec = dict(index)
                 spec.setdefault("name", gen_index_name(index_document(spec["key"])))
@@ -111,6 +125,12 @@ class CreateIndexes(_SimpleCommand):
         _add(body, comment, max_time_ms, raw_data)
         super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
         self.names = [str(spec["name"]) for spec in specs]
+
+    def build(self, context: ConnectionContext) -> Command:
+        if "commitQuorum" in self.body and context.max_wire_version < _COMMIT_QUORUM_MIN_WIRE_VERSION:
+            # Older servers would ignore or misread it: refuse rather than build indexes differently.
+            raise ConfigurationError("commit_quorum needs MongoDB 4.4 or later")
+        return super().build(context)
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> list[str]:
         return self.names
@@ -170,8 +190,9 @@ class DropIndexes(_SimpleCommand):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        if isinstance(index, IndexModel):
-            name = index.document["name"]
+        model_document = index_model_document(index)
+        if model_document is not None:
+            name = model_document["name"]
         elif isinstance(index, str):
             name = index
         else:
@@ -244,28 +265,42 @@ class DropSearchIndex(_SimpleCommand):
         return {"ok": 1}
 
 
-def list_search_indexes(
-    database: str,
-    collection: str,
-    name: str | None = None,
-    *,
-    batch_size: int | None = None,
-    collation: Any = None,
-    comment: Any = None,
-    read_preference: _ServerMode | None = None,
-    read_concern: ReadConcern | None = None,
-    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
-) -> Aggregate:
-    """``list_search_indexes``: an aggregate with the ``$listSearchIndexes`` stage."""
-    stage: dict[str, Any] = {} if name is None else {"name": name}
-    return Aggregate(
-        database,
-        collection,
-        [{"$listSearchIndexes": stage}],
-        batch_size=batch_size,
-        collation=collation,
-        comment=comment,
-        read_preference=read_preference,
-        read_concern=read_concern,
-        codec_options=codec_options,
-    )
+class ListSearchIndexes(Aggregate):
+    """``list_search_indexes``: an ``aggregate`` whose pipeline is the ``$listSearchIndexes`` stage (with the
+    index ``name`` when given), taking the aggregation options but never a read concern."""
+
+    takes_read_concern = False
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        name: str | None = None,
+        *,
+        allow_disk_use: bool | None = None,
+        batch_size: int | None = None,
+        collation: Any = None,
+        hint: Any = None,
+        let: Mapping[str, Any] | None = None,
+        comment: Any = None,
+        max_time_ms: int | None = None,
+        max_await_time_ms: int | None = None,
+        read_preference: _ServerMode | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    ) -> None:
+        stage: dict[str, Any] = {} if name is None else {"name": name}
+        super().__init__(
+            database,
+            collection,
+            [{"$listSearchIndexes": stage}],
+            allow_disk_use=allow_disk_use,
+            batch_size=batch_size,
+            collation=collation,
+            hint=hint,
+            let=let,
+            comment=comment,
+            max_time_ms=max_time_ms,
+            max_await_time_ms=max_await_time_ms,
+            read_preference=read_preference,
+            codec_options=codec_options,
+        )

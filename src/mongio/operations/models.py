@@ -8,7 +8,7 @@ is sent, and the checks are never repeated on a retry.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -459,6 +459,36 @@ class ReplaceOne(_UpdateModel):
         return self._update  # type: ignore[no-any-return]
 
 
+# Another library's write model (PyMongo's) -> mongio's, by class name: the attributes PyMongo's models keep
+# their arguments in, read once when the model is handed to a bulk write.
+_FOREIGN_MODELS: dict[str, Callable[[Any], WriteModel]] = {
+    "InsertOne": lambda m: InsertOne(m._doc, m._namespace),
+    "DeleteOne": lambda m: DeleteOne(m._filter, m._collation, m._hint, m._namespace),
+    "DeleteMany": lambda m: DeleteMany(m._filter, m._collation, m._hint, m._namespace),
+    "ReplaceOne": lambda m: ReplaceOne(m._filter, m._doc, m._upsert, m._collation, m._hint, m._namespace, m._sort),
+    "UpdateOne": lambda m: UpdateOne(
+        m._filter, m._doc, m._upsert, m._collation, m._array_filters, m._hint, m._namespace, m._sort
+    ),
+    "UpdateMany": lambda m: UpdateMany(
+        m._filter, m._doc, m._upsert, m._collation, m._array_filters, m._hint, m._namespace
+    ),
+}
+
+
+def as_write_model(model: Any) -> WriteModel:
+    """``model`` as one of mongio's write models: itself, or the same write read from PyMongo's model of the
+    same name. Anything else raises ``TypeError``."""
+    if isinstance(model, WriteModel):
+        return model
+    adapt = _FOREIGN_MODELS.get(type(model).__name__)
+    if adapt is not None and type(model).__module__.split(".")[0] == "pymongo":
+        try:
+            return adapt(model)
+        except AttributeError:
+            pass
+    raise TypeError(f"{model!r} is not a valid write model (InsertOne, UpdateOne, DeleteMany, ...)")
+
+
 class IndexModel:
     """One index for ``create_indexes``: its keys and options (``name``, ``unique``, ``sparse``,
     ``expireAfterSeconds``, ``partialFilterExpression``, ``collation``, ...). The name defaults to the one the
@@ -509,3 +539,14 @@ class SearchIndexModel:
 
     def __repr__(self) -> str:
         return f"SearchIndexModel({self._document!r})"
+
+
+def index_model_document(index: Any) -> dict[str, Any] | None:
+    """The specification of an :class:`IndexModel`, or of another library's index model (PyMongo's, whose
+    ``document`` holds the same ``createIndexes`` entry); None for anything else."""
+    if isinstance(index, IndexModel):
+        return index.document
+    document = getattr(index, "document", None) if not isinstance(index, Mapping) else None
+    if isinstance(document, Mapping) and "key" in document and "name" in document:
+        return dict(document)
+    return None

@@ -26,7 +26,12 @@ from typing import Any
 from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.read_concern import ReadConcern
-from mongio.options.read_preference import _ServerMode, make_read_preference, read_pref_mode_from_name
+from mongio.options.read_preference import (
+    _ServerMode,
+    as_read_preference,
+    make_read_preference,
+    read_pref_mode_from_name,
+)
 from mongio.options.srv import DnsResolver, resolve_seedlist
 from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.options.uri_options import (
@@ -169,6 +174,7 @@ class ClientOptions:
     max_adaptive_retries: int
     enable_overload_retargeting: bool
     adaptive_retries: bool
+    pymongo_types: bool
     uuid_representation: str | None
     connect: bool | None
     extras: Mapping[str, Any]
@@ -358,12 +364,10 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
 
     explicit_read_preference = extras.pop("read_preference", None)
     if explicit_read_preference is not None:
-        if not isinstance(explicit_read_preference, _ServerMode):
-            raise ConfigurationError(
-                f"read_preference must be a read preference such as ReadPreference.SECONDARY, "
-                f"not {explicit_read_preference!r}"
-            )
-        read_preference = explicit_read_preference
+        try:
+            read_preference = as_read_preference(explicit_read_preference)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None
     else:
         mode = read_pref_mode_from_name(get("readPreference", "primary"))
         read_preference = make_read_preference(
@@ -423,6 +427,7 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         max_adaptive_retries=get("maxAdaptiveRetries", DEFAULT_MAX_ADAPTIVE_RETRIES),
         enable_overload_retargeting=bool(get("enableOverloadRetargeting", False)),
         adaptive_retries=bool(get("adaptiveRetries", False)),
+        pymongo_types=bool(get("pymongoTypes", False)),
         uuid_representation=get("uuidRepresentation"),
         connect=connect,
         extras=extras,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_READ_CONCERN", "ReadConcern"]
+__all__ = ["DEFAULT_READ_CONCERN", "ReadConcern", "as_read_concern"]
 
 
 class ReadConcern:
@@ -49,3 +49,14 @@ class ReadConcern:
 
 
 DEFAULT_READ_CONCERN = ReadConcern()
+
+
+def as_read_concern(value: Any) -> ReadConcern:
+    """``value`` as mongio's :class:`ReadConcern`: itself, or the same level read from another library's read
+    concern (PyMongo's). Anything else raises ``TypeError``."""
+    if isinstance(value, ReadConcern):
+        return value
+    level = getattr(value, "level", None)
+    if type(value).__name__ == "ReadConcern" and (level is None or isinstance(level, str)):
+        return ReadConcern(level)
+    raise TypeError(f"read_concern must be a ReadConcern, not {type(value).__name__}")

@@ -240,3 +240,16 @@ def make_read_preference(
     if mode == 4:
         return Nearest(tag_sets, max_staleness)
     raise ConfigurationError(f"read preference mode must be 0 to 4, not {mode!r}")
+
+
+def as_read_preference(value: Any) -> _ServerMode:
+    """``value`` as one of mongio's read preferences: itself, or the same mode, tag sets and staleness read
+    from another library's read preference object (PyMongo's, which carries ``mode``, ``tag_sets`` and
+    ``max_staleness`` as mongio's do). Anything else raises ``TypeError``."""
+    if isinstance(value, _ServerMode):
+        return value
+    mode, tag_sets = getattr(value, "mode", None), getattr(value, "tag_sets", None)
+    max_staleness = getattr(value, "max_staleness", None)
+    if isinstance(mode, int) and 0 <= mode < len(_MODE_NAMES) and isinstance(max_staleness, int):
+        return make_read_preference(mode, tag_sets, max_staleness)
+    raise TypeError(f"read_preference must be a read preference such as ReadPreference.SECONDARY, not {value!r}")

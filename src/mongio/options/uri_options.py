@@ -448,6 +448,9 @@ _SPECS = [
     _int("maxAdaptiveRetries", 0),
     _bool("enableOverloadRetargeting"),
     _bool("adaptiveRetries"),
+    # mongio's own: decode to PyMongo's bson classes (mongio.pymongo_types), so code typed against PyMongo
+    # can turn the mode on from its connection string.
+    _bool("pymongoTypes"),
     _bool("fsync"),
     OptionSpec("uuidRepresentation", _choice_parser(UUID_REPRESENTATIONS)),
 ]
@@ -456,7 +459,7 @@ OPTIONS: dict[str, OptionSpec] = {fold_case(spec.name): spec for spec in _SPECS}
 """Every option, keyed by its case-folded canonical name."""
 
 # Other spellings that mean the same option. ``ssl`` and ``j`` are plain aliases; the deprecated ones warn.
-ALIASES: dict[str, str] = {"ssl": "tls", "j": "journal"}
+ALIASES: dict[str, str] = {"ssl": "tls", "j": "journal", "pymongo_types": "pymongotypes"}
 DEPRECATED_ALIASES: dict[str, str] = {
     "wtimeout": "wTimeoutMS",
     "gssapiservicename": "authMechanismProperties",

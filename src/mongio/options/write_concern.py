@@ -6,7 +6,7 @@ from typing import Any
 
 from mongio.errors import ConfigurationError
 
-__all__ = ["DEFAULT_WRITE_CONCERN", "WriteConcern"]
+__all__ = ["DEFAULT_WRITE_CONCERN", "WriteConcern", "as_write_concern"]
 
 
 class WriteConcern:
@@ -95,3 +95,14 @@ class WriteConcern:
 
 
 DEFAULT_WRITE_CONCERN = WriteConcern()
+
+
+def as_write_concern(value: Any) -> WriteConcern:
+    """``value`` as mongio's :class:`WriteConcern`: itself, or the same settings read from another library's
+    write concern (PyMongo's, whose ``document`` holds the same fields). Anything else raises ``TypeError``."""
+    if isinstance(value, WriteConcern):
+        return value
+    document = getattr(value, "document", None)
+    if type(value).__name__ == "WriteConcern" and isinstance(document, dict):
+        return WriteConcern(**document)
+    raise TypeError(f"write_concern must be a WriteConcern, not {type(value).__name__}")

@@ -17,6 +17,19 @@ A session takes its server session (the ``lsid`` the server knows it by) from th
 time it sends a command (or starts a transaction), and gives it back when it ends. A session is bound to the
 client that made it and, like its server-side counterpart, serves one operation at a time: do not run two
 operations of one session concurrently (``asyncio.gather`` over one session), least of all in a transaction.
+Sessions do not survive ``os.fork()``: a child process makes its own client and sessions (the server sessions
+pooled before the fork are dropped in the child, without ending them on the server).
+
+Unacknowledged writes (``w=0``) and sessions: a ``w=0`` write given an explicit ``session=`` raises
+:class:`~mongio.errors.InvalidOperation` (nothing is sent), and one without a session is sent with no session
+id at all, since the server could still be running it when the id is next used. Inside a transaction the
+collection's or client's write concern does not apply: every write is acknowledged and the transaction's
+write concern goes on the commit. Causal consistency rests on the ``operationTime`` of acknowledged replies,
+so a causally consistent session's reads are not causally consistent with unacknowledged writes.
+
+Inside a transaction, a command error (a duplicate key, say) may make the server abort the whole
+transaction: committing it afterwards fails with ``NoSuchTransaction``. Let such errors end the transaction
+(``async with session.start_transaction()`` aborts on them) rather than catching them and going on.
 """
 
 from __future__ import annotations
@@ -29,14 +42,14 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mongio.bson.timestamp import Timestamp
-from mongio.errors import InvalidOperation, MongioError
+from mongio.bson.timestamp import Timestamp, as_timestamp
+from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
 from mongio.sessions.cluster_time import ClusterClock, greater_operation_time
 from mongio.sessions.server_session import ServerSession
-from mongio.sessions.transaction_state import Transaction, TransactionOptions
+from mongio.sessions.transaction_state import ClientTransactionDefaults, Transaction, TransactionOptions
 from mongio.sessions.with_transaction_policy import (
     NextStep,
     WithTransactionRetry,
@@ -86,8 +99,9 @@ class SessionOptions:
         if snapshot_time is not None:
             if not snapshot:
                 raise InvalidOperation("snapshot_time requires snapshot=True")
-            if not isinstance(snapshot_time, Timestamp):
-                raise TypeError(f"snapshot_time must be a Timestamp, not {type(snapshot_time).__name__}")
+            given, snapshot_time = snapshot_time, as_timestamp(snapshot_time)
+            if snapshot_time is None:
+                raise TypeError(f"snapshot_time must be a Timestamp, not {type(given).__name__}")
         if default_transaction_options is not None and not isinstance(
             default_transaction_options, TransactionOptions
         ):
@@ -200,15 +214,16 @@ class ClientSession:
             raise TypeError(
                 "cluster_time must be a mapping like {'clusterTime': Timestamp, 'signature': ...}"
             )
-        if not isinstance(cluster_time.get("clusterTime"), Timestamp):
+        if as_timestamp(cluster_time.get("clusterTime")) is None:
             raise ValueError("cluster_time must have a Timestamp 'clusterTime'")
         self._clock.advance(cluster_time)
 
     def advance_operation_time(self, operation_time: Timestamp) -> None:
         """Raise this session's operation time (e.g. to the ``operation_time`` of another session)."""
-        if not isinstance(operation_time, Timestamp):
+        timestamp = as_timestamp(operation_time)
+        if timestamp is None:
             raise TypeError("operation_time must be a Timestamp")
-        self._operation_time = greater_operation_time(self._operation_time, operation_time)
+        self._operation_time = greater_operation_time(self._operation_time, timestamp)
 
     # -- transactions -----------------------------------------------------------------------------------------
 
@@ -239,6 +254,11 @@ class ClientSession:
         if self._transaction.active:
             raise InvalidOperation("Transaction already in progress")
         client = self._client
+        if client._executor.sessions_known_unsupported():
+            raise ConfigurationError(
+                "Transactions are not supported by this deployment: its servers do not support sessions "
+                "(they report no logicalSessionTimeoutMinutes)"
+            )
         options = TransactionOptions(
             read_concern=read_concern,
             write_concern=write_concern,
@@ -246,7 +266,7 @@ class ClientSession:
             max_commit_time_ms=max_commit_time_ms,
         ).inherit(
             self._options.default_transaction_options,
-            TransactionOptions(
+            ClientTransactionDefaults(
                 read_concern=client.read_concern,
                 write_concern=client.write_concern,
                 read_preference=client.read_preference,
@@ -314,6 +334,12 @@ class ClientSession:
         ``default_timeout_ms`` or the client's), with a timeout error that carries the last error and its
         labels. Any other error of the callback aborts the transaction and is raised as it is; a callback that
         commits or aborts the transaction itself ends the call. Returns the callback's result.
+
+        The callback must not silently swallow the errors of its commands: a command error may have aborted
+        the transaction on the server, and committing it would then fail with ``NoSuchTransaction`` (a
+        transient error, so the loop would go on until the time limit). Let such errors propagate, or re-raise
+        them after handling; to handle errors your own way, use :meth:`start_transaction` and
+        :meth:`commit_transaction` directly.
 
         If the awaiting task is cancelled, a transaction still open is aborted before the cancellation goes on.
         """
@@ -437,6 +463,13 @@ class ClientSession:
     ) -> None:
         await self.end_session()
 
+    def __await__(self) -> Generator[Any, None, ClientSession]:
+        """``await client.start_session()`` (PyMongo's async API and Motor) gives the session itself."""
+        return self._itself().__await__()
+
+    async def _itself(self) -> ClientSession:
+        return self
+
     # -- for the executor ----------------------------------------------------------------------------------
 
     def _check_usable(self, client: object) -> None:
@@ -496,8 +529,8 @@ class ClientSession:
 
     def _advance_from_reply(self, reply: Mapping[str, Any]) -> None:
         self._clock.advance_from_reply(reply)
-        operation_time = reply.get("operationTime")
-        if isinstance(operation_time, Timestamp):
+        operation_time = as_timestamp(reply.get("operationTime"))
+        if operation_time is not None:
             self._operation_time = greater_operation_time(self._operation_time, operation_time)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mongio.bson.timestamp import Timestamp
+from mongio.bson.timestamp import Timestamp, as_timestamp
 
 __all__ = [
     "ClusterClock",
@@ -32,9 +32,10 @@ def cluster_time_value(cluster_time: ClusterTime | None) -> Timestamp | None:
     """The timestamp a ``$clusterTime`` document carries, or ``None``."""
     if cluster_time is None:
         return None
-    value = cluster_time.get("clusterTime")
-    if not isinstance(value, Timestamp):
-        raise TypeError(f"$clusterTime.clusterTime must be a Timestamp, not {type(value).__name__}")
+    value = as_timestamp(cluster_time.get("clusterTime"))
+    if value is None:
+        found = type(cluster_time.get("clusterTime")).__name__
+        raise TypeError(f"$clusterTime.clusterTime must be a Timestamp, not {found}")
     return value
 
 
@@ -125,8 +126,7 @@ def snapshot_time_from_reply(reply: Mapping[str, Any]) -> Timestamp | None:
     distinct."""
     cursor = reply.get("cursor")
     if isinstance(cursor, Mapping):
-        in_cursor = cursor.get("atClusterTime")
-        if isinstance(in_cursor, Timestamp):
+        in_cursor = as_timestamp(cursor.get("atClusterTime"))
+        if in_cursor is not None:
             return in_cursor
-    value = reply.get("atClusterTime")
-    return value if isinstance(value, Timestamp) else None
+    return as_timestamp(reply.get("atClusterTime"))

@@ -8,12 +8,18 @@ id is reused), and whether a network error left it in an unknown state ("dirty")
 The pool is LIFO so that the most recently used, least likely to expire, sessions are reused first. It is
 pure: time comes from a clock the client injects (``time.monotonic`` by default), and ending the pooled
 sessions on close is returned as ``endSessions`` commands for the caller to send.
+
+A forked child process must not reuse the ids its parent goes on using: every pool is emptied in the child
+right after ``os.fork()`` (without ``endSessions``, which would end the parent's sessions too), and sessions
+the parent had checked out are not taken back by the child's pool (driver sessions specification).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -78,6 +84,7 @@ class ServerSessionPool:
         self._clock = clock
         self._sessions: deque[ServerSession] = deque()
         self._generation = 0
+        _LIVE_POOLS.add(self)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -119,3 +126,16 @@ class ServerSessionPool:
         ids = [session.session_id for session in self._sessions]
         self._sessions.clear()
         return [{"endSessions": ids[start : start + batch_size]} for start in range(0, len(ids), batch_size)]
+
+
+# Every pool of the process, for the reset in a forked child.
+_LIVE_POOLS: weakref.WeakSet[ServerSessionPool] = weakref.WeakSet()
+
+
+def _reset_pools_after_fork() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.reset()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_after_fork)

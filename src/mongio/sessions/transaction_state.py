@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mongio.bson.int64 import Int64
 from mongio.bson.timestamp import Timestamp
@@ -25,6 +25,7 @@ from mongio.options.write_concern import WriteConcern
 
 __all__ = [
     "COMMIT_RETRY_WTIMEOUT_MS",
+    "ClientTransactionDefaults",
     "Transaction",
     "TransactionOptions",
     "TxnState",
@@ -84,10 +85,11 @@ class TransactionOptions:
                 f"max_commit_time_ms must be a positive int, not {self.max_commit_time_ms!r}"
             )
 
-    def inherit(self, *defaults: TransactionOptions | None) -> TransactionOptions:
+    def inherit(self, *defaults: TransactionOptions | ClientTransactionDefaults | None) -> TransactionOptions:
         """These options with each unset one taken from the first of ``defaults`` that sets it.
 
-        Raises :class:`ConfigurationError` when the result's write concern is unacknowledged.
+        Raises :class:`ConfigurationError` when the result's write concern is unacknowledged (a client's
+        ``w=0`` is refused only when nothing before it sets an acknowledged one).
         """
         values: dict[str, Any] = {
             "read_concern": self.read_concern,
@@ -102,6 +104,17 @@ class TransactionOptions:
                 if value is None:
                     values[name] = getattr(default, name)
         return TransactionOptions(**values)
+
+
+class ClientTransactionDefaults(NamedTuple):
+    """The client's concerns and read preference, the last defaults a transaction's options inherit from.
+    Unlike :class:`TransactionOptions` it takes an unacknowledged write concern: a client may write with
+    ``w=0`` and still run transactions that set their own."""
+
+    read_concern: ReadConcern | None = None
+    write_concern: WriteConcern | None = None
+    read_preference: _ServerMode | None = None
+    max_commit_time_ms: int | None = None
 
 
 def _check_acknowledged(write_concern: WriteConcern) -> None:

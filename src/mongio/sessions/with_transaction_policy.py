@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mongio.errors import OperationFailure
+from mongio.errors import OperationFailure, OperationTimeoutError
 from mongio.execution.deadline import timeout_error
 from mongio.execution.error_labels import (
     MAX_TIME_MS_EXPIRED,
@@ -48,7 +48,7 @@ def transaction_backoff(transaction_attempt: int, jitter: float) -> float:
 
 def is_max_time_ms_expired(error: BaseException) -> bool:
     """The server's ``MaxTimeMSExpired`` (code 50), at top level or in a ``writeConcernError``."""
-    if not isinstance(error, OperationFailure):
+    if not isinstance(error, OperationFailure) or isinstance(error, OperationTimeoutError):
         return False
     if error.code == MAX_TIME_MS_EXPIRED:
         return True

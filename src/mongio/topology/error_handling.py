@@ -20,6 +20,7 @@ from mongio.errors import (
     NetworkTimeout,
     NotPrimaryError,
     OperationFailure,
+    OperationTimeoutError,
     PoolClearedError,
     WaitQueueTimeoutError,
 )
@@ -151,6 +152,8 @@ class ApplicationError:
         service_id: Any = None,
     ) -> ApplicationError | None:
         """Classify a raised error; ``None`` for errors that never affect the topology."""
+        if isinstance(error, OperationTimeoutError):
+            return None  # the operation ran out of its own time: nothing new about the server
         labels = frozenset(getattr(error, "error_labels", ()) or ())
         if isinstance(error, OperationFailure):
             # ``details`` is the whole reply, or for a WriteConcernError the writeConcernError document.

@@ -11,14 +11,12 @@ and ``mongio.serverSelection`` loggers at ``DEBUG`` level (the "waiting for a su
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mongio.events.logs import LogMessage, format_error
+from mongio.events.logs import LogMessage, document_text, format_error
 from mongio.topology.sdam_events import (
     SdamEvent,
     ServerClosedEvent,
@@ -271,7 +269,7 @@ class SdamPublisher:
         if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
             where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
             ms = duration * 1000.0
-            shown = _relaxed_json(reply)
+            shown = document_text(reply)
             text = f"Heartbeat succeeded in {ms:g} ms for {where}. Awaited: {awaited}. Reply: {shown}"
             self._log(
                 "Server heartbeat succeeded", text, awaited=awaited, durationMS=ms, reply=shown, **fields
@@ -298,28 +296,3 @@ class SdamPublisher:
             self._log(
                 "Server heartbeat failed", text, awaited=awaited, durationMS=ms, failure=failure, **fields
             )
-
-
-_DEFAULT_MAX_DOCUMENT_LENGTH = 1000
-
-
-def _max_document_length() -> int:
-    value = os.environ.get("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "")
-    try:
-        length = int(value)
-    except ValueError:
-        return _DEFAULT_MAX_DOCUMENT_LENGTH  # unset or invalid: the default, silently
-    return length if length > 0 else _DEFAULT_MAX_DOCUMENT_LENGTH
-
-
-def _relaxed_json(document: Mapping[str, Any]) -> str:
-    """The document as relaxed Extended JSON for a log message, cut at the logging specification's maximum
-    length (``MONGODB_LOG_MAX_DOCUMENT_LENGTH``, default 1000 characters) with ``...`` appended."""
-    # Extended JSON lives in the codec package, which may not offer it yet; fall back to repr.
-    try:
-        json_util = importlib.import_module("mongio.bson.json_util")
-        text = str(json_util.dumps(document))
-    except Exception:
-        text = repr(dict(document))
-    limit = _max_document_length()
-    return text if len(text) <= limit else text[:limit] + "..."

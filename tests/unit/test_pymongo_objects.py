@@ -1,0 +1,131 @@
+"""PyMongo's option and model objects are accepted wherever mongio's are, with or without the PyMongo-typed
+mode, and mean the same: write models, index models, driver information, read preferences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pymongo
+import pytest
+from pymongo import read_preferences as pymongo_read_preferences
+from pymongo.collation import Collation as PyMongoCollation
+from pymongo.driver_info import DriverInfo as PyMongoDriverInfo
+from pymongo.read_concern import ReadConcern as PyMongoReadConcern
+
+from mongio import MongoClient
+from mongio.connection.handshake import ClientMetadata, DriverInfo
+from mongio.errors import ConfigurationError
+from mongio.operations import ServerLimits, models
+from mongio.operations.bulk import BulkWrite
+from mongio.operations.indexes import CreateIndexes, DropIndexes
+from mongio.options.read_preference import Nearest, Secondary, as_read_preference
+
+COLLATION = {"locale": "fr", "strength": 2}
+
+PAIRS: list[tuple[Any, Any]] = [
+    (pymongo.InsertOne({"a": 1}), models.InsertOne({"a": 1})),
+    (
+        pymongo.DeleteOne({"a": 1}, collation=PyMongoCollation("fr", strength=2), hint="a_1"),
+        models.DeleteOne({"a": 1}, collation=COLLATION, hint="a_1"),
+    ),
+    (pymongo.DeleteMany({"a": {"$gt": 1}}, hint=[("a", 1)]), models.DeleteMany({"a": {"$gt": 1}}, hint=[("a", 1)])),
+    (
+        pymongo.ReplaceOne({"a": 1}, {"b": 2}, upsert=True, sort={"a": -1}),
+        models.ReplaceOne({"a": 1}, {"b": 2}, upsert=True, sort={"a": -1}),
+    ),
+    (
+        pymongo.UpdateOne({"a": 1}, {"$set": {"x.$[e]": 1}}, array_filters=[{"e": 1}], upsert=False),
+        models.UpdateOne({"a": 1}, {"$set": {"x.$[e]": 1}}, array_filters=[{"e": 1}], upsert=False),
+    ),
+    (
+        pymongo.UpdateMany({}, [{"$set": {"n": 1}}], collation=COLLATION),
+        models.UpdateMany({}, [{"$set": {"n": 1}}], collation=COLLATION),
+    ),
+]
+
+
+@pytest.mark.parametrize(("theirs", "ours"), PAIRS, ids=[type(pair[1]).__name__ for pair in PAIRS])
+def test_a_pymongo_write_model_becomes_the_same_mongio_model(theirs: Any, ours: Any) -> None:
+    adopted = models.as_write_model(theirs)
+    assert type(adopted) is type(ours)
+    if isinstance(ours, models.InsertOne):
+        assert adopted.document == ours.document
+    else:
+        assert adopted._statement() == ours._statement()
+
+
+def test_pymongo_models_with_a_namespace_serve_the_client_bulk_write() -> None:
+    adopted = models.as_write_model(pymongo.UpdateOne({"a": 1}, {"$inc": {"n": 1}}, namespace="db.c"))
+    assert adopted.namespace == "db.c"
+    assert adopted._client_op(0) == models.UpdateOne({"a": 1}, {"$inc": {"n": 1}}, namespace="db.c")._client_op(0)
+
+
+def test_a_bulk_write_takes_pymongo_models_beside_mongio_ones() -> None:
+    bulk = BulkWrite("db", "c", [pymongo.InsertOne({"_id": 1}), models.DeleteOne({"_id": 2})])
+    assert bulk.inserted_ids == [1]
+    commands = []
+    while (batch := bulk.next_batch()) is not None:
+        commands.append(next(iter(batch.build(ServerLimits()).body)))
+        batch.handle_response({"ok": 1, "n": 1}, ServerLimits())
+    assert commands == ["insert", "delete"]
+
+
+def test_anything_else_is_still_refused_by_name() -> None:
+    class InsertOne:  # a namesake from elsewhere is not PyMongo's
+        _doc = {"a": 1}
+        _namespace = None
+
+    with pytest.raises(TypeError, match="is not a valid write model"):
+        models.as_write_model(InsertOne())
+    with pytest.raises(TypeError, match="is not a valid write model"):
+        models.as_write_model({"insertOne": {"a": 1}})
+
+
+def test_a_pymongo_index_model_creates_and_drops_the_same_index() -> None:
+    theirs = pymongo.IndexModel([("a", 1), ("b", -1)], unique=True, name="ab")
+    ours = models.IndexModel([("a", 1), ("b", -1)], unique=True, name="ab")
+    assert models.index_model_document(theirs) == ours.document
+    limits = ServerLimits()
+    assert CreateIndexes("db", "c", [theirs]).build(limits).body["indexes"] == [ours.document]
+    assert DropIndexes("db", "c", theirs).build(limits).body["index"] == "ab"
+    assert models.index_model_document({"key": {"a": 1}, "name": "a_1"}) is None  # mappings keep their own path
+
+
+def test_a_pymongo_driver_info_is_appended_like_mongio_s() -> None:
+    theirs = ClientMetadata(driver_info=PyMongoDriverInfo("odm", "2.1", "py"), environ={}, dockerenv="/nonexistent")
+    ours = ClientMetadata(driver_info=DriverInfo("odm", "2.1", "py"), environ={}, dockerenv="/nonexistent")
+    assert theirs.document == ours.document
+    assert not ours.append(PyMongoDriverInfo("odm", "2.1", "py"))  # the same info, already there
+    with pytest.raises(ConfigurationError, match="expected a DriverInfo, not tuple"):
+        ours.append(("odm", "2.1", "py"))  # type: ignore[arg-type]
+
+
+def test_pymongo_read_preferences_mean_the_same() -> None:
+    theirs = pymongo_read_preferences.Secondary(tag_sets=[{"dc": "east"}, {}], max_staleness=120)
+    assert as_read_preference(theirs) == Secondary(tag_sets=[{"dc": "east"}, {}], max_staleness=120)
+    assert as_read_preference(pymongo.ReadPreference.NEAREST) == Nearest()
+    client = MongoClient("mongodb://127.0.0.1:1/", connect=False, read_preference=pymongo.ReadPreference.SECONDARY)
+    assert client.read_preference == Secondary()
+    collection = client.db.get_collection("c", read_preference=theirs)
+    assert collection.read_preference.document == theirs.document
+    with pytest.raises(TypeError, match="read_preference must be a read preference"):
+        as_read_preference("secondary")
+
+
+def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
+    from mongio.options.read_concern import ReadConcern, as_read_concern
+    from mongio.options.write_concern import WriteConcern, as_write_concern
+
+    theirs = pymongo.WriteConcern(w="majority", wtimeout=500, j=True)
+    assert as_write_concern(theirs).document == WriteConcern(w="majority", wtimeout=500, j=True).document
+    assert not as_write_concern(pymongo.WriteConcern(w=0)).acknowledged
+    assert as_read_concern(PyMongoReadConcern("snapshot")) == ReadConcern("snapshot")
+    collection = MongoClient("mongodb://127.0.0.1:1/", connect=False).db.get_collection(
+        "c", write_concern=pymongo.WriteConcern(w=2), read_concern=PyMongoReadConcern("majority")
+    )
+    assert type(collection.write_concern) is WriteConcern and collection.write_concern.document == {"w": 2}
+    assert collection.read_concern == ReadConcern("majority")
+    with pytest.raises(TypeError, match="write_concern must be a WriteConcern, not dict"):
+        as_write_concern({"w": 1})
+    with pytest.raises(TypeError, match="read_concern must be a ReadConcern, not str"):
+        as_read_concern("majority")
