@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -118,6 +118,16 @@ class _ListDatabasesCursor(ListDatabases):
         return CursorState(0, "admin.$cmd", list(reply.get("databases", [])))
 
 
+class _NothingToClose:
+    """What closing a client that never connected returns: awaitable, and done."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+_NOTHING_TO_CLOSE = _NothingToClose()
+
+
 class MongoClient:
     """A client for a MongoDB deployment (``AsyncMongoClient`` is the same class, under PyMongo's name).
 
@@ -167,6 +177,7 @@ class MongoClient:
         self._topology: Topology | None = None
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        self._closing: Awaitable[None] | None = None
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
@@ -329,19 +340,33 @@ class MongoClient:
         """Start monitoring the deployment now rather than at the first operation."""
         await self._open_topology()
 
-    async def close(self) -> None:
+    def close(self) -> Awaitable[None]:
         """Kill the server cursors of cursors dropped while open, end the pooled server sessions
         (``endSessions``), stop every monitor and close every connection.
 
-        Waits until every task the client started has finished. Afterwards every operation raises
-        :class:`~mongio.errors.ClientClosedError`. Closing twice is harmless.
+        ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
+        ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
+        in the background. Afterwards every operation raises :class:`~mongio.errors.ClientClosedError`
+        (new sessions and first connections from the call on, operations on a connected client once the
+        closing has stopped its servers); closing twice is harmless and returns the same closing.
         """
-        if self._closed:
-            return
-        self._closed = True
-        topology = self._topology
-        if topology is None:
-            return
+        if self._closing is None:
+            topology = self._topology
+            if topology is None:
+                self._closing = _NOTHING_TO_CLOSE
+            else:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    raise InvalidOperation(
+                        "close() of a connected client must be called on its event loop (from a coroutine)"
+                    ) from None
+                # A task rather than a coroutine, so that closing starts even when nobody awaits it.
+                self._closing = loop.create_task(self._close(topology))
+            self._closed = True
+        return self._closing
+
+    async def _close(self, topology: Topology) -> None:
         try:
             await self._cursor_reaper.close(_CLOSE_FLUSH_TIMEOUT)
             await self._executor.end_sessions(topology)
