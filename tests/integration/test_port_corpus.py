@@ -52,15 +52,12 @@ BY_DESIGN_CLASSES = (
     "by design: without the typed mode documents decode to mongio.bson's classes, which isinstance checks "
     "against bson's classes ({}) refuse"
 )
-MOTOR_CLOSE = "Motor's client.close() is a plain method; mongio's is a coroutine, never awaited when ported"
 REMAINING: dict[tuple[str, str], list[str]] = {
     ("bson_values", "mongio"): [BY_DESIGN_CLASSES.format("and bson.json_util")],
     ("codec_options", "mongio"): [
         "by design: without the typed mode a TypeCodec keyed on bson.Decimal128 never sees mongio's Decimal128"
     ],
     ("fastapi_objectid", "mongio"): [BY_DESIGN_CLASSES.format("the PyObjectId validator's")],
-    ("motor_idioms", "mongio"): [MOTOR_CLOSE],
-    ("motor_idioms", "mongio-typed"): [MOTOR_CLOSE],
 }
 
 
