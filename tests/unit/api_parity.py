@@ -47,6 +47,19 @@ NOT_API = {
     "bson": {"EncodedDocument"},
 }
 
+# PyMongo module -> mongio module whose public functions are compared the same way (key ``module.function``).
+FUNCTION_MODULES = {
+    "bson": "mongio.bson",
+    "bson.json_util": "mongio.bson.json_util",
+    "pymongo.asynchronous.uri_parser": "mongio.asynchronous.uri_parser",
+}
+
+# Functions a PyMongo module holds that are not its API (typing helpers, internals it exports).
+NOT_API_FUNCTIONS = {
+    "bson": {"gen_list_name", "get_data_and_view"},
+    "bson.json_util": {"cast", "get_size"},
+}
+
 _PLAIN_DEFAULTS = {type(None), bool, int, float, str, bytes, tuple, frozenset}
 
 
@@ -178,6 +191,57 @@ def compare(short: str, theirs: type, ours: type) -> dict[str, str]:
     return found
 
 
+def _public_functions(module: types.ModuleType) -> list[str]:
+    declared = getattr(module, "__all__", None)
+    names = list(declared) if declared is not None else [n for n in vars(module) if not n.startswith("_")]
+    found = []
+    for name in names:
+        value = getattr(module, name, None)
+        if not isinstance(value, types.FunctionType) or name.startswith("_"):
+            continue
+        if declared is None and value.__module__ != module.__name__:
+            continue
+        found.append(name)
+    return sorted(set(found) - NOT_API_FUNCTIONS.get(module.__name__, set()))
+
+
+def function_pairs() -> Iterator[tuple[str, Any, Any]]:
+    """(label, PyMongo function, mongio's function of that name or None) for every function compared."""
+    for theirs_name, ours_name in FUNCTION_MODULES.items():
+        theirs = importlib.import_module(theirs_name)
+        ours = importlib.import_module(ours_name)
+        for name in _public_functions(theirs):
+            yield f"{theirs_name}.{name}", getattr(theirs, name), getattr(ours, name, None)
+
+
+def _function_kind(function: Any) -> str:
+    if inspect.iscoroutinefunction(function):
+        return "coroutine"
+    return "function" if callable(function) else "attribute"
+
+
+def _function_signature(function: Any) -> str | None:
+    holder = type("Holder", (), {"f": staticmethod(function)})
+    return signature_text(holder, "f")
+
+
+def compare_functions() -> dict[str, str]:
+    """The differences between PyMongo's module-level functions of :data:`FUNCTION_MODULES` and mongio's."""
+    found: dict[str, str] = {}
+    for label, theirs, ours in function_pairs():
+        if ours is None:
+            found[f"{label}: missing"] = "not in mongio"
+            continue
+        kinds = _function_kind(theirs), _function_kind(ours)
+        if kinds[0] != kinds[1]:
+            found[f"{label}: kind"] = f"PyMongo {kinds[0]}, mongio {kinds[1]}"
+            continue
+        signatures = _function_signature(theirs), _function_signature(ours)
+        if None not in signatures and signatures[0] != signatures[1]:
+            found[f"{label}: signature"] = f"PyMongo {signatures[0]}, mongio {signatures[1]}"
+    return found
+
+
 def differences() -> dict[str, str]:
     """Every difference found: key -> what PyMongo has and what mongio has."""
     found: dict[str, str] = {}
@@ -187,4 +251,5 @@ def differences() -> dict[str, str]:
             found[f"{short}: missing"] = f"{label} has no mongio class of that name"
         else:
             found.update(compare(short, theirs, ours))
+    found.update(compare_functions())
     return found

@@ -131,3 +131,10 @@ def test_invalid_document_carries_the_document() -> None:
     assert InvalidDocument("bad", document).document is document
     assert DocumentTooLarge("too large").document is None
     assert str(InvalidDocument("bad", document)) == "bad"
+
+
+def test_is_valid_takes_pymongos_keyword() -> None:
+    import mongio.bson
+
+    assert mongio.bson.is_valid(bson=mongio.bson.encode({"a": 1}))
+    assert not mongio.bson.is_valid(bson=b"\x05\x00\x00\x00\x01")
