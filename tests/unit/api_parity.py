@@ -5,8 +5,8 @@ For each PyMongo class in the modules of :data:`MODULES`, the class of the same 
 kind (coroutine function, plain method, async generator, property, class or static method, other
 attribute), and each method must take the same parameters: same names in the same order, same kinds
 (positional, keyword-only, ``*args``, ``**kwargs``) and the same defaults. A difference is named by a key
-``Class.member: what`` (``what`` is ``missing``, ``kind`` or ``signature``; the constructor is the member
-``__init__``); tests/unit/test_api_parity.py checks the keys against those declared in
+``Class.member: what`` (``what`` is ``missing``, ``kind``, ``signature``, or ``addition`` for a public member
+only mongio's class has; the constructor is the member ``__init__``); tests/unit/test_api_parity.py checks the keys against those declared in
 ``src/mongio/compat/differences.yaml``.
 """
 
@@ -188,6 +188,9 @@ def compare(short: str, theirs: type, ours: type) -> dict[str, str]:
         signatures = signature_text(theirs, name), signature_text(ours, name)
         if None not in signatures and signatures[0] != signatures[1]:
             found[f"{key}: signature"] = f"PyMongo {signatures[0]}, mongio {signatures[1]}"
+    for name in dir(ours):
+        if not name.startswith("_") and not hasattr(theirs, name):
+            found[f"{short}.{name}: addition"] = f"only in mongio ({member_kind(ours, name)})"
     return found
 
 
