@@ -159,21 +159,27 @@ class MongoClient:
         self,
         host: str | Sequence[str] | None = None,
         port: int | None = None,
-        document_class: Any = dict,
-        tz_aware: bool = False,
-        connect: bool = True,
+        document_class: Any = None,
+        tz_aware: bool | None = None,
+        connect: bool | None = None,
+        type_registry: Any = None,
         **kwargs: Any,
     ) -> None:
+        # PyMongo's signature: None means the default (dict, naive datetimes, connect on first use).
+        if type_registry is not None:
+            kwargs["type_registry"] = type_registry
         # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
         # ones monitoring.register() was given.
         listeners = adapt_listeners(kwargs.pop("event_listeners", None) or ())
         self._options = ClientOptions.from_uri(host, port, **kwargs)
         self._event_listeners = listeners
-        self._codec_options = _codec_options(self._options, document_class, tz_aware)
+        self._codec_options = _codec_options(
+            self._options, dict if document_class is None else document_class, bool(tz_aware)
+        )
         self._read_preference: _ServerMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
-        self._connect_on_open = connect
+        self._connect_on_open = True if connect is None else connect
         self._topology: Topology | None = None
         self._open_lock: asyncio.Lock | None = None
         self._closed = False

@@ -357,11 +357,11 @@ def test_the_differences_list_is_well_formed() -> None:
     import mongio
 
     path = Path(mongio.__file__).parent / "compat" / "differences.yaml"
-    entries = yaml.safe_load(path.read_text())["client"]
-    assert entries
-    for entry in entries:
-        assert {"api", "pymongo", "mongio", "why", "in_readme"} <= set(entry), entry
-        assert all(str(entry[key]).strip() for key in ("api", "pymongo", "mongio", "why")), entry
+    sections = yaml.safe_load(path.read_text())
+    assert set(sections) == {"client", "bson"}
+    for entry in sections["client"] + sections["bson"]:
+        assert {"id", "api", "pymongo", "mongio", "why"} <= set(entry), entry
+        assert all(str(entry[key]).strip() for key in ("id", "api", "pymongo", "mongio", "why")), entry
 
 
 # -- the client's attributes -------------------------------------------------------------------------------------
