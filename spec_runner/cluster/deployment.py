@@ -1,0 +1,364 @@
+"""A deployment on loopback: one test server behind proxies, and the controls that change it.
+
+All members share the one test server's data. Nothing is replicated, so there is no replication lag in the
+data itself (only in what ``lastWrite`` reports), no rollback after a failover, and no write concern that can
+time out waiting for secondaries: a write acknowledged by any member is on every member at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mongio.bson import Int64, ObjectId
+from spec_runner.cluster.members import (
+    Member,
+    MemberConfig,
+    ReplicaSetState,
+    Role,
+    mongos_hello,
+    replica_set_hello,
+)
+from spec_runner.cluster.messages import Message
+from spec_runner.cluster.proxy import MemberProxy
+from spec_runner.raw_wire import command_once
+from spec_runner.server import TestServer, free_port
+
+T = TypeVar("T")
+
+ALL_COMPRESSORS = ("snappy", "zlib", "zstd")
+CONTROL_TIMEOUT = 30.0
+
+
+class HarnessLoop:
+    """The event loop the proxies run on, in a thread of its own, so they keep serving whatever loop (or
+    none) the tests run on, and a test blocked on the driver never stalls the deployment."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="cluster-harness", daemon=True)
+        self._thread.start()
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the harness loop and wait for its result (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(CONTROL_TIMEOUT)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(CONTROL_TIMEOUT)
+        self.loop.close()
+
+
+class Deployment:
+    """Members presented by proxies on 127.0.0.1 in front of one shared SecantusDB.
+
+    Build one with ``replica_set()``, ``sharded()`` or ``load_balanced()``; use it as a context manager or
+    call ``start()``/``stop()``. Every control is synchronous and safe to call from any thread or event loop.
+    """
+
+    def __init__(self, topology: str, *, compressors: Sequence[str] = ALL_COMPRESSORS) -> None:
+        self.topology = topology
+        self.compressors = list(compressors)
+        self.members: list[Member] = []
+        self.replica_set: ReplicaSetState | None = None
+        self.server: TestServer | None = None
+        self.backend_address: tuple[str, int] = ("127.0.0.1", 0)
+        self._backend_hello: dict[str, Any] = {}
+        self._harness: HarnessLoop | None = None
+        self._proxies: dict[str, MemberProxy] = {}
+        self._balancer: MemberProxy | None = None
+        self._balancer_port = 0
+
+    # -- building ---------------------------------------------------------------------------------------
+
+    def _add(self, name: str, role: Role, config: MemberConfig | None = None) -> Member:
+        member = Member(name, free_port(), role, config)
+        self.members.append(member)
+        return member
+
+    def start(self) -> Deployment:
+        self.server = TestServer().start()
+        self.backend_address = (self.server.host, self.server.port)
+        self._backend_hello = command_once(self.server.host, self.server.port, {"hello": 1, "$db": "admin"})
+        self._harness = HarnessLoop()
+        self._harness.call(self._start_proxies())
+        return self
+
+    async def _start_proxies(self) -> None:
+        for member in self.members:
+            proxy = MemberProxy(self, [member])
+            await proxy.start()
+            self._proxies[member.name] = proxy
+        if self.topology == "load-balanced":
+            self._balancer_port = free_port()
+            self._balancer = MemberProxy(self, [m for m in self.members if m.role is Role.MONGOS])
+            await self._balancer.start(self._balancer_port)
+
+    def stop(self) -> None:
+        if self._harness is not None:
+            self._harness.call(self._stop_proxies())
+            self._harness.close()
+            self._harness = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    async def _stop_proxies(self) -> None:
+        for proxy in [*self._proxies.values(), *([self._balancer] if self._balancer else [])]:
+            await proxy.stop()
+
+    def __enter__(self) -> Deployment:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what clients connect to ------------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> list[str]:
+        """The seed list: every member but arbiters and hidden ones (every mongos for a sharded cluster)."""
+        return [m.address for m in self.members if not m.config.hidden and not m.config.arbiter]
+
+    @property
+    def uri(self) -> str:
+        """A URI naming the whole deployment (every mongos, the set with ``replicaSet``, or the balancer)."""
+        if self.topology == "load-balanced":
+            return f"mongodb://127.0.0.1:{self._balancer_port}/?loadBalanced=true"
+        query = f"?replicaSet={self.replica_set.name}" if self.replica_set is not None else ""
+        return f"mongodb://{','.join(self.hosts)}/{query}"
+
+    @property
+    def single_mongos_uri(self) -> str:
+        """A URI naming only the first mongos (``useMultipleMongoses: false``); the whole URI otherwise."""
+        if self.topology == "sharded":
+            return f"mongodb://{self.members[0].address}/"
+        return self.uri
+
+    def member(self, which: str | int | Member) -> Member:
+        """A member by name, index or address."""
+        if isinstance(which, Member):
+            return which
+        if isinstance(which, int):
+            return self.members[which]
+        for member in self.members:
+            if which in (member.name, member.address):
+                return member
+        raise KeyError(f"no member {which!r} in {[m.name for m in self.members]}")
+
+    @property
+    def primary(self) -> Member | None:
+        return None if self.replica_set is None else self.replica_set.primary
+
+    # -- what the proxies ask ---------------------------------------------------------------------------
+
+    def hello(self, member: Member, request: Mapping[str, Any], connection_id: int, load_balanced: bool) -> dict[str, Any]:
+        if member.role is Role.MONGOS:
+            return mongos_hello(member, self._backend_hello, request, connection_id, load_balanced=load_balanced)
+        assert self.replica_set is not None
+        return replica_set_hello(member, self.replica_set, self._backend_hello, request, connection_id)
+
+    def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
+        """A mongos answers ``config.shards`` with the one shard, a replica set: the test server."""
+        document = request.document
+        if member.role is Role.MONGOS and document.get("find") == "shards" and document.get("$db") == "config":
+            shard = {"_id": "shard0", "host": f"secantus/{self.backend_address[0]}:{self.backend_address[1]}"}
+            cursor = {"firstBatch": [shard], "id": Int64(0), "ns": "config.shards"}
+            return {"cursor": cursor, "ok": 1.0}
+        return None
+
+    # -- controls ---------------------------------------------------------------------------------------
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._harness is None:
+            coroutine.close()
+            raise RuntimeError("the deployment is not running")
+        return self._harness.call(coroutine)
+
+    def step_down(self, elect: str | int | Member | None = None) -> None:
+        """The primary becomes a secondary; with ``elect``, that member then wins an election at once."""
+        self._call(self._step_down(None if elect is None else self.member(elect)))
+
+    async def _step_down(self, successor: Member | None) -> None:
+        state = self._replica_state()
+        old = state.primary
+        if old is not None:
+            old.role = Role.SECONDARY
+        await self._drop_after_state_change(old)
+        if successor is not None:
+            self._make_primary(state, successor)
+        self._bump_all()
+
+    def elect(self, which: str | int | Member) -> None:
+        """``which`` becomes primary with a new, greater ``electionId`` (the old primary steps down)."""
+        candidate = self.member(which)
+        self._call(self._elect(candidate))
+
+    async def _elect(self, candidate: Member) -> None:
+        state = self._replica_state()
+        old = state.primary
+        if old is not None and old is not candidate:
+            old.role = Role.SECONDARY
+            await self._drop_after_state_change(old)
+        self._make_primary(state, candidate)
+        self._bump_all()
+
+    def failover(self) -> Member:
+        """Step the primary down and elect the next electable, living member; returns the new primary."""
+        state = self._replica_state()
+        old = state.primary
+        candidates = [m for m in state.members if m.config.electable and m.alive and m is not old]
+        if not candidates:
+            raise RuntimeError("no other electable member is alive")
+        start = 0 if old is None else (state.members.index(old) + 1)
+        ordered = sorted(candidates, key=lambda m: (state.members.index(m) - start) % len(state.members))
+        self.step_down(elect=ordered[0])
+        return ordered[0]
+
+    def _make_primary(self, state: ReplicaSetState, member: Member) -> None:
+        if not member.config.electable or not member.alive:
+            raise RuntimeError(f"{member.name} cannot be elected (hidden, arbiter, priority 0 or down)")
+        for other in state.members:
+            if other.role is Role.PRIMARY:
+                other.role = Role.SECONDARY
+        member.role = Role.PRIMARY
+        state.term += 1
+        state.election_id = ObjectId()
+
+    async def _drop_after_state_change(self, member: Member | None) -> None:
+        """A server that steps down closes its client connections (not the monitors'), as 4.2+ does not,
+        but 4.0 did; mongio must cope either way, so only the state changes here and connections stay."""
+        del member
+
+    def _bump_all(self) -> None:
+        for member in self.members:
+            member.bump()
+
+    def _replica_state(self) -> ReplicaSetState:
+        if self.replica_set is None:
+            raise RuntimeError(f"a {self.topology} deployment has no elections")
+        return self.replica_set
+
+    def kill(self, which: str | int | Member) -> None:
+        """The member stops: its port refuses connections and open ones are dropped. A primary that dies
+        leaves the set without one until ``elect`` (or ``failover``)."""
+        member = self.member(which)
+        self._call(self._kill(member))
+
+    async def _kill(self, member: Member) -> None:
+        member.alive = False
+        await self._proxies[member.name].stop()
+        if self._balancer is not None:
+            await self._balancer.drop_connections(member)
+        if member.role is Role.PRIMARY:
+            member.role = Role.SECONDARY
+            self._bump_all()
+
+    def restart(self, which: str | int | Member) -> None:
+        """A killed member comes back (as a secondary in a replica set) with a new ``topologyVersion``
+        processId and no fail points."""
+        member = self.member(which)
+        self._call(self._restart(member))
+
+    async def _restart(self, member: Member) -> None:
+        member.restarted()
+        member.alive = True
+        await self._proxies[member.name].start()
+        self._bump_all()
+
+    def partition(self, which: str | int | Member) -> None:
+        """Cut the client off from the member: open connections drop, new ones are closed on arrival (the
+        member itself keeps its role; the rest of the set still lists it)."""
+        member = self.member(which)
+        member.partitioned = True
+        self._call(self._proxies[member.name].drop_connections())
+
+    def heal(self, which: str | int | Member | None = None) -> None:
+        """End the partition of ``which`` (default: of every member)."""
+        for member in self.members if which is None else [self.member(which)]:
+            member.partitioned = False
+
+    def set_latency(self, which: str | int | Member, seconds: float) -> None:
+        """Delay every reply from the member by ``seconds``."""
+        self.member(which).latency = seconds
+
+    def set_lag(self, which: str | int | Member, seconds: float) -> None:
+        """Make the member's ``lastWriteDate`` trail by ``seconds`` (its staleness for maxStalenessSeconds)."""
+        self.member(which).lag = seconds
+
+    def configure_fail_point(self, which: str | int | Member, command: Mapping[str, Any]) -> None:
+        """Apply a ``configureFailPoint: "failCommand"`` command to one member, as if sent to it."""
+        member = self.member(which)
+        self._call(_configure(member, command))
+
+    def clear_fail_points(self) -> None:
+        """Turn off every member's ``failCommand``."""
+        for member in self.members:
+            self._call(_configure(member, {"configureFailPoint": "failCommand", "mode": "off"}))
+
+    def reset(self) -> None:
+        """Back to how it was built: every member up and reachable, no latency, lag or fail point, and (for a
+        replica set) the first electable member primary."""
+        for member in self.members:
+            if not member.alive:
+                self.restart(member)
+            member.partitioned = False
+            member.latency = 0.0
+            member.lag = 0.0
+        self.clear_fail_points()
+        if self.replica_set is not None:
+            first = next(m for m in self.members if m.config.electable)
+            if self.replica_set.primary is not first:
+                self.elect(first)
+
+    def connection_counts(self) -> dict[str, int]:
+        """Open client connections per member's proxy."""
+        return {name: proxy.connection_count() for name, proxy in self._proxies.items()}
+
+
+async def _configure(member: Member, command: Mapping[str, Any]) -> None:
+    member.fail_command.configure(command)
+
+
+# -- builders -----------------------------------------------------------------------------------------------
+
+
+def replica_set(
+    members: int | Iterable[MemberConfig] = 3,
+    *,
+    name: str = "rs0",
+    compressors: Sequence[str] = ALL_COMPRESSORS,
+) -> Deployment:
+    """A replica set: the first electable member primary, the rest secondaries (``MemberConfig`` for
+    arbiters, hidden and tagged members)."""
+    configs = [MemberConfig() for _ in range(members)] if isinstance(members, int) else list(members)
+    deployment = Deployment("replicaset", compressors=compressors)
+    for index, config in enumerate(configs):
+        role = Role.ARBITER if config.arbiter else Role.SECONDARY
+        deployment._add(f"{name}-{index}", role, config)
+    state = ReplicaSetState(name=name, members=deployment.members)
+    deployment.replica_set = state
+    first = next((m for m in deployment.members if m.config.electable), None)
+    if first is None:
+        raise ValueError("a replica set needs an electable member")
+    first.role = Role.PRIMARY
+    return deployment
+
+
+def sharded(mongoses: int = 2, *, compressors: Sequence[str] = ALL_COMPRESSORS) -> Deployment:
+    """A sharded cluster of ``mongoses`` routers in front of one shard (the test server)."""
+    deployment = Deployment("sharded", compressors=compressors)
+    for index in range(mongoses):
+        deployment._add(f"mongos-{index}", Role.MONGOS)
+    return deployment
+
+
+def load_balanced(mongoses: int = 2, *, compressors: Sequence[str] = ALL_COMPRESSORS) -> Deployment:
+    """A load balancer (its own port, connections dealt to the mongoses in turn) in front of ``mongoses``
+    routers; each connection's ``hello`` carries the ``serviceId`` of the mongos behind it."""
+    deployment = Deployment("load-balanced", compressors=compressors)
+    for index in range(mongoses):
+        deployment._add(f"mongos-{index}", Role.MONGOS)
+    return deployment

@@ -1,0 +1,131 @@
+"""``failCommand`` as a proxy applies it, per deployment member: the server's semantics, kept by the harness.
+
+The harness answers ``configureFailPoint: "failCommand"`` itself at each member or mongos, so a fail point set
+through one mongos fires only there (``targetedFailPoint``, ``useMultipleMongoses``). Other fail point names
+go to the shared test server.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Codes the server labels RetryableWriteError on a retryable write (the Retryable Writes specification's list).
+RETRYABLE_WRITE_CODES = frozenset(
+    {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 64}
+)
+NOT_WRITABLE_PRIMARY = 10107
+NOT_PRIMARY_NO_SECONDARY_OK = 13435
+
+_ALIASES = {"ismaster": "isMaster"}
+
+
+def canonical_name(name: str) -> str:
+    """The command name a fail point's ``failCommands`` lists (``ismaster`` is ``isMaster``)."""
+    return _ALIASES.get(name, name)
+
+
+@dataclass
+class FailAction:
+    """What one activation of ``failCommand`` does to one command."""
+
+    block_seconds: float = 0.0
+    close_connection: bool = False
+    error: dict[str, Any] | None = None
+    """The error reply to send instead of running the command."""
+    write_concern_error: dict[str, Any] | None = None
+    """Run the command, then attach this ``writeConcernError`` to a successful reply."""
+    error_labels: list[str] | None = None
+
+
+@dataclass
+class FailCommand:
+    """One member's ``failCommand`` fail point."""
+
+    mode: Any = "off"
+    data: dict[str, Any] = field(default_factory=dict)
+    remaining: int | None = None
+    skip: int = 0
+    probability: float = 1.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "off" and (self.remaining is None or self.remaining > 0)
+
+    def configure(self, command: Mapping[str, Any]) -> None:
+        """Apply a ``configureFailPoint`` command (``mode``: ``alwaysOn``, ``off``, ``{times}``, ``{skip}``,
+        ``{activationProbability}``; ``data``)."""
+        mode = command.get("mode", "off")
+        self.data = dict(command.get("data") or {})
+        self.remaining = None
+        self.skip = 0
+        self.probability = 1.0
+        if isinstance(mode, Mapping):
+            if "times" in mode:
+                self.remaining = int(mode["times"])
+            if "skip" in mode:
+                self.skip = int(mode["skip"])
+            if "activationProbability" in mode:
+                self.probability = float(mode["activationProbability"])
+        elif mode not in ("alwaysOn", "off"):
+            raise ValueError(f"failCommand: unknown mode {mode!r}")
+        self.mode = mode
+
+    def action_for(self, command: Mapping[str, Any], app_name: str | None) -> FailAction | None:
+        """The action for ``command`` (counting the activation), or ``None`` when the fail point lets it by."""
+        if not self.active or not self._matches(command, app_name):
+            return None
+        if self.skip > 0:
+            self.skip -= 1
+            return None
+        if self.probability < 1.0 and self.rng.random() >= self.probability:
+            return None
+        if self.remaining is not None:
+            self.remaining -= 1
+        return self._action(command)
+
+    def _matches(self, command: Mapping[str, Any], app_name: str | None) -> bool:
+        name = canonical_name(next(iter(command), ""))
+        if name not in self.data.get("failCommands", ()):
+            return False
+        wanted_app = self.data.get("appName")
+        return wanted_app is None or wanted_app == app_name
+
+    def _action(self, command: Mapping[str, Any]) -> FailAction:
+        data = self.data
+        action = FailAction()
+        if data.get("blockConnection"):
+            action.block_seconds = float(data.get("blockTimeMS", 0)) / 1000
+        action.close_connection = bool(data.get("closeConnection"))
+        labels = data.get("errorLabels")
+        if "errorCode" in data:
+            code = int(data["errorCode"])
+            error: dict[str, Any] = {"ok": 0.0, "code": code, "errmsg": "Failing command via 'failCommand' failpoint"}
+            if labels is None and code in RETRYABLE_WRITE_CODES and is_retryable_write(command):
+                labels = ["RetryableWriteError"]
+            if labels:
+                error["errorLabels"] = list(labels)
+            action.error = error
+        elif "writeConcernError" in data:
+            action.write_concern_error = dict(data["writeConcernError"])
+            wce_code = int(action.write_concern_error.get("code", 0))
+            if labels is None and wce_code in RETRYABLE_WRITE_CODES and is_retryable_write(command):
+                labels = ["RetryableWriteError"]
+            action.error_labels = list(labels) if labels else None
+        elif labels:
+            action.error_labels = list(labels)
+        return action
+
+
+_RETRYABLE_WRITE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify", "bulkWrite"})
+
+
+def is_retryable_write(command: Mapping[str, Any]) -> bool:
+    """A write the server would label retryable: a ``txnNumber`` outside a transaction, or the end of one."""
+    name = next(iter(command), "")
+    if name in ("commitTransaction", "abortTransaction"):
+        return True
+    return name in _RETRYABLE_WRITE_COMMANDS and "txnNumber" in command and "autocommit" not in command
