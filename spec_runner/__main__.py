@@ -1,4 +1,4 @@
-"""``python -m spec_runner [--specs ROOT] [--uri URI] [--json FILE] [SUITE ...]``"""
+"""``python -m spec_runner [--specs ROOT] [--uri URI] [--topology TOPOLOGY] [--json FILE] [SUITE ...]``"""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--specs", metavar="ROOT", help="specifications root (default $MONGO_SPECS or ../shared/...)")
     parser.add_argument("--uri", help="run server suites against this deployment instead of starting one")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--topology",
+        choices=("single", "replicaset", "sharded", "load-balanced"),
+        help="run against a deployment of the cluster harness (spec_runner.cluster) of this topology; "
+        "default: one SecantusDB (a one-member replica set)",
+    )
     parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
     args = parser.parse_args(argv)
@@ -24,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(known_suites()))
         return 0
-    report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose)
+    report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose, topology=args.topology)
     print(format_table(report))
     for error in report.errors:
         print(f"ERROR: {error}", file=sys.stderr)

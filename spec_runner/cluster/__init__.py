@@ -23,7 +23,14 @@ the server's, so a cursor opened through one mongos could be continued through a
 would refuse that).
 """
 
-from spec_runner.cluster.deployment import ALL_COMPRESSORS, Deployment, load_balanced, replica_set, sharded
+from spec_runner.cluster.deployment import (
+    ALL_COMPRESSORS,
+    Deployment,
+    build_deployment,
+    load_balanced,
+    replica_set,
+    sharded,
+)
 from spec_runner.cluster.failpoints import FailCommand
 from spec_runner.cluster.members import Member, MemberConfig, Role
 
@@ -34,6 +41,7 @@ __all__ = [
     "Member",
     "MemberConfig",
     "Role",
+    "build_deployment",
     "load_balanced",
     "replica_set",
     "sharded",

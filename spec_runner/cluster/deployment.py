@@ -13,6 +13,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mongio.bson import Int64, ObjectId
+from spec_runner.cluster.failpoints import transaction_key
 from spec_runner.cluster.members import (
     Member,
     MemberConfig,
@@ -70,6 +71,8 @@ class Deployment:
         self._proxies: dict[str, MemberProxy] = {}
         self._balancer: MemberProxy | None = None
         self._balancer_port = 0
+        # (session, txnNumber) -> [the mongos running the transaction, whether it committed]
+        self._transactions: dict[tuple[str, int], list[Any]] = {}
 
     # -- building ---------------------------------------------------------------------------------------
 
@@ -168,6 +171,27 @@ class Deployment:
             cursor = {"firstBatch": [shard], "id": Int64(0), "ns": "config.shards"}
             return {"cursor": cursor, "ok": 1.0}
         return None
+
+    def route_transaction(self, member: Member, command: Mapping[str, Any]) -> bool:
+        key = transaction_key(command)
+        if key is None:
+            return True
+        name = next(iter(command), "")
+        if command.get("startTransaction"):
+            self._transactions[key] = [member.name, False]
+            return True
+        route = self._transactions.get(key)
+        if name != "commitTransaction" or route is None:
+            return True
+        owner, committed = route
+        # Another mongos recovers the decision from the recovery token: a transaction that never committed is
+        # aborted, as a real cluster's coordinator would.
+        return bool(owner == member.name or committed)
+
+    def transaction_committed(self, command: Mapping[str, Any]) -> None:
+        key = transaction_key(command)
+        if key is not None and key in self._transactions:
+            self._transactions[key][1] = True
 
     # -- controls ---------------------------------------------------------------------------------------
 
@@ -362,3 +386,15 @@ def load_balanced(mongoses: int = 2, *, compressors: Sequence[str] = ALL_COMPRES
     for index in range(mongoses):
         deployment._add(f"mongos-{index}", Role.MONGOS)
     return deployment
+
+
+def build_deployment(topology: str) -> Deployment:
+    """The deployment the spec runner uses for ``topology``: a three-member replica set, two mongoses, or a
+    load balancer in front of two mongoses."""
+    if topology == "replicaset":
+        return replica_set()
+    if topology == "sharded":
+        return sharded()
+    if topology == "load-balanced":
+        return load_balanced()
+    raise ValueError(f"the cluster harness builds replicaset, sharded and load-balanced, not {topology!r}")

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Codes the server labels RetryableWriteError on a retryable write (the Retryable Writes specification's list).
-RETRYABLE_WRITE_CODES = frozenset(
-    {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 64}
-)
+RETRYABLE_WRITE_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+# What the server calls transient inside a transaction (WriteConflict, LockTimeout,
+# PreparedTransactionInProgress, the snapshot errors), beside NoSuchTransaction and the retryable codes.
+TRANSIENT_CODES = frozenset({112, 24, 267, 239, 246, 133, 13388, 150})
+NO_SUCH_TRANSACTION = 251
 NOT_WRITABLE_PRIMARY = 10107
 NOT_PRIMARY_NO_SECONDARY_OK = 13435
 
@@ -104,8 +106,8 @@ class FailCommand:
         if "errorCode" in data:
             code = int(data["errorCode"])
             error: dict[str, Any] = {"ok": 0.0, "code": code, "errmsg": "Failing command via 'failCommand' failpoint"}
-            if labels is None and code in RETRYABLE_WRITE_CODES and is_retryable_write(command):
-                labels = ["RetryableWriteError"]
+            if labels is None:
+                labels = server_labels(command, code)
             if labels:
                 error["errorLabels"] = list(labels)
             action.error = error
@@ -118,6 +120,34 @@ class FailCommand:
         elif labels:
             action.error_labels = list(labels)
         return action
+
+
+def server_labels(command: Mapping[str, Any], code: int) -> list[str]:
+    """The labels the server puts on an error ``code`` answering ``command`` (when the fail point gives none):
+    RetryableWriteError on a retryable write, TransientTransactionError inside a transaction."""
+    labels = []
+    if code in RETRYABLE_WRITE_CODES and is_retryable_write(command):
+        labels.append("RetryableWriteError")
+    if in_transaction(command):
+        ends = next(iter(command), "") in ("commitTransaction", "abortTransaction")
+        transient = code in TRANSIENT_CODES or code == NO_SUCH_TRANSACTION
+        if not ends:
+            transient = transient or code in RETRYABLE_WRITE_CODES
+        if transient:
+            labels.append("TransientTransactionError")
+    return labels
+
+
+def in_transaction(command: Mapping[str, Any]) -> bool:
+    return command.get("autocommit") is False
+
+
+def transaction_key(command: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(session id, txnNumber) of a command in a transaction."""
+    lsid = command.get("lsid")
+    if not in_transaction(command) or not isinstance(lsid, Mapping):
+        return None
+    return repr(lsid.get("id")), int(command.get("txnNumber", 0))
 
 
 _RETRYABLE_WRITE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify", "bulkWrite"})

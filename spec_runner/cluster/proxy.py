@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mongio.bson import Int64
-from spec_runner.cluster.failpoints import RETRYABLE_WRITE_CODES, FailAction, is_retryable_write
+from spec_runner.cluster.failpoints import (
+    NO_SUCH_TRANSACTION,
+    RETRYABLE_WRITE_CODES,
+    FailAction,
+    in_transaction,
+    is_retryable_write,
+)
 from spec_runner.cluster.members import Member, Role, refusal
 from spec_runner.cluster.messages import (
     Message,
@@ -46,6 +52,14 @@ class Presenter(Protocol):
 
     def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
         """A reply the deployment gives itself instead of forwarding (``None``: forward)."""
+        ...
+
+    def route_transaction(self, member: Member, command: Mapping[str, Any]) -> bool:
+        """Record which mongos runs a transaction; False when ``command`` (a commit through another mongos
+        of a transaction not committed) finds no transaction to commit."""
+        ...
+
+    def transaction_committed(self, command: Mapping[str, Any]) -> None:
         ...
 
 
@@ -163,6 +177,8 @@ class MemberProxy:
         if action is not None:
             if action.block_seconds:
                 await asyncio.sleep(action.block_seconds)
+            if _ends_transaction(document, action):
+                await self._abort_on_backend(connection, document)
             if action.close_connection:
                 return False
             if action.error is not None:
@@ -178,6 +194,9 @@ class MemberProxy:
         own = self.presenter.extra_reply(member, request)
         if own is not None:
             return await self._answer(connection, request, own)
+        if member.role is Role.MONGOS and not self.presenter.route_transaction(member, document):
+            await self._abort_on_backend(connection, document)
+            return await self._answer(connection, request, _no_such_transaction())
         await self._forward(connection, request, action)
         return True
 
@@ -185,6 +204,20 @@ class MemberProxy:
         if not request.more_to_come:
             await connection.send(build_reply(request, document, compressor=request.compressor_name))
         return True
+
+    async def _abort_on_backend(self, connection: ClientConnection, command: Mapping[str, Any]) -> None:
+        """End the transaction ``command`` belongs to on the test server (the reply does not matter)."""
+        abort = {
+            "abortTransaction": 1,
+            "lsid": command["lsid"],
+            "txnNumber": command.get("txnNumber"),
+            "autocommit": False,
+            "$db": "admin",
+        }
+        reader, writer = await connection.backend(self.presenter.backend_address)
+        writer.write(build_request(abort, {}, 0))
+        await writer.drain()
+        await read_message(reader)
 
     async def _hello(self, connection: ClientConnection, request: Message) -> bool:
         """``hello``; the awaitable form (``topologyVersion`` + ``maxAwaitTimeMS``) waits for the member's next
@@ -257,6 +290,8 @@ class MemberProxy:
         if action is None and not needs_token:
             return int.from_bytes(reply[16:20], "little"), None
         flags, document = parse_reply_document(reply)
+        if needs_token and document.get("ok") == 1 and next(iter(command), "") == "commitTransaction":
+            self.presenter.transaction_committed(command)
         if needs_token and document.get("ok") == 1:
             document["recoveryToken"] = {"recoveryShardId": "shard0", "txnNumber": command.get("txnNumber", Int64(0))}
         if action is not None and document.get("ok") == 1:
@@ -268,6 +303,26 @@ class MemberProxy:
         elif action is not None and action.error_labels:
             document["errorLabels"] = list(action.error_labels)
         return flags, document
+
+
+def _ends_transaction(command: Mapping[str, Any], action: FailAction) -> bool:
+    """Whether a fail point's failure of ``command`` aborts its transaction, as a failed statement does
+    (not an overload rejection, which turns the statement away before it starts)."""
+    if not in_transaction(command) or next(iter(command), "") in ("commitTransaction", "abortTransaction"):
+        return False
+    if action.close_connection:
+        return True
+    return action.error is not None and "SystemOverloadedError" not in action.error.get("errorLabels", ())
+
+
+def _no_such_transaction() -> dict[str, Any]:
+    return {
+        "ok": 0.0,
+        "code": NO_SUCH_TRANSACTION,
+        "codeName": "NoSuchTransaction",
+        "errmsg": "the transaction was not found through this mongos's recovery token (it never committed)",
+        "errorLabels": ["TransientTransactionError"],
+    }
 
 
 def labelled_refusal(member: Member, command: Mapping[str, Any], error: dict[str, Any]) -> dict[str, Any]:
