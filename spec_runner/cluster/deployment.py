@@ -69,8 +69,9 @@ class Deployment:
         self._backend_hello: dict[str, Any] = {}
         self._harness: HarnessLoop | None = None
         self._proxies: dict[str, MemberProxy] = {}
-        self._balancer: MemberProxy | None = None
-        self._balancer_port = 0
+        # Load balancers: one in front of every mongos, one in front of the first only (the unified format's
+        # MULTI_MONGOS_LB_URI and SINGLE_MONGOS_LB_URI).
+        self._balancers: list[MemberProxy] = []
         # (session, txnNumber) -> [the mongos running the transaction, whether it committed]
         self._transactions: dict[tuple[str, int], list[Any]] = {}
 
@@ -95,9 +96,11 @@ class Deployment:
             await proxy.start()
             self._proxies[member.name] = proxy
         if self.topology == "load-balanced":
-            self._balancer_port = free_port()
-            self._balancer = MemberProxy(self, [m for m in self.members if m.role is Role.MONGOS])
-            await self._balancer.start(self._balancer_port)
+            mongoses = [m for m in self.members if m.role is Role.MONGOS]
+            for behind in (mongoses, mongoses[:1]):
+                balancer = MemberProxy(self, behind, port=free_port())
+                await balancer.start()
+                self._balancers.append(balancer)
 
     def stop(self) -> None:
         if self._harness is not None:
@@ -109,7 +112,7 @@ class Deployment:
             self.server = None
 
     async def _stop_proxies(self) -> None:
-        for proxy in [*self._proxies.values(), *([self._balancer] if self._balancer else [])]:
+        for proxy in [*self._proxies.values(), *self._balancers]:
             await proxy.stop()
 
     def __enter__(self) -> Deployment:
@@ -129,15 +132,18 @@ class Deployment:
     def uri(self) -> str:
         """A URI naming the whole deployment (every mongos, the set with ``replicaSet``, or the balancer)."""
         if self.topology == "load-balanced":
-            return f"mongodb://127.0.0.1:{self._balancer_port}/?loadBalanced=true"
+            return f"mongodb://127.0.0.1:{self._balancers[0].port}/?loadBalanced=true"
         query = f"?replicaSet={self.replica_set.name}" if self.replica_set is not None else ""
         return f"mongodb://{','.join(self.hosts)}/{query}"
 
     @property
     def single_mongos_uri(self) -> str:
-        """A URI naming only the first mongos (``useMultipleMongoses: false``); the whole URI otherwise."""
+        """A URI naming only the first mongos (``useMultipleMongoses: false``), or a load balancer in front of
+        only that one; the whole URI otherwise."""
         if self.topology == "sharded":
             return f"mongodb://{self.members[0].address}/"
+        if self.topology == "load-balanced":
+            return f"mongodb://127.0.0.1:{self._balancers[1].port}/?loadBalanced=true"
         return self.uri
 
     def member(self, which: str | int | Member) -> Member:
@@ -274,8 +280,8 @@ class Deployment:
     async def _kill(self, member: Member) -> None:
         member.alive = False
         await self._proxies[member.name].stop()
-        if self._balancer is not None:
-            await self._balancer.drop_connections(member)
+        for balancer in self._balancers:
+            await balancer.drop_connections(member)
         if member.role is Role.PRIMARY:
             member.role = Role.SECONDARY
             self._bump_all()

@@ -112,21 +112,21 @@ class ClientConnection:
 class MemberProxy:
     """Listens on one member's port; ``stop``/``start`` are the member's death and restart."""
 
-    def __init__(self, presenter: Presenter, members: list[Member]) -> None:
+    def __init__(self, presenter: Presenter, members: list[Member], *, port: int | None = None) -> None:
         self.presenter = presenter
         self.members = members
         """The member(s) behind this port: one, or for a load balancer every mongos, in turn."""
         self._turn = itertools.cycle(range(len(members)))
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], ClientConnection] = {}
-        self.port = members[0].port
+        self.port = members[0].port if port is None else port
 
     @property
     def member(self) -> Member:
         return self.members[0]
 
-    async def start(self, port: int | None = None) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port or self.port, reuse_address=True)
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
 
     async def stop(self) -> None:
         """Stop listening and drop every connection (what the client sees when a member dies)."""
