@@ -172,6 +172,10 @@ class Deployment:
     def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
         """A mongos answers ``config.shards`` with the one shard, a replica set: the test server."""
         document = request.document
+        if member.role is Role.MONGOS and document.get("checkMetadataConsistency") is not None:
+            # A consistent cluster: an empty cursor.
+            namespace = f"{document.get('$db', 'admin')}.$cmd.checkMetadataConsistency"
+            return {"cursor": {"firstBatch": [], "id": Int64(0), "ns": namespace}, "ok": 1.0}
         if member.role is Role.MONGOS and document.get("find") == "shards" and document.get("$db") == "config":
             shard = {"_id": "shard0", "host": f"secantus/{self.backend_address[0]}:{self.backend_address[1]}"}
             cursor = {"firstBatch": [shard], "id": Int64(0), "ns": "config.shards"}

@@ -8,7 +8,7 @@ go to the shared test server.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +21,16 @@ NO_SUCH_TRANSACTION = 251
 NOT_WRITABLE_PRIMARY = 10107
 NOT_PRIMARY_NO_SECONDARY_OK = 13435
 
-_ALIASES = {"ismaster": "isMaster"}
+_HELLO_FAMILY = frozenset({"hello", "isMaster", "ismaster"})
 
 
-def canonical_name(name: str) -> str:
-    """The command name a fail point's ``failCommands`` lists (``ismaster`` is ``isMaster``)."""
-    return _ALIASES.get(name, name)
+def listed(name: str, fail_commands: Iterable[str]) -> bool:
+    """Whether ``failCommands`` names the command: the server knows hello, isMaster and ismaster as one
+    command, so any of those names matches all three."""
+    names = set(fail_commands)
+    if name in _HELLO_FAMILY:
+        return bool(names & _HELLO_FAMILY)
+    return name in names
 
 
 @dataclass
@@ -90,8 +94,7 @@ class FailCommand:
         return self._action(command)
 
     def _matches(self, command: Mapping[str, Any], app_name: str | None) -> bool:
-        name = canonical_name(next(iter(command), ""))
-        if name not in self.data.get("failCommands", ()):
+        if not listed(next(iter(command), ""), self.data.get("failCommands", ())):
             return False
         wanted_app = self.data.get("appName")
         return wanted_app is None or wanted_app == app_name

@@ -205,6 +205,17 @@ class MemberProxy:
             await connection.send(build_reply(request, document, compressor=request.compressor_name))
         return True
 
+    async def _act_on_hello(self, connection: ClientConnection, request: Message, action: FailAction) -> bool:
+        """A fail point fired on a streamed hello; False when it ends the stream (connection or error)."""
+        if action.block_seconds:
+            await asyncio.sleep(action.block_seconds)
+        if action.close_connection:
+            return False
+        if action.error is not None:
+            await connection.send(build_reply(request, action.error))
+            return False
+        return True
+
     async def _abort_on_backend(self, connection: ClientConnection, command: Mapping[str, Any]) -> None:
         """End the transaction ``command`` belongs to on the test server (the reply does not matter)."""
         abort = {
@@ -234,6 +245,11 @@ class MemberProxy:
                         await member.changed().wait()
             if not member.reachable:
                 return False
+            if previous is not None:
+                # Each reply of the stream is the command run again: the fail point is consulted each time.
+                action = member.fail_command.action_for(document, connection.app_name)
+                if action is not None and not await self._act_on_hello(connection, request, action):
+                    return False
             reply = self.presenter.hello(member, document, connection.connection_id, connection.load_balanced)
             common = [name for name in document.get("compression") or () if name in self.presenter.compressors]
             if common:
