@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run against a deployment of the cluster harness (spec_runner.cluster) of this topology; "
         "default: one SecantusDB (a one-member replica set)",
     )
+    parser.add_argument(
+        "--compressors",
+        metavar="LIST",
+        help="with --topology: every client compresses with these (comma-separated: snappy,zlib,zstd)",
+    )
     parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
     args = parser.parse_args(argv)
@@ -30,7 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(known_suites()))
         return 0
-    report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose, topology=args.topology)
+    report = run(
+        args.suites,
+        specs_root(args.specs),
+        uri=args.uri,
+        verbose=args.verbose,
+        topology=args.topology,
+        compressors=args.compressors.split(",") if args.compressors else None,
+    )
     print(format_table(report))
     for error in report.errors:
         print(f"ERROR: {error}", file=sys.stderr)

@@ -118,19 +118,25 @@ def run(
     uri: str | None = None,
     verbose: bool = False,
     topology: str | None = None,
+    compressors: list[str] | None = None,
 ) -> Report:
     """Run the selected suites against ``uri``, else a test server started here; with ``topology``
-    (``replicaset``, ``sharded``, ``load-balanced``) against a deployment of the cluster harness."""
+    (``replicaset``, ``sharded``, ``load-balanced``) against a deployment of the cluster harness, whose
+    clients then compress with ``compressors`` (OP_COMPRESSED, served by the harness's proxies)."""
     report = Report()
     cases = collect(selectors, root, report)
     with ExitStack() as stack:
         deployment = None
         uri = uri or external_uri()
         wanted = any(case.needs_server and skip_reason(case) is None for case in cases)
+        if compressors and topology in (None, "single"):
+            raise ValueError("--compressors needs a --topology of the cluster harness (the test server cannot compress)")
         if topology not in (None, "single") and wanted:
             if uri is not None:
                 raise ValueError("--topology builds its own deployment: it cannot be combined with a URI")
-            deployment = stack.enter_context(build_deployment(topology))
+            deployment = build_deployment(topology)
+            deployment.client_compressors = list(compressors or ())
+            stack.enter_context(deployment)
             uri = deployment.single_mongos_uri
         elif uri is None and wanted:
             uri = stack.enter_context(TestServer()).uri

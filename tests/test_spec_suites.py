@@ -89,7 +89,7 @@ def _topology_parameters() -> list[Any]:
     root = specs_root()
     params: list[Any] = []
     for topology in TOPOLOGY_RUNS:
-        for name, suite in known_suites().items():
+        for suite in known_suites().values():
             if not suite.needs_server:
                 continue
             try:

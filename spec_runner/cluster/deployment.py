@@ -62,6 +62,9 @@ class Deployment:
     def __init__(self, topology: str, *, compressors: Sequence[str] = ALL_COMPRESSORS) -> None:
         self.topology = topology
         self.compressors = list(compressors)
+        """What the members accept in a hello's ``compression`` list."""
+        self.client_compressors: list[str] = []
+        """Added to the URIs as ``compressors=``: every client made from them compresses its messages."""
         self.members: list[Member] = []
         self.replica_set: ReplicaSetState | None = None
         self.server: TestServer | None = None
@@ -132,18 +135,25 @@ class Deployment:
     def uri(self) -> str:
         """A URI naming the whole deployment (every mongos, the set with ``replicaSet``, or the balancer)."""
         if self.topology == "load-balanced":
-            return f"mongodb://127.0.0.1:{self._balancers[0].port}/?loadBalanced=true"
-        query = f"?replicaSet={self.replica_set.name}" if self.replica_set is not None else ""
-        return f"mongodb://{','.join(self.hosts)}/{query}"
+            return self._with_options(f"127.0.0.1:{self._balancers[0].port}", loadBalanced="true")
+        if self.replica_set is not None:
+            return self._with_options(",".join(self.hosts), replicaSet=self.replica_set.name)
+        return self._with_options(",".join(self.hosts))
+
+    def _with_options(self, hosts: str, **options: str) -> str:
+        if self.client_compressors:
+            options["compressors"] = ",".join(self.client_compressors)
+        query = "&".join(f"{key}={value}" for key, value in options.items())
+        return f"mongodb://{hosts}/" + (f"?{query}" if query else "")
 
     @property
     def single_mongos_uri(self) -> str:
         """A URI naming only the first mongos (``useMultipleMongoses: false``), or a load balancer in front of
         only that one; the whole URI otherwise."""
         if self.topology == "sharded":
-            return f"mongodb://{self.members[0].address}/"
+            return self._with_options(self.members[0].address)
         if self.topology == "load-balanced":
-            return f"mongodb://127.0.0.1:{self._balancers[1].port}/?loadBalanced=true"
+            return self._with_options(f"127.0.0.1:{self._balancers[1].port}", loadBalanced="true")
         return self.uri
 
     def member(self, which: str | int | Member) -> Member:
@@ -346,6 +356,14 @@ class Deployment:
             first = next(m for m in self.members if m.config.electable)
             if self.replica_set.primary is not first:
                 self.elect(first)
+
+    def compressed_requests(self) -> dict[str, int]:
+        """How many requests every proxy received as OP_COMPRESSED, by compressor."""
+        total: dict[str, int] = {}
+        for proxy in [*self._proxies.values(), *self._balancers]:
+            for name, count in proxy.compressed_requests.items():
+                total[name] = total.get(name, 0) + count
+        return total
 
     def connection_counts(self) -> dict[str, int]:
         """Open client connections per member's proxy."""

@@ -10,6 +10,7 @@ server itself cannot do.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 from collections.abc import Mapping
@@ -119,6 +120,8 @@ class MemberProxy:
         self._turn = itertools.cycle(range(len(members)))
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], ClientConnection] = {}
+        self.compressed_requests: collections.Counter[str] = collections.Counter()
+        """Requests that came as OP_COMPRESSED, by compressor."""
         self.port = members[0].port if port is None else port
 
     @property
@@ -154,6 +157,8 @@ class MemberProxy:
         try:
             while member.reachable:
                 request = parse(await read_message(reader))
+                if request.compressor_name is not None:
+                    self.compressed_requests[request.compressor_name] += 1
                 if not await self._handle(connection, request):
                     break
         except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.CancelledError):

@@ -237,3 +237,22 @@ async def _direct_find(address: str) -> None:
         await client.test.cluster_fp.find_one({})
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("compressor", ["snappy", "zlib", "zstd"])
+async def test_messages_are_compressed_both_ways_through_the_members(deployment: Deployment, compressor: str) -> None:
+    before = deployment.compressed_requests().get(compressor, 0)
+    client = MongoClient(deployment.uri, compressors=compressor)
+    try:
+        collection = client.test.get_collection("cluster_compressed")
+        await collection.delete_many({})
+        payload = "x" * 10_000
+        await collection.insert_many([{"_id": n, "payload": payload} for n in range(20)])
+        found = [doc async for doc in collection.with_options(read_preference=Secondary()).find({}).sort("_id")]
+        assert [doc["_id"] for doc in found] == list(range(20))
+        assert all(doc["payload"] == payload for doc in found)
+    finally:
+        await client.close()
+    # delete, insert and find at least, each as OP_COMPRESSED (the replies came back compressed the same way:
+    # the driver read them above).
+    assert deployment.compressed_requests().get(compressor, 0) - before >= 3
