@@ -32,12 +32,16 @@ from spec_runner.cluster.deployment import (
     sharded,
 )
 from spec_runner.cluster.failpoints import FailCommand
+from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
 from spec_runner.cluster.members import Member, MemberConfig, Role
 
 __all__ = [
     "ALL_COMPRESSORS",
     "Deployment",
     "FailCommand",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
     "Member",
     "MemberConfig",
     "Role",

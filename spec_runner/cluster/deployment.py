@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from mongio.bson import Int64, ObjectId
 from spec_runner.cluster.failpoints import transaction_key
+from spec_runner.cluster.faults import FaultPlan
 from spec_runner.cluster.members import (
     Member,
     MemberConfig,
@@ -342,6 +343,18 @@ class Deployment:
         for member in self.members:
             self._call(_configure(member, {"configureFailPoint": "failCommand", "mode": "off"}))
 
+    def set_faults(self, which: str | int | Member, plan: FaultPlan) -> None:
+        """Replace the member's fault plan (``FaultPlan()`` for none)."""
+        self.member(which).faults = plan
+
+    def injected_faults(self) -> dict[str, int]:
+        """Faults injected so far over every member, by kind."""
+        total: dict[str, int] = {}
+        for member in self.members:
+            for kind, count in member.faults.injected.items():
+                total[kind.value] = total.get(kind.value, 0) + count
+        return total
+
     def reset(self) -> None:
         """Back to how it was built: every member up and reachable, no latency, lag or fail point, and (for a
         replica set) the first electable member primary."""
@@ -349,6 +362,7 @@ class Deployment:
             if not member.alive:
                 self.restart(member)
             member.partitioned = False
+            member.faults = FaultPlan()
             member.latency = 0.0
             member.lag = 0.0
         self.clear_fail_points()

@@ -15,6 +15,7 @@ from typing import Any
 
 from mongio.bson import Int64, ObjectId, Timestamp
 from spec_runner.cluster.failpoints import NOT_PRIMARY_NO_SECONDARY_OK, NOT_WRITABLE_PRIMARY, FailCommand
+from spec_runner.cluster.faults import FaultPlan
 
 
 class Role(enum.Enum):
@@ -52,6 +53,7 @@ class Member:
         self.role = role
         self.config = config or MemberConfig()
         self.fail_command = FailCommand()
+        self.faults = FaultPlan()
         self.latency = 0.0
         """Seconds added before every reply."""
         self.lag = 0.0

@@ -24,6 +24,7 @@ from spec_runner.cluster.failpoints import (
     in_transaction,
     is_retryable_write,
 )
+from spec_runner.cluster.faults import OVERLOAD_CODE, OVERLOAD_LABELS, STATE_CHANGE_CODE, Fault, FaultKind
 from spec_runner.cluster.members import Member, Role, refusal
 from spec_runner.cluster.messages import (
     Message,
@@ -193,6 +194,11 @@ class MemberProxy:
         if name == "configurefailpoint" and document.get("configureFailPoint") == "failCommand":
             member.fail_command.configure(document)
             return await self._answer(connection, request, {"ok": 1.0})
+        fault = member.faults.take(request.command_name)
+        if fault is not None:
+            outcome = await self._inject(connection, request, fault)
+            if outcome is not None:
+                return outcome
         refused = refusal(member, document)
         if refused is not None:
             return await self._answer(connection, request, labelled_refusal(member, document, refused))
@@ -202,13 +208,34 @@ class MemberProxy:
         if member.role is Role.MONGOS and not self.presenter.route_transaction(member, document):
             await self._abort_on_backend(connection, document)
             return await self._answer(connection, request, _no_such_transaction())
-        await self._forward(connection, request, action)
-        return True
+        return await self._forward(connection, request, action, fault)
 
     async def _answer(self, connection: ClientConnection, request: Message, document: dict[str, Any]) -> bool:
         if not request.more_to_come:
             await connection.send(build_reply(request, document, compressor=request.compressor_name))
         return True
+
+    async def _inject(self, connection: ClientConnection, request: Message, fault: Fault) -> bool | None:
+        """Apply a fault before the command runs: the answer to return, or ``None`` to go on and forward."""
+        kind = fault.kind
+        if kind is FaultKind.NETWORK:
+            return False
+        if kind is FaultKind.DELAY:
+            await asyncio.sleep(fault.seconds)
+            return None
+        if kind is FaultKind.BLACK_HOLE:
+            while await connection.reader.read(65536):
+                pass  # swallow whatever else comes until the client hangs up
+            return False
+        if kind is FaultKind.STATE_CHANGE:
+            error = {"ok": 0.0, "code": STATE_CHANGE_CODE, "codeName": "InterruptedDueToReplStateChange",
+                     "errmsg": "operation was interrupted (injected)"}  # fmt: skip
+            return await self._answer(connection, request, labelled_refusal(connection.member, request.document, error))
+        if kind is FaultKind.OVERLOAD:
+            error = {"ok": 0.0, "code": OVERLOAD_CODE, "codeName": "IngressRequestRateLimitExceeded",
+                     "errmsg": "the server is overloaded (injected)", "errorLabels": list(OVERLOAD_LABELS)}  # fmt: skip
+            return await self._answer(connection, request, error)
+        return None  # the drops happen once the command ran
 
     async def _act_on_hello(self, connection: ClientConnection, request: Message, action: FailAction) -> bool:
         """A fail point fired on a streamed hello; False when it ends the stream (connection or error)."""
@@ -267,7 +294,11 @@ class MemberProxy:
             previous = request_id_of(data)
             known = reply["topologyVersion"]
 
-    async def _forward(self, connection: ClientConnection, request: Message, action: FailAction | None) -> None:
+    async def _forward(
+        self, connection: ClientConnection, request: Message, action: FailAction | None, fault: Fault | None
+    ) -> bool:
+        """Run the command on the test server and relay its reply(ies); False when a fault closed the
+        connection."""
         member = connection.member
         document = request.document
         rewrite = member.role is Role.MONGOS and "recoveryToken" in document
@@ -280,7 +311,7 @@ class MemberProxy:
         writer.write(outgoing)
         await writer.drain()
         if request.more_to_come:
-            return
+            return True
         previous = request.request_id
         while True:
             reply = uncompressed(await read_message(reader))
@@ -294,10 +325,15 @@ class MemberProxy:
                 )  # fmt: skip
             else:
                 data = compress(reply, request.compressor_name)
+            if fault is not None and fault.kind is FaultKind.DROP_BEFORE_REPLY:
+                return False
+            if fault is not None and fault.kind is FaultKind.DROP_MID_REPLY:
+                await connection.send(data[: len(data) // 2])
+                return False
             await connection.send(data)
             previous = request_id_of(data)
             if not flags & 2:
-                return
+                return True
 
     def _rewrite_reply(
         self, member: Member, command: Mapping[str, Any], reply: bytes, action: FailAction | None
