@@ -8,13 +8,16 @@ time out waiting for secondaries: a write acknowledged by any member is on every
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import threading
+import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mongio.bson import Int64, ObjectId
-from spec_runner.cluster.failpoints import transaction_key
-from spec_runner.cluster.faults import FaultPlan
+from spec_runner.cluster.failpoints import is_retryable_write, transaction_key
+from spec_runner.cluster.faults import FaultKind, FaultPlan
 from spec_runner.cluster.members import (
     Member,
     MemberConfig,
@@ -23,7 +26,7 @@ from spec_runner.cluster.members import (
     mongos_hello,
     replica_set_hello,
 )
-from spec_runner.cluster.messages import Message
+from spec_runner.cluster.messages import Message, parse_reply_document
 from spec_runner.cluster.proxy import MemberProxy
 from spec_runner.raw_wire import command_once
 from spec_runner.server import TestServer, free_port
@@ -78,6 +81,12 @@ class Deployment:
         self._balancers: list[MemberProxy] = []
         # (session, txnNumber) -> [the mongos running the transaction, whether it committed]
         self._transactions: dict[tuple[str, int], list[Any]] = {}
+        self._sessions: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Session -> (txnNumber, reply) of its latest retryable write. The test server re-runs a retried write
+        # whose first attempt's client went away (measured in the soak), so the members answer retries from
+        # here, as a real server answers them from its transaction table.
+        self._writes: dict[str, tuple[int, bytes]] = {}
+        self._injected: collections.Counter[FaultKind] = collections.Counter()  # by replaced fault plans
 
     # -- building ---------------------------------------------------------------------------------------
 
@@ -118,6 +127,9 @@ class Deployment:
     async def _stop_proxies(self) -> None:
         for proxy in [*self._proxies.values(), *self._balancers]:
             await proxy.stop()
+        async with asyncio.timeout(CONTROL_TIMEOUT / 2):
+            for proxy in [*self._proxies.values(), *self._balancers]:
+                await proxy.finish()
 
     def __enter__(self) -> Deployment:
         return self.start()
@@ -192,6 +204,31 @@ class Deployment:
             cursor = {"firstBatch": [shard], "id": Int64(0), "ns": "config.shards"}
             return {"cursor": cursor, "ok": 1.0}
         return None
+
+    def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
+        lsid = command.get("lsid")
+        if not isinstance(lsid, Mapping):
+            return contextlib.nullcontext()
+        key = repr(lsid.get("id"))
+        lock = self._sessions.get(key)
+        if lock is None:
+            lock = self._sessions[key] = asyncio.Lock()
+        return lock
+
+    def recorded_write(self, command: Mapping[str, Any]) -> bytes | None:
+        key = _retryable_write_key(command)
+        if key is None:
+            return None
+        recorded = self._writes.get(key[0])
+        return recorded[1] if recorded is not None and recorded[0] == key[1] else None
+
+    def record_write(self, command: Mapping[str, Any], reply: bytes | None) -> None:
+        key = _retryable_write_key(command)
+        if key is None or reply is None:
+            return
+        _flags, document = parse_reply_document(reply)
+        if document.get("ok") == 1:
+            self._writes[key[0]] = (key[1], reply)  # the latest statement per session, as the server keeps
 
     def route_transaction(self, member: Member, command: Mapping[str, Any]) -> bool:
         key = transaction_key(command)
@@ -345,15 +382,16 @@ class Deployment:
 
     def set_faults(self, which: str | int | Member, plan: FaultPlan) -> None:
         """Replace the member's fault plan (``FaultPlan()`` for none)."""
-        self.member(which).faults = plan
+        member = self.member(which)
+        self._injected.update(member.faults.injected)
+        member.faults = plan
 
     def injected_faults(self) -> dict[str, int]:
-        """Faults injected so far over every member, by kind."""
-        total: dict[str, int] = {}
+        """Faults injected since the deployment was built, over every member, by kind."""
+        total = collections.Counter(self._injected)
         for member in self.members:
-            for kind, count in member.faults.injected.items():
-                total[kind.value] = total.get(kind.value, 0) + count
-        return total
+            total.update(member.faults.injected)
+        return {kind.value: count for kind, count in total.items() if count}
 
     def reset(self) -> None:
         """Back to how it was built: every member up and reachable, no latency, lag or fail point, and (for a
@@ -362,7 +400,7 @@ class Deployment:
             if not member.alive:
                 self.restart(member)
             member.partitioned = False
-            member.faults = FaultPlan()
+            self.set_faults(member, FaultPlan())
             member.latency = 0.0
             member.lag = 0.0
         self.clear_fail_points()
@@ -382,6 +420,16 @@ class Deployment:
     def connection_counts(self) -> dict[str, int]:
         """Open client connections per member's proxy."""
         return {name: proxy.connection_count() for name, proxy in self._proxies.items()}
+
+
+def _retryable_write_key(command: Mapping[str, Any]) -> tuple[str, int] | None:
+    lsid = command.get("lsid")
+    name = next(iter(command), "")
+    if not is_retryable_write(command) or name in ("commitTransaction", "abortTransaction"):
+        return None
+    if not isinstance(lsid, Mapping):
+        return None
+    return repr(lsid.get("id")), int(command["txnNumber"])
 
 
 async def _configure(member: Member, command: Mapping[str, Any]) -> None:

@@ -56,6 +56,18 @@ class Presenter(Protocol):
         """A reply the deployment gives itself instead of forwarding (``None``: forward)."""
         ...
 
+    def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Held while ``command`` runs on the test server: one lock per session (none without one)."""
+        ...
+
+    def recorded_write(self, command: Mapping[str, Any]) -> bytes | None:
+        """The reply of the retryable write ``command`` repeats (same session and txnNumber), if it ran."""
+        ...
+
+    def record_write(self, command: Mapping[str, Any], reply: bytes | None) -> None:
+        """Remember a retryable write's successful reply, as the server's transaction table does."""
+        ...
+
     def route_transaction(self, member: Member, command: Mapping[str, Any]) -> bool:
         """Record which mongos runs a transaction; False when ``command`` (a commit through another mongos
         of a transaction not committed) finds no transaction to commit."""
@@ -76,6 +88,8 @@ class ClientConnection:
         self.app_name: str | None = None
         self.compressor: str | None = None
         self.load_balanced = False
+        self.closed = False
+        self.exchanging = False
         self._backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def note_handshake(self, request: Mapping[str, Any], offered: list[str]) -> list[str]:
@@ -105,7 +119,14 @@ class ClientConnection:
         await self.writer.drain()
 
     def close(self) -> None:
+        """Close the client's side; the test server's side too, unless a command still runs there (it is
+        closed once the reply is in)."""
+        self.closed = True
         self.writer.close()
+        if not self.exchanging:
+            self.close_backend()
+
+    def close_backend(self) -> None:
         if self._backend is not None:
             self._backend[1].close()
             self._backend = None
@@ -121,6 +142,7 @@ class MemberProxy:
         self._turn = itertools.cycle(range(len(members)))
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], ClientConnection] = {}
+        self._exchanges: set[asyncio.Future[list[bytes]]] = set()
         self.compressed_requests: collections.Counter[str] = collections.Counter()
         """Requests that came as OP_COMPRESSED, by compressor."""
         self.port = members[0].port if port is None else port
@@ -138,6 +160,13 @@ class MemberProxy:
             self._server.close()
             self._server = None
         await self.drop_connections()
+
+    async def finish(self) -> None:
+        """Wait for the commands still running on the test server (before the harness shuts down)."""
+        while self._exchanges:
+            done = self._exchanges.copy()
+            await asyncio.wait(done)
+            self._exchanges -= done
 
     async def drop_connections(self, member: Member | None = None) -> None:
         chosen = [task for task, conn in self._connections.items() if member is None or conn.member is member]
@@ -307,16 +336,10 @@ class MemberProxy:
             outgoing = build_request(document, request.sequences, request.flags)
         else:
             outgoing = request.plain
-        reader, writer = await connection.backend(self.presenter.backend_address)
-        writer.write(outgoing)
-        await writer.drain()
-        if request.more_to_come:
-            return True
+        replies = await self._exchange(connection, outgoing, document, request.more_to_come)
         previous = request.request_id
-        while True:
-            reply = uncompressed(await read_message(reader))
-            if rewrite:
-                reply = retarget(reply, previous)
+        for reply in replies:
+            reply = retarget(reply, previous)
             flags, changed = self._rewrite_reply(member, document, reply, action)
             if changed is not None:
                 data = build_reply(
@@ -332,8 +355,44 @@ class MemberProxy:
                 return False
             await connection.send(data)
             previous = request_id_of(data)
-            if not flags & 2:
-                return True
+        return True
+
+    async def _exchange(
+        self, connection: ClientConnection, outgoing: bytes, command: Mapping[str, Any], more_to_come: bool
+    ) -> list[bytes]:
+        """Send ``outgoing`` to the test server and read its reply (all of a stream); shielded, so a client
+        that goes away (a killed member) does not stop a command the server is already running."""
+        exchange = asyncio.ensure_future(self._run_on_backend(connection, outgoing, command, more_to_come))
+        self._exchanges.add(exchange)
+        exchange.add_done_callback(_consume)
+        return await asyncio.shield(exchange)
+
+    async def _run_on_backend(
+        self, connection: ClientConnection, outgoing: bytes, command: Mapping[str, Any], more_to_come: bool
+    ) -> list[bytes]:
+        # One command per session at a time, as the server's session check-out does: a retry must not run
+        # beside the attempt it repeats (the test server would apply both).
+        async with self.presenter.session_lock(command):
+            recorded = self.presenter.recorded_write(command)
+            if recorded is not None:
+                return [recorded]  # a retry of a write that ran: its result, not a second run
+            reader, writer = await connection.backend(self.presenter.backend_address)
+            connection.exchanging = True
+            try:
+                writer.write(outgoing)
+                await writer.drain()
+                replies: list[bytes] = []
+                streaming = not more_to_come  # a request with moreToCome gets no reply
+                while streaming:
+                    reply = uncompressed(await read_message(reader))
+                    replies.append(reply)
+                    streaming = bool(int.from_bytes(reply[16:20], "little") & 2)  # an exhaust stream goes on
+                self.presenter.record_write(command, replies[0] if replies else None)
+                return replies
+            finally:
+                connection.exchanging = False
+                if connection.closed:
+                    connection.close_backend()
 
     def _rewrite_reply(
         self, member: Member, command: Mapping[str, Any], reply: bytes, action: FailAction | None
@@ -360,6 +419,12 @@ class MemberProxy:
         elif action is not None and action.error_labels:
             document["errorLabels"] = list(action.error_labels)
         return flags, document
+
+
+def _consume(exchange: asyncio.Future[list[bytes]]) -> None:
+    """Retrieve an exchange's error, so one whose client left is not reported as never retrieved."""
+    if not exchange.cancelled():
+        exchange.exception()
 
 
 def _ends_transaction(command: Mapping[str, Any], action: FailAction) -> bool:
