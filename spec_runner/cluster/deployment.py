@@ -268,7 +268,6 @@ class Deployment:
         old = state.primary
         if old is not None:
             old.role = Role.SECONDARY
-        await self._drop_after_state_change(old)
         if successor is not None:
             self._make_primary(state, successor)
         self._bump_all()
@@ -283,7 +282,6 @@ class Deployment:
         old = state.primary
         if old is not None and old is not candidate:
             old.role = Role.SECONDARY
-            await self._drop_after_state_change(old)
         self._make_primary(state, candidate)
         self._bump_all()
 
@@ -308,11 +306,6 @@ class Deployment:
         member.role = Role.PRIMARY
         state.term += 1
         state.election_id = ObjectId()
-
-    async def _drop_after_state_change(self, member: Member | None) -> None:
-        """A server that steps down closes its client connections (not the monitors'), as 4.2+ does not,
-        but 4.0 did; mongio must cope either way, so only the state changes here and connections stay."""
-        del member
 
     def _bump_all(self) -> None:
         for member in self.members:
