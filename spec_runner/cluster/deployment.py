@@ -111,7 +111,7 @@ class Deployment:
         if self.topology == "load-balanced":
             mongoses = [m for m in self.members if m.role is Role.MONGOS]
             for behind in (mongoses, mongoses[:1]):
-                balancer = MemberProxy(self, behind, port=free_port())
+                balancer = MemberProxy(self, behind, port=free_port(), balancer=True)
                 await balancer.start()
                 self._balancers.append(balancer)
 

@@ -135,7 +135,9 @@ class ClientConnection:
 class MemberProxy:
     """Listens on one member's port; ``stop``/``start`` are the member's death and restart."""
 
-    def __init__(self, presenter: Presenter, members: list[Member], *, port: int | None = None) -> None:
+    def __init__(
+        self, presenter: Presenter, members: list[Member], *, port: int | None = None, balancer: bool = False
+    ) -> None:
         self.presenter = presenter
         self.members = members
         """The member(s) behind this port: one, or for a load balancer every mongos, in turn."""
@@ -146,6 +148,9 @@ class MemberProxy:
         self.compressed_requests: collections.Counter[str] = collections.Counter()
         """Requests that came as OP_COMPRESSED, by compressor."""
         self.port = members[0].port if port is None else port
+        self.balancer = balancer
+        """A load balancer: a hello that says loadBalanced gets the serviceId of the mongos behind it (a
+        mongos reached directly never sends one)."""
 
     @property
     def member(self) -> Member:
@@ -311,7 +316,8 @@ class MemberProxy:
                 action = member.fail_command.action_for(document, connection.app_name)
                 if action is not None and not await self._act_on_hello(connection, request, action):
                     return False
-            reply = self.presenter.hello(member, document, connection.connection_id, connection.load_balanced)
+            load_balanced = connection.load_balanced and self.balancer
+            reply = self.presenter.hello(member, document, connection.connection_id, load_balanced)
             common = [name for name in document.get("compression") or () if name in self.presenter.compressors]
             if common:
                 reply["compression"] = common
