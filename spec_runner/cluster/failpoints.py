@@ -21,6 +21,22 @@ NO_SUCH_TRANSACTION = 251
 NOT_WRITABLE_PRIMARY = 10107
 NOT_PRIMARY_NO_SECONDARY_OK = 13435
 
+# The server's names of the codes fail points answer with (a real error reply carries its codeName).
+CODE_NAMES = {
+    1: "InternalError", 2: "BadValue", 6: "HostUnreachable", 7: "HostNotFound", 8: "UnknownError",
+    18: "AuthenticationFailed", 24: "LockTimeout", 43: "CursorNotFound", 50: "MaxTimeMSExpired",
+    51: "UnknownReplWriteConcern", 63: "StaleShardVersion", 64: "WriteConcernFailed", 89: "NetworkTimeout",
+    91: "ShutdownInProgress", 112: "WriteConflict", 121: "DocumentValidationFailure",
+    133: "FailedToSatisfyReadPreference", 134: "ReadConcernMajorityNotAvailableYet", 150: "StaleEpoch",
+    189: "PrimarySteppedDown", 216: "ElectionInProgress", 234: "RetryChangeStream", 246: "SnapshotUnavailable",
+    251: "NoSuchTransaction", 262: "ExceededTimeLimit", 267: "PreparedTransactionInProgress",
+    280: "ChangeStreamFatalError", 359: "OperationNotSupportedInTransaction", 391: "ReauthenticationRequired",
+    462: "IngressRequestRateLimitExceeded", 9001: "SocketException", 10107: "NotWritablePrimary",
+    11000: "DuplicateKey", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
+    11602: "InterruptedDueToReplStateChange", 13435: "NotPrimaryNoSecondaryOk", 13436: "NotPrimaryOrSecondary",
+    40324: "Location40324", 40573: "Location40573",
+}  # fmt: skip
+
 _HELLO_FAMILY = frozenset({"hello", "isMaster", "ismaster"})
 
 
@@ -109,6 +125,8 @@ class FailCommand:
         if "errorCode" in data:
             code = int(data["errorCode"])
             error: dict[str, Any] = {"ok": 0.0, "code": code, "errmsg": "Failing command via 'failCommand' failpoint"}
+            if code in CODE_NAMES:
+                error["codeName"] = CODE_NAMES[code]
             if labels is None:
                 labels = server_labels(command, code)
             if labels:

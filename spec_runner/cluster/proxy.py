@@ -434,13 +434,14 @@ def _consume(exchange: asyncio.Future[list[bytes]]) -> None:
 
 
 def _ends_transaction(command: Mapping[str, Any], action: FailAction) -> bool:
-    """Whether a fail point's failure of ``command`` aborts its transaction, as a failed statement does
-    (not an overload rejection, which turns the statement away before it starts)."""
+    """Whether a fail point's failure of ``command`` aborts its transaction: a dropped connection does, and so
+    does an error the server calls transient (what TransientTransactionError tells the client); any other
+    error leaves the transaction open."""
     if not in_transaction(command) or next(iter(command), "") in ("commitTransaction", "abortTransaction"):
         return False
     if action.close_connection:
         return True
-    return action.error is not None and "SystemOverloadedError" not in action.error.get("errorLabels", ())
+    return action.error is not None and "TransientTransactionError" in action.error.get("errorLabels", ())
 
 
 def _no_such_transaction() -> dict[str, Any]:
