@@ -61,6 +61,12 @@ _SIGNATURE_MISMATCH = re.compile(
 )
 
 
+def _is_pending_call(result: Any) -> bool:
+    # A coroutine, or a task the method started (MongoClient.close() returns its closing task); objects that
+    # are merely awaitable as well (a cursor, a change stream, a session) are results in their own right.
+    return inspect.iscoroutine(result) or isinstance(result, asyncio.Future)
+
+
 async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Call a driver method (awaiting its result when it is a coroutine; a cursor is returned as it is) within
     the ``timeoutMS`` keyword's operation timeout when one is given; a call the method's signature refuses
@@ -69,13 +75,13 @@ async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         if timeout_ms is None:
             result = function(*args, **kwargs)
-            if inspect.iscoroutine(result):
+            if _is_pending_call(result):
                 result = await result
         else:
             # An operation's timeoutMS is a client-side operation timeout around this one call (0: no limit).
             with deadline.timeout(math.inf if timeout_ms == 0 else timeout_ms / 1000):
                 result = function(*args, **kwargs)
-                if inspect.iscoroutine(result):
+                if _is_pending_call(result):
                     result = await result
     except TypeError as exc:
         if _SIGNATURE_MISMATCH.search(str(exc)):
