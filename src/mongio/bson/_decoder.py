@@ -26,6 +26,7 @@ from mongio.bson.datetime_ms import (
     MAX_DATETIME_MS,
     MIN_DATETIME_MS,
     DatetimeConversion,
+    DatetimeMS,
     millis_to_datetime,
 )
 from mongio.bson.dbref import DBRef
@@ -733,6 +734,26 @@ _python_read_array: Final = _read_array
 _SPEEDUPS: Final = load_speedups()
 if _SPEEDUPS is not None:
     _SPEEDUPS.configure(InvalidBSON, _READERS, _OBJECTID_FROM_BYTES, _TIMESTAMP, Int64, _to_dbref, bytes.decode)
+    # What the compiled loops build the other types from: they make each value as the readers above do.
+    _SPEEDUPS.configure_types(
+        {
+            "Binary": Binary,
+            "UUID": uuid.UUID,
+            "SafeUUID.unknown": uuid.SafeUUID.unknown,
+            "Regex": Regex,
+            "Code": Code,
+            "Symbol": Symbol,
+            "DBPointer": DBPointer,
+            "Decimal128": Decimal128,
+            "DatetimeMS": DatetimeMS,
+            "ObjectId": ObjectId,
+            "Timestamp": Timestamp,
+            "MinKey()": _MIN_KEY,
+            "MaxKey()": _MAX_KEY,
+            "Undefined()": _UNDEFINED,
+            "millis_to_datetime": millis_to_datetime,
+        }
+    )
 
 
 def use_speedups(enabled: bool) -> bool:

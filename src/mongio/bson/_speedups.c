@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -236,6 +237,514 @@ read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t 
     return value;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * The less common element types, decoded here as the Python readers of _decoder._READERS decode them: the
+ * same values, of the same classes, built the way those classes build themselves (object.__new__ and their
+ * slots, str.__new__ or bytes.__new__ for the str and bytes subclasses), and the same inputs refused.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Set once by configure_types(). */
+static PyObject *empty_tuple;
+static PyObject *binary_type;          /* Binary */
+static PyObject *uuid_type;            /* uuid.UUID */
+static PyObject *uuid_unknown_safety;  /* uuid.SafeUUID.unknown */
+static PyObject *regex_type;           /* Regex */
+static PyObject *code_type;            /* Code */
+static PyObject *symbol_type;          /* Symbol */
+static PyObject *dbpointer_type;       /* DBPointer */
+static PyObject *decimal128_type;      /* Decimal128 */
+static PyObject *datetime_ms_type;     /* DatetimeMS */
+static PyObject *objectid_type;        /* ObjectId */
+static PyObject *timestamp_type;       /* Timestamp */
+static PyObject *min_key;              /* the MinKey, MaxKey and Undefined values */
+static PyObject *max_key;
+static PyObject *undefined_value;
+static PyObject *millis_to_datetime;   /* datetime_ms.millis_to_datetime: the out-of-range cases */
+/* Slot and attribute names. */
+static PyObject *s_binary_subtype, *s_uuid_int, *s_uuid_is_safe, *s_regex_pattern, *s_regex_flags;
+static PyObject *s_code_scope, *s_pointer_namespace, *s_pointer_id, *s_decimal_bid, *s_datetime_ms_value;
+static PyObject *s_objectid_id, *s_timestamp_time, *s_timestamp_inc, *s_astimezone;
+
+#define MIN_DATETIME_MS (-62135596800000LL) /* datetime.min */
+#define MAX_DATETIME_MS (253402300799999LL) /* the last millisecond of datetime.max */
+#define CONVERSION_DATETIME 1
+#define CONVERSION_CLAMP 2
+#define CONVERSION_MS 3
+#define CONVERSION_AUTO 4
+
+/* object.__new__(type) with each slot set to its value, as the classes' own fast constructors do. */
+static PyObject *
+new_with_slots(PyObject *type, PyObject **names, PyObject **values, int count)
+{
+    PyObject *self = PyBaseObject_Type.tp_new((PyTypeObject *)type, empty_tuple, NULL);
+    if (self == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        if (PyObject_GenericSetAttr(self, names[i], values[i]) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return self;
+}
+
+/* ``base.__new__(type, value)`` for a str or bytes subclass, then one attribute set (when ``name``). */
+static PyObject *
+new_subclass_of(PyTypeObject *base, PyObject *type, PyObject *value, PyObject *name, PyObject *attribute)
+{
+    PyObject *args = PyTuple_Pack(1, value);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *self = base->tp_new((PyTypeObject *)type, args, NULL);
+    Py_DECREF(args);
+    if (self != NULL && name != NULL && PyObject_GenericSetAttr(self, name, attribute) < 0) {
+        Py_CLEAR(self);
+    }
+    return self;
+}
+
+static PyObject *
+make_objectid(const Context *c, const unsigned char *raw)
+{
+    PyObject *data = PyBytes_FromStringAndSize((const char *)raw, 12);
+    if (data == NULL) {
+        return NULL;
+    }
+    PyObject *value;
+    if (c == NULL || c->objectid_factory == objectid_factory) {
+        value = new_with_slots(objectid_type, &s_objectid_id, &data, 1);
+    } else {
+        value = PyObject_CallOneArg(c->objectid_factory, data);
+    }
+    Py_DECREF(data);
+    return value;
+}
+
+static PyObject *
+make_timestamp(const Context *c, uint32_t time, uint32_t inc)
+{
+    PyObject *values[2] = {PyLong_FromUnsignedLong(time), PyLong_FromUnsignedLong(inc)};
+    PyObject *value = NULL;
+    if (values[0] != NULL && values[1] != NULL) {
+        if (c->timestamp_factory == timestamp_factory) {
+            PyObject *names[2] = {s_timestamp_time, s_timestamp_inc};
+            value = new_with_slots(timestamp_type, names, values, 2);
+        } else {
+            value = PyObject_CallFunctionObjArgs(c->timestamp_factory, values[0], values[1], NULL);
+        }
+    }
+    Py_XDECREF(values[0]);
+    Py_XDECREF(values[1]);
+    return value;
+}
+
+/* Int64(number) as int.__new__ makes an int subclass: the digits of a plain int copied into the subclass. */
+static PyObject *
+make_int64(const Context *c, int64_t number)
+{
+    PyObject *plain = PyLong_FromLongLong((long long)number);
+    if (plain == NULL || c->int64_type != int64_type) {
+        PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
+        Py_XDECREF(plain);
+        return value;
+    }
+    Py_ssize_t size = Py_SIZE(plain);
+    Py_ssize_t digits = size < 0 ? -size : size;
+    PyTypeObject *type = (PyTypeObject *)int64_type;
+    PyLongObject *value = (PyLongObject *)type->tp_alloc(type, digits);
+    if (value != NULL) {
+        Py_SET_SIZE(value, size);
+        memcpy(value->ob_digit, ((PyLongObject *)plain)->ob_digit, (size_t)digits * sizeof(digit));
+    }
+    Py_DECREF(plain);
+    return (PyObject *)value;
+}
+
+static PyObject *
+make_datetime_ms(long long millis)
+{
+    PyObject *number = PyLong_FromLongLong(millis);
+    if (number == NULL) {
+        return NULL;
+    }
+    PyObject *value = new_with_slots(datetime_ms_type, &s_datetime_ms_value, &number, 1);
+    Py_DECREF(number);
+    return value;
+}
+
+static long long
+floor_div(long long a, long long b)
+{
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* The civil date of a count of days since 1970-01-01 (proleptic Gregorian). */
+static void
+civil_from_days(long long days, int *year, int *month, int *day)
+{
+    days += 719468;
+    long long era = floor_div(days, 146097);
+    long long doe = days - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long long mp = (5 * doy + 2) / 153;
+    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = (int)(yoe + era * 400 + (*month <= 2));
+}
+
+/* Days from 1970-01-01 to a civil date (the encoder's datetimes). */
+static long long
+days_from_civil(long long year, int month, int day)
+{
+    year -= month <= 2;
+    long long era = floor_div(year, 400);
+    long long yoe = year - era * 400;
+    long long doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A datetime for milliseconds known to be in datetime's range, naive or with ``tzinfo``. */
+static PyObject *
+datetime_from_millis(long long millis, PyObject *tzinfo)
+{
+    long long days = floor_div(millis, 86400000LL);
+    long long rest = millis - days * 86400000LL;
+    int year, month, day;
+    civil_from_days(days, &year, &month, &day);
+    int hour = (int)(rest / 3600000), minute = (int)(rest / 60000 % 60), second = (int)(rest / 1000 % 60);
+    int micro = (int)(rest % 1000) * 1000;
+    return PyDateTimeAPI->DateTime_FromDateAndTime(year, month, day, hour, minute, second, micro, tzinfo,
+                                                   PyDateTimeAPI->DateTimeType);
+}
+
+/* A BSON datetime under the context's options, as _decoder._r_datetime and millis_to_datetime make it. */
+static PyObject *
+read_datetime_value(const Context *c, long long millis)
+{
+    PyObject *ctx = c->ctx;
+    if (PyTuple_GET_SIZE(ctx) < 10) {
+        PyErr_SetString(PyExc_TypeError, "the decoding context has no datetime options");
+        return NULL;
+    }
+    long conversion = PyLong_AsLong(PyTuple_GET_ITEM(ctx, 9));
+    int tz_aware = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    if ((conversion == -1 || tz_aware < 0) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (conversion == CONVERSION_MS) {
+        return make_datetime_ms(millis);
+    }
+    if (conversion == CONVERSION_CLAMP) {
+        millis = millis < MIN_DATETIME_MS ? MIN_DATETIME_MS : millis > MAX_DATETIME_MS ? MAX_DATETIME_MS : millis;
+    } else if (millis < MIN_DATETIME_MS || millis > MAX_DATETIME_MS) {
+        if (conversion == CONVERSION_AUTO) {
+            return make_datetime_ms(millis);
+        }
+        goto in_python; /* refused there, with its reason */
+    }
+    if (!tz_aware) {
+        return datetime_from_millis(millis, Py_None);
+    }
+    PyObject *utc = datetime_from_millis(millis, PyDateTime_TimeZone_UTC);
+    PyObject *tzinfo = PyTuple_GET_ITEM(ctx, 8);
+    if (utc == NULL || tzinfo == Py_None || tzinfo == PyDateTime_TimeZone_UTC) {
+        return utc;
+    }
+    PyObject *local = PyObject_CallMethodOneArg(utc, s_astimezone, tzinfo);
+    Py_DECREF(utc);
+    if (local != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return local;
+    }
+    PyErr_Clear(); /* near datetime.min/max: the Python function knows what each conversion makes of it */
+in_python:;
+    PyObject *number = PyLong_FromLongLong(millis);
+    if (number == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallFunctionObjArgs(millis_to_datetime, number, PyTuple_GET_ITEM(ctx, 9),
+                                                   PyTuple_GET_ITEM(ctx, 7), PyTuple_GET_ITEM(ctx, 8), NULL);
+    Py_DECREF(number);
+    return value;
+}
+
+/* A UUID from its 16 bytes in RFC 4122 order, as uuid.UUID(bytes=...) makes it. */
+static PyObject *
+make_uuid(const unsigned char *bytes)
+{
+    PyObject *values[2] = {_PyLong_FromByteArray(bytes, 16, 0, 0), uuid_unknown_safety};
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    PyObject *names[2] = {s_uuid_int, s_uuid_is_safe};
+    PyObject *value = new_with_slots(uuid_type, names, values, 2);
+    Py_DECREF(values[0]);
+    return value;
+}
+
+#define UUID_STANDARD 4
+#define UUID_PYTHON_LEGACY 3
+#define UUID_JAVA_LEGACY 5
+#define UUID_CSHARP_LEGACY 6
+
+/* Binary data (type 0x05) at ``pos``: bytes for subtype 0, a UUID where the representation says so, else a
+ * Binary. */
+static PyObject *
+read_binary(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 5 > end) {
+        return malformed("a binary value runs past the end of its document");
+    }
+    int32_t size = load_int32(buf + pos);
+    Py_ssize_t start = pos + 5, stop = start + (Py_ssize_t)size;
+    if (size < 0 || stop > end) {
+        PyErr_Format(invalid_bson, "bad binary length %d", (int)size);
+        return NULL;
+    }
+    unsigned char subtype = buf[pos + 4];
+    if (subtype == 2) {
+        int32_t inner = size >= 4 ? load_int32(buf + start) : -1;
+        if (inner != size - 4) {
+            PyErr_Format(invalid_bson, "binary subtype 2 has inner length %d, expected %d", (int)inner,
+                         (int)size - 4);
+            return NULL;
+        }
+        start += 4;
+    }
+    *next = stop;
+    const unsigned char *payload = buf + start;
+    Py_ssize_t length = stop - start;
+    if ((subtype == 3 || subtype == 4) && length == 16) {
+        long representation = PyTuple_GET_SIZE(c->ctx) > 10 ? PyLong_AsLong(PyTuple_GET_ITEM(c->ctx, 10)) : 0;
+        if (representation == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (subtype == 4 && representation == UUID_STANDARD) {
+            return make_uuid(payload);
+        }
+        if (subtype == 3 && (representation == UUID_PYTHON_LEGACY || representation == UUID_JAVA_LEGACY ||
+                             representation == UUID_CSHARP_LEGACY)) {
+            unsigned char ordered[16];
+            memcpy(ordered, payload, 16);
+            if (representation == UUID_JAVA_LEGACY) {
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = payload[7 - i];
+                    ordered[8 + i] = payload[15 - i];
+                }
+            } else if (representation == UUID_CSHARP_LEGACY) {
+                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = payload[order[i]];
+                }
+            }
+            return make_uuid(ordered);
+        }
+    }
+    PyObject *data = PyBytes_FromStringAndSize((const char *)payload, length);
+    if (data == NULL || subtype == 0) {
+        return data;
+    }
+    PyObject *number = PyLong_FromLong(subtype);
+    PyObject *value = number == NULL ? NULL
+                                     : new_subclass_of(&PyBytes_Type, binary_type, data, s_binary_subtype, number);
+    Py_XDECREF(number);
+    Py_DECREF(data);
+    return value;
+}
+
+/* A string as BSON stores it (int32 length with the NUL, the bytes, NUL) at ``pos``. */
+static PyObject *
+read_string_at(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 4 > end) {
+        return malformed("a string runs past the end of its document");
+    }
+    int32_t size = load_int32(buf + pos);
+    Py_ssize_t value_end = pos + 4 + (Py_ssize_t)size - 1;
+    if (size < 1 || value_end >= end || buf[value_end] != 0) {
+        PyErr_Format(invalid_bson, "bad string length %d", (int)size);
+        return NULL;
+    }
+    *next = value_end + 1;
+    return decode_text(c, buf + pos + 4, size - 1);
+}
+
+static PyObject *
+read_cstring_at(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    const unsigned char *stop = memchr(buf + pos, 0, (size_t)(end - pos));
+    if (stop == NULL) {
+        return malformed("a C string is missing its NUL terminator");
+    }
+    *next = (stop - buf) + 1;
+    return decode_text(c, buf + pos, stop - (buf + pos));
+}
+
+static PyObject *
+read_regex(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    PyObject *values[2] = {NULL, NULL};
+    values[0] = read_cstring_at(c, buf, pos, end, &pos);
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    values[1] = read_cstring_at(c, buf, pos, end, next);
+    if (values[1] == NULL) {
+        Py_DECREF(values[0]);
+        return NULL;
+    }
+    PyObject *names[2] = {s_regex_pattern, s_regex_flags};
+    PyObject *value = new_with_slots(regex_type, names, values, 2);
+    Py_DECREF(values[0]);
+    Py_DECREF(values[1]);
+    return value;
+}
+
+static PyObject *
+read_dbpointer(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    PyObject *values[2] = {NULL, NULL};
+    values[0] = read_string_at(c, buf, pos, end, &pos);
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    if (pos + 12 > end) {
+        Py_DECREF(values[0]);
+        return malformed("a DBPointer's ObjectId runs past the end of its document");
+    }
+    values[1] = make_objectid(NULL, buf + pos);
+    PyObject *value = NULL;
+    if (values[1] != NULL) {
+        PyObject *names[2] = {s_pointer_namespace, s_pointer_id};
+        value = new_with_slots(dbpointer_type, names, values, 2);
+    }
+    *next = pos + 12;
+    Py_DECREF(values[0]);
+    Py_XDECREF(values[1]);
+    return value;
+}
+
+/* JavaScript code (0x0D), or a symbol (0x0E) when ``symbol``. */
+static PyObject *
+read_code(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next,
+          int symbol)
+{
+    PyObject *text = read_string_at(c, buf, pos, end, next);
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *value = symbol ? new_subclass_of(&PyUnicode_Type, symbol_type, text, NULL, NULL)
+                             : new_subclass_of(&PyUnicode_Type, code_type, text, s_code_scope, Py_None);
+    Py_DECREF(text);
+    return value;
+}
+
+static PyObject *
+read_code_with_scope(PyObject *data, const Context *c, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next,
+                     int depth)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    if (pos + 4 > end) {
+        return malformed("a code with scope runs past the end of its document");
+    }
+    int32_t total = load_int32(buf + pos);
+    Py_ssize_t stop = pos + (Py_ssize_t)total;
+    if (total < 14 || stop > end) {
+        PyErr_Format(invalid_bson, "bad code with scope length %d", (int)total);
+        return NULL;
+    }
+    Py_ssize_t scope_start;
+    PyObject *code = read_string_at(c, buf, pos + 4, stop, &scope_start);
+    if (code == NULL) {
+        return NULL;
+    }
+    int32_t scope_size = scope_start + 5 <= stop ? load_int32(buf + scope_start) : 0;
+    Py_ssize_t scope_end = scope_start + (Py_ssize_t)scope_size - 1;
+    if (scope_size < 5 || scope_end + 1 != stop || buf[scope_end] != 0) {
+        Py_DECREF(code);
+        PyErr_Format(invalid_bson, "code with scope: the scope's length %d does not fill the declared length",
+                     (int)scope_size);
+        return NULL;
+    }
+    PyObject *scope;
+    if (c->is_raw) {
+        PyObject *slice = PyBytes_FromStringAndSize((const char *)buf + scope_start, stop - scope_start);
+        scope = slice == NULL ? NULL : PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
+        Py_XDECREF(slice);
+    } else {
+        scope = read_elements(data, scope_start + 4, scope_end, c, 0, depth + 1);
+    }
+    PyObject *value = NULL;
+    if (scope != NULL) {
+        value = new_subclass_of(&PyUnicode_Type, code_type, code, s_code_scope, scope);
+        Py_DECREF(scope);
+    }
+    Py_DECREF(code);
+    *next = stop;
+    return value;
+}
+
+static PyObject *
+read_decimal128(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 16 > end) {
+        return malformed("a decimal128 runs past the end of its document");
+    }
+    PyObject *bid = PyBytes_FromStringAndSize((const char *)buf + pos, 16);
+    if (bid == NULL) {
+        return NULL;
+    }
+    PyObject *value = new_with_slots(decimal128_type, &s_decimal_bid, &bid, 1);
+    Py_DECREF(bid);
+    *next = pos + 16;
+    return value;
+}
+
+/* The value of every type the element loop's switch does not inline. */
+static PyObject *
+read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, const Context *c,
+           PyObject *name, Py_ssize_t *next, int depth)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    if (binary_type == NULL) {
+        return read_with_python(data, kind, pos, end, c, name, next);
+    }
+    *next = pos;
+    switch (kind) {
+    case 0x05:
+        return read_binary(c, buf, pos, end, next);
+    case 0x06:
+        return Py_NewRef(undefined_value);
+    case 0x09:
+        if (pos + 8 > end) {
+            return element_error(name, "datetime %U runs past the end of its container", 0);
+        }
+        *next = pos + 8;
+        return read_datetime_value(c, (long long)(int64_t)load_uint64(buf + pos));
+    case 0x0B:
+        return read_regex(c, buf, pos, end, next);
+    case 0x0C:
+        return read_dbpointer(c, buf, pos, end, next);
+    case 0x0D:
+    case 0x0E:
+        return read_code(c, buf, pos, end, next, kind == 0x0E);
+    case 0x0F:
+        return read_code_with_scope(data, c, pos, end, next, depth);
+    case 0x13:
+        return read_decimal128(buf, pos, end, next);
+    case 0xFF:
+        return Py_NewRef(min_key);
+    case 0x7F:
+        return Py_NewRef(max_key);
+    default:
+        return read_with_python(data, kind, pos, end, c, name, next);
+    }
+}
+
 static PyObject *
 read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, int depth)
 {
@@ -336,11 +845,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "int64 %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *number = PyLong_FromLongLong((long long)(int64_t)load_uint64(buf + pos));
-            if (number != NULL) {
-                value = PyObject_CallOneArg(c->int64_type, number);
-                Py_DECREF(number);
-            }
+            value = make_int64(c, (int64_t)load_uint64(buf + pos));
             pos += 8;
             break;
         }
@@ -349,11 +854,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "ObjectId %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)buf + pos, 12);
-            if (raw != NULL) {
-                value = PyObject_CallOneArg(c->objectid_factory, raw);
-                Py_DECREF(raw);
-            }
+            value = make_objectid(c, buf + pos);
             pos += 12;
             break;
         }
@@ -365,18 +866,12 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "timestamp %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *inc = PyLong_FromUnsignedLong(load_uint32(buf + pos));
-            PyObject *time = PyLong_FromUnsignedLong(load_uint32(buf + pos + 4));
-            if (inc != NULL && time != NULL) {
-                value = PyObject_CallFunctionObjArgs(c->timestamp_factory, time, inc, NULL);
-            }
-            Py_XDECREF(inc);
-            Py_XDECREF(time);
+            value = make_timestamp(c, load_uint32(buf + pos + 4), load_uint32(buf + pos));
             pos += 8;
             break;
         }
         default:
-            value = read_with_python(data, kind, pos, end, c, key, &pos);
+            value = read_other(data, kind, pos, end, c, key, &pos, depth);
             break;
         }
         if (value == NULL) {
@@ -489,6 +984,41 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(int64_type, Py_NewRef(int64));
     Py_XSETREF(to_dbref, Py_NewRef(dbref));
     Py_XSETREF(strict_utf8, Py_NewRef(utf8));
+    Py_RETURN_NONE;
+}
+
+
+/* configure_types(types): the classes and values the less common types are made of (see _decoder.py). */
+static int
+take(PyObject *types, const char *name, PyObject **slot)
+{
+    PyObject *value = PyDict_GetItemString(types, name); /* borrowed */
+    if (value == NULL) {
+        PyErr_Format(PyExc_KeyError, "configure_types needs %s", name);
+        return -1;
+    }
+    Py_XSETREF(*slot, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+configure_types(PyObject *module, PyObject *types)
+{
+    (void)module;
+    if (!PyDict_Check(types)) {
+        PyErr_SetString(PyExc_TypeError, "configure_types takes a dict");
+        return NULL;
+    }
+    if (take(types, "Binary", &binary_type) < 0 || take(types, "UUID", &uuid_type) < 0 ||
+        take(types, "SafeUUID.unknown", &uuid_unknown_safety) < 0 || take(types, "Regex", &regex_type) < 0 ||
+        take(types, "Code", &code_type) < 0 || take(types, "Symbol", &symbol_type) < 0 ||
+        take(types, "DBPointer", &dbpointer_type) < 0 || take(types, "Decimal128", &decimal128_type) < 0 ||
+        take(types, "DatetimeMS", &datetime_ms_type) < 0 || take(types, "ObjectId", &objectid_type) < 0 ||
+        take(types, "Timestamp", &timestamp_type) < 0 || take(types, "MinKey()", &min_key) < 0 ||
+        take(types, "MaxKey()", &max_key) < 0 || take(types, "Undefined()", &undefined_value) < 0 ||
+        take(types, "millis_to_datetime", &millis_to_datetime) < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -947,6 +1477,8 @@ static PyMethodDef methods[] = {
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
+    {"configure_types", configure_types, METH_O,
+     "configure_types(types): the classes the less common BSON types decode to, by name."},
     {"configure", configure, METH_VARARGS,
      "configure(InvalidBSON, readers, objectid_from_bytes, timestamp, Int64, to_dbref, strict_utf8)."},
     {NULL, NULL, 0, NULL},
@@ -967,6 +1499,32 @@ PyInit__speedups(void)
     binary_name = PyUnicode_InternFromString("binary");
     if (binary_name == NULL) {
         return NULL;
+    }
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
+        return NULL;
+    }
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL) {
+        return NULL;
+    }
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {
+        {&s_binary_subtype, "_Binary__subtype"},  {&s_uuid_int, "int"},
+        {&s_uuid_is_safe, "is_safe"},             {&s_regex_pattern, "pattern"},
+        {&s_regex_flags, "flags"},                {&s_code_scope, "_Code__scope"},
+        {&s_pointer_namespace, "_DBPointer__namespace"}, {&s_pointer_id, "_DBPointer__id"},
+        {&s_decimal_bid, "_bid"},                 {&s_datetime_ms_value, "_value"},
+        {&s_objectid_id, "_ObjectId__id"},        {&s_timestamp_time, "_Timestamp__time"},
+        {&s_timestamp_inc, "_Timestamp__inc"},    {&s_astimezone, "astimezone"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) {
+            return NULL;
+        }
     }
     return PyModule_Create(&module_def);
 }
