@@ -920,6 +920,26 @@ if _SPEEDUPS is not None:
         _write_marked_objectid,
         _write_marked_int64,
     )
+    # The classes whose values the compiled loops write themselves, as the writers above write them.
+    _SPEEDUPS.configure_types(
+        {
+            "Binary": Binary,
+            "UUID": uuid.UUID,
+            "Regex": Regex,
+            "Code": Code,
+            "Symbol": Symbol,
+            "DBPointer": DBPointer,
+            "Decimal128": Decimal128,
+            "DatetimeMS": DatetimeMS,
+            "ObjectId": ObjectId,
+            "Timestamp": Timestamp,
+            "MinKey()": MinKey(),
+            "MaxKey()": MaxKey(),
+            "Undefined()": Undefined(),
+            "DBRef": DBRef,
+            "RawBSONDocument": RawBSONDocument,
+        }
+    )
 
 
 def use_speedups(enabled: bool) -> bool:

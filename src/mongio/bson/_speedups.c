@@ -260,6 +260,7 @@ static PyObject *min_key;              /* the MinKey, MaxKey and Undefined value
 static PyObject *max_key;
 static PyObject *undefined_value;
 static PyObject *millis_to_datetime;   /* datetime_ms.millis_to_datetime: the out-of-range cases */
+static int decoder_types_ready;        /* every one of the above is set */
 /* Slot and attribute names. */
 static PyObject *s_binary_subtype, *s_uuid_int, *s_uuid_is_safe, *s_regex_pattern, *s_regex_flags;
 static PyObject *s_code_scope, *s_pointer_namespace, *s_pointer_id, *s_decimal_bid, *s_datetime_ms_value;
@@ -710,7 +711,7 @@ read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, c
            PyObject *name, Py_ssize_t *next, int depth)
 {
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
-    if (binary_type == NULL) {
+    if (!decoder_types_ready) {
         return read_with_python(data, kind, pos, end, c, name, next);
     }
     *next = pos;
@@ -988,18 +989,10 @@ configure(PyObject *module, PyObject *args)
 }
 
 
-/* configure_types(types): the classes and values the less common types are made of (see _decoder.py). */
-static int
-take(PyObject *types, const char *name, PyObject **slot)
-{
-    PyObject *value = PyDict_GetItemString(types, name); /* borrowed */
-    if (value == NULL) {
-        PyErr_Format(PyExc_KeyError, "configure_types needs %s", name);
-        return -1;
-    }
-    Py_XSETREF(*slot, Py_NewRef(value));
-    return 0;
-}
+/* configure_types(types): the classes and values the less common types are made of and written from, by
+ * name (see _decoder.py and _encoder.py; each module gives the names it has). */
+static PyObject *dbref_type;        /* DBRef */
+static PyObject *raw_document_type; /* RawBSONDocument */
 
 static PyObject *
 configure_types(PyObject *module, PyObject *types)
@@ -1009,16 +1002,39 @@ configure_types(PyObject *module, PyObject *types)
         PyErr_SetString(PyExc_TypeError, "configure_types takes a dict");
         return NULL;
     }
-    if (take(types, "Binary", &binary_type) < 0 || take(types, "UUID", &uuid_type) < 0 ||
-        take(types, "SafeUUID.unknown", &uuid_unknown_safety) < 0 || take(types, "Regex", &regex_type) < 0 ||
-        take(types, "Code", &code_type) < 0 || take(types, "Symbol", &symbol_type) < 0 ||
-        take(types, "DBPointer", &dbpointer_type) < 0 || take(types, "Decimal128", &decimal128_type) < 0 ||
-        take(types, "DatetimeMS", &datetime_ms_type) < 0 || take(types, "ObjectId", &objectid_type) < 0 ||
-        take(types, "Timestamp", &timestamp_type) < 0 || take(types, "MinKey()", &min_key) < 0 ||
-        take(types, "MaxKey()", &max_key) < 0 || take(types, "Undefined()", &undefined_value) < 0 ||
-        take(types, "millis_to_datetime", &millis_to_datetime) < 0) {
-        return NULL;
+    struct {
+        const char *name;
+        PyObject **slot;
+    } known[] = {
+        {"Binary", &binary_type},       {"UUID", &uuid_type},
+        {"SafeUUID.unknown", &uuid_unknown_safety}, {"Regex", &regex_type},
+        {"Code", &code_type},           {"Symbol", &symbol_type},
+        {"DBPointer", &dbpointer_type}, {"Decimal128", &decimal128_type},
+        {"DatetimeMS", &datetime_ms_type}, {"ObjectId", &objectid_type},
+        {"Timestamp", &timestamp_type}, {"MinKey()", &min_key},
+        {"MaxKey()", &max_key},         {"Undefined()", &undefined_value},
+        {"millis_to_datetime", &millis_to_datetime}, {"DBRef", &dbref_type},
+        {"RawBSONDocument", &raw_document_type},
+    };
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(types, &position, &key, &value)) {
+        size_t i = 0;
+        for (; i < sizeof known / sizeof known[0]; i++) {
+            if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, known[i].name) == 0) {
+                Py_XSETREF(*known[i].slot, Py_NewRef(value));
+                break;
+            }
+        }
+        if (i == sizeof known / sizeof known[0]) {
+            PyErr_Format(PyExc_KeyError, "configure_types does not know %R", key);
+            return NULL;
+        }
     }
+    decoder_types_ready = binary_type && uuid_type && uuid_unknown_safety && regex_type && code_type &&
+                          symbol_type && dbpointer_type && decimal128_type && datetime_ms_type &&
+                          objectid_type && timestamp_type && min_key && max_key && undefined_value &&
+                          millis_to_datetime;
     Py_RETURN_NONE;
 }
 
@@ -1163,6 +1179,364 @@ write_known(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     return result;
 }
 
+
+/* ---- The less common types, written as the Python writers of _encoder._ENCODERS write them. Each returns 0
+ * when written, -1 on error, and 1 to leave the value to its Python writer: for anything that does not hold
+ * what its class promises, which that writer refuses with its reason (or writes, the rare cases kept there:
+ * re.Pattern, UUIDs in the legacy representations). ---- */
+
+static PyObject *s_utcoffset, *s_as_doc, *s_raw, *s_uuid_representation;
+
+static int
+write_binary_data(PyObject *buf, const char *name, Py_ssize_t size, const char *data, Py_ssize_t length,
+                  long subtype)
+{
+    if (length > INT32_MAX - 4) {
+        return 1;
+    }
+    if (append_head(buf, 0x05, name, size) < 0) {
+        return -1;
+    }
+    if (subtype == 2) { /* the old binary subtype repeats the length inside the payload */
+        if (append_int32(buf, (int32_t)(length + 4)) < 0 || append_byte(buf, 2) < 0 ||
+            append_int32(buf, (int32_t)length) < 0) {
+            return -1;
+        }
+    } else if (append_int32(buf, (int32_t)length) < 0 || append_byte(buf, (unsigned char)subtype) < 0) {
+        return -1;
+    }
+    return append(buf, data, length);
+}
+
+/* A str (or str subclass) as a BSON string-shaped value of ``kind``. */
+static int
+write_text(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size, PyObject *text)
+{
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
+    if (data == NULL) {
+        return -1;
+    }
+    if (length > INT32_MAX - 1) {
+        return 1;
+    }
+    if (append_head(buf, kind, name, size) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0) {
+        return -1;
+    }
+    return append(buf, data, length + 1);
+}
+
+/* An attribute read as object.__getattribute__ reads it (slots, the instance dict), or NULL with no error
+ * when it is missing. */
+static PyObject *
+attribute(PyObject *value, PyObject *name)
+{
+    PyObject *found = PyObject_GenericGetAttr(value, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return found;
+}
+
+static long long
+timedelta_microseconds(PyObject *delta)
+{
+    return (long long)PyDateTime_DELTA_GET_DAYS(delta) * 86400000000LL +
+           (long long)PyDateTime_DELTA_GET_SECONDS(delta) * 1000000LL + PyDateTime_DELTA_GET_MICROSECONDS(delta);
+}
+
+/* datetime_ms.datetime_to_millis: milliseconds since the epoch rounding down, a naive datetime taken as UTC. */
+static int
+write_datetime(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    long long days = days_from_civil(PyDateTime_GET_YEAR(value), PyDateTime_GET_MONTH(value),
+                                     PyDateTime_GET_DAY(value));
+    long long micros = days * 86400000000LL + (long long)PyDateTime_DATE_GET_HOUR(value) * 3600000000LL +
+                       (long long)PyDateTime_DATE_GET_MINUTE(value) * 60000000LL +
+                       (long long)PyDateTime_DATE_GET_SECOND(value) * 1000000LL +
+                       PyDateTime_DATE_GET_MICROSECOND(value);
+    if (PyDateTime_DATE_GET_TZINFO(value) != Py_None) {
+        PyObject *offset = PyObject_CallMethodNoArgs(value, s_utcoffset);
+        if (offset == NULL) {
+            return -1;
+        }
+        if (offset != Py_None) {
+            if (!PyDelta_Check(offset)) {
+                Py_DECREF(offset);
+                return 1;
+            }
+            micros -= timedelta_microseconds(offset);
+        }
+        Py_DECREF(offset);
+    }
+    if (append_head(buf, 0x09, name, size) < 0) {
+        return -1;
+    }
+    return append_int64(buf, (int64_t)floor_div(micros, 1000));
+}
+
+static int
+write_regex(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *pattern = attribute(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : attribute(value, s_regex_flags);
+    int result = 1;
+    char sorted[64];
+    Py_ssize_t pattern_length, flags_length;
+    const char *pattern_data, *flags_data;
+    if (PyErr_Occurred()) {
+        result = -1;
+    } else if (pattern == NULL || flags == NULL || !PyUnicode_CheckExact(pattern) || !PyUnicode_CheckExact(flags) ||
+               !PyUnicode_IS_ASCII(flags) || PyUnicode_GET_LENGTH(flags) > (Py_ssize_t)sizeof sorted) {
+        result = 1;
+    } else if ((pattern_data = PyUnicode_AsUTF8AndSize(pattern, &pattern_length)) == NULL ||
+               (flags_data = PyUnicode_AsUTF8AndSize(flags, &flags_length)) == NULL) {
+        result = -1;
+    } else if (memchr(pattern_data, 0, (size_t)pattern_length) != NULL || memchr(flags_data, 0, (size_t)flags_length)) {
+        result = 1; /* refused by the Python writer */
+    } else {
+        /* BSON requires the option letters in alphabetical order. */
+        memcpy(sorted, flags_data, (size_t)flags_length);
+        for (Py_ssize_t i = 1; i < flags_length; i++) {
+            char letter = sorted[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && (unsigned char)sorted[j - 1] > (unsigned char)letter; j--) {
+                sorted[j] = sorted[j - 1];
+            }
+            sorted[j] = letter;
+        }
+        result = append_head(buf, 0x0B, name, size) < 0 || append(buf, pattern_data, pattern_length + 1) < 0 ||
+                         append(buf, sorted, flags_length) < 0 || append_byte(buf, 0) < 0
+                     ? -1
+                     : 0;
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+static int
+write_code(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *scope = attribute(value, s_code_scope);
+    if (scope == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (scope == Py_None) {
+        Py_DECREF(scope);
+        return write_text(buf, 0x0D, name, size, value);
+    }
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+    int result = -1;
+    if (data != NULL && length <= INT32_MAX - 1 && append_head(buf, 0x0F, name, size) == 0) {
+        Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+        if (append(buf, "\0\0\0\0", 4) == 0 && append_int32(buf, (int32_t)(length + 1)) == 0 &&
+            append(buf, data, length + 1) == 0 && write_container(buf, scope, ctx, Py_False, 0, depth + 1) == 0) {
+            Py_ssize_t total = PyByteArray_GET_SIZE(buf) - start;
+            if (total > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "a code with scope cannot exceed 2 GiB");
+            } else {
+                store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)total);
+                result = 0;
+            }
+        }
+    } else if (data != NULL && length > INT32_MAX - 1) {
+        result = 1;
+    }
+    Py_DECREF(scope);
+    return result;
+}
+
+static int
+write_exact_bytes_attribute(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size, PyObject *value,
+                            PyObject *slot, Py_ssize_t length)
+{
+    PyObject *data = attribute(value, slot);
+    if (data == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    int result = 1;
+    if (PyBytes_CheckExact(data) && PyBytes_GET_SIZE(data) == length) {
+        result = append_head(buf, kind, name, size) < 0 || append(buf, PyBytes_AS_STRING(data), length) < 0 ? -1 : 0;
+    }
+    Py_DECREF(data);
+    return result;
+}
+
+static int
+write_timestamp(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *time = attribute(value, s_timestamp_time);
+    PyObject *inc = time == NULL ? NULL : attribute(value, s_timestamp_inc);
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (time != NULL && inc != NULL && PyLong_CheckExact(time) && PyLong_CheckExact(inc)) {
+        unsigned long long t = PyLong_AsUnsignedLongLong(time), i = PyLong_AsUnsignedLongLong(inc);
+        if (PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or huge: the Python writer refuses it */
+        } else if (t <= 0xFFFFFFFFULL && i <= 0xFFFFFFFFULL) {
+            result = append_head(buf, 0x11, name, size) < 0 || append_int32(buf, (int32_t)(uint32_t)i) < 0 ||
+                             append_int32(buf, (int32_t)(uint32_t)t) < 0
+                         ? -1
+                         : 0;
+        }
+    }
+    Py_XDECREF(time);
+    Py_XDECREF(inc);
+    return result;
+}
+
+static int
+write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx)
+{
+    PyObject *representation = attribute(ctx, s_uuid_representation);
+    if (representation == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    long chosen = PyLong_Check(representation) ? PyLong_AsLong(representation) : -1;
+    Py_DECREF(representation);
+    if (chosen == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (chosen != UUID_STANDARD) {
+        return 1;
+    }
+    PyObject *number = attribute(value, s_uuid_int);
+    if (number == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    unsigned char bytes[16];
+    int result = 1;
+    if (PyLong_CheckExact(number) && _PyLong_Sign(number) >= 0 && _PyLong_NumBits(number) <= 128) {
+        result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0);
+        if (result == 0) {
+            result = write_binary_data(buf, name, size, (const char *)bytes, 16, 4);
+        }
+    }
+    Py_DECREF(number);
+    return result;
+}
+
+static int
+write_dbpointer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *namespace = attribute(value, s_pointer_namespace);
+    PyObject *oid = namespace == NULL ? NULL : attribute(value, s_pointer_id);
+    PyObject *oid_bytes = oid != NULL && Py_TYPE(oid) == (PyTypeObject *)objectid_type ? attribute(oid, s_objectid_id)
+                                                                                        : NULL;
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (result == 1 && namespace != NULL && PyUnicode_CheckExact(namespace) && oid_bytes != NULL && PyBytes_CheckExact(oid_bytes) &&
+        PyBytes_GET_SIZE(oid_bytes) == 12) {
+        result = write_text(buf, 0x0C, name, size, namespace);
+        if (result == 0) {
+            result = append(buf, PyBytes_AS_STRING(oid_bytes), 12);
+        }
+    }
+    Py_XDECREF(namespace);
+    Py_XDECREF(oid);
+    Py_XDECREF(oid_bytes);
+    return result;
+}
+
+/* A document (DBRef.as_doc() or a RawBSONDocument's bytes) in an element of type 0x03. */
+static int
+write_dbref(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *doc = PyObject_CallMethodNoArgs(value, s_as_doc);
+    if (doc == NULL) {
+        return -1;
+    }
+    /* The $-prefixed names are the point of a DBRef, so check_keys does not apply to them. */
+    int result = append_head(buf, 0x03, name, size) < 0 ? -1 : write_container(buf, doc, ctx, Py_False, 0, depth + 1);
+    Py_DECREF(doc);
+    return result;
+}
+
+static int
+write_less_common(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *type = (PyObject *)Py_TYPE(value);
+    if (type == (PyObject *)&PyBytes_Type) {
+        return write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), 0);
+    }
+    if (type == binary_type) {
+        PyObject *subtype = attribute(value, s_binary_subtype);
+        if (subtype == NULL) {
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        long number = PyLong_CheckExact(subtype) ? PyLong_AsLong(subtype) : -1;
+        Py_DECREF(subtype);
+        if (number < 0 || number > 255) {
+            PyErr_Clear();
+            return 1;
+        }
+        return write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), number);
+    }
+    if (type == (PyObject *)PyDateTimeAPI->DateTimeType) {
+        return write_datetime(buf, name, size, value);
+    }
+    if (type == code_type) {
+        return write_code(buf, name, size, value, ctx, depth);
+    }
+    if (type == regex_type) {
+        return write_regex(buf, name, size, value);
+    }
+    if (type == timestamp_type) {
+        return write_timestamp(buf, name, size, value);
+    }
+    if (type == decimal128_type) {
+        return write_exact_bytes_attribute(buf, 0x13, name, size, value, s_decimal_bid, 16);
+    }
+    if (min_key != NULL && type == (PyObject *)Py_TYPE(min_key)) {
+        return append_head(buf, 0xFF, name, size);
+    }
+    if (max_key != NULL && type == (PyObject *)Py_TYPE(max_key)) {
+        return append_head(buf, 0x7F, name, size);
+    }
+    if (undefined_value != NULL && type == (PyObject *)Py_TYPE(undefined_value)) {
+        return append_head(buf, 0x06, name, size);
+    }
+    if (type == symbol_type) {
+        return write_text(buf, 0x0E, name, size, value);
+    }
+    if (type == datetime_ms_type) {
+        PyObject *millis = attribute(value, s_datetime_ms_value);
+        if (millis == NULL) {
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        int overflow = 0;
+        long long number = PyLong_CheckExact(millis) ? PyLong_AsLongLongAndOverflow(millis, &overflow) : 0;
+        int fits = PyLong_CheckExact(millis) && !overflow && !(number == -1 && PyErr_Occurred());
+        Py_DECREF(millis);
+        if (!fits) {
+            PyErr_Clear();
+            return 1;
+        }
+        return append_head(buf, 0x09, name, size) < 0 ? -1 : append_int64(buf, (int64_t)number);
+    }
+    if (type == uuid_type) {
+        return write_uuid(buf, name, size, value, ctx);
+    }
+    if (type == dbpointer_type) {
+        return write_dbpointer(buf, name, size, value);
+    }
+    if (type == dbref_type) {
+        return write_dbref(buf, name, size, value, ctx, depth);
+    }
+    if (type == raw_document_type) {
+        PyObject *raw = attribute(value, s_raw);
+        int result = raw == NULL ? (PyErr_Occurred() ? -1 : 1) : 1;
+        if (raw != NULL && PyBytes_CheckExact(raw)) {
+            result = append_head(buf, 0x03, name, size) < 0 || append(buf, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw)) < 0
+                         ? -1
+                         : 0;
+        }
+        Py_XDECREF(raw);
+        return result;
+    }
+    return 1;
+}
+
 static int
 write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
             PyObject *check_keys_obj, int depth)
@@ -1218,6 +1592,10 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     }
     if ((PyObject *)type == encoder_int64) {
         return write_integer(buf, name, size, value, 0);
+    }
+    int written_here = write_less_common(buf, name, size, value, ctx, depth);
+    if (written_here != 1) {
+        return written_here;
     }
     /* Everything else: the Python writer for the exact type, else the general path (type registry,
      * subclasses, the fallback encoder). */
@@ -1519,6 +1897,8 @@ PyInit__speedups(void)
         {&s_decimal_bid, "_bid"},                 {&s_datetime_ms_value, "_value"},
         {&s_objectid_id, "_ObjectId__id"},        {&s_timestamp_time, "_Timestamp__time"},
         {&s_timestamp_inc, "_Timestamp__inc"},    {&s_astimezone, "astimezone"},
+        {&s_utcoffset, "utcoffset"},              {&s_as_doc, "as_doc"},
+        {&s_raw, "raw"},                          {&s_uuid_representation, "uuid_representation"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
