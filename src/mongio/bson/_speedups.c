@@ -142,6 +142,46 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
     return text;
 }
 
+/* Element names repeat from document to document: the ASCII ones up to KEY_CACHE_LONGEST bytes are kept in a
+ * small table, so a repeated name costs a comparison instead of a new str (whose hash the document's dict
+ * would compute again). Entries are replaced, never grown: the table holds at most KEY_CACHE_SIZE names. */
+#define KEY_CACHE_SIZE 1024
+#define KEY_CACHE_LONGEST 40
+static PyObject *key_cache[KEY_CACHE_SIZE];
+
+static PyObject *
+decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
+{
+    if (!c->strict || size > KEY_CACHE_LONGEST) {
+        return decode_text(c, start, size);
+    }
+    uint32_t hash = 2166136261u;
+    unsigned char high = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        high |= start[i];
+        hash = (hash ^ start[i]) * 16777619u;
+    }
+    if (high & 0x80) {
+        return decode_text(c, start, size);
+    }
+    PyObject **slot = &key_cache[hash & (KEY_CACHE_SIZE - 1)];
+    PyObject *cached = *slot;
+    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size &&
+        memcmp(PyUnicode_1BYTE_DATA(cached), start, (size_t)size) == 0) {
+        return Py_NewRef(cached);
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)start, size, NULL);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (PyObject_Hash(text) == -1) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    Py_XSETREF(*slot, Py_NewRef(text));
+    return text;
+}
+
 /* Nesting deeper than this is refused whatever the recursion limit, so a hostile document cannot exhaust the
  * C stack (MongoDB itself stores no document nested beyond 100 levels). */
 #define MAX_NESTING 10000
@@ -781,7 +821,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
         }
         PyObject *key = NULL;
         if (!array) {
-            key = decode_text(c, key_start, key_stop - key_start);
+            key = decode_key(c, key_start, key_stop - key_start);
             if (key == NULL) {
                 goto fail;
             }
@@ -1113,10 +1153,14 @@ append_int64(PyObject *buf, int64_t value)
 static int
 append_head(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size)
 {
-    if (append_byte(buf, kind) < 0) {
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, old + size + 2) < 0) {
         return -1;
     }
-    return append(buf, name, size + 1);
+    char *out = PyByteArray_AS_STRING(buf) + old;
+    out[0] = (char)kind;
+    memcpy(out + 1, name, (size_t)size + 1);
+    return 0;
 }
 
 static int write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array,
