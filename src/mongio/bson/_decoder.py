@@ -752,6 +752,7 @@ if _SPEEDUPS is not None:
             "MaxKey()": _MAX_KEY,
             "Undefined()": _UNDEFINED,
             "millis_to_datetime": millis_to_datetime,
+            "DBRef": DBRef,
         }
     )
 

@@ -27,6 +27,7 @@ static PyObject *int64_type;       /* Int64 */
 static PyObject *to_dbref;         /* _decoder._to_dbref */
 static PyObject *strict_utf8;      /* bytes.decode: the context's UTF-8 function when errors are strict */
 static PyObject *ref_key;          /* "$ref" */
+static PyObject *dbref_type;       /* DBRef: DBRef-shaped dicts become one here (else to_dbref is called) */
 
 typedef struct {
     PyObject *ctx;
@@ -189,6 +190,8 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
 static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array,
                                int depth);
 
+static PyObject *shape_dbref(PyObject *doc);
+
 /* The embedded document or array whose length field is at ``pos``; ``*next`` gets the position after it. */
 static PyObject *
 read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, Py_ssize_t *next,
@@ -228,7 +231,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
         return NULL;
     }
     if (has_ref) {
-        PyObject *ref = PyObject_CallOneArg(to_dbref, value);
+        PyObject *ref = c->is_dict && dbref_type != NULL ? shape_dbref(value) : PyObject_CallOneArg(to_dbref, value);
         Py_DECREF(value);
         return ref;
     }
@@ -305,6 +308,7 @@ static int decoder_types_ready;        /* every one of the above is set */
 static PyObject *s_binary_subtype, *s_uuid_int, *s_uuid_is_safe, *s_regex_pattern, *s_regex_flags;
 static PyObject *s_code_scope, *s_pointer_namespace, *s_pointer_id, *s_decimal_bid, *s_datetime_ms_value;
 static PyObject *s_objectid_id, *s_timestamp_time, *s_timestamp_inc, *s_astimezone;
+static PyObject *s_dbref_collection, *s_dbref_id, *s_dbref_database, *s_dbref_kwargs, *id_key, *db_key;
 
 #define MIN_DATETIME_MS (-62135596800000LL) /* datetime.min */
 #define MAX_DATETIME_MS (253402300799999LL) /* the last millisecond of datetime.max */
@@ -745,6 +749,49 @@ read_decimal128(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssi
     return value;
 }
 
+
+/* _decoder._to_dbref for a dict: a DBRef when the document has the DBRef shape (a str $ref, an $id, a str $db
+ * if any; the other fields kept in order), else the document itself. */
+static PyObject *
+shape_dbref(PyObject *doc)
+{
+    PyObject *ref = PyDict_GetItemWithError(doc, ref_key);
+    PyObject *id = ref == NULL ? NULL : PyDict_GetItemWithError(doc, id_key);
+    PyObject *database = id == NULL ? NULL : PyDict_GetItemWithError(doc, db_key);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (ref == NULL || !PyUnicode_Check(ref) || id == NULL || (database != NULL && !PyUnicode_Check(database))) {
+        return Py_NewRef(doc);
+    }
+    PyObject *extra = PyDict_New();
+    if (extra == NULL) {
+        return NULL;
+    }
+    PyObject *key, *item;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(doc, &position, &key, &item)) {
+        int special = 0;
+        PyObject *names[3] = {ref_key, id_key, db_key};
+        for (int i = 0; i < 3 && !special; i++) {
+            special = PyObject_RichCompareBool(key, names[i], Py_EQ);
+            if (special < 0) {
+                Py_DECREF(extra);
+                return NULL;
+            }
+        }
+        if (!special && PyDict_SetItem(extra, key, item) < 0) {
+            Py_DECREF(extra);
+            return NULL;
+        }
+    }
+    PyObject *names[4] = {s_dbref_collection, s_dbref_id, s_dbref_database, s_dbref_kwargs};
+    PyObject *values[4] = {ref, id, database != NULL ? database : Py_None, extra};
+    PyObject *value = new_with_slots(dbref_type, names, values, 4);
+    Py_DECREF(extra);
+    return value;
+}
+
 /* The value of every type the element loop's switch does not inline. */
 static PyObject *
 read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, const Context *c,
@@ -1031,7 +1078,6 @@ configure(PyObject *module, PyObject *args)
 
 /* configure_types(types): the classes and values the less common types are made of and written from, by
  * name (see _decoder.py and _encoder.py; each module gives the names it has). */
-static PyObject *dbref_type;        /* DBRef */
 static PyObject *raw_document_type; /* RawBSONDocument */
 
 static PyObject *
@@ -1943,6 +1989,9 @@ PyInit__speedups(void)
         {&s_timestamp_inc, "_Timestamp__inc"},    {&s_astimezone, "astimezone"},
         {&s_utcoffset, "utcoffset"},              {&s_as_doc, "as_doc"},
         {&s_raw, "raw"},                          {&s_uuid_representation, "uuid_representation"},
+        {&s_dbref_collection, "_DBRef__collection"}, {&s_dbref_id, "_DBRef__id"},
+        {&s_dbref_database, "_DBRef__database"},  {&s_dbref_kwargs, "_DBRef__kwargs"},
+        {&id_key, "$id"},                         {&db_key, "$db"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
