@@ -533,9 +533,13 @@ def _write_timestamp(buf: bytearray, name: bytes, value: Timestamp, ctx: _Contex
 def _write_decimal128(
     buf: bytearray, name: bytes, value: Decimal128, ctx: _Context, check_keys: bool
 ) -> None:
+    data = value.bid
+    if type(data) is not bytes or len(data) != 16:
+        # Only a Decimal128 whose internals were tampered with: writing it would make malformed BSON.
+        raise _Refused(f"a Decimal128 holds 16 bytes, this one holds {data!r}")
     buf += b"\x13"
     buf += name
-    buf += value.bid
+    buf += data
 
 
 def _write_minkey(buf: bytearray, name: bytes, value: MinKey, ctx: _Context, check_keys: bool) -> None:
