@@ -171,6 +171,7 @@ DECODE_CASES: dict[str, list[bytes]] = {
         _element(0x05, struct.pack("<i", 7) + b"\x02" + struct.pack("<i", 3) + b"abc"),
         _element(0x05, struct.pack("<i", 7) + b"\x02" + struct.pack("<i", 4) + b"abc"),
         _element(0x05, struct.pack("<i", 2) + b"\x02" + b"ab"),
+        _element(0x05, struct.pack("<i", 3) + b"\x02" + b"\xff\xff\xff"),
         _element(0x05, struct.pack("<i", -1) + b"\x00"),
         _element(0x05, struct.pack("<i", 100) + b"\x00abc"),
         _element(0x05, b"\x01\x00"),
@@ -258,6 +259,15 @@ def test_the_option_matrix_changes_what_datetimes_and_uuids_become() -> None:
         decode(_element(0x09, struct.pack("<q", 0)), CodecOptions(tz_aware=True, tzinfo=_EAST))["v"].hour
         == 14
     )
+
+
+def test_an_old_binary_too_short_for_its_inner_length_is_refused_by_both() -> None:
+    # Three bytes cannot hold subtype 2's inner length, even when they read as the "-1" that 3 - 4 makes.
+    data = _element(0x05, struct.pack("<i", 3) + b"\x02" + b"\xff\xff\xff")
+    for compiled in (True, False):
+        _decoder.use_speedups(compiled)
+        with pytest.raises(InvalidBSON):
+            decode(data)
 
 
 def _decodes(data: bytes, options: CodecOptions) -> bool:

@@ -379,8 +379,9 @@ def _r_binary(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]
         raise _malformed(f"bad binary length {size}")
     subtype = data[pos + 4]
     if subtype == OLD_BINARY_SUBTYPE:
+        # The payload starts with its own length: fewer than 4 bytes cannot hold it.
         inner = _UNPACK_INT32(data, start)[0] if size >= 4 else -1
-        if inner != size - 4:
+        if size < 4 or inner != size - 4:
             raise _malformed(f"binary subtype 2 has inner length {inner}, expected {size - 4}")
         start += 4
     payload = data[start:stop]

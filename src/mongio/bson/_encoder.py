@@ -202,9 +202,7 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
                 buf += b"\x00"
                 buf += value
             elif t is Timestamp:
-                buf += b"\x11"
-                buf += name
-                buf += _PACK_TIMESTAMP(value.inc, value.time)
+                _write_timestamp(buf, name, value, ctx, check_keys)
             else:
                 writer = encoders.get(t)
                 if writer is not None:
@@ -525,9 +523,14 @@ def _write_symbol(buf: bytearray, name: bytes, value: Symbol, ctx: _Context, che
 
 
 def _write_timestamp(buf: bytearray, name: bytes, value: Timestamp, ctx: _Context, check_keys: bool) -> None:
+    try:
+        packed = _PACK_TIMESTAMP(value.inc, value.time)
+    except struct.error:
+        # Only a Timestamp whose internals were tampered with: its constructor checks both fields.
+        raise _Refused(f"a Timestamp holds two unsigned 32-bit ints, not {value.time!r} and {value.inc!r}") from None
     buf += b"\x11"
     buf += name
-    buf += _PACK_TIMESTAMP(value.inc, value.time)
+    buf += packed
 
 
 def _write_decimal128(

@@ -552,8 +552,9 @@ read_binary(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize
     }
     unsigned char subtype = buf[pos + 4];
     if (subtype == 2) {
+        /* A subtype 2 payload starts with its own length: fewer than 4 bytes cannot hold it. */
         int32_t inner = size >= 4 ? load_int32(buf + start) : -1;
-        if (inner != size - 4) {
+        if (size < 4 || inner != size - 4) {
             PyErr_Format(invalid_bson, "binary subtype 2 has inner length %d, expected %d", (int)inner,
                          (int)size - 4);
             return NULL;
