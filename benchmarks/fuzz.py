@@ -50,7 +50,27 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "benchmarks" / ".fuzz-build"
 
-_INTERESTING_INT32 = [0, 1, 4, 5, 6, 7, 12, 16, 17, 127, 128, 255, 256, -1, -2, -5, 2**31 - 1, -(2**31), 2**16]
+_INTERESTING_INT32 = [
+    0,
+    1,
+    4,
+    5,
+    6,
+    7,
+    12,
+    16,
+    17,
+    127,
+    128,
+    255,
+    256,
+    -1,
+    -2,
+    -5,
+    2**31 - 1,
+    -(2**31),
+    2**16,
+]
 
 
 class Mutator:
@@ -80,7 +100,7 @@ class Mutator:
             del buf[position : position + rng.randrange(1, 9)]
         elif choice == 4 and len(buf) >= 4:  # a length field set to a boundary value
             index = rng.randrange(len(buf) - 3)
-            value = rng.choice(_INTERESTING_INT32 + [len(buf) - index, len(buf), rng.randrange(-64, 64)])
+            value = rng.choice([*_INTERESTING_INT32, len(buf) - index, len(buf), rng.randrange(-64, 64)])
             buf[index : index + 4] = struct.pack("<i", value)
         elif choice == 5 and seeds:  # splice in part of another seed
             other = rng.choice(seeds)
@@ -134,7 +154,11 @@ def _every_type_documents() -> list[dict[str, Any]]:
         {"nested": {"a": [1, "two", {"three": 3.0}, [4]]}, "empty": {}, "list": []},
         {"bin": Binary(b"\x00\x01", 0x80), "old": Binary(b"abc", 2), "bytes": b"xyz"},
         {"u4": Binary(uuid.UUID(int=7).bytes, 4), "u3": Binary(uuid.UUID(int=9).bytes, 3)},
-        {"when": datetime.datetime(2020, 1, 2, 3, 4, 5, 6000), "far": DatetimeMS(2**62), "min": DatetimeMS(-(2**62))},
+        {
+            "when": datetime.datetime(2020, 1, 2, 3, 4, 5, 6000),
+            "far": DatetimeMS(2**62),
+            "min": DatetimeMS(-(2**62)),
+        },
         {"re": Regex("^a.*b$", "imx"), "code": Code("f()"), "scope": Code("g()", {"x": 1, "y": {"z": [1]}})},
         {"sym": Symbol("s"), "ptr": DBPointer("db.c", oid), "undef": Undefined()},
         {"dec": Decimal128("-1.5E-300"), "nan": Decimal128("NaN"), "ts": Timestamp(1, 2)},
@@ -176,7 +200,9 @@ class BsonDecode(Target):
         self.seeds = [encode(document) for document in _every_type_documents()]
         self.options = [
             CodecOptions(),
-            CodecOptions(document_class=SON, tz_aware=True, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
+            CodecOptions(
+                document_class=SON, tz_aware=True, tzinfo=datetime.timezone(datetime.timedelta(hours=5))
+            ),
             CodecOptions(document_class=RawBSONDocument),
             CodecOptions(datetime_conversion=DatetimeConversion.DATETIME_AUTO, tz_aware=True),
             CodecOptions(datetime_conversion=DatetimeConversion.DATETIME_CLAMP),
@@ -288,7 +314,10 @@ class BsonEncode(Target):
         if pick == 1:
             return rng.choice((0.0, -0.0, 1e308, float("inf"), float("nan"), rng.random()))
         if pick == 2:
-            return "".join(chr(rng.choice((0x41, 0xE9, 0x2603, 0x1D11E, 0xD800, 0, 0x7F))) for _ in range(rng.randrange(8)))
+            return "".join(
+                chr(rng.choice((0x41, 0xE9, 0x2603, 0x1D11E, 0xD800, 0, 0x7F)))
+                for _ in range(rng.randrange(8))
+            )
         if pick == 3:
             return bytes(rng.randrange(256) for _ in range(rng.randrange(20)))
         if pick == 4:
@@ -370,7 +399,14 @@ class BsonEntry(Target):
             data = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
             pos = rng.choice((-1, 0, 4, rng.randrange(-8, len(data) + 8)))
             end = rng.choice((len(data) - 1, len(data), pos, rng.randrange(-8, len(data) + 8)))
-            yield rng.randrange(4), data, pos, end, rng.choice(self.contexts), rng.choice(self.encode_contexts)
+            yield (
+                rng.randrange(4),
+                data,
+                pos,
+                end,
+                rng.choice(self.contexts),
+                rng.choice(self.encode_contexts),
+            )
 
     def run(self, item: Any) -> None:
         how, data, pos, end, ctx, encode_ctx = item
@@ -491,7 +527,11 @@ class ExtendedJson(Target):
 
         self.expected = (ValueError, InvalidBSON, InvalidDocument)
         self.json_util = json_util
-        self.options = [json_util.CANONICAL_JSON_OPTIONS, json_util.RELAXED_JSON_OPTIONS, json_util.LEGACY_JSON_OPTIONS]
+        self.options = [
+            json_util.CANONICAL_JSON_OPTIONS,
+            json_util.RELAXED_JSON_OPTIONS,
+            json_util.LEGACY_JSON_OPTIONS,
+        ]
         self.seeds = [
             json_util.dumps(document, json_options=options).encode()
             for document in _every_type_documents()
@@ -600,7 +640,16 @@ def run_sanitized(args: argparse.Namespace) -> int:
         "UBSAN_OPTIONS": f"print_stacktrace=1:halt_on_error=1:log_path={logs}/ubsan",
         "LSAN_OPTIONS": "max_leaks=0",
     }
-    command = [sys.executable, "-m", "benchmarks.fuzz", "--child", "--inputs", str(args.inputs), "--seed", str(args.seed)]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.fuzz",
+        "--child",
+        "--inputs",
+        str(args.inputs),
+        "--seed",
+        str(args.seed),
+    ]
     if args.seconds is not None:
         command += ["--seconds", str(args.seconds)]
     for name in args.target or []:
@@ -622,7 +671,9 @@ def _sanitizer_reports(logs: Path) -> dict[str, list[str]]:
     leaks: list[str] = []
     for path in sorted(logs.iterdir()):
         text = path.read_text(errors="replace")
-        for block in re.split(r"\n(?=Direct leak|Indirect leak|=+\d+=+ERROR|\S+:\d+:\d+: runtime error)", text):
+        for block in re.split(
+            r"\n(?=Direct leak|Indirect leak|=+\d+=+ERROR|\S+:\d+:\d+: runtime error)", text
+        ):
             if block.startswith(("Direct leak", "Indirect leak")):
                 if "_speedups" in block:
                     leaks.append(block)
@@ -632,10 +683,14 @@ def _sanitizer_reports(logs: Path) -> dict[str, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--inputs", type=int, default=100_000, help="inputs per target (default 100000)")
     parser.add_argument("--seconds", type=float, default=None, help="stop each target after this long")
-    parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="only this target (repeatable)")
+    parser.add_argument(
+        "--target", action="append", choices=sorted(TARGETS), help="only this target (repeatable)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sanitize", action="store_true", help="run under AddressSanitizer and UBSan")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -645,7 +700,9 @@ def main() -> int:
     if args.child:
         import mongio.bson._decoder as decoder
 
-        if decoder._SPEEDUPS is None or BUILD.name not in str(Path(decoder._SPEEDUPS.__file__).parent.parent.parent):
+        if decoder._SPEEDUPS is None or BUILD.name not in str(
+            Path(decoder._SPEEDUPS.__file__).parent.parent.parent
+        ):
             print(f"the sanitized extension was not loaded: {decoder._SPEEDUPS}", file=sys.stderr)
             return 2
     failed = False
