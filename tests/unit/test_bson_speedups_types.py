@@ -33,6 +33,7 @@ from mongio.bson import (
     Regex,
     Timestamp,
     TypeDecoder,
+    TypeEncoder,
     TypeRegistry,
     UuidRepresentation,
     _decoder,
@@ -440,3 +441,59 @@ def test_each_type_decodes_alike_to_pymongo_classes(kind: str, data: bytes) -> N
     for options in _typed_options():
         compiled = _outcome(data, options, compiled=True)
         assert compiled == _outcome(data, options, compiled=False), (kind, options)
+
+
+class _Custom:
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+class _Marked:
+    _type_marker = 7
+    binary = b"\x05" * 12
+
+
+class _CustomEncoder(TypeEncoder):
+    python_type = _Custom
+
+    def transform_python(self, value: Any) -> Any:
+        if isinstance(value.result, Exception):
+            raise value.result
+        return value.result
+
+
+class _IntSubclass(int):
+    pass
+
+
+REGISTRY_RESULTS = [
+    {"t": 1},
+    [1, "two"],
+    (3, 4),
+    "text",
+    2**40,
+    _IntSubclass(5),
+    Regex("r", "i"),
+    Binary(b"b", 0x81),
+    datetime.datetime(2000, 1, 1),
+    _Marked(),
+    _Custom(1),
+    object(),
+    {"nested": _Custom({"deeper": 1})},
+    2**70,
+    ValueError("transform failed"),
+]
+
+
+@pytest.mark.parametrize(
+    "result", REGISTRY_RESULTS, ids=[type(result).__name__ for result in REGISTRY_RESULTS]
+)
+def test_custom_encoders_results_are_written_alike(result: Any) -> None:
+    fallback = TypeRegistry(
+        [_CustomEncoder()], fallback_encoder=lambda value: ("fallback", repr(type(value)))
+    )
+    for registry in (TypeRegistry([_CustomEncoder()]), fallback):
+        options = CodecOptions(type_registry=registry)
+        for document in ({"v": _Custom(result)}, {"a": [_Custom(result)], "d": {"in": _Custom(result)}}):
+            _encode_agrees(document, codec_options=options)
+            _encode_agrees(document, codec_options=options, check_keys=True)

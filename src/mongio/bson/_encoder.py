@@ -945,6 +945,7 @@ if _SPEEDUPS is not None:
             "Undefined()": Undefined(),
             "DBRef": DBRef,
             "RawBSONDocument": RawBSONDocument,
+            "write_value_no_custom": _write_value_no_custom,
         }
     )
 

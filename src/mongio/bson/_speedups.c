@@ -28,6 +28,7 @@ static PyObject *to_dbref;         /* _decoder._to_dbref */
 static PyObject *strict_utf8;      /* bytes.decode: the context's UTF-8 function when errors are strict */
 static PyObject *ref_key;          /* "$ref" */
 static PyObject *dbref_type;       /* DBRef: DBRef-shaped dicts become one here (else to_dbref is called) */
+static PyObject *write_value_no_custom; /* _encoder._write_value_no_custom: a custom encoder's result */
 
 typedef struct {
     PyObject *ctx;
@@ -1101,7 +1102,7 @@ configure_types(PyObject *module, PyObject *types)
         {"Timestamp", &timestamp_type}, {"MinKey()", &min_key},
         {"MaxKey()", &max_key},         {"Undefined()", &undefined_value},
         {"millis_to_datetime", &millis_to_datetime}, {"DBRef", &dbref_type},
-        {"RawBSONDocument", &raw_document_type},
+        {"RawBSONDocument", &raw_document_type}, {"write_value_no_custom", &write_value_no_custom},
     };
     PyObject *key, *value;
     Py_ssize_t position = 0;
@@ -1276,7 +1277,7 @@ write_known(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
  * what its class promises, which that writer refuses with its reason (or writes, the rare cases kept there:
  * re.Pattern, UUIDs in the legacy representations). ---- */
 
-static PyObject *s_utcoffset, *s_as_doc, *s_raw, *s_uuid_representation;
+static PyObject *s_utcoffset, *s_as_doc, *s_raw, *s_uuid_representation, *s_type_marker, *s_encoder_map;
 
 static int
 write_binary_data(PyObject *buf, const char *name, Py_ssize_t size, const char *data, Py_ssize_t length,
@@ -1628,9 +1629,14 @@ write_less_common(PyObject *buf, const char *name, Py_ssize_t size, PyObject *va
     return 1;
 }
 
+static int write_registered(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                            PyObject *check_keys_obj, int depth);
+
+/* One element. ``custom`` is 0 for what a custom encoder or the fallback returned: that is written as a
+ * built-in type or refused, never handed to a custom encoder again (so a transform cannot loop). */
 static int
-write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
-            PyObject *check_keys_obj, int depth)
+write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                 PyObject *check_keys_obj, int depth, int custom)
 {
     PyTypeObject *type = Py_TYPE(value);
     if (type == &PyUnicode_Type) {
@@ -1705,15 +1711,74 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
             Py_DECREF(name_bytes);
             return written;
         }
+    } else if (custom) {
+        int written = write_registered(buf, name, size, value, ctx, check_keys_obj, depth);
+        if (written != 1) {
+            Py_DECREF(name_bytes);
+            return written;
+        }
     }
     PyObject *args[5] = {buf, name_bytes, value, ctx, check_keys_obj};
-    PyObject *result = PyObject_Vectorcall(writer != NULL ? writer : write_other, args, 5, NULL);
+    PyObject *general = writer != NULL ? writer : custom ? write_other : write_value_no_custom;
+    PyObject *result = PyObject_Vectorcall(general, args, 5, NULL);
     Py_DECREF(name_bytes);
     if (result == NULL) {
         return -1;
     }
     Py_DECREF(result);
     return 0;
+}
+
+static int
+write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+            PyObject *check_keys_obj, int depth)
+{
+    return write_value_with(buf, name, size, value, ctx, check_keys_obj, depth, 1);
+}
+
+/* The type registry's custom encoder for a value of a type the encoder does not know, as
+ * _encoder._write_other applies it: only to a value with no int ``_type_marker`` (a marked value is written
+ * by its marker), and its result written without custom encoders. 1 when no custom encoder applies: the
+ * Python function then tries subclasses of the built-in types and the fallback encoder. */
+static int
+write_registered(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                 PyObject *check_keys_obj, int depth)
+{
+    if (write_value_no_custom == NULL) {
+        return 1;
+    }
+    PyObject *marker = PyObject_GetAttr(value, s_type_marker);
+    if (marker == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+    } else {
+        int marked = PyLong_CheckExact(marker);
+        Py_DECREF(marker);
+        if (marked) {
+            return 1;
+        }
+    }
+    PyObject *encoders = attribute(ctx, s_encoder_map);
+    if (encoders == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *transform = PyDict_CheckExact(encoders) ? PyDict_GetItemWithError(encoders, (PyObject *)Py_TYPE(value))
+                                                      : NULL;
+    Py_XINCREF(transform); /* held while it runs: it could change the map it came from */
+    Py_DECREF(encoders);
+    if (transform == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *result = PyObject_CallOneArg(transform, value);
+    Py_DECREF(transform);
+    if (result == NULL) {
+        return -1;
+    }
+    int written = write_value_with(buf, name, size, result, ctx, check_keys_obj, depth, 0);
+    Py_DECREF(result);
+    return written;
 }
 
 /* After an element failed: a refusal gets this element's label on its key path; a UnicodeEncodeError (a
@@ -1993,6 +2058,7 @@ PyInit__speedups(void)
         {&s_dbref_collection, "_DBRef__collection"}, {&s_dbref_id, "_DBRef__id"},
         {&s_dbref_database, "_DBRef__database"},  {&s_dbref_kwargs, "_DBRef__kwargs"},
         {&id_key, "$id"},                         {&db_key, "$db"},
+        {&s_type_marker, "_type_marker"},         {&s_encoder_map, "encoder_map"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
