@@ -946,6 +946,7 @@ if _SPEEDUPS is not None:
             "DBRef": DBRef,
             "RawBSONDocument": RawBSONDocument,
             "write_value_no_custom": _write_value_no_custom,
+            "re.Pattern": re.Pattern,
         }
     )
 

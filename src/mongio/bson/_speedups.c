@@ -1081,6 +1081,7 @@ configure(PyObject *module, PyObject *args)
 /* configure_types(types): the classes and values the less common types are made of and written from, by
  * name (see _decoder.py and _encoder.py; each module gives the names it has). */
 static PyObject *raw_document_type; /* RawBSONDocument */
+static PyObject *pattern_type;      /* re.Pattern */
 
 static PyObject *
 configure_types(PyObject *module, PyObject *types)
@@ -1103,6 +1104,7 @@ configure_types(PyObject *module, PyObject *types)
         {"MaxKey()", &max_key},         {"Undefined()", &undefined_value},
         {"millis_to_datetime", &millis_to_datetime}, {"DBRef", &dbref_type},
         {"RawBSONDocument", &raw_document_type}, {"write_value_no_custom", &write_value_no_custom},
+        {"re.Pattern", &pattern_type},
     };
     PyObject *key, *value;
     Py_ssize_t position = 0;
@@ -1367,40 +1369,77 @@ write_datetime(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value
     return append_int64(buf, (int64_t)floor_div(micros, 1000));
 }
 
+/* A regular expression from a str pattern and ASCII option letters (sorted here, as BSON requires); 1 for a
+ * NUL in either, which the Python writer refuses with its reason. */
+static int
+write_regex_parts(PyObject *buf, const char *name, Py_ssize_t size, PyObject *pattern, const char *flags,
+                  Py_ssize_t flags_length)
+{
+    char sorted[64];
+    Py_ssize_t pattern_length;
+    const char *pattern_data = PyUnicode_AsUTF8AndSize(pattern, &pattern_length);
+    if (pattern_data == NULL) {
+        return -1;
+    }
+    if (flags_length > (Py_ssize_t)sizeof sorted || memchr(pattern_data, 0, (size_t)pattern_length) != NULL ||
+        memchr(flags, 0, (size_t)flags_length) != NULL) {
+        return 1;
+    }
+    memcpy(sorted, flags, (size_t)flags_length);
+    for (Py_ssize_t i = 1; i < flags_length; i++) {
+        char letter = sorted[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && (unsigned char)sorted[j - 1] > (unsigned char)letter; j--) {
+            sorted[j] = sorted[j - 1];
+        }
+        sorted[j] = letter;
+    }
+    return append_head(buf, 0x0B, name, size) < 0 || append(buf, pattern_data, pattern_length + 1) < 0 ||
+                   append(buf, sorted, flags_length) < 0 || append_byte(buf, 0) < 0
+               ? -1
+               : 0;
+}
+
 static int
 write_regex(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
 {
     PyObject *pattern = attribute(value, s_regex_pattern);
     PyObject *flags = pattern == NULL ? NULL : attribute(value, s_regex_flags);
     int result = 1;
-    char sorted[64];
-    Py_ssize_t pattern_length, flags_length;
-    const char *pattern_data, *flags_data;
     if (PyErr_Occurred()) {
         result = -1;
-    } else if (pattern == NULL || flags == NULL || !PyUnicode_CheckExact(pattern) || !PyUnicode_CheckExact(flags) ||
-               !PyUnicode_IS_ASCII(flags) || PyUnicode_GET_LENGTH(flags) > (Py_ssize_t)sizeof sorted) {
-        result = 1;
-    } else if ((pattern_data = PyUnicode_AsUTF8AndSize(pattern, &pattern_length)) == NULL ||
-               (flags_data = PyUnicode_AsUTF8AndSize(flags, &flags_length)) == NULL) {
-        result = -1;
-    } else if (memchr(pattern_data, 0, (size_t)pattern_length) != NULL || memchr(flags_data, 0, (size_t)flags_length)) {
-        result = 1; /* refused by the Python writer */
-    } else {
-        /* BSON requires the option letters in alphabetical order. */
-        memcpy(sorted, flags_data, (size_t)flags_length);
-        for (Py_ssize_t i = 1; i < flags_length; i++) {
-            char letter = sorted[i];
-            Py_ssize_t j = i;
-            for (; j > 0 && (unsigned char)sorted[j - 1] > (unsigned char)letter; j--) {
-                sorted[j] = sorted[j - 1];
+    } else if (pattern != NULL && flags != NULL && PyUnicode_CheckExact(pattern) && PyUnicode_CheckExact(flags) &&
+               PyUnicode_IS_ASCII(flags)) {
+        result = write_regex_parts(buf, name, size, pattern, (const char *)PyUnicode_1BYTE_DATA(flags),
+                                   PyUnicode_GET_LENGTH(flags));
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+/* A compiled ``re`` pattern with a str pattern: its flags as option letters, re.UNICODE left out (every str
+ * pattern has it). Bytes patterns are left to the Python writer. */
+static int
+write_pattern(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    static const struct {
+        long flag;
+        char letter;
+    } letters[] = {{2, 'i'}, {4, 'l'}, {8, 'm'}, {16, 's'}, {64, 'x'}}; /* re.I, L, M, S, X */
+    PyObject *pattern = PyObject_GetAttr(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : PyObject_GetAttr(value, s_regex_flags);
+    int result = flags == NULL ? -1 : 1;
+    if (flags != NULL && PyUnicode_CheckExact(pattern) && PyLong_CheckExact(flags)) {
+        long bits = PyLong_AsLong(flags);
+        char text[8];
+        Py_ssize_t count = 0;
+        for (size_t i = 0; i < sizeof letters / sizeof letters[0]; i++) {
+            if (bits & letters[i].flag) {
+                text[count++] = letters[i].letter;
             }
-            sorted[j] = letter;
         }
-        result = append_head(buf, 0x0B, name, size) < 0 || append(buf, pattern_data, pattern_length + 1) < 0 ||
-                         append(buf, sorted, flags_length) < 0 || append_byte(buf, 0) < 0
-                     ? -1
-                     : 0;
+        result = bits == -1 && PyErr_Occurred() ? -1 : write_regex_parts(buf, name, size, pattern, text, count);
     }
     Py_XDECREF(pattern);
     Py_XDECREF(flags);
@@ -1490,8 +1529,9 @@ write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, Py
     if (chosen == -1 && PyErr_Occurred()) {
         return -1;
     }
-    if (chosen != UUID_STANDARD) {
-        return 1;
+    if (chosen != UUID_STANDARD && chosen != UUID_PYTHON_LEGACY && chosen != UUID_JAVA_LEGACY &&
+        chosen != UUID_CSHARP_LEGACY) {
+        return 1; /* UNSPECIFIED: the Python writer refuses it with its advice */
     }
     PyObject *number = attribute(value, s_uuid_int);
     if (number == NULL) {
@@ -1502,7 +1542,21 @@ write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, Py
     if (PyLong_CheckExact(number) && _PyLong_Sign(number) >= 0 && _PyLong_NumBits(number) <= 128) {
         result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0);
         if (result == 0) {
-            result = write_binary_data(buf, name, size, (const char *)bytes, 16, 4);
+            /* The legacy representations are subtype 3 in the byte order each older driver used. */
+            unsigned char ordered[16];
+            memcpy(ordered, bytes, 16);
+            if (chosen == UUID_JAVA_LEGACY) {
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = bytes[7 - i];
+                    ordered[8 + i] = bytes[15 - i];
+                }
+            } else if (chosen == UUID_CSHARP_LEGACY) {
+                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = bytes[order[i]];
+                }
+            }
+            result = write_binary_data(buf, name, size, (const char *)ordered, 16, chosen == UUID_STANDARD ? 4 : 3);
         }
     }
     Py_DECREF(number);
@@ -1572,6 +1626,9 @@ write_less_common(PyObject *buf, const char *name, Py_ssize_t size, PyObject *va
     }
     if (type == regex_type) {
         return write_regex(buf, name, size, value);
+    }
+    if (type == pattern_type) {
+        return write_pattern(buf, name, size, value);
     }
     if (type == timestamp_type) {
         return write_timestamp(buf, name, size, value);
