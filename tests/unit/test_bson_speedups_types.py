@@ -101,7 +101,8 @@ def _outcome(data: bytes, options: CodecOptions, compiled: bool) -> Any:
 def _reveal(value: Any) -> Any:
     """What a decoded value holds beyond its repr: a Code's scope, a DBRef's fields, a datetime's zone."""
     if isinstance(value, RawBSONDocument):
-        return value
+        # Its bytes, its options and what reading it gives (each field decoded on access).
+        return ("raw", value.raw, repr(value.codec_options), [(k, _reveal(v)) for k, v in value.items()])
     if isinstance(value, dict):
         return type(value)((key, _reveal(item)) for key, item in value.items())
     if isinstance(value, list):

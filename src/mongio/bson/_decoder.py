@@ -36,6 +36,7 @@ from mongio.bson.errors import InvalidBSON
 from mongio.bson.int64 import Int64
 from mongio.bson.minmax import MaxKey, MinKey
 from mongio.bson.objectid import ObjectId
+from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.timestamp import Timestamp
 
@@ -754,6 +755,7 @@ if _SPEEDUPS is not None:
             "Undefined()": _UNDEFINED,
             "millis_to_datetime": millis_to_datetime,
             "DBRef": DBRef,
+            "RawBSONDocument": RawBSONDocument,
         }
     )
 

@@ -28,6 +28,8 @@ static PyObject *to_dbref;         /* _decoder._to_dbref */
 static PyObject *strict_utf8;      /* bytes.decode: the context's UTF-8 function when errors are strict */
 static PyObject *ref_key;          /* "$ref" */
 static PyObject *dbref_type;       /* DBRef: DBRef-shaped dicts become one here (else to_dbref is called) */
+static PyObject *raw_document_type; /* RawBSONDocument */
+static PyObject *s_raw_bytes, *s_raw_options, *s_raw_index, *s_raw_values;
 static PyObject *write_value_no_custom; /* _encoder._write_value_no_custom: a custom encoder's result */
 
 typedef struct {
@@ -192,6 +194,7 @@ static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, c
                                int depth);
 
 static PyObject *shape_dbref(PyObject *doc);
+static PyObject *make_raw(const Context *c, const unsigned char *start, Py_ssize_t size);
 
 /* The embedded document or array whose length field is at ``pos``; ``*next`` gets the position after it. */
 static PyObject *
@@ -214,13 +217,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
         return read_elements(data, pos + 4, value_end, c, 1, depth + 1);
     }
     if (c->is_raw) {
-        PyObject *slice = PyBytes_FromStringAndSize((const char *)buf + pos, value_end + 1 - pos);
-        if (slice == NULL) {
-            return NULL;
-        }
-        PyObject *raw = PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
-        Py_DECREF(slice);
-        return raw;
+        return make_raw(c, buf + pos, value_end + 1 - pos);
     }
     PyObject *value = read_elements(data, pos + 4, value_end, c, 0, depth + 1);
     if (value == NULL) {
@@ -719,9 +716,7 @@ read_code_with_scope(PyObject *data, const Context *c, Py_ssize_t pos, Py_ssize_
     }
     PyObject *scope;
     if (c->is_raw) {
-        PyObject *slice = PyBytes_FromStringAndSize((const char *)buf + scope_start, stop - scope_start);
-        scope = slice == NULL ? NULL : PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
-        Py_XDECREF(slice);
+        scope = make_raw(c, buf + scope_start, stop - scope_start);
     } else {
         scope = read_elements(data, scope_start + 4, scope_end, c, 0, depth + 1);
     }
@@ -792,6 +787,30 @@ shape_dbref(PyObject *doc)
     PyObject *value = new_with_slots(dbref_type, names, values, 4);
     Py_DECREF(extra);
     return value;
+}
+
+
+/* A raw embedded document (its bytes already checked to be one whole document): mongio's RawBSONDocument is
+ * made as its constructor makes it, any other raw class by calling it with the bytes and the options. */
+static PyObject *
+make_raw(const Context *c, const unsigned char *start, Py_ssize_t size)
+{
+    PyObject *slice = PyBytes_FromStringAndSize((const char *)start, size);
+    if (slice == NULL) {
+        return NULL;
+    }
+    PyObject *raw;
+    if (c->document_class == raw_document_type && raw_document_type != NULL) {
+        PyObject *values = PyDict_New();
+        PyObject *slots[4] = {slice, c->options, Py_None, values};
+        PyObject *names[4] = {s_raw_bytes, s_raw_options, s_raw_index, s_raw_values};
+        raw = values == NULL ? NULL : new_with_slots(raw_document_type, names, slots, 4);
+        Py_XDECREF(values);
+    } else {
+        raw = PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
+    }
+    Py_DECREF(slice);
+    return raw;
 }
 
 /* The value of every type the element loop's switch does not inline. */
@@ -1080,7 +1099,6 @@ configure(PyObject *module, PyObject *args)
 
 /* configure_types(types): the classes and values the less common types are made of and written from, by
  * name (see _decoder.py and _encoder.py; each module gives the names it has). */
-static PyObject *raw_document_type; /* RawBSONDocument */
 static PyObject *pattern_type;      /* re.Pattern */
 
 static PyObject *
@@ -2116,6 +2134,8 @@ PyInit__speedups(void)
         {&s_dbref_database, "_DBRef__database"},  {&s_dbref_kwargs, "_DBRef__kwargs"},
         {&id_key, "$id"},                         {&db_key, "$db"},
         {&s_type_marker, "_type_marker"},         {&s_encoder_map, "encoder_map"},
+        {&s_raw_bytes, "_RawBSONDocument__raw"},  {&s_raw_options, "_RawBSONDocument__codec_options"},
+        {&s_raw_index, "_RawBSONDocument__index"}, {&s_raw_values, "_RawBSONDocument__values"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
