@@ -1724,10 +1724,17 @@ write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *val
             PyErr_SetString(PyExc_OverflowError, "string too long for BSON");
             return -1;
         }
-        if (append_head(buf, 0x02, name, size) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0) {
+        /* One resize for the whole element: type, name, length, then the UTF-8 buffer and its NUL. */
+        Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+        if (PyByteArray_Resize(buf, old + size + 2 + 4 + length + 1) < 0) {
             return -1;
         }
-        return append(buf, data, length + 1); /* the UTF-8 buffer ends with a NUL */
+        unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
+        out[0] = 0x02;
+        memcpy(out + 1, name, (size_t)size + 1);
+        store_int32(out + size + 2, (int32_t)(length + 1));
+        memcpy(out + size + 6, data, (size_t)length + 1);
+        return 0;
     }
     if (type == &PyLong_Type) {
         return write_integer(buf, name, size, value, 1);
