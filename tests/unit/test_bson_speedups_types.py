@@ -503,3 +503,65 @@ def test_custom_encoders_results_are_written_alike(result: Any) -> None:
         for document in ({"v": _Custom(result)}, {"a": [_Custom(result)], "d": {"in": _Custom(result)}}):
             _encode_agrees(document, codec_options=options)
             _encode_agrees(document, codec_options=options, check_keys=True)
+
+
+class _FakeMarked:
+    """A value of another library marked as a BSON type (by a subclass made in ``_fake``)."""
+
+    def __repr__(self) -> str:
+        return f"_FakeMarked({self.__dict__})"
+
+
+def _fake(marker: int, **attributes: Any) -> Any:
+    # A class per value: the encoder remembers the writer of a marked type by its type.
+    cls = type(f"_Marked{marker}", (_FakeMarked,), {"_type_marker": marker})
+    value = object.__new__(cls)
+    for name, item in attributes.items():
+        setattr(value, name, item)
+    return value
+
+
+def _pymongo_values() -> list[Any]:
+    bson = pytest.importorskip("bson")
+    from bson.raw_bson import RawBSONDocument as PyMongoRaw
+
+    oid = bson.ObjectId(b"\x04" * 12)
+    return [
+        oid,
+        bson.Int64(-5),
+        bson.Binary(b"\x00\x01", 0x80),
+        bson.Binary(b"old", 2),
+        bson.Binary(_UUID_BYTES, 4),
+        bson.Code("f()"),
+        bson.Code("g()", {"x": [1]}),
+        bson.Regex("a.b", "mi"),
+        bson.Regex("a.b", re.I | re.U | re.X),
+        bson.Timestamp(5, 6),
+        bson.Decimal128("1.25"),
+        bson.DatetimeMS(2**62),
+        bson.DatetimeMS(-1),
+        bson.MinKey(),
+        bson.MaxKey(),
+        bson.DBRef("c", oid, "db", extra=1),
+        PyMongoRaw(bson.encode({"r": [1, {"s": "t"}]})),
+        _fake(5, subtype=True),
+        _fake(5, subtype=300),
+        _fake(9),
+        _fake(11, pattern=b"\xff", flags="i"),
+        _fake(11, pattern="p", flags=True),
+        _fake(11, pattern="p", flags=1.5),
+        _fake(13, scope=None),
+        _fake(17, time=-1, inc=0),
+        _fake(17, time=1),
+        _fake(19, bid=b"short"),
+        _fake(101, raw=b"\x05\x00\x00\x00\x01"),
+        _fake(101, raw=b"\x05\x00\x00\x00\x00"),
+        _fake(42),
+    ]
+
+
+def test_other_libraries_values_encode_alike() -> None:
+    for value in _pymongo_values():
+        for options in ENCODING_OPTIONS:
+            for document in ({"v": value}, {"a": [value, {"in": value}]}):
+                _encode_agrees(document, **options)

@@ -947,6 +947,16 @@ if _SPEEDUPS is not None:
             "RawBSONDocument": RawBSONDocument,
             "write_value_no_custom": _write_value_no_custom,
             "re.Pattern": re.Pattern,
+            "write_marked_binary": _write_marked_binary,
+            "write_marked_datetime": _write_marked_datetime,
+            "write_marked_regex": _write_marked_regex,
+            "write_marked_code": _write_marked_code,
+            "write_marked_timestamp": _write_marked_timestamp,
+            "write_marked_decimal128": _write_marked_decimal128,
+            "write_marked_raw": _write_marked_raw,
+            "write_minkey": _write_minkey,
+            "write_maxkey": _write_maxkey,
+            "write_undefined": _write_undefined,
         }
     )
 

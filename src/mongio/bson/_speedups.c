@@ -30,6 +30,9 @@ static PyObject *ref_key;          /* "$ref" */
 static PyObject *dbref_type;       /* DBRef: DBRef-shaped dicts become one here (else to_dbref is called) */
 static PyObject *raw_document_type; /* RawBSONDocument */
 static PyObject *s_raw_bytes, *s_raw_options, *s_raw_index, *s_raw_values;
+/* The Python writers _encoder._marked_writer chooses for other libraries' values, by the BSON type they are. */
+enum { M_BINARY, M_DATETIME, M_REGEX, M_CODE, M_TIMESTAMP, M_DECIMAL, M_RAW, M_MIN, M_MAX, M_UNDEFINED, M_COUNT };
+static PyObject *marked_writers[M_COUNT];
 static PyObject *write_value_no_custom; /* _encoder._write_value_no_custom: a custom encoder's result */
 
 typedef struct {
@@ -1123,6 +1126,12 @@ configure_types(PyObject *module, PyObject *types)
         {"millis_to_datetime", &millis_to_datetime}, {"DBRef", &dbref_type},
         {"RawBSONDocument", &raw_document_type}, {"write_value_no_custom", &write_value_no_custom},
         {"re.Pattern", &pattern_type},
+        {"write_marked_binary", &marked_writers[M_BINARY]}, {"write_marked_datetime", &marked_writers[M_DATETIME]},
+        {"write_marked_regex", &marked_writers[M_REGEX]}, {"write_marked_code", &marked_writers[M_CODE]},
+        {"write_marked_timestamp", &marked_writers[M_TIMESTAMP]},
+        {"write_marked_decimal128", &marked_writers[M_DECIMAL]}, {"write_marked_raw", &marked_writers[M_RAW]},
+        {"write_minkey", &marked_writers[M_MIN]}, {"write_maxkey", &marked_writers[M_MAX]},
+        {"write_undefined", &marked_writers[M_UNDEFINED]},
     };
     PyObject *key, *value;
     Py_ssize_t position = 0;
@@ -1464,6 +1473,39 @@ write_pattern(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
     return result;
 }
 
+/* JavaScript code (a str) with ``scope`` (None, or a mapping written without check_keys). */
+static int
+write_code_parts(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *scope, PyObject *ctx,
+                 int depth)
+{
+    if (scope == Py_None) {
+        return write_text(buf, 0x0D, name, size, value);
+    }
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+    if (data == NULL) {
+        return -1;
+    }
+    if (length > INT32_MAX - 1) {
+        return 1;
+    }
+    if (append_head(buf, 0x0F, name, size) < 0) {
+        return -1;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (append(buf, "\0\0\0\0", 4) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0 ||
+        append(buf, data, length + 1) < 0 || write_container(buf, scope, ctx, Py_False, 0, depth + 1) < 0) {
+        return -1;
+    }
+    Py_ssize_t total = PyByteArray_GET_SIZE(buf) - start;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a code with scope cannot exceed 2 GiB");
+        return -1;
+    }
+    store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)total);
+    return 0;
+}
+
 static int
 write_code(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
 {
@@ -1471,28 +1513,7 @@ write_code(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, Py
     if (scope == NULL) {
         return PyErr_Occurred() ? -1 : 1;
     }
-    if (scope == Py_None) {
-        Py_DECREF(scope);
-        return write_text(buf, 0x0D, name, size, value);
-    }
-    Py_ssize_t length;
-    const char *data = PyUnicode_AsUTF8AndSize(value, &length);
-    int result = -1;
-    if (data != NULL && length <= INT32_MAX - 1 && append_head(buf, 0x0F, name, size) == 0) {
-        Py_ssize_t start = PyByteArray_GET_SIZE(buf);
-        if (append(buf, "\0\0\0\0", 4) == 0 && append_int32(buf, (int32_t)(length + 1)) == 0 &&
-            append(buf, data, length + 1) == 0 && write_container(buf, scope, ctx, Py_False, 0, depth + 1) == 0) {
-            Py_ssize_t total = PyByteArray_GET_SIZE(buf) - start;
-            if (total > INT32_MAX) {
-                PyErr_SetString(PyExc_OverflowError, "a code with scope cannot exceed 2 GiB");
-            } else {
-                store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)total);
-                result = 0;
-            }
-        }
-    } else if (data != NULL && length > INT32_MAX - 1) {
-        result = 1;
-    }
+    int result = write_code_parts(buf, name, size, value, scope, ctx, depth);
     Py_DECREF(scope);
     return result;
 }
@@ -1704,6 +1725,151 @@ write_less_common(PyObject *buf, const char *name, Py_ssize_t size, PyObject *va
     return 1;
 }
 
+
+/* ---- Other libraries' values (PyMongo's), found by their ``_type_marker``: the exact-type lookup gives the
+ * Python writer _encoder._marked_writer chose for their type, and the common shapes are written here as that
+ * writer writes them. 1 for anything else: the Python writer writes it or refuses it with its reason. ---- */
+
+static PyObject *s_subtype, *s_time, *s_inc, *s_bid, *s_scope;
+
+/* The attribute, or NULL with no error set when it is missing (then the Python writer refuses the value). */
+static PyObject *
+marked_attribute(PyObject *value, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(value, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return found;
+}
+
+static int
+write_marked_regex(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    static const struct {
+        long flag;
+        char letter;
+    } letters[] = {{2, 'i'}, {4, 'l'}, {8, 'm'}, {16, 's'}, {32, 'u'}, {64, 'x'}};
+    PyObject *pattern = marked_attribute(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : marked_attribute(value, s_regex_flags);
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (result == 1 && flags != NULL && PyUnicode_CheckExact(pattern)) {
+        if (PyLong_CheckExact(flags)) {
+            long bits = PyLong_AsLong(flags);
+            char text[8];
+            Py_ssize_t count = 0;
+            for (size_t i = 0; i < sizeof letters / sizeof letters[0]; i++) {
+                if (bits & letters[i].flag) {
+                    text[count++] = letters[i].letter;
+                }
+            }
+            if (bits == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+            } else {
+                result = write_regex_parts(buf, name, size, pattern, text, count);
+            }
+        } else if (PyUnicode_CheckExact(flags) && PyUnicode_IS_ASCII(flags)) {
+            result = write_regex_parts(buf, name, size, pattern, (const char *)PyUnicode_1BYTE_DATA(flags),
+                                       PyUnicode_GET_LENGTH(flags));
+        }
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+static int
+write_marked(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *writer, PyObject *ctx,
+             int depth)
+{
+    int which = 0;
+    while (which < M_COUNT && marked_writers[which] != writer) {
+        which++;
+    }
+    if (which == M_COUNT || writer == NULL) {
+        return 1;
+    }
+    switch (which) {
+    case M_MIN:
+        return append_head(buf, 0xFF, name, size);
+    case M_MAX:
+        return append_head(buf, 0x7F, name, size);
+    case M_UNDEFINED:
+        return append_head(buf, 0x06, name, size);
+    case M_REGEX:
+        return write_marked_regex(buf, name, size, value);
+    case M_DATETIME: {
+        /* int() of it gives its milliseconds; what int() refuses, the Python writer refuses with its reason. */
+        PyObject *number = PyNumber_Long(value);
+        if (number == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError)) {
+                return -1;
+            }
+            PyErr_Clear();
+            return 1;
+        }
+        int overflow = 0;
+        long long millis = PyLong_AsLongLongAndOverflow(number, &overflow);
+        Py_DECREF(number);
+        if (overflow || (millis == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 1;
+        }
+        return append_head(buf, 0x09, name, size) < 0 ? -1 : append_int64(buf, (int64_t)millis);
+    }
+    default:
+        break;
+    }
+    PyObject *names[] = {[M_BINARY] = s_subtype, [M_CODE] = s_scope, [M_TIMESTAMP] = s_time,
+                         [M_DECIMAL] = s_bid,    [M_RAW] = s_raw};
+    PyObject *part = marked_attribute(value, names[which]);
+    if (part == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    int result = 1;
+    if (which == M_BINARY) {
+        long subtype = PyLong_CheckExact(part) ? PyLong_AsLong(part) : -1;
+        if (subtype >= 0 && subtype <= 255 && PyBytes_Check(value)) {
+            result = write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), subtype);
+        }
+        PyErr_Clear();
+    } else if (which == M_CODE) {
+        if (PyUnicode_Check(value) && (part == Py_None || PyDict_CheckExact(part))) {
+            result = write_code_parts(buf, name, size, value, part, ctx, depth);
+        }
+    } else if (which == M_TIMESTAMP) {
+        PyObject *inc = marked_attribute(value, s_inc);
+        if (inc == NULL) {
+            result = PyErr_Occurred() ? -1 : 1;
+        } else {
+            if (PyLong_CheckExact(part) && PyLong_CheckExact(inc)) {
+                unsigned long long t = PyLong_AsUnsignedLongLong(part), i = PyLong_AsUnsignedLongLong(inc);
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                } else if (t <= 0xFFFFFFFFULL && i <= 0xFFFFFFFFULL) {
+                    result = append_head(buf, 0x11, name, size) < 0 || append_int32(buf, (int32_t)(uint32_t)i) < 0 ||
+                                     append_int32(buf, (int32_t)(uint32_t)t) < 0
+                                 ? -1
+                                 : 0;
+                }
+            }
+            Py_DECREF(inc);
+        }
+    } else if (which == M_DECIMAL) {
+        if (PyBytes_Check(part) && PyBytes_GET_SIZE(part) == 16) {
+            result = append_head(buf, 0x13, name, size) < 0 || append(buf, PyBytes_AS_STRING(part), 16) < 0 ? -1 : 0;
+        }
+    } else if (which == M_RAW) {
+        Py_ssize_t length = PyBytes_Check(part) ? PyBytes_GET_SIZE(part) : 0;
+        const unsigned char *raw = length ? (const unsigned char *)PyBytes_AS_STRING(part) : NULL;
+        if (length >= 5 && load_int32(raw) == length && raw[length - 1] == 0) {
+            result = append_head(buf, 0x03, name, size) < 0 || append(buf, raw, length) < 0 ? -1 : 0;
+        }
+    }
+    Py_DECREF(part);
+    return result;
+}
+
 static int write_registered(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
                             PyObject *check_keys_obj, int depth);
 
@@ -1789,6 +1955,9 @@ write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *val
     }
     if (writer != NULL) {
         int written = write_known(buf, name, size, value, writer);
+        if (written == 1) {
+            written = write_marked(buf, name, size, value, writer, ctx, depth);
+        }
         if (written != 1) {
             Py_DECREF(name_bytes);
             return written;
@@ -2143,6 +2312,9 @@ PyInit__speedups(void)
         {&s_type_marker, "_type_marker"},         {&s_encoder_map, "encoder_map"},
         {&s_raw_bytes, "_RawBSONDocument__raw"},  {&s_raw_options, "_RawBSONDocument__codec_options"},
         {&s_raw_index, "_RawBSONDocument__index"}, {&s_raw_values, "_RawBSONDocument__values"},
+        {&s_subtype, "subtype"},                  {&s_time, "time"},
+        {&s_inc, "inc"},                          {&s_bid, "bid"},
+        {&s_scope, "scope"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
