@@ -654,8 +654,10 @@ def run_sanitized(args: argparse.Namespace) -> int:
         command += ["--seconds", str(args.seconds)]
     for name in args.target or []:
         command += ["--target", name]
-    child = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    print(child.stdout, end="")
+    sys.stdout.flush()
+    child = subprocess.run(
+        command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+    )  # results as they come
     reports = _sanitizer_reports(logs)
     print(json.dumps({"sanitizer_reports": len(reports["errors"]), "extension_leaks": len(reports["leaks"])}))
     for report in reports["errors"][:3] + reports["leaks"][:3]:
