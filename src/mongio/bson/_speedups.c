@@ -151,8 +151,9 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
 
 /* Element names repeat from document to document: the ASCII ones up to KEY_CACHE_LONGEST bytes are kept in a
  * small table, so a repeated name costs a comparison instead of a new str (whose hash the document's dict
- * would compute again). Entries are replaced, never grown: the table holds at most KEY_CACHE_SIZE names. */
-#define KEY_CACHE_SIZE 1024
+ * would compute again). Entries are replaced, never grown: the table holds at most KEY_CACHE_SIZE names
+ * (large enough that the names of a wide document rarely evict each other). */
+#define KEY_CACHE_SIZE 4096
 #define KEY_CACHE_LONGEST 40
 static PyObject *key_cache[KEY_CACHE_SIZE];
 
@@ -173,9 +174,15 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
     }
     PyObject **slot = &key_cache[hash & (KEY_CACHE_SIZE - 1)];
     PyObject *cached = *slot;
-    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size &&
-        memcmp(PyUnicode_1BYTE_DATA(cached), start, (size_t)size) == 0) {
-        return Py_NewRef(cached);
+    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size) {
+        const unsigned char *known = PyUnicode_1BYTE_DATA(cached);
+        Py_ssize_t i = 0;
+        while (i < size && known[i] == start[i]) { /* names are short: no call to memcmp */
+            i++;
+        }
+        if (i == size) {
+            return Py_NewRef(cached);
+        }
     }
     PyObject *text = PyUnicode_DecodeUTF8((const char *)start, size, NULL);
     if (text == NULL) {
@@ -386,25 +393,32 @@ make_timestamp(const Context *c, uint32_t time, uint32_t inc)
     return value;
 }
 
-/* Int64(number) as int.__new__ makes an int subclass: the digits of a plain int copied into the subclass. */
+/* Int64(number) as int.__new__ makes an int subclass: the object allocated for its digits, which are
+ * written straight from the 64-bit magnitude (PyLong_SHIFT bits each, least significant first). */
 static PyObject *
 make_int64(const Context *c, int64_t number)
 {
-    PyObject *plain = PyLong_FromLongLong((long long)number);
-    if (plain == NULL || c->int64_type != int64_type) {
+    if (c->int64_type != int64_type) {
+        PyObject *plain = PyLong_FromLongLong((long long)number);
         PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
         Py_XDECREF(plain);
         return value;
     }
-    Py_ssize_t size = Py_SIZE(plain);
-    Py_ssize_t digits = size < 0 ? -size : size;
+    uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
+    Py_ssize_t digits = 0;
+    for (uint64_t rest = magnitude; rest != 0; rest >>= PyLong_SHIFT) {
+        digits++;
+    }
     PyTypeObject *type = (PyTypeObject *)int64_type;
     PyLongObject *value = (PyLongObject *)type->tp_alloc(type, digits);
-    if (value != NULL) {
-        Py_SET_SIZE(value, size);
-        memcpy(value->ob_digit, ((PyLongObject *)plain)->ob_digit, (size_t)digits * sizeof(digit));
+    if (value == NULL) {
+        return NULL;
     }
-    Py_DECREF(plain);
+    for (Py_ssize_t i = 0; i < digits; i++) {
+        value->ob_digit[i] = (digit)(magnitude & PyLong_MASK);
+        magnitude >>= PyLong_SHIFT;
+    }
+    Py_SET_SIZE(value, number < 0 ? -digits : digits);
     return (PyObject *)value;
 }
 
