@@ -53,3 +53,20 @@ def test_mutations_change_the_input_and_stay_bytes() -> None:
     mutated = [mutator.mutate(seed, [seed]) for _ in range(200)]
     assert all(isinstance(item, bytes) for item in mutated)
     assert sum(item != seed for item in mutated) > 150
+
+
+def test_sanitizer_logs_count_errors_and_only_the_extensions_leaks(tmp_path: Any) -> None:
+    (tmp_path / "asan.1").write_text(
+        "==1==ERROR: LeakSanitizer: detected memory leaks\n\n"
+        "Direct leak of 45 byte(s) in 1 object(s) allocated from:\n"
+        "    #1 0x1 in PyBytes_FromStringAndSize Objects/bytesobject.c:136\n"
+        "    #2 0x2 in read_elements src/mongio/bson/_speedups.c:984\n\n"
+        "Direct leak of 64 byte(s) in 1 object(s) allocated from:\n"
+        "    #1 0x3 in PyMem_RawMalloc Objects/obmalloc.c:586\n"
+    )
+    (tmp_path / "ubsan.2").write_text(
+        "src/mongio/bson/_speedups.c:10:5: runtime error: signed integer overflow\n"
+    )
+    reports = fuzz._sanitizer_reports(tmp_path)
+    assert len(reports["leaks"]) == 1 and "read_elements" in reports["leaks"][0]
+    assert len(reports["errors"]) == 1 and "runtime error" in reports["errors"][0]
