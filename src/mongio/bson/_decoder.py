@@ -727,8 +727,9 @@ def decode_element(data: bytes, start: int, stop: int, codec_options: CodecOptio
 
 # The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
 # above; every other function here reaches them through these module globals. They keep the loops'
-# contract exactly and send every type they do not inline back to ``_READERS``, so both paths decode the
-# same bytes to the same values and reject the same malformed input. MONGIO_NO_SPEEDUPS=1 keeps Python's.
+# contract exactly and decode every type themselves as the readers of ``_READERS`` do (the differential tests
+# hold them to it), so both paths decode the same bytes to the same values and reject the same malformed
+# input. MONGIO_NO_SPEEDUPS=1 keeps Python's.
 _python_read_document: Final = _read_document
 _python_read_array: Final = _read_array
 

@@ -903,10 +903,10 @@ def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context,
 
 
 # The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
-# above; every other function here reaches them through these module globals. They write exact dicts, lists
-# and tuples of the hottest types themselves and hand every other value, key and container back to the
-# functions above, so both paths make the same bytes and the same refusals. MONGIO_NO_SPEEDUPS=1 keeps
-# Python's.
+# above; every other function here reaches them through these module globals. They write every BSON type
+# themselves as the writers above do, and hand back to those writers what they do not write exactly (subclasses,
+# other mappings and sequences, values that do not hold what their class promises, the fallback encoder), so
+# both paths make the same bytes and the same refusals. MONGIO_NO_SPEEDUPS=1 keeps Python's.
 _python_write_document: Final = _write_document
 _python_write_array: Final = _write_array
 

@@ -7,10 +7,11 @@
  * ``ctx`` the decoding context tuple), the same results, and InvalidBSON (or the low-level error the
  * Python loop would let through, such as UnicodeDecodeError or RecursionError) for the same inputs.
  *
- * Only the hot element types are decoded here. Every other type goes back to the Python reader of
- * _decoder._READERS, so the rarely used types and every codec option keep one implementation. Every
- * length is checked against ``end`` before a byte is read, so malformed input can never read outside
- * the document being decoded.
+ * Every element type is decoded here, under every codec option the decoding context carries (datetime
+ * conversion and time zone, UUID representation, document class, raw documents, the Unicode error
+ * handler, the type registry's decoders, the PyMongo-typed mode's factories); only an unknown type goes to
+ * _decoder._READERS, for its refusal. Every length is checked against ``end`` before a byte is read, so
+ * malformed input can never read outside the document being decoded.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1172,9 +1173,11 @@ configure_types(PyObject *module, PyObject *types)
 /* ---------------------------------------------------------------------------------------------------------
  * The encoder's element loops: write_document(buf, doc, ctx, check_keys) and write_array(buf, values, ctx,
  * check_keys) take the place of _encoder._write_document and _encoder._write_array, appending to the
- * bytearray ``buf``. Exact dicts and lists/tuples of str, int, float, bool, None, Int64 and nested
- * containers are written here; every other value, key or container goes to the Python code that does it
- * there, and refusals carry their key path the same way (the _Refused exception's ``path``).
+ * bytearray ``buf``. Exact dicts and lists/tuples of every BSON type mongio has (and other libraries' values
+ * found by their _type_marker, and what the type registry's encoders return) are written here; a value that
+ * does not hold what its class promises, a subclass, a mapping or sequence of another class, and the
+ * fallback encoder go to the Python code that does it there, which writes them or refuses them. Refusals
+ * carry their key path the same way (the _Refused exception's ``path``).
  * ------------------------------------------------------------------------------------------------------- */
 
 static PyObject *refused_type;          /* _encoder._Refused */
