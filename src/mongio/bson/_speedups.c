@@ -399,12 +399,19 @@ make_timestamp(const Context *c, uint32_t time, uint32_t inc)
 static PyObject *
 make_int64(const Context *c, int64_t number)
 {
-    if (c->int64_type != int64_type) {
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Python 3.12 changed how an int keeps its digits: there the class is called. */
+    int call = 1;
+#else
+    int call = c->int64_type != int64_type;
+#endif
+    if (call) {
         PyObject *plain = PyLong_FromLongLong((long long)number);
         PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
         Py_XDECREF(plain);
         return value;
     }
+#if PY_VERSION_HEX < 0x030C0000
     uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
     Py_ssize_t digits = 0;
     for (uint64_t rest = magnitude; rest != 0; rest >>= PyLong_SHIFT) {
@@ -421,6 +428,7 @@ make_int64(const Context *c, int64_t number)
     }
     Py_SET_SIZE(value, number < 0 ? -digits : digits);
     return (PyObject *)value;
+#endif
 }
 
 static PyObject *
