@@ -1604,7 +1604,11 @@ write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, Py
     unsigned char bytes[16];
     int result = 1;
     if (PyLong_CheckExact(number) && _PyLong_Sign(number) >= 0 && _PyLong_NumBits(number) <= 128) {
+#if PY_VERSION_HEX >= 0x030D0000
+        result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0, 1);
+#else
         result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0);
+#endif
         if (result == 0) {
             /* The legacy representations are subtype 3 in the byte order each older driver used. */
             unsigned char ordered[16];
