@@ -1,4 +1,5 @@
-"""``python -m spec_runner [--specs ROOT] [--uri URI] [--json FILE] [--show-skips] [SUITE ...]``"""
+"""``python -m spec_runner [--specs ROOT] [--uri URI] [--topology TOPOLOGY [--compressors LIST]] [--json FILE]
+[--show-skips] [SUITE ...]``"""
 
 from __future__ import annotations
 
@@ -37,6 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--specs", metavar="ROOT", help="specifications root (default $MONGO_SPECS or ../shared/...)")
     parser.add_argument("--uri", help="run server suites against this deployment instead of starting one")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--topology",
+        choices=("single", "replicaset", "sharded", "load-balanced"),
+        help="run against a deployment of the cluster harness (spec_runner.cluster) of this topology; "
+        "default: one SecantusDB (a one-member replica set)",
+    )
+    parser.add_argument(
+        "--compressors",
+        metavar="LIST",
+        help="with --topology: every client compresses with these (comma-separated: snappy,zlib,zstd)",
+    )
     parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
     parser.add_argument(
@@ -56,7 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         for error in report.errors:
             print(f"ERROR: {error}", file=sys.stderr)
         return 0 if not report.errors else 1
-    report = run(args.suites, specs_root(args.specs), uri=args.uri, verbose=args.verbose)
+    report = run(
+        args.suites,
+        specs_root(args.specs),
+        uri=args.uri,
+        verbose=args.verbose,
+        topology=args.topology,
+        compressors=args.compressors.split(",") if args.compressors else None,
+    )
     print(format_table(report))
     for error in report.errors:
         print(f"ERROR: {error}", file=sys.stderr)

@@ -6,6 +6,10 @@ import os
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spec_runner.cluster import Deployment
 
 DEFAULT_SPECS_ROOT = Path(__file__).resolve().parent.parent.parent / "shared" / "specifications" / "source"
 
@@ -20,10 +24,12 @@ def specs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass
 class RunContext:
-    """What a running case may use: the server's URI (``None`` for server-less suites)."""
+    """What a running case may use: the server's URI (``None`` for server-less suites) and, when the run
+    goes through the cluster harness, its deployment (``uri`` then names one mongos of a sharded cluster)."""
 
     uri: str | None = None
     specs_root: Path = field(default_factory=specs_root)
+    deployment: Deployment | None = None
 
 
 CaseBody = Callable[[RunContext], Awaitable[None] | None]

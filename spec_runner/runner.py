@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spec_runner.cluster import build_deployment
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing
 from spec_runner.registry import known_suites, split_selector
 from spec_runner.server import TestServer, external_uri
@@ -111,14 +112,36 @@ async def _run_all(cases: list[SpecCase], context: RunContext, report: Report, v
             tally.passed += 1
 
 
-def run(selectors: list[str], root: Path, uri: str | None = None, verbose: bool = False) -> Report:
+def run(
+    selectors: list[str],
+    root: Path,
+    uri: str | None = None,
+    verbose: bool = False,
+    topology: str | None = None,
+    compressors: list[str] | None = None,
+) -> Report:
+    """Run the selected suites against ``uri``, else a test server started here; with ``topology``
+    (``replicaset``, ``sharded``, ``load-balanced``) against a deployment of the cluster harness, whose
+    clients then compress with ``compressors`` (OP_COMPRESSED, served by the harness's proxies)."""
     report = Report()
     cases = collect(selectors, root, report)
     with ExitStack() as stack:
+        deployment = None
         uri = uri or external_uri()
-        if uri is None and any(case.needs_server and skip_reason(case) is None for case in cases):
+        wanted = any(case.needs_server and skip_reason(case) is None for case in cases)
+        if compressors and topology in (None, "single"):
+            raise ValueError("--compressors needs a --topology of the cluster harness (the test server cannot compress)")
+        if topology not in (None, "single") and wanted:
+            if uri is not None:
+                raise ValueError("--topology builds its own deployment: it cannot be combined with a URI")
+            deployment = build_deployment(topology)
+            deployment.client_compressors = list(compressors or ())
+            stack.enter_context(deployment)
+            uri = deployment.single_mongos_uri
+        elif uri is None and wanted:
             uri = stack.enter_context(TestServer()).uri
-        asyncio.run(_run_all(cases, RunContext(uri=uri, specs_root=root), report, verbose))
+        context = RunContext(uri=uri, specs_root=root, deployment=deployment)
+        asyncio.run(_run_all(cases, context, report, verbose))
     return report
 
 

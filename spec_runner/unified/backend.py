@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.connection.connection import Connection
 from mongio.connection.establish import ConnectionSettings, establish
@@ -42,6 +42,9 @@ from spec_runner.unified.matcher import resolve_placeholders
 from spec_runner.unified.operations import OperationContext
 from spec_runner.unified.requirements import ServerFacts
 
+if TYPE_CHECKING:
+    from spec_runner.cluster import Deployment
+
 NAMESPACE_NOT_FOUND = 26
 NAMESPACE_EXISTS = 48
 LOG_LENGTH_VARIABLE = "MONGODB_LOG_MAX_DOCUMENT_LENGTH"
@@ -58,6 +61,12 @@ _SIGNATURE_MISMATCH = re.compile(
 )
 
 
+def _is_pending_call(result: Any) -> bool:
+    # A coroutine, or a task the method started (MongoClient.close() returns its closing task); objects that
+    # are merely awaitable as well (a cursor, a change stream, a session) are results in their own right.
+    return inspect.iscoroutine(result) or isinstance(result, asyncio.Future)
+
+
 async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Call a driver method (awaiting its result when it is a coroutine; a cursor is returned as it is) within
     the ``timeoutMS`` keyword's operation timeout when one is given; a call the method's signature refuses
@@ -66,13 +75,13 @@ async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         if timeout_ms is None:
             result = function(*args, **kwargs)
-            if inspect.iscoroutine(result):
+            if _is_pending_call(result):
                 result = await result
         else:
             # An operation's timeoutMS is a client-side operation timeout around this one call (0: no limit).
             with deadline.timeout(math.inf if timeout_ms == 0 else timeout_ms / 1000):
                 result = function(*args, **kwargs)
-                if inspect.iscoroutine(result):
+                if _is_pending_call(result):
                     result = await result
     except TypeError as exc:
         if _SIGNATURE_MISMATCH.search(str(exc)):
@@ -501,10 +510,14 @@ class MongioBackend:
         internal: InternalClient,
         facts: ServerFacts,
         client_defaults: Mapping[str, Any] | None = None,
+        deployment: Deployment | None = None,
     ) -> None:
         self.uri = uri
         self.internal = internal
         self.facts = facts
+        # The cluster harness's deployment, when the run goes through it: ``useMultipleMongoses`` clients get
+        # its whole URI, fail points are cleared on every member.
+        self.deployment = deployment
         # URI options for every client entity that does not set them itself (a suite's speed-ups).
         self.client_defaults = dict(client_defaults or {})
         self.fail_points: list[tuple[Any, str]] = []  # (client or None for the internal one, fail point name)
@@ -620,7 +633,7 @@ class MongioBackend:
         listeners: list[Any] = [recorder] if (observe or stored) else []
         # The client's monitors and pools start inside this block, so what they log is the client's.
         with acting_client(description.id):
-            client = mongo_client(self.uri, event_listeners=listeners, **kwargs)
+            client = mongo_client(self._client_uri(options), event_listeners=listeners, **kwargs)
             entity = context.entities.add(description.id, EntityKind.CLIENT, client, events=store)
             # Monitoring starts now, as a client made outside the test would have started before its first
             # operation (tests wait for SDAM events without running anything).
@@ -640,6 +653,12 @@ class MongioBackend:
         if not listeners and logs is None:
             with acting_client(description.id):  # what its ping logs is its own
                 await _ready_a_connection(client)
+
+    def _client_uri(self, options: Mapping[str, Any]) -> str:
+        """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster)."""
+        if self.deployment is not None and options.get("useMultipleMongoses"):
+            return self.deployment.uri
+        return self.uri
 
     async def _database(self, description: EntityDescription, context: OperationContext) -> None:
         options = description.options
@@ -705,11 +724,19 @@ class MongioBackend:
 
     # -- fail points ----------------------------------------------------------------------------------------
 
-    async def set_fail_point(self, fail_point: Mapping[str, Any], client: Any = None) -> None:
-        """``configureFailPoint`` on the server (through ``client`` when given, for ``failPoint``); remembered
-        so ``end_test`` turns it off."""
+    async def set_fail_point(
+        self, fail_point: Mapping[str, Any], client: Any = None, address: str | None = None
+    ) -> None:
+        """``configureFailPoint`` on the server (through ``client`` when given, for ``failPoint``; on the server
+        at ``address`` when given, for ``targetedFailPoint``); remembered so ``end_test`` turns it off."""
         command = dict(fail_point)
-        if client is None:
+        if address is not None:
+            targeted = InternalClient(f"mongodb://{address}/?directConnection=true")
+            try:
+                await targeted.command("admin", command)
+            finally:
+                await targeted.close()
+        elif client is None:
             await self.internal.command("admin", command)
         else:
             await client.admin.command(command)
@@ -730,6 +757,9 @@ class MongioBackend:
             except Exception as exc:  # the server may be the thing the test broke
                 errors.append(f"disabling {name}: {exc}")
         self.fail_points.clear()
+        if self.deployment is not None:
+            # Fail points set through other mongoses than the runner's own.
+            await asyncio.to_thread(self.deployment.clear_fail_points)
         return errors
 
     async def end_test(self, context: OperationContext) -> None:

@@ -55,7 +55,11 @@ async def targeted_fail_point(call: OperationCall) -> Any:
     pinned = getattr(session, "_pinned_address", None)
     if pinned is None and _backend(call).facts.topology == "sharded":
         raise MatchError("targetedFailPoint", "the session is not pinned to a mongos")
-    await _backend(call).set_fail_point(call.arguments["failPoint"])
+    address = None
+    if pinned is not None and _backend(call).deployment is not None:
+        host, port = pinned
+        address = f"{host}:{port}"
+    await _backend(call).set_fail_point(call.arguments["failPoint"], address=address)
     return MISSING
 
 

@@ -199,8 +199,10 @@ class ChangeStream(Generic[_T]):
         self._started = False
         # The client-side operation timeout of every call (seconds; math.inf: no bound; None: CSOT off), and
         # the one the stream's database or collection set (same units), which comes before the client's.
-        self._timeout: float | None = None
         self._level_timeout = level_timeout
+        # Settled where watch() is called, so an enclosing timeout() block bounds the stream even when it is
+        # opened later (awaited or entered outside the block).
+        self._timeout: float | None = self._settle_timeout()
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -292,7 +294,6 @@ class ChangeStream(Generic[_T]):
     async def _opened(self: _Self) -> _Self:
         """Run the first ``aggregate`` unless it ran already, and give the stream back."""
         if not self._started and not self._closed:
-            self._timeout = self._settle_timeout()
             with csot.timeout(self._timeout):
                 await self._open()
             self._started = True

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,11 +100,32 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
     return codec_options
 
 
+def _as_driver_info(value: Any) -> DriverInfo:
+    """``value`` as mongio's :class:`DriverInfo`: itself, or built from the ``name``, ``version`` and
+    ``platform`` of another (PyMongo's namedtuple)."""
+    if isinstance(value, DriverInfo):
+        return value
+    fields: list[Any] = [getattr(value, name, _MISSING) for name in ("name", "version", "platform")]
+    if any(field is _MISSING for field in fields):
+        raise TypeError(f"driver info must be a DriverInfo, not {type(value).__name__}")
+    return DriverInfo(*fields)
+
+
 class _ListDatabasesCursor(ListDatabases):
     """``listDatabases`` answered as a one-batch cursor, for :meth:`MongoClient.list_databases`."""
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:  # type: ignore[override]
         return CursorState(0, "admin.$cmd", list(reply.get("databases", [])))
+
+
+class _NothingToClose:
+    """What closing a client that never connected returns: awaitable, and done."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+_NOTHING_TO_CLOSE = _NothingToClose()
 
 
 class MongoClient:
@@ -138,25 +159,33 @@ class MongoClient:
         self,
         host: str | Sequence[str] | None = None,
         port: int | None = None,
-        document_class: Any = dict,
-        tz_aware: bool = False,
-        connect: bool = True,
+        document_class: Any = None,
+        tz_aware: bool | None = None,
+        connect: bool | None = None,
+        type_registry: Any = None,
         **kwargs: Any,
     ) -> None:
+        # PyMongo's signature: None means the default (dict, naive datetimes, connect on first use).
+        if type_registry is not None:
+            kwargs["type_registry"] = type_registry
         # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
         # ones monitoring.register() was given.
         listeners = adapt_listeners(kwargs.pop("event_listeners", None) or ())
         self._options = ClientOptions.from_uri(host, port, **kwargs)
         self._event_listeners = listeners
-        self._codec_options = _codec_options(self._options, document_class, tz_aware)
+        self._codec_options = _codec_options(
+            self._options, dict if document_class is None else document_class, bool(tz_aware)
+        )
         self._read_preference: _ServerMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
-        self._connect_on_open = connect
+        self._connect_on_open = True if connect is None else connect
         self._topology: Topology | None = None
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
-        self._metadata = ClientMetadata(self._options.appname, self._options.extras.get("driver"))
+        self._closing: Awaitable[None] | None = None
+        driver = self._options.extras.get("driver")
+        self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
@@ -179,6 +208,36 @@ class MongoClient:
         where = f"mongodb+srv://{self._options.srv_host}" if self._options.is_srv else seeds
         state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
         return f"MongoClient({where!r}, {state})"
+
+    def eq_props(self) -> tuple[tuple[Address, ...], str | None, str | None, str]:
+        """What makes two clients equal, as in PyMongo: the seeds, the replica set name, and the
+        ``mongodb+srv`` name and service name."""
+        options = self._options
+        return (
+            tuple(sorted(options.seeds, key=lambda address: (address[0], address[1] or 0))),
+            options.replica_set,
+            options.srv_host,
+            options.srv_service_name,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MongoClient):
+            return self.eq_props() == other.eq_props()
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.eq_props())
+
+    def __iter__(self) -> MongoClient:
+        return self
+
+    def __next__(self) -> Any:
+        raise TypeError(f"{type(self).__name__!r} object is not iterable")
+
+    next = __next__
 
     # -- starting and stopping -------------------------------------------------------------------------------
 
@@ -287,19 +346,33 @@ class MongoClient:
         """Start monitoring the deployment now rather than at the first operation."""
         await self._open_topology()
 
-    async def close(self) -> None:
+    def close(self) -> Awaitable[None]:
         """Kill the server cursors of cursors dropped while open, end the pooled server sessions
         (``endSessions``), stop every monitor and close every connection.
 
-        Waits until every task the client started has finished. Afterwards every operation raises
-        :class:`~mongio.errors.ClientClosedError`. Closing twice is harmless.
+        ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
+        ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
+        in the background. Afterwards every operation raises :class:`~mongio.errors.ClientClosedError`
+        (new sessions and first connections from the call on, operations on a connected client once the
+        closing has stopped its servers); closing twice is harmless and returns the same closing.
         """
-        if self._closed:
-            return
-        self._closed = True
-        topology = self._topology
-        if topology is None:
-            return
+        if self._closing is None:
+            topology = self._topology
+            if topology is None:
+                self._closing = _NOTHING_TO_CLOSE
+            else:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    raise InvalidOperation(
+                        "close() of a connected client must be called on its event loop (from a coroutine)"
+                    ) from None
+                # A task rather than a coroutine, so that closing starts even when nobody awaits it.
+                self._closing = loop.create_task(self._close(topology))
+            self._closed = True
+        return self._closing
+
+    async def _close(self, topology: Topology) -> None:
         try:
             await self._cursor_reaper.close(_CLOSE_FLUSH_TIMEOUT)
             await self._executor.end_sessions(topology)
@@ -463,12 +536,7 @@ class MongoClient:
         """Add a wrapping library's name, version and platform to the handshake metadata of connections
         made from now on (PyMongo's method). Accepts :class:`mongio.driver_info.DriverInfo` or any object
         with ``name``, ``version`` and ``platform`` attributes (PyMongo's ``DriverInfo``)."""
-        if not isinstance(driver_info, DriverInfo):
-            fields: list[Any] = [getattr(driver_info, name, _MISSING) for name in ("name", "version", "platform")]
-            if any(value is _MISSING for value in fields):
-                raise TypeError(f"driver_info must be a DriverInfo, not {type(driver_info).__name__}")
-            driver_info = DriverInfo(*fields)
-        self._metadata.append(driver_info)
+        self._metadata.append(_as_driver_info(driver_info))
 
     # -- databases --------------------------------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ class Database(Generic[_D]):
         check: bool = True,
         allowable_errors: Sequence[str | int] | None = None,
         read_preference: _ServerMode | None = None,
-        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        codec_options: CodecOptions | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -272,7 +272,7 @@ class Database(Generic[_D]):
             value,
             read_preference=read_preference,
             # The database's own options are not used (as in PyMongo), but a PyMongo-typed client's mode is.
-            codec_options=self._codec_options.resolve(codec_options),
+            codec_options=self._codec_options.resolve(codec_options or DEFAULT_CODEC_OPTIONS),
             **kwargs,
         )
         try:

@@ -90,8 +90,7 @@ def _adapter(kind: str, listener: object) -> object:
     base = _BASES[kind]
     if isinstance(listener, base):
         return listener
-    forwarder: Any = _FORWARDERS[kind]()
-    forwarder._target = listener
+    forwarder: object = _FORWARDERS[kind](listener)
     return forwarder
 
 
@@ -100,8 +99,13 @@ def adapt_listeners(listeners: Iterable[object]) -> list[object]:
     it is, deriving from mongio's base class for that kind (what the publishers look for)."""
     adapted: list[object] = []
     for listener in [*_registered, *listeners]:
+        own: list[object] = []
         for kind in listener_kinds(listener):
-            adapted.append(_adapter(kind, listener))
+            item = _adapter(kind, listener)
+            # An object of several of mongio's classes is listed once: each publisher picks it by class.
+            if not any(item is known for known in own):
+                own.append(item)
+        adapted.extend(own)
     return adapted
 
 
@@ -126,7 +130,11 @@ def _forwarder_class(kind: str) -> type:
         forward.__name__ = name
         return forward
 
+    def __init__(self: Any, target: object) -> None:
+        self._target = target
+
     namespace: dict[str, Any] = {name: make_method(name) for name in _METHODS[kind]}
+    namespace["__init__"] = __init__
     namespace["__repr__"] = lambda self: f"<{kind} for {self._target!r}>"
     return type(f"_Forwarding{kind}", (_BASES[kind],), namespace)
 

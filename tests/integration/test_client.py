@@ -103,6 +103,21 @@ async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> 
     await client.close()  # twice is harmless
 
 
+async def test_close_without_await_closes_in_the_background_as_motor_s_does(server_uri: str) -> None:
+    before = asyncio.all_tasks()
+    client = MongoClient(server_uri)
+    await client.admin.command("ping")
+    assert client._topology is not None
+    started_tasks = client._topology.tasks()
+    closing = client.close()  # Motor's idiom: a plain call, never awaited here
+    assert client.close() is closing  # a second call is the same closing
+    await asyncio.gather(*started_tasks, return_exceptions=True)  # the monitors stop without an await
+    with pytest.raises(ClientClosedError):
+        await client.admin.command("ping")
+    await closing  # PyMongo's idiom still works on it, after the fact
+    assert asyncio.all_tasks() - before == set()
+
+
 async def test_close_of_a_client_never_used() -> None:
     client = MongoClient("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100")
     await client.close()

@@ -493,6 +493,19 @@ async def test_find_delete_and_rename(bucket: GridFSBucket, db: Database[Any]) -
     assert "filename_1_uploadDate_1" in await db["fs.files"].index_information()
 
 
+async def test_found_files_read_as_their_documents(bucket: GridFSBucket, db: Database[Any]) -> None:
+    """Motor's GridOutCursor.to_list() gives files documents: code reading f["filename"] works on a GridOut."""
+    file_id = await bucket.upload_from_stream("doc.txt", b"12345", metadata={"by": "me"})
+    (found,) = await bucket.find({"_id": file_id}).to_list()
+    assert found["filename"] == "doc.txt" and found["length"] == 5 and found["_id"] == file_id
+    assert found["metadata"] == {"by": "me"} and found["uploadDate"] == found.upload_date
+    with pytest.raises(KeyError):
+        found["contentType"]
+    unopened = GridOut(db["fs"], file_id)
+    with pytest.raises(InvalidOperation):
+        unopened["filename"]
+
+
 async def test_transactions_and_unacknowledged_writes_are_refused(
     client: MongoClient, db: Database[Any]
 ) -> None:

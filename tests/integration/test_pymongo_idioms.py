@@ -290,3 +290,17 @@ async def test_the_servers_maxtimemsexpired_under_csot_is_an_execution_timeout(s
         with pytest.raises(ExecutionTimeout) as caught:
             await client[unique_name()].items.find_one({})
         assert caught.value.code == 50 and caught.value.timeout
+
+
+async def test_a_stream_made_in_a_timeout_block_keeps_that_timeout_when_opened_later(server_uri: str) -> None:
+    from mongio import timeout
+
+    commands = PyMongoCommands()
+    async with AsyncMongoClient(server_uri, event_listeners=[commands]) as client:
+        collection = client[unique_name()].events
+        with timeout(30):
+            stream = collection.watch()
+        async with stream:
+            pass
+    (aggregate,) = commands.commands("aggregate")
+    assert 0 < aggregate["maxTimeMS"] <= 30_000

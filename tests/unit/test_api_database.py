@@ -183,3 +183,15 @@ async def test_cursor_command_refuses_a_reply_without_cursor() -> None:
     with pytest.raises(InvalidOperation, match="not a cursor"):
         await db.cursor_command("ping")
     assert client.sessions[0].has_ended
+
+
+async def test_command_codec_options_none_means_the_default_not_the_databases() -> None:
+    from mongio.bson import DEFAULT_CODEC_OPTIONS, SON, CodecOptions
+
+    client, _, _ = make(ping={"ok": 1})
+    db = Database(cast(Any, client), "db", codec_options=CodecOptions(document_class=SON))
+    await db.command("ping", codec_options=None)
+    await db.command("ping")
+    await db.command("ping", codec_options=db.codec_options)
+    used = [call.operation.codec_options for call in client.calls]
+    assert used == [DEFAULT_CODEC_OPTIONS, DEFAULT_CODEC_OPTIONS, db.codec_options]

@@ -400,7 +400,7 @@ def test_mongio_values_with_regex_encode_alike_in_mongio(compiled: bool) -> None
 
 
 def test_pymongo_cannot_encode_a_mongio_regex() -> None:
-    # Recorded in compat_differences.yaml: mongio's Regex.flags is a str of option letters.
+    # Recorded in compat/differences.yaml: mongio's Regex.flags is a str of option letters.
     with pytest.raises(TypeError):
         bson.encode({"r": mb.Regex("a", "i")})
     assert encode({"r": mb.Regex("a", "i")}) == bson.encode({"r": bson.regex.Regex("a", re.I)})

@@ -172,3 +172,19 @@ def test_register_applies_to_clients_made_afterwards_before_their_own_listeners(
     assert all(getattr(item, "_target", None) is not registered for item in early._event_listeners)
     assert [getattr(item, "_target", item) for item in late._event_listeners] == [registered, own]
     assert listener_registry.registered_listeners() == (registered,)
+
+
+def test_a_listener_of_several_of_mongios_classes_is_listed_once() -> None:
+    class Everything(CommandListener, ServerListener, TopologyListener, ServerHeartbeatListener, ConnectionPoolListener):
+        pass
+
+    everything = Everything()
+    assert listener_registry.listener_kinds(everything) == (
+        "CommandListener",
+        "ServerListener",
+        "TopologyListener",
+        "ServerHeartbeatListener",
+        "ConnectionPoolListener",
+    )
+    assert listener_registry.adapt_listeners([everything]) == [everything]
+    assert listener_registry.adapt_listeners([everything, everything]) == [everything, everything]

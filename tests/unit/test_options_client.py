@@ -122,6 +122,10 @@ def test_hosts_and_port_arguments() -> None:
     )
     with pytest.raises(ConfigurationError, match="port"):
         build("h", port=0)
+    # PyMongo raises InvalidURI for another scheme; ported except clauses catch it by that name
+    for host in ("http://localhost", ["mongodb://a", "redis://b"]):
+        with pytest.raises(InvalidURI, match="scheme"):
+            build(host)
 
 
 def test_credentials_from_uri_and_keywords() -> None:

@@ -357,8 +357,76 @@ def test_the_differences_list_is_well_formed() -> None:
     import mongio
 
     path = Path(mongio.__file__).parent / "compat" / "differences.yaml"
-    entries = yaml.safe_load(path.read_text())["client"]
-    assert entries
-    for entry in entries:
-        assert {"api", "pymongo", "mongio", "why", "in_readme"} <= set(entry), entry
-        assert all(str(entry[key]).strip() for key in ("api", "pymongo", "mongio", "why")), entry
+    sections = yaml.safe_load(path.read_text())
+    assert set(sections) == {"client", "bson"}
+    for entry in sections["client"] + sections["bson"]:
+        assert {"id", "api", "pymongo", "mongio", "why"} <= set(entry), entry
+        assert all(str(entry[key]).strip() for key in ("id", "api", "pymongo", "mongio", "why")), entry
+
+
+# -- the client's attributes -------------------------------------------------------------------------------------
+
+
+def test_every_public_attribute_of_pymongos_async_classes_exists() -> None:
+    """A missing attribute would otherwise become a database (client.x) or a collection (db.x)."""
+    from gridfs.asynchronous import grid_file
+    from pymongo.asynchronous import change_stream as pymongo_change_stream
+    from pymongo.asynchronous import (
+        client_session,
+        collection,
+        command_cursor,
+        cursor,
+        database,
+        mongo_client,
+    )
+
+    import mongio
+    from mongio import change_stream, gridfs
+
+    # (PyMongo class, mongio class, names not there with the reason listed in compat/differences.yaml)
+    pairs: list[tuple[type, type, set[str]]] = [
+        (mongo_client.AsyncMongoClient, mongio.MongoClient, set()),
+        (database.AsyncDatabase, mongio.Database, set()),
+        (collection.AsyncCollection, mongio.Collection, set()),
+        (cursor.AsyncCursor, mongio.Cursor, {"max_scan"}),
+        (command_cursor.AsyncCommandCursor, mongio.CommandCursor, set()),
+        (pymongo_change_stream.AsyncChangeStream, change_stream.ChangeStream, set()),
+        (client_session.AsyncClientSession, mongio.ClientSession, {"bind"}),
+        (grid_file.AsyncGridFSBucket, gridfs.GridFSBucket, set()),
+        (grid_file.AsyncGridFS, gridfs.GridFS, set()),
+        (grid_file.AsyncGridIn, gridfs.GridIn, {"read", "set"}),
+        (grid_file.AsyncGridOut, gridfs.GridOut, {"fileno", "flush", "isatty", "truncate", "write", "writelines"}),
+        (grid_file.AsyncGridOutCursor, gridfs.GridOutCursor, {"max_scan"}),
+    ]
+    for theirs, ours, known in pairs:
+        missing = {name for name in dir(theirs) if not name.startswith("_") and not hasattr(ours, name)}
+        assert missing == known, (theirs.__name__, sorted(missing))
+
+
+def test_clients_compare_and_refuse_iteration_as_pymongos() -> None:
+    import mongio
+
+    first = mongio.MongoClient("mongodb://b:1,a/?replicaSet=x")
+    second = mongio.MongoClient(["a", "b:1"], replicaSet="x")
+    assert first == second and hash(first) == hash(second)
+    assert first != mongio.MongoClient("mongodb://a/?replicaSet=x")
+    assert first.eq_props() == ((("a", 27017), ("b", 1)), "x", None, "mongodb")
+    with pytest.raises(TypeError, match="not iterable"):
+        list(first)
+    with pytest.raises(TypeError, match="not iterable"):
+        first.next()
+    with pytest.raises(AttributeError, match=r"client\['_hidden'\]"):
+        first._hidden  # noqa: B018
+    assert isinstance(first.append_metadata, type(first.close))
+
+
+def test_the_driver_keyword_takes_pymongos_driver_info_too() -> None:
+    from pymongo.driver_info import DriverInfo as PyMongoDriverInfo
+
+    import mongio
+    from mongio.driver_info import DriverInfo
+
+    ported = mongio.MongoClient(driver=PyMongoDriverInfo("odm", "1.0"))
+    assert ported._metadata.driver_info == (DriverInfo("odm", "1.0"),)
+    with pytest.raises(TypeError, match="DriverInfo"):
+        mongio.MongoClient(driver="odm")

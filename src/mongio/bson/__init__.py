@@ -226,10 +226,11 @@ __all__ = [
 ]
 
 
-def is_valid(data: bytes | bytearray | memoryview) -> bool:
-    """Whether ``data`` is exactly one well-formed BSON document (every value decodable)."""
+def is_valid(bson: bytes | bytearray | memoryview) -> bool:
+    """Whether ``bson`` is exactly one well-formed BSON document (every value decodable); the parameter's
+    name is PyMongo's."""
     try:
-        decode(data)
+        decode(bson)
     except InvalidBSON:
         return False
     return True

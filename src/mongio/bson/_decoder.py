@@ -26,6 +26,7 @@ from mongio.bson.datetime_ms import (
     MAX_DATETIME_MS,
     MIN_DATETIME_MS,
     DatetimeConversion,
+    DatetimeMS,
     millis_to_datetime,
 )
 from mongio.bson.dbref import DBRef
@@ -35,6 +36,7 @@ from mongio.bson.errors import InvalidBSON
 from mongio.bson.int64 import Int64
 from mongio.bson.minmax import MaxKey, MinKey
 from mongio.bson.objectid import ObjectId
+from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.timestamp import Timestamp
 
@@ -378,8 +380,9 @@ def _r_binary(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]
         raise _malformed(f"bad binary length {size}")
     subtype = data[pos + 4]
     if subtype == OLD_BINARY_SUBTYPE:
+        # The payload starts with its own length: fewer than 4 bytes cannot hold it.
         inner = _UNPACK_INT32(data, start)[0] if size >= 4 else -1
-        if inner != size - 4:
+        if size < 4 or inner != size - 4:
             raise _malformed(f"binary subtype 2 has inner length {inner}, expected {size - 4}")
         start += 4
     payload = data[start:stop]
@@ -724,8 +727,9 @@ def decode_element(data: bytes, start: int, stop: int, codec_options: CodecOptio
 
 # The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
 # above; every other function here reaches them through these module globals. They keep the loops'
-# contract exactly and send every type they do not inline back to ``_READERS``, so both paths decode the
-# same bytes to the same values and reject the same malformed input. MONGIO_NO_SPEEDUPS=1 keeps Python's.
+# contract exactly and decode every type themselves as the readers of ``_READERS`` do (the differential tests
+# hold them to it), so both paths decode the same bytes to the same values and reject the same malformed
+# input. MONGIO_NO_SPEEDUPS=1 keeps Python's.
 _python_read_document: Final = _read_document
 _python_read_array: Final = _read_array
 
@@ -733,6 +737,28 @@ _python_read_array: Final = _read_array
 _SPEEDUPS: Final = load_speedups()
 if _SPEEDUPS is not None:
     _SPEEDUPS.configure(InvalidBSON, _READERS, _OBJECTID_FROM_BYTES, _TIMESTAMP, Int64, _to_dbref, bytes.decode)
+    # What the compiled loops build the other types from: they make each value as the readers above do.
+    _SPEEDUPS.configure_types(
+        {
+            "Binary": Binary,
+            "UUID": uuid.UUID,
+            "SafeUUID.unknown": uuid.SafeUUID.unknown,
+            "Regex": Regex,
+            "Code": Code,
+            "Symbol": Symbol,
+            "DBPointer": DBPointer,
+            "Decimal128": Decimal128,
+            "DatetimeMS": DatetimeMS,
+            "ObjectId": ObjectId,
+            "Timestamp": Timestamp,
+            "MinKey()": _MIN_KEY,
+            "MaxKey()": _MAX_KEY,
+            "Undefined()": _UNDEFINED,
+            "millis_to_datetime": millis_to_datetime,
+            "DBRef": DBRef,
+            "RawBSONDocument": RawBSONDocument,
+        }
+    )
 
 
 def use_speedups(enabled: bool) -> bool:

@@ -202,9 +202,7 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
                 buf += b"\x00"
                 buf += value
             elif t is Timestamp:
-                buf += b"\x11"
-                buf += name
-                buf += _PACK_TIMESTAMP(value.inc, value.time)
+                _write_timestamp(buf, name, value, ctx, check_keys)
             else:
                 writer = encoders.get(t)
                 if writer is not None:
@@ -525,17 +523,26 @@ def _write_symbol(buf: bytearray, name: bytes, value: Symbol, ctx: _Context, che
 
 
 def _write_timestamp(buf: bytearray, name: bytes, value: Timestamp, ctx: _Context, check_keys: bool) -> None:
+    try:
+        packed = _PACK_TIMESTAMP(value.inc, value.time)
+    except struct.error:
+        # Only a Timestamp whose internals were tampered with: its constructor checks both fields.
+        raise _Refused(f"a Timestamp holds two unsigned 32-bit ints, not {value.time!r} and {value.inc!r}") from None
     buf += b"\x11"
     buf += name
-    buf += _PACK_TIMESTAMP(value.inc, value.time)
+    buf += packed
 
 
 def _write_decimal128(
     buf: bytearray, name: bytes, value: Decimal128, ctx: _Context, check_keys: bool
 ) -> None:
+    data = value.bid
+    if type(data) is not bytes or len(data) != 16:
+        # Only a Decimal128 whose internals were tampered with: writing it would make malformed BSON.
+        raise _Refused(f"a Decimal128 holds 16 bytes, this one holds {data!r}")
     buf += b"\x13"
     buf += name
-    buf += value.bid
+    buf += data
 
 
 def _write_minkey(buf: bytearray, name: bytes, value: MinKey, ctx: _Context, check_keys: bool) -> None:
@@ -896,10 +903,10 @@ def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context,
 
 
 # The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
-# above; every other function here reaches them through these module globals. They write exact dicts, lists
-# and tuples of the hottest types themselves and hand every other value, key and container back to the
-# functions above, so both paths make the same bytes and the same refusals. MONGIO_NO_SPEEDUPS=1 keeps
-# Python's.
+# above; every other function here reaches them through these module globals. They write every BSON type
+# themselves as the writers above do, and hand back to those writers what they do not write exactly (subclasses,
+# other mappings and sequences, values that do not hold what their class promises, the fallback encoder), so
+# both paths make the same bytes and the same refusals. MONGIO_NO_SPEEDUPS=1 keeps Python's.
 _python_write_document: Final = _write_document
 _python_write_array: Final = _write_array
 
@@ -919,6 +926,38 @@ if _SPEEDUPS is not None:
         _write_objectid,
         _write_marked_objectid,
         _write_marked_int64,
+    )
+    # The classes whose values the compiled loops write themselves, as the writers above write them.
+    _SPEEDUPS.configure_types(
+        {
+            "Binary": Binary,
+            "UUID": uuid.UUID,
+            "Regex": Regex,
+            "Code": Code,
+            "Symbol": Symbol,
+            "DBPointer": DBPointer,
+            "Decimal128": Decimal128,
+            "DatetimeMS": DatetimeMS,
+            "ObjectId": ObjectId,
+            "Timestamp": Timestamp,
+            "MinKey()": MinKey(),
+            "MaxKey()": MaxKey(),
+            "Undefined()": Undefined(),
+            "DBRef": DBRef,
+            "RawBSONDocument": RawBSONDocument,
+            "write_value_no_custom": _write_value_no_custom,
+            "re.Pattern": re.Pattern,
+            "write_marked_binary": _write_marked_binary,
+            "write_marked_datetime": _write_marked_datetime,
+            "write_marked_regex": _write_marked_regex,
+            "write_marked_code": _write_marked_code,
+            "write_marked_timestamp": _write_marked_timestamp,
+            "write_marked_decimal128": _write_marked_decimal128,
+            "write_marked_raw": _write_marked_raw,
+            "write_minkey": _write_minkey,
+            "write_maxkey": _write_maxkey,
+            "write_undefined": _write_undefined,
+        }
     )
 
 

@@ -7,13 +7,15 @@
  * ``ctx`` the decoding context tuple), the same results, and InvalidBSON (or the low-level error the
  * Python loop would let through, such as UnicodeDecodeError or RecursionError) for the same inputs.
  *
- * Only the hot element types are decoded here. Every other type goes back to the Python reader of
- * _decoder._READERS, so the rarely used types and every codec option keep one implementation. Every
- * length is checked against ``end`` before a byte is read, so malformed input can never read outside
- * the document being decoded.
+ * Every element type is decoded here, under every codec option the decoding context carries (datetime
+ * conversion and time zone, UUID representation, document class, raw documents, the Unicode error
+ * handler, the type registry's decoders, the PyMongo-typed mode's factories); only an unknown type goes to
+ * _decoder._READERS, for its refusal. Every length is checked against ``end`` before a byte is read, so
+ * malformed input can never read outside the document being decoded.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -26,6 +28,13 @@ static PyObject *int64_type;       /* Int64 */
 static PyObject *to_dbref;         /* _decoder._to_dbref */
 static PyObject *strict_utf8;      /* bytes.decode: the context's UTF-8 function when errors are strict */
 static PyObject *ref_key;          /* "$ref" */
+static PyObject *dbref_type;       /* DBRef: DBRef-shaped dicts become one here (else to_dbref is called) */
+static PyObject *raw_document_type; /* RawBSONDocument */
+static PyObject *s_raw_bytes, *s_raw_options, *s_raw_index, *s_raw_values;
+/* The Python writers _encoder._marked_writer chooses for other libraries' values, by the BSON type they are. */
+enum { M_BINARY, M_DATETIME, M_REGEX, M_CODE, M_TIMESTAMP, M_DECIMAL, M_RAW, M_MIN, M_MAX, M_UNDEFINED, M_COUNT };
+static PyObject *marked_writers[M_COUNT];
+static PyObject *write_value_no_custom; /* _encoder._write_value_no_custom: a custom encoder's result */
 
 typedef struct {
     PyObject *ctx;
@@ -141,12 +150,62 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
     return text;
 }
 
+/* Element names repeat from document to document: the ASCII ones up to KEY_CACHE_LONGEST bytes are kept in a
+ * small table, so a repeated name costs a comparison instead of a new str (whose hash the document's dict
+ * would compute again). Entries are replaced, never grown: the table holds at most KEY_CACHE_SIZE names
+ * (large enough that the names of a wide document rarely evict each other). */
+#define KEY_CACHE_SIZE 4096
+#define KEY_CACHE_LONGEST 40
+static PyObject *key_cache[KEY_CACHE_SIZE];
+
+static PyObject *
+decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
+{
+    if (!c->strict || size > KEY_CACHE_LONGEST) {
+        return decode_text(c, start, size);
+    }
+    uint32_t hash = 2166136261u;
+    unsigned char high = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        high |= start[i];
+        hash = (hash ^ start[i]) * 16777619u;
+    }
+    if (high & 0x80) {
+        return decode_text(c, start, size);
+    }
+    PyObject **slot = &key_cache[hash & (KEY_CACHE_SIZE - 1)];
+    PyObject *cached = *slot;
+    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size) {
+        const unsigned char *known = PyUnicode_1BYTE_DATA(cached);
+        Py_ssize_t i = 0;
+        while (i < size && known[i] == start[i]) { /* names are short: no call to memcmp */
+            i++;
+        }
+        if (i == size) {
+            return Py_NewRef(cached);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)start, size, NULL);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (PyObject_Hash(text) == -1) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    Py_XSETREF(*slot, Py_NewRef(text));
+    return text;
+}
+
 /* Nesting deeper than this is refused whatever the recursion limit, so a hostile document cannot exhaust the
  * C stack (MongoDB itself stores no document nested beyond 100 levels). */
 #define MAX_NESTING 10000
 
 static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array,
                                int depth);
+
+static PyObject *shape_dbref(PyObject *doc);
+static PyObject *make_raw(const Context *c, const unsigned char *start, Py_ssize_t size);
 
 /* The embedded document or array whose length field is at ``pos``; ``*next`` gets the position after it. */
 static PyObject *
@@ -169,13 +228,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
         return read_elements(data, pos + 4, value_end, c, 1, depth + 1);
     }
     if (c->is_raw) {
-        PyObject *slice = PyBytes_FromStringAndSize((const char *)buf + pos, value_end + 1 - pos);
-        if (slice == NULL) {
-            return NULL;
-        }
-        PyObject *raw = PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
-        Py_DECREF(slice);
-        return raw;
+        return make_raw(c, buf + pos, value_end + 1 - pos);
     }
     PyObject *value = read_elements(data, pos + 4, value_end, c, 0, depth + 1);
     if (value == NULL) {
@@ -187,7 +240,7 @@ read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, in
         return NULL;
     }
     if (has_ref) {
-        PyObject *ref = PyObject_CallOneArg(to_dbref, value);
+        PyObject *ref = c->is_dict && dbref_type != NULL ? shape_dbref(value) : PyObject_CallOneArg(to_dbref, value);
         Py_DECREF(value);
         return ref;
     }
@@ -236,6 +289,597 @@ read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t 
     return value;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * The less common element types, decoded here as the Python readers of _decoder._READERS decode them: the
+ * same values, of the same classes, built the way those classes build themselves (object.__new__ and their
+ * slots, str.__new__ or bytes.__new__ for the str and bytes subclasses), and the same inputs refused.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Set once by configure_types(). */
+static PyObject *empty_tuple;
+static PyObject *binary_type;          /* Binary */
+static PyObject *uuid_type;            /* uuid.UUID */
+static PyObject *uuid_unknown_safety;  /* uuid.SafeUUID.unknown */
+static PyObject *regex_type;           /* Regex */
+static PyObject *code_type;            /* Code */
+static PyObject *symbol_type;          /* Symbol */
+static PyObject *dbpointer_type;       /* DBPointer */
+static PyObject *decimal128_type;      /* Decimal128 */
+static PyObject *datetime_ms_type;     /* DatetimeMS */
+static PyObject *objectid_type;        /* ObjectId */
+static PyObject *timestamp_type;       /* Timestamp */
+static PyObject *min_key;              /* the MinKey, MaxKey and Undefined values */
+static PyObject *max_key;
+static PyObject *undefined_value;
+static PyObject *millis_to_datetime;   /* datetime_ms.millis_to_datetime: the out-of-range cases */
+static int decoder_types_ready;        /* every one of the above is set */
+/* Slot and attribute names. */
+static PyObject *s_binary_subtype, *s_uuid_int, *s_uuid_is_safe, *s_regex_pattern, *s_regex_flags;
+static PyObject *s_code_scope, *s_pointer_namespace, *s_pointer_id, *s_decimal_bid, *s_datetime_ms_value;
+static PyObject *s_objectid_id, *s_timestamp_time, *s_timestamp_inc, *s_astimezone;
+static PyObject *s_dbref_collection, *s_dbref_id, *s_dbref_database, *s_dbref_kwargs, *id_key, *db_key;
+
+#define MIN_DATETIME_MS (-62135596800000LL) /* datetime.min */
+#define MAX_DATETIME_MS (253402300799999LL) /* the last millisecond of datetime.max */
+#define CONVERSION_DATETIME 1
+#define CONVERSION_CLAMP 2
+#define CONVERSION_MS 3
+#define CONVERSION_AUTO 4
+
+/* object.__new__(type) with each slot set to its value, as the classes' own fast constructors do. */
+static PyObject *
+new_with_slots(PyObject *type, PyObject **names, PyObject **values, int count)
+{
+    PyObject *self = PyBaseObject_Type.tp_new((PyTypeObject *)type, empty_tuple, NULL);
+    if (self == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        if (PyObject_GenericSetAttr(self, names[i], values[i]) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return self;
+}
+
+/* ``base.__new__(type, value)`` for a str or bytes subclass, then one attribute set (when ``name``). */
+static PyObject *
+new_subclass_of(PyTypeObject *base, PyObject *type, PyObject *value, PyObject *name, PyObject *attribute)
+{
+    PyObject *args = PyTuple_Pack(1, value);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *self = base->tp_new((PyTypeObject *)type, args, NULL);
+    Py_DECREF(args);
+    if (self != NULL && name != NULL && PyObject_GenericSetAttr(self, name, attribute) < 0) {
+        Py_CLEAR(self);
+    }
+    return self;
+}
+
+static PyObject *
+make_objectid(const Context *c, const unsigned char *raw)
+{
+    PyObject *data = PyBytes_FromStringAndSize((const char *)raw, 12);
+    if (data == NULL) {
+        return NULL;
+    }
+    PyObject *value;
+    if (c == NULL || c->objectid_factory == objectid_factory) {
+        value = new_with_slots(objectid_type, &s_objectid_id, &data, 1);
+    } else {
+        value = PyObject_CallOneArg(c->objectid_factory, data);
+    }
+    Py_DECREF(data);
+    return value;
+}
+
+static PyObject *
+make_timestamp(const Context *c, uint32_t time, uint32_t inc)
+{
+    PyObject *values[2] = {PyLong_FromUnsignedLong(time), PyLong_FromUnsignedLong(inc)};
+    PyObject *value = NULL;
+    if (values[0] != NULL && values[1] != NULL) {
+        if (c->timestamp_factory == timestamp_factory) {
+            PyObject *names[2] = {s_timestamp_time, s_timestamp_inc};
+            value = new_with_slots(timestamp_type, names, values, 2);
+        } else {
+            value = PyObject_CallFunctionObjArgs(c->timestamp_factory, values[0], values[1], NULL);
+        }
+    }
+    Py_XDECREF(values[0]);
+    Py_XDECREF(values[1]);
+    return value;
+}
+
+/* Int64(number) as int.__new__ makes an int subclass: the object allocated for its digits, which are
+ * written straight from the 64-bit magnitude (PyLong_SHIFT bits each, least significant first). */
+static PyObject *
+make_int64(const Context *c, int64_t number)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Python 3.12 changed how an int keeps its digits: there the class is called. */
+    int call = 1;
+#else
+    int call = c->int64_type != int64_type;
+#endif
+    if (call) {
+        PyObject *plain = PyLong_FromLongLong((long long)number);
+        PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
+        Py_XDECREF(plain);
+        return value;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
+    Py_ssize_t digits = 0;
+    for (uint64_t rest = magnitude; rest != 0; rest >>= PyLong_SHIFT) {
+        digits++;
+    }
+    PyTypeObject *type = (PyTypeObject *)int64_type;
+    PyLongObject *value = (PyLongObject *)type->tp_alloc(type, digits);
+    if (value == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < digits; i++) {
+        value->ob_digit[i] = (digit)(magnitude & PyLong_MASK);
+        magnitude >>= PyLong_SHIFT;
+    }
+    Py_SET_SIZE(value, number < 0 ? -digits : digits);
+    return (PyObject *)value;
+#endif
+}
+
+static PyObject *
+make_datetime_ms(long long millis)
+{
+    PyObject *number = PyLong_FromLongLong(millis);
+    if (number == NULL) {
+        return NULL;
+    }
+    PyObject *value = new_with_slots(datetime_ms_type, &s_datetime_ms_value, &number, 1);
+    Py_DECREF(number);
+    return value;
+}
+
+static long long
+floor_div(long long a, long long b)
+{
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* The civil date of a count of days since 1970-01-01 (proleptic Gregorian). */
+static void
+civil_from_days(long long days, int *year, int *month, int *day)
+{
+    days += 719468;
+    long long era = floor_div(days, 146097);
+    long long doe = days - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long long mp = (5 * doy + 2) / 153;
+    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = (int)(yoe + era * 400 + (*month <= 2));
+}
+
+/* Days from 1970-01-01 to a civil date (the encoder's datetimes). */
+static long long
+days_from_civil(long long year, int month, int day)
+{
+    year -= month <= 2;
+    long long era = floor_div(year, 400);
+    long long yoe = year - era * 400;
+    long long doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A datetime for milliseconds known to be in datetime's range, naive or with ``tzinfo``. */
+static PyObject *
+datetime_from_millis(long long millis, PyObject *tzinfo)
+{
+    long long days = floor_div(millis, 86400000LL);
+    long long rest = millis - days * 86400000LL;
+    int year, month, day;
+    civil_from_days(days, &year, &month, &day);
+    int hour = (int)(rest / 3600000), minute = (int)(rest / 60000 % 60), second = (int)(rest / 1000 % 60);
+    int micro = (int)(rest % 1000) * 1000;
+    return PyDateTimeAPI->DateTime_FromDateAndTime(year, month, day, hour, minute, second, micro, tzinfo,
+                                                   PyDateTimeAPI->DateTimeType);
+}
+
+/* A BSON datetime under the context's options, as _decoder._r_datetime and millis_to_datetime make it. */
+static PyObject *
+read_datetime_value(const Context *c, long long millis)
+{
+    PyObject *ctx = c->ctx;
+    if (PyTuple_GET_SIZE(ctx) < 10) {
+        PyErr_SetString(PyExc_TypeError, "the decoding context has no datetime options");
+        return NULL;
+    }
+    long conversion = PyLong_AsLong(PyTuple_GET_ITEM(ctx, 9));
+    int tz_aware = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    if ((conversion == -1 || tz_aware < 0) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (conversion == CONVERSION_MS) {
+        return make_datetime_ms(millis);
+    }
+    if (conversion == CONVERSION_CLAMP) {
+        millis = millis < MIN_DATETIME_MS ? MIN_DATETIME_MS : millis > MAX_DATETIME_MS ? MAX_DATETIME_MS : millis;
+    } else if (millis < MIN_DATETIME_MS || millis > MAX_DATETIME_MS) {
+        if (conversion == CONVERSION_AUTO) {
+            return make_datetime_ms(millis);
+        }
+        goto in_python; /* refused there, with its reason */
+    }
+    if (!tz_aware) {
+        return datetime_from_millis(millis, Py_None);
+    }
+    PyObject *utc = datetime_from_millis(millis, PyDateTime_TimeZone_UTC);
+    PyObject *tzinfo = PyTuple_GET_ITEM(ctx, 8);
+    if (utc == NULL || tzinfo == Py_None || tzinfo == PyDateTime_TimeZone_UTC) {
+        return utc;
+    }
+    PyObject *local = PyObject_CallMethodOneArg(utc, s_astimezone, tzinfo);
+    Py_DECREF(utc);
+    if (local != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return local;
+    }
+    PyErr_Clear(); /* near datetime.min/max: the Python function knows what each conversion makes of it */
+in_python:;
+    PyObject *number = PyLong_FromLongLong(millis);
+    if (number == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallFunctionObjArgs(millis_to_datetime, number, PyTuple_GET_ITEM(ctx, 9),
+                                                   PyTuple_GET_ITEM(ctx, 7), PyTuple_GET_ITEM(ctx, 8), NULL);
+    Py_DECREF(number);
+    return value;
+}
+
+/* A UUID from its 16 bytes in RFC 4122 order, as uuid.UUID(bytes=...) makes it. */
+static PyObject *
+make_uuid(const unsigned char *bytes)
+{
+    PyObject *values[2] = {_PyLong_FromByteArray(bytes, 16, 0, 0), uuid_unknown_safety};
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    PyObject *names[2] = {s_uuid_int, s_uuid_is_safe};
+    PyObject *value = new_with_slots(uuid_type, names, values, 2);
+    Py_DECREF(values[0]);
+    return value;
+}
+
+#define UUID_STANDARD 4
+#define UUID_PYTHON_LEGACY 3
+#define UUID_JAVA_LEGACY 5
+#define UUID_CSHARP_LEGACY 6
+
+/* Binary data (type 0x05) at ``pos``: bytes for subtype 0, a UUID where the representation says so, else a
+ * Binary. */
+static PyObject *
+read_binary(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 5 > end) {
+        return malformed("a binary value runs past the end of its document");
+    }
+    int32_t size = load_int32(buf + pos);
+    Py_ssize_t start = pos + 5, stop = start + (Py_ssize_t)size;
+    if (size < 0 || stop > end) {
+        PyErr_Format(invalid_bson, "bad binary length %d", (int)size);
+        return NULL;
+    }
+    unsigned char subtype = buf[pos + 4];
+    if (subtype == 2) {
+        /* A subtype 2 payload starts with its own length: fewer than 4 bytes cannot hold it. */
+        int32_t inner = size >= 4 ? load_int32(buf + start) : -1;
+        if (size < 4 || inner != size - 4) {
+            PyErr_Format(invalid_bson, "binary subtype 2 has inner length %d, expected %d", (int)inner,
+                         (int)size - 4);
+            return NULL;
+        }
+        start += 4;
+    }
+    *next = stop;
+    const unsigned char *payload = buf + start;
+    Py_ssize_t length = stop - start;
+    if ((subtype == 3 || subtype == 4) && length == 16) {
+        long representation = PyTuple_GET_SIZE(c->ctx) > 10 ? PyLong_AsLong(PyTuple_GET_ITEM(c->ctx, 10)) : 0;
+        if (representation == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (subtype == 4 && representation == UUID_STANDARD) {
+            return make_uuid(payload);
+        }
+        if (subtype == 3 && (representation == UUID_PYTHON_LEGACY || representation == UUID_JAVA_LEGACY ||
+                             representation == UUID_CSHARP_LEGACY)) {
+            unsigned char ordered[16];
+            memcpy(ordered, payload, 16);
+            if (representation == UUID_JAVA_LEGACY) {
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = payload[7 - i];
+                    ordered[8 + i] = payload[15 - i];
+                }
+            } else if (representation == UUID_CSHARP_LEGACY) {
+                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = payload[order[i]];
+                }
+            }
+            return make_uuid(ordered);
+        }
+    }
+    PyObject *data = PyBytes_FromStringAndSize((const char *)payload, length);
+    if (data == NULL || subtype == 0) {
+        return data;
+    }
+    PyObject *number = PyLong_FromLong(subtype);
+    PyObject *value = number == NULL ? NULL
+                                     : new_subclass_of(&PyBytes_Type, binary_type, data, s_binary_subtype, number);
+    Py_XDECREF(number);
+    Py_DECREF(data);
+    return value;
+}
+
+/* A string as BSON stores it (int32 length with the NUL, the bytes, NUL) at ``pos``. */
+static PyObject *
+read_string_at(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 4 > end) {
+        return malformed("a string runs past the end of its document");
+    }
+    int32_t size = load_int32(buf + pos);
+    Py_ssize_t value_end = pos + 4 + (Py_ssize_t)size - 1;
+    if (size < 1 || value_end >= end || buf[value_end] != 0) {
+        PyErr_Format(invalid_bson, "bad string length %d", (int)size);
+        return NULL;
+    }
+    *next = value_end + 1;
+    return decode_text(c, buf + pos + 4, size - 1);
+}
+
+static PyObject *
+read_cstring_at(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    const unsigned char *stop = memchr(buf + pos, 0, (size_t)(end - pos));
+    if (stop == NULL) {
+        return malformed("a C string is missing its NUL terminator");
+    }
+    *next = (stop - buf) + 1;
+    return decode_text(c, buf + pos, stop - (buf + pos));
+}
+
+static PyObject *
+read_regex(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    PyObject *values[2] = {NULL, NULL};
+    values[0] = read_cstring_at(c, buf, pos, end, &pos);
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    values[1] = read_cstring_at(c, buf, pos, end, next);
+    if (values[1] == NULL) {
+        Py_DECREF(values[0]);
+        return NULL;
+    }
+    PyObject *names[2] = {s_regex_pattern, s_regex_flags};
+    PyObject *value = new_with_slots(regex_type, names, values, 2);
+    Py_DECREF(values[0]);
+    Py_DECREF(values[1]);
+    return value;
+}
+
+static PyObject *
+read_dbpointer(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    PyObject *values[2] = {NULL, NULL};
+    values[0] = read_string_at(c, buf, pos, end, &pos);
+    if (values[0] == NULL) {
+        return NULL;
+    }
+    if (pos + 12 > end) {
+        Py_DECREF(values[0]);
+        return malformed("a DBPointer's ObjectId runs past the end of its document");
+    }
+    values[1] = make_objectid(NULL, buf + pos);
+    PyObject *value = NULL;
+    if (values[1] != NULL) {
+        PyObject *names[2] = {s_pointer_namespace, s_pointer_id};
+        value = new_with_slots(dbpointer_type, names, values, 2);
+    }
+    *next = pos + 12;
+    Py_DECREF(values[0]);
+    Py_XDECREF(values[1]);
+    return value;
+}
+
+/* JavaScript code (0x0D), or a symbol (0x0E) when ``symbol``. */
+static PyObject *
+read_code(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next,
+          int symbol)
+{
+    PyObject *text = read_string_at(c, buf, pos, end, next);
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *value = symbol ? new_subclass_of(&PyUnicode_Type, symbol_type, text, NULL, NULL)
+                             : new_subclass_of(&PyUnicode_Type, code_type, text, s_code_scope, Py_None);
+    Py_DECREF(text);
+    return value;
+}
+
+static PyObject *
+read_code_with_scope(PyObject *data, const Context *c, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next,
+                     int depth)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    if (pos + 4 > end) {
+        return malformed("a code with scope runs past the end of its document");
+    }
+    int32_t total = load_int32(buf + pos);
+    Py_ssize_t stop = pos + (Py_ssize_t)total;
+    if (total < 14 || stop > end) {
+        PyErr_Format(invalid_bson, "bad code with scope length %d", (int)total);
+        return NULL;
+    }
+    Py_ssize_t scope_start;
+    PyObject *code = read_string_at(c, buf, pos + 4, stop, &scope_start);
+    if (code == NULL) {
+        return NULL;
+    }
+    int32_t scope_size = scope_start + 5 <= stop ? load_int32(buf + scope_start) : 0;
+    Py_ssize_t scope_end = scope_start + (Py_ssize_t)scope_size - 1;
+    if (scope_size < 5 || scope_end + 1 != stop || buf[scope_end] != 0) {
+        Py_DECREF(code);
+        PyErr_Format(invalid_bson, "code with scope: the scope's length %d does not fill the declared length",
+                     (int)scope_size);
+        return NULL;
+    }
+    PyObject *scope;
+    if (c->is_raw) {
+        scope = make_raw(c, buf + scope_start, stop - scope_start);
+    } else {
+        scope = read_elements(data, scope_start + 4, scope_end, c, 0, depth + 1);
+    }
+    PyObject *value = NULL;
+    if (scope != NULL) {
+        value = new_subclass_of(&PyUnicode_Type, code_type, code, s_code_scope, scope);
+        Py_DECREF(scope);
+    }
+    Py_DECREF(code);
+    *next = stop;
+    return value;
+}
+
+static PyObject *
+read_decimal128(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next)
+{
+    if (pos + 16 > end) {
+        return malformed("a decimal128 runs past the end of its document");
+    }
+    PyObject *bid = PyBytes_FromStringAndSize((const char *)buf + pos, 16);
+    if (bid == NULL) {
+        return NULL;
+    }
+    PyObject *value = new_with_slots(decimal128_type, &s_decimal_bid, &bid, 1);
+    Py_DECREF(bid);
+    *next = pos + 16;
+    return value;
+}
+
+
+/* _decoder._to_dbref for a dict: a DBRef when the document has the DBRef shape (a str $ref, an $id, a str $db
+ * if any; the other fields kept in order), else the document itself. */
+static PyObject *
+shape_dbref(PyObject *doc)
+{
+    PyObject *ref = PyDict_GetItemWithError(doc, ref_key);
+    PyObject *id = ref == NULL ? NULL : PyDict_GetItemWithError(doc, id_key);
+    PyObject *database = id == NULL ? NULL : PyDict_GetItemWithError(doc, db_key);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (ref == NULL || !PyUnicode_Check(ref) || id == NULL || (database != NULL && !PyUnicode_Check(database))) {
+        return Py_NewRef(doc);
+    }
+    PyObject *extra = PyDict_New();
+    if (extra == NULL) {
+        return NULL;
+    }
+    PyObject *key, *item;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(doc, &position, &key, &item)) {
+        int special = 0;
+        PyObject *names[3] = {ref_key, id_key, db_key};
+        for (int i = 0; i < 3 && !special; i++) {
+            special = PyObject_RichCompareBool(key, names[i], Py_EQ);
+            if (special < 0) {
+                Py_DECREF(extra);
+                return NULL;
+            }
+        }
+        if (!special && PyDict_SetItem(extra, key, item) < 0) {
+            Py_DECREF(extra);
+            return NULL;
+        }
+    }
+    PyObject *names[4] = {s_dbref_collection, s_dbref_id, s_dbref_database, s_dbref_kwargs};
+    PyObject *values[4] = {ref, id, database != NULL ? database : Py_None, extra};
+    PyObject *value = new_with_slots(dbref_type, names, values, 4);
+    Py_DECREF(extra);
+    return value;
+}
+
+
+/* A raw embedded document (its bytes already checked to be one whole document): mongio's RawBSONDocument is
+ * made as its constructor makes it, any other raw class by calling it with the bytes and the options. */
+static PyObject *
+make_raw(const Context *c, const unsigned char *start, Py_ssize_t size)
+{
+    PyObject *slice = PyBytes_FromStringAndSize((const char *)start, size);
+    if (slice == NULL) {
+        return NULL;
+    }
+    PyObject *raw;
+    if (c->document_class == raw_document_type && raw_document_type != NULL) {
+        PyObject *values = PyDict_New();
+        PyObject *slots[4] = {slice, c->options, Py_None, values};
+        PyObject *names[4] = {s_raw_bytes, s_raw_options, s_raw_index, s_raw_values};
+        raw = values == NULL ? NULL : new_with_slots(raw_document_type, names, slots, 4);
+        Py_XDECREF(values);
+    } else {
+        raw = PyObject_CallFunctionObjArgs(c->document_class, slice, c->options, NULL);
+    }
+    Py_DECREF(slice);
+    return raw;
+}
+
+/* The value of every type the element loop's switch does not inline. */
+static PyObject *
+read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, const Context *c,
+           PyObject *name, Py_ssize_t *next, int depth)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    if (!decoder_types_ready) {
+        return read_with_python(data, kind, pos, end, c, name, next);
+    }
+    *next = pos;
+    switch (kind) {
+    case 0x05:
+        return read_binary(c, buf, pos, end, next);
+    case 0x06:
+        return Py_NewRef(undefined_value);
+    case 0x09:
+        if (pos + 8 > end) {
+            return element_error(name, "datetime %U runs past the end of its container", 0);
+        }
+        *next = pos + 8;
+        return read_datetime_value(c, (long long)(int64_t)load_uint64(buf + pos));
+    case 0x0B:
+        return read_regex(c, buf, pos, end, next);
+    case 0x0C:
+        return read_dbpointer(c, buf, pos, end, next);
+    case 0x0D:
+    case 0x0E:
+        return read_code(c, buf, pos, end, next, kind == 0x0E);
+    case 0x0F:
+        return read_code_with_scope(data, c, pos, end, next, depth);
+    case 0x13:
+        return read_decimal128(buf, pos, end, next);
+    case 0xFF:
+        return Py_NewRef(min_key);
+    case 0x7F:
+        return Py_NewRef(max_key);
+    default:
+        return read_with_python(data, kind, pos, end, c, name, next);
+    }
+}
+
 static PyObject *
 read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, int depth)
 {
@@ -271,7 +915,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
         }
         PyObject *key = NULL;
         if (!array) {
-            key = decode_text(c, key_start, key_stop - key_start);
+            key = decode_key(c, key_start, key_stop - key_start);
             if (key == NULL) {
                 goto fail;
             }
@@ -336,11 +980,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "int64 %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *number = PyLong_FromLongLong((long long)(int64_t)load_uint64(buf + pos));
-            if (number != NULL) {
-                value = PyObject_CallOneArg(c->int64_type, number);
-                Py_DECREF(number);
-            }
+            value = make_int64(c, (int64_t)load_uint64(buf + pos));
             pos += 8;
             break;
         }
@@ -349,11 +989,7 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "ObjectId %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)buf + pos, 12);
-            if (raw != NULL) {
-                value = PyObject_CallOneArg(c->objectid_factory, raw);
-                Py_DECREF(raw);
-            }
+            value = make_objectid(c, buf + pos);
             pos += 12;
             break;
         }
@@ -365,18 +1001,12 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
                 element_error(key, "timestamp %U runs past the end of its container", 0);
                 break;
             }
-            PyObject *inc = PyLong_FromUnsignedLong(load_uint32(buf + pos));
-            PyObject *time = PyLong_FromUnsignedLong(load_uint32(buf + pos + 4));
-            if (inc != NULL && time != NULL) {
-                value = PyObject_CallFunctionObjArgs(c->timestamp_factory, time, inc, NULL);
-            }
-            Py_XDECREF(inc);
-            Py_XDECREF(time);
+            value = make_timestamp(c, load_uint32(buf + pos + 4), load_uint32(buf + pos));
             pos += 8;
             break;
         }
         default:
-            value = read_with_python(data, kind, pos, end, c, key, &pos);
+            value = read_other(data, kind, pos, end, c, key, &pos, depth);
             break;
         }
         if (value == NULL) {
@@ -492,12 +1122,70 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* configure_types(types): the classes and values the less common types are made of and written from, by
+ * name (see _decoder.py and _encoder.py; each module gives the names it has). */
+static PyObject *pattern_type;      /* re.Pattern */
+
+static PyObject *
+configure_types(PyObject *module, PyObject *types)
+{
+    (void)module;
+    if (!PyDict_Check(types)) {
+        PyErr_SetString(PyExc_TypeError, "configure_types takes a dict");
+        return NULL;
+    }
+    struct {
+        const char *name;
+        PyObject **slot;
+    } known[] = {
+        {"Binary", &binary_type},       {"UUID", &uuid_type},
+        {"SafeUUID.unknown", &uuid_unknown_safety}, {"Regex", &regex_type},
+        {"Code", &code_type},           {"Symbol", &symbol_type},
+        {"DBPointer", &dbpointer_type}, {"Decimal128", &decimal128_type},
+        {"DatetimeMS", &datetime_ms_type}, {"ObjectId", &objectid_type},
+        {"Timestamp", &timestamp_type}, {"MinKey()", &min_key},
+        {"MaxKey()", &max_key},         {"Undefined()", &undefined_value},
+        {"millis_to_datetime", &millis_to_datetime}, {"DBRef", &dbref_type},
+        {"RawBSONDocument", &raw_document_type}, {"write_value_no_custom", &write_value_no_custom},
+        {"re.Pattern", &pattern_type},
+        {"write_marked_binary", &marked_writers[M_BINARY]}, {"write_marked_datetime", &marked_writers[M_DATETIME]},
+        {"write_marked_regex", &marked_writers[M_REGEX]}, {"write_marked_code", &marked_writers[M_CODE]},
+        {"write_marked_timestamp", &marked_writers[M_TIMESTAMP]},
+        {"write_marked_decimal128", &marked_writers[M_DECIMAL]}, {"write_marked_raw", &marked_writers[M_RAW]},
+        {"write_minkey", &marked_writers[M_MIN]}, {"write_maxkey", &marked_writers[M_MAX]},
+        {"write_undefined", &marked_writers[M_UNDEFINED]},
+    };
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(types, &position, &key, &value)) {
+        size_t i = 0;
+        for (; i < sizeof known / sizeof known[0]; i++) {
+            if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, known[i].name) == 0) {
+                Py_XSETREF(*known[i].slot, Py_NewRef(value));
+                break;
+            }
+        }
+        if (i == sizeof known / sizeof known[0]) {
+            PyErr_Format(PyExc_KeyError, "configure_types does not know %R", key);
+            return NULL;
+        }
+    }
+    decoder_types_ready = binary_type && uuid_type && uuid_unknown_safety && regex_type && code_type &&
+                          symbol_type && dbpointer_type && decimal128_type && datetime_ms_type &&
+                          objectid_type && timestamp_type && min_key && max_key && undefined_value &&
+                          millis_to_datetime;
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------------------------------------------------
  * The encoder's element loops: write_document(buf, doc, ctx, check_keys) and write_array(buf, values, ctx,
  * check_keys) take the place of _encoder._write_document and _encoder._write_array, appending to the
- * bytearray ``buf``. Exact dicts and lists/tuples of str, int, float, bool, None, Int64 and nested
- * containers are written here; every other value, key or container goes to the Python code that does it
- * there, and refusals carry their key path the same way (the _Refused exception's ``path``).
+ * bytearray ``buf``. Exact dicts and lists/tuples of every BSON type mongio has (and other libraries' values
+ * found by their _type_marker, and what the type registry's encoders return) are written here; a value that
+ * does not hold what its class promises, a subclass, a mapping or sequence of another class, and the
+ * fallback encoder go to the Python code that does it there, which writes them or refuses them. Refusals
+ * carry their key path the same way (the _Refused exception's ``path``).
  * ------------------------------------------------------------------------------------------------------- */
 
 static PyObject *refused_type;          /* _encoder._Refused */
@@ -567,10 +1255,14 @@ append_int64(PyObject *buf, int64_t value)
 static int
 append_head(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size)
 {
-    if (append_byte(buf, kind) < 0) {
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, old + size + 2) < 0) {
         return -1;
     }
-    return append(buf, name, size + 1);
+    char *out = PyByteArray_AS_STRING(buf) + old;
+    out[0] = (char)kind;
+    memcpy(out + 1, name, (size_t)size + 1);
+    return 0;
 }
 
 static int write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array,
@@ -633,9 +1325,588 @@ write_known(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     return result;
 }
 
+
+/* ---- The less common types, written as the Python writers of _encoder._ENCODERS write them. Each returns 0
+ * when written, -1 on error, and 1 to leave the value to its Python writer: for anything that does not hold
+ * what its class promises, which that writer refuses with its reason (or writes, the rare cases kept there:
+ * re.Pattern, UUIDs in the legacy representations). ---- */
+
+static PyObject *s_utcoffset, *s_as_doc, *s_raw, *s_uuid_representation, *s_type_marker, *s_encoder_map;
+
 static int
-write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
-            PyObject *check_keys_obj, int depth)
+write_binary_data(PyObject *buf, const char *name, Py_ssize_t size, const char *data, Py_ssize_t length,
+                  long subtype)
+{
+    if (length > INT32_MAX - 4) {
+        return 1;
+    }
+    if (append_head(buf, 0x05, name, size) < 0) {
+        return -1;
+    }
+    if (subtype == 2) { /* the old binary subtype repeats the length inside the payload */
+        if (append_int32(buf, (int32_t)(length + 4)) < 0 || append_byte(buf, 2) < 0 ||
+            append_int32(buf, (int32_t)length) < 0) {
+            return -1;
+        }
+    } else if (append_int32(buf, (int32_t)length) < 0 || append_byte(buf, (unsigned char)subtype) < 0) {
+        return -1;
+    }
+    return append(buf, data, length);
+}
+
+/* A str (or str subclass) as a BSON string-shaped value of ``kind``. */
+static int
+write_text(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size, PyObject *text)
+{
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
+    if (data == NULL) {
+        return -1;
+    }
+    if (length > INT32_MAX - 1) {
+        return 1;
+    }
+    if (append_head(buf, kind, name, size) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0) {
+        return -1;
+    }
+    return append(buf, data, length + 1);
+}
+
+/* An attribute read as object.__getattribute__ reads it (slots, the instance dict), or NULL with no error
+ * when it is missing. */
+static PyObject *
+attribute(PyObject *value, PyObject *name)
+{
+    PyObject *found = PyObject_GenericGetAttr(value, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return found;
+}
+
+static long long
+timedelta_microseconds(PyObject *delta)
+{
+    return (long long)PyDateTime_DELTA_GET_DAYS(delta) * 86400000000LL +
+           (long long)PyDateTime_DELTA_GET_SECONDS(delta) * 1000000LL + PyDateTime_DELTA_GET_MICROSECONDS(delta);
+}
+
+/* datetime_ms.datetime_to_millis: milliseconds since the epoch rounding down, a naive datetime taken as UTC. */
+static int
+write_datetime(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    long long days = days_from_civil(PyDateTime_GET_YEAR(value), PyDateTime_GET_MONTH(value),
+                                     PyDateTime_GET_DAY(value));
+    long long micros = days * 86400000000LL + (long long)PyDateTime_DATE_GET_HOUR(value) * 3600000000LL +
+                       (long long)PyDateTime_DATE_GET_MINUTE(value) * 60000000LL +
+                       (long long)PyDateTime_DATE_GET_SECOND(value) * 1000000LL +
+                       PyDateTime_DATE_GET_MICROSECOND(value);
+    if (PyDateTime_DATE_GET_TZINFO(value) != Py_None) {
+        PyObject *offset = PyObject_CallMethodNoArgs(value, s_utcoffset);
+        if (offset == NULL) {
+            return -1;
+        }
+        if (offset != Py_None) {
+            if (!PyDelta_Check(offset)) {
+                Py_DECREF(offset);
+                return 1;
+            }
+            micros -= timedelta_microseconds(offset);
+        }
+        Py_DECREF(offset);
+    }
+    if (append_head(buf, 0x09, name, size) < 0) {
+        return -1;
+    }
+    return append_int64(buf, (int64_t)floor_div(micros, 1000));
+}
+
+/* A regular expression from a str pattern and ASCII option letters (sorted here, as BSON requires); 1 for a
+ * NUL in either, which the Python writer refuses with its reason. */
+static int
+write_regex_parts(PyObject *buf, const char *name, Py_ssize_t size, PyObject *pattern, const char *flags,
+                  Py_ssize_t flags_length)
+{
+    char sorted[64];
+    Py_ssize_t pattern_length;
+    const char *pattern_data = PyUnicode_AsUTF8AndSize(pattern, &pattern_length);
+    if (pattern_data == NULL) {
+        return -1;
+    }
+    if (flags_length > (Py_ssize_t)sizeof sorted || memchr(pattern_data, 0, (size_t)pattern_length) != NULL ||
+        memchr(flags, 0, (size_t)flags_length) != NULL) {
+        return 1;
+    }
+    memcpy(sorted, flags, (size_t)flags_length);
+    for (Py_ssize_t i = 1; i < flags_length; i++) {
+        char letter = sorted[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && (unsigned char)sorted[j - 1] > (unsigned char)letter; j--) {
+            sorted[j] = sorted[j - 1];
+        }
+        sorted[j] = letter;
+    }
+    return append_head(buf, 0x0B, name, size) < 0 || append(buf, pattern_data, pattern_length + 1) < 0 ||
+                   append(buf, sorted, flags_length) < 0 || append_byte(buf, 0) < 0
+               ? -1
+               : 0;
+}
+
+static int
+write_regex(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *pattern = attribute(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : attribute(value, s_regex_flags);
+    int result = 1;
+    if (PyErr_Occurred()) {
+        result = -1;
+    } else if (pattern != NULL && flags != NULL && PyUnicode_CheckExact(pattern) && PyUnicode_CheckExact(flags) &&
+               PyUnicode_IS_ASCII(flags)) {
+        result = write_regex_parts(buf, name, size, pattern, (const char *)PyUnicode_1BYTE_DATA(flags),
+                                   PyUnicode_GET_LENGTH(flags));
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+/* A compiled ``re`` pattern with a str pattern: its flags as option letters, re.UNICODE left out (every str
+ * pattern has it). Bytes patterns are left to the Python writer. */
+static int
+write_pattern(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    static const struct {
+        long flag;
+        char letter;
+    } letters[] = {{2, 'i'}, {4, 'l'}, {8, 'm'}, {16, 's'}, {64, 'x'}}; /* re.I, L, M, S, X */
+    PyObject *pattern = PyObject_GetAttr(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : PyObject_GetAttr(value, s_regex_flags);
+    int result = flags == NULL ? -1 : 1;
+    if (flags != NULL && PyUnicode_CheckExact(pattern) && PyLong_CheckExact(flags)) {
+        long bits = PyLong_AsLong(flags);
+        char text[8];
+        Py_ssize_t count = 0;
+        for (size_t i = 0; i < sizeof letters / sizeof letters[0]; i++) {
+            if (bits & letters[i].flag) {
+                text[count++] = letters[i].letter;
+            }
+        }
+        result = bits == -1 && PyErr_Occurred() ? -1 : write_regex_parts(buf, name, size, pattern, text, count);
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+/* JavaScript code (a str) with ``scope`` (None, or a mapping written without check_keys). */
+static int
+write_code_parts(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *scope, PyObject *ctx,
+                 int depth)
+{
+    if (scope == Py_None) {
+        return write_text(buf, 0x0D, name, size, value);
+    }
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+    if (data == NULL) {
+        return -1;
+    }
+    if (length > INT32_MAX - 1) {
+        return 1;
+    }
+    if (append_head(buf, 0x0F, name, size) < 0) {
+        return -1;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (append(buf, "\0\0\0\0", 4) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0 ||
+        append(buf, data, length + 1) < 0 || write_container(buf, scope, ctx, Py_False, 0, depth + 1) < 0) {
+        return -1;
+    }
+    Py_ssize_t total = PyByteArray_GET_SIZE(buf) - start;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a code with scope cannot exceed 2 GiB");
+        return -1;
+    }
+    store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)total);
+    return 0;
+}
+
+static int
+write_code(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *scope = attribute(value, s_code_scope);
+    if (scope == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    int result = write_code_parts(buf, name, size, value, scope, ctx, depth);
+    Py_DECREF(scope);
+    return result;
+}
+
+static int
+write_exact_bytes_attribute(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size, PyObject *value,
+                            PyObject *slot, Py_ssize_t length)
+{
+    PyObject *data = attribute(value, slot);
+    if (data == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    int result = 1;
+    if (PyBytes_CheckExact(data) && PyBytes_GET_SIZE(data) == length) {
+        result = append_head(buf, kind, name, size) < 0 || append(buf, PyBytes_AS_STRING(data), length) < 0 ? -1 : 0;
+    }
+    Py_DECREF(data);
+    return result;
+}
+
+static int
+write_timestamp(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *time = attribute(value, s_timestamp_time);
+    PyObject *inc = time == NULL ? NULL : attribute(value, s_timestamp_inc);
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (time != NULL && inc != NULL && PyLong_CheckExact(time) && PyLong_CheckExact(inc)) {
+        unsigned long long t = PyLong_AsUnsignedLongLong(time), i = PyLong_AsUnsignedLongLong(inc);
+        if (PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or huge: the Python writer refuses it */
+        } else if (t <= 0xFFFFFFFFULL && i <= 0xFFFFFFFFULL) {
+            result = append_head(buf, 0x11, name, size) < 0 || append_int32(buf, (int32_t)(uint32_t)i) < 0 ||
+                             append_int32(buf, (int32_t)(uint32_t)t) < 0
+                         ? -1
+                         : 0;
+        }
+    }
+    Py_XDECREF(time);
+    Py_XDECREF(inc);
+    return result;
+}
+
+static int
+write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx)
+{
+    PyObject *representation = attribute(ctx, s_uuid_representation);
+    if (representation == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    long chosen = PyLong_Check(representation) ? PyLong_AsLong(representation) : -1;
+    Py_DECREF(representation);
+    if (chosen == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (chosen != UUID_STANDARD && chosen != UUID_PYTHON_LEGACY && chosen != UUID_JAVA_LEGACY &&
+        chosen != UUID_CSHARP_LEGACY) {
+        return 1; /* UNSPECIFIED: the Python writer refuses it with its advice */
+    }
+    PyObject *number = attribute(value, s_uuid_int);
+    if (number == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    unsigned char bytes[16];
+    int result = 1;
+    if (PyLong_CheckExact(number) && _PyLong_Sign(number) >= 0 && _PyLong_NumBits(number) <= 128) {
+#if PY_VERSION_HEX >= 0x030D0000
+        result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0, 1);
+#else
+        result = _PyLong_AsByteArray((PyLongObject *)number, bytes, 16, 0, 0);
+#endif
+        if (result == 0) {
+            /* The legacy representations are subtype 3 in the byte order each older driver used. */
+            unsigned char ordered[16];
+            memcpy(ordered, bytes, 16);
+            if (chosen == UUID_JAVA_LEGACY) {
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = bytes[7 - i];
+                    ordered[8 + i] = bytes[15 - i];
+                }
+            } else if (chosen == UUID_CSHARP_LEGACY) {
+                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
+                for (int i = 0; i < 8; i++) {
+                    ordered[i] = bytes[order[i]];
+                }
+            }
+            result = write_binary_data(buf, name, size, (const char *)ordered, 16, chosen == UUID_STANDARD ? 4 : 3);
+        }
+    }
+    Py_DECREF(number);
+    return result;
+}
+
+static int
+write_dbpointer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    PyObject *namespace = attribute(value, s_pointer_namespace);
+    PyObject *oid = namespace == NULL ? NULL : attribute(value, s_pointer_id);
+    PyObject *oid_bytes = oid != NULL && Py_TYPE(oid) == (PyTypeObject *)objectid_type ? attribute(oid, s_objectid_id)
+                                                                                        : NULL;
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (result == 1 && namespace != NULL && PyUnicode_CheckExact(namespace) && oid_bytes != NULL && PyBytes_CheckExact(oid_bytes) &&
+        PyBytes_GET_SIZE(oid_bytes) == 12) {
+        result = write_text(buf, 0x0C, name, size, namespace);
+        if (result == 0) {
+            result = append(buf, PyBytes_AS_STRING(oid_bytes), 12);
+        }
+    }
+    Py_XDECREF(namespace);
+    Py_XDECREF(oid);
+    Py_XDECREF(oid_bytes);
+    return result;
+}
+
+/* A document (DBRef.as_doc() or a RawBSONDocument's bytes) in an element of type 0x03. */
+static int
+write_dbref(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *doc = PyObject_CallMethodNoArgs(value, s_as_doc);
+    if (doc == NULL) {
+        return -1;
+    }
+    /* The $-prefixed names are the point of a DBRef, so check_keys does not apply to them. */
+    int result = append_head(buf, 0x03, name, size) < 0 ? -1 : write_container(buf, doc, ctx, Py_False, 0, depth + 1);
+    Py_DECREF(doc);
+    return result;
+}
+
+static int
+write_less_common(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx, int depth)
+{
+    PyObject *type = (PyObject *)Py_TYPE(value);
+    if (type == (PyObject *)&PyBytes_Type) {
+        return write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), 0);
+    }
+    if (type == binary_type) {
+        PyObject *subtype = attribute(value, s_binary_subtype);
+        if (subtype == NULL) {
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        long number = PyLong_CheckExact(subtype) ? PyLong_AsLong(subtype) : -1;
+        Py_DECREF(subtype);
+        if (number < 0 || number > 255) {
+            PyErr_Clear();
+            return 1;
+        }
+        return write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), number);
+    }
+    if (type == (PyObject *)PyDateTimeAPI->DateTimeType) {
+        return write_datetime(buf, name, size, value);
+    }
+    if (type == code_type) {
+        return write_code(buf, name, size, value, ctx, depth);
+    }
+    if (type == regex_type) {
+        return write_regex(buf, name, size, value);
+    }
+    if (type == pattern_type) {
+        return write_pattern(buf, name, size, value);
+    }
+    if (type == timestamp_type) {
+        return write_timestamp(buf, name, size, value);
+    }
+    if (type == decimal128_type) {
+        return write_exact_bytes_attribute(buf, 0x13, name, size, value, s_decimal_bid, 16);
+    }
+    if (min_key != NULL && type == (PyObject *)Py_TYPE(min_key)) {
+        return append_head(buf, 0xFF, name, size);
+    }
+    if (max_key != NULL && type == (PyObject *)Py_TYPE(max_key)) {
+        return append_head(buf, 0x7F, name, size);
+    }
+    if (undefined_value != NULL && type == (PyObject *)Py_TYPE(undefined_value)) {
+        return append_head(buf, 0x06, name, size);
+    }
+    if (type == symbol_type) {
+        return write_text(buf, 0x0E, name, size, value);
+    }
+    if (type == datetime_ms_type) {
+        PyObject *millis = attribute(value, s_datetime_ms_value);
+        if (millis == NULL) {
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        int overflow = 0;
+        long long number = PyLong_CheckExact(millis) ? PyLong_AsLongLongAndOverflow(millis, &overflow) : 0;
+        int fits = PyLong_CheckExact(millis) && !overflow && !(number == -1 && PyErr_Occurred());
+        Py_DECREF(millis);
+        if (!fits) {
+            PyErr_Clear();
+            return 1;
+        }
+        return append_head(buf, 0x09, name, size) < 0 ? -1 : append_int64(buf, (int64_t)number);
+    }
+    if (type == uuid_type) {
+        return write_uuid(buf, name, size, value, ctx);
+    }
+    if (type == dbpointer_type) {
+        return write_dbpointer(buf, name, size, value);
+    }
+    if (type == dbref_type) {
+        return write_dbref(buf, name, size, value, ctx, depth);
+    }
+    if (type == raw_document_type) {
+        PyObject *raw = attribute(value, s_raw);
+        int result = raw == NULL ? (PyErr_Occurred() ? -1 : 1) : 1;
+        if (raw != NULL && PyBytes_CheckExact(raw)) {
+            result = append_head(buf, 0x03, name, size) < 0 || append(buf, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw)) < 0
+                         ? -1
+                         : 0;
+        }
+        Py_XDECREF(raw);
+        return result;
+    }
+    return 1;
+}
+
+
+/* ---- Other libraries' values (PyMongo's), found by their ``_type_marker``: the exact-type lookup gives the
+ * Python writer _encoder._marked_writer chose for their type, and the common shapes are written here as that
+ * writer writes them. 1 for anything else: the Python writer writes it or refuses it with its reason. ---- */
+
+static PyObject *s_subtype, *s_time, *s_inc, *s_bid, *s_scope;
+
+/* The attribute, or NULL with no error set when it is missing (then the Python writer refuses the value). */
+static PyObject *
+marked_attribute(PyObject *value, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(value, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return found;
+}
+
+static int
+write_marked_regex(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value)
+{
+    static const struct {
+        long flag;
+        char letter;
+    } letters[] = {{2, 'i'}, {4, 'l'}, {8, 'm'}, {16, 's'}, {32, 'u'}, {64, 'x'}};
+    PyObject *pattern = marked_attribute(value, s_regex_pattern);
+    PyObject *flags = pattern == NULL ? NULL : marked_attribute(value, s_regex_flags);
+    int result = PyErr_Occurred() ? -1 : 1;
+    if (result == 1 && flags != NULL && PyUnicode_CheckExact(pattern)) {
+        if (PyLong_CheckExact(flags)) {
+            long bits = PyLong_AsLong(flags);
+            char text[8];
+            Py_ssize_t count = 0;
+            for (size_t i = 0; i < sizeof letters / sizeof letters[0]; i++) {
+                if (bits & letters[i].flag) {
+                    text[count++] = letters[i].letter;
+                }
+            }
+            if (bits == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+            } else {
+                result = write_regex_parts(buf, name, size, pattern, text, count);
+            }
+        } else if (PyUnicode_CheckExact(flags) && PyUnicode_IS_ASCII(flags)) {
+            result = write_regex_parts(buf, name, size, pattern, (const char *)PyUnicode_1BYTE_DATA(flags),
+                                       PyUnicode_GET_LENGTH(flags));
+        }
+    }
+    Py_XDECREF(pattern);
+    Py_XDECREF(flags);
+    return result;
+}
+
+static int
+write_marked(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *writer, PyObject *ctx,
+             int depth)
+{
+    int which = 0;
+    while (which < M_COUNT && marked_writers[which] != writer) {
+        which++;
+    }
+    if (which == M_COUNT || writer == NULL) {
+        return 1;
+    }
+    switch (which) {
+    case M_MIN:
+        return append_head(buf, 0xFF, name, size);
+    case M_MAX:
+        return append_head(buf, 0x7F, name, size);
+    case M_UNDEFINED:
+        return append_head(buf, 0x06, name, size);
+    case M_REGEX:
+        return write_marked_regex(buf, name, size, value);
+    case M_DATETIME: {
+        /* int() of it gives its milliseconds; what int() refuses, the Python writer refuses with its reason. */
+        PyObject *number = PyNumber_Long(value);
+        if (number == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError)) {
+                return -1;
+            }
+            PyErr_Clear();
+            return 1;
+        }
+        int overflow = 0;
+        long long millis = PyLong_AsLongLongAndOverflow(number, &overflow);
+        Py_DECREF(number);
+        if (overflow || (millis == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 1;
+        }
+        return append_head(buf, 0x09, name, size) < 0 ? -1 : append_int64(buf, (int64_t)millis);
+    }
+    default:
+        break;
+    }
+    PyObject *names[] = {[M_BINARY] = s_subtype, [M_CODE] = s_scope, [M_TIMESTAMP] = s_time,
+                         [M_DECIMAL] = s_bid,    [M_RAW] = s_raw};
+    PyObject *part = marked_attribute(value, names[which]);
+    if (part == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    int result = 1;
+    if (which == M_BINARY) {
+        long subtype = PyLong_CheckExact(part) ? PyLong_AsLong(part) : -1;
+        if (subtype >= 0 && subtype <= 255 && PyBytes_Check(value)) {
+            result = write_binary_data(buf, name, size, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), subtype);
+        }
+        PyErr_Clear();
+    } else if (which == M_CODE) {
+        if (PyUnicode_Check(value) && (part == Py_None || PyDict_CheckExact(part))) {
+            result = write_code_parts(buf, name, size, value, part, ctx, depth);
+        }
+    } else if (which == M_TIMESTAMP) {
+        PyObject *inc = marked_attribute(value, s_inc);
+        if (inc == NULL) {
+            result = PyErr_Occurred() ? -1 : 1;
+        } else {
+            if (PyLong_CheckExact(part) && PyLong_CheckExact(inc)) {
+                unsigned long long t = PyLong_AsUnsignedLongLong(part), i = PyLong_AsUnsignedLongLong(inc);
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                } else if (t <= 0xFFFFFFFFULL && i <= 0xFFFFFFFFULL) {
+                    result = append_head(buf, 0x11, name, size) < 0 || append_int32(buf, (int32_t)(uint32_t)i) < 0 ||
+                                     append_int32(buf, (int32_t)(uint32_t)t) < 0
+                                 ? -1
+                                 : 0;
+                }
+            }
+            Py_DECREF(inc);
+        }
+    } else if (which == M_DECIMAL) {
+        if (PyBytes_Check(part) && PyBytes_GET_SIZE(part) == 16) {
+            result = append_head(buf, 0x13, name, size) < 0 || append(buf, PyBytes_AS_STRING(part), 16) < 0 ? -1 : 0;
+        }
+    } else if (which == M_RAW) {
+        Py_ssize_t length = PyBytes_Check(part) ? PyBytes_GET_SIZE(part) : 0;
+        const unsigned char *raw = length ? (const unsigned char *)PyBytes_AS_STRING(part) : NULL;
+        if (length >= 5 && load_int32(raw) == length && raw[length - 1] == 0) {
+            result = append_head(buf, 0x03, name, size) < 0 || append(buf, raw, length) < 0 ? -1 : 0;
+        }
+    }
+    Py_DECREF(part);
+    return result;
+}
+
+static int write_registered(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                            PyObject *check_keys_obj, int depth);
+
+/* One element. ``custom`` is 0 for what a custom encoder or the fallback returned: that is written as a
+ * built-in type or refused, never handed to a custom encoder again (so a transform cannot loop). */
+static int
+write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                 PyObject *check_keys_obj, int depth, int custom)
 {
     PyTypeObject *type = Py_TYPE(value);
     if (type == &PyUnicode_Type) {
@@ -648,10 +1919,17 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
             PyErr_SetString(PyExc_OverflowError, "string too long for BSON");
             return -1;
         }
-        if (append_head(buf, 0x02, name, size) < 0 || append_int32(buf, (int32_t)(length + 1)) < 0) {
+        /* One resize for the whole element: type, name, length, then the UTF-8 buffer and its NUL. */
+        Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+        if (PyByteArray_Resize(buf, old + size + 2 + 4 + length + 1) < 0) {
             return -1;
         }
-        return append(buf, data, length + 1); /* the UTF-8 buffer ends with a NUL */
+        unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
+        out[0] = 0x02;
+        memcpy(out + 1, name, (size_t)size + 1);
+        store_int32(out + size + 2, (int32_t)(length + 1));
+        memcpy(out + size + 6, data, (size_t)length + 1);
+        return 0;
     }
     if (type == &PyLong_Type) {
         return write_integer(buf, name, size, value, 1);
@@ -689,6 +1967,10 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     if ((PyObject *)type == encoder_int64) {
         return write_integer(buf, name, size, value, 0);
     }
+    int written_here = write_less_common(buf, name, size, value, ctx, depth);
+    if (written_here != 1) {
+        return written_here;
+    }
     /* Everything else: the Python writer for the exact type, else the general path (type registry,
      * subclasses, the fallback encoder). */
     PyObject *name_bytes = PyBytes_FromStringAndSize(name, size + 1);
@@ -702,19 +1984,81 @@ write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, P
     }
     if (writer != NULL) {
         int written = write_known(buf, name, size, value, writer);
+        if (written == 1) {
+            written = write_marked(buf, name, size, value, writer, ctx, depth);
+        }
+        if (written != 1) {
+            Py_DECREF(name_bytes);
+            return written;
+        }
+    } else if (custom) {
+        int written = write_registered(buf, name, size, value, ctx, check_keys_obj, depth);
         if (written != 1) {
             Py_DECREF(name_bytes);
             return written;
         }
     }
     PyObject *args[5] = {buf, name_bytes, value, ctx, check_keys_obj};
-    PyObject *result = PyObject_Vectorcall(writer != NULL ? writer : write_other, args, 5, NULL);
+    PyObject *general = writer != NULL ? writer : custom ? write_other : write_value_no_custom;
+    PyObject *result = PyObject_Vectorcall(general, args, 5, NULL);
     Py_DECREF(name_bytes);
     if (result == NULL) {
         return -1;
     }
     Py_DECREF(result);
     return 0;
+}
+
+static int
+write_value(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+            PyObject *check_keys_obj, int depth)
+{
+    return write_value_with(buf, name, size, value, ctx, check_keys_obj, depth, 1);
+}
+
+/* The type registry's custom encoder for a value of a type the encoder does not know, as
+ * _encoder._write_other applies it: only to a value with no int ``_type_marker`` (a marked value is written
+ * by its marker), and its result written without custom encoders. 1 when no custom encoder applies: the
+ * Python function then tries subclasses of the built-in types and the fallback encoder. */
+static int
+write_registered(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, PyObject *ctx,
+                 PyObject *check_keys_obj, int depth)
+{
+    if (write_value_no_custom == NULL) {
+        return 1;
+    }
+    PyObject *marker = PyObject_GetAttr(value, s_type_marker);
+    if (marker == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+    } else {
+        int marked = PyLong_CheckExact(marker);
+        Py_DECREF(marker);
+        if (marked) {
+            return 1;
+        }
+    }
+    PyObject *encoders = attribute(ctx, s_encoder_map);
+    if (encoders == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *transform = PyDict_CheckExact(encoders) ? PyDict_GetItemWithError(encoders, (PyObject *)Py_TYPE(value))
+                                                      : NULL;
+    Py_XINCREF(transform); /* held while it runs: it could change the map it came from */
+    Py_DECREF(encoders);
+    if (transform == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *result = PyObject_CallOneArg(transform, value);
+    Py_DECREF(transform);
+    if (result == NULL) {
+        return -1;
+    }
+    int written = write_value_with(buf, name, size, result, ctx, check_keys_obj, depth, 0);
+    Py_DECREF(result);
+    return written;
 }
 
 /* After an element failed: a refusal gets this element's label on its key path; a UnicodeEncodeError (a
@@ -947,6 +2291,8 @@ static PyMethodDef methods[] = {
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
+    {"configure_types", configure_types, METH_O,
+     "configure_types(types): the classes the less common BSON types decode to, by name."},
     {"configure", configure, METH_VARARGS,
      "configure(InvalidBSON, readers, objectid_from_bytes, timestamp, Int64, to_dbref, strict_utf8)."},
     {NULL, NULL, 0, NULL},
@@ -967,6 +2313,43 @@ PyInit__speedups(void)
     binary_name = PyUnicode_InternFromString("binary");
     if (binary_name == NULL) {
         return NULL;
+    }
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
+        return NULL;
+    }
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL) {
+        return NULL;
+    }
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {
+        {&s_binary_subtype, "_Binary__subtype"},  {&s_uuid_int, "int"},
+        {&s_uuid_is_safe, "is_safe"},             {&s_regex_pattern, "pattern"},
+        {&s_regex_flags, "flags"},                {&s_code_scope, "_Code__scope"},
+        {&s_pointer_namespace, "_DBPointer__namespace"}, {&s_pointer_id, "_DBPointer__id"},
+        {&s_decimal_bid, "_bid"},                 {&s_datetime_ms_value, "_value"},
+        {&s_objectid_id, "_ObjectId__id"},        {&s_timestamp_time, "_Timestamp__time"},
+        {&s_timestamp_inc, "_Timestamp__inc"},    {&s_astimezone, "astimezone"},
+        {&s_utcoffset, "utcoffset"},              {&s_as_doc, "as_doc"},
+        {&s_raw, "raw"},                          {&s_uuid_representation, "uuid_representation"},
+        {&s_dbref_collection, "_DBRef__collection"}, {&s_dbref_id, "_DBRef__id"},
+        {&s_dbref_database, "_DBRef__database"},  {&s_dbref_kwargs, "_DBRef__kwargs"},
+        {&id_key, "$id"},                         {&db_key, "$db"},
+        {&s_type_marker, "_type_marker"},         {&s_encoder_map, "encoder_map"},
+        {&s_raw_bytes, "_RawBSONDocument__raw"},  {&s_raw_options, "_RawBSONDocument__codec_options"},
+        {&s_raw_index, "_RawBSONDocument__index"}, {&s_raw_values, "_RawBSONDocument__values"},
+        {&s_subtype, "subtype"},                  {&s_time, "time"},
+        {&s_inc, "inc"},                          {&s_bid, "bid"},
+        {&s_scope, "scope"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) {
+            return NULL;
+        }
     }
     return PyModule_Create(&module_def);
 }

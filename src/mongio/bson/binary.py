@@ -17,6 +17,9 @@ from typing import Any, Final
 from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidVector
 
+# from_uuid's parameter is named ``uuid`` as in PyMongo, which hides the module inside it.
+_UUID = uuid.UUID
+
 __all__ = [
     "ALL_UUID_REPRESENTATIONS",
     "ALL_UUID_SUBTYPES",
@@ -201,16 +204,14 @@ class Binary(bytes):
         return self.__subtype
 
     @classmethod
-    def from_uuid(
-        cls, uuid_value: uuid.UUID, uuid_representation: int = UuidRepresentation.STANDARD
-    ) -> Binary:
-        """Store ``uuid_value`` in the given representation (subtype 4 for ``STANDARD``, 3 for the legacy ones).
+    def from_uuid(cls, uuid: _UUID, uuid_representation: int = UuidRepresentation.STANDARD) -> Binary:
+        """Store ``uuid`` in the given representation (subtype 4 for ``STANDARD``, 3 for the legacy ones).
 
         ``UNSPECIFIED`` raises ``ValueError``: a stored UUID must say which byte order it uses.
         """
-        if not isinstance(uuid_value, uuid.UUID):
-            raise TypeError(f"from_uuid takes a uuid.UUID, not {type(uuid_value).__name__}")
-        data = uuid_value.bytes
+        if not isinstance(uuid, _UUID):
+            raise TypeError(f"from_uuid takes a uuid.UUID, not {type(uuid).__name__}")
+        data = uuid.bytes
         if uuid_representation == UuidRepresentation.STANDARD:
             return cls(data, UUID_SUBTYPE)
         if uuid_representation == UuidRepresentation.PYTHON_LEGACY:

@@ -10,7 +10,20 @@ class InvalidBSON(BSONError):
 
 
 class InvalidDocument(BSONError):
-    """A Python value that cannot be encoded as BSON; the message names the key and the reason."""
+    """A Python value that cannot be encoded as BSON; the message names the key and the reason.
+
+    ``document`` is the document that could not be encoded when the raiser passes it (None otherwise), as
+    in PyMongo.
+    """
+
+    def __init__(self, message: str, document: object = None) -> None:
+        super().__init__(message)
+        self._document = document
+
+    @property
+    def document(self) -> object:
+        """The document that could not be encoded, when known."""
+        return self._document
 
 
 class InvalidStringData(InvalidDocument):

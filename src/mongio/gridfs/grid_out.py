@@ -215,6 +215,13 @@ class GridOut:
             return file[name]
         raise AttributeError(f"GridOut object has no attribute {name!r}")
 
+    def __getitem__(self, key: str) -> Any:
+        """A field of the files document by its stored name (``grid_out["filename"]``): Motor's
+        ``GridOutCursor.to_list()`` gives these documents, so code written for it reads files this way."""
+        if self._file is None:
+            raise InvalidOperation("the file is not open yet: await its open() first")
+        return self._file[key]
+
     def readable(self) -> bool:
         return True
 

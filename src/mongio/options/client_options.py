@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mongio.errors import ConfigurationError
+from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import (
@@ -316,9 +316,7 @@ def _collect_sources(
                     address = (address[0], port)
                 seeds.append(address)
         elif "://" in entry:
-            raise ConfigurationError(
-                f"invalid connection string scheme in {entry!r}; use {SCHEME} or {SRV_SCHEME}"
-            )
+            raise InvalidURI(f"invalid connection string scheme in {entry!r}; use {SCHEME} or {SRV_SCHEME}")
         else:
             for item in entry.split(","):
                 spec = parse_host(item)

@@ -1,0 +1,355 @@
+"""The failover durability soak: many tasks writing and reading through a deployment of the cluster harness
+while faults are injected and operations are cancelled at random points; then every acknowledged write is
+checked.
+
+    python -m spec_runner.cluster.soak [--topology replicaset|sharded|both] [--writers 50] [--faults 100]
+                                       [--cancellations 10000] [--seed 1]
+
+Each writer inserts documents with unique ids and increments its own counter document (both retryable
+writes); readers read back acknowledged documents (retryable reads); a fault driver injects elections,
+member kills and restarts (mongos kills in a sharded cluster), lost and cut replies, overload bursts,
+state-change and network errors, delays and black holes; cancellers start operations and cancel them after a
+random delay (in server selection, check-out, the write, the wait for the reply or a retry's backoff).
+
+Afterwards: every acknowledged insert is present exactly once, each counter lies between its acknowledged
+increments and those plus the ones whose outcome is unknown (more is a write applied twice), no read returned
+a wrong document, no connection is left checked out, every pooled connection answers its own next request,
+and no task outlives the client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import random
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mongio.client import MongoClient
+from spec_runner.cluster.deployment import Deployment, replica_set, sharded
+from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
+from spec_runner.cluster.members import Role
+
+DATABASE = "soak"
+DOCUMENTS = "documents"
+COUNTERS = "counters"
+
+
+@dataclass
+class SoakSettings:
+    writers: int = 50
+    readers: int = 10
+    faults: int = 100
+    cancellations: int = 10_000
+    seed: int = 1
+    timeout_ms: int = 5_000
+    """The client's timeoutMS: what a black-holed operation costs."""
+
+
+@dataclass
+class SoakReport:
+    topology: str
+    acknowledged_inserts: int = 0
+    acknowledged_increments: int = 0
+    unknown_increments: int = 0
+    lost_writes: int = 0
+    duplicate_writes: int = 0
+    wrong_reads: int = 0
+    reads: int = 0
+    cancelled: int = 0
+    checked_out_after: int = 0
+    stale_replies: int = 0
+    leaked_tasks: int = 0
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    recoveries: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost_writes or self.duplicate_writes or self.wrong_reads or self.checked_out_after
+            or self.stale_replies or self.leaked_tasks
+        )  # fmt: skip
+
+    def table(self) -> str:
+        rows = [
+            ("topology", self.topology),
+            ("acknowledged inserts", self.acknowledged_inserts),
+            ("acknowledged increments", self.acknowledged_increments),
+            ("increments with unknown outcome", self.unknown_increments),
+            ("reads checked", self.reads),
+            ("operations cancelled", self.cancelled),
+            ("lost acknowledged writes", self.lost_writes),
+            ("duplicated writes", self.duplicate_writes),
+            ("wrong reads", self.wrong_reads),
+            ("connections left checked out", self.checked_out_after),
+            ("connections answering a stale reply", self.stale_replies),
+            ("tasks leaked", self.leaked_tasks),
+            ("faults injected", sum(self.faults.values())),
+        ]
+        rows += [(f"  {kind}", count) for kind, count in sorted(self.faults.items())]
+        rows.append(("errors the application saw", sum(self.errors.values())))
+        rows += [(f"  {name}", count) for name, count in sorted(self.errors.items())]
+        if self.recoveries:
+            rows.append(("elections", len(self.recoveries)))
+            rows.append(("recovery after election, median (ms)", round(statistics.median(self.recoveries) * 1000, 1)))
+            rows.append(("recovery after election, worst (ms)", round(max(self.recoveries) * 1000, 1)))
+        rows.append(("seconds", round(self.seconds, 1)))
+        width = max(len(str(name)) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+class Soak:
+    """One soak run against a started deployment."""
+
+    def __init__(self, deployment: Deployment, settings: SoakSettings) -> None:
+        self.deployment = deployment
+        self.settings = settings
+        self.rng = random.Random(settings.seed)
+        self.report = SoakReport(deployment.topology)
+        self.acknowledged: dict[str, tuple[int, int]] = {}  # _id -> (writer, sequence)
+        self.increments = collections.Counter[int]()
+        self.unknown = collections.Counter[int]()
+        self.stop = asyncio.Event()
+        self.client: MongoClient | None = None
+
+    def _collection(self, name: str) -> Any:
+        assert self.client is not None
+        return self.client.get_database(DATABASE).get_collection(name)
+
+    def _saw(self, error: BaseException) -> None:
+        code = getattr(error, "code", None)
+        self.report.errors[type(error).__name__ + (f" (code {code})" if code is not None else "")] += 1
+
+    async def run(self) -> SoakReport:
+        started = time.monotonic()
+        self.client = MongoClient(
+            self.deployment.uri, timeoutMS=self.settings.timeout_ms, maxPoolSize=100, heartbeatFrequencyMS=500
+        )
+        await self.client.aconnect()
+        await self._collection(DOCUMENTS).drop()
+        await self._collection(COUNTERS).drop()
+        workers = [asyncio.create_task(self._writer(n)) for n in range(self.settings.writers)]
+        workers += [asyncio.create_task(self._reader(n)) for n in range(self.settings.readers)]
+        try:
+            await asyncio.gather(self._inject_faults(), self._cancel_operations())
+        finally:
+            self.stop.set()
+            await asyncio.gather(*workers)
+        self.report.faults.update(self.deployment.injected_faults())
+        self.deployment.reset()
+        await self._verify()
+        await self.client.close()
+        self.report.leaked_tasks = len([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    # -- the application -------------------------------------------------------------------------------
+
+    async def _writer(self, number: int) -> None:
+        documents, counters = self._collection(DOCUMENTS), self._collection(COUNTERS)
+        sequence = 0
+        while not self.stop.is_set():
+            sequence += 1
+            identifier = f"w{number}-{sequence}"
+            try:
+                await documents.insert_one({"_id": identifier, "writer": number, "seq": sequence})
+                self.acknowledged[identifier] = (number, sequence)
+            except Exception as error:
+                self._saw(error)
+            try:
+                await counters.update_one({"_id": number}, {"$inc": {"n": 1}}, upsert=True)
+                self.increments[number] += 1
+            except Exception as error:
+                self._saw(error)
+                self.unknown[number] += 1
+
+    async def _reader(self, number: int) -> None:
+        documents = self._collection(DOCUMENTS)
+        rng = random.Random(self.settings.seed * 1000 + number)
+        while not self.stop.is_set():
+            if not self.acknowledged:
+                await asyncio.sleep(0.01)
+                continue
+            identifier = rng.choice(list(self.acknowledged))
+            writer, sequence = self.acknowledged[identifier]
+            try:
+                found = await documents.find_one({"_id": identifier})
+            except Exception as error:
+                self._saw(error)
+                continue
+            self.report.reads += 1
+            if found != {"_id": identifier, "writer": writer, "seq": sequence}:
+                self.report.wrong_reads += 1
+
+    async def _cancel_operations(self) -> None:
+        documents = self._collection(DOCUMENTS)
+        in_flight: set[asyncio.Task[Any]] = set()
+        for index in range(self.settings.cancellations):
+            if index % 2:
+                operation: Awaitable[Any] = documents.find_one({"_id": f"w0-{index}"})
+            else:
+                operation = documents.insert_one({"_id": f"c-{index}", "cancelled": True})
+            task = asyncio.ensure_future(operation)
+            in_flight.add(task)
+            delay = self.rng.random() * 0.004
+            asyncio.get_running_loop().call_later(delay, task.cancel)
+            if len(in_flight) >= 50:
+                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                self._count_cancelled(done)
+        if in_flight:
+            done, _ = await asyncio.wait(in_flight)
+            self._count_cancelled(done)
+
+    def _count_cancelled(self, done: set[asyncio.Task[Any]]) -> None:
+        for task in done:
+            if task.cancelled():
+                self.report.cancelled += 1
+            elif task.exception() is not None:
+                self._saw(task.exception())  # type: ignore[arg-type]
+
+    # -- the faults ------------------------------------------------------------------------------------
+
+    def _fault_actions(self) -> list[Callable[[], Awaitable[None]]]:
+        scripted = [self._scripted(kind) for kind in FaultKind]
+        if self.deployment.topology == "replicaset":
+            return [self._election, self._kill_and_restart, *scripted]
+        return [self._kill_and_restart, *scripted]
+
+    def _fired(self) -> int:
+        return sum(self.report.faults.values()) + sum(self.deployment.injected_faults().values())
+
+    async def _inject_faults(self) -> None:
+        """Until ``faults`` have fired (a planned one fires at the member's next data command): every kind in
+        turn first, then at random."""
+        actions = self._fault_actions()
+        index = 0
+        while self._fired() < self.settings.faults and index < 20 * self.settings.faults:
+            action = actions[index] if index < len(actions) else self.rng.choice(actions)
+            index += 1
+            await action()
+            await asyncio.sleep(0.02 + self.rng.random() * 0.05)
+
+    def _scripted(self, kind: FaultKind) -> Callable[[], Awaitable[None]]:
+        async def inject() -> None:
+            target = self._data_member()
+            burst = 5 if kind is FaultKind.OVERLOAD else 1
+            plan = FaultPlan([Fault(kind, seconds=0.05)] * burst, commands=["insert", "update", "find"])
+            self.deployment.set_faults(target, plan)  # counted as they fire, from the plans
+
+        return inject
+
+    def _data_member(self) -> Any:
+        if self.deployment.topology == "replicaset":
+            return self.deployment.primary or self.deployment.members[0]
+        return self.rng.choice(self.deployment.members)
+
+    def _note(self, kind: str) -> None:
+        self.report.faults[kind] += 1
+
+    async def _election(self) -> None:
+        started = time.monotonic()
+        await asyncio.to_thread(self.deployment.failover)
+        self._note("election")
+        await self._until_a_write_succeeds()
+        self.report.recoveries.append(time.monotonic() - started)
+
+    async def _until_a_write_succeeds(self) -> None:
+        probes = self._collection("probes")
+        while True:
+            try:
+                await probes.insert_one({"at": time.time()})
+                return
+            except Exception as error:
+                self._saw(error)
+
+    async def _kill_and_restart(self) -> None:
+        victim = self.rng.choice(self.deployment.members)
+        started = time.monotonic()
+        was_primary = victim.role is Role.PRIMARY
+        await asyncio.to_thread(self.deployment.kill, victim)
+        self._note("member killed" if self.deployment.topology == "replicaset" else "mongos killed")
+        if was_primary:
+            await asyncio.to_thread(self.deployment.failover)
+            self._note("election")
+            await self._until_a_write_succeeds()
+            self.report.recoveries.append(time.monotonic() - started)
+        await asyncio.sleep(0.1 + self.rng.random() * 0.2)
+        await asyncio.to_thread(self.deployment.restart, victim)
+
+    # -- the checks ------------------------------------------------------------------------------------
+
+    async def _verify(self) -> None:
+        report = self.report
+        report.acknowledged_inserts = len(self.acknowledged)
+        report.acknowledged_increments = sum(self.increments.values())
+        report.unknown_increments = sum(self.unknown.values())
+        stored = {doc["_id"]: doc async for doc in self._collection(DOCUMENTS).find({"_id": {"$regex": "^w"}})}
+        report.lost_writes = sum(1 for identifier in self.acknowledged if identifier not in stored)
+        counters = {doc["_id"]: doc.get("n", 0) async for doc in self._collection(COUNTERS).find({})}
+        for writer in range(self.settings.writers):
+            value = counters.get(writer, 0)
+            if value > self.increments[writer] + self.unknown[writer]:
+                report.duplicate_writes += value - self.increments[writer] - self.unknown[writer]
+            elif value < self.increments[writer]:
+                report.lost_writes += self.increments[writer] - value
+        report.checked_out_after = self._checked_out()
+        report.stale_replies = await self._stale_replies()
+
+    def _checked_out(self) -> int:
+        topology = self.client._topology if self.client is not None else None
+        if topology is None:
+            return 0
+        pools = [server.pool for server in topology.servers.values() if server.pool is not None]
+        return sum(int(getattr(pool, "in_use_connection_count", 0)) for pool in pools)
+
+    async def _stale_replies(self) -> int:
+        """Run many reads at once, so every pooled connection serves one: a connection still holding a reply
+        it never read would answer with the wrong document."""
+        documents = self._collection(DOCUMENTS)
+        sample = list(self.acknowledged)[:500]
+        found = await asyncio.gather(*(documents.find_one({"_id": identifier}) for identifier in sample))
+        return sum(1 for identifier, doc in zip(sample, found) if doc is None or doc["_id"] != identifier)
+
+
+async def soak_topology(topology: str, settings: SoakSettings) -> SoakReport:
+    """Build a deployment of ``topology``, soak it, stop it."""
+    build = replica_set if topology == "replicaset" else sharded
+    deployment = await asyncio.to_thread(lambda: build().start())
+    try:
+        return await Soak(deployment, settings).run()
+    finally:
+        await asyncio.to_thread(deployment.stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spec_runner.cluster.soak", description=__doc__)
+    parser.add_argument("--topology", choices=("replicaset", "sharded", "both"), default="both")
+    parser.add_argument("--writers", type=int, default=50)
+    parser.add_argument("--readers", type=int, default=10)
+    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--cancellations", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    settings = SoakSettings(
+        writers=args.writers, readers=args.readers, faults=args.faults,
+        cancellations=args.cancellations, seed=args.seed,
+    )  # fmt: skip
+    topologies = ["replicaset", "sharded"] if args.topology == "both" else [args.topology]
+    ok = True
+    for topology in topologies:
+        report = asyncio.run(soak_topology(topology, settings))
+        print(report.table())
+        print()
+        ok = ok and report.ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""A short run of the fuzzer (``python -m benchmarks.fuzz``) over every target, without sanitizers: the
+compiled codec and the wire, URI and Extended JSON parsers raise only their expected errors and hold no
+memory after a few thousand generated and mutated inputs."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from benchmarks import fuzz
+
+from mongio.bson import _decoder
+
+
+@pytest.mark.parametrize("target", sorted(fuzz.TARGETS))
+def test_a_short_fuzz_run_finds_nothing(target: str) -> None:
+    if target == "bson-entry" and not _decoder.speedups_available():
+        pytest.skip("the compiled extension is not built or is switched off")
+    result = fuzz.run_target(target, inputs=3000, seconds=None, seed=11, show=3)
+    assert result["inputs"] == 3000
+    assert result["findings"] == 0, "\n".join(result["examples"])
+    # The inputs reach past the first check: some are accepted, some refused.
+    assert 0 < result["expected_errors"] < result["inputs"]
+
+
+class _Crashing(fuzz.Target):
+    name = "crashing"
+    expected = (ValueError,)
+
+    def inputs(self) -> Iterator[Any]:
+        while True:
+            yield self.rng.randrange(3)
+
+    def run(self, item: Any) -> None:
+        if item == 0:
+            raise ValueError("expected")
+        if item == 1:
+            raise KeyError("unexpected")
+
+
+def test_an_unexpected_error_is_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(fuzz.TARGETS, "crashing", _Crashing)
+    result = fuzz.run_target("crashing", inputs=300, seconds=None, seed=1, show=1)
+    assert result["findings"] > 0 and result["expected_errors"] > 0
+    assert "KeyError" in result["examples"][0]
+
+
+def test_mutations_change_the_input_and_stay_bytes() -> None:
+    mutator = fuzz.Mutator(random.Random(3))
+    seed = bytes(range(40))
+    mutated = [mutator.mutate(seed, [seed]) for _ in range(200)]
+    assert all(isinstance(item, bytes) for item in mutated)
+    assert sum(item != seed for item in mutated) > 150
+
+
+def test_sanitizer_logs_count_errors_and_only_the_extensions_leaks(tmp_path: Any) -> None:
+    (tmp_path / "asan.1").write_text(
+        "==1==ERROR: LeakSanitizer: detected memory leaks\n\n"
+        "Direct leak of 45 byte(s) in 1 object(s) allocated from:\n"
+        "    #1 0x1 in PyBytes_FromStringAndSize Objects/bytesobject.c:136\n"
+        "    #2 0x2 in read_elements src/mongio/bson/_speedups.c:984\n\n"
+        "Direct leak of 64 byte(s) in 1 object(s) allocated from:\n"
+        "    #1 0x3 in PyMem_RawMalloc Objects/obmalloc.c:586\n"
+    )
+    (tmp_path / "ubsan.2").write_text(
+        "src/mongio/bson/_speedups.c:10:5: runtime error: signed integer overflow\n"
+    )
+    reports = fuzz._sanitizer_reports(tmp_path)
+    assert len(reports["leaks"]) == 1 and "read_elements" in reports["leaks"][0]
+    assert len(reports["errors"]) == 1 and "runtime error" in reports["errors"][0]
