@@ -178,6 +178,7 @@ class FakeTopology:
         self.errors: list[BaseException] = []
         self.description = SimpleNamespace(
             logical_session_timeout_minutes=30,
+            knows_a_data_bearing_server=True,
             topology_type=TopologyType.ReplicaSetWithPrimary,
             common_wire_version=21,
         )
@@ -385,6 +386,20 @@ async def test_without_session_support_no_lsid_and_explicit_sessions_refused() -
     implicit = ClientSession(client, SessionOptions(causal_consistency=False), implicit=True)
     await executor.execute(RunCommand("db", "ping"), implicit)
     assert "lsid" not in conn.sent[1]
+
+
+async def test_a_retryable_write_keeps_its_session_while_the_topology_knows_no_data_bearing_server() -> None:
+    """Sessions specification, "How to Check Whether a Deployment Supports Sessions": with no data-bearing
+    server in the topology (every mongos just marked Unknown, while the operation already holds a connection
+    to one), the selected server's own logicalSessionTimeoutMinutes decides, so the retryable write carries
+    its lsid and txnNumber and a retry cannot apply it twice."""
+    executor, topology, _, conn = make([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    topology.description.logical_session_timeout_minutes = None
+    topology.description.knows_a_data_bearing_server = False
+    assert topology.server.description.logical_session_timeout_minutes is not None
+    assert await executor.execute(InsertOne("db")) == 1
+    first, second = conn.sent
+    assert first["lsid"] == second["lsid"] and first["txnNumber"] == second["txnNumber"]
 
 
 async def test_explicit_session_is_bound_to_its_client() -> None:

@@ -493,7 +493,7 @@ class Executor:
         op = run.op
         description = server.description
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
-        server_session = self._server_session_for(topology, run)
+        server_session = self._server_session_for(topology, run, description)
         self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
         run.wire_version = conn.max_wire_version
@@ -523,12 +523,20 @@ class Executor:
             await self._raise_write_concern_retry(topology, run, reply, conn)
         return op.handle_response(reply, conn)
 
-    def _server_session_for(self, topology: Topology, run: _Execution[Any]) -> ServerSession | None:
+    def _server_session_for(
+        self, topology: Topology, run: _Execution[Any], server: ServerDescription
+    ) -> ServerSession | None:
         """The server session the command carries: the caller's session's, else one taken for this operation
         alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions."""
         description = topology.description
         load_balanced = topology.settings.load_balanced
-        supported = description.logical_session_timeout_minutes is not None or load_balanced
+        minutes = description.logical_session_timeout_minutes
+        if minutes is None and not description.knows_a_data_bearing_server:
+            # The topology lost sight of every data-bearing server after this operation selected one (every
+            # mongos just marked Unknown, say): the selected server's own hello still answers the question,
+            # and a retryable write sent without its session could be applied twice.
+            minutes = server.logical_session_timeout_minutes
+        supported = minutes is not None or load_balanced
         session = run.session
         if session is not None:
             if supported:
@@ -542,9 +550,7 @@ class Executor:
         if not (run.acknowledged and supported):
             return None
         if run.implicit is None:
-            run.implicit = self.session_pool.acquire(
-                description.logical_session_timeout_minutes, load_balanced=load_balanced
-            )
+            run.implicit = self.session_pool.acquire(minutes, load_balanced=load_balanced)
         return run.implicit
 
     def _decide_txn_number(

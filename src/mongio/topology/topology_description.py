@@ -175,6 +175,13 @@ class TopologyDescription:
         return self._ls_timeout_minutes
 
     @property
+    def knows_a_data_bearing_server(self) -> bool:
+        """Whether any known server is data-bearing; when none is, ``logical_session_timeout_minutes`` says
+        nothing about session support (the sessions specification's "How to Check Whether a Deployment
+        Supports Sessions")."""
+        return any(sd.is_data_bearing for sd in self._server_descriptions.values())
+
+    @property
     def compatible(self) -> bool:
         """False when some server's wire version range does not overlap the driver's."""
         return self._incompatible_err is None
