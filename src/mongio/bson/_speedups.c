@@ -560,6 +560,26 @@ make_uuid(const unsigned char *bytes)
 #define UUID_JAVA_LEGACY 5
 #define UUID_CSHARP_LEGACY 6
 
+/* The 16 bytes of a UUID in the byte order a legacy representation stores them (subtype 3), or back: both
+ * orders are their own inverse, so the decoder and the encoder share this. Python's legacy order is the
+ * standard one. */
+static void
+legacy_uuid_order(const unsigned char *in, unsigned char out[16], int representation)
+{
+    memcpy(out, in, 16);
+    if (representation == UUID_JAVA_LEGACY) {
+        for (int i = 0; i < 8; i++) {
+            out[i] = in[7 - i];
+            out[8 + i] = in[15 - i];
+        }
+    } else if (representation == UUID_CSHARP_LEGACY) {
+        static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
+        for (int i = 0; i < 8; i++) {
+            out[i] = in[order[i]];
+        }
+    }
+}
+
 /* Binary data (type 0x05) at ``pos``: bytes for subtype 0, a UUID where the representation says so, else a
  * Binary. */
 static PyObject *
@@ -599,18 +619,7 @@ read_binary(const Context *c, const unsigned char *buf, Py_ssize_t pos, Py_ssize
         if (subtype == 3 && (representation == UUID_PYTHON_LEGACY || representation == UUID_JAVA_LEGACY ||
                              representation == UUID_CSHARP_LEGACY)) {
             unsigned char ordered[16];
-            memcpy(ordered, payload, 16);
-            if (representation == UUID_JAVA_LEGACY) {
-                for (int i = 0; i < 8; i++) {
-                    ordered[i] = payload[7 - i];
-                    ordered[8 + i] = payload[15 - i];
-                }
-            } else if (representation == UUID_CSHARP_LEGACY) {
-                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
-                for (int i = 0; i < 8; i++) {
-                    ordered[i] = payload[order[i]];
-                }
-            }
+            legacy_uuid_order(payload, ordered, representation);
             return make_uuid(ordered);
         }
     }
@@ -1612,18 +1621,7 @@ write_uuid(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, Py
         if (result == 0) {
             /* The legacy representations are subtype 3 in the byte order each older driver used. */
             unsigned char ordered[16];
-            memcpy(ordered, bytes, 16);
-            if (chosen == UUID_JAVA_LEGACY) {
-                for (int i = 0; i < 8; i++) {
-                    ordered[i] = bytes[7 - i];
-                    ordered[8 + i] = bytes[15 - i];
-                }
-            } else if (chosen == UUID_CSHARP_LEGACY) {
-                static const int order[8] = {3, 2, 1, 0, 5, 4, 7, 6};
-                for (int i = 0; i < 8; i++) {
-                    ordered[i] = bytes[order[i]];
-                }
-            }
+            legacy_uuid_order((const unsigned char *)bytes, ordered, chosen);
             result = write_binary_data(buf, name, size, (const char *)ordered, 16, chosen == UUID_STANDARD ? 4 : 3);
         }
     }
