@@ -359,6 +359,36 @@ class BsonEncode(Target):
         self.decode(data, self.check_options)  # what the encoder writes must be valid BSON
 
 
+class InsertPack(BsonEncode):
+    """The compiled one-pass encoding of an insert's documents (``write_inserts``), ``_id``s generated."""
+
+    name = "insert-pack"
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        from mongio.bson._encoder import pack_inserts
+        from mongio.operations.base import encode_insert
+
+        self.pack_inserts, self.encode_insert = pack_inserts, encode_insert
+
+    def inputs(self) -> Iterator[Any]:
+        documents = super().inputs()
+        rng = self.rng
+        while True:
+            batch = [next(documents)[0] for _ in range(rng.randrange(1, 5))]
+            yield batch, rng.choice(self.options)
+
+    def run(self, item: Any) -> None:
+        batch, options = item
+        data, ends, _ids = self.pack_inserts(batch, options, lambda doc: self.encode_insert(doc, options))
+        start = 0
+        for end in ends:  # each document the pass wrote must be valid BSON on its own
+            self.decode(bytes(data[start:end]), self.check_options)
+            start = end
+        if start != len(data):
+            raise AssertionError("the packed documents do not fill the buffer")
+
+
 def _tamper(cls: type, **slots: Any) -> Any:
     value = object.__new__(cls)
     for name, item in slots.items():
@@ -551,7 +581,7 @@ class ExtendedJson(Target):
 
 
 TARGETS: dict[str, type[Target]] = {
-    target.name: target for target in (BsonDecode, BsonEncode, BsonEntry, Wire, Uri, ExtendedJson)
+    target.name: target for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Uri, ExtendedJson)
 }
 
 

@@ -140,6 +140,9 @@ class PyMongoTypedCodecOptions(CodecOptions):
     def _new_object_id(self) -> Any:
         return _pymongo()[0].ObjectId()
 
+    def _packs_inserts(self) -> bool:
+        return False
+
     def _raw_document_options(self) -> Any:
         # PyMongo's RawBSONDocument decodes itself lazily with PyMongo's codec: it is given PyMongo's options.
         if self.document_class is RawBSONDocument or type_marker(self.document_class) != RawBSONDocument._type_marker:

@@ -22,7 +22,8 @@ from mongio.operations import (
 )
 from mongio.operations.base import RESERVED_MESSAGE_BYTES
 from mongio.options.write_concern import WriteConcern
-from mongio.wire import encode_command
+from mongio.wire import HEADER_SIZE, encode_command
+from mongio.wire.op_msg import parse_op_msg
 
 UNACK = WriteConcern(w=0)
 
@@ -35,8 +36,11 @@ def run(
     while (batch := bulk.next_batch()) is not None:
         command = batch.build(context)
         assert command.sequences is not None
-        ((_identifier, sequence),) = command.sequences.items()
-        documents = [decode(data) for data in sequence]
+        ((identifier, sequence),) = command.sequences.items()
+        # What goes on the wire: the command encoded as the connection encodes it, then parsed back.
+        message = encode_command(1, "db", command.body, document_sequences=command.sequences)
+        parsed = parse_op_msg(memoryview(message)[HEADER_SIZE:])
+        documents = [decode(data) for data in parsed.sequences[identifier]]
         assert [decode(encode(d)) for d in sequence.documents] == documents
         reply = replies(command.body, documents) if replies else {"ok": 1, "n": len(documents)}
         batch.handle_response(reply, context)
@@ -107,7 +111,7 @@ def test_too_large_document_after_others_sends_them_first() -> None:
     assert batch is not None
     command = batch.build(limits)
     assert command.sequences is not None
-    assert len(command.sequences["documents"]) == 2
+    assert len(command.sequences["documents"].documents) == 2
     batch.handle_response({"ok": 1, "n": 2}, limits)
     with pytest.raises(DocumentTooLarge, match="document 2 "):
         next_batch = bulk.next_batch()
@@ -352,3 +356,52 @@ def test_insert_many_generates_ids_first_and_in_place() -> None:
     assert sent[0][2][0] == {"_id": bulk.inserted_ids[0], "a": 1}
     with pytest.raises(TypeError):
         BulkWrite.for_insert_many("db", "c", {"a": 1})
+
+
+def _batch_sizes(bulk: BulkWrite, limits: ServerLimits) -> list[list[dict[str, Any]]]:
+    return [documents for _, _, documents in run(bulk, limits)]
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        ServerLimits(),
+        ServerLimits(max_write_batch_size=3),
+        ServerLimits(max_message_size=2000 + RESERVED_MESSAGE_BYTES),
+        ServerLimits(max_message_size=777 + RESERVED_MESSAGE_BYTES, max_write_batch_size=4),
+    ],
+)
+def test_insert_many_packed_batches_match_the_one_request_per_document_plan(limits: ServerLimits) -> None:
+    # Sizes that straddle the limits differently from batch to batch.
+    documents = [doc_of_size(60 + (i * 37) % 300, i) for i in range(23)]
+    packed = BulkWrite.for_insert_many("db", "c", [dict(d) for d in documents])
+    one_by_one = BulkWrite("db", "c", [InsertOne(dict(d)) for d in documents])
+    assert _batch_sizes(packed, limits) == _batch_sizes(one_by_one, limits)
+
+
+def test_insert_many_packed_refuses_a_document_over_max_bson_size_by_its_position() -> None:
+    documents = [doc_of_size(100, 0), doc_of_size(100, 1), doc_of_size(1001, 2)]
+    bulk = BulkWrite.for_insert_many("db", "c", documents)
+    limits = ServerLimits(max_bson_size=1000)
+    first = bulk.next_batch()
+    assert first is not None
+    assert len(first.build(limits).sequences["documents"].documents) == 2  # type: ignore[index]
+    first.handle_response({"ok": 1, "n": 2}, limits)
+    second = bulk.next_batch()
+    assert second is not None
+    with pytest.raises(DocumentTooLarge, match="document 2 is 1001 bytes"):
+        second.build(limits)
+
+
+def test_insert_many_packed_write_errors_name_the_callers_document() -> None:
+    documents = [{"_id": i} for i in range(6)]
+    bulk = BulkWrite.for_insert_many("db", "c", documents, ordered=False)
+
+    def replies(command: dict[str, Any], sent: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"ok": 1, "n": len(sent) - 1, "writeErrors": [{"index": 1, "code": 11000, "errmsg": "dup"}]}
+
+    run(bulk, ServerLimits(max_write_batch_size=4), replies)
+    with pytest.raises(BulkWriteError) as raised:
+        bulk.result()
+    errors = raised.value.details["writeErrors"]
+    assert [(error["index"], error["op"]) for error in errors] == [(1, {"_id": 1}), (5, {"_id": 5})]

@@ -54,7 +54,7 @@ def body(operation: Any, context: Any = LIMITS) -> dict[str, Any]:
     command = operation.build(context)
     result = dict(command.body)
     for identifier, sequence in (command.sequences or {}).items():
-        result[identifier] = [decode(data) for data in sequence]
+        result[identifier] = [decode(data) for data in sequence.encoded_documents()]
     return result
 
 

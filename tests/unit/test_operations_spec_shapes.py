@@ -119,7 +119,7 @@ def models(requests: list[dict[str, Any]]) -> list[WriteModel]:
 def fold(command: Any) -> dict[str, Any]:
     body = dict(command.body)
     for identifier, sequence in (command.sequences or {}).items():
-        body[identifier] = [decode(data) for data in sequence]
+        body[identifier] = [decode(data) for data in sequence.encoded_documents()]
     return body
 
 

@@ -29,7 +29,7 @@ from mongio.bson.deprecated import DBPointer, Symbol, Undefined
 from mongio.bson.errors import InvalidDocument
 from mongio.bson.int64 import Int64
 from mongio.bson.minmax import MaxKey, MinKey
-from mongio.bson.objectid import ObjectId
+from mongio.bson.objectid import ObjectId, generation_state
 from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex, flags_to_letters
 from mongio.bson.timestamp import Timestamp
@@ -888,6 +888,36 @@ def encode_into(
     if type(document) is not dict and not isinstance(document, Mapping):
         raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
     _append_document(buf, document, _context(codec_options), False)
+
+
+def pack_inserts(
+    documents: list[Any], codec_options: CodecOptions, encode_one: Callable[[Any], tuple[bytes, Any]]
+) -> tuple[bytearray, list[int], list[Any]]:
+    """An insert's documents encoded back to back in one buffer: returns it, where each document ends in it,
+    and each document's ``_id``. A dict without ``_id`` gets a new ObjectId, written first and stored in the
+    dict. With the compiled loops the whole list is one pass; ``encode_one`` (one document's BSON and ``_id``)
+    does the rest: documents that are not dicts, and every document without the compiled loops or when the
+    options make ids of another class."""
+    buf = bytearray()
+    if _SPEEDUPS is not None and _write_document is not _python_write_document and codec_options._packs_inserts():
+        try:
+            ends, ids = _SPEEDUPS.write_inserts(buf, documents, _context(codec_options), generation_state(), encode_one)
+        except _Refused as refused:
+            path = ".".join(reversed(refused.path))
+            raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
+        except RecursionError:
+            raise InvalidDocument(
+                "cannot encode the document: it is nested too deeply, or contains itself"
+            ) from None
+        return buf, ends, ids
+    ends = []
+    ids = []
+    for document in documents:
+        encoded, _id = encode_one(document)
+        buf += encoded
+        ends.append(len(buf))
+        ids.append(_id)
+    return buf, ends, ids
 
 
 def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context, check_keys: bool) -> None:

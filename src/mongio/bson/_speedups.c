@@ -18,6 +18,7 @@
 #include <datetime.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* Set once by configure(): the Python objects the loops hand work to. */
 static PyObject *invalid_bson;     /* mongio.bson.errors.InvalidBSON */
@@ -317,7 +318,7 @@ static int decoder_types_ready;        /* every one of the above is set */
 static PyObject *s_binary_subtype, *s_uuid_int, *s_uuid_is_safe, *s_regex_pattern, *s_regex_flags;
 static PyObject *s_code_scope, *s_pointer_namespace, *s_pointer_id, *s_decimal_bid, *s_datetime_ms_value;
 static PyObject *s_objectid_id, *s_timestamp_time, *s_timestamp_inc, *s_astimezone;
-static PyObject *s_dbref_collection, *s_dbref_id, *s_dbref_database, *s_dbref_kwargs, *id_key, *db_key;
+static PyObject *s_dbref_collection, *s_dbref_id, *s_dbref_database, *s_dbref_kwargs, *id_key, *db_key, *s_underscore_id;
 
 #define MIN_DATETIME_MS (-62135596800000LL) /* datetime.min */
 #define MAX_DATETIME_MS (253402300799999LL) /* the last millisecond of datetime.max */
@@ -2277,6 +2278,177 @@ configure_encoder(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* A new ObjectId as ObjectId() makes one: big-endian seconds, the process's 5 random bytes, the next value of
+ * the process's counter (an itertools.count shared with the Python class, so ids never repeat). */
+static PyObject *
+new_objectid(PyObject *random5, PyObject *counter)
+{
+    PyObject *next = PyIter_Next(counter);
+    if (next == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "the ObjectId counter is exhausted");
+        }
+        return NULL;
+    }
+    unsigned long long count = PyLong_AsUnsignedLongLongMask(next);
+    Py_DECREF(next);
+    if (count == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    uint32_t seconds = (uint32_t)time(NULL);
+    unsigned char raw[12] = {(unsigned char)(seconds >> 24), (unsigned char)(seconds >> 16),
+                             (unsigned char)(seconds >> 8), (unsigned char)seconds};
+    memcpy(raw + 4, PyBytes_AS_STRING(random5), 5);
+    raw[9] = (unsigned char)(count >> 16);
+    raw[10] = (unsigned char)(count >> 8);
+    raw[11] = (unsigned char)count;
+    PyObject *data = PyBytes_FromStringAndSize((const char *)raw, 12);
+    if (data == NULL) {
+        return NULL;
+    }
+    PyObject *oid = new_with_slots(objectid_type, &s_objectid_id, &data, 1);
+    Py_DECREF(data);
+    return oid;
+}
+
+/* One dict without "_id": a generated id's element first, then the document's own elements. The document is
+ * written whole after the id element and its length prefix cut out, as the Python path does. */
+static int
+write_insert_with_new_id(PyObject *buf, PyObject *document, PyObject *ctx, PyObject *oid)
+{
+    PyObject *oid_bytes = attribute(oid, s_objectid_id);
+    if (oid_bytes == NULL || !PyBytes_CheckExact(oid_bytes) || PyBytes_GET_SIZE(oid_bytes) != 12) {
+        Py_XDECREF(oid_bytes);
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "a generated _id must be an ObjectId");
+        }
+        return -1;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    int failed = append(buf, "\0\0\0\0\x07_id\0", 9) < 0 || append(buf, PyBytes_AS_STRING(oid_bytes), 12) < 0;
+    Py_DECREF(oid_bytes);
+    if (failed || write_container(buf, document, ctx, Py_False, 0, 0) < 0) {
+        return -1;
+    }
+    /* Drop the inner document's own length prefix (the 4 bytes after the id element). */
+    char *base = PyByteArray_AS_STRING(buf);
+    Py_ssize_t inner = start + 21;
+    Py_ssize_t end = PyByteArray_GET_SIZE(buf);
+    memmove(base + inner, base + inner + 4, (size_t)(end - inner - 4));
+    if (PyByteArray_Resize(buf, end - 4) < 0) {
+        return -1;
+    }
+    Py_ssize_t length = end - 4 - start;
+    if (length > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a BSON document cannot exceed 2 GiB");
+        return -1;
+    }
+    store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)length);
+    return 0;
+}
+
+/* One document of an insert: appended to buf; returns its _id (new reference) or NULL. */
+static PyObject *
+write_one_insert(PyObject *buf, PyObject *document, PyObject *ctx, PyObject *id_source, PyObject *fallback)
+{
+    if (!PyDict_CheckExact(document)) {
+        PyObject *pair = PyObject_CallOneArg(fallback, document);
+        if (pair == NULL) {
+            return NULL;
+        }
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))) {
+            Py_DECREF(pair);
+            PyErr_SetString(PyExc_TypeError, "the insert fallback must return (bytes, _id)");
+            return NULL;
+        }
+        PyObject *encoded = PyTuple_GET_ITEM(pair, 0);
+        PyObject *id = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+        int failed = append(buf, PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded));
+        Py_DECREF(pair);
+        if (failed < 0) {
+            Py_DECREF(id);
+            return NULL;
+        }
+        return id;
+    }
+    PyObject *id = PyDict_GetItemWithError(document, s_underscore_id);
+    if (id != NULL) {
+        Py_INCREF(id);
+        if (write_container(buf, document, ctx, Py_False, 0, 0) < 0) {
+            Py_DECREF(id);
+            return NULL;
+        }
+        return id;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *oid = new_objectid(PyTuple_GET_ITEM(id_source, 0), PyTuple_GET_ITEM(id_source, 1));
+    if (oid == NULL) {
+        return NULL;
+    }
+    int written = write_insert_with_new_id(buf, document, ctx, oid);
+    /* As PyMongo does, the caller's document gets the _id it was inserted with. */
+    if (written < 0 || PyDict_SetItem(document, s_underscore_id, oid) < 0) {
+        Py_DECREF(oid);
+        return NULL;
+    }
+    return oid;
+}
+
+/* write_inserts(buf, documents, ctx, id_source, fallback) -> (ends, ids): every document of the list appended
+ * to buf, one after another, as an insert command's statements; ends[i] is where document i ends in buf. */
+static PyObject *
+write_inserts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5 || !PyByteArray_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "expected (bytearray, list, ctx, id_source, fallback)");
+        return NULL;
+    }
+    if (refused_type == NULL || objectid_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before it is configured");
+        return NULL;
+    }
+    PyObject *buf = args[0], *documents = args[1], *ctx = args[2], *id_source = args[3], *fallback = args[4];
+    if (!PyTuple_CheckExact(id_source) || PyTuple_GET_SIZE(id_source) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(id_source, 0)) ||
+        PyBytes_GET_SIZE(PyTuple_GET_ITEM(id_source, 0)) != 5) {
+        PyErr_SetString(PyExc_TypeError, "id_source must be (the process's 5 random bytes, its counter)");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(documents);
+    PyObject *ends = PyList_New(count);
+    PyObject *ids = ends == NULL ? NULL : PyList_New(count);
+    if (ids == NULL) {
+        Py_XDECREF(ends);
+        return NULL;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (index >= PyList_GET_SIZE(documents)) {
+            PyErr_SetString(PyExc_RuntimeError, "the list of documents changed size while it was encoded");
+            goto fail;
+        }
+        PyObject *document = Py_NewRef(PyList_GET_ITEM(documents, index));
+        PyObject *id = write_one_insert(buf, document, ctx, id_source, fallback);
+        Py_DECREF(document);
+        PyObject *end = id == NULL ? NULL : PyLong_FromSsize_t(PyByteArray_GET_SIZE(buf));
+        if (end == NULL) {
+            Py_XDECREF(id);
+            goto fail;
+        }
+        PyList_SET_ITEM(ids, index, id);
+        PyList_SET_ITEM(ends, index, end);
+    }
+    PyObject *result = PyTuple_Pack(2, ends, ids);
+    Py_DECREF(ends);
+    Py_DECREF(ids);
+    return result;
+fail:
+    Py_DECREF(ends);
+    Py_DECREF(ids);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"read_document", (PyCFunction)(void (*)(void))read_document, METH_FASTCALL,
      "read_document(data, pos, end, ctx): the elements from pos up to end as a document."},
@@ -2286,6 +2458,9 @@ static PyMethodDef methods[] = {
      "write_document(buf, doc, ctx, check_keys): append doc to the bytearray buf as a BSON document."},
     {"write_array", (PyCFunction)(void (*)(void))write_array, METH_FASTCALL,
      "write_array(buf, values, ctx, check_keys): append a list or tuple to buf as a BSON array."},
+    {"write_inserts", (PyCFunction)(void (*)(void))write_inserts, METH_FASTCALL,
+     "write_inserts(buf, documents, ctx, id_source, fallback): an insert's documents appended to buf in one "
+     "pass, generated _ids first; returns (ends, ids)."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
@@ -2335,7 +2510,7 @@ PyInit__speedups(void)
         {&s_raw, "raw"},                          {&s_uuid_representation, "uuid_representation"},
         {&s_dbref_collection, "_DBRef__collection"}, {&s_dbref_id, "_DBRef__id"},
         {&s_dbref_database, "_DBRef__database"},  {&s_dbref_kwargs, "_DBRef__kwargs"},
-        {&id_key, "$id"},                         {&db_key, "$db"},
+        {&id_key, "$id"},                         {&s_underscore_id, "_id"},                         {&db_key, "$db"},
         {&s_type_marker, "_type_marker"},         {&s_encoder_map, "encoder_map"},
         {&s_raw_bytes, "_RawBSONDocument__raw"},  {&s_raw_options, "_RawBSONDocument__codec_options"},
         {&s_raw_index, "_RawBSONDocument__index"}, {&s_raw_values, "_RawBSONDocument__values"},

@@ -300,6 +300,11 @@ class CodecOptions:
         generates (an inserted document's, a GridFS file's)."""
         return ObjectId()
 
+    def _packs_inserts(self) -> bool:
+        """Whether an insert's documents may be encoded in one compiled pass, which makes the ids it generates
+        as ``ObjectId()`` does; False when :meth:`_new_object_id` makes ids of another class."""
+        return True
+
     def resolve(self, given: Any) -> CodecOptions:
         """The options a child (database, collection, cursor) of an object with these options uses when the
         application passes ``given``: these when ``given`` is None, else ``given`` (PyMongo's

@@ -37,6 +37,12 @@ def _after_fork_in_child() -> None:
     _random, _counter = _fresh_process_state()
 
 
+def generation_state() -> tuple[bytes, itertools.count[int]]:
+    """The process's random bytes and counter, for the compiled encoder to make ids as ``ObjectId()`` does
+    (read anew at every use: a forked child gets fresh ones)."""
+    return _random, _counter
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 

@@ -46,6 +46,7 @@ from mongio.wire.op_msg import (
     MORE_TO_COME,
     REQUIRED_BITS_MASK,
     OpMsg,
+    PackedDocuments,
     encode_command,
 )
 
@@ -258,7 +259,7 @@ class Connection:
         db: str,
         command: Mapping[str, Any],
         *,
-        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
         more_to_come: bool = False,
@@ -298,7 +299,7 @@ class Connection:
         db: str,
         command: Mapping[str, Any],
         *,
-        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
         more_to_come: bool = False,

@@ -28,6 +28,7 @@ from mongio.errors import (
     WTimeoutError,
 )
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
+from mongio.wire.op_msg import PackedDocuments
 
 if TYPE_CHECKING:
     from mongio.options.read_concern import ReadConcern
@@ -113,20 +114,35 @@ class ServerLimits:
     max_write_batch_size: int = DEFAULT_MAX_WRITE_BATCH_SIZE
 
 
-class DocumentSequence(list[bytes]):
+class DocumentSequence(list[bytes | PackedDocuments]):
     """An OP_MSG document sequence: the encoded documents (what the wire sends) and the documents they were
     encoded from (what command monitoring shows as the command's array), kept side by side so neither has to
     be recomputed from the other."""
 
     __slots__ = ("documents",)
 
-    def __init__(self, encoded: Sequence[bytes] = (), documents: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, encoded: Sequence[bytes | PackedDocuments] = (), documents: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__(encoded)
         self.documents: list[Mapping[str, Any]] = list(documents)
 
     def append_document(self, encoded: bytes, document: Mapping[str, Any]) -> None:
         self.append(encoded)
         self.documents.append(document)
+
+    def encoded_documents(self) -> list[bytes | memoryview]:
+        """The encoded documents one by one, those packed together split apart (for tests and tools)."""
+        split: list[bytes | memoryview] = []
+        for part in self:
+            if not isinstance(part, PackedDocuments):
+                split.append(part)
+                continue
+            view = memoryview(part.data)
+            position = 0
+            while position < len(view):
+                size = int.from_bytes(view[position : position + 4], "little")
+                split.append(view[position : position + size])
+                position += size
+        return split
 
 
 class Command(NamedTuple):

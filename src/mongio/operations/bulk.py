@@ -18,10 +18,14 @@ resends exactly those statements.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
+from mongio.bson._encoder import pack_inserts
 from mongio.errors import BulkWriteError, ConfigurationError, DocumentTooLarge, InvalidOperation
 from mongio.operations.base import (
     RESERVED_MESSAGE_BYTES,
@@ -45,8 +49,9 @@ from mongio.operations.models import (
 from mongio.operations.results import BulkWriteResult
 from mongio.options.write_concern import WriteConcern
 from mongio.wire.header import HEADER_SIZE
+from mongio.wire.op_msg import PackedDocuments
 
-__all__ = ["BulkWrite", "WriteBatch", "plan_batch", "write_message_fixed_size"]
+__all__ = ["BulkWrite", "PackedInserts", "Statements", "WriteBatch", "plan_batch", "write_message_fixed_size"]
 
 R = TypeVar("R")
 
@@ -105,32 +110,136 @@ def plan_batch(
     A request over ``max_bson_size``, or one that cannot fit a message even alone, raises ``DocumentTooLarge``
     when it would start a batch; otherwise it ends the batch before it, so the requests ahead of it are sent.
     """
+    stop = min(len(requests), start + context.max_write_batch_size)
+    sizes = (len(requests[index].encoded) for index in range(start, stop))
+    return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: requests[start + index].position)
+
+
+def _fitting(
+    sizes: Iterable[int],
+    fixed_size: int,
+    context: ConnectionContext,
+    kind_name: str,
+    position: Callable[[int], int],
+) -> int:
+    """How many of the statements of ``sizes`` (bytes each, in order) one message takes (see
+    :func:`plan_batch`); ``position`` gives a statement's place in the caller's list, for the error."""
     limit = context.max_message_size - RESERVED_MESSAGE_BYTES
-    max_count = context.max_write_batch_size
     max_bson = context.max_bson_size
     size = fixed_size
-    end = start
-    stop = min(len(requests), start + max_count)
-    while end < stop:
-        request = requests[end]
-        doc_size = len(request.encoded)
+    count = 0
+    for doc_size in sizes:
         if doc_size > max_bson:
-            if end == start:
+            if not count:
                 raise DocumentTooLarge(
-                    f"{kind_name} document {request.position} is {doc_size} bytes, over the server's "
+                    f"{kind_name} document {position(0)} is {doc_size} bytes, over the server's "
                     f"maxBsonObjectSize of {max_bson}"
                 )
             break
         if size + doc_size > limit:
-            if end == start:
+            if not count:
                 raise DocumentTooLarge(
-                    f"{kind_name} document {request.position} of {doc_size} bytes does not fit in one message "
+                    f"{kind_name} document {position(0)} of {doc_size} bytes does not fit in one message "
                     f"under the server's maxMessageSizeBytes of {context.max_message_size}"
                 )
             break
         size += doc_size
-        end += 1
-    return end
+        count += 1
+    return count
+
+
+class Statements:
+    """The prepared statements of one command kind, one :class:`Request` each: what a batch is planned from,
+    sends, and maps the server's per-statement indexes back through."""
+
+    __slots__ = ("_requests",)
+
+    def __init__(self, requests: Sequence[Request]) -> None:
+        self._requests = requests
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
+        """The end (exclusive) of the batch starting at ``start`` (see :func:`plan_batch`)."""
+        return plan_batch(self._requests, start, fixed_size, context, kind_name)
+
+    def sequence(self, start: int, end: int) -> DocumentSequence:
+        """The document sequence of statements ``start`` to ``end``."""
+        batch = self._requests[start:end]
+        return DocumentSequence([r.encoded for r in batch], [r.document for r in batch])
+
+    def flags(self, start: int, end: int) -> tuple[bool, bool]:
+        """Whether any of statements ``start`` to ``end`` may touch several documents, and has a hint."""
+        batch = self._requests[start:end]
+        return any(r.multi for r in batch), any(r.hint for r in batch)
+
+    def position(self, index: int) -> int:
+        """Where statement ``index`` was in the caller's list."""
+        return self._requests[index].position
+
+    def document(self, index: int) -> Mapping[str, Any]:
+        """The document statement ``index`` was encoded from (what a write error reports as ``op``)."""
+        return self._requests[index].document
+
+    def __getitem__(self, index: int) -> Request:
+        return self._requests[index]
+
+
+class PackedInserts(Statements):
+    """An ``insert_many``'s documents, encoded back to back in one buffer in one pass: statement ``i`` is
+    document ``i`` of the caller's list, and a batch sends its slice of the buffer with one copy."""
+
+    __slots__ = ("_data", "_documents", "_ends", "ids")
+
+    def __init__(self, data: bytearray, ends: list[int], documents: list[Any], ids: list[Any]) -> None:
+        super().__init__(())
+        self._data = data
+        self._ends = ends
+        self._documents = documents
+        self.ids = ids
+
+    @classmethod
+    def encode(cls, documents: list[Any], codec_options: CodecOptions) -> PackedInserts:
+        """Encode ``documents`` for an insert (an ``_id`` generated where missing, as ``insert_one`` does)."""
+        data, ends, ids = pack_inserts(documents, codec_options, lambda document: encode_insert(document, codec_options))
+        return cls(data, ends, documents, ids)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def _start_of(self, index: int) -> int:
+        return self._ends[index - 1] if index else 0
+
+    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
+        ends = self._ends
+        stop = min(len(ends), start + context.max_write_batch_size)
+        base = self._start_of(start)
+        # The ends only grow, so the message's byte limit cuts the batch at a bisection and only the batch's
+        # own statements are read; the first is always read, to raise if it cannot go even alone.
+        limit = base + context.max_message_size - RESERVED_MESSAGE_BYTES - fixed_size
+        cut = min(stop, max(start + 1, bisect_right(ends, limit, start, stop)))
+        batch_ends = ends[start:cut]
+        sizes = map(operator.sub, batch_ends, chain((base,), batch_ends))
+        return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: start + index)
+
+    def sequence(self, start: int, end: int) -> DocumentSequence:
+        packed = PackedDocuments(memoryview(self._data)[self._start_of(start) : self._ends[end - 1]])
+        return DocumentSequence([packed], self._documents[start:end])
+
+    def flags(self, start: int, end: int) -> tuple[bool, bool]:
+        return False, False
+
+    def position(self, index: int) -> int:
+        return index
+
+    def document(self, index: int) -> Mapping[str, Any]:
+        document: Mapping[str, Any] = self._documents[index]
+        return document
+
+    def __getitem__(self, index: int) -> Request:
+        start, end = self._start_of(index), self._ends[index]
+        return Request(index, bytes(self._data[start:end]), self._documents[index], False, False)
 
 
 class WriteCommand(Operation[R]):
@@ -143,7 +252,7 @@ class WriteCommand(Operation[R]):
         database: str,
         collection: str,
         kind: int,
-        requests: Sequence[Request],
+        statements: Statements,
         start: int,
         body: dict[str, Any],
         *,
@@ -155,7 +264,7 @@ class WriteCommand(Operation[R]):
         self.collection = collection
         self.kind = kind
         self.command_name, self._identifier = COMMANDS[kind]
-        self._requests = requests
+        self._statements = statements
         self.start = start
         self.end: int | None = None
         self._body = body
@@ -169,11 +278,16 @@ class WriteCommand(Operation[R]):
         self._hint = False
 
     @property
+    def statements(self) -> Statements:
+        """All the statements of the run this command sends part of (its part known after ``build()``)."""
+        return self._statements
+
+    @property
     def requests(self) -> Sequence[Request]:
         """The requests this command sends (known after the first ``build()``)."""
         if self.end is None:
             raise InvalidOperation("the batch is not planned until it is built")
-        return self._requests[self.start : self.end]
+        return [self._statements[index] for index in range(self.start, self.end)]
 
     @property
     def retryability(self) -> Retryability:  # type: ignore[override]
@@ -186,11 +300,10 @@ class WriteCommand(Operation[R]):
     def build(self, context: ConnectionContext) -> Command:
         sequence = self._sequence
         if sequence is None:
-            end = plan_batch(self._requests, self.start, self._fixed_size, context, self.command_name)
-            batch = self._requests[self.start : end]
-            sequence = DocumentSequence([r.encoded for r in batch], [r.document for r in batch])
-            self._multi = any(r.multi for r in batch)
-            self._hint = any(r.hint for r in batch)
+            statements = self._statements
+            end = statements.plan(self.start, self._fixed_size, context, self.command_name)
+            sequence = statements.sequence(self.start, end)
+            self._multi, self._hint = statements.flags(self.start, end)
             self.end = end
             self._sequence = sequence
         if self._hint and not self.acknowledged:
@@ -228,13 +341,13 @@ def command_body(
 class WriteBatch(WriteCommand[None]):
     """One command of a :class:`BulkWrite`; its reply is merged into the bulk's result."""
 
-    def __init__(self, bulk: BulkWrite, kind: int, requests: Sequence[Request], start: int) -> None:
+    def __init__(self, bulk: BulkWrite, kind: int, statements: Statements, start: int) -> None:
         body, fixed = bulk._bodies[kind]
         super().__init__(
             bulk.database,
             bulk.collection,
             kind,
-            requests,
+            statements,
             start,
             body,
             write_concern=bulk.write_concern,
@@ -271,6 +384,42 @@ class WriteBatch(WriteCommand[None]):
         return error
 
 
+def _check_options(ordered: Any, let: Any) -> None:
+    if not isinstance(ordered, bool):
+        raise TypeError(f"ordered must be True or False, not {ordered!r}")
+    if let is not None and not isinstance(let, Mapping):
+        raise TypeError(f"let must be a mapping, not {type(let).__name__}")
+
+
+def _grouped(
+    requests: Iterable[WriteModel], ordered: bool, codec_options: CodecOptions
+) -> tuple[list[tuple[int, Statements]], list[Any]]:
+    """The requests prepared and grouped by command kind, and the ``_id`` of each insert among them."""
+    # Ordered: consecutive runs of one kind, so the server applies them in the caller's order.
+    # Unordered: one run per kind, for the fewest commands.
+    runs: list[tuple[int, list[Request]]] = []
+    by_kind: dict[int, list[Request]] = {}
+    inserted_ids: list[Any] = []
+    for index, given in enumerate(requests):
+        model = as_write_model(given)
+        request, _id = prepare(model, index, codec_options)
+        kind = model._kind
+        if kind == KIND_INSERT:
+            inserted_ids.append(_id)
+        if ordered:
+            if runs and runs[-1][0] == kind:
+                runs[-1][1].append(request)
+            else:
+                runs.append((kind, [request]))
+        else:
+            by_kind.setdefault(kind, []).append(request)
+    if not ordered:
+        runs = [(kind, by_kind[kind]) for kind in (KIND_INSERT, KIND_UPDATE, KIND_DELETE) if kind in by_kind]
+    if not runs:
+        raise InvalidOperation("No operations to execute")
+    return [(kind, Statements(run)) for kind, run in runs], inserted_ids
+
+
 class BulkWrite:
     """The plan and the running result of one collection-level bulk write (see the module docstring)."""
 
@@ -278,7 +427,7 @@ class BulkWrite:
         self,
         database: str,
         collection: str,
-        requests: Iterable[WriteModel],
+        requests: Iterable[WriteModel] | PackedInserts,
         *,
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
@@ -288,42 +437,18 @@ class BulkWrite:
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        if not isinstance(ordered, bool):
-            raise TypeError(f"ordered must be True or False, not {ordered!r}")
-        if let is not None and not isinstance(let, Mapping):
-            raise TypeError(f"let must be a mapping, not {type(let).__name__}")
+        _check_options(ordered, let)
         self.database = database
         self.collection = collection
         self.ordered = ordered
         self.write_concern = write_concern
         self.codec_options = codec_options
         self.acknowledged = write_concern is None or write_concern.acknowledged
-        self.inserted_ids: list[Any] = []
-        # Ordered: consecutive runs of one kind, so the server applies them in the caller's order.
-        # Unordered: one run per kind, for the fewest commands.
-        groups: list[tuple[int, list[Request]]] = []
-        by_kind: dict[int, list[Request]] = {}
-        count = 0
-        for index, given in enumerate(requests):
-            model = as_write_model(given)
-            request, _id = prepare(model, index, codec_options)
-            kind = model._kind
-            if kind == KIND_INSERT:
-                self.inserted_ids.append(_id)
-            if ordered:
-                if groups and groups[-1][0] == kind:
-                    groups[-1][1].append(request)
-                else:
-                    groups.append((kind, [request]))
-            else:
-                by_kind.setdefault(kind, []).append(request)
-            count += 1
-        if not count:
-            raise InvalidOperation("No operations to execute")
-        if not ordered:
-            groups = [
-                (kind, by_kind[kind]) for kind in (KIND_INSERT, KIND_UPDATE, KIND_DELETE) if kind in by_kind
-            ]
+        if isinstance(requests, PackedInserts):
+            groups: list[tuple[int, Statements]] = [(KIND_INSERT, requests)]
+            self.inserted_ids: list[Any] = requests.ids
+        else:
+            groups, self.inserted_ids = _grouped(requests, ordered, codec_options)
         self._groups = groups
         self._group = 0
         self._position = 0
@@ -361,10 +486,14 @@ class BulkWrite:
         """The bulk write behind ``insert_many``; its ``inserted_ids`` make the ``InsertManyResult``."""
         if isinstance(documents, Mapping) or not isinstance(documents, Iterable):
             raise TypeError("documents must be a non-empty list")
+        _check_options(ordered, None)
+        listed = documents if type(documents) is list else list(documents)
+        if not listed:
+            raise InvalidOperation("No operations to execute")
         return cls(
             database,
             collection,
-            [InsertOne(document) for document in documents],
+            PackedInserts.encode(listed, codec_options),
             ordered=ordered,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
@@ -387,13 +516,13 @@ class BulkWrite:
         """The next command to run, or None when the bulk write is complete (or stopped by an ordered error)."""
         if self.done:
             return None
-        kind, requests = self._groups[self._group]
-        return WriteBatch(self, kind, requests, self._position)
+        kind, statements = self._groups[self._group]
+        return WriteBatch(self, kind, statements, self._position)
 
     def _merge(self, batch: WriteBatch, reply: Mapping[str, Any]) -> None:
         end = batch.end if batch.end is not None else batch.start + 1
-        requests = batch._requests
-        if end >= len(requests):
+        statements = batch.statements
+        if end >= len(statements):
             self._group += 1
             self._position = 0
         else:
@@ -414,7 +543,7 @@ class BulkWrite:
                 result["nMatched"] += n - len(upserted)
                 for item in upserted:
                     result["upserted"].append(
-                        {"index": requests[start + item["index"]].position, "_id": item.get("_id")}
+                        {"index": statements.position(start + item["index"]), "_id": item.get("_id")}
                     )
             else:
                 result["nMatched"] += n
@@ -423,9 +552,9 @@ class BulkWrite:
         if write_errors:
             for error in write_errors:
                 remapped = dict(error)
-                request = requests[start + error["index"]]
-                remapped["index"] = request.position
-                remapped["op"] = request.document
+                index = start + error["index"]
+                remapped["index"] = statements.position(index)
+                remapped["op"] = statements.document(index)
                 result["writeErrors"].append(remapped)
             if self.ordered:
                 self._stopped = True

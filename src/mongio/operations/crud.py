@@ -26,6 +26,7 @@ from mongio.operations.base import (
 )
 from mongio.operations.bulk import (
     DELETE_HINT_MIN_WIRE_VERSION,
+    Statements,
     WriteCommand,
     command_body,
     prepare,
@@ -603,7 +604,7 @@ class Insert(WriteCommand[InsertOneResult]):
             database,
             collection,
             KIND_INSERT,
-            (request,),
+            Statements((request,)),
             0,
             command_body(
                 KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data
@@ -641,7 +642,7 @@ class Update(WriteCommand[UpdateResult]):
             database,
             collection,
             KIND_UPDATE,
-            (request,),
+            Statements((request,)),
             0,
             command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let, raw_data),
             write_concern=write_concern,
@@ -682,7 +683,7 @@ class Delete(WriteCommand[DeleteResult]):
             database,
             collection,
             KIND_DELETE,
-            (request,),
+            Statements((request,)),
             0,
             command_body(KIND_DELETE, collection, True, None, comment, let, raw_data),
             write_concern=write_concern,

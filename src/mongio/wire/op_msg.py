@@ -33,10 +33,18 @@ __all__ = [
     "REQUIRED_BITS_MASK",
     "OpMsg",
     "OpMsgFlags",
+    "PackedDocuments",
     "encode_command",
     "encode_op_msg",
     "parse_op_msg",
 ]
+
+
+class PackedDocuments(NamedTuple):
+    """Documents already encoded back to back (an insert's batch, encoded in one pass) and already checked
+    against ``maxBsonObjectSize`` one by one: a document sequence takes them with one copy."""
+
+    data: bytes | bytearray | memoryview
 
 
 class OpMsgFlags(enum.IntFlag):
@@ -114,7 +122,7 @@ def encode_command(
     db: str,
     command: Mapping[str, Any],
     *,
-    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes]] | None = None,
+    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
     flags: int = 0,
     codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     max_bson_size: int = DEFAULT_MAX_BSON_SIZE,
@@ -125,7 +133,8 @@ def encode_command(
 
     ``$db`` is added to the encoded body unless ``command`` already has it; ``command`` itself is never changed.
     Each ``document_sequences`` entry becomes a kind-1 section (documents given as mappings are encoded here,
-    ``bytes`` are taken as already-encoded BSON). The message is compressed with ``compressor`` unless the
+    ``bytes`` are taken as already-encoded BSON, :class:`PackedDocuments` as several such documents, checked by
+whoever packed them). The message is compressed with ``compressor`` unless the
     command is one that must never be compressed.
 
     Raises ``DocumentTooLarge`` when the command exceeds ``max_bson_size`` plus the command overhead, when one
@@ -156,6 +165,9 @@ def encode_command(
         for identifier, documents in document_sequences.items():
             size_at = _append_sequence(out, identifier, ())
             for index, document in enumerate(documents):
+                if isinstance(document, PackedDocuments):
+                    out += document.data
+                    continue
                 start = len(out)
                 if isinstance(document, bytes | bytearray):
                     out += document
