@@ -190,20 +190,31 @@ class PackedInserts(Statements):
     """An ``insert_many``'s documents, encoded back to back in one buffer in one pass: statement ``i`` is
     document ``i`` of the caller's list, and a batch sends its slice of the buffer with one copy."""
 
-    __slots__ = ("_data", "_documents", "_ends", "ids")
+    __slots__ = ("_data", "_documents", "_ends", "_positions", "ids")
 
-    def __init__(self, data: bytearray, ends: list[int], documents: list[Any], ids: list[Any]) -> None:
+    def __init__(
+        self,
+        data: bytearray,
+        ends: list[int],
+        documents: list[Any],
+        ids: list[Any],
+        positions: list[int] | None = None,
+    ) -> None:
         super().__init__(())
         self._data = data
         self._ends = ends
         self._documents = documents
+        self._positions = positions
         self.ids = ids
 
     @classmethod
-    def encode(cls, documents: list[Any], codec_options: CodecOptions) -> PackedInserts:
-        """Encode ``documents`` for an insert (an ``_id`` generated where missing, as ``insert_one`` does)."""
+    def encode(
+        cls, documents: list[Any], codec_options: CodecOptions, positions: list[int] | None = None
+    ) -> PackedInserts:
+        """Encode ``documents`` for an insert (an ``_id`` generated where missing, as ``insert_one`` does).
+        ``positions`` are their places in the caller's list when they are not its first ``len(documents)``."""
         data, ends, ids = pack_inserts(documents, codec_options, lambda document: encode_insert(document, codec_options))
-        return cls(data, ends, documents, ids)
+        return cls(data, ends, documents, ids, positions)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -221,7 +232,7 @@ class PackedInserts(Statements):
         cut = min(stop, max(start + 1, bisect_right(ends, limit, start, stop)))
         batch_ends = ends[start:cut]
         sizes = map(operator.sub, batch_ends, chain((base,), batch_ends))
-        return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: start + index)
+        return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: self.position(start + index))
 
     def sequence(self, start: int, end: int) -> DocumentSequence:
         packed = PackedDocuments(memoryview(self._data)[self._start_of(start) : self._ends[end - 1]])
@@ -231,7 +242,7 @@ class PackedInserts(Statements):
         return False, False
 
     def position(self, index: int) -> int:
-        return index
+        return index if self._positions is None else self._positions[index]
 
     def document(self, index: int) -> Mapping[str, Any]:
         document: Mapping[str, Any] = self._documents[index]
@@ -239,7 +250,7 @@ class PackedInserts(Statements):
 
     def __getitem__(self, index: int) -> Request:
         start, end = self._start_of(index), self._ends[index]
-        return Request(index, bytes(self._data[start:end]), self._documents[index], False, False)
+        return Request(self.position(index), bytes(self._data[start:end]), self._documents[index], False, False)
 
 
 class WriteCommand(Operation[R]):
@@ -394,30 +405,41 @@ def _check_options(ordered: Any, let: Any) -> None:
 def _grouped(
     requests: Iterable[WriteModel], ordered: bool, codec_options: CodecOptions
 ) -> tuple[list[tuple[int, Statements]], list[Any]]:
-    """The requests prepared and grouped by command kind, and the ``_id`` of each insert among them."""
+    """The requests prepared and grouped by command kind, and the ``_id`` of each insert among them.
+
+    Updates and deletes are encoded one by one as they come; each run of inserts is encoded at the end in one
+    pass (see :class:`PackedInserts`)."""
     # Ordered: consecutive runs of one kind, so the server applies them in the caller's order.
-    # Unordered: one run per kind, for the fewest commands.
-    runs: list[tuple[int, list[Request]]] = []
-    by_kind: dict[int, list[Request]] = {}
-    inserted_ids: list[Any] = []
+    # Unordered: one run per kind, for the fewest commands. A run holds its statements' positions in the
+    # caller's list and, for inserts, the documents, else the prepared requests.
+    runs: list[tuple[int, list[int], list[Any]]] = []
+    by_kind: dict[int, tuple[int, list[int], list[Any]]] = {}
     for index, given in enumerate(requests):
         model = as_write_model(given)
-        request, _id = prepare(model, index, codec_options)
         kind = model._kind
-        if kind == KIND_INSERT:
-            inserted_ids.append(_id)
+        item = model.document if isinstance(model, InsertOne) else prepare(model, index, codec_options)[0]
         if ordered:
-            if runs and runs[-1][0] == kind:
-                runs[-1][1].append(request)
-            else:
-                runs.append((kind, [request]))
+            if not runs or runs[-1][0] != kind:
+                runs.append((kind, [], []))
+            run = runs[-1]
         else:
-            by_kind.setdefault(kind, []).append(request)
+            run = by_kind.setdefault(kind, (kind, [], []))
+        run[1].append(index)
+        run[2].append(item)
     if not ordered:
-        runs = [(kind, by_kind[kind]) for kind in (KIND_INSERT, KIND_UPDATE, KIND_DELETE) if kind in by_kind]
+        runs = [by_kind[kind] for kind in (KIND_INSERT, KIND_UPDATE, KIND_DELETE) if kind in by_kind]
     if not runs:
         raise InvalidOperation("No operations to execute")
-    return [(kind, Statements(run)) for kind, run in runs], inserted_ids
+    groups: list[tuple[int, Statements]] = []
+    inserted_ids: list[Any] = []
+    for kind, positions, items in runs:
+        if kind == KIND_INSERT:
+            packed = PackedInserts.encode(items, codec_options, positions)
+            inserted_ids += packed.ids
+            groups.append((kind, packed))
+        else:
+            groups.append((kind, Statements(items)))
+    return groups, inserted_ids
 
 
 class BulkWrite:
