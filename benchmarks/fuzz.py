@@ -426,8 +426,15 @@ class BsonEntry(Target):
     def inputs(self) -> Iterator[Any]:
         rng = self.rng
         while True:
-            data = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
+            data: Any = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
             pos = rng.choice((-1, 0, 4, rng.randrange(-8, len(data) + 8)))
+            # The decoder reads other buffers in place too: a view with bytes on either side of the data
+            # (as a receive buffer holds a reply), or a bytearray.
+            shape = rng.randrange(4)
+            if shape == 1:
+                data = memoryview(b"\xaa" * 3 + data + b"\xbb" * 3)[3:-3]
+            elif shape == 2:
+                data = bytearray(data)
             end = rng.choice((len(data) - 1, len(data), pos, rng.randrange(-8, len(data) + 8)))
             yield (
                 rng.randrange(4),
@@ -440,6 +447,8 @@ class BsonEntry(Target):
 
     def run(self, item: Any) -> None:
         how, data, pos, end, ctx, encode_ctx = item
+        if how >= 2:
+            data = bytes(data)  # the writers take it as a value: bytes is the BSON binary they know
         if how == 0:
             self.speedups.read_document(data, pos, end, ctx)
         elif how == 1:

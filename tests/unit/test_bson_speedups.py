@@ -238,8 +238,25 @@ def test_the_loops_refuse_bounds_outside_the_data() -> None:
     for pos, end in ((-1, len(data) - 1), (4, len(data)), (6, 5)):
         with pytest.raises(InvalidBSON):
             speedups.read_document(data, pos, end, ctx)
+    # Any contiguous buffer is read in place, as bytes are; what is not a buffer is refused.
+    assert speedups.read_document(bytearray(data), 4, len(data) - 1, ctx) == {"a": 1}
+    assert speedups.read_document(memoryview(b"xx" + data)[2:], 4, len(data) - 1, ctx) == {"a": 1}
+    with pytest.raises(InvalidBSON):
+        speedups.read_document(memoryview(data)[:-1], 4, len(data) - 1, ctx)
     with pytest.raises(TypeError):
-        speedups.read_document(bytearray(data), 4, len(data) - 1, ctx)
+        speedups.read_document("not bytes", 4, len(data) - 1, ctx)
+
+
+def test_decode_reads_a_view_of_a_receive_buffer_in_place_and_copies_what_it_keeps() -> None:
+    from mongio.bson import Binary, RawBSONDocument
+
+    document = {"s": "text", "b": Binary(b"\x01\x02", 0x80), "raw": {"x": 1}, "n": [1, {"y": 2}]}
+    buffer = bytearray(b"\xff" * 3 + encode(document) + b"\xee")
+    view = memoryview(buffer)[3:-1]
+    assert decode(view) == document
+    raw_nested = decode(view, CodecOptions(document_class=RawBSONDocument))
+    buffer[3:] = b"\x00" * (len(buffer) - 3)  # the buffer is reused: what was decoded must not change
+    assert raw_nested["s"] == "text" and dict(raw_nested["raw"]) == {"x": 1}
 
 
 def test_the_switch_can_be_turned_off_from_the_environment() -> None:

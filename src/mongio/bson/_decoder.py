@@ -14,7 +14,7 @@ import datetime
 import struct
 import uuid
 from collections.abc import Callable, Iterator
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, OLD_UUID_SUBTYPE, UUID_SUBTYPE, Binary, UuidRepresentation
@@ -546,6 +546,16 @@ def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
     raise TypeError(f"BSON data must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
+def _read_in_place(data: Any) -> bool:
+    """Whether the compiled loops can read ``data`` where it lies: a bytearray, or a memoryview of plain
+    contiguous bytes (a connection's receive buffer), which a large reply then need not be copied out of."""
+    if _read_document is _python_read_document:
+        return False
+    if type(data) is memoryview:
+        return data.format == "B" and data.c_contiguous
+    return type(data) is bytearray
+
+
 def _check_outer(data: bytes, pos: int, available: int) -> int:
     """Validate the document starting at ``pos``; return the index of its trailing NUL."""
     if available < 5:
@@ -575,9 +585,11 @@ def decode(data: bytes | bytearray | memoryview, codec_options: CodecOptions = D
     boolean other than 0 or 1, an unknown type, or a datetime outside ``datetime``'s range under
     ``DatetimeConversion.DATETIME``.
     """
-    if type(data) is not bytes:
-        data = _as_bytes(data)
     ctx = _context(codec_options)
+    if type(data) is not bytes and not (_read_in_place(data) and not ctx[3]):
+        data = _as_bytes(data)
+    # Bytes, or a buffer only the compiled loops are given, which read it as they read bytes.
+    data = cast(bytes, data)
     try:
         end = _check_outer(data, 0, len(data))
         if end != len(data) - 1:

@@ -50,6 +50,9 @@ typedef struct {
     int is_dict;
     int is_raw;
     int strict;
+    /* The bytes being read: those of ``data`` (bytes, or a buffer held for the call). */
+    const unsigned char *buf;
+    Py_ssize_t size;
 } Context;
 
 static int32_t
@@ -213,7 +216,7 @@ static PyObject *
 read_nested(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, Py_ssize_t *next,
             int depth)
 {
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    const unsigned char *buf = c->buf;
     if (pos + 4 > end) {
         return malformed(array ? "an array's length runs past the end of its document"
                                : "an embedded document's length runs past the end of its document");
@@ -265,7 +268,15 @@ read_with_python(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t 
         }
         return NULL;
     }
-    PyObject *result = PyObject_CallFunction(reader, "OnnO", data, pos, end, c->ctx);
+    /* The Python readers take bytes: a buffer read in place is copied for them (only for the rare types
+     * they alone read). */
+    PyObject *source = PyBytes_CheckExact(data) ? Py_NewRef(data)
+                                                : PyBytes_FromStringAndSize((const char *)c->buf, c->size);
+    if (source == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_CallFunction(reader, "OnnO", source, pos, end, c->ctx);
+    Py_DECREF(source);
     if (result == NULL) {
         return NULL;
     }
@@ -727,7 +738,7 @@ static PyObject *
 read_code_with_scope(PyObject *data, const Context *c, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *next,
                      int depth)
 {
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    const unsigned char *buf = c->buf;
     if (pos + 4 > end) {
         return malformed("a code with scope runs past the end of its document");
     }
@@ -854,7 +865,7 @@ static PyObject *
 read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, const Context *c,
            PyObject *name, Py_ssize_t *next, int depth)
 {
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    const unsigned char *buf = c->buf;
     if (!decoder_types_ready) {
         return read_with_python(data, kind, pos, end, c, name, next);
     }
@@ -893,7 +904,7 @@ read_other(PyObject *data, unsigned char kind, Py_ssize_t pos, Py_ssize_t end, c
 static PyObject *
 read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array, int depth)
 {
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    const unsigned char *buf = c->buf;
     PyObject *container;
     if (array) {
         container = PyList_New(0);
@@ -1076,10 +1087,6 @@ entry(PyObject *const *args, Py_ssize_t nargs, int array)
         return NULL;
     }
     PyObject *data = args[0];
-    if (!PyBytes_CheckExact(data)) {
-        PyErr_SetString(PyExc_TypeError, "BSON data must be bytes here");
-        return NULL;
-    }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     if (pos == -1 && PyErr_Occurred()) {
         return NULL;
@@ -1088,15 +1095,36 @@ entry(PyObject *const *args, Py_ssize_t nargs, int array)
     if (end == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    /* ``end`` indexes the trailing NUL, so it must lie inside the buffer; ``pos`` may equal it (no elements). */
-    if (pos < 0 || end < pos || end >= PyBytes_GET_SIZE(data)) {
-        return malformed("element bounds outside the BSON data");
-    }
     Context c;
     if (unpack_context(args[3], &c) < 0) {
         return NULL;
     }
-    return read_elements(data, pos, end, &c, array, 0);
+    /* bytes are read in place; any other contiguous buffer (a view of a connection's receive buffer) too,
+     * held for the call, so a large reply is not copied before it is decoded. */
+    Py_buffer view;
+    int held = 0;
+    if (PyBytes_CheckExact(data)) {
+        c.buf = (const unsigned char *)PyBytes_AS_STRING(data);
+        c.size = PyBytes_GET_SIZE(data);
+    } else {
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+            return NULL;
+        }
+        held = 1;
+        c.buf = (const unsigned char *)view.buf;
+        c.size = view.len;
+    }
+    PyObject *result;
+    /* ``end`` indexes the trailing NUL, so it must lie inside the buffer; ``pos`` may equal it (no elements). */
+    if (pos < 0 || end < pos || end >= c.size) {
+        result = malformed("element bounds outside the BSON data");
+    } else {
+        result = read_elements(data, pos, end, &c, array, 0);
+    }
+    if (held) {
+        PyBuffer_Release(&view);
+    }
+    return result;
 }
 
 static PyObject *
