@@ -23,7 +23,10 @@ __all__ = ["MessageProtocol"]
 T = TypeVar("T")
 
 _INT32 = struct.Struct("<i")
-_INITIAL_BUFFER_SIZE = 64 * 1024
+# Big enough for the usual small reply (a hello, a write's acknowledgement) in one read; a larger message
+# grows it once, to its own size, when its header says how big it is. Small, since every connection has one:
+# a client holds at least three (its monitor's, its RTT task's, one pooled).
+_INITIAL_BUFFER_SIZE = 4 * 1024
 # A buffer grown for a large reply is given back once it is empty again, so idle pooled connections stay small.
 _KEEP_BUFFER_UP_TO = 1024 * 1024
 
