@@ -8,7 +8,8 @@ Started by :mod:`benchmarks.driver_bench` in a process of its own for each round
 
 The workloads follow the driver performance benchmarking specification (single- and multi-document
 tasks, with fewer operations per iteration so that a full comparison fits in minutes against the test
-server) plus a concurrency workload: 200 tasks, each doing 50 ``find_one`` by ``_id``. They are written
+server) plus two concurrency workloads: 200 tasks each doing 50 ``find_one`` by ``_id``, and 1,000 tasks each
+doing 10. They are written
 once against the API the drivers share (``await coll.insert_one(doc)``, ``await coll.find_one(...)``,
 ``await db.command(...)``, ``async for`` over a cursor, ``await coll.insert_many(docs)``); each driver
 only supplies a client.
@@ -74,6 +75,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("find_one_by_id", "op", 1000, 4, 1, 100, 2),
         TaskSpec("find_many", "doc", 10_000, 4, 1, 1000, 2),
         TaskSpec("concurrency_200x50", "op", 10_000, 2, 1, 1000, 1, warmup_ops=1000),
+        TaskSpec("concurrency_1000x10", "op", 10_000, 2, 1, 2000, 1, warmup_ops=2000),
         TaskSpec("large_insert_one", "op", 10, 3, 1, 2, 2),
         TaskSpec("small_bulk_insert", "doc", 10_000, 4, 1, 1000, 2),
         TaskSpec("large_bulk_insert", "doc", 10, 3, 1, 2, 2),
@@ -81,7 +83,8 @@ TASKS: dict[str, TaskSpec] = {
     )
 }
 
-CONCURRENT_TASKS = 200
+# Tasks running at once in each concurrency workload, each doing its share of find_one by _id.
+CONCURRENT_TASKS = {"concurrency_200x50": 200, "concurrency_1000x10": 1000}
 FIND_CORPUS_SIZE = 10_000
 
 
@@ -214,7 +217,7 @@ class Workloads:
 
     async def setup(self, task: str, ops: int) -> None:
         await self.client.drop_database(DATABASE)
-        if task in ("find_one_by_id", "concurrency_200x50"):
+        if task == "find_one_by_id" or task in CONCURRENT_TASKS:
             size = ops if self.quick else max(ops, FIND_CORPUS_SIZE)
             await self.load_corpus(self.documents["tweet"], size, numbered=True)
         elif task == "find_many":
@@ -247,14 +250,17 @@ class Workloads:
             if count != ops:
                 raise AssertionError(f"find_many read {count} documents, expected {ops}")
 
-        async def concurrency() -> None:
-            per_task = ops // CONCURRENT_TASKS
+        def concurrency(tasks: int) -> Callable[[], Coroutine[Any, Any, None]]:
+            async def run() -> None:
+                per_task = ops // tasks
 
-            async def worker(first: int) -> None:
-                for number in range(first, first + per_task):
-                    await coll.find_one({"_id": number})
+                async def worker(first: int) -> None:
+                    for number in range(first, first + per_task):
+                        await coll.find_one({"_id": number})
 
-            await asyncio.gather(*(worker(1 + index * per_task) for index in range(CONCURRENT_TASKS)))
+                await asyncio.gather(*(worker(1 + index * per_task) for index in range(tasks)))
+
+            return run
 
         async def insert_one() -> None:
             for document in self._pending:
@@ -267,7 +273,8 @@ class Workloads:
             "run_command": run_command,
             "find_one_by_id": find_one_by_id,
             "find_many": find_many,
-            "concurrency_200x50": concurrency,
+            "concurrency_200x50": concurrency(CONCURRENT_TASKS["concurrency_200x50"]),
+            "concurrency_1000x10": concurrency(CONCURRENT_TASKS["concurrency_1000x10"]),
             "small_insert_one": insert_one,
             "large_insert_one": insert_one,
             "small_bulk_insert": bulk_insert,
