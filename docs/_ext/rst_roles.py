@@ -1,6 +1,7 @@
 """A griffe extension for the documentation build: docstrings use reStructuredText roles
-(:class:`~mongio.errors.ConfigurationError`, :meth:`find`), which Markdown would show literally. Each role
-becomes a cross-reference when it names a documented object, and inline code otherwise."""
+(:class:`~mongio.errors.ConfigurationError`, :meth:`find`) and literal blocks (``Usage::``), which Markdown
+would show literally. Each role becomes a cross-reference when it names a documented object, and inline code
+otherwise; a literal block's ``::`` becomes ``:`` before the indented code Markdown already shows as code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from typing import Any
 
 import griffe
 
+# "text::" before an indented block is reStructuredText's literal block; Markdown shows the indented block as
+# code already, so only the second colon goes.
+LITERAL_BLOCK = re.compile(r"(\S)::\n\n")
 ROLE = re.compile(
     r":(?:py:)?(?:class|meth|func|attr|exc|mod|data|obj|const):`(~?)(?:([^`<]*?)\s*<([^`>]+)>|([^`<>]+?))(?:\(\))?`"
 )
@@ -31,4 +35,5 @@ class RstRoles(griffe.Extension):
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None and ":" in obj.docstring.value:
-            obj.docstring.value = ROLE.sub(_replace, obj.docstring.value)
+            text = ROLE.sub(_replace, obj.docstring.value)
+            obj.docstring.value = LITERAL_BLOCK.sub(r"\1:\n\n", text)
