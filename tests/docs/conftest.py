@@ -3,11 +3,12 @@ checked as a reader would meet it. Their counts are reported at the end of the r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.docs import code_blocks
+from tests.docs import code_blocks, site
 
 _REPORT: list[str] = []
 
@@ -27,3 +28,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @pytest.fixture(scope="session")
 def guide_blocks() -> dict[str, list[code_blocks.CodeBlock]]:
     return {page.name: code_blocks.python_blocks(page) for page in code_blocks.guide_pages()}
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built from this checkout into a temporary directory, warnings as errors (``make docs``)."""
+    site_dir = tmp_path_factory.mktemp("site")
+    result = site.build(site_dir)
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    return site_dir
