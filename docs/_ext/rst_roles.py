@@ -1,7 +1,8 @@
 """A griffe extension for the documentation build: docstrings use reStructuredText roles
 (:class:`~mongio.errors.ConfigurationError`, :meth:`find`) and literal blocks (``Usage::``), which Markdown
 would show literally. Each role becomes a cross-reference when it names a documented object, and inline code
-otherwise; a literal block's ``::`` becomes ``:`` before the indented code Markdown already shows as code."""
+otherwise; a literal block's ``::`` becomes ``:`` before the indented code Markdown already shows as code;
+``.. deprecated::`` and ``.. note::`` directives become admonitions."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ import griffe
 # "text::" before an indented block is reStructuredText's literal block; Markdown shows the indented block as
 # code already, so only the second colon goes.
 LITERAL_BLOCK = re.compile(r"(\S)::\n\n")
+# A directive such as ".. deprecated::" with its indented body becomes an admonition with the same body.
+DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\. (?P<name>deprecated|note|warning|seealso)::[ \t]*(?P<rest>.*)$", re.M)
+ADMONITIONS = {"deprecated": 'warning "Deprecated"', "note": "note", "warning": "warning", "seealso": 'info "See also"'}
+
+
+def _admonition(match: re.Match[str]) -> str:
+    indent, rest = match.group("indent"), match.group("rest").strip()
+    head = f"{indent}!!! {ADMONITIONS[match.group('name')]}"
+    return f"{head}\n{indent}    {rest}" if rest else head
 ROLE = re.compile(
     r":(?:py:)?(?:class|meth|func|attr|exc|mod|data|obj|const):`(~?)(?:([^`<]*?)\s*<([^`>]+)>|([^`<>]+?))(?:\(\))?`"
 )
@@ -34,6 +44,7 @@ class RstRoles(griffe.Extension):
     """Rewrites reStructuredText roles in every docstring into Markdown the site renders."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        if obj.docstring is not None and ":" in obj.docstring.value:
+        if obj.docstring is not None and ":" in obj.docstring.value:  # every role and directive has one
             text = ROLE.sub(_replace, obj.docstring.value)
+            text = DIRECTIVE.sub(_admonition, text)
             obj.docstring.value = LITERAL_BLOCK.sub(r"\1:\n\n", text)

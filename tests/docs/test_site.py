@@ -49,6 +49,12 @@ def test_internal_links_and_anchors_resolve(pages: dict[str, site.Page]) -> None
     report(f"documentation site: {checked} internal links and anchors resolve")
 
 
+def test_no_restructuredtext_markup_shows_in_the_api_pages(pages: dict[str, site.Page]) -> None:
+    leftovers = re.compile(r":(?:class|meth|func|attr|exc|mod|data|obj):`|^\s*\.\. [a-z-]+::|\w::$", re.M)
+    shown = {url: sorted(set(leftovers.findall("".join(page.text)))) for url, page in pages.items() if url.startswith("api/")}
+    assert not {url: found for url, found in shown.items() if found}
+
+
 def test_nothing_is_loaded_from_outside_the_site(pages: dict[str, site.Page]) -> None:
     external = {f"{page.url}: {url}" for page in pages.values() for url in page.resources if site.is_external(url)}
     assert not external, sorted(external)[:20]
