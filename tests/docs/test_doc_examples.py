@@ -33,6 +33,17 @@ def _run_block(block: code_blocks.CodeBlock, namespace: dict[str, Any], loop: as
         exec(code, namespace)
 
 
+async def _database_names(uri: str) -> set[str]:
+    async with MongoClient(uri) as client:
+        return set(await client.list_database_names())
+
+
+async def _drop_databases(uri: str, names: set[str]) -> None:
+    async with MongoClient(uri) as client:
+        for name in sorted(names):
+            await client.drop_database(name)
+
+
 async def _close_clients(namespace: dict[str, Any]) -> None:
     """Close what the page left open (a closed client's close() does nothing), on the loop it ran on."""
     for value in list(namespace.values()):
@@ -53,6 +64,8 @@ def test_guide_code_blocks_run(page: str, server_uri: str, guide_blocks: dict[st
     uri = server_uri.rstrip("/")
     namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
     loop = asyncio.new_event_loop()
+    # The page's databases are dropped afterwards, so the server is left as the page found it.
+    before = loop.run_until_complete(_database_names(uri))
     try:
         for block in runnable:
             block = code_blocks.CodeBlock(
@@ -64,6 +77,8 @@ def test_guide_code_blocks_run(page: str, server_uri: str, guide_blocks: dict[st
                 raise AssertionError(f"{block.where} failed: {error!r}\n{block.code}") from error
     finally:
         loop.run_until_complete(_close_clients(namespace))
+        created = loop.run_until_complete(_database_names(uri)) - before
+        loop.run_until_complete(_drop_databases(uri, created))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
