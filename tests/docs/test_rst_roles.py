@@ -17,10 +17,14 @@ def _extension() -> ModuleType:
     return module
 
 
-def _convert(text: str) -> str:
+def _convert(text: str, in_class: str | None = None) -> str:
     import griffe
 
     function = griffe.Function("f", docstring=griffe.Docstring(text))
+    if in_class is not None:
+        module_name, class_name = in_class.rsplit(".", 1)
+        griffe.Module(module_name).set_member(class_name, klass := griffe.Class(class_name))
+        klass.set_member("f", function)
     _extension().RstRoles().on_instance(node=None, obj=function, agent=None)
     assert function.docstring is not None
     return function.docstring.value
@@ -36,6 +40,9 @@ def test_roles_become_cross_references_or_code() -> None:
         "<code>mongio.collection.Collection.find</code></autoref>."
     )
     assert _convert("Use :meth:`close` or :func:`find()`.") == "Use `close` or `find`."
+    assert _convert("Use :meth:`close`.", in_class="mongio.client.MongoClient") == (
+        'Use <autoref identifier="mongio.client.MongoClient.close" optional><code>close</code></autoref>.'
+    )
     assert _convert("The cursor of :meth:`Collection.aggregate\n<mongio.collection.Collection.aggregate>`.") == (
         'The cursor of <autoref identifier="mongio.collection.Collection.aggregate" optional>'
         "<code>Collection.aggregate</code></autoref>."
