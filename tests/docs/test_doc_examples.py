@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
+import logging
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -51,6 +54,22 @@ async def _close_clients(namespace: dict[str, Any]) -> None:
             await value.close()
 
 
+@contextlib.contextmanager
+def _logging_restored() -> Iterator[None]:
+    """A page may configure logging as a reader would (basicConfig, a logger's level): undone afterwards, so
+    the tests that run after it see the logging they expect."""
+    root_handlers = logging.root.handlers[:]
+    names = ["mongio", *(name for name in logging.root.manager.loggerDict if name.startswith("mongio."))]
+    levels = {name: logging.getLogger(name).level for name in names}
+    try:
+        yield
+    finally:
+        logging.root.handlers[:] = root_handlers
+        for name in logging.root.manager.loggerDict:
+            if name == "mongio" or name.startswith("mongio."):
+                logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))
+
+
 @pytest.mark.server
 @pytest.mark.parametrize("page", PAGES)
 def test_guide_code_blocks_run(page: str, server_uri: str, guide_blocks: dict[str, list[Any]]) -> None:
@@ -62,7 +81,12 @@ def test_guide_code_blocks_run(page: str, server_uri: str, guide_blocks: dict[st
     if not runnable:
         pytest.skip(f"docs/{page} has no runnable python block")
     uri = server_uri.rstrip("/")
-    namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
+    with _logging_restored():
+        _run_page(runnable, uri)
+
+
+def _run_page(runnable: list[code_blocks.CodeBlock], uri: str) -> None:
+    namespace: dict[str, Any] = {"__name__": f"docs.{runnable[0].page}"}
     loop = asyncio.new_event_loop()
     # The page's databases are dropped afterwards, so the server is left as the page found it.
     before = loop.run_until_complete(_database_names(uri))
