@@ -26,7 +26,7 @@ def test_site_has_every_guide_and_api_page(pages: dict[str, site.Page]) -> None:
     assert {f"{name}/index.html" for name in guides} <= set(pages)
     api = {path.stem for path in (site.ROOT / "docs" / "api").glob("*.md")} - {"index"}
     assert {f"api/{name}/index.html" for name in api} <= set(pages)
-    report(f"documentation site: {len(pages)} HTML pages ({len(guides) + 1} guides and home, {len(api) + 1} API pages)")
+    report(f"documentation site: {len(pages)} HTML pages: the home page, {len(guides)} guides, {len(api) + 1} API pages")
 
 
 def test_internal_links_and_anchors_resolve(pages: dict[str, site.Page]) -> None:
