@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test unit lint quickstart bench spec clean
+.PHONY: setup test unit lint quickstart bench spec docs docs-serve clean
 
 $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ spec: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bson_bench.py
+
+## The documentation site into build/docs; any warning (a broken link, an unknown reference) fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+
+## Serve the documentation on http://127.0.0.1:8000, rebuilt as files change.
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info src/mongio/bson/*.so

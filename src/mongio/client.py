@@ -235,6 +235,7 @@ class MongoClient:
         return self
 
     def __next__(self) -> Any:
+        """Raises ``TypeError``: a client is not iterable (the name exists so ``next(client)`` says so)."""
         raise TypeError(f"{type(self).__name__!r} object is not iterable")
 
     next = __next__
@@ -401,18 +402,22 @@ class MongoClient:
 
     @property
     def codec_options(self) -> CodecOptions:
+        """The codec options documents are decoded and encoded with."""
         return self._codec_options
 
     @property
     def read_preference(self) -> _ServerMode:
+        """The client's read preference, the default of its databases."""
         return self._read_preference
 
     @property
     def read_concern(self) -> ReadConcern:
+        """The client's read concern, the default of its databases."""
         return self._read_concern
 
     @property
     def write_concern(self) -> WriteConcern:
+        """The client's write concern, the default of its databases."""
         return self._write_concern
 
     @property

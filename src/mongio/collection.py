@@ -317,6 +317,7 @@ class Collection(Generic[_D]):
     __iter__ = None
 
     def __next__(self) -> NoReturn:
+        """Raises ``TypeError``: a collection is not iterable (``find()`` returns a cursor that is)."""
         raise TypeError("'Collection' object is not iterable")
 
     next = __next__

@@ -195,6 +195,7 @@ class Database(Generic[_D]):
     __iter__ = None
 
     def __next__(self) -> NoReturn:
+        """Raises ``TypeError``: a database is not iterable (``list_collection_names()`` lists it)."""
         raise TypeError("'Database' object is not iterable")
 
     next = __next__

@@ -85,6 +85,7 @@ class MongioError(Exception):
         self._error_labels: set[str] = set(error_labels or ())
 
     def has_error_label(self, label: str) -> bool:
+        """Whether the error carries this label (e.g. ``"TransientTransactionError"``)."""
         return label in self._error_labels
 
     def _add_error_label(self, label: str) -> None:
@@ -95,6 +96,7 @@ class MongioError(Exception):
 
     @property
     def error_labels(self) -> frozenset[str]:
+        """The error's labels, from the server's reply or added by the driver."""
         return frozenset(self._error_labels)
 
     @property
@@ -161,6 +163,7 @@ class NetworkTimeout(AutoReconnect):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 
@@ -173,6 +176,7 @@ class ServerSelectionTimeoutError(AutoReconnect):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 
@@ -181,6 +185,7 @@ class WaitQueueTimeoutError(ConnectionFailure):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 
@@ -206,6 +211,7 @@ class OperationFailure(MongioError):
 
     @property
     def code(self) -> int | None:
+        """The server's error code, or ``None`` when the reply had none."""
         return self.__code
 
     @property
@@ -215,6 +221,7 @@ class OperationFailure(MongioError):
 
     @property
     def code_name(self) -> str | None:
+        """The server's name for the error code (``codeName``), or ``None``."""
         return None if self.__details is None else self.__details.get("codeName")
 
     def __str__(self) -> str:
@@ -227,6 +234,7 @@ class ExecutionTimeout(OperationFailure):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 
@@ -251,6 +259,7 @@ class WTimeoutError(WriteConcernError):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 
@@ -373,10 +382,12 @@ class EncryptionError(MongioError):
 
     @property
     def cause(self) -> Exception:
+        """The error that caused this one."""
         return self.__cause
 
     @property
     def timeout(self) -> bool:
+        """Whether the cause was a timeout."""
         return bool(getattr(self.__cause, "timeout", False))
 
 
@@ -389,6 +400,7 @@ class EncryptedCollectionError(EncryptionError):
 
     @property
     def encrypted_fields(self) -> Mapping[str, Any]:
+        """The ``encryptedFields`` the collection was being created with."""
         return self.__encrypted_fields
 
 
@@ -414,6 +426,7 @@ class OperationTimeoutError(MongioError):
 
     @property
     def timeout(self) -> bool:
+        """Always true: this error is a timeout."""
         return True
 
 

@@ -26,6 +26,7 @@ class ServerApiVersion:
 
     @classmethod
     def known(cls) -> frozenset[str]:
+        """Every Stable API version this driver knows."""
         return frozenset({cls.V1})
 
 

@@ -8,58 +8,42 @@ the list changed; tests/unit/test_readme_differences.py fails while README and t
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
-import yaml
+if __name__ == "__main__":  # run as a script from anywhere: the repository's root is the import root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-ROOT = Path(__file__).resolve().parents[2]
-LIST = ROOT / "src" / "mongio" / "compat" / "differences.yaml"
+from tests.support.differences_list import LIST, ROOT, GeneratedBlock, bullet, entries
+
+__all__ = ["END", "LIST", "README", "START", "current", "entries", "render", "write"]
+
 README = ROOT / "README.md"
 START = "<!-- differences:start (generated from src/mongio/compat/differences.yaml; edit the list, not this) -->"
 END = "<!-- differences:end -->"
 WIDTH = 110
-
-
-def entries() -> list[dict[str, Any]]:
-    """Every entry of the list, all sections in the file's order."""
-    sections: dict[str, list[dict[str, Any]]] = yaml.safe_load(LIST.read_text())
-    return [entry for section in sections.values() for entry in section]
-
-
-def _bullet(text: str) -> str:
-    return textwrap.fill(
-        " ".join(text.split()),
-        width=WIDTH,
-        initial_indent="- ",
-        subsequent_indent="  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
+BLOCK = GeneratedBlock(README, START, END)
 
 
 def render() -> str:
     """The generated block, markers included."""
-    bullets = [_bullet(entry["readme"]) for entry in entries() if "readme" in entry]
-    footer = _bullet(
+    bullets = [bullet(entry["readme"], WIDTH) for entry in entries() if "readme" in entry]
+    footer = bullet(
         "The full machine-readable list, README's entries included (each with a stable `id`, what PyMongo "
         "does, what mongio does, why, and what ported code should do), is `src/mongio/compat/differences.yaml`: "
         "CSOT timeout classes, awaitable deployment properties, listener recognition, `mongio.uri_parser`, "
-        "BSON interoperation, and every signature difference the API parity test finds."
+        "BSON interoperation, and every signature difference the API parity test finds.",
+        WIDTH,
     )
     return "\n".join([START, *bullets, footer, END])
 
 
 def current() -> str:
     """The block README holds now, markers included."""
-    text = README.read_text()
-    return text[text.index(START) : text.index(END) + len(END)]
+    return BLOCK.current()
 
 
 def write() -> None:
-    text = README.read_text()
-    README.write_text(text.replace(current(), render()))
+    BLOCK.write(render())
 
 
 if __name__ == "__main__":

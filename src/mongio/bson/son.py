@@ -38,6 +38,7 @@ class SON(dict[_K, _V]):
     __hash__ = None
 
     def copy(self) -> SON[_K, _V]:
+        """A shallow copy, as a SON in the same key order."""
         return SON(self)
 
     def to_dict(self) -> dict[_K, Any]:

@@ -112,6 +112,7 @@ class _CommandEvent:
 
     @property
     def command_name(self) -> str:
+        """The command's name, e.g. ``"find"``."""
         return self._command_name
 
     @property
@@ -141,6 +142,7 @@ class _CommandEvent:
 
     @property
     def database_name(self) -> str:
+        """The database the command ran against."""
         return self._database_name
 
 
@@ -169,6 +171,7 @@ class CommandStartedEvent(_CommandEvent):
 
     @property
     def command(self) -> Mapping[str, Any]:
+        """The command document sent (sensitive commands are redacted to an empty document)."""
         return self._command
 
     def __repr__(self) -> str:
@@ -213,10 +216,12 @@ class CommandSucceededEvent(_CommandEvent):
 
     @property
     def duration_micros(self) -> int:
+        """How long the command took, in microseconds."""
         return self._duration_micros
 
     @property
     def reply(self) -> Mapping[str, Any]:
+        """The server's reply (redacted to an empty document for sensitive commands)."""
         return self._reply
 
     def __repr__(self) -> str:
@@ -262,6 +267,7 @@ class CommandFailedEvent(_CommandEvent):
 
     @property
     def duration_micros(self) -> int:
+        """How long the command took until it failed, in microseconds."""
         return self._duration_micros
 
     @property

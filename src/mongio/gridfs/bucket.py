@@ -90,6 +90,7 @@ class GridFSBucket:
 
     @property
     def bucket_name(self) -> str:
+        """The bucket's name, the prefix of its ``.files`` and ``.chunks`` collections."""
         return self._bucket_name
 
     @property

@@ -129,6 +129,7 @@ class GridIn:
 
     @property
     def filename(self) -> str | None:
+        """The file's name, or ``None`` when none was given."""
         return self._file.get("filename")
 
     @property
@@ -143,6 +144,7 @@ class GridIn:
 
     @property
     def chunk_size(self) -> int:
+        """The size in bytes of each chunk the file is stored in."""
         return self._chunk_size
 
     @property
@@ -162,6 +164,7 @@ class GridIn:
 
     @property
     def closed(self) -> bool:
+        """Whether the file was closed (its files document is written at close)."""
         return self._closed
 
     def __getattr__(self, name: str) -> Any:
@@ -172,12 +175,15 @@ class GridIn:
         raise AttributeError(f"GridIn object has no attribute {name!r}")
 
     def readable(self) -> bool:
+        """False: an upload stream is written, not read."""
         return False
 
     def seekable(self) -> bool:
+        """False: an upload stream only appends."""
         return False
 
     def writable(self) -> bool:
+        """True: an upload stream is written to."""
         return True
 
     writeable = writable  # PyMongo's spelling

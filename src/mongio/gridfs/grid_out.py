@@ -162,6 +162,7 @@ class GridOut:
 
     @property
     def filename(self) -> str | None:
+        """The file's name, from its files document."""
         value: str | None = self._field("filename")
         return value
 
@@ -179,16 +180,19 @@ class GridOut:
 
     @property
     def length(self) -> int:
+        """The file's size in bytes."""
         self._field("length")
         return self._length
 
     @property
     def chunk_size(self) -> int:
+        """The size in bytes of each chunk the file is stored in."""
         self._field("chunkSize")
         return self._chunk_size
 
     @property
     def upload_date(self) -> datetime.datetime:
+        """When the upload finished (UTC), from the files document."""
         return self._field("uploadDate")  # type: ignore[no-any-return]
 
     @property
@@ -199,6 +203,7 @@ class GridOut:
 
     @property
     def metadata(self) -> Mapping[str, Any] | None:
+        """The ``metadata`` document stored with the file, or ``None``."""
         value: Mapping[str, Any] | None = self._field("metadata")
         return value
 
@@ -223,12 +228,15 @@ class GridOut:
         return self._file[key]
 
     def readable(self) -> bool:
+        """True: a download stream is read."""
         return True
 
     def seekable(self) -> bool:
+        """True: a download stream can seek."""
         return True
 
     def writable(self) -> bool:
+        """False: a download stream is not written to."""
         return False
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -436,16 +444,20 @@ class GridOutCursor(Cursor[Any]):
         return self._wrap(await super().__anext__())
 
     async def next(self) -> GridOut:
+        """The next file, as a ``GridOut``; raises ``StopAsyncIteration`` when none is left."""
         return await self.__anext__()
 
     async def try_next(self) -> GridOut | None:
+        """The next file as a ``GridOut``, or ``None`` when no file is available now."""
         document = await super().try_next()
         return None if document is None else self._wrap(document)
 
     async def to_list(self, length: int | None = None) -> list[Any]:
+        """The remaining files (at most ``length`` of them) as ``GridOut`` objects."""
         return [self._wrap(document) for document in await super().to_list(length)]
 
     def clone(self) -> GridOutCursor:
+        """A new, unread cursor with the same query and options."""
         other = GridOutCursor.__new__(GridOutCursor)
         base = super().clone()
         other.__dict__.update(base.__dict__)

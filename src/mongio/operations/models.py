@@ -180,10 +180,12 @@ class WriteModel:
 
     @property
     def namespace(self) -> str | None:
+        """The ``"db.collection"`` namespace of the model in a client bulk write, else ``None``."""
         return self._namespace
 
     @property
     def has_hint(self) -> bool:
+        """Whether the model carries an index hint."""
         return False
 
     def _statement(self) -> dict[str, Any]:
@@ -209,6 +211,7 @@ class InsertOne(WriteModel):
 
     @property
     def document(self) -> Any:
+        """The document to insert."""
         return self._document
 
     def __repr__(self) -> str:
@@ -231,18 +234,22 @@ class _FilteredModel(WriteModel):
 
     @property
     def filter(self) -> Mapping[str, Any]:
+        """The query filter selecting the documents."""
         return self._filter
 
     @property
     def collation(self) -> Mapping[str, Any] | None:
+        """The collation the filter is matched with, or ``None``."""
         return self._collation
 
     @property
     def hint(self) -> str | dict[str, Any] | None:
+        """The index hint (a name or a key document), or ``None``."""
         return self._hint
 
     @property
     def has_hint(self) -> bool:
+        """Whether the model carries an index hint."""
         return self._hint is not None
 
     def _key(self) -> tuple[Any, ...]:
@@ -324,14 +331,17 @@ class _UpdateModel(_FilteredModel):
 
     @property
     def upsert(self) -> bool | None:
+        """Whether to insert a document when none matches (``None``: the server's default, no)."""
         return self._upsert
 
     @property
     def array_filters(self) -> list[Mapping[str, Any]] | None:
+        """The ``arrayFilters`` of the update, or ``None``."""
         return self._array_filters
 
     @property
     def sort(self) -> Mapping[str, Any] | None:
+        """The sort choosing which matching document is written, or ``None``."""
         return self._sort
 
     def _fields(self) -> tuple[str, ...]:
@@ -406,6 +416,7 @@ class UpdateOne(_UpdateModel):
 
     @property
     def update(self) -> Mapping[str, Any] | list[Any]:
+        """The update document or pipeline."""
         return self._update  # type: ignore[no-any-return]
 
 
@@ -431,6 +442,7 @@ class UpdateMany(_UpdateModel):
 
     @property
     def update(self) -> Mapping[str, Any] | list[Any]:
+        """The update document or pipeline."""
         return self._update  # type: ignore[no-any-return]
 
 
@@ -456,6 +468,7 @@ class ReplaceOne(_UpdateModel):
 
     @property
     def replacement(self) -> Mapping[str, Any]:
+        """The replacement document."""
         return self._update  # type: ignore[no-any-return]
 
 
@@ -535,6 +548,7 @@ class SearchIndexModel:
 
     @property
     def document(self) -> dict[str, Any]:
+        """The search index definition as sent to ``createSearchIndexes``."""
         return self._document
 
     def __repr__(self) -> str:

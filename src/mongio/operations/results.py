@@ -56,6 +56,7 @@ class InsertOneResult(_WriteResult):
 
     @property
     def inserted_id(self) -> Any:
+        """The ``_id`` of the inserted document."""
         return self._inserted_id
 
     def __repr__(self) -> str:
@@ -73,6 +74,7 @@ class InsertManyResult(_WriteResult):
 
     @property
     def inserted_ids(self) -> list[Any]:
+        """The ``_id`` of each inserted document, in the order given."""
         return self._inserted_ids
 
     def __repr__(self) -> str:
@@ -94,6 +96,7 @@ class UpdateResult(_WriteResult):
 
     @property
     def raw_result(self) -> Mapping[str, Any]:
+        """The server's reply to the update command."""
         return self._raw_result
 
     @property
@@ -107,6 +110,7 @@ class UpdateResult(_WriteResult):
 
     @property
     def modified_count(self) -> int:
+        """How many documents were changed; raises ``InvalidOperation`` for an unacknowledged write."""
         self._check("modified_count")
         return int(self._raw_result.get("nModified", 0))
 
@@ -140,10 +144,12 @@ class DeleteResult(_WriteResult):
 
     @property
     def raw_result(self) -> Mapping[str, Any]:
+        """The server's reply to the delete command."""
         return self._raw_result
 
     @property
     def deleted_count(self) -> int:
+        """How many documents were deleted; raises ``InvalidOperation`` for an unacknowledged write."""
         self._check("deleted_count")
         return int(self._raw_result.get("n", 0))
 
@@ -164,6 +170,7 @@ class BulkWriteResult(_WriteResult):
 
     @property
     def bulk_api_result(self) -> dict[str, Any]:
+        """The combined counts, upserts and errors in PyMongo's bulk API result layout."""
         return self._bulk_api_result
 
     def _count(self, name: str, key: str) -> int:
@@ -172,22 +179,27 @@ class BulkWriteResult(_WriteResult):
 
     @property
     def inserted_count(self) -> int:
+        """How many documents were inserted."""
         return self._count("inserted_count", "nInserted")
 
     @property
     def matched_count(self) -> int:
+        """How many documents the updates and replacements matched."""
         return self._count("matched_count", "nMatched")
 
     @property
     def modified_count(self) -> int:
+        """How many documents the updates and replacements changed."""
         return self._count("modified_count", "nModified")
 
     @property
     def deleted_count(self) -> int:
+        """How many documents were deleted."""
         return self._count("deleted_count", "nRemoved")
 
     @property
     def upserted_count(self) -> int:
+        """How many documents were upserted."""
         return self._count("upserted_count", "nUpserted")
 
     @property
@@ -217,10 +229,12 @@ class ClientBulkWriteResult(_WriteResult):
 
     @property
     def bulk_api_result(self) -> dict[str, Any]:
+        """The combined counts, with the per-operation results when verbose."""
         return self._bulk_api_result
 
     @property
     def has_verbose_results(self) -> bool:
+        """Whether per-operation results were asked for (``verbose_results=True``)."""
         self._check("has_verbose_results")
         return self._has_verbose_results
 
@@ -230,22 +244,27 @@ class ClientBulkWriteResult(_WriteResult):
 
     @property
     def inserted_count(self) -> int:
+        """How many documents were inserted."""
         return self._count("inserted_count", "nInserted")
 
     @property
     def upserted_count(self) -> int:
+        """How many documents were upserted."""
         return self._count("upserted_count", "nUpserted")
 
     @property
     def matched_count(self) -> int:
+        """How many documents the updates and replacements matched."""
         return self._count("matched_count", "nMatched")
 
     @property
     def modified_count(self) -> int:
+        """How many documents the updates and replacements changed."""
         return self._count("modified_count", "nModified")
 
     @property
     def deleted_count(self) -> int:
+        """How many documents were deleted."""
         return self._count("deleted_count", "nDeleted")
 
     def _verbose(self, name: str, key: str) -> dict[int, Any]:
@@ -259,14 +278,17 @@ class ClientBulkWriteResult(_WriteResult):
 
     @property
     def insert_results(self) -> dict[int, InsertOneResult]:
+        """Each insert's result by its index in the models (verbose results only)."""
         return self._verbose("insert_results", "insertResults")
 
     @property
     def update_results(self) -> dict[int, UpdateResult]:
+        """Each update's result by its index in the models (verbose results only)."""
         return self._verbose("update_results", "updateResults")
 
     @property
     def delete_results(self) -> dict[int, DeleteResult]:
+        """Each delete's result by its index in the models (verbose results only)."""
         return self._verbose("delete_results", "deleteResults")
 
     def __repr__(self) -> str:

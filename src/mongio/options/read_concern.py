@@ -23,10 +23,12 @@ class ReadConcern:
 
     @property
     def level(self) -> str | None:
+        """The read concern level, or ``None`` for the server's default."""
         return self._level
 
     @property
     def ok_for_legacy(self) -> bool:
+        """Whether servers without read concern support would honour it (no level, or ``"local"``)."""
         return self._level is None or self._level == "local"
 
     @property
@@ -36,6 +38,7 @@ class ReadConcern:
 
     @property
     def is_server_default(self) -> bool:
+        """Whether this is the server's default read concern (no level given)."""
         return self._level is None
 
     def __eq__(self, other: object) -> bool:

@@ -76,6 +76,7 @@ class _ServerMode:
 
     @property
     def mode(self) -> int:
+        """The mode as PyMongo's int (``Primary`` is 0, ``Nearest`` is 4)."""
         return self._mode
 
     @property
@@ -100,10 +101,12 @@ class _ServerMode:
 
     @property
     def hedge(self) -> dict[str, Any] | None:
+        """The hedged read options, or ``None``."""
         return dict(self._hedge) if self._hedge is not None else None
 
     @property
     def min_wire_version(self) -> int:
+        """The lowest wire version a server needs to honour this preference (5 with maxStalenessSeconds)."""
         return 5 if self._max_staleness != -1 else 0
 
     @property

@@ -66,20 +66,24 @@ class WriteConcern:
 
     @property
     def is_server_default(self) -> bool:
+        """Whether this is the server's default write concern (nothing given)."""
         return not self._document
 
     @property
     def w(self) -> int | str | None:
+        """The ``w`` option (a count or a tag set name such as ``"majority"``), or ``None``."""
         value = self._document.get("w")
         return value if isinstance(value, (int, str)) else None
 
     @property
     def wtimeout(self) -> int | None:
+        """The ``wtimeout`` option in milliseconds, or ``None``."""
         value = self._document.get("wtimeout")
         return value if isinstance(value, int) else None
 
     @property
     def j(self) -> bool | None:
+        """The ``j`` (journal) option, or ``None``."""
         value = self._document.get("j")
         return value if isinstance(value, bool) else None
 

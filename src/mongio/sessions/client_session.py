@@ -124,22 +124,27 @@ class SessionOptions:
 
     @property
     def causal_consistency(self) -> bool:
+        """Whether reads in the session see the session's earlier writes."""
         return self._causal_consistency
 
     @property
     def default_transaction_options(self) -> TransactionOptions | None:
+        """The options of transactions the session starts, or ``None``."""
         return self._default_transaction_options
 
     @property
     def snapshot(self) -> bool:
+        """Whether the session reads from one snapshot."""
         return self._snapshot
 
     @property
     def default_timeout_ms(self) -> float | None:
+        """The ``timeoutMS`` of the session's operations when none is in force, or ``None``."""
         return self._default_timeout_ms
 
     @property
     def snapshot_time(self) -> Timestamp | None:
+        """The time of the session's snapshot, once its first read has set it."""
         return self._snapshot_time
 
 
@@ -179,6 +184,7 @@ class ClientSession:
 
     @property
     def options(self) -> SessionOptions:
+        """The options the session was started with."""
         return self._options
 
     @property
@@ -188,6 +194,7 @@ class ClientSession:
 
     @property
     def has_ended(self) -> bool:
+        """Whether ``end_session()`` was called (or the ``async with`` block left)."""
         return self._ended
 
     @property
