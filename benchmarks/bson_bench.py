@@ -13,6 +13,7 @@ subprocess with that directory first on ``sys.path`` (so it cannot pick up the C
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -83,8 +84,8 @@ def measure(
             document = decode(data)
             if encode(document) != data:
                 raise SystemExit(f"{name} does not round-trip the {dataset} document byte for byte")
-            operations[name, "encode"] = lambda e=encode, d=document: e(d)
-            operations[name, "decode"] = lambda dec=decode, b=data: dec(b)
+            operations[name, "encode"] = functools.partial(encode, document)
+            operations[name, "decode"] = functools.partial(decode, data)
             results[name][dataset] = {}
         for op in ("encode", "decode"):
             # Each round is cut into slices that alternate between the codecs, so a burst of load on a

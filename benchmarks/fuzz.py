@@ -390,7 +390,7 @@ class InsertPack(BsonEncode):
 
 
 def _tamper(cls: type, **slots: Any) -> Any:
-    value = object.__new__(cls)
+    value: Any = object.__new__(cls)
     for name, item in slots.items():
         object.__setattr__(value, name, item)
     return value

@@ -27,8 +27,10 @@ TASKS = 200
 CORPUS = 10_000
 
 
-async def measure(driver: str, uri: str, server_pid: int, cap: int, ops: int) -> dict[str, Any]:
-    """One driver at one cap: wall, client CPU and server CPU per operation, over ``ops`` find_one calls."""
+async def measure(driver: str, uri: str, server_pid: int | None, cap: int, ops: int) -> dict[str, Any]:
+    """One driver at one cap: wall, client CPU and server CPU per operation, over ``ops`` find_one calls.
+
+    Without ``server_pid`` the server's CPU time is not measured (``server_cpu`` is None)."""
     harness = open_client(driver, uri)
     try:
         collection = harness.client["perftest"]["contention"]
@@ -109,8 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"find_one by _id from {TASKS} tasks, {args.ops} operations, a fresh SecantusDB per driver and cap")
     print(f"{'in flight':>10}  {'driver':<14}{'wall µs/op':>11}{'client CPU µs/op':>18}{'server CPU µs/op':>18}")
     for row in rows:
-        cap = str(row["cap"]) if row["cap"] else "no cap"
-        print(f"{cap:>10}  {row['driver']:<14}{_micros(row['wall']):>11}{_micros(row['cpu']):>18}{_micros(row['server_cpu']):>18}")
+        in_flight = str(row["cap"]) if row["cap"] else "no cap"
+        print(f"{in_flight:>10}  {row['driver']:<14}{_micros(row['wall']):>11}{_micros(row['cpu']):>18}{_micros(row['server_cpu']):>18}")
 
 
 if __name__ == "__main__":

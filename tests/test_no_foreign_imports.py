@@ -16,7 +16,7 @@ def foreign_imports(source: str, *, lazy_allowed: bool = False) -> list[str]:
     tree = ast.parse(source)
     functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
     inside_functions = {id(inner) for function in functions for inner in ast.walk(function)}
-    found = []
+    found: list[str] = []
     for node in ast.walk(tree):
         if lazy_allowed and id(node) in inside_functions:
             continue

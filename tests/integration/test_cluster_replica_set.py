@@ -163,6 +163,7 @@ async def test_an_election_is_pushed_to_the_monitors_and_retryable_writes_follow
     await collection.insert_one({"_id": 2})
     after = await wait_for(client, primary_is(new_primary.address))
     new_election = next(sd.election_id for sd in after.known_servers if sd.server_type is ServerType.RSPrimary)
+    assert new_election is not None and old_election is not None
     assert new_election > old_election
     inserts = commands.of("insert")
     assert inserts[-1][1] == new_primary.address and inserts[-1][2] is None

@@ -10,7 +10,7 @@ import hashlib
 import io
 import tracemalloc
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,7 @@ async def test_deprecated_upload_options_are_stored_and_warn(bucket: GridFSBucke
     """GridFS, File Upload (GridFSUploadOptions) and the files collection document: the deprecated
     contentType and aliases options are still accepted, warn, and are stored under those names; GridOut
     reads them back."""
-    uploads = [
+    uploads: list[Callable[[], Awaitable[Any]]] = [
         lambda: bucket.upload_from_stream("a", b"x", content_type="text/plain", aliases=["b", "c"]),
         lambda: bucket.upload_from_stream_with_id(
             7, "a", b"x", content_type="text/plain", aliases=("b", "c")

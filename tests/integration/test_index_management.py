@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -38,13 +38,14 @@ async def setup(server_uri: str) -> AsyncIterator[tuple[MongoClient, Started, st
 async def run_search_index_helpers(coll: Any, session: Any = None) -> None:
     # The test server is not Atlas: each command fails, after it was sent as the driver built it.
     definition = {"mappings": {"dynamic": True}}
-    for call in (
+    calls: list[Callable[[], Awaitable[object]]] = [
         lambda: coll.create_search_index({"definition": definition}, session=session),
         lambda: coll.create_search_indexes([{"definition": definition}], session=session),
         lambda: coll.update_search_index("s", definition, session=session),
         lambda: coll.drop_search_index("s", session=session),
         lambda: coll.list_search_indexes("s", session=session, batchSize=5, maxTimeMS=1000).to_list(),
-    ):
+    ]
+    for call in calls:
         try:
             await call()
         except OperationFailure:

@@ -165,7 +165,7 @@ def reference_output(name: str, uri: str) -> Run:
 
 
 def _port_cases() -> list[object]:
-    cases = []
+    cases: list[object] = []
     for name in program_names():
         for mode in MODES:
             reason = "; ".join(PENDING.get((name, mode), []) + REMAINING.get((name, mode), []))

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pymongo import monitoring as pymongo_monitoring
 
 from mongio import listener_registry, monitoring
 from mongio.asynchronous.mongo_client import AsyncMongoClient
@@ -24,7 +25,6 @@ from mongio.errors import (
     PyMongoError,
 )
 
-pymongo_monitoring = pytest.importorskip("pymongo.monitoring")
 pytestmark = pytest.mark.server
 
 
@@ -115,10 +115,11 @@ def unique_name() -> str:
 
 
 async def test_pymongo_listeners_of_every_kind_receive_events(server_uri: str) -> None:
-    listeners = [PyMongoCommands(), PyMongoHeartbeats(), PyMongoServers(), PyMongoTopologies(), PyMongoPool()]
+    commands, heartbeats, servers = PyMongoCommands(), PyMongoHeartbeats(), PyMongoServers()
+    topologies, pool = PyMongoTopologies(), PyMongoPool()
+    listeners = [commands, heartbeats, servers, topologies, pool]
     async with AsyncMongoClient(server_uri, event_listeners=listeners) as client:
         await client.admin.command("ping")
-    commands, heartbeats, servers, topologies, pool = listeners
     assert commands.names()[:2] == ["CommandStartedEvent", "CommandSucceededEvent"]
     assert commands.commands("ping") == [{"ping": 1, "$db": "admin", **_extra(commands.commands("ping")[0])}]
     assert "ServerHeartbeatStartedEvent" in heartbeats.names()

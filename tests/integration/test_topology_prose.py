@@ -88,7 +88,8 @@ async def test_rtt_is_continuously_updated(server_address: tuple[str, int]) -> N
             assert changed
             for event in changed:
                 if event.new_description.is_server_type_known:
-                    assert event.new_description.round_trip_time > 0
+                    round_trip_time = event.new_description.round_trip_time
+                    assert round_trip_time is not None and round_trip_time > 0
             await admin.command(
                 "admin",
                 {

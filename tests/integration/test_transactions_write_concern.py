@@ -172,6 +172,7 @@ async def test_write_error_of_a_w0_collection_is_raised_in_a_transaction(
         session.start_transaction()
         with pytest.raises(BulkWriteError) as raised:
             await unacknowledged.insert_many([{"_id": 5}, {"_id": 0}], session=session)
+        assert raised.value.details is not None
         assert raised.value.details["writeErrors"][0]["index"] == 1
         await session.abort_transaction()
 

@@ -11,6 +11,8 @@ import pytest
 
 from mongio.cursor import CommandCursor, Cursor
 from mongio.errors import CursorNotFound, InvalidOperation, OperationFailure
+from mongio.execution.executor import Answered
+from mongio.operations.base import Operation
 from mongio.operations.crud import CursorType
 from tests.support.fake_client import ADDRESS, CursorServer, FakeClient, documents
 
@@ -38,7 +40,8 @@ async def test_iterates_all_batches_with_getmore_pinned_to_the_answering_server(
 
 async def test_an_empty_sort_given_to_find_sends_no_sort_as_pymongo_does() -> None:
     client, _, coll = setup(2)
-    for empty in ([], {}, None):
+    empties: list[Any] = [[], {}, None]
+    for empty in empties:
         await coll.find({}, sort=empty).to_list()
     await coll.find({}, sort=[("a", -1)]).to_list()
     assert ["sort" in call.body for call in client.calls] == [False, False, False, True]
@@ -373,16 +376,18 @@ async def test_cursor_left_open_at_its_limit_is_killed() -> None:
     assert client.sessions[0].has_ended
 
 
-async def test_cancelled_first_command_hands_the_session_to_the_client() -> None:
+async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = asyncio.Event()
     client = FakeClient(respond=CursorServer(documents(3)))
     original = client._executor.execute_answered
 
-    async def slow_execute(op: Any, session: Any = None, *, address: Any = None, **_: Any) -> Any:
+    async def slow_execute(
+        op: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: float | None = None
+    ) -> Answered[Any]:
         await gate.wait()
-        return await original(op, session, address=address)
+        return await original(op, session, address=address, level_timeout=level_timeout)
 
-    client._executor.execute_answered = slow_execute  # type: ignore[method-assign]
+    monkeypatch.setattr(client._executor, "execute_answered", slow_execute)
     cursor = client["db"]["coll"].find()
     task = asyncio.ensure_future(cursor.to_list())
     await asyncio.sleep(0)

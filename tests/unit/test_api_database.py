@@ -189,7 +189,7 @@ async def test_command_codec_options_none_means_the_default_not_the_databases() 
     from mongio.bson import DEFAULT_CODEC_OPTIONS, SON, CodecOptions
 
     client, _, _ = make(ping={"ok": 1})
-    db = Database(cast(Any, client), "db", codec_options=CodecOptions(document_class=SON))
+    db: Database[Any] = Database(cast(Any, client), "db", codec_options=CodecOptions(document_class=SON))
     await db.command("ping", codec_options=None)
     await db.command("ping")
     await db.command("ping", codec_options=db.codec_options)

@@ -170,14 +170,13 @@ def _value(rng: random.Random, depth: int, library: str) -> Any:
     """One value made by ``library``: "pymongo", "mongio" (every mongio type), "mongio-no-regex" (what
     PyMongo's encoder can write) or "mixed" (PyMongo and mongio values side by side)."""
     if depth < 4 and rng.random() < 0.25:
-        return rng.choice(
-            [
-                lambda: _document(rng, depth + 1, library),
-                lambda: [_value(rng, depth + 1, library) for _ in range(rng.randint(0, 4))],
-                lambda: tuple(_value(rng, depth + 1, library) for _ in range(rng.randint(0, 3))),
-                lambda: bson.son.SON(_document(rng, depth + 1, library)),
-            ]
-        )()
+        containers: list[Callable[[], Any]] = [
+            lambda: _document(rng, depth + 1, library),
+            lambda: [_value(rng, depth + 1, library) for _ in range(rng.randint(0, 4))],
+            lambda: tuple(_value(rng, depth + 1, library) for _ in range(rng.randint(0, 3))),
+            lambda: bson.son.SON(_document(rng, depth + 1, library)),
+        ]
+        return rng.choice(containers)()
     leaves = _plain_leaves(rng)
     if depth >= 4:
         return rng.choice(leaves)()
@@ -234,7 +233,7 @@ def test_every_pymongo_type_is_written_as_its_own_bson_type(compiled: bool) -> N
         "dtms": (bson.datetime_ms.DatetimeMS(1), 0x09),
         "raw": (bson.raw_bson.RawBSONDocument(bson.encode({"a": 1})), 0x03),
     }
-    options = bson.codec_options.CodecOptions(
+    options: bson.codec_options.CodecOptions[dict[str, Any]] = bson.codec_options.CodecOptions(
         datetime_conversion=bson.codec_options.DatetimeConversion.DATETIME_MS,
     )
     for _ in range(2):  # the first sight of each type, then the remembered type

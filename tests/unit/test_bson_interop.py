@@ -134,7 +134,7 @@ def test_pymongo_encodes_a_mongio_value_as_it_encodes_its_own(
 
 def test_objectids_convert_both_ways() -> None:
     theirs = bson.objectid.ObjectId(OID)
-    ours = mb.ObjectId(theirs)
+    ours = mb.ObjectId(theirs)  # type: ignore[arg-type]  # typed for mongio's own; PyMongo's is taken too
     assert ours.binary == OID
     assert type(ours) is mb.ObjectId
     # PyMongo's constructor takes only its own ObjectId, bytes or str: pass the text or the bytes.
@@ -148,7 +148,8 @@ def test_objectids_convert_both_ways() -> None:
 def test_objectids_and_timestamps_order_against_pymongos() -> None:
     assert mb.ObjectId(OID) < bson.objectid.ObjectId(OTHER_OID)
     assert bson.objectid.ObjectId(OID) < mb.ObjectId(OTHER_OID)
-    assert sorted([mb.ObjectId(OTHER_OID), bson.objectid.ObjectId(OID)])[0] == mb.ObjectId(OID)
+    mixed: list[Any] = [mb.ObjectId(OTHER_OID), bson.objectid.ObjectId(OID)]
+    assert sorted(mixed)[0] == mb.ObjectId(OID)
     assert mb.Timestamp(1, 2) < bson.timestamp.Timestamp(1, 3)
     assert mb.Timestamp(1, 2) >= bson.timestamp.Timestamp(1, 2)
     assert mb.DatetimeMS(1) > bson.datetime_ms.DatetimeMS(0)

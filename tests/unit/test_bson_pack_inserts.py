@@ -57,7 +57,7 @@ def test_compiled_pass_makes_what_the_python_pass_makes() -> None:
 
 
 def test_generated_ids_go_first_into_the_bson_and_the_callers_dict() -> None:
-    given = [{"a": 1}, {"b": 2}]
+    given: list[dict[str, Any]] = [{"a": 1}, {"b": 2}]
     data, ends, ids = pack_inserts(given, DEFAULT_CODEC_OPTIONS, encode_one)
     decoded = split(data, ends)
     for document, sent, _id in zip(given, decoded, ids, strict=True):

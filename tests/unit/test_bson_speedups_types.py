@@ -285,7 +285,7 @@ class _Hollow:
 
 
 def _tampered(cls: type, **slots: Any) -> Any:
-    value = object.__new__(cls)
+    value: Any = object.__new__(cls)
     for name, item in slots.items():
         object.__setattr__(value, name, item)
     return value
@@ -368,7 +368,7 @@ def _encoding_values() -> dict[str, list[Any]]:
 
 
 ENCODING_VALUES = _encoding_values()
-ENCODING_OPTIONS = [
+ENCODING_OPTIONS: list[dict[str, Any]] = [
     {},
     {"check_keys": True},
     *(
@@ -515,7 +515,7 @@ class _FakeMarked:
 def _fake(marker: int, **attributes: Any) -> Any:
     # A class per value: the encoder remembers the writer of a marked type by its type.
     cls = type(f"_Marked{marker}", (_FakeMarked,), {"_type_marker": marker})
-    value = object.__new__(cls)
+    value: Any = object.__new__(cls)
     for name, item in attributes.items():
         setattr(value, name, item)
     return value

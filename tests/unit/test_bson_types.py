@@ -8,6 +8,7 @@ import pickle
 import re
 import sys
 import uuid
+from typing import Any
 
 import pytest
 
@@ -154,7 +155,7 @@ def test_uuid_explicit_encoding_and_decoding(
     assert binary.as_uuid(representation) == THE_UUID
     # Reading needs the subtype the representation writes: 4 for STANDARD only, 3 for the legacy ones.
     refused = [
-        r for r in UuidRepresentation if r == UuidRepresentation.UNSPECIFIED or (r == 4) != (subtype == 4)
+        r for r in UuidRepresentation if r == UuidRepresentation.UNSPECIFIED or (r == UuidRepresentation.STANDARD) != (subtype == 4)
     ]
     for other in refused:
         with pytest.raises(ValueError):
@@ -191,11 +192,12 @@ def test_binary_equality_and_validation() -> None:
 
 
 def test_vector_round_trip_each_dtype() -> None:
-    for values, dtype, padding in [
+    cases: list[tuple[list[float], BinaryVectorDtype, int]] = [
         ([1, -2, 127, -128], BinaryVectorDtype.INT8, 0),
         ([1.5, -0.25, float("inf")], BinaryVectorDtype.FLOAT32, 0),
         ([0b11110000, 0b10000000], BinaryVectorDtype.PACKED_BIT, 7),
-    ]:
+    ]
+    for values, dtype, padding in cases:
         binary = Binary.from_vector(values, dtype, padding)
         assert binary.subtype == 9
         assert binary[:2] == dtype.value + bytes([padding])
@@ -308,7 +310,7 @@ def test_datetime_ms() -> None:
     assert DatetimeMS(2**62).as_datetime(clamp) == datetime.datetime(9999, 12, 31, 23, 59, 59, 999000)
     with pytest.raises(OverflowError):
         DatetimeMS(2**63)
-    assert DatetimeConversion.DATETIME_AUTO == 4
+    assert int(DatetimeConversion.DATETIME_AUTO) == 4
 
 
 def test_min_max_keys_order_against_anything() -> None:
@@ -330,7 +332,7 @@ def test_son_keeps_order_in_equality() -> None:
     assert SON([("a", 1), ("b", 2)]) != SON([("b", 2), ("a", 1)])
     assert SON([("a", 1), ("b", 2)]) == {"b": 2, "a": 1}
     assert SON([("a", SON([("b", [SON(c=1)])]))]).to_dict() == {"a": {"b": [{"c": 1}]}}
-    assert type(SON(a=SON(b=1)).to_dict()["a"]) is dict
+    assert type(SON[str, Any](a=SON(b=1)).to_dict()["a"]) is dict
     assert repr(SON([("a", 1)])) == "SON([('a', 1)])"
 
 
@@ -340,7 +342,7 @@ def test_son_keeps_order_in_equality() -> None:
 def test_codec_options_are_immutable_values() -> None:
     options = CodecOptions(tz_aware=True, tzinfo=UTC)
     with pytest.raises(AttributeError):
-        options.tz_aware = False  # type: ignore[misc]
+        options.tz_aware = False
     changed = options.with_options(uuid_representation=UuidRepresentation.STANDARD)
     assert changed.uuid_representation == UuidRepresentation.STANDARD
     assert changed.tz_aware and options.uuid_representation == UuidRepresentation.UNSPECIFIED

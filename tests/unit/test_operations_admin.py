@@ -60,7 +60,8 @@ def test_index_names(keys: Any, name: str) -> None:
 
 
 def test_index_document_refusals() -> None:
-    for bad in ([], {}, [("a",)], [("a", True)], 5):
+    refused: list[Any] = [[], {}, [("a",)], [("a", True)], 5]
+    for bad in refused:
         with pytest.raises((TypeError, ValueError)):
             index_document(bad)
 

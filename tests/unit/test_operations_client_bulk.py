@@ -33,8 +33,8 @@ def sent_batches(
     while (batch := bulk.next_batch()) is not None:
         command = batch.build(context)
         assert command.sequences is not None
-        ops = [decode(data) for data in command.sequences["ops"]]
-        ns_info = [decode(data) for data in command.sequences["nsInfo"]]
+        ops = [decode(data) for data in command.sequences["ops"].encoded_documents()]
+        ns_info = [decode(data) for data in command.sequences["nsInfo"].encoded_documents()]
         # What command monitoring shows is what is sent.
         assert [dict(view) for view in command.sequences["ops"].documents] == ops
         assert command.sequences["nsInfo"].documents == ns_info
@@ -365,7 +365,7 @@ def _batches(bulk: ClientBulkWrite) -> list[tuple[int, list[str]]]:
     while (batch := bulk.next_batch()) is not None:
         command = batch.build(DEFAULTS)
         assert command.sequences is not None
-        namespaces = [decode(data)["ns"] for data in command.sequences["nsInfo"]]
+        namespaces = [decode(data)["ns"] for data in command.sequences["nsInfo"].encoded_documents()]
         out.append((len(command.sequences["ops"]), namespaces))
         batch.handle_response(_reply([], nErrors=0), DEFAULTS)
     return out

@@ -348,7 +348,7 @@ def test_update_one_many_and_replace() -> None:
         (lambda: UpdateOne({}, "x"), TypeError),
         (lambda: ReplaceOne({}, {"$set": {"b": 1}}), ValueError),
         (lambda: DeleteOne([]), TypeError),
-        (lambda: UpdateOne({}, {"$set": {}}, upsert="yes"), TypeError),
+        (lambda: UpdateOne({}, {"$set": {}}, upsert="yes"), TypeError),  # type: ignore[arg-type]
         (lambda: UpdateOne({}, {"$set": {}}, array_filters={"x": 1}), TypeError),
         (lambda: InsertOne({}, namespace="nodot"), ValueError),
         (lambda: FindAndModify("db", "c", {}, update={"a": 1}), ValueError),

@@ -130,11 +130,7 @@ def commands_for(
     name = operation["name"]
     arguments = {key: value for key, value in operation.get("arguments", {}).items() if key != "session"}
     entity = entities[operation["object"]]
-    database, collection, concern = (
-        entity.get("database"),
-        entity.get("collection"),
-        entity.get("writeConcern"),
-    )
+    concern = entity.get("writeConcern")
     kwargs = {snake(key): value for key, value in arguments.items()}
     try:
         if name == "clientBulkWrite":
@@ -145,7 +141,7 @@ def commands_for(
             client_bulk = ClientBulkWrite(
                 bulk_models, write_concern=WriteConcern(**concern) if concern else None, **kwargs
             )
-            out = []
+            out: list[tuple[dict[str, Any], Any]] = []
             while (client_batch := client_bulk.next_batch()) is not None:
                 out.append((fold(client_batch.build(context)), client_batch))
                 client_batch.handle_response(
@@ -158,6 +154,15 @@ def commands_for(
                     break
             return out
         write_concern = WriteConcern(**concern) if concern else None
+        database: str = entity["database"]
+        collection: str | None = entity.get("collection")
+        op: Any
+        if name == "aggregate":  # on the database itself when the entity has no collection
+            op = Aggregate(
+                database, collection, kwargs.pop("pipeline"), write_concern=write_concern, **kwargs
+            )
+            return [(fold(op.build(context)), op)]
+        assert collection is not None, f"{name} runs on a collection"
         if name in ("bulkWrite", "insertMany"):
             if name == "bulkWrite":
                 bulk = BulkWrite(
@@ -178,15 +183,10 @@ def commands_for(
                 if first_only:
                     break
             return out
-        op: Any
         if name in ("find", "findOne"):
             if name == "findOne":
                 kwargs["limit"] = -1
             op = Find(database, collection, **kwargs)
-        elif name == "aggregate":
-            op = Aggregate(
-                database, collection, kwargs.pop("pipeline"), write_concern=write_concern, **kwargs
-            )
         elif name == "countDocuments":
             op = CountDocuments(database, collection, **kwargs)
         elif name == "estimatedDocumentCount":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -86,13 +87,18 @@ async def test_event_sequence_and_fields() -> None:
     assert recorder.of("ConnectionClosedEvent")[0].reason == "stale"
 
 
+def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
+    assert isinstance(record.msg, LogMessage)
+    return record.msg.fields
+
+
 async def test_connection_log_messages(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=CONNECTION_LOGGER_NAME)
     await exercise(max_pool_size=5, max_idle_time_seconds=10.0)
     records = [record for record in caplog.records if record.name == CONNECTION_LOGGER_NAME]
     assert all(record.levelno == logging.DEBUG for record in records)
-    messages = [record.msg for record in records]
-    assert all(isinstance(message, LogMessage) for message in messages)
+    messages = [record.msg for record in records if isinstance(record.msg, LogMessage)]
+    assert len(messages) == len(records)  # every record carries a LogMessage
     fields = [message.fields for message in messages]
     assert [f["message"] for f in fields] == [
         "Connection pool created",
@@ -140,12 +146,12 @@ async def test_checkout_failure_log_message_carries_the_error(caplog: pytest.Log
         for record in caplog.records
         if isinstance(record.msg, LogMessage)
     }
-    failed = by_message["Connection checkout failed"].msg.fields
+    failed = _fields(by_message["Connection checkout failed"])
     assert failed["reason"] == "An error occurred while trying to establish a new connection"
     assert failed["error"] == "ConnectionRefusedError: no listener on the port"
     assert isinstance(failed["durationMS"], float)
     closed = by_message["Connection closed"]
-    assert closed.msg.fields["reason"] == "An error occurred while using the connection"
+    assert _fields(closed)["reason"] == "An error occurred while using the connection"
     assert closed.getMessage().endswith("Error: ConnectionRefusedError: no listener on the port")
 
 

@@ -22,6 +22,10 @@ from mongio.options.read_preference import Nearest, Secondary, as_read_preferenc
 
 COLLATION = {"locale": "fr", "strength": 2}
 
+# mongio's signatures name mongio's classes (src never imports PyMongo), while at runtime they take PyMongo's
+# objects too, which is what these tests check: those arguments carry a `type: ignore[arg-type]` (or
+# `[list-item]`).
+
 PAIRS: list[tuple[Any, Any]] = [
     (pymongo.InsertOne({"a": 1}), models.InsertOne({"a": 1})),
     (
@@ -49,6 +53,7 @@ def test_a_pymongo_write_model_becomes_the_same_mongio_model(theirs: Any, ours: 
     adopted = models.as_write_model(theirs)
     assert type(adopted) is type(ours)
     if isinstance(ours, models.InsertOne):
+        assert isinstance(adopted, models.InsertOne)
         assert adopted.document == ours.document
     else:
         assert adopted._statement() == ours._statement()
@@ -61,7 +66,7 @@ def test_pymongo_models_with_a_namespace_serve_the_client_bulk_write() -> None:
 
 
 def test_a_bulk_write_takes_pymongo_models_beside_mongio_ones() -> None:
-    bulk = BulkWrite("db", "c", [pymongo.InsertOne({"_id": 1}), models.DeleteOne({"_id": 2})])
+    bulk = BulkWrite("db", "c", [pymongo.InsertOne({"_id": 1}), models.DeleteOne({"_id": 2})])  # type: ignore[list-item]
     assert bulk.inserted_ids == [1]
     commands = []
     while (batch := bulk.next_batch()) is not None:
@@ -86,7 +91,8 @@ def test_a_pymongo_index_model_creates_and_drops_the_same_index() -> None:
     ours = models.IndexModel([("a", 1), ("b", -1)], unique=True, name="ab")
     assert models.index_model_document(theirs) == ours.document
     limits = ServerLimits()
-    assert CreateIndexes("db", "c", [theirs]).build(limits).body["indexes"] == [ours.document]
+    create = CreateIndexes("db", "c", [theirs])  # type: ignore[list-item]
+    assert create.build(limits).body["indexes"] == [ours.document]
     assert DropIndexes("db", "c", theirs).build(limits).body["index"] == "ab"
     assert models.index_model_document({"key": {"a": 1}, "name": "a_1"}) is None  # mappings keep their own path
 
@@ -95,7 +101,7 @@ def test_a_pymongo_driver_info_is_appended_like_mongio_s() -> None:
     theirs = ClientMetadata(driver_info=PyMongoDriverInfo("odm", "2.1", "py"), environ={}, dockerenv="/nonexistent")
     ours = ClientMetadata(driver_info=DriverInfo("odm", "2.1", "py"), environ={}, dockerenv="/nonexistent")
     assert theirs.document == ours.document
-    assert not ours.append(PyMongoDriverInfo("odm", "2.1", "py"))  # the same info, already there
+    assert not ours.append(PyMongoDriverInfo("odm", "2.1", "py"))  # type: ignore[arg-type]  # already there
     with pytest.raises(ConfigurationError, match="expected a DriverInfo, not tuple"):
         ours.append(("odm", "2.1", "py"))  # type: ignore[arg-type]
 
@@ -106,7 +112,7 @@ def test_pymongo_read_preferences_mean_the_same() -> None:
     assert as_read_preference(pymongo.ReadPreference.NEAREST) == Nearest()
     client = MongoClient("mongodb://127.0.0.1:1/", connect=False, read_preference=pymongo.ReadPreference.SECONDARY)
     assert client.read_preference == Secondary()
-    collection = client.db.get_collection("c", read_preference=theirs)
+    collection = client.db.get_collection("c", read_preference=theirs)  # type: ignore[arg-type]
     assert collection.read_preference.document == theirs.document
     with pytest.raises(TypeError, match="read_preference must be a read preference"):
         as_read_preference("secondary")
@@ -121,7 +127,9 @@ def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
     assert not as_write_concern(pymongo.WriteConcern(w=0)).acknowledged
     assert as_read_concern(PyMongoReadConcern("snapshot")) == ReadConcern("snapshot")
     collection = MongoClient("mongodb://127.0.0.1:1/", connect=False).db.get_collection(
-        "c", write_concern=pymongo.WriteConcern(w=2), read_concern=PyMongoReadConcern("majority")
+        "c",
+        write_concern=pymongo.WriteConcern(w=2),  # type: ignore[arg-type]
+        read_concern=PyMongoReadConcern("majority"),  # type: ignore[arg-type]
     )
     assert type(collection.write_concern) is WriteConcern and collection.write_concern.document == {"w": 2}
     assert collection.read_concern == ReadConcern("majority")

@@ -134,7 +134,7 @@ def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> 
         def transform_bson(self, value: Any) -> Any:
             return ("celsius", value)
 
-    theirs = pymongo_codec_options.CodecOptions(
+    theirs: pymongo_codec_options.CodecOptions[dict[str, Any]] = pymongo_codec_options.CodecOptions(
         tz_aware=True,
         uuid_representation=pymongo_bson.STANDARD,
         type_registry=pymongo_codec_options.TypeRegistry([Celsius()]),

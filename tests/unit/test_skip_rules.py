@@ -206,7 +206,7 @@ def test_client_side_encryption() -> None:
 def test_needs_a_secondary() -> None:
     rule = real_rule("needs-a-secondary")
     secondary = {"mode": "secondary"}
-    freeze = {
+    freeze: dict[str, Any] = {
         "name": "runCommand",
         "object": "adminDatabase",
         "arguments": {

@@ -292,7 +292,7 @@ async def test_dnspython_resolver_reads_answers_and_treats_nxdomain_as_empty(
     async def fake_resolve(name: str, rdtype: str, lifetime: float) -> Answer:
         calls.append((name, rdtype, lifetime))
         if name == "missing.example.com":
-            raise dns.resolver.NXDOMAIN()
+            raise dns.resolver.NXDOMAIN
         if rdtype == "SRV":
             return Answer([Srv("a.example.com.", 27017)], 120)
         return Answer([Txt(b"replicaSet=", b"rs0")], 120)

@@ -15,7 +15,8 @@ from mongio.bson.errors import InvalidBSON
 from mongio.bson.tz_util import utc
 
 if TYPE_CHECKING:
-    from mongio.bson.codec_options import CodecOptions
+    # Re-exported for the checker: at runtime ``__getattr__`` below offers it, as PyMongo's module does.
+    from mongio.bson.codec_options import CodecOptions as CodecOptions
 
 __all__ = ["DatetimeConversion", "DatetimeMS", "InvalidBSON", "utc"]
 
