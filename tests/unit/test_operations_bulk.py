@@ -326,7 +326,7 @@ def test_hint_on_unacknowledged_writes_needs_a_recent_server(
     else:
         command = batch.build(ServerLimits(max_wire_version=wire_version))
         assert command.sequences is not None
-        assert "hint" in decode(next(iter(command.sequences.values()))[0])
+        assert "hint" in decode(next(iter(command.sequences.values())).encoded_documents()[0])
 
 
 def test_let_bypass_and_comment_placement() -> None:
@@ -403,5 +403,7 @@ def test_insert_many_packed_write_errors_name_the_callers_document() -> None:
     run(bulk, ServerLimits(max_write_batch_size=4), replies)
     with pytest.raises(BulkWriteError) as raised:
         bulk.result()
-    errors = raised.value.details["writeErrors"]
+    details = raised.value.details
+    assert details is not None
+    errors = details["writeErrors"]
     assert [(error["index"], error["op"]) for error in errors] == [(1, {"_id": 1}), (5, {"_id": 5})]
