@@ -279,11 +279,16 @@ class WriteCommand(Operation[R]):
         self.start = start
         self.end: int | None = None
         self._body = body
-        self._fixed_size = (
-            fixed_size
-            if fixed_size is not None
-            else write_message_fixed_size(body_size(body, database, codec_options), self._identifier)
-        )
+        if fixed_size is None:
+            # One statement needs no splitting: it is checked against maxBsonObjectSize alone (the body, a few
+            # dozen bytes, is left out), and encode_command checks the whole message. That spares the single
+            # writes (insert_one, update_one...) encoding their body twice.
+            fixed_size = (
+                0
+                if len(statements) == 1
+                else write_message_fixed_size(body_size(body, database, codec_options), self._identifier)
+            )
+        self._fixed_size = fixed_size
         self._sequence: DocumentSequence | None = None
         self._multi = False
         self._hint = False

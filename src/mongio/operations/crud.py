@@ -26,6 +26,7 @@ from mongio.operations.base import (
 )
 from mongio.operations.bulk import (
     DELETE_HINT_MIN_WIRE_VERSION,
+    PackedInserts,
     Statements,
     WriteCommand,
     command_body,
@@ -37,7 +38,6 @@ from mongio.operations.models import (
     KIND_UPDATE,
     DeleteMany,
     DeleteOne,
-    InsertOne,
     ReplaceOne,
     ReturnDocument,
     UpdateMany,
@@ -599,12 +599,14 @@ class Insert(WriteCommand[InsertOneResult]):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        request, self.inserted_id = prepare(InsertOne(document), 0, codec_options)
+        # Encoded in the compiled pass insert_many uses: the generated _id made there too.
+        packed = PackedInserts.encode([document], codec_options)
+        self.inserted_id = packed.ids[0]
         super().__init__(
             database,
             collection,
             KIND_INSERT,
-            Statements((request,)),
+            packed,
             0,
             command_body(
                 KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data
