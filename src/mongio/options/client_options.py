@@ -343,16 +343,11 @@ def _collect_sources(
     )
 
 
-def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
-    merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
-    resolved = not sources.is_srv or bool(sources.seeds)
-    check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
-    get = merged.get
-    extras = dict(sources.extras)
-
+def _credential(sources: _Sources, extras: dict[str, Any], get: Callable[..., Any]) -> MongoCredential | None:
+    """The credential from the merged options; keyword ``username``/``password`` win over the URI's."""
     username = extras.pop("username", None)
     password = extras.pop("password", None)
-    credential = build_credential(
+    return build_credential(
         mechanism=get("authMechanism"),
         username=username if username is not None else sources.uri_username,
         password=password if password is not None else sources.uri_password,
@@ -362,30 +357,41 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         userinfo_given=sources.userinfo_given,
     )
 
-    explicit_read_preference = extras.pop("read_preference", None)
-    if explicit_read_preference is not None:
+
+def _read_preference(explicit: Any, get: Callable[..., Any]) -> Any:
+    """The ``read_preference`` keyword's (a mongio or PyMongo read preference), else the URI options'."""
+    if explicit is not None:
         try:
-            read_preference = as_read_preference(explicit_read_preference)
+            return as_read_preference(explicit)
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
-    else:
-        mode = read_pref_mode_from_name(get("readPreference", "primary"))
-        read_preference = make_read_preference(
-            mode, get("readPreferenceTags"), get("maxStalenessSeconds", -1)
-        )
+    mode = read_pref_mode_from_name(get("readPreference", "primary"))
+    return make_read_preference(mode, get("readPreferenceTags"), get("maxStalenessSeconds", -1))
 
-    write_concern = WriteConcern(w=get("w"), wtimeout=get("wTimeoutMS"), j=get("journal"), fsync=get("fsync"))
 
-    proxy = None
+def _proxy(get: Callable[..., Any]) -> ProxyOptions | None:
+    """The SOCKS5 proxy options, when ``proxyHost`` is set."""
     proxy_host = get("proxyHost")
-    if proxy_host:
-        proxy = ProxyOptions(
-            host=proxy_host,
-            port=get("proxyPort", DEFAULT_PROXY_PORT),
-            username=get("proxyUsername") or None,
-            password=get("proxyPassword") or None,
-        )
+    if not proxy_host:
+        return None
+    return ProxyOptions(
+        host=proxy_host,
+        port=get("proxyPort", DEFAULT_PROXY_PORT),
+        username=get("proxyUsername") or None,
+        password=get("proxyPassword") or None,
+    )
 
+
+def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
+    merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
+    resolved = not sources.is_srv or bool(sources.seeds)
+    check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
+    get = merged.get
+    extras = dict(sources.extras)
+
+    credential = _credential(sources, extras, get)
+    read_preference = _read_preference(extras.pop("read_preference", None), get)
+    write_concern = WriteConcern(w=get("w"), wtimeout=get("wTimeoutMS"), j=get("journal"), fsync=get("fsync"))
     max_pool_size = get("maxPoolSize", DEFAULT_MAX_POOL_SIZE)
     connect = extras.pop("connect", None)
     if connect is not None and not isinstance(connect, bool):
@@ -423,7 +429,7 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         read_concern=ReadConcern(get("readConcernLevel")),
         write_concern=write_concern,
         server_monitoring_mode=get("serverMonitoringMode", "auto"),
-        proxy=proxy,
+        proxy=_proxy(get),
         max_adaptive_retries=get("maxAdaptiveRetries", DEFAULT_MAX_ADAPTIVE_RETRIES),
         enable_overload_retargeting=bool(get("enableOverloadRetargeting", False)),
         adaptive_retries=bool(get("adaptiveRetries", False)),

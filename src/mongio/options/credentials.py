@@ -142,6 +142,27 @@ def build_credential(
                 )
             raise _fail(mech, f"takes no mechanism properties, got {key!r}")
 
+    source = _source(mech, username, password, auth_source, database, properties)
+    return MongoCredential(
+        mechanism=mech,
+        source=source,
+        username=username,
+        password=password,
+        mechanism_properties=MappingProxyType(properties),
+    )
+
+
+def _source(
+    mech: str,
+    username: str | None,
+    password: str | None,
+    auth_source: str | None,
+    database: str | None,
+    properties: dict[str, Any],
+) -> str:
+    """The authentication database mechanism ``mech`` uses, once its required and forbidden parts are checked
+    (``properties`` gets the mechanism's defaults)."""
+
     def source_must_be_external() -> str:
         if auth_source is not None and auth_source != _EXTERNAL:
             raise _fail(mech, f"authSource must be $external, not {auth_source!r}")
@@ -153,12 +174,12 @@ def build_credential(
         if password is None:
             raise _fail(mech, f"a password is required for user {username!r}")
         fallback = _EXTERNAL if mech == "PLAIN" else "admin"
-        source = auth_source or database or fallback
-    elif mech == "MONGODB-X509":
+        return auth_source or database or fallback
+    if mech == "MONGODB-X509":
         if password is not None:
             raise _fail(mech, "a password cannot be used (the client certificate authenticates)")
-        source = source_must_be_external()
-    elif mech == "GSSAPI":
+        return source_must_be_external()
+    if mech == "GSSAPI":
         if not username:
             raise _fail(mech, f"a non-empty username (the Kerberos principal) is required, got {username!r}")
         source = source_must_be_external()
@@ -166,8 +187,9 @@ def build_credential(
         properties["CANONICALIZE_HOST_NAME"] = _normalize_canonicalize(
             mech, properties.get("CANONICALIZE_HOST_NAME", "none")
         )
-    elif mech == "MONGODB-AWS":
-        source = source_must_be_external()
+        return source
+    source = source_must_be_external()
+    if mech == "MONGODB-AWS":
         # The specification (2025-09-30) takes AWS credentials only from the environment, the AWS SDK or an
         # AWS_CREDENTIAL_PROVIDER: keys in the connection string or the client's options are refused.
         if username is not None or password is not None:
@@ -182,15 +204,8 @@ def build_credential(
                 "or an AWS_CREDENTIAL_PROVIDER mechanism property",
             )
     else:  # MONGODB-OIDC
-        source = source_must_be_external()
         _check_oidc(username, password, properties)
-    return MongoCredential(
-        mechanism=mech,
-        source=source,
-        username=username,
-        password=password,
-        mechanism_properties=MappingProxyType(properties),
-    )
+    return source
 
 
 def _check_oidc(username: str | None, password: str | None, properties: dict[str, Any]) -> None:

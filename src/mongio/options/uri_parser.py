@@ -187,6 +187,29 @@ def parse_options(
     an invalid value raises ``error`` instead. Conflicting ``tls``/``ssl`` values, a repeated SOCKS5 option,
     a pair without ``=`` and values that must never be dropped raise ``error``.
     """
+    occurrences = _occurrences(text, error, source)
+    reader = _OptionReader(warn, strict, error, source)
+    result: dict[str, Any] = {}
+    tls_values: list[tuple[str, bool]] = []
+    for folded, items in occurrences.items():
+        if folded in ("tls", "ssl"):
+            tls_values += reader.tls_values(items)
+        elif folded == "j" and "journal" in occurrences:
+            warn("Both journal and j are given; journal is used")
+        elif folded not in DEPRECATED_ALIASES:  # those wait until the replacement's presence is known
+            reader.read("journal" if folded == "j" else folded, items, result)
+    if tls_values:
+        distinct = {value for _, value in tls_values}
+        if len(distinct) > 1:
+            shown = ", ".join(f"{key}={str(value).lower()}" for key, value in tls_values)
+            raise error(f"tls and ssl must agree when both are given, not {shown}")
+        result["tls"] = tls_values[0][1]
+    _apply_deprecated(occurrences, result, warn, reader.convert)
+    return result
+
+
+def _occurrences(text: str, error: type[ConfigurationError], source: str) -> dict[str, list[tuple[str, str]]]:
+    """Each option's (key as written, value) pairs, by case-folded key, percent-decoded."""
     occurrences: dict[str, list[tuple[str, str]]] = {}
     for segment in text.split("&"):
         if not segment:
@@ -197,76 +220,72 @@ def parse_options(
         key = percent_decode(raw_key, "option name")
         value = percent_decode(raw_value, f"value of option {key!r}")
         occurrences.setdefault(fold_case(key), []).append((key, value))
+    return occurrences
 
-    result: dict[str, Any] = {}
 
-    def invalid(name: str, value: str, reason: str) -> None:
+class _OptionReader:
+    """Converts option values for :func:`parse_options`: an invalid value warns and is left out (raises
+    ``error`` when ``strict``); a value that must never be dropped raises ``error``."""
+
+    def __init__(self, warn: Callable[[str], None], strict: bool, error: type[ConfigurationError], source: str) -> None:
+        self.warn = warn
+        self.strict = strict
+        self.error = error
+        self.source = source
+
+    def invalid(self, name: str, value: str, reason: str) -> None:
         message = f"Invalid value for {name}: {value!r} ({reason})"
-        if strict:
-            raise error(message)
-        warn(f"{message}; the option is ignored")
+        if self.strict:
+            raise self.error(message)
+        self.warn(f"{message}; the option is ignored")
 
-    def convert(name: str, value: str) -> tuple[bool, Any]:
+    def convert(self, name: str, value: str) -> tuple[bool, Any]:
+        """Whether ``value`` is valid for option ``name``, and its parsed value."""
         spec = lookup(name)
         try:
-            return True, spec.parse(value, warn)
+            return True, spec.parse(value, self.warn)
         except FatalOptionError as exc:
-            raise error(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
+            raise self.error(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
         except InvalidOptionValue as exc:
-            invalid(spec.name, value, str(exc))
+            self.invalid(spec.name, value, str(exc))
             return False, None
 
-    tls_values: list[tuple[str, bool]] = []
-    for folded, items in occurrences.items():
-        if folded in ("tls", "ssl"):
-            for key, value in items:
-                ok, parsed = convert("tls", value)
-                if ok:
-                    tls_values.append((key, parsed))
-            continue
-        if folded == "j":
-            folded, items = "journal", items  # a plain alias
-            if "journal" in occurrences:
-                warn("Both journal and j are given; journal is used")
-                continue
-        if folded in DEPRECATED_ALIASES:
-            continue  # handled below, once the replacement's presence is known
+    def tls_values(self, items: list[tuple[str, str]]) -> list[tuple[str, bool]]:
+        """The valid ``tls``/``ssl`` values, with the key each was given as."""
+        values = []
+        for key, value in items:
+            ok, parsed = self.convert("tls", value)
+            if ok:
+                values.append((key, parsed))
+        return values
+
+    def read(self, folded: str, items: list[tuple[str, str]], result: dict[str, Any]) -> None:
+        """Put option ``folded``'s value in ``result`` (every value for a repeatable option, else the last)."""
         spec = OPTIONS.get(folded)
         if spec is None:
             for key, _ in items:
-                warn(f"Unsupported option {key!r} in the {source} is ignored")
-            continue
+                self.warn(f"Unsupported option {key!r} in the {self.source} is ignored")
+            return
         if spec.repeatable:
             values: list[Any] = []
             for _, value in items:
-                ok, parsed = convert(spec.name, value)
+                ok, parsed = self.convert(spec.name, value)
                 if not ok:
-                    values = []
-                    break
+                    return  # one invalid value drops the option altogether
                 values.append(parsed)
             if values:
                 result[spec.name] = values
-            continue
+            return
         if len(items) > 1:
             if folded in NO_REPEAT:
-                raise error(f"{spec.name} is given {len(items)} times in the {source}")
-            warn(f"{spec.name} is given {len(items)} times in the {source}; the last value is used")
+                raise self.error(f"{spec.name} is given {len(items)} times in the {self.source}")
+            self.warn(f"{spec.name} is given {len(items)} times in the {self.source}; the last value is used")
         value = items[-1][1]
         if spec.name in ("proxyUsername", "proxyPassword") and not value:
-            continue  # the SOCKS5 specification says to ignore empty credentials
-        ok, parsed = convert(spec.name, value)
+            return  # the SOCKS5 specification says to ignore empty credentials
+        ok, parsed = self.convert(spec.name, value)
         if ok:
             result[spec.name] = parsed
-
-    if tls_values:
-        distinct = {value for _, value in tls_values}
-        if len(distinct) > 1:
-            shown = ", ".join(f"{key}={str(value).lower()}" for key, value in tls_values)
-            raise error(f"tls and ssl must agree when both are given, not {shown}")
-        result["tls"] = tls_values[0][1]
-
-    _apply_deprecated(occurrences, result, warn, convert)
-    return result
 
 
 def _apply_deprecated(
