@@ -154,19 +154,23 @@ def _check_level(
     start = 0
     for index, want in enumerate(expected):
         where = f"{path}.spans[{index}]"
-        failures: list[str] = []
+        # The most telling failure is the first of a span with the expected name.
+        named_failure: str | None = None
+        last_failure: str | None = None
         for position in range(start, len(observed)):
             try:
                 _check_span(want, observed[position], ignore_extra, where, matcher)
             except MatchError as exc:
                 if not ignore_extra:
                     raise
-                failures.append(str(exc))
+                last_failure = str(exc)
+                if named_failure is None and observed[position].name == want["name"]:
+                    named_failure = last_failure
                 continue
             start = position + 1
             break
         else:
-            detail = failures[-1] if failures else "no span left to match"
+            detail = named_failure or last_failure or "no span left to match"
             raise MatchError(
                 where,
                 f"no observed span matches {want.get('name')!r} ({detail}); observed:\n" + "\n".join(shown),
