@@ -125,7 +125,8 @@ def summarize(
             if len(server_values) == len(values):
                 rows[driver].server_cpu_median = statistics.median(server_values)
         baseline = rows.get(baseline_driver)
-        ordered = sorted(rows.values(), key=lambda row: row.driver != baseline_driver)  # stable: baseline first
+        # Stable: the baseline first, the others in their order.
+        ordered = sorted(rows.values(), key=lambda row: row.driver != baseline_driver)
         for row in ordered:
             if baseline is not None:
                 row.wall_ratio = row.wall_median / baseline.wall_median if baseline.wall_median else None

@@ -152,7 +152,9 @@ def open_client(driver: str, uri: str) -> Harness:
         return Harness(driver, metadata.version("motor"), "asyncio", client, close_motor)
     if driver in ("mongio", "mongio-uvloop") or driver in TRACING_DRIVERS:
         try:
-            options = tracing_options(driver.removeprefix("mongio-tracing-")) if driver in TRACING_DRIVERS else {}
+            options: dict[str, Any] = {}
+            if driver in TRACING_DRIVERS:
+                options = tracing_options(driver.removeprefix("mongio-tracing-"))
             import mongio
             from mongio.client import MongoClient
 
@@ -165,7 +167,7 @@ def open_client(driver: str, uri: str) -> Harness:
 
 
 class _RefuseOpenTelemetry:
-    """A meta path finder that makes ``import opentelemetry...`` fail, as if the package were not installed."""
+    """A meta path finder that makes ``import opentelemetry...`` fail, as if it were not installed."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "opentelemetry" or name.startswith("opentelemetry."):

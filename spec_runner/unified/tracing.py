@@ -9,8 +9,9 @@ How a span is compared: its name, then its attributes as a root document (more a
 allowed), where the attributes of the span's ``exception`` event (``exception.message``, ``exception.type``,
 ``exception.stacktrace``, which OpenTelemetry records as an event) count as the span's own, and
 ``db.mongodb.lsid`` (the session id's UUID text) is read back as the lsid document ``$$sessionLsid`` compares.
-Integer attributes are 64-bit, as OpenTelemetry's are. With ``ignoreExtraSpans`` the expected spans must appear in order among the observed ones, at every level;
-without it, the observed spans at every level are exactly the expected ones.
+Integer attributes are 64-bit, as OpenTelemetry's are. With ``ignoreExtraSpans`` the expected spans must
+appear in order among the observed ones, at every level; without it, the observed spans at every level are
+exactly the expected ones.
 """
 
 from __future__ import annotations

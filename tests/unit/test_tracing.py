@@ -363,7 +363,8 @@ def test_sensitive_commands_get_no_span(
 def test_failures_are_recorded(exporter: InMemorySpanExporter) -> None:
     tracing = _tracing(exporter)
     operation = tracing.start_operation(Find("test", "users", {}), None)
-    command = operation.command("find", "test", {"find": "users"}, None, _Connection())  # type: ignore[arg-type]
+    conn: Any = _Connection()
+    command = operation.command("find", "test", {"find": "users"}, None, conn)
     assert command is not None
     error = OperationFailure("Unauthorized", 13, {"ok": 0, "code": 13})
     command.failed(error)

@@ -180,7 +180,7 @@ class Executor:
         tracing: Tracing | None = None,
     ) -> None:
         self._client = client
-        # OpenTelemetry spans (None when the client does not trace: one check per operation then).
+        # OpenTelemetry spans (None when the client does not trace: its cost is then an `is None` or two).
         self._tracing = tracing
         # The stable API fields go on every command (getMore and transaction commands included).
         self._api_fields = server_api_fields(server_api)

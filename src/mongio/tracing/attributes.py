@@ -87,7 +87,8 @@ def command_attributes(
     driver_connection_id: int | None,
     server_connection_id: int | None,
 ) -> dict[str, Any]:
-    """A command span's attributes known before it is sent (``db.query.text`` aside: see :func:`query_text`)."""
+    """A command span's attributes known before it is sent (``db.query.text`` aside: see
+    :func:`query_text`)."""
     collection = collection_of(command_name, body, database)
     host, port = address
     attributes: dict[str, Any] = {

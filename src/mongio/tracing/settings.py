@@ -2,8 +2,8 @@
 environment variables of the OpenTelemetry specification, resolved once when the client is made.
 
 Pure: reads a mapping of environment variables, never the SDK. The client level wins over the driver level
-(the environment): ``tracing={"enabled": False}`` turns tracing off whatever the environment says, and a client
-that does not say falls back to ``OTEL_PYTHON_INSTRUMENTATION_MONGODB_ENABLED``.
+(the environment): ``tracing={"enabled": False}`` turns tracing off whatever the environment says, and a
+client that does not say falls back to ``OTEL_PYTHON_INSTRUMENTATION_MONGODB_ENABLED``.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def tracing_settings(
 ) -> TracingSettings:
     """The settings for a client given ``tracing=option``, the environment filling what the option leaves out.
 
-    ``option`` keys: ``enabled`` (bool; absent or ``None``: the environment decides), ``query_text_max_length``
-    (int >= 0; absent or ``None``: the environment's, else 0), ``tracer_provider``. Raises
+    ``option`` keys: ``enabled`` (bool; absent or ``None``: the environment decides),
+    ``query_text_max_length`` (int >= 0; absent or ``None``: the environment's, else 0), ``tracer_provider``. Raises
     :class:`~mongio.errors.ConfigurationError` naming the key or variable that holds an unusable value.
     """
     if environ is None:

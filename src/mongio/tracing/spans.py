@@ -191,8 +191,7 @@ class OperationSpan:
                 # The operation works on a collection: its name and summary say which.
                 summary = span_summary(self._name, self._database, collection)
                 self._span.update_name(summary)
-                self._span.set_attribute("db.operation.summary", summary)
-                self._span.set_attribute("db.collection.name", collection)
+                self._span.set_attributes({"db.operation.summary": summary, "db.collection.name": collection})
         return self._tracing.start_command(self._span, command_name, database, body, sequences, conn)
 
     def failed(self, error: BaseException) -> None:
