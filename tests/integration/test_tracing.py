@@ -3,6 +3,7 @@ sensitive commands, a bulk write as one operation, cursors, and the application'
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from mongio.client import MongoClient
 from mongio.errors import OperationFailure
+from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.operations import DeleteOne, InsertOne
 from mongio.tracing import ENABLED_VARIABLE, QUERY_TEXT_MAX_LENGTH_VARIABLE
 
@@ -157,3 +159,45 @@ async def test_application_span_is_the_parent(
     assert operation.parent.span_id == request.get_span_context().span_id
     assert operation.context.trace_id == request.get_span_context().trace_id
     assert trace.get_current_span() is trace.INVALID_SPAN  # the driver leaves the context as it found it
+
+
+async def test_cancelled_operation_ends_its_spans_with_the_cancellation(
+    server_uri: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    name = f"tracing_{uuid.uuid4().hex[:8]}"
+    find_sent = asyncio.Event()
+
+    class FindSent(CommandListener):
+        def started(self, event: CommandStartedEvent) -> None:
+            if event.command_name == "find":
+                find_sent.set()
+
+        def succeeded(self, event: Any) -> None:
+            pass
+
+        def failed(self, event: Any) -> None:
+            pass
+
+    tracing = {"enabled": True, "tracer_provider": provider}
+    async with MongoClient(server_uri, tracing=tracing, event_listeners=[FindSent()]) as client:
+        await client.admin.command(
+            {
+                "configureFailPoint": "failCommand",
+                "mode": {"times": 1},
+                "data": {"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 2000},
+            }
+        )
+        exporter.clear()
+        task = asyncio.create_task(client[name].c.find_one({}))
+        await find_sent.wait()  # the find is on the wire, held by the server
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        spans = list(exporter.get_finished_spans())
+    operation = named(spans, f"find {name}.c")
+    (command,) = children(spans, operation)
+    for span in (operation, command):
+        assert span.status.status_code is StatusCode.ERROR
+        assert [event.name for event in span.events] == ["exception"]
+        assert span.events[0].attributes is not None
+        assert span.events[0].attributes["exception.type"].endswith("CancelledError")
