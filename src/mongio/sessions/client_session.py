@@ -602,6 +602,11 @@ class ClientSession:
         self._ended = True
         return server_session
 
+    def _transaction_trace(self) -> Any:
+        """The OpenTelemetry span of the transaction under way (the parent of its operations' spans), or
+        ``None``."""
+        return self._transaction_span
+
     def _end_transaction_span(self) -> None:
         span, self._transaction_span = self._transaction_span, None
         if span is not None:

@@ -69,10 +69,6 @@ class Tracing:
         self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider=settings.tracer_provider)
         self._query_text_max_length = settings.query_text_max_length
 
-    @property
-    def query_text_max_length(self) -> int:
-        return self._query_text_max_length
-
     def start_operation(self, op: Operation[Any], session: ClientSession | None) -> OperationSpan:
         """The span of the driver operation ``op`` is part of: a new one (child of the session's transaction
         span, else of the current span), or the open :meth:`operation_scope`'s."""
@@ -88,7 +84,7 @@ class Tracing:
     ) -> OperationSpan:
         if name is None:
             name = _RUN_COMMAND if op.is_user_command else (op.operation_name or op.command_name)
-        parent = None if session is None else session._transaction_span
+        parent = None if session is None else session._transaction_trace()
         context = None if parent is None else trace.set_span_in_context(parent)
         database = op.database
         span = self._tracer.start_span(
