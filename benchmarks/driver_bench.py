@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
         [--drivers pymongo,motor,mongio,mongio-uvloop] [--quick] [--json FILE] [--fresh-server-per-task]
-        [--server secantus|loopback]
+        [--server secantus|loopback] [--tracing [absent,off,on]]
 
 For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
 (it slows down as retryable-write records pile up, so no driver inherits another's) and the driver's
@@ -17,6 +17,10 @@ PyMongo async's. Beside them, the server process's CPU time per operation (read 
 is one): where the server is the bottleneck, as on the 200-task workload, it shows what each driver's
 traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
 reported as skipped, with the reason, instead of stopping the run.
+
+``--tracing`` runs mongio alone in three modes instead: OpenTelemetry absent (its imports refused), installed
+but tracing off, and tracing on (an SDK tracer provider without exporter); the ratios are then to the first
+mode, which shows what tracing costs an operation when it is not used and when it is.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.driver_workload import DRIVERS, TASKS, extract_data, parse_tasks
+from benchmarks.driver_workload import DRIVERS, TASKS, TRACING_MODES, extract_data, parse_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "pymongo"
@@ -91,8 +95,9 @@ def summarize(
     per_round: dict[str, dict[str, list[tuple[float, float]]]],
     units: dict[str, str],
     server_cpu: dict[str, dict[str, list[float]]] | None = None,
+    baseline_driver: str = BASELINE,
 ) -> list[Summary]:
-    """Summaries in task order, PyMongo async first, with ratios to it where it has numbers.
+    """Summaries in task order, the baseline (PyMongo async) first, with ratios to it where it has numbers.
 
     ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round;
     ``server_cpu[task][driver]``, when given, the server's CPU seconds per operation, one per round.
@@ -120,8 +125,9 @@ def summarize(
             server_values = (server_cpu or {}).get(task, {}).get(driver) or []
             if len(server_values) == len(values):
                 rows[driver].server_cpu_median = statistics.median(server_values)
-        baseline = rows.get(BASELINE)
-        ordered = sorted(rows.values(), key=lambda row: row.driver != BASELINE)  # stable: baseline first
+        baseline = rows.get(baseline_driver)
+        # Stable: the baseline first, the others in their order.
+        ordered = sorted(rows.values(), key=lambda row: row.driver != baseline_driver)
         for row in ordered:
             if baseline is not None:
                 row.wall_ratio = row.wall_median / baseline.wall_median if baseline.wall_median else None
@@ -218,6 +224,7 @@ class Run:
     quick: bool
     fresh_server_per_task: bool = False
     server: str = "secantus"
+    baseline: str = BASELINE  # the driver the ratios are to
     per_round: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     server_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     raw: list[dict[str, Any]] = field(default_factory=list)
@@ -331,16 +338,19 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
 
 
 def report(run: Run) -> tuple[str, list[Summary]]:
-    summaries = summarize(run.per_round, {name: spec.unit for name, spec in TASKS.items()}, run.server_cpu)
+    summaries = summarize(
+        run.per_round, {name: spec.unit for name, spec in TASKS.items()}, run.server_cpu, run.baseline
+    )
     parts = [
         f"Driver benchmarks: {run.rounds} round(s){' (quick)' if run.quick else ''}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPU(s), a fresh {'SecantusDB' if run.server == 'secantus' else 'loopback responder'} "
         f"per {'task, driver' if run.fresh_server_per_task else 'driver'} and round",
         "Drivers: " + ", ".join(f"{driver} {version}" for driver, version in run.versions.items()),
+        f"Ratios to: {run.baseline}",
         "",
         format_table(summaries),
     ]
-    targets = check_targets(summaries)
+    targets = check_targets(summaries) if run.baseline == BASELINE else []
     if targets:
         parts += ["", "Targets (mongio against PyMongo async):", *(f"  {line}" for line in targets)]
     if run.skipped:
@@ -381,8 +391,23 @@ def main(argv: list[str] | None = None) -> None:
         help="what the clients talk to: the test server (default), or the loopback responder, which answers "
         "every command at once so that the clients' own throughput is measured",
     )
+    parser.add_argument(
+        "--tracing",
+        nargs="?",
+        const=",".join(TRACING_MODES),
+        metavar="MODES",
+        help="compare mongio with OpenTelemetry tracing absent (API not importable), off, on (comma-separated "
+        "subset, default all; ratios to the first) instead of the drivers",
+    )
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
+    drivers = _split(args.drivers, DRIVERS, "driver(s)")
+    baseline = BASELINE
+    if args.tracing is not None:
+        if args.drivers:
+            raise SystemExit("--tracing compares mongio with itself: give it without --drivers")
+        drivers = [f"mongio-tracing-{mode}" for mode in _split(args.tracing, TRACING_MODES, "tracing mode(s)")]
+        baseline = drivers[0]
     if args.server == "loopback":
         # The responder stores nothing: find_many, which reads back what it inserted, cannot run against it.
         refused = [task for task in tasks if task not in LOOPBACK_TASKS]
@@ -393,7 +418,8 @@ def main(argv: list[str] | None = None) -> None:
     if rounds < 1:
         raise SystemExit("--rounds must be at least 1")
     run = Run(
-        drivers=_split(args.drivers, DRIVERS, "driver(s)"),
+        drivers=drivers,
+        baseline=baseline,
         tasks=tasks,
         rounds=rounds,
         quick=args.quick,

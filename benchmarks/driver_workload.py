@@ -45,6 +45,12 @@ ARCHIVE = SPECS / "benchmarking" / "data" / "single_and_multi_document.tgz"
 DATA_FILES = ("small_doc.json", "tweet.json", "large_doc.json")
 
 DRIVERS = ("pymongo", "motor", "mongio", "mongio-uvloop")
+# mongio with OpenTelemetry tracing: the API not installed (imports of it refused), installed and loaded but
+# tracing off (the default), and on (an SDK tracer provider whose spans go nowhere, so the cost measured is
+# mongio's spans and the SDK's span objects, not an exporter's).
+TRACING_MODES = ("absent", "off", "on")
+TRACING_DRIVERS = tuple(f"mongio-tracing-{mode}" for mode in TRACING_MODES)
+WORKLOAD_DRIVERS = DRIVERS + TRACING_DRIVERS
 DATABASE = "perftest"
 COLLECTION = "corpus"
 
@@ -147,17 +153,45 @@ def open_client(driver: str, uri: str) -> Harness:
             client.close()  # synchronous in Motor
 
         return Harness(driver, metadata.version("motor"), "asyncio", client, close_motor)
-    if driver in ("mongio", "mongio-uvloop"):
+    if driver in ("mongio", "mongio-uvloop") or driver in TRACING_DRIVERS:
         try:
+            options: dict[str, Any] = {}
+            if driver in TRACING_DRIVERS:
+                options = tracing_options(driver.removeprefix("mongio-tracing-"))
             import mongio
             from mongio.client import MongoClient
 
-            client = MongoClient(uri)
+            client = MongoClient(uri, **options)
         except Exception as error:
             raise ClientUnavailable(f"{type(error).__name__}: {error}") from error
         loop = "uvloop" if driver == "mongio-uvloop" else "asyncio"
         return Harness(driver, mongio.__version__, loop, client, client.close)
     raise SystemExit(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
+
+
+class _RefuseOpenTelemetry:
+    """A meta path finder that makes ``import opentelemetry...`` fail, as if it were not installed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ModuleNotFoundError(f"No module named {name!r} (refused by the benchmark)", name=name)
+        return None
+
+
+def tracing_options(mode: str) -> dict[str, Any]:
+    """Prepare this process for a tracing mode (``absent``, ``off``, ``on``); the client's keyword options."""
+    if mode == "absent":
+        if any(name.split(".")[0] == "opentelemetry" for name in sys.modules):
+            raise RuntimeError("opentelemetry was imported before the benchmark could refuse it")
+        sys.meta_path.insert(0, _RefuseOpenTelemetry())
+        return {}
+    import opentelemetry.trace  # noqa: F401  (installed and loaded, as in an application that uses it)
+
+    if mode == "off":
+        return {}
+    from opentelemetry.sdk.trace import TracerProvider
+
+    return {"tracing": {"enabled": True, "tracer_provider": TracerProvider()}}
 
 
 def server_process_cpu(pid: int | None) -> float | None:
@@ -361,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--driver", required=True, choices=DRIVERS)
+    parser.add_argument("--driver", required=True, choices=WORKLOAD_DRIVERS)
     parser.add_argument("--uri", required=True)
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
     parser.add_argument("--quick", action="store_true", help="small iterations, for a smoke run")

@@ -10,6 +10,11 @@ Run it with ``uvicorn --app-dir examples fastapi_app:app`` (``MONGODB_URI`` name
 Two ways to own the client are shown: :func:`create_app` makes it in the lifespan (the usual choice: one
 client per running app, closed at shutdown), and ``module_level_app`` at the end uses a client made at import
 time, which mongio allows because making a ``MongoClient`` does no I/O and needs no running event loop.
+
+Tracing: ``create_app(tracing={"enabled": True})`` turns on mongio's OpenTelemetry spans (``pip install
+'mongio[opentelemetry]'``) and gives every request a span of its own, so each request's trace holds the
+driver's operation spans and, under them, one span per command sent. The request span is made by a small
+middleware here; ``opentelemetry-instrumentation-fastapi`` makes the same parent if you use it instead.
 """
 
 from __future__ import annotations
@@ -132,20 +137,43 @@ async def delete_book(book_id: BookId, books: Books) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def create_app(uri: str | None = None, database: str = "library") -> FastAPI:
-    """The app, with its client made when it starts and closed when it shuts down."""
+def create_app(
+    uri: str | None = None, database: str = "library", *, tracing: Mapping[str, Any] | None = None
+) -> FastAPI:
+    """The app, with its client made when it starts and closed when it shuts down. ``tracing`` is the
+    client's tracing option (``{"enabled": True}``, plus ``"tracer_provider"`` to use one other than the
+    global); with it, each request gets a span too."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Leaving ``async with`` at shutdown closes the client and waits for its monitors and connections.
-        async with MongoClient(uri or os.environ.get("MONGODB_URI", DEFAULT_URI)) as client:
+        async with MongoClient(uri or os.environ.get("MONGODB_URI", DEFAULT_URI), tracing=tracing) as client:
             app.state.client = client
             app.state.books = client[database].books
             yield
 
     app = FastAPI(title="books", lifespan=lifespan)
     app.include_router(router)
+    if tracing is not None:
+        add_request_spans(app, tracing.get("tracer_provider"))
     return app
+
+
+def add_request_spans(app: FastAPI, tracer_provider: Any = None) -> None:
+    """Give each request a server span; the operations its handler runs become its children, since the
+    span is the current one while the handler runs."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("books-example", tracer_provider=tracer_provider)
+
+    @app.middleware("http")
+    async def request_span(request: Request, call_next: Any) -> Response:
+        name = f"{request.method} {request.url.path}"
+        with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER) as span:
+            span.set_attribute("http.request.method", request.method)
+            response: Response = await call_next(request)
+            span.set_attribute("http.response.status_code", response.status_code)
+            return response
 
 
 app = create_app()

@@ -41,6 +41,7 @@ from spec_runner.unified.loader import CollectionData, EntityDescription
 from spec_runner.unified.matcher import resolve_placeholders
 from spec_runner.unified.operations import OperationContext
 from spec_runner.unified.requirements import ServerFacts
+from spec_runner.unified.tracing import SpanStore
 
 if TYPE_CHECKING:
     from spec_runner.cluster import Deployment
@@ -629,6 +630,10 @@ class MongioBackend:
                 kwargs[key] = value
         if "serverApi" in options:
             kwargs["server_api"] = server_api(options["serverApi"])
+        spans: SpanStore | None = None
+        if "observeTracingMessages" in options:
+            spans = SpanStore(options["observeTracingMessages"] or {})
+            kwargs["tracing"] = spans.client_option()
         mongo_client = driver_api("mongio.client", "MongoClient")
         listeners: list[Any] = [recorder] if (observe or stored) else []
         # The client's monitors and pools start inside this block, so what they log is the client's.
@@ -653,6 +658,9 @@ class MongioBackend:
         if not listeners and logs is None:
             with acting_client(description.id):  # what its ping logs is its own
                 await _ready_a_connection(client)
+        if spans is not None:
+            spans.clear()  # the runner's own ping is not the test's
+            entity.extras["spans"] = spans
 
     def _client_uri(self, options: Mapping[str, Any]) -> str:
         """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster)."""

@@ -21,6 +21,7 @@ from spec_runner.unified.matcher import documents_equal
 from spec_runner.unified.operations import REGISTRY, OperationContext, OperationRegistry
 from spec_runner.unified.requirements import ServerFacts, unmet_requirements
 from spec_runner.unified.threads import ThreadEntity
+from spec_runner.unified.tracing import SpanStore, check_tracing_messages
 
 
 class TestSkipped(CaseSkipped):
@@ -97,9 +98,24 @@ def check_outcome(expected: CollectionData, actual: Sequence[Mapping[str, Any]])
             raise MatchError(f"{where}[{index}]", f"expected {want!r}, found {got!r}")
 
 
+def _tracing_expectations(raw: Any) -> list[Mapping[str, Any]]:
+    """``expectTracingMessages``: one object (as the format's text describes it) or an array of them."""
+    if raw is None:
+        return []
+    return [raw] if isinstance(raw, Mapping) else list(raw)
+
+
+def _client_spans(entities: EntityMap, expected: Mapping[str, Any]) -> SpanStore:
+    name = expected["client"]
+    store = entities.entity(name, EntityKind.CLIENT).extras.get("spans")
+    if not isinstance(store, SpanStore):
+        raise UnifiedTestError(f"expectTracingMessages: client {name!r} does not observe tracing messages")
+    return store
+
+
 def _stop_recording(entities: EntityMap) -> None:
     for entity in entities.of_kind(EntityKind.CLIENT):
-        for key in ("events", "logs"):
+        for key in ("events", "logs", "spans"):
             store = entity.extras.get(key)
             if store is not None:
                 store.enabled = False
@@ -122,8 +138,6 @@ async def run_test(
     reason = skip_reason(test_file, test, facts)
     if reason is not None:
         raise TestSkipped(reason)
-    if test.expect_tracing_messages is not None:
-        raise UnifiedTestError("expectTracingMessages: the driver publishes no tracing spans")
     for data in test_file.initial_data or ():
         await backend.prepare_collection(data)
     context = OperationContext(entities=EntityMap(), runner=backend, registry=registry)
@@ -140,6 +154,8 @@ async def run_test(
         for expected in test.expect_log_messages or ():
             logs = context.entities.client_logs(expected["client"])
             check_log_messages(expected, logs.messages, entities=context.entities)
+        for expected in _tracing_expectations(test.expect_tracing_messages):
+            check_tracing_messages(expected, _client_spans(context.entities, expected), entities=context.entities)
         for data in test.outcome or ():
             check_outcome(data, await backend.collection_documents(data))
     finally:

@@ -59,6 +59,7 @@ from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
+from mongio.tracing import client_tracing
 
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
@@ -136,6 +137,9 @@ class MongoClient:
     ``serverSelectionTimeoutMS=...``) and win over the connection string. ``document_class`` and
     ``tz_aware`` shape decoded documents.
 
+    ``tracing={"enabled": True, "query_text_max_length": 0}`` makes OpenTelemetry spans of its operations
+    and commands (see :mod:`mongio.tracing`; off by default).
+
     Use ``async with MongoClient(uri) as client:`` or call :meth:`close` when done. Making the client does
     no I/O; the first operation (or ``await client.aconnect()``) starts monitoring on the running loop.
 
@@ -171,6 +175,8 @@ class MongoClient:
         # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
         # ones monitoring.register() was given.
         listeners = adapt_listeners(kwargs.pop("event_listeners", None) or ())
+        # OpenTelemetry spans: a client option, never a URI option (see mongio.tracing).
+        tracing = client_tracing(kwargs.pop("tracing", None))
         self._options = ClientOptions.from_uri(host, port, **kwargs)
         self._event_listeners = listeners
         self._codec_options = _codec_options(
@@ -201,6 +207,7 @@ class MongoClient:
             server_selection_timeout=self._options.server_selection_timeout,
             wait_queue_timeout=self._options.wait_queue_timeout,
             server_api=self._options.extras.get("server_api"),
+            tracing=tracing,
         )
 
     def __repr__(self) -> str:

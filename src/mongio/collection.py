@@ -408,9 +408,11 @@ class Collection(Generic[_D]):
         await self._run_bulk(bulk, session)
         return InsertManyResult(bulk.inserted_ids, bulk.acknowledged)
 
-    async def _run_bulk(self, bulk: BulkWrite, session: Any) -> BulkWriteResult:
-        # timeoutMS bounds the whole bulk write, not each batch.
-        with self._database.client._executor.timeout_scope(self._timeout, session):
+    async def _run_bulk(
+        self, bulk: BulkWrite, session: Any, operation_name: str | None = None
+    ) -> BulkWriteResult:
+        # timeoutMS bounds the whole bulk write, not each batch; it is one operation (one tracing span).
+        with self._database.client._executor.timeout_scope(self._timeout, session, operation_name):
             while (batch := bulk.next_batch()) is not None:
                 await self._run(batch, session)
         return bulk.result()
@@ -447,7 +449,7 @@ class Collection(Generic[_D]):
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
-        return await self._run_bulk(bulk, session)
+        return await self._run_bulk(bulk, session, "bulkWrite")
 
     async def _update(
         self,

@@ -194,6 +194,46 @@ async def test_fastapi_app_serves_the_books_api_and_closes_its_client(server_uri
         await client[database].books.find_one({})
 
 
+async def test_fastapi_app_traces_each_request_with_the_driver_spans_under_it(
+    server_uri: str, database: str
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = load_example("fastapi_app").create_app(
+        server_uri, database, tracing={"enabled": True, "tracer_provider": provider}
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://books.test") as http:
+            book = {"title": "Dune", "author": "Frank Herbert", "year": 1965}
+            response = await http.post("/books", json=book)
+            assert response.status_code == 201, response.text
+            book_id = response.json()["id"]
+            assert (await http.get(f"/books/{book_id}")).status_code == 200
+    spans = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span for span in spans}
+
+    def path(name: str) -> list[str]:
+        """The names from the span called ``name`` up to its root."""
+        (span,) = [span for span in spans if span.name == name]
+        names = [span.name]
+        while span.parent is not None:
+            span = by_id[span.parent.span_id]
+            names.append(span.name)
+        return names
+
+    assert path("insert") == ["insert", f"insert {database}.books", "POST /books"]
+    assert path("find") == ["find", f"find {database}.books", f"GET /books/{book_id}"]
+    (request,) = [span for span in spans if span.name == "POST /books"]
+    assert request.attributes is not None and request.attributes["http.response.status_code"] == 201
+    provider.shutdown()
+
+
 @pytest.fixture
 def fastapi_module(server_uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """The FastAPI example imported the way a server imports it: no event loop running yet."""

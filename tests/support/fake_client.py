@@ -57,6 +57,8 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class FakeExecutor:
+    tracing = None  # the client does not trace
+
     def __init__(self, respond: Responder, context: FakeContext) -> None:
         self.respond = respond
         self.context = context
@@ -91,7 +93,9 @@ class FakeExecutor:
     def operation_timeout(self, timeout: float | None, session: Any, *, deadline: float | None = None) -> float | None:
         return timeout_in_force(timeout, None, None, deadline=deadline)  # no client-level timeoutMS here
 
-    def timeout_scope(self, timeout: float | None, session: Any) -> contextlib.AbstractContextManager[Any]:
+    def timeout_scope(
+        self, timeout: float | None, session: Any, operation_name: str | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
     def names(self) -> list[str]:

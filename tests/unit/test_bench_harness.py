@@ -222,3 +222,31 @@ def test_server_process_cpu_reads_a_process_or_gives_none() -> None:
         after = server_process_cpu(os.getpid())
         assert after is not None and after >= before
 
+
+
+def test_tracing_modes_run_mongio_three_ways_with_ratios_to_the_first(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drivers: list[str] = []
+
+    def run_workload(
+        driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path, server_pid: int | None = None
+    ) -> dict[str, Any]:
+        drivers.append(driver)
+        cpu = {"mongio-tracing-absent": 0.001, "mongio-tracing-off": 0.001, "mongio-tracing-on": 0.002}[driver]
+        samples = {"ops": 1, "unit": "op", "wall": [cpu], "cpu": [cpu]}
+        return {"driver": driver, "version": "1", "results": {"run_command": samples}, "errors": {}}
+
+    monkeypatch.setattr(driver_bench, "start_server", _FakeServer)
+    monkeypatch.setattr(driver_bench, "run_workload", run_workload)
+    monkeypatch.setattr(driver_bench, "extract_data", lambda target: None)
+    driver_bench.main(["--tracing", "--rounds", "1", "--tasks", "run_command"])
+    assert sorted(drivers) == ["mongio-tracing-absent", "mongio-tracing-off", "mongio-tracing-on"]
+    text = capsys.readouterr().out
+    assert "Ratios to: mongio-tracing-absent" in text
+    (on_row,) = [line for line in text.splitlines() if line.startswith("run_command") and "tracing-on" in line]
+    assert on_row.rstrip().endswith("2.00x      2.00x")
+    with pytest.raises(SystemExit):
+        driver_bench.main(["--tracing", "--drivers", "mongio"])
+    with pytest.raises(SystemExit):
+        driver_bench.main(["--tracing", "sometimes"])

@@ -19,6 +19,8 @@ MONGOS_B = ("b.example", 27017)
 
 
 class FakeExecutor:
+    tracing = None  # the client does not trace
+
     def __init__(self) -> None:
         self.pool = ServerSessionPool()
         self.released: list[ServerSession] = []

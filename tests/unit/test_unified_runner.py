@@ -366,21 +366,6 @@ async def test_wait_for_event_and_assert_event_count(tmp_path: Path, registry: O
         await run(test_file, FakeBackend(), registry)
 
 
-async def test_expect_tracing_messages_is_refused(tmp_path: Path, registry: OperationRegistry) -> None:
-    test_file = write_file(
-        tmp_path,
-        [
-            {
-                "description": "tracing",
-                "operations": [],
-                "expectTracingMessages": [{"client": "client0", "spans": [{"name": "x", "attributes": {}}]}],
-            }
-        ],
-    )
-    with pytest.raises(UnifiedTestError, match="tracing"):
-        await run(test_file, FakeBackend(), registry)
-
-
 # --- event and log stores ---------------------------------------------------------------------------------
 
 

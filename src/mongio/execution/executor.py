@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from mongio.sessions.client_session import ClientSession
     from mongio.topology.server_description import Address, ServerDescription
     from mongio.topology.topology import PoolLike, Server, Topology
+    from mongio.tracing.spans import OperationSpan, Tracing
 
 __all__ = ["Answered", "Executor", "read_preference_document"]
 
@@ -176,8 +177,11 @@ class Executor:
         server_selection_timeout: float = 30.0,
         wait_queue_timeout: float | None = None,
         server_api: ServerApiLike | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._client = client
+        # OpenTelemetry spans (None when the client does not trace: its cost is then an `is None` or two).
+        self._tracing = tracing
         # The stable API fields go on every command (getMore and transaction commands included).
         self._api_fields = server_api_fields(server_api)
         self._topology: Topology | None = None
@@ -208,6 +212,11 @@ class Executor:
     @property
     def publisher(self) -> CommandPublisher:
         return self._publisher
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The client's OpenTelemetry tracing, ``None`` when it does not trace."""
+        return self._tracing
 
     # -- server sessions ---------------------------------------------------------------------------------------
 
@@ -304,17 +313,23 @@ class Executor:
         return csot.timeout_in_force(timeout, session_timeout_ms, self._timeout, deadline=deadline)
 
     @contextlib.contextmanager
-    def timeout_scope(self, level_timeout: float | None, session: ClientSession | None) -> Iterator[None]:
+    def timeout_scope(
+        self, level_timeout: float | None, session: ClientSession | None, operation_name: str | None = None
+    ) -> Iterator[None]:
         """``with executor.timeout_scope(...):`` one deadline for an operation made of several commands
-        (the batches of a bulk write), as :meth:`execute` would give a single command, and one operationId
-        for all their command events (command monitoring specification)."""
+        (the batches of a bulk write), as :meth:`execute` would give a single command, one operationId
+        for all their command events (command monitoring specification), and one tracing span (named
+        ``operation_name``, else after the first command)."""
         token = _SHARED_OPERATION_ID.set((self, asyncio.current_task(), next(self._operation_ids)))
+        tracing = self._tracing
+        traced = contextlib.nullcontext() if tracing is None else tracing.operation_scope(operation_name)
         try:
-            if csot.current_deadline() is not None:
-                yield
-            else:
-                with csot.timeout(self.operation_timeout(level_timeout, session)):
+            with traced:
+                if csot.current_deadline() is not None:
                     yield
+                else:
+                    with csot.timeout(self.operation_timeout(level_timeout, session)):
+                        yield
         finally:
             _SHARED_OPERATION_ID.reset(token)
 
@@ -420,9 +435,11 @@ class Executor:
     ) -> Answered[R]:
         """The retry loop: attempts until one succeeds or the retry rules end the operation."""
         run = _Execution(op, session, address, self._operation_id())
-        if session is not None:
-            _enter_session(run, session)
+        if self._tracing is not None:
+            run.trace = self._tracing.start_operation(op, session)
         try:
+            if session is not None:
+                _enter_session(run, session)
             while True:
                 try:
                     answered = await self._attempt(topology, run)
@@ -436,11 +453,17 @@ class Executor:
                 elif self._token_bucket is not None:
                     self._token_bucket.record_success(retried=False)
                 return answered
+        except BaseException as exc:
+            if run.trace is not None:
+                run.trace.failed(exc)
+            raise
         finally:
             if run.transaction_started and session is not None:
                 session._transaction_sent()
             if run.implicit is not None:
                 self.release_server_session(run.implicit)
+            if run.trace is not None:
+                run.trace.end()
 
     async def _attempt(self, topology: Topology, run: _Execution[R]) -> Answered[R]:
         """One attempt: select a server, check a connection out (or take the transaction's), run the command
@@ -595,6 +618,8 @@ class Executor:
             events = CommandEvents(
                 publisher, op.command_name, op.database, run.operation_id, address, conn, body, sequences
             )
+        trace = run.trace
+        span = None if trace is None else trace.command(op.command_name, op.database, body, sequences, conn)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
         deadline = csot.current_deadline()
         request_id = 0
@@ -623,6 +648,8 @@ class Executor:
                 server_session.mark_dirty()
             if events is not None and request_id:
                 events.failed(exc)
+            if span is not None:
+                span.failed(exc)
             raise
         except Exception as exc:
             if isinstance(exc, ConnectionFailure):
@@ -633,6 +660,8 @@ class Executor:
                 run.sent = False  # failed before the message was written: nothing was sent
             elif events is not None:
                 events.failed(exc)
+            if span is not None:
+                span.failed(exc)
             raise
         if reply:
             self.cluster_clock.advance_from_reply(reply)
@@ -642,10 +671,14 @@ class Executor:
                 error = _command_error(reply, run.wire_version)
                 if events is not None:
                     events.failed(error)
+                if span is not None:
+                    span.failed(error)
                 return reply, error
         if events is not None:
             # A copy: handle_response may rework the reply a listener keeps.
             events.succeeded(dict(reply) if run.acknowledged else {"ok": 1})
+        if span is not None:
+            span.succeeded(reply)
         return reply, None
 
     async def _raise_write_concern_retry(
@@ -868,6 +901,7 @@ class _Execution(Generic[R]):
         "sent",
         "server_address",
         "session",
+        "trace",
         "transaction_bound",
         "transaction_started",
         "txn_decided",
@@ -882,6 +916,7 @@ class _Execution(Generic[R]):
         self.session = session
         self.address = address  # the server every attempt goes to, when one is imposed
         self.operation_id = operation_id
+        self.trace: OperationSpan | None = None  # the operation's tracing span, when the client traces
         self.acknowledged = op.acknowledged
         # An ordinary command inside the session's transaction; ``transaction_bound`` also covers the
         # commands that end it: both go to the transaction's server, with no concern of their own.

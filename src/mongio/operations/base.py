@@ -214,6 +214,9 @@ class Operation(Generic[R]):
     """
 
     command_name: str = ""
+    operation_name: str = ""
+    """The driver operation's name in tracing spans when it is not the command's (``createCollection`` for
+    ``create``); empty: the command's name."""
     retryability: Retryability = Retryability.NONE
     takes_read_concern: bool = False
     takes_write_concern: bool = False

@@ -121,6 +121,7 @@ class Create(_Command):
     so options newer than this driver still work.
     """
 
+    operation_name = "createCollection"
     takes_write_concern = True
 
     def __init__(
@@ -157,6 +158,7 @@ class Create(_Command):
 class Drop(_Command):
     """``drop`` a collection; dropping one that does not exist is not an error."""
 
+    operation_name = "dropCollection"
     takes_write_concern = True
     ignores_namespace_not_found = True
 

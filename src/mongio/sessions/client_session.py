@@ -169,6 +169,9 @@ class ClientSession:
         self._pinned_connection: tuple[Any, Any] | None = None
         self._transaction_rng: random.Random | None = None
         self._with_transaction_deadline: float | None = None
+        # The OpenTelemetry span of the transaction under way, when the client traces: the parent of the
+        # operations run in it, ended by commit or abort.
+        self._transaction_span: Any = None
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "active"
@@ -294,6 +297,10 @@ class ClientSession:
         self._unpin()
         self._transaction.start(options)
         server_session.next_txn_number()
+        tracing = client._executor.tracing
+        if tracing is not None:
+            self._end_transaction_span()
+            self._transaction_span = tracing.start_transaction()
         return TransactionContext(self)
 
     async def commit_transaction(self) -> None:
@@ -305,6 +312,7 @@ class ClientSession:
         self._check_not_ended()
         transaction = self._transaction
         if not transaction.begin_commit():
+            self._end_transaction_span()
             return
         server_session = self._checked_server_session()
         operation = CommitTransaction(transaction, server_session.txn_number)
@@ -316,6 +324,8 @@ class ClientSession:
             ):
                 self._unpin()
             raise
+        finally:
+            self._end_transaction_span()
 
     async def abort_transaction(self) -> None:
         """Abort the transaction. The server's errors are not raised (it gives the transaction up anyway,
@@ -324,6 +334,7 @@ class ClientSession:
         transaction = self._transaction
         if not transaction.begin_abort():
             self._unpin()
+            self._end_transaction_span()
             return
         server_session = self._checked_server_session()
         operation = AbortTransaction(transaction, server_session.txn_number)
@@ -333,6 +344,7 @@ class ClientSession:
             pass
         finally:
             self._unpin()
+            self._end_transaction_span()
 
     async def with_transaction(
         self,
@@ -596,6 +608,16 @@ class ClientSession:
         self._server_session = None
         self._ended = True
         return server_session
+
+    def _transaction_trace(self) -> Any:
+        """The OpenTelemetry span of the transaction under way (the parent of its operations' spans), or
+        ``None``."""
+        return self._transaction_span
+
+    def _end_transaction_span(self) -> None:
+        span, self._transaction_span = self._transaction_span, None
+        if span is not None:
+            span.end()
 
     def _unpin(self) -> None:
         """Forget the mongos of a sharded transaction and give back a load-balanced transaction's connection."""
