@@ -379,7 +379,7 @@ def test_failures_are_recorded(exporter: InMemorySpanExporter) -> None:
     events = spans["find test.users"].events
     assert [event.name for event in events] == ["exception"]
     assert events[0].attributes is not None
-    assert events[0].attributes["exception.type"].endswith("OperationFailure")
+    assert str(events[0].attributes["exception.type"]).endswith("OperationFailure")
     assert "Unauthorized" in str(events[0].attributes["exception.message"])
     assert "exception.stacktrace" in events[0].attributes
 
