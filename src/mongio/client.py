@@ -266,14 +266,16 @@ class MongoClient:
         if runtime is not None and not runtime.closed:
             return runtime
         with self._runtimes_lock:
-            for stale in [other for other in self._runtimes.values() if other.loop.is_closed()]:
-                self._runtimes.pop(stale.loop, None)
-                stale.close_on_closed_loop()
+            stale = [other for other in self._runtimes.values() if other.loop.is_closed()]
+            for other in stale:
+                del self._runtimes[other.loop]
             runtime = self._runtimes.get(loop)
             if runtime is None or runtime.closed:
                 runtime = LoopRuntime(loop, self._kill_abandoned_cursors, self._forget_runtime)
                 self._runtimes[loop] = runtime
-            return runtime
+        for other in stale:
+            other.close_on_closed_loop()
+        return runtime
 
     def _forget_runtime(self, runtime: LoopRuntime) -> None:
         with self._runtimes_lock:
