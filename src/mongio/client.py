@@ -277,6 +277,16 @@ class MongoClient:
             other.close_on_closed_loop()
         return runtime
 
+    @property
+    def _topology(self) -> Topology | None:
+        """The started topology of the running event loop (else of the loop that used the client last), for
+        tools and tests that look at the pools and monitors; ``None`` before the client started there."""
+        try:
+            runtime = self._runtimes.get(asyncio.get_running_loop()) or self._runtime
+        except RuntimeError:
+            runtime = self._runtime
+        return None if runtime is None else runtime.topology
+
     def _forget_runtime(self, runtime: LoopRuntime) -> None:
         with self._runtimes_lock:
             if self._runtimes.get(runtime.loop) is runtime:
