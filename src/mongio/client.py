@@ -8,10 +8,11 @@
         async with client:
             await client.admin.command("ping")
 
-A client can be made anywhere, including at module level before any event loop runs. Its topology (one
-monitor task per server, the connection pools) starts on the running loop the first time it is used, and
-:meth:`MongoClient.close` stops and awaits every task it started; after that every operation raises
-:class:`~mongio.errors.ClientClosedError`.
+A client can be made anywhere, including at module level before any event loop runs, and used from any
+loop: successive ``asyncio.run()`` calls, or one loop per thread at once. Its topology (one monitor task per
+server, the connection pools) starts on a loop the first time the client is used there and closes when that
+loop shuts down (:mod:`mongio.loop_runtime`); :meth:`MongoClient.close` stops and awaits every task it
+started, on every loop; after that every operation raises :class:`~mongio.errors.ClientClosedError`.
 """
 
 from __future__ import annotations
@@ -393,7 +394,10 @@ class MongoClient:
 
         ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
-        in the background. Afterwards every operation raises :class:`~mongio.errors.ClientClosedError`
+        in the background. What the client runs on other event loops is closed there (on another thread's
+        running loop through that loop; for a closed loop its sockets are closed at once); ``endSessions``
+        goes from the calling loop when the client was used on it. Afterwards every operation raises
+        :class:`~mongio.errors.ClientClosedError`
         (new sessions and first connections from the call on, operations on a connected client once the
         closing has stopped its servers); closing twice is harmless and returns the same closing.
         """

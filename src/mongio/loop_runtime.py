@@ -37,7 +37,16 @@ class LoopRuntime:
     All methods but :meth:`close_on_closed_loop` and :meth:`close_threadsafe` run on ``loop``.
     """
 
-    __slots__ = ("_keeper", "_on_released", "_open_lock", "_released", "_stop", "cursor_reaper", "loop", "topology")
+    __slots__ = (
+        "_keeper",
+        "_on_released",
+        "_open_lock",
+        "_released",
+        "_stop",
+        "cursor_reaper",
+        "loop",
+        "topology",
+    )
 
     def __init__(
         self,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,7 +33,9 @@ def _assert_balanced(events: PoolEventCounts) -> None:
     assert events.count("ConnectionCreatedEvent") > 0
     assert events.count("ConnectionCreatedEvent") == events.count("ConnectionClosedEvent"), events.counts
     assert events.count("PoolCreatedEvent") == events.count("PoolClosedEvent"), events.counts
-    assert events.count("ConnectionCheckedOutEvent") == events.count("ConnectionCheckedInEvent"), events.counts
+    assert events.count("ConnectionCheckedOutEvent") == events.count("ConnectionCheckedInEvent"), (
+        events.counts
+    )
 
 
 # -- pytest-asyncio: a function-scoped loop per test, one client for the module ------------------------------
@@ -65,7 +66,9 @@ async def loop_guard() -> AsyncIterator[None]:
 
 
 @pytest.mark.parametrize("round_", range(3))
-async def test_module_client_on_each_test_loop(shared_client: MongoClient, loop_guard: None, round_: int) -> None:
+async def test_module_client_on_each_test_loop(
+    shared_client: MongoClient, loop_guard: None, round_: int
+) -> None:
     collection = shared_client.loops_test.per_test
     await collection.insert_one({"round": round_})
     assert await collection.count_documents({"round": round_}) >= 1
@@ -75,7 +78,9 @@ async def test_module_client_on_each_test_loop(shared_client: MongoClient, loop_
     assert _MODULE_ERRORS.messages == []
 
 
-async def test_module_client_cursor_and_session_within_one_loop(shared_client: MongoClient, loop_guard: None) -> None:
+async def test_module_client_cursor_and_session_within_one_loop(
+    shared_client: MongoClient, loop_guard: None
+) -> None:
     collection = shared_client.loops_test.in_one_loop
     await collection.delete_many({})
     await collection.insert_many([{"n": n} for n in range(10)])
@@ -224,6 +229,7 @@ def test_three_threads_each_with_its_loop_share_one_client(server_uri: str) -> N
 
 
 # -- objects bound to one loop -----------------------------------------------------------------------------
+
 
 def _assert_names_both_loops(error: EventLoopMismatchError, first: asyncio.AbstractEventLoop) -> None:
     text = str(error)
