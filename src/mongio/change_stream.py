@@ -38,6 +38,7 @@ up than the timeout allows: close the stream and watch again with a longer timeo
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Generator, Mapping, Sequence
 from types import TracebackType
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mongio.cursor import CommandCursor
 from mongio.errors import InvalidOperation, MongioError
+from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
 from mongio.operations.change_stream_stage import (
     ChangeStreamAggregate,
@@ -194,6 +196,8 @@ class ChangeStream(Generic[_T]):
         # A cursor given up by a cancelled or timed-out call: the next call kills it and resumes.
         self._interrupted = False
         self._closed = False
+        # The event loop the stream was opened on: its cursor and session belong there.
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Whether the first aggregate ran: watch() returns the stream unopened; awaiting it, entering it or
         # asking it for a change opens it (PyMongo's and Motor's idioms both).
         self._started = False
@@ -293,6 +297,11 @@ class ChangeStream(Generic[_T]):
 
     async def _opened(self: _Self) -> _Self:
         """Run the first ``aggregate`` unless it ran already, and give the stream back."""
+        self._loop = bind_to_running_loop(
+            self._loop,
+            "this change stream",
+            "call watch() again on this loop, with resume_after=stream.resume_token to continue from here",
+        )
         if not self._started and not self._closed:
             with csot.timeout(self._timeout):
                 await self._open()

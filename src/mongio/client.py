@@ -8,16 +8,18 @@
         async with client:
             await client.admin.command("ping")
 
-A client can be made anywhere, including at module level before any event loop runs. Its topology (one
-monitor task per server, the connection pools) starts on the running loop the first time it is used, and
-:meth:`MongoClient.close` stops and awaits every task it started; after that every operation raises
-:class:`~mongio.errors.ClientClosedError`.
+A client can be made anywhere, including at module level before any event loop runs, and used from any
+loop: successive ``asyncio.run()`` calls, or one loop per thread at once. Its topology (one monitor task per
+server, the connection pools) starts on a loop the first time the client is used there and closes when that
+loop shuts down (:mod:`mongio.loop_runtime`); :meth:`MongoClient.close` stops and awaits every task it
+started, on every loop; after that every operation raises :class:`~mongio.errors.ClientClosedError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,7 +33,6 @@ from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_f
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_ssl_context
-from mongio.cursor_reaper import CursorReaper
 from mongio.errors import ClientClosedError, ConfigurationError, CursorNotFound, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
@@ -39,6 +40,7 @@ from mongio.execution import deadline as csot
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
+from mongio.loop_runtime import LoopRuntime
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite
 from mongio.operations.collections import DropDatabase, ListDatabases
@@ -186,8 +188,11 @@ class MongoClient:
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
         self._connect_on_open = True if connect is None else connect
-        self._topology: Topology | None = None
-        self._open_lock: asyncio.Lock | None = None
+        # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop: the
+        # runtime used last (the fast path), and every live one by loop (changed under the lock only).
+        self._runtime: LoopRuntime | None = None
+        self._runtimes: dict[asyncio.AbstractEventLoop, LoopRuntime] = {}
+        self._runtimes_lock = threading.Lock()
         self._closed = False
         self._closing: Awaitable[None] | None = None
         driver = self._options.extras.get("driver")
@@ -195,8 +200,6 @@ class MongoClient:
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
-        # Kills the server cursors of cursors dropped while open, from one task on the client's loop.
-        self._cursor_reaper = CursorReaper(self._kill_abandoned_cursors)
         self._executor = Executor(
             self,
             retry_options=RetryOptions.from_client_options(self._options),
@@ -213,7 +216,7 @@ class MongoClient:
     def __repr__(self) -> str:
         seeds = ", ".join(f"{host}:{port}" if port else host for host, port in self._options.seeds)
         where = f"mongodb+srv://{self._options.srv_host}" if self._options.is_srv else seeds
-        state = "closed" if self._closed else ("open" if self._topology is not None else "not connected")
+        state = "closed" if self._closed else ("open" if self._runtimes else "not connected")
         return f"MongoClient({where!r}, {state})"
 
     def eq_props(self) -> tuple[tuple[Address, ...], str | None, str | None, str]:
@@ -253,27 +256,66 @@ class MongoClient:
         return ClientClosedError(f"{self!r} was closed; make a new client to run more operations")
 
     async def _open_topology(self) -> Topology:
-        """The running topology, started on first use (inside the running event loop)."""
+        """The topology of the running event loop, started there on first use."""
         if self._closed:
             raise self._closed_error()
-        topology = self._topology
-        if topology is not None:
-            return topology
-        if self._open_lock is None:
-            self._open_lock = asyncio.Lock()
-        async with self._open_lock:
-            if self._closed:
-                raise self._closed_error()
-            if self._topology is None:
-                options = self._options
-                if options.needs_resolution:
-                    options = self._options = await options.resolve()
-                topology = self._make_topology(options)
-                await topology.open()
-                self._executor.attach(topology)
-                self._topology = topology
-                self._cursor_reaper.bind(asyncio.get_running_loop())
-            return self._topology
+        loop = asyncio.get_running_loop()
+        runtime = self._runtime
+        if runtime is None or runtime.loop is not loop or runtime.closed:
+            runtime = self._runtime = self._runtime_for(loop)
+        topology = await runtime.open(self._new_topology)
+        if self._closed:
+            raise self._closed_error()
+        self._executor.attach(topology)
+        return topology
+
+    def _runtime_for(self, loop: asyncio.AbstractEventLoop) -> LoopRuntime:
+        """The runtime of ``loop``, made when it has none; runtimes whose loop closed are let go of first."""
+        runtime = self._runtimes.get(loop)
+        if runtime is not None and not runtime.closed:
+            return runtime
+        with self._runtimes_lock:
+            stale = [other for other in self._runtimes.values() if other.loop.is_closed()]
+            for other in stale:
+                del self._runtimes[other.loop]
+            runtime = self._runtimes.get(loop)
+            if runtime is None or runtime.closed:
+                runtime = LoopRuntime(loop, self._kill_abandoned_cursors, self._forget_runtime)
+                self._runtimes[loop] = runtime
+        for other in stale:
+            other.close_on_closed_loop()
+        return runtime
+
+    @property
+    def _topology(self) -> Topology | None:
+        """The started topology of the running event loop (else of the loop that used the client last), for
+        tools and tests that look at the pools and monitors; ``None`` before the client started there."""
+        try:
+            runtime = self._runtimes.get(asyncio.get_running_loop()) or self._runtime
+        except RuntimeError:
+            runtime = self._runtime
+        return None if runtime is None else runtime.topology
+
+    def _forget_runtime(self, runtime: LoopRuntime) -> None:
+        with self._runtimes_lock:
+            if self._runtimes.get(runtime.loop) is runtime:
+                del self._runtimes[runtime.loop]
+
+    async def _new_topology(self) -> Topology:
+        options = self._options
+        if options.needs_resolution:
+            options = self._options = await options.resolve()
+        return self._make_topology(options)
+
+    def _abandon_server_cursor(self, address: Address | None, namespace: str, cursor_id: int) -> None:
+        """Queue a server cursor for killing by the cursor reaper of the running loop's runtime, else of the
+        runtime used last (safe from a finalizer and from any thread)."""
+        try:
+            runtime = self._runtimes.get(asyncio.get_running_loop()) or self._runtime
+        except RuntimeError:
+            runtime = self._runtime
+        if runtime is not None and not runtime.closed:
+            runtime.cursor_reaper.abandon(address, namespace, cursor_id)
 
     def _make_topology(self, options: ClientOptions) -> Topology:
         settings = ConnectionSettings(
@@ -360,32 +402,48 @@ class MongoClient:
 
         ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
-        in the background. Afterwards every operation raises :class:`~mongio.errors.ClientClosedError`
+        in the background. What the client runs on other event loops is closed there (on another thread's
+        running loop through that loop; for a closed loop its sockets are closed at once); ``endSessions``
+        goes from the calling loop when the client was used on it. Afterwards every operation raises
+        :class:`~mongio.errors.ClientClosedError`
         (new sessions and first connections from the call on, operations on a connected client once the
         closing has stopped its servers); closing twice is harmless and returns the same closing.
         """
         if self._closing is None:
-            topology = self._topology
-            if topology is None:
+            self._closed = True
+            with self._runtimes_lock:
+                runtimes = list(self._runtimes.values())
+            try:
+                loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            closings = self._close_runtimes(runtimes, loop)
+            if not closings or loop is None:
+                # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE
             else:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:
-                    raise InvalidOperation(
-                        "close() of a connected client must be called on its event loop (from a coroutine)"
-                    ) from None
                 # A task rather than a coroutine, so that closing starts even when nobody awaits it.
-                self._closing = loop.create_task(self._close(topology))
-            self._closed = True
+                self._closing = loop.create_task(_wait_all(closings))
         return self._closing
 
-    async def _close(self, topology: Topology) -> None:
-        try:
-            await self._cursor_reaper.close(_CLOSE_FLUSH_TIMEOUT)
-            await self._executor.end_sessions(topology)
-        finally:
-            await topology.close()
+    def _close_runtimes(
+        self, runtimes: list[LoopRuntime], loop: asyncio.AbstractEventLoop | None
+    ) -> list[Awaitable[None]]:
+        """Close every runtime: the one of ``loop`` (the caller's) on it, with ``endSessions``; one on
+        another thread's running loop through that loop; one of a closed loop at once. Returns what ``loop``
+        is to await (a runtime on a loop that is open but not running closes when that loop shuts down)."""
+        closings: list[Awaitable[None]] = []
+        own = next((runtime for runtime in runtimes if runtime.loop is loop), None)
+        for runtime in runtimes:
+            if runtime.loop.is_closed():
+                runtime.close_on_closed_loop()
+            elif runtime is own:
+                closings.append(runtime.close(_CLOSE_FLUSH_TIMEOUT, self._executor.end_sessions))
+            elif runtime.loop.is_running():
+                closing = runtime.close_threadsafe(_CLOSE_FLUSH_TIMEOUT)
+                if loop is not None:
+                    closings.append(asyncio.wrap_future(closing, loop=loop))
+        return closings
 
     async def aclose(self) -> None:
         """:meth:`close` under the name :func:`contextlib.aclosing` and async resources use."""
@@ -429,9 +487,11 @@ class MongoClient:
 
     @property
     def topology_description(self) -> TopologyDescription:
-        """The current description of the deployment (type Unknown until the client has started)."""
-        if self._topology is not None:
-            return self._topology.description
+        """The current description of the deployment (type Unknown until the client has started), as the
+        event loop that used the client last sees it."""
+        runtime = self._runtime
+        if runtime is not None and runtime.topology is not None and not runtime.topology.closed:
+            return runtime.topology.description
         from mongio.topology.topology_description import initial_topology_description
 
         options = self._options
@@ -756,7 +816,7 @@ class MongoClient:
         except BaseException:
             # Cancelled (or a client-side error): nothing more is awaited, the reaper kills what is left.
             for address, replaced in bulk.take_superseded_cursors():
-                self._cursor_reaper.abandon(address, replaced.namespace, replaced.id)
+                self._abandon_server_cursor(address, replaced.namespace, replaced.id)
             raise
         finally:
             if own_session is not None:
@@ -848,7 +908,7 @@ class MongoClient:
         if server_session is not None:
             self._executor.release_server_session(server_session)
         if cursor_id:
-            self._cursor_reaper.abandon(address, namespace, cursor_id)
+            self._abandon_server_cursor(address, namespace, cursor_id)
 
     async def _drop_results_cursor(
         self, error: BaseException | None, address: Address, cursor: CursorState, session: ClientSession | None
@@ -859,7 +919,7 @@ class MongoClient:
             return
         if error is not None and not isinstance(error, Exception):
             # Cancelled: nothing may be awaited here, so the reaper task kills it.
-            self._cursor_reaper.abandon(address, cursor.namespace, cursor.id)
+            self._abandon_server_cursor(address, cursor.namespace, cursor.id)
             return
         operation = KillCursors(cursor.database, cursor.collection, [cursor.id], codec_options=self._codec_options)
         try:
@@ -878,5 +938,12 @@ class MongoClient:
 
 # How long close() spends killing the cursors still queued by the cursor reaper.
 _CLOSE_FLUSH_TIMEOUT = 5.0
+
+
+async def _wait_all(closings: list[Awaitable[None]]) -> None:
+    results = await asyncio.gather(*closings, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 AsyncMongoClient = MongoClient

@@ -17,6 +17,7 @@ kills it on its own event loop.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import copy
@@ -34,6 +35,7 @@ from mongio.errors import (
     MongioError,
     OperationTimeoutError,
 )
+from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
 from mongio.execution.deadline import TimeoutMode
 from mongio.operations.base import CursorState, Operation
@@ -95,6 +97,8 @@ class _CursorBase(Generic[_T]):
         self._csot_timeout: float | None = None
         self._csot_mode: TimeoutMode | None = None
         self._csot_deadline: float | None = None
+        # The event loop of the first command: the server cursor is fetched from there only.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- what subclasses provide ------------------------------------------------------------------------------
 
@@ -232,6 +236,7 @@ class _CursorBase(Generic[_T]):
 
     async def _open(self) -> None:
         """Run the first command: the cursor's server, id and first batch."""
+        self._loop = asyncio.get_running_loop()
         self._started = True
         operation = self._first_operation()
         self._take_implicit_session()
@@ -257,6 +262,7 @@ class _CursorBase(Generic[_T]):
             await self._release_session()
 
     async def _get_more(self) -> None:
+        bind_to_running_loop(self._loop, "this cursor", "run the query again on this loop")
         database, _, collection = self._namespace.partition(".")
         operation = GetMore(
             database,
@@ -369,6 +375,10 @@ class _CursorBase(Generic[_T]):
 
         Errors from ``killCursors`` are ignored: the server drops idle cursors on its own.
         """
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            # Closed from another event loop (its own may be gone): the client kills the server cursor.
+            self._abandon()
+            return
         self._data.clear()
         cursor_id = self._id
         was_open = self._started and not self._killed

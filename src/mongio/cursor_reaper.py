@@ -92,6 +92,13 @@ class CursorReaper:
                 except Exception as exc:
                     _log.debug("killCursors for abandoned cursors %s on %s failed: %s", cursor_ids, address, exc)
 
+    def forget(self) -> None:
+        """Stop for good without sending anything: the loop is closed, its task can no longer run."""
+        self._closed = True
+        self._pending.clear()
+        self._task = self._wakeup = None
+        self._loop = None
+
     async def close(self, flush_timeout: float) -> None:
         """Send what is still queued, taking at most ``flush_timeout`` seconds, and stop the task. Cursors
         abandoned afterwards are left to the server."""

@@ -35,6 +35,7 @@ __all__ = [
     "DuplicateKeyError",
     "EncryptedCollectionError",
     "EncryptionError",
+    "EventLoopMismatchError",
     "ExecutionOperationTimeout",
     "ExecutionTimeout",
     "InvalidBSON",
@@ -134,6 +135,12 @@ class InvalidOperation(MongioError):
 
 class ClientClosedError(InvalidOperation):
     """The client was closed; make a new one."""
+
+
+class EventLoopMismatchError(InvalidOperation):
+    """An object bound to one event loop (a session, an open cursor, a change stream) was used from
+    another. The client itself works on any loop; these objects hold state of the loop they were used on
+    first. The message names both loops."""
 
 
 class ConnectionFailure(MongioError):

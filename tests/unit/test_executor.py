@@ -184,6 +184,11 @@ class FakeTopology:
         )
         self.settings = SimpleNamespace(load_balanced=False)
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """A fake topology belongs to whichever loop runs the test."""
+        return asyncio.get_running_loop()
+
     def select_server_nowait(self, *args: Any, **kwargs: Any) -> FakeServer:
         self.server.operation_count += 1
         return self.server

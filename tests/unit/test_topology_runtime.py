@@ -330,6 +330,9 @@ class FakePool:
     async def close(self) -> None:
         self.closed = True
 
+    def close_on_closed_loop(self) -> None:
+        self.closed = True
+
 
 class Pools:
     def __init__(self) -> None:

@@ -355,6 +355,24 @@ class Pool(Generic[C]):
                 if current is not None and current.cancelling():
                     raise
 
+    def close_on_closed_loop(self) -> None:
+        """:meth:`close` for a pool whose event loop is closed (its tasks are gone): every connection it still
+        counts is closed at once (their sockets directly) with its ``ConnectionClosedEvent``, and nothing is
+        scheduled on the closed loop. Waiters of that loop are forgotten, not failed."""
+        if self._state == PoolState.CLOSED and not self._in_use:
+            return
+        was_open = self._state != PoolState.CLOSED
+        self._state = PoolState.CLOSED
+        idle, self._idle = self._idle, deque()
+        in_use, self._in_use = list(self._in_use), set()
+        for conn in [conn for conn, _since in idle] + in_use:
+            self._discard(conn, _POOL_CLOSED)
+        self._waiters.clear()
+        self._establishing.clear()
+        self._background = self._wake = None
+        if was_open:
+            self._publish.pool_closed()
+
     # Check-out and check-in.
 
     def checkout(self, max_wait: float | None = None) -> _CheckedOut[C]:

@@ -10,6 +10,7 @@ arrives while nobody waits (the next reply of an exhaust stream, or stray data) 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -243,15 +244,31 @@ class MessageProtocol(asyncio.BufferedProtocol):
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
         reason = str(error) if error is not None else "closed by the driver"
+        if self.loop.is_closed():
+            self._close_on_closed_loop(reason, error)
+            return
         self._mark_lost(reason, error)
         if self.transport is not None:
             self.transport.abort()
 
     def close(self) -> None:
         """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
+        if self.loop.is_closed():
+            self._close_on_closed_loop("closed by the driver", None)
+            return
         self._mark_lost("closed by the driver", None)
         if self.transport is not None:
             self.transport.close()
+
+    def _close_on_closed_loop(self, reason: str, error: BaseException | None) -> None:
+        # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
+        # and the socket is closed here.
+        self._lost_reason = self._lost_reason or reason
+        self._lost_error = self._lost_error or error
+        self._waiter = self._parser = self._timer = self._drain_waiter = self._closed_waiter = None
+        self._connection_lost = True
+        if self.transport is not None:
+            close_socket_of_closed_loop(self.transport)
 
     def _mark_lost(self, reason: str, error: BaseException | None) -> None:
         if self._lost_reason is not None:
@@ -266,3 +283,23 @@ class MessageProtocol(asyncio.BufferedProtocol):
                 waiter.set_exception(error)
             else:
                 waiter.set_exception(self.lost_exception())
+
+
+def close_socket_of_closed_loop(transport: asyncio.BaseTransport) -> None:
+    """Close the socket under ``transport``, whose event loop is already closed.
+
+    asyncio closes a transport's socket only from a callback of its loop, which a closed loop never runs:
+    the socket would stay open until the transport's finalizer closes it with a ``ResourceWarning``. Here the
+    socket is closed at once and the transport left without one, so nothing touches the closed loop. The
+    attributes are asyncio's own (a selector transport's ``_sock``, under the TLS layer's
+    ``_ssl_protocol._transport``); a transport without them (another loop implementation) is left to its
+    finalizer.
+    """
+    inner: Any = transport
+    ssl_protocol = getattr(inner, "_ssl_protocol", None)
+    if ssl_protocol is not None:
+        inner = getattr(ssl_protocol, "_transport", None)
+    sock = getattr(inner, "_sock", None)
+    if isinstance(sock, socket.socket):
+        sock.close()
+        inner._sock = None

@@ -206,7 +206,8 @@ class Executor:
     # -- the topology ----------------------------------------------------------------------------------------
 
     def attach(self, topology: Topology) -> None:
-        """Run operations on ``topology`` from now on (the client calls this once it opened it)."""
+        """Run operations on ``topology`` from now on (the client calls this once it opened it); an operation
+        on another event loop than the topology's asks the client for that loop's topology."""
         self._topology = topology
 
     @property
@@ -260,7 +261,7 @@ class Executor:
     ) -> R:
         """Run ``operation`` and return its result: :meth:`execute_answered` without the server."""
         topology = self._topology
-        if topology is None or topology.closed:
+        if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
@@ -285,7 +286,7 @@ class Executor:
         ``timeoutMS`` of the database or collection (seconds, ``math.inf`` for 0) when it set one.
         """
         topology = self._topology
-        if topology is None or topology.closed:
+        if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:

@@ -34,6 +34,7 @@ transaction: committing it afterwards fails with ``NoSuchTransaction``. Let such
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import time
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp, as_timestamp
 from mongio.errors import ConfigurationError, InvalidOperation, MongioError
+from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
@@ -172,6 +174,9 @@ class ClientSession:
         # The OpenTelemetry span of the transaction under way, when the client traces: the parent of the
         # operations run in it, ended by commit or abort.
         self._transaction_span: Any = None
+        # The event loop of the session's first operation: its transaction state and pinned connection
+        # belong there.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "active"
@@ -518,6 +523,9 @@ class ClientSession:
                 f"this session was started by another client ({self._client!r}); a session can only be "
                 "used with the client that created it"
             )
+        self._loop = bind_to_running_loop(
+            self._loop, "this session", "start a session with client.start_session() on this loop"
+        )
 
     def _begin_operation(self, op: Operation[Any]) -> bool:
         """Before the first attempt of an operation other than commit and abort: whether it runs inside the

@@ -17,6 +17,7 @@ the parent had checked out are not taken back by the child's pool (driver sessio
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 import weakref
@@ -84,6 +85,8 @@ class ServerSessionPool:
         self._clock = clock
         self._sessions: deque[ServerSession] = deque()
         self._generation = 0
+        # Server sessions are plain data, shared by the client's event loops, which may run in threads.
+        self._lock = threading.Lock()
         _LIVE_POOLS.add(self)
 
     def __len__(self) -> int:
@@ -95,26 +98,29 @@ class ServerSessionPool:
     def acquire(self, timeout_minutes: float | None, *, load_balanced: bool = False) -> ServerSession:
         """Take the most recently returned session that still has a minute to live, else a new one."""
         now = self._clock()
-        while self._sessions:
-            session = self._sessions.popleft()
-            if load_balanced or not session.about_to_expire(now, timeout_minutes):
-                return session
+        with self._lock:
+            while self._sessions:
+                session = self._sessions.popleft()
+                if load_balanced or not session.about_to_expire(now, timeout_minutes):
+                    return session
         return ServerSession(now, generation=self._generation)
 
     def release(self, session: ServerSession, timeout_minutes: float | None) -> None:
         """Return a session; it is dropped when dirty, about to expire, or from before :meth:`reset`."""
         now = self._clock()
-        while self._sessions and self._sessions[-1].about_to_expire(now, timeout_minutes):
-            self._sessions.pop()
-        if session.generation != self._generation or session.dirty:
-            return
-        if session.about_to_expire(now, timeout_minutes):
-            return
-        self._sessions.appendleft(session)
+        with self._lock:
+            while self._sessions and self._sessions[-1].about_to_expire(now, timeout_minutes):
+                self._sessions.pop()
+            if session.generation != self._generation or session.dirty:
+                return
+            if session.about_to_expire(now, timeout_minutes):
+                return
+            self._sessions.appendleft(session)
 
     def reset(self) -> None:
         """Forget every pooled session without ending it (after a fork); sessions checked out now are not
         taken back."""
+        self._lock = threading.Lock()  # a lock held in the parent at the fork stays held in the child
         self._generation += 1
         self._sessions.clear()
 
@@ -123,8 +129,9 @@ class ServerSessionPool:
         at most ``batch_size`` ids each. Errors from those commands are to be ignored."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        ids = [session.session_id for session in self._sessions]
-        self._sessions.clear()
+        with self._lock:
+            ids = [session.session_id for session in self._sessions]
+            self._sessions.clear()
         return [{"endSessions": ids[start : start + batch_size]} for start in range(0, len(ids), batch_size)]
 
 

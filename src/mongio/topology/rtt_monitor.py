@@ -186,6 +186,13 @@ class RttMonitor:
         self._drop_connection("the client is closing")
         await wait_sockets_closed(self._dropped)
 
+    def close_on_closed_loop(self) -> None:
+        """:meth:`close` once the event loop is closed: the task is forgotten, the socket closed directly."""
+        self._stopped = True
+        self._task = None
+        self._drop_connection("the event loop closed")
+        self._dropped.clear()
+
     def _drop_connection(self, reason: str) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:

@@ -80,6 +80,10 @@ class SrvPoller:
             task.cancel()
         return task
 
+    def forget(self) -> None:
+        """Let go of the task without cancelling it: its event loop is closed and can no longer run it."""
+        self._task = None
+
     async def close(self) -> None:
         task = self.stop()
         if task is not None:

@@ -90,6 +90,10 @@ class PoolLike(Protocol):
 
     def close(self) -> Any: ...
 
+    def close_on_closed_loop(self) -> None:
+        """Close at once, without scheduling anything on the pool's event loop, which is closed."""
+        ...
+
     async def check_out(self, max_wait: float | None = None) -> Connection:
         """A connection of this pool, ready for a command (waiting at most ``max_wait`` seconds)."""
         ...
@@ -228,6 +232,7 @@ class Topology:
         self._retired: set[asyncio.Future[Any]] = set()
         self._opened = False
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._srv_poller: SrvPoller | None = None
         if srv_host is not None and not settings.load_balanced:
             self._srv_poller = SrvPoller(
@@ -270,6 +275,11 @@ class Topology:
     @property
     def opened(self) -> bool:
         return self._opened
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the topology was opened on, which its tasks, pools and condition belong to."""
+        return self._loop
 
     @property
     def closed(self) -> bool:
@@ -329,6 +339,7 @@ class Topology:
         if self._factory is None and not self._settings.load_balanced:
             raise ConfigurationError("a Topology needs a monitor connection factory unless load balanced")
         self._opened = True
+        self._loop = asyncio.get_running_loop()
         if self._publisher.sdam_enabled:
             self._publisher.publish(opening_events(self._topology_id, self._description))
         self._sync_servers()
@@ -362,13 +373,33 @@ class Topology:
                 await server.monitor.close()
             if server.pool is not None:
                 await _maybe_await(server.pool.close())
+        self._finish_closing()
+        async with self._condition:
+            self._condition.notify_all()
+
+    def close_on_closed_loop(self) -> None:
+        """:meth:`close` for a topology whose event loop is closed, from anywhere and without awaiting: the
+        tasks (which that loop can no longer run) are forgotten, every pool and monitoring connection is
+        closed directly, and the closing events are published. Nothing is scheduled on the closed loop."""
+        if self._closed:
+            return
+        self._closed = True
+        self._retired.clear()
+        if self._srv_poller is not None:
+            self._srv_poller.forget()
+        for server in self._servers.values():
+            if server.monitor is not None:
+                server.monitor.close_on_closed_loop()
+            if server.pool is not None:
+                server.pool.close_on_closed_loop()
+        self._finish_closing()
+
+    def _finish_closing(self) -> None:
         last = self._description
         self._servers.clear()
         self._description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self._settings)
         if self._opened and self._publisher.sdam_enabled:
             self._publisher.publish(closing_events(self._topology_id, last))
-        async with self._condition:
-            self._condition.notify_all()
 
     async def __aenter__(self) -> Topology:
         await self.open()

@@ -1,0 +1,282 @@
+"""One client on any event loop: successive loops, a loop per thread, and pytest-asyncio's function-scoped
+loops sharing a module-scoped client; objects bound to one loop refuse another with a clear error.
+
+Every test here fails on a loop error (a future's exception never retrieved, "attached to a different
+loop"), on a ResourceWarning (an unclosed socket) and on a coroutine never awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mongio import MongoClient
+from mongio.errors import EventLoopMismatchError, InvalidOperation
+from tests.support.loop_checks import LoopErrors, PoolEventCounts, collected_warnings, loop_problems
+
+pytestmark = [
+    pytest.mark.filterwarnings("error::ResourceWarning"),
+    pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"),
+]
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _assert_balanced(events: PoolEventCounts) -> None:
+    assert events.count("ConnectionCreatedEvent") > 0
+    assert events.count("ConnectionCreatedEvent") == events.count("ConnectionClosedEvent"), events.counts
+    assert events.count("PoolCreatedEvent") == events.count("PoolClosedEvent"), events.counts
+    assert events.count("ConnectionCheckedOutEvent") == events.count("ConnectionCheckedInEvent"), (
+        events.counts
+    )
+
+
+# -- pytest-asyncio: a function-scoped loop per test, one client for the module ------------------------------
+
+_MODULE_EVENTS = PoolEventCounts()
+_MODULE_ERRORS = LoopErrors()
+
+
+@pytest.fixture(scope="module")
+def shared_client(server_uri: str) -> Iterator[MongoClient]:
+    """Made outside any loop, used by several tests (each on its own loop), closed on one more."""
+    client = MongoClient(server_uri, event_listeners=[_MODULE_EVENTS])
+    yield client
+
+    async def close() -> None:
+        await client.close()
+
+    with collected_warnings() as caught:
+        _MODULE_ERRORS.run(close)
+    assert loop_problems(_MODULE_ERRORS, caught) == []
+    _assert_balanced(_MODULE_EVENTS)
+
+
+@pytest.fixture
+async def loop_guard() -> AsyncIterator[None]:
+    _MODULE_ERRORS.install()
+    yield
+
+
+@pytest.mark.parametrize("round_", range(3))
+async def test_module_client_on_each_test_loop(
+    shared_client: MongoClient, loop_guard: None, round_: int
+) -> None:
+    collection = shared_client.loops_test.per_test
+    await collection.insert_one({"round": round_})
+    assert await collection.count_documents({"round": round_}) >= 1
+    # Each test's loop opened its own pool: one per loop so far, the earlier ones closed with their loops.
+    assert _MODULE_EVENTS.count("PoolCreatedEvent") == round_ + 1
+    assert _MODULE_EVENTS.count("PoolClosedEvent") == round_
+    assert _MODULE_ERRORS.messages == []
+
+
+async def test_module_client_cursor_and_session_within_one_loop(
+    shared_client: MongoClient, loop_guard: None
+) -> None:
+    collection = shared_client.loops_test.in_one_loop
+    await collection.delete_many({})
+    await collection.insert_many([{"n": n} for n in range(10)])
+    async with shared_client.start_session() as session:
+        found = await collection.find({}, session=session, batch_size=3).to_list()
+    assert sorted(doc["n"] for doc in found) == list(range(10))
+
+
+# -- successive asyncio.run() calls with a module-level client (own process) --------------------------------
+
+_SUCCESSIVE_RUNS = """
+import asyncio, gc, sys, warnings
+warnings.simplefilter("error", ResourceWarning)
+from mongio import MongoClient
+from tests.support.loop_checks import LoopErrors, PoolEventCounts, collected_warnings, loop_problems
+
+events = PoolEventCounts()
+client = MongoClient(sys.argv[1], event_listeners=[events])   # module level: no loop runs yet
+errors = LoopErrors()
+
+
+async def use(run: int) -> int:
+    await client.loops_test.successive.insert_one({"run": run})
+    cursor = client.loops_test.successive.find({}, batch_size=1)
+    await cursor.next()           # a server cursor left open: the runtime kills it when the loop ends
+    async with client.start_session() as session:
+        await client.loops_test.successive.find_one({}, session=session)
+    return await client.loops_test.successive.count_documents({"run": run})
+
+
+async def close() -> None:
+    await client.close()
+
+
+with collected_warnings() as caught:
+    counts = [errors.run(lambda: use(run)) for run in range(4)]
+    errors.run(close)
+problems = loop_problems(errors, caught)
+print("counts", counts)
+print("problems", problems)
+print("balanced", events.counts.get("ConnectionCreatedEvent") == events.counts.get("ConnectionClosedEvent"),
+      events.counts.get("PoolCreatedEvent"), events.counts.get("PoolClosedEvent"))
+"""
+
+
+def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> None:
+    async def reset() -> None:
+        client = MongoClient(server_uri)
+        await client.loops_test.successive.delete_many({})
+        await client.close()
+
+    asyncio.run(reset())
+    finished = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-c", _SUCCESSIVE_RUNS, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "counts [1, 1, 1, 1]" in finished.stdout, finished.stdout + finished.stderr
+    assert "problems []" in finished.stdout, finished.stdout + finished.stderr
+    assert "balanced True 4 4" in finished.stdout, finished.stdout + finished.stderr
+    assert "Error" not in finished.stderr and "Warning" not in finished.stderr, finished.stderr
+
+
+def test_a_loop_closed_without_shutting_down_is_let_go_of(server_uri: str) -> None:
+    """A loop closed while the client's tasks still pend there (no asyncio.run): the next loop drops what
+    belonged to it, closing the sockets directly, and works."""
+    events = PoolEventCounts()
+    errors = LoopErrors()
+    client = MongoClient(server_uri, event_listeners=[events])
+    with collected_warnings() as caught:
+        loop = asyncio.new_event_loop()
+        loop.set_exception_handler(errors.handler)
+        assert loop.run_until_complete(client.admin.command("ping"))["ok"] == 1
+        loop.close()
+
+        async def again() -> None:
+            assert (await client.admin.command("ping"))["ok"] == 1
+            await client.close()
+
+        errors.run(again)
+    # The tasks the closed loop could not finish are reported destroyed by asyncio itself, as for any
+    # library's tasks: what matters is that no socket is left open and nothing touched the closed loop.
+    problems = [text for text in loop_problems(errors, caught) if "Task was destroyed" not in text]
+    assert problems == []
+    _assert_balanced(events)
+
+
+# -- one loop per thread, one client ---------------------------------------------------------------------------
+
+_OPERATIONS_PER_THREAD = 1000
+
+
+def test_three_threads_each_with_its_loop_share_one_client(server_uri: str) -> None:
+    events = PoolEventCounts()
+    errors = LoopErrors()
+    client = MongoClient(server_uri, event_listeners=[events])
+    collection = client.loops_test.threads
+    finished_work = threading.Barrier(4)
+    release = threading.Event()
+    results: dict[int, Any] = {}
+
+    async def work(worker: int) -> None:
+        for n in range(_OPERATIONS_PER_THREAD):
+            if n % 2:
+                await collection.find_one({"worker": worker})
+            else:
+                await collection.insert_one({"worker": worker, "n": n})
+        results[worker] = await collection.count_documents({"worker": worker})
+        # Keep this loop running while the main thread closes the client from its own loop.
+        await asyncio.to_thread(finished_work.wait)
+        await asyncio.to_thread(release.wait)
+
+    def thread_main(worker: int) -> None:
+        try:
+            errors.run(lambda: work(worker))
+        except BaseException as exc:
+            results[worker] = exc
+            finished_work.abort()
+
+    async def close_while_the_loops_run() -> None:
+        await client.close()
+
+    async def reset() -> None:
+        await collection.delete_many({})
+
+    with collected_warnings() as caught:
+        errors.run(reset)
+        threads = [threading.Thread(target=thread_main, args=(worker,)) for worker in range(3)]
+        for thread in threads:
+            thread.start()
+        finished_work.wait(timeout=300)
+        errors.run(close_while_the_loops_run)
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert results == {worker: _OPERATIONS_PER_THREAD // 2 for worker in range(3)}
+    assert loop_problems(errors, caught) == []
+    # One pool per loop that used the client (the reset's loop and the three threads'), all closed.
+    assert events.count("PoolCreatedEvent") == 4
+    _assert_balanced(events)
+    with pytest.raises(InvalidOperation):
+        errors.run(lambda: collection.find_one({}))
+
+
+# -- objects bound to one loop -----------------------------------------------------------------------------
+
+
+def _assert_names_both_loops(error: EventLoopMismatchError, first: asyncio.AbstractEventLoop) -> None:
+    text = str(error)
+    assert f"{id(first):#x}" in text
+    assert text.count(" at 0x") == 2
+
+
+def test_session_cursor_and_change_stream_refuse_another_loop(server_uri: str) -> None:
+    errors = LoopErrors()
+    client = MongoClient(server_uri)
+    collection = client.loops_test.bound
+    made: dict[str, Any] = {}
+
+    async def in_first_loop() -> None:
+        made["loop"] = asyncio.get_running_loop()
+        await collection.delete_many({})
+        await collection.insert_many([{"n": n} for n in range(6)])
+        session = made["session"] = client.start_session()
+        await collection.find_one({}, session=session)
+        cursor = made["cursor"] = collection.find({}, batch_size=2)
+        await cursor.next()
+        await cursor.next()
+        made["stream"] = await collection.watch()
+
+    async def in_second_loop() -> None:
+        with pytest.raises(EventLoopMismatchError) as by_session:
+            await collection.find_one({}, session=made["session"])
+        _assert_names_both_loops(by_session.value, made["loop"])
+        assert "this session" in str(by_session.value)
+        with pytest.raises(EventLoopMismatchError) as by_cursor:
+            await made["cursor"].next()
+        _assert_names_both_loops(by_cursor.value, made["loop"])
+        assert "this cursor" in str(by_cursor.value)
+        with pytest.raises(EventLoopMismatchError) as by_stream:
+            await made["stream"].try_next()
+        _assert_names_both_loops(by_stream.value, made["loop"])
+        assert "this change stream" in str(by_stream.value)
+        # Closing them here is allowed: what the server holds is handed to this loop's client runtime.
+        await made["cursor"].close()
+        await made["stream"].close()
+        await made["session"].end_session()
+        # The client itself works here.
+        assert await collection.count_documents({}) == 6
+        await client.close()
+
+    with collected_warnings() as caught:
+        errors.run(in_first_loop)
+        errors.run(in_second_loop)
+        made.clear()
+    assert loop_problems(errors, caught) == []
