@@ -100,8 +100,8 @@ def _summary(task: str, driver: str, wall_ratio: float, cpu_ratio: float) -> Sum
 def test_targets_compare_mongio_ratios_with_the_limits() -> None:
     lines = check_targets(
         [
-            _summary("run_command", "mongio", 0.9, 0.55),
-            _summary("find_one_by_id", "mongio-uvloop", 0.9, 0.61),
+            _summary("run_command", "mongio", 0.9, 0.33),
+            _summary("find_one_by_id", "mongio-uvloop", 0.9, 0.36),
             _summary("concurrency_200x50", "mongio", 1.25, 2.0),
             _summary("run_command", "motor", 1.0, 0.1),
             _summary("find_many", "mongio", 3.0, 3.0),
