@@ -333,6 +333,12 @@ class FakePool:
     def close_on_closed_loop(self) -> None:
         self.closed = True
 
+    async def check_out(self, max_wait: float | None = None) -> Any:
+        raise AssertionError("the topology never checks a connection out of a pool")
+
+    def check_in(self, conn: Any) -> None:
+        raise AssertionError("the topology never checks a connection in")
+
 
 class Pools:
     def __init__(self) -> None:
@@ -636,10 +642,10 @@ async def test_selection_logs_follow_the_specification(caplog: pytest.LogCapture
             ):
                 await topology.select_server(is_write=True, timeout=1.2, operation="insert")
             messages = [
-                record.msg.fields["message"]
+                record.msg.fields["message"]  # type: ignore[union-attr]
                 for record in caplog.records
                 if record.name == "mongio.serverSelection"
-            ]  # type: ignore[union-attr]
+            ]
             assert messages == [
                 "Server selection started",
                 "Waiting for suitable server to become available",
@@ -702,8 +708,10 @@ async def test_a_check_timeout_clears_the_pool_interrupting_connections_in_use()
             await rs.change(hang)
             topology.servers[rs[0].address].monitor.request_check()  # type: ignore[union-attr]
             await wait_for(
-                topology, lambda d: d.get(rs[0].address).server_type == ServerType.Unknown, within=3
-            )  # type: ignore[union-attr]
+                topology,
+                lambda d: d.get(rs[0].address).server_type == ServerType.Unknown,  # type: ignore[union-attr]
+                within=3,
+            )
             error = topology.description.get(rs[0].address).error  # type: ignore[union-attr]
             assert isinstance(error, NetworkTimeout | TimeoutError)
             assert pool.clears and pool.clears[0] == (True, None)
@@ -759,11 +767,11 @@ class TimerCounter:
             self.count += 1
             return original(when, callback, *args, **kwargs)
 
-        self.loop.call_at = call_at  # type: ignore[method-assign]
+        self.loop.call_at = call_at  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        del self.loop.call_at  # type: ignore[misc]
+        del self.loop.call_at
 
 
 @pytest.mark.parametrize("mode", ["stream", "poll"])
@@ -1152,7 +1160,7 @@ def test_heartbeat_failure_log_cuts_the_server_reply(
     reply = {"ok": 0, "errmsg": "node is recovering " * 200, "code": 91}
     publisher = SdamPublisher("tid")
     with caplog.at_level(logging.DEBUG, logger="mongio.topology"):
-        publisher.heartbeat_failed(("h", 1), 0.002, OperationFailure(reply["errmsg"], 91, reply), False, 7)
+        publisher.heartbeat_failed(("h", 1), 0.002, OperationFailure(str(reply["errmsg"]), 91, reply), False, 7)
     (record,) = [record for record in caplog.records if record.name == "mongio.topology"]
     assert record.msg.fields["failure"] == 'OperationFailure: {"ok": 0, ...'  # type: ignore[union-attr]
 
