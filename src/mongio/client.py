@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -121,14 +121,39 @@ class _ListDatabasesCursor(ListDatabases):
         return CursorState(0, "admin.$cmd", list(reply.get("databases", [])))
 
 
-class _NothingToClose:
-    """What closing a client that never connected returns: awaitable, and done."""
+class _Closing(Coroutine[Any, Any, None]):
+    """What :meth:`MongoClient.close` returns: awaitable any number of times, and a coroutine too, so that
+    ``asyncio.run(client.close())`` takes it as it takes PyMongo's. The closing does not wait to be awaited:
+    ``task`` (None when nothing is left to wait for on the calling loop) is already running."""
+
+    __slots__ = ("_driven", "_task")
+
+    def __init__(self, task: asyncio.Task[None] | None) -> None:
+        self._task = task
+        self._driven: Generator[Any, None, None] | None = None
 
     def __await__(self) -> Generator[Any, None, None]:
-        yield from ()
+        if self._task is not None:
+            yield from self._task.__await__()
+
+    def _driver(self) -> Generator[Any, None, None]:
+        # One generator for whoever drives this object as a coroutine (asyncio.run's task).
+        if self._driven is None:
+            self._driven = self.__await__()
+        return self._driven
+
+    def send(self, value: Any) -> Any:
+        return self._driver().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        return self._driver().throw(typ if val is None else val)
+
+    def close(self) -> None:
+        if self._driven is not None:
+            self._driven.close()
 
 
-_NOTHING_TO_CLOSE = _NothingToClose()
+_NOTHING_TO_CLOSE = _Closing(None)
 
 
 class MongoClient:
@@ -194,7 +219,7 @@ class MongoClient:
         self._runtimes: dict[asyncio.AbstractEventLoop, LoopRuntime] = {}
         self._runtimes_lock = threading.Lock()
         self._closed = False
-        self._closing: Awaitable[None] | None = None
+        self._closing: _Closing | None = None
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
@@ -396,7 +421,7 @@ class MongoClient:
         """Start monitoring the deployment now rather than at the first operation."""
         await self._open_topology()
 
-    def close(self) -> Awaitable[None]:
+    def close(self) -> Coroutine[Any, Any, None]:
         """Kill the server cursors of cursors dropped while open, end the pooled server sessions
         (``endSessions``), stop every monitor and close every connection.
 
@@ -422,8 +447,8 @@ class MongoClient:
                 # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE
             else:
-                # A task rather than a coroutine, so that closing starts even when nobody awaits it.
-                self._closing = loop.create_task(_wait_all(closings))
+                # A task, so that closing starts even when nobody awaits it.
+                self._closing = _Closing(loop.create_task(_wait_all(closings)))
         return self._closing
 
     def _close_runtimes(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
-from mongio.errors import EventLoopMismatchError, InvalidOperation
+from mongio.errors import ClientClosedError, EventLoopMismatchError, InvalidOperation
 from tests.support.loop_checks import LoopErrors, PoolEventCounts, collected_warnings, loop_problems
 
 pytestmark = [
@@ -280,3 +280,23 @@ def test_session_cursor_and_change_stream_refuse_another_loop(server_uri: str) -
         errors.run(in_second_loop)
         made.clear()
     assert loop_problems(errors, caught) == []
+
+
+def test_asyncio_run_takes_close_as_it_takes_pymongos_coroutine(server_uri: str) -> None:
+    client = MongoClient(server_uri)
+
+    async def ping() -> None:
+        await client.admin.command("ping")
+
+    asyncio.run(ping())
+    asyncio.run(ping())
+    # PyMongo's close() is a coroutine function, so scripts end with asyncio.run(client.close()).
+    assert asyncio.run(client.close()) is None
+
+    async def closed_twice_then_used() -> None:
+        await client.close()
+        await client.close()
+        with pytest.raises(ClientClosedError):
+            await client.admin.command("ping")
+
+    asyncio.run(closed_twice_then_used())
