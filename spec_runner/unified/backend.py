@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import os
@@ -63,9 +62,9 @@ _SIGNATURE_MISMATCH = re.compile(
 
 
 def _is_pending_call(result: Any) -> bool:
-    # A coroutine, or a task the method started (MongoClient.close() returns its closing task); objects that
+    # A coroutine (MongoClient.close() returns one whose closing is under way), or a task; objects that
     # are merely awaitable as well (a cursor, a change stream, a session) are results in their own right.
-    return inspect.iscoroutine(result) or isinstance(result, asyncio.Future)
+    return asyncio.iscoroutine(result) or isinstance(result, asyncio.Future)
 
 
 async def api_call(function: Any, *args: Any, **kwargs: Any) -> Any:

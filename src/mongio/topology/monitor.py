@@ -124,6 +124,16 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
     return open_monitor_connection
 
 
+
+class _Heartbeat:
+    """When a heartbeat's hello started (the connection's opening excluded) and whether it was awaited."""
+
+    __slots__ = ("awaited", "start")
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.awaited = False
+
 class _CheckCancelled(Exception):
     """The topology cancelled the check in progress (an application saw a network error)."""
 
@@ -340,63 +350,10 @@ class Monitor:
         self._checking = True
         self._check_cancelled = False
         publisher = self._publisher if self._publisher.heartbeat_enabled else None
-        connection = self._connection
-        awaited = False
-        start = loop.time()
+        attempt = _Heartbeat(loop.time())
         try:
-            if connection is None or connection.closed:
-                self._connection = connection = None
-                if publisher is not None:
-                    publisher.heartbeat_started(self._address, False, log=False)
-                start = loop.time()
-                connection, handshake_time = await open_timed(
-                    self._factory, self._address, self._connect_timeout
-                )
-                if self._check_cancelled or self._stopped:
-                    connection.close("the check was cancelled")
-                    raise AutoReconnect("the check was cancelled while connecting")
-                self._connection = connection
-                if publisher is not None:
-                    publisher.heartbeat_started(
-                        self._address, False, connection.id, connection.server_connection_id, event=False
-                    )
-                reply: Mapping[str, Any] = connection.hello or {}
-                if reply.get("ok") == 1:
-                    self.rtt.add_sample(handshake_time)
-            elif connection.more_to_come:
-                awaited = True
-                if publisher is not None:
-                    publisher.heartbeat_started(
-                        self._address, True, connection.id, connection.server_connection_id
-                    )
-                start = loop.time()
-                reply = await connection.receive(check=False, deadline=self._deadline(True))
-            elif self._streaming and previous.topology_version is not None:
-                awaited = True
-                if publisher is not None:
-                    publisher.heartbeat_started(
-                        self._address, True, connection.id, connection.server_connection_id
-                    )
-                start = loop.time()
-                reply = await connection.command(
-                    "admin",
-                    self._hello_command(previous.topology_version),
-                    exhaust_allowed=True,
-                    check=False,
-                    deadline=self._deadline(True),
-                )
-            else:
-                if publisher is not None:
-                    publisher.heartbeat_started(
-                        self._address, False, connection.id, connection.server_connection_id
-                    )
-                start = loop.time()
-                reply = await connection.command(
-                    "admin", self._hello_command(None), check=False, deadline=self._deadline(False)
-                )
-                if reply.get("ok") == 1:
-                    self.rtt.add_sample(loop.time() - start)
-            duration = loop.time() - start
+            reply = await self._hello(previous, publisher, attempt)
+            duration = loop.time() - attempt.start
             if reply.get("ok") != 1:
                 code = reply.get("code")
                 raise OperationFailure(
@@ -404,25 +361,79 @@ class Monitor:
                 )
             self._use_hello = self._api_declared or bool(reply.get("helloOk"))
             if publisher is not None:
+                connection = self._connection
                 server_id = connection.server_connection_id if connection is not None else None
                 connection_id = connection.id if connection is not None else None
                 publisher.heartbeat_succeeded(
-                    self._address, duration, reply, awaited, connection_id, server_id
+                    self._address, duration, reply, attempt.awaited, connection_id, server_id
                 )
             return ServerDescription(self._address, reply, self.rtt.average, min_round_trip_time=self.rtt.min)
         except Exception as exc:
-            duration = loop.time() - start
-            if publisher is not None:
-                ids: tuple[int | None, int | None]
-                if connection is not None:
-                    ids = (connection.id, connection.server_connection_id)
-                else:
-                    ids = (getattr(exc, "monitor_connection_id", None), None)
-                publisher.heartbeat_failed(self._address, duration, exc, awaited, *ids)
-            self._drop_connection(f"the check failed: {exc}")
-            self.rtt.reset()
-            if self._check_cancelled:
-                raise _CheckCancelled() from exc
-            return ServerDescription(self._address, error=exc)
+            return self._check_failed(exc, loop.time() - attempt.start, attempt.awaited, publisher)
         finally:
             self._checking = False
+
+    async def _hello(
+        self, previous: ServerDescription, publisher: SdamPublisher | None, attempt: _Heartbeat
+    ) -> Mapping[str, Any]:
+        """One heartbeat's hello: the handshake of a new connection, the next reply of a stream, a streaming
+        (awaited) hello, or a polling one; ``attempt`` gets when it started and whether it was awaited."""
+        loop = asyncio.get_running_loop()
+        connection = self._connection
+        if connection is None or connection.closed:
+            self._connection = None
+            if publisher is not None:
+                publisher.heartbeat_started(self._address, False, log=False)
+            attempt.start = loop.time()
+            connection, handshake_time = await open_timed(self._factory, self._address, self._connect_timeout)
+            if self._check_cancelled or self._stopped:
+                connection.close("the check was cancelled")
+                raise AutoReconnect("the check was cancelled while connecting")
+            self._connection = connection
+            if publisher is not None:
+                publisher.heartbeat_started(
+                    self._address, False, connection.id, connection.server_connection_id, event=False
+                )
+            reply: Mapping[str, Any] = connection.hello or {}
+            if reply.get("ok") == 1:
+                self.rtt.add_sample(handshake_time)
+            return reply
+        streaming = connection.more_to_come or (self._streaming and previous.topology_version is not None)
+        attempt.awaited = streaming
+        if publisher is not None:
+            publisher.heartbeat_started(self._address, streaming, connection.id, connection.server_connection_id)
+        attempt.start = loop.time()
+        if connection.more_to_come:
+            return await connection.receive(check=False, deadline=self._deadline(True))
+        if streaming:
+            return await connection.command(
+                "admin",
+                self._hello_command(previous.topology_version),
+                exhaust_allowed=True,
+                check=False,
+                deadline=self._deadline(True),
+            )
+        reply = await connection.command(
+            "admin", self._hello_command(None), check=False, deadline=self._deadline(False)
+        )
+        if reply.get("ok") == 1:
+            self.rtt.add_sample(loop.time() - attempt.start)
+        return reply
+
+    def _check_failed(
+        self, exc: Exception, duration: float, awaited: bool, publisher: SdamPublisher | None
+    ) -> ServerDescription:
+        """A failed check: the heartbeat failed event, the connection dropped, the RTT samples forgotten."""
+        if publisher is not None:
+            connection = self._connection
+            ids: tuple[int | None, int | None]
+            if connection is not None:
+                ids = (connection.id, connection.server_connection_id)
+            else:
+                ids = (getattr(exc, "monitor_connection_id", None), None)
+            publisher.heartbeat_failed(self._address, duration, exc, awaited, *ids)
+        self._drop_connection(f"the check failed: {exc}")
+        self.rtt.reset()
+        if self._check_cancelled:
+            raise _CheckCancelled() from exc
+        return ServerDescription(self._address, error=exc)
