@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from mongio.sessions.client_session import ClientSession
     from mongio.topology.server_description import Address, ServerDescription
     from mongio.topology.topology import PoolLike, Server, Topology
-    from mongio.tracing.spans import OperationSpan, Tracing
+    from mongio.tracing.spans import CommandSpan, OperationSpan, Tracing
 
 __all__ = ["Answered", "Executor", "read_preference_document"]
 
@@ -613,14 +613,7 @@ class Executor:
         error (not raised: the caller may ignore a NamespaceNotFound)."""
         op = run.op
         body, sequences = command
-        publisher = self._publisher
-        events = None
-        if publisher.enabled:
-            events = CommandEvents(
-                publisher, op.command_name, op.database, run.operation_id, address, conn, body, sequences
-            )
-        trace = run.trace
-        span = None if trace is None else trace.command(op.command_name, op.database, body, sequences, conn)
+        events, span = self._observers(run, conn, address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
         deadline = csot.current_deadline()
         request_id = 0
@@ -664,6 +657,29 @@ class Executor:
             if span is not None:
                 span.failed(exc)
             raise
+        return reply, self._take_reply(run, reply, events, span)
+
+    def _observers(
+        self, run: _Execution[Any], conn: Connection, address: Address, command: Command
+    ) -> tuple[CommandEvents | None, CommandSpan | None]:
+        """The command's events (when anyone listens or logs) and its span (when the client traces)."""
+        op = run.op
+        body, sequences = command
+        publisher = self._publisher
+        events = None
+        if publisher.enabled:
+            events = CommandEvents(
+                publisher, op.command_name, op.database, run.operation_id, address, conn, body, sequences
+            )
+        trace = run.trace
+        span = None if trace is None else trace.command(op.command_name, op.database, body, sequences, conn)
+        return events, span
+
+    def _take_reply(
+        self, run: _Execution[Any], reply: dict[str, Any], events: CommandEvents | None, span: CommandSpan | None
+    ) -> OperationFailure | None:
+        """What a received reply tells the cluster clock and the session, and the command's succeeded or failed
+        event and span; returns the error of an ``ok: 0`` reply."""
         if reply:
             self.cluster_clock.advance_from_reply(reply)
             if run.session is not None:
@@ -674,13 +690,13 @@ class Executor:
                     events.failed(error)
                 if span is not None:
                     span.failed(error)
-                return reply, error
+                return error
         if events is not None:
             # A copy: handle_response may rework the reply a listener keeps.
             events.succeeded(dict(reply) if run.acknowledged else {"ok": 1})
         if span is not None:
             span.succeeded(reply)
-        return reply, None
+        return None
 
     async def _raise_write_concern_retry(
         self, topology: Topology, run: _Execution[Any], reply: dict[str, Any], conn: Connection
