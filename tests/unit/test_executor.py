@@ -156,6 +156,9 @@ class FakePool:
         self.checked_out += 1
         return self.conn
 
+    def pin(self, conn: FakeConnection, purpose: str) -> None:
+        pass
+
     def check_in(self, conn: FakeConnection) -> None:
         self.checked_in += 1
 

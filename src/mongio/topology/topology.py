@@ -98,6 +98,10 @@ class PoolLike(Protocol):
         """Give back a connection :meth:`check_out` gave."""
         ...
 
+    def pin(self, conn: Connection, purpose: str) -> None:
+        """Record that a cursor or a transaction holds ``conn`` across commands (load-balanced mode)."""
+        ...
+
 
 PoolFactory = Callable[[Address], PoolLike]
 
