@@ -282,7 +282,10 @@ class _CursorBase(Generic[_T]):
             raise
         except OperationTimeoutError:
             # The server cursor lives on: the next call may try again, and close() kills it with a fresh
-            # timeout.
+            # timeout. A load-balanced cursor's connection that the timeout cut off mid-exchange goes back
+            # (the pool closes it); the next command takes another.
+            if self._pin.broken:
+                self._pin.release()
             raise
         except Exception:
             if not self._pin.held:
