@@ -475,9 +475,8 @@ class Executor:
                     conn = await pool.check_out(wait)
             try:
                 result = await self._on_connection(topology, run, server, pool, conn)
-                if pin is not None and _keeps_cursor_open(result) and not pin.holds(conn):
-                    if session is None or not session._holds(conn):
-                        pin.hold(pool, conn)
+                if pin is not None and _keeps_cursor_open(result) and not _held(conn, session, pin):
+                    pin.hold(pool, conn)
             except MongioError as exc:
                 if run.sent:
                     # The pool is cleared (when the error calls for it) before this connection goes back in.
@@ -486,7 +485,7 @@ class Executor:
                     )
                 raise
             finally:
-                if (session is None or not session._holds(conn)) and (pin is None or not pin.holds(conn)):
+                if not _held(conn, session, pin):
                     pool.check_in(conn)
         finally:
             server.operation_finished()
@@ -832,6 +831,11 @@ class Executor:
             raise
         if events is not None:
             events.succeeded(reply)
+
+
+def _held(conn: Connection, session: ClientSession | None, pin: ConnectionPin | None) -> bool:
+    """Whether a load-balanced transaction or cursor holds ``conn`` beyond this command."""
+    return (session is not None and session._holds(conn)) or (pin is not None and pin.holds(conn))
 
 
 def _keeps_cursor_open(result: object) -> bool:
