@@ -557,9 +557,10 @@ class Pool(Generic[C]):
             current = entry[0] if entry is not None else 0
         else:
             current = self._generation
-        if conn.closed and conn not in self._interrupted:
-            # Broken by an error of its own: that, not the pool clear the error may have caused, closes it.
-            return _ERROR
+        if conn.closed:
+            # Broken by an error of its own, which (not the pool clear the error may have caused) closes it;
+            # unless a clear interrupted it.
+            return _STALE if conn in self._interrupted else _ERROR
         if conn.generation != current:
             return _STALE
         # Written as _next_expiry computes it, so the background task never finds an expiry due that
@@ -570,8 +571,6 @@ class Pool(Generic[C]):
             and idle_since + self._max_idle <= time.monotonic()
         ):
             return _IDLE
-        if conn.closed:
-            return _STALE  # interrupted by a clear
         return None
 
     def _take_idle(self) -> C | None:

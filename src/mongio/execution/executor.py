@@ -132,10 +132,10 @@ def read_preference_document(
 ) -> dict[str, Any] | None:
     """The ``$readPreference`` to send with ``op`` to a server, per the server selection specification.
 
-    Mongos and load balancers get it unless it is primary (commands go in OP_MSG, where every other mode is
-    sent, a plain secondaryPreferred included); a direct connection to a replica set member gets ``primaryPreferred`` for a primary read
-    preference so any member answers; a standalone never gets it; replica set members get it unless it is
-    primary. Writes carry none.
+    Mongos and load balancers get it unless it is primary (commands go in OP_MSG, where every other mode
+    is sent, a plain secondaryPreferred included); a direct connection to a replica set member gets
+    ``primaryPreferred`` for a primary read preference so any member answers; a standalone never gets it;
+    replica set members get it unless it is primary. Writes carry none.
     """
     if op.takes_write_concern and not op.has_write_stage:
         return None
@@ -475,7 +475,12 @@ class Executor:
                     conn = await pool.check_out(wait)
             try:
                 result = await self._on_connection(topology, run, server, pool, conn)
-                if pin is not None and _keeps_cursor_open(result) and not _held(conn, session, pin):
+                if (
+                    pin is not None
+                    and _keeps_cursor_open(result)
+                    and not pin.holds(conn)
+                    and (session is None or not session._holds(conn))
+                ):
                     pin.hold(pool, conn)
             except MongioError as exc:
                 if run.sent:
@@ -485,7 +490,8 @@ class Executor:
                     )
                 raise
             finally:
-                if not _held(conn, session, pin):
+                # A load-balanced transaction or cursor keeps its connection beyond this command.
+                if (session is None or not session._holds(conn)) and (pin is None or not pin.holds(conn)):
                     pool.check_in(conn)
         finally:
             server.operation_finished()
@@ -831,11 +837,6 @@ class Executor:
             raise
         if events is not None:
             events.succeeded(reply)
-
-
-def _held(conn: Connection, session: ClientSession | None, pin: ConnectionPin | None) -> bool:
-    """Whether a load-balanced transaction or cursor holds ``conn`` beyond this command."""
-    return (session is not None and session._holds(conn)) or (pin is not None and pin.holds(conn))
 
 
 def _keeps_cursor_open(result: object) -> bool:
