@@ -48,41 +48,9 @@ def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
 # The cases only a harness topology can run (their runOnRequirements leave out single and replicaset); the
 # rest of each topology's run is `python -m spec_runner --topology TOPOLOGY` (README, "Topologies").
 TOPOLOGY_RUNS = ("sharded", "load-balanced")
-_LB_CURSOR_PIN = "load-balanced mode: a cursor does not keep its connection checked out (pinned) until exhausted"
-_LB_STALE = "load-balanced mode: after a network error the pinned connection is closed as 'stale', not 'error'"
-_LB_WAIT_QUEUE = "load-balanced mode: WaitQueueTimeoutError lacks the in-use-by-cursors/transactions counts"
-# Spec cases the harness serves that fail on gaps of the driver's load-balanced mode; strict, so each one
-# fails loudly once the driver is fixed and must then leave this list.
-KNOWN_DRIVER_GAPS = {
-    "load-balancers/cursors.json::pinned connections are returned when the cursor is drained": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::pinned connections are returned to the pool when the cursor is closed": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::pinned connections are not returned after an network error during getMore": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::pinned connections are returned after a network error during a killCursors request": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::pinned connections are not returned to the pool after a non-network error on getMore": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::aggregate pins the cursor to a connection": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::listCollections pins the cursor to a connection": _LB_CURSOR_PIN,
-    "load-balancers/cursors.json::listIndexes pins the cursor to a connection": "Collection.list_indexes takes no batch_size",
-    "load-balancers/cursors.json::change streams pin to a connection": _LB_CURSOR_PIN,
-    "run-command/unified/runCursorCommand.json::returns pinned connections to the pool when the cursor is exhausted": _LB_CURSOR_PIN,
-    "run-command/unified/runCursorCommand.json::returns pinned connections to the pool when the cursor is closed": _LB_CURSOR_PIN,
-    "load-balancers/sdam-error-handling.json::only connections for a specific serviceId are closed when pools are cleared": (
-        "load-balanced mode: an error on one service's connection affects connections of the other service"
-    ),
-    "load-balancers/sdam-error-handling.json::errors during the initial connection hello are ignored": (
-        "load-balanced mode: a handshake error is followed by a second connectionCheckOutFailed (retryWrites=false)"
-    ),
-    "load-balancers/sdam-error-handling.json::stale errors are ignored": (
-        "load-balanced mode: a stale error (from before a pool clear) clears the service's pool again"
-    ),
-    "load-balancers/server-selection.json::$readPreference is sent for load-balanced clusters": (
-        "load-balanced mode: $readPreference is not sent"
-    ),
-    "load-balancers/transactions.json::pinned connection is released after a transient network CRUD error": _LB_STALE,
-    "load-balancers/transactions.json::pinned connection is released after a transient network commit error": _LB_STALE,
-    "load-balancers/transactions.json::pinned connection is released after a transient network abort error": _LB_STALE,
-    "load-balancers/wait-queue-timeouts.json::wait queue timeout errors include cursor statistics": _LB_WAIT_QUEUE,
-    "load-balancers/wait-queue-timeouts.json::wait queue timeout errors include transaction statistics": _LB_WAIT_QUEUE,
-}
+# Spec cases the harness serves that fail on gaps of the driver (none at present); strict, so each one fails
+# loudly once the driver is fixed and must then leave this list.
+KNOWN_DRIVER_GAPS: dict[str, str] = {}
 
 
 def _topology_parameters() -> list[Any]:

@@ -169,6 +169,15 @@ class Deployment:
             return self._with_options(f"127.0.0.1:{self._balancers[1].port}", loadBalanced="true")
         return self.uri
 
+    @property
+    def direct_uri(self) -> str:
+        """A URI naming one member alone (the primary of a replica set, the first mongos), for a client with
+        ``directConnection=true``, which takes a single seed and no ``replicaSet``."""
+        if self.topology == "load-balanced":
+            return self.single_mongos_uri
+        member = self.primary if self.primary is not None else self.members[0]
+        return self._with_options(member.address)
+
     def member(self, which: str | int | Member) -> Member:
         """A member by name, index or address."""
         if isinstance(which, Member):

@@ -662,9 +662,12 @@ class MongioBackend:
             entity.extras["spans"] = spans
 
     def _client_uri(self, options: Mapping[str, Any]) -> str:
-        """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster)."""
+        """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster); one member
+        alone for ``directConnection: true`` (the unified test format: a single seed, no ``replicaSet``)."""
         if self.deployment is not None and options.get("useMultipleMongoses"):
             return self.deployment.uri
+        if self.deployment is not None and (options.get("uriOptions") or {}).get("directConnection") is True:
+            return self.deployment.direct_uri
         return self.uri
 
     async def _database(self, description: EntityDescription, context: OperationContext) -> None:

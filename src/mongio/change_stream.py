@@ -413,6 +413,9 @@ class ChangeStream(Generic[_T]):
             if not is_resumable(exc, self._max_wire_version):
                 await self._close_quietly()
                 raise
+            if cursor.open_on_server:
+                # A load-balanced cursor keeps its connection after a failed getMore until it is closed.
+                await cursor.close()
             await self._resume_or_close()
             return
         except BaseException:

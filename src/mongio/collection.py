@@ -1124,22 +1124,31 @@ class Collection(Generic[_D]):
         session: ClientSession | None = None,
         comment: Any = None,
         *,
+        batch_size: int | None = None,
         raw_data: bool | None = None,
         timeout_mode: TimeoutMode | str | None = None,
     ) -> CommandCursor[Any]:
-        """A cursor over the collection's index specifications (none for a missing collection).
+        """A cursor over the collection's index specifications (none for a missing collection);
+        ``batch_size`` bounds each batch the server returns.
 
         ``async for index in coll.list_indexes(): print(index["name"])``
         """
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)):
+            raise TypeError(f"batch_size must be an int, not {batch_size!r}")
+        if batch_size is not None and batch_size < 0:
+            raise ValueError(f"batch_size must be >= 0, not {batch_size}")
         operation = ListIndexes(
             self._database.name,
             self._name,
+            batch_size=batch_size,
             comment=comment,
             raw_data=raw_data,
             read_preference=self._primary(),
             codec_options=self._codec_options,
         )
-        return self._command_cursor(operation, session, comment=comment, timeout_mode=timeout_mode)
+        return self._command_cursor(
+            operation, session, comment=comment, timeout_mode=timeout_mode, batch_size=batch_size or 0
+        )
 
     def _primary(self) -> _ServerMode | None:
         # Index and collection listings read from the primary, as PyMongo does: their results describe what

@@ -37,6 +37,7 @@ from mongio.errors import (
 )
 from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
+from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.deadline import TimeoutMode
 from mongio.operations.base import CursorState, Operation
 from mongio.operations.crud import CursorType, Distinct, Explain, Find, GetMore, KillCursors
@@ -79,6 +80,9 @@ class _CursorBase(Generic[_T]):
         self._data: collections.deque[_T] = collections.deque()
         self._id: int | None = None
         self._address: Any = None
+        # Load-balanced mode: the connection the server cursor lives on, from the first command that left it
+        # open until it is exhausted, killed, or closed after the connection broke.
+        self._pin = ConnectionPin()
         self._namespace = ""
         self._started = False
         self._killed = False
@@ -209,7 +213,7 @@ class _CursorBase(Generic[_T]):
 
     async def _execute(self, operation: Operation[Any], address: Any = None) -> Any:
         return await self._client._executor.execute(
-            operation, self._session, address=address, level_timeout=self._level_timeout
+            operation, self._session, address=address, level_timeout=self._level_timeout, pin=self._pin
         )
 
     def _take_implicit_session(self) -> None:
@@ -246,7 +250,7 @@ class _CursorBase(Generic[_T]):
                 state: CursorState
                 # getMore and killCursors must go to the server that created the cursor.
                 state, self._address = await self._client._executor.execute_answered(
-                    operation, self._session, level_timeout=self._level_timeout
+                    operation, self._session, level_timeout=self._level_timeout, pin=self._pin
                 )
         except Exception:
             self._killed = True
@@ -259,6 +263,7 @@ class _CursorBase(Generic[_T]):
         self._accept(state)
         if not state.alive:
             self._killed = True
+            self._pin.release()
             await self._release_session()
 
     async def _get_more(self) -> None:
@@ -278,14 +283,21 @@ class _CursorBase(Generic[_T]):
         except CursorNotFound:
             self._id = 0
             self._killed = True
+            self._pin.release()
             await self._release_session_quietly()
             raise
         except OperationTimeoutError:
             # The server cursor lives on: the next call may try again, and close() kills it with a fresh
-            # timeout.
+            # timeout. A load-balanced cursor's connection that the timeout cut off mid-exchange goes back
+            # (the pool closes it); the next command takes another.
+            if self._pin.broken:
+                self._pin.release()
             raise
         except Exception:
-            await self.close()
+            if not self._pin.held:
+                await self.close()
+            # Load balanced: the connection stays with the cursor until close(), which kills the server
+            # cursor over it, or only gives it back when the error broke it.
             raise
         except BaseException:
             # Cancelled mid-getMore: the batch is lost and awaiting here is not allowed, so the client
@@ -295,6 +307,7 @@ class _CursorBase(Generic[_T]):
         self._accept(state)
         if not state.alive:
             self._killed = True
+            self._pin.release()
             await self._release_session()
 
     async def _release_session_quietly(self) -> None:
@@ -384,7 +397,8 @@ class _CursorBase(Generic[_T]):
         was_open = self._started and not self._killed
         self._killed = True
         self._started = True
-        if was_open and cursor_id:
+        pin = self._pin
+        if was_open and cursor_id and not pin.broken:
             database, _, collection = self._namespace.partition(".")
             self._id = 0
             # killCursors gets the cursor's timeout afresh (even after a CURSOR_LIFETIME deadline passed)
@@ -398,6 +412,12 @@ class _CursorBase(Generic[_T]):
                     )
             except MongioError:
                 pass
+            except BaseException:
+                # Cancelled: the connection may hold an unread reply; it must not serve another command.
+                pin.discard("the cursor's close() was cancelled")
+                raise
+        # Whatever killCursors did (a broken connection sends none), the connection goes back.
+        pin.release()
         await self._release_session_quietly()
 
     async def __aenter__(self: _Self) -> _Self:
@@ -411,9 +431,16 @@ class _CursorBase(Generic[_T]):
     ) -> None:
         await self.close()
 
-    def _abandon(self) -> None:
+    def _abandon(self, *, finalizing: bool = False) -> None:
         """Hand whatever the server still holds for this cursor (its id, its implicit session) to the client,
-        which cleans it up on its event loop. Safe from ``__del__`` and from a cancelled task."""
+        which cleans it up on its event loop. Safe from ``__del__`` (``finalizing``) and from a cancelled
+        task. A load-balanced cursor's connection is closed (the server cursor may live on it) and given
+        back."""
+        if self._pin.held:
+            if finalizing:
+                self._pin.release_soon()
+            else:
+                self._pin.discard("its cursor was abandoned while still open")
         if self._killed:
             return
         self._killed = True
@@ -431,7 +458,7 @@ class _CursorBase(Generic[_T]):
     def __del__(self) -> None:
         if getattr(self, "_started", False) and not getattr(self, "_killed", True):
             try:
-                self._abandon()
+                self._abandon(finalizing=True)
             except Exception:  # a finalizer must not raise, and nothing more can be done here
                 pass
 

@@ -85,6 +85,10 @@ class MongioError(Exception):
         self._message = message
         self._error_labels: set[str] = set(error_labels or ())
 
+    # Load-balanced mode: the serviceId of the connection whose establishment failed after its handshake
+    # (authentication), which tells the pool whose connections to clear; ``None`` otherwise.
+    _service_id: Any = None
+
     def has_error_label(self, label: str) -> bool:
         """Whether the error carries this label (e.g. ``"TransientTransactionError"``)."""
         return label in self._error_labels

@@ -10,17 +10,7 @@ from spec_runner.cluster.soak import SoakSettings, soak_topology
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
-SHARDED_DOUBLE_APPLY = (
-    "driver: through mongos kills, some retryable updates reach a mongos without lsid or txnNumber (the session "
-    "support check reads the topology description at check-out, which can hold no data-bearing server then), "
-    "and in some runs a counter ends above its acknowledged plus unknown increments (a write applied twice)"
-)
-
-
-@pytest.mark.parametrize(
-    "topology",
-    ["replicaset", pytest.param("sharded", marks=pytest.mark.xfail(reason=SHARDED_DOUBLE_APPLY, strict=False))],
-)
+@pytest.mark.parametrize("topology", ["replicaset", "sharded"])
 async def test_a_short_soak_loses_and_duplicates_nothing(topology: str) -> None:
     settings = SoakSettings(writers=10, readers=3, faults=20, cancellations=300, seed=3)
     report = await soak_topology(topology, settings)

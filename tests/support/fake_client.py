@@ -65,13 +65,25 @@ class FakeExecutor:
         self.calls: list[Call] = []
 
     async def execute(
-        self, operation: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: Any = None
+        self,
+        operation: Operation[Any],
+        session: Any = None,
+        *,
+        address: Any = None,
+        level_timeout: Any = None,
+        pin: Any = None,
     ) -> Any:
         answered = await self.execute_answered(operation, session, address=address, level_timeout=level_timeout)
         return answered.result
 
     async def execute_answered(
-        self, operation: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: Any = None
+        self,
+        operation: Operation[Any],
+        session: Any = None,
+        *,
+        address: Any = None,
+        level_timeout: Any = None,
+        pin: Any = None,  # not load balanced: nothing is pinned
     ) -> Answered[Any]:
         command = operation.build(self.context)
         body = command.body

@@ -74,7 +74,9 @@ def read_op(read_preference: Any) -> RunCommand:
     [
         (None, None),
         (Primary(), None),
-        (SecondaryPreferred(), None),
+        # OP_MSG: every mode but primary is sent, a plain secondaryPreferred included (server selection,
+        # "Passing read preference to mongos and load balancers").
+        (SecondaryPreferred(), {"mode": "secondaryPreferred"}),
         (SecondaryPreferred(tag_sets=[{"dc": "ny"}]), {"mode": "secondaryPreferred", "tags": [{"dc": "ny"}]}),
         (SecondaryPreferred(max_staleness=120), {"mode": "secondaryPreferred", "maxStalenessSeconds": 120}),
         (Secondary(), {"mode": "secondary"}),
@@ -86,6 +88,9 @@ def test_read_preference_for_mongos(read_preference: Any, expected: Any) -> None
     mongos = ServerDescription(ADDRESS, MONGOS_HELLO)
     for topology_type in (TopologyType.Sharded, TopologyType.Single):
         assert read_preference_document(read_op(read_preference), mongos, topology_type) == expected
+    # A load balancer is treated like a mongos (load balancer specification, "Server Selection").
+    balancer = ServerDescription.load_balancer(ADDRESS)
+    assert read_preference_document(read_op(read_preference), balancer, TopologyType.LoadBalanced) == expected
 
 
 def test_read_preference_for_a_direct_connection() -> None:
@@ -155,6 +160,9 @@ class FakePool:
     async def check_out(self, max_wait: float | None = None) -> FakeConnection:
         self.checked_out += 1
         return self.conn
+
+    def pin(self, conn: FakeConnection, purpose: str) -> None:
+        pass
 
     def check_in(self, conn: FakeConnection) -> None:
         self.checked_in += 1

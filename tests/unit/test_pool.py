@@ -475,3 +475,49 @@ def test_address_of_a_unix_socket_and_an_ipv6_host() -> None:
     ipv6: Pool[FakeConnection] = Pool(("::1", 27017), FakeFactory())
     assert "[::1]:27017" in repr(ipv6)
     assert ADDRESS == ("db.example.com", 27017)
+
+
+async def test_load_balanced_wait_queue_timeout_counts_connections_held_by_cursors_and_transactions() -> None:
+    factory = FakeFactory(service_id=lambda connection_id: "A")
+    pool = make_pool(factory, load_balanced=True, max_pool_size=3, wait_queue_timeout=0.01)
+    cursor, transaction, other = [await pool.check_out() for _ in range(3)]
+    pool.pin(cursor, "cursor")
+    pool.pin(transaction, "transaction")
+    with pytest.raises(WaitQueueTimeoutError) as caught:
+        await pool.check_out()
+    assert (
+        "Timeout waiting for connection from the connection pool. maxPoolSize: 3, connections in use by cursors: 1, "
+        "connections in use by transactions: 1, connections in use by other operations: 1"
+    ) in str(caught.value)
+    # A check-in forgets what held the connection.
+    pool.check_in(cursor)
+    again = await pool.check_out()
+    with pytest.raises(WaitQueueTimeoutError, match="by cursors: 0, connections in use by transactions: 1, "):
+        await pool.check_out()
+    for conn in (again, transaction, other):
+        pool.check_in(conn)
+    await pool.close()
+
+
+async def test_a_connection_broken_by_an_error_is_closed_for_the_error_even_after_the_clear_it_caused() -> None:
+    recorder = Recorder()
+    factory = FakeFactory(service_id=lambda connection_id: "A")
+    pool = make_pool(factory, recorder=recorder, load_balanced=True)
+    broken, healthy = await pool.check_out(), await pool.check_out()
+    broken.close("network error")
+    pool.clear(service_id="A")  # what the network error calls for
+    pool.check_in(broken)
+    pool.check_in(healthy)
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error", "stale"]
+    await pool.close()
+
+
+async def test_a_connection_a_clear_interrupted_is_closed_as_stale() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder)
+    conn = await pool.check_out()
+    pool.clear(interrupt_in_use_connections=True)
+    assert conn.closed
+    pool.check_in(conn)
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["stale"]
+    await pool.close()

@@ -47,8 +47,13 @@ class FakeClient:
 class FakePool:
     def __init__(self) -> None:
         self.checked_in: list[object] = []
+        self.pinned: dict[object, str] = {}
+
+    def pin(self, conn: object, purpose: str) -> None:
+        self.pinned[conn] = purpose
 
     def check_in(self, conn: object) -> None:
+        self.pinned.pop(conn, None)
         self.checked_in.append(conn)
 
 
@@ -71,9 +76,11 @@ def test_a_transaction_stays_pinned_to_its_first_server_and_connection_until_unp
     assert s._pinned_connection_from(pool) is conn
     assert s._pinned_connection_from(other_pool) is None
     assert s._holds(conn) and s._has_pinned_connection()
+    # The pool counts it as held by a transaction (the wait queue timeout message says so).
+    assert pool.pinned == {conn: "transaction"} and other_pool.pinned == {}
     s._unpin()
     # The connection goes back to its pool; the next transaction chooses again.
-    assert pool.checked_in == [conn] and other_pool.checked_in == []
+    assert pool.checked_in == [conn] and other_pool.checked_in == [] and pool.pinned == {}
     assert s._transaction_server() is None and not s._holds(conn)
 
 

@@ -4,7 +4,10 @@ come after its clear."""
 
 from __future__ import annotations
 
-from mongio.errors import AutoReconnect
+from mongio.errors import AutoReconnect, OperationFailure
+from mongio.topology.server_type import ServerType
+from mongio.topology.settings import TopologySettings
+from mongio.topology.topology import Topology
 from mongio.topology.topology_type import TopologyType
 from tests.unit.test_topology_runtime import (
     CountingFactory,
@@ -34,3 +37,23 @@ async def test_a_connect_error_clears_the_pool_before_the_report_returns() -> No
             server = await topology.select_server(is_write=True, timeout=3.0)
             assert server.address == rs[0].address
             server.operation_finished()
+
+
+async def test_load_balanced_connect_errors_clear_only_the_service_the_hello_named() -> None:
+    pools = Pools()
+    balancer = ("lb.example.com", 27017)
+    topology = Topology(TopologySettings(seeds=(balancer,), load_balanced=True), pool_factory=pools)
+    async with topology:
+        pool = pools.by_address[balancer]
+        # Refused by the hello itself (a shutdown error answering it): the connection has no service yet.
+        during_hello = OperationFailure("interrupted at shutdown", 11600, {"ok": 0, "code": 11600})
+        topology.report_connect_error(balancer, during_hello, 0)
+        topology.report_connect_error(balancer, AutoReconnect("reset while connecting"), 0)
+        assert pool.clears == []
+        # Failed after the hello, during authentication: that service's connections go, nothing else changes.
+        during_auth = AutoReconnect("reset during authentication")
+        during_auth._service_id = "service-1"
+        topology.report_connect_error(balancer, during_auth, 0)
+        assert pool.clears == [(False, "service-1")]
+        assert topology.description.topology_type == TopologyType.LoadBalanced
+        assert topology.description.server_descriptions()[balancer].server_type == ServerType.LoadBalancer

@@ -187,6 +187,20 @@ def test_load_balanced_never_marks_unknown() -> None:
     assert not application_error_decision(td, A, network(), 0).acts
 
 
+def test_load_balanced_ignores_errors_before_the_hello_named_the_service() -> None:
+    td = load_balanced()
+    # A shutdown error answering the hello itself: the connection has no service yet, nothing is cleared.
+    during_hello = command(11600, "interrupted at shutdown", completed_handshake=False)
+    assert not application_error_decision(td, A, during_hello, 0).acts
+    assert not application_error_decision(td, A, network(completed_handshake=False), 0).acts
+    # After the hello (authentication), only that service's connections are cleared.
+    during_auth = network(completed_handshake=False, service_id="svc")
+    decision = application_error_decision(td, A, during_auth, 0)
+    assert decision.clear_pool and decision.service_id == "svc" and decision.mark_unknown is None
+    # An error from a connection older than that service's last clear is stale.
+    assert application_error_decision(td, A, network(service_id="svc", generation=0), 1).stale
+
+
 def test_from_reply_reads_write_concern_errors_but_not_write_errors() -> None:
     wce = ApplicationError.from_reply(
         {"ok": 1, "writeConcernError": {"code": 91, "errmsg": "shutting down"}}, generation=0

@@ -25,7 +25,7 @@ from mongio.connection.handshake import (
     server_api_fields,
 )
 from mongio.connection.transport import Address, may_be_overload
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError
+from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError, MongioError
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
@@ -170,5 +170,7 @@ async def establish(
         )
     except BaseException as exc:
         conn.close(f"the handshake failed: {type(exc).__name__}")
+        if isinstance(exc, MongioError) and conn.service_id is not None:
+            exc._service_id = conn.service_id  # the hello answered: the error is that service's
         raise
     return conn

@@ -193,6 +193,11 @@ class Pool(Generic[C]):
         self._service_generations: dict[Any, list[int]] = {}
         self._idle: deque[tuple[C, float]] = deque()  # (connection, monotonic time it became idle)
         self._in_use: set[C] = set()
+        # Load-balanced mode: the connections in use that a cursor or a transaction holds, by purpose, for the
+        # wait queue timeout's message (the load balancer specification's connection tracking).
+        self._pinned: dict[C, str] = {}
+        # Connections in use that a clear interrupted: closed for being stale, not for an error of theirs.
+        self._interrupted: set[C] = set()
         self._total = 0  # idle + in use + pending (pending includes slots granted to waiters)
         self._pending = 0
         self._establishing: set[_Establishing] = set()
@@ -319,6 +324,7 @@ class Pool(Generic[C]):
         current = asyncio.current_task()
         for conn in list(self._in_use):
             if self._perished_generation(conn, up_to_generation, service_id):
+                self._interrupted.add(conn)
                 conn.close(
                     f"interrupted: the pool for {self._where} was cleared after a server monitor timeout"
                 )
@@ -411,6 +417,12 @@ class Pool(Generic[C]):
                 return await self._open_for_checkout(started)
         return await self._wait(started, max_wait)
 
+    def pin(self, conn: C, purpose: str) -> None:
+        """Record that a cursor or a transaction (``purpose``: ``"cursor"`` or ``"transaction"``) holds the
+        checked-out ``conn`` across commands (load-balanced mode); :meth:`check_in` forgets it."""
+        if conn in self._in_use:
+            self._pinned[conn] = purpose
+
     def check_in(self, conn: C) -> None:
         """Give a checked-out connection back. A connection that is closed or broken (its exchange was
         interrupted), stale, or returned to a closed pool is closed rather than reused. Never suspends."""
@@ -420,6 +432,8 @@ class Pool(Generic[C]):
             raise InvalidOperation(
                 f"connection {conn.id} is not checked out of the pool for {self._where}"
             ) from None
+        if self._pinned:
+            self._pinned.pop(conn, None)
         self._publish.connection_checked_in(conn.id)
         if conn.in_exchange:
             # The unread reply would be the next command's answer: this connection cannot be reused.
@@ -561,6 +575,10 @@ class Pool(Generic[C]):
             current = entry[0] if entry is not None else 0
         else:
             current = self._generation
+        if conn.closed:
+            # Broken by an error of its own, which (not the pool clear the error may have caused) closes it;
+            # unless a clear interrupted it.
+            return _STALE if conn in self._interrupted else _ERROR
         if conn.generation != current:
             return _STALE
         # Written as _next_expiry computes it, so the background task never finds an expiry due that
@@ -571,8 +589,6 @@ class Pool(Generic[C]):
             and idle_since + self._max_idle <= time.monotonic()
         ):
             return _IDLE
-        if conn.closed:
-            return _ERROR
         return None
 
     def _take_idle(self) -> C | None:
@@ -606,6 +622,7 @@ class Pool(Generic[C]):
     def _discard(self, conn: C, reason: str, error: BaseException | None = None) -> None:
         """Close a connection that counted toward the pool's total."""
         self._total -= 1
+        self._interrupted.discard(conn)
         if self._load_balanced:
             entry = self._service_generations.get(conn.service_id)
             if entry is not None:
@@ -714,10 +731,24 @@ class Pool(Generic[C]):
             else f"the operation's remaining timeout of {timeout * 1000:g} ms"
         )
         size = "unlimited" if self._max_size == sys.maxsize else str(self._max_size)
-        return WaitQueueTimeoutError(
+        message = (
             f"Timed out while checking out a connection from connection pool {self._where} after "
             f"{(time.monotonic() - started) * 1000:.0f} ms ({limit}); maxPoolSize={size}, "
             f"{len(self._in_use)} in use, {self._pending} being established, {len(self._waiters)} still waiting"
+        )
+        if self._load_balanced:
+            message += ". " + self._in_use_by_purpose(size)
+        return WaitQueueTimeoutError(message)
+
+    def _in_use_by_purpose(self, size: str) -> str:
+        """Who holds the connections in use, in the load balancer specification's words."""
+        cursors = sum(1 for purpose in self._pinned.values() if purpose == "cursor")
+        transactions = len(self._pinned) - cursors
+        others = len(self._in_use) - len(self._pinned)
+        return (
+            f"Timeout waiting for connection from the connection pool. maxPoolSize: {size}, connections in use "
+            f"by cursors: {cursors}, connections in use by transactions: {transactions}, connections in use by "
+            f"other operations: {others}"
         )
 
     # The background task.

@@ -63,7 +63,7 @@ from mongio.execution.retry_policy import (
     RetryState,
     TokenBucket,
 )
-from mongio.operations.base import NAMESPACE_NOT_FOUND, Command, Operation, Retryability
+from mongio.operations.base import NAMESPACE_NOT_FOUND, Command, CursorState, Operation, Retryability
 from mongio.sessions.cluster_time import ClusterClock
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
@@ -73,6 +73,7 @@ from mongio.topology.topology_type import TopologyType
 
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
+    from mongio.execution.connection_pin import ConnectionPin
     from mongio.sessions.client_session import ClientSession
     from mongio.topology.server_description import Address, ServerDescription
     from mongio.topology.topology import PoolLike, Server, Topology
@@ -85,7 +86,6 @@ R = TypeVar("R")
 _log = logging.getLogger("mongio.execution")
 _DEBUG = logging.DEBUG
 _MONGOS_LIKE = frozenset({ServerType.Mongos, ServerType.LoadBalancer})
-_SECONDARY_PREFERRED = 3
 # Server selection for the commands of close() (endSessions): short, since the client is going away.
 _CLOSE_TIMEOUT = 5.0
 # The write commands that take a readConcern with afterClusterTime in a causally consistent session.
@@ -133,10 +133,10 @@ def read_preference_document(
 ) -> dict[str, Any] | None:
     """The ``$readPreference`` to send with ``op`` to a server, per the server selection specification.
 
-    Mongos and load balancers get it unless it is primary (or a plain secondaryPreferred, which they
-    assume); a direct connection to a replica set member gets ``primaryPreferred`` for a primary read
-    preference so any member answers; a standalone never gets it; replica set members get it unless it is
-    primary. Writes carry none.
+    Mongos and load balancers get it unless it is primary (commands go in OP_MSG, where every other mode
+    is sent, a plain secondaryPreferred included); a direct connection to a replica set member gets
+    ``primaryPreferred`` for a primary read preference so any member answers; a standalone never gets it;
+    replica set members get it unless it is primary. Writes carry none.
     """
     if op.takes_write_concern and not op.has_write_stage:
         return None
@@ -144,13 +144,6 @@ def read_preference_document(
     server_type = description.server_type
     if server_type in _MONGOS_LIKE:
         if read_preference is None or read_preference.mode == 0:
-            return None
-        if (
-            read_preference.mode == _SECONDARY_PREFERRED
-            and read_preference.max_staleness == -1
-            and read_preference.hedge is None
-            and not any(read_preference.tag_sets or ())
-        ):
             return None
         return read_preference.document
     if topology_type is TopologyType.Single:
@@ -258,6 +251,7 @@ class Executor:
         *,
         address: Address | None = None,
         level_timeout: float | None = None,
+        pin: ConnectionPin | None = None,
     ) -> R:
         """Run ``operation`` and return its result: :meth:`execute_answered` without the server."""
         topology = self._topology
@@ -265,9 +259,9 @@ class Executor:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return (await self._run(topology, operation, session, address)).result
+            return (await self._run(topology, operation, session, address, pin)).result
         with csot.timeout(timeout):
-            return (await self._run(topology, operation, session, address)).result
+            return (await self._run(topology, operation, session, address, pin)).result
 
     async def execute_answered(
         self,
@@ -276,6 +270,7 @@ class Executor:
         *,
         address: Address | None = None,
         level_timeout: float | None = None,
+        pin: ConnectionPin | None = None,
     ) -> Answered[R]:
         """Run ``operation``; return its result with the address of the server whose reply made it (where a
         cursor's ``getMore`` and ``killCursors`` must go).
@@ -283,16 +278,18 @@ class Executor:
         ``session`` is the caller's session (explicit, or a cursor's implicit one); without one, a server
         session is taken for this operation alone when the deployment supports sessions. ``address`` pins the
         operation to that server (a cursor's ``getMore`` and ``killCursors``). ``level_timeout`` is the
-        ``timeoutMS`` of the database or collection (seconds, ``math.inf`` for 0) when it set one.
+        ``timeoutMS`` of the database or collection (seconds, ``math.inf`` for 0) when it set one. ``pin`` is a
+        cursor's connection holder: in load-balanced mode a command that leaves a server cursor open keeps
+        its connection there, and a command given a pin that holds one is sent over that connection.
         """
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return await self._run(topology, operation, session, address)
+            return await self._run(topology, operation, session, address, pin)
         with csot.timeout(timeout):
-            return await self._run(topology, operation, session, address)
+            return await self._run(topology, operation, session, address, pin)
 
     def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
         """Check that ``session`` may run an operation; return the timeout to set for it (``None``: none,
@@ -433,11 +430,14 @@ class Executor:
         op: Operation[R],
         session: ClientSession | None,
         address: Address | None,
+        pin: ConnectionPin | None = None,
     ) -> Answered[R]:
         """The retry loop: attempts until one succeeds or the retry rules end the operation."""
         run = _Execution(op, session, address, self._operation_id())
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
+        if pin is not None and topology.settings.load_balanced:
+            run.pin = pin
         try:
             if session is not None:
                 _enter_session(run, session)
@@ -484,17 +484,28 @@ class Executor:
                 raise ConnectionFailure(f"no connection pool for {server.address}")
             wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
             session = run.session
-            # Load balanced: every command of a transaction on its first connection.
+            pin = run.pin
+            # Load balanced: every command of a transaction on its first connection, every command of a
+            # cursor on the connection its first command used.
             conn = (
                 session._pinned_connection_from(pool)
                 if session is not None and run.transaction_bound
                 else None
             )
+            if conn is None and pin is not None:
+                conn = pin.connection_from(pool)
             if conn is None:
                 with csot.establishing_until(selection_end):
                     conn = await pool.check_out(wait)
             try:
                 result = await self._on_connection(topology, run, server, pool, conn)
+                if (
+                    pin is not None
+                    and _keeps_cursor_open(result)
+                    and not pin.holds(conn)
+                    and (session is None or not session._holds(conn))
+                ):
+                    pin.hold(pool, conn)
             except MongioError as exc:
                 if run.sent:
                     # The pool is cleared (when the error calls for it) before this connection goes back in.
@@ -503,7 +514,8 @@ class Executor:
                     )
                 raise
             finally:
-                if session is None or not session._holds(conn):
+                # A load-balanced transaction or cursor keeps its connection beyond this command.
+                if (session is None or not session._holds(conn)) and (pin is None or not pin.holds(conn)):
                     pool.check_in(conn)
         finally:
             server.operation_finished()
@@ -877,6 +889,11 @@ class Executor:
             events.succeeded(reply)
 
 
+def _keeps_cursor_open(result: object) -> bool:
+    """Whether ``result`` is a cursor the server still holds (its connection stays with the cursor)."""
+    return isinstance(result, CursorState) and result.alive
+
+
 def _unpins_for_retry(transaction_command: str | None, error: MongioError) -> bool:
     """Whether a sharded transaction's session is unpinned before a retry after ``error``: always for
     abortTransaction, after an unknown commit result, and after a transient transaction error."""
@@ -913,6 +930,7 @@ class _Execution(Generic[R]):
         "in_transaction",
         "op",
         "operation_id",
+        "pin",
         "pinned_by_session",
         "retry_state",
         "sent",
@@ -941,6 +959,7 @@ class _Execution(Generic[R]):
         self.transaction_bound = op.transaction_command is not None
         self.transaction_started = False
         self.pinned_by_session = False  # ``address`` is the mongos the session's transaction is pinned to
+        self.pin: ConnectionPin | None = None  # a load-balanced cursor's connection holder
         self.implicit: ServerSession | None = None
         self.txn_number: Any = None
         self.txn_decided = False

@@ -575,6 +575,7 @@ class ClientSession:
             self._pinned_address = address
         if conn is not None and self._pinned_connection is None:
             self._pinned_connection = (pool, conn)
+            pool.pin(conn, "transaction")
 
     def _take_from_reply(self, reply: Mapping[str, Any], *, in_transaction: bool) -> None:
         """What a reply tells the session: its cluster and operation times, a snapshot session's point in

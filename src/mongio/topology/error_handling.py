@@ -257,6 +257,9 @@ def application_error_decision(
         return ErrorDecision(stale=True, reason="the server's topologyVersion is at least the error's")
 
     load_balanced = topology_description.topology_type == TopologyType.LoadBalanced
+    if load_balanced and error.service_id is None:
+        # Before or during the handshake (load balancer specification, "Initial Handshake Errors").
+        return ErrorDecision(reason="load balanced: the error came before the handshake named the service")
     cause = error.error if error.error is not None else _describe(error)
 
     if error.kind == ErrorKind.COMMAND and is_state_change_error(error.message, error.code):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mongio.bson.objectid import ObjectId
-from mongio.errors import ClientClosedError, ConfigurationError, ServerSelectionTimeoutError
+from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
 from mongio.options.srv import MIN_RESCAN_INTERVAL, DnsResolver
 from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
@@ -100,6 +100,10 @@ class PoolLike(Protocol):
 
     def check_in(self, conn: Connection) -> None:
         """Give back a connection :meth:`check_out` gave."""
+        ...
+
+    def pin(self, conn: Connection, purpose: str) -> None:
+        """Record that a cursor or a transaction holds ``conn`` across commands (load-balanced mode)."""
         ...
 
 
@@ -604,7 +608,15 @@ class Topology:
             coroutine = self.handle_application_error(address, error, generation, completed_handshake=False)
             self._track(loop.create_task(coroutine, name=name))
             return
-        described = ApplicationError.from_exception(error, generation=generation, completed_handshake=False)
+        service_id = error._service_id if isinstance(error, MongioError) else None
+        if service_id is not None:
+            # Load balanced: the error came after the hello, which told the connection's service.
+            server = self._servers.get(address)
+            if server is not None and server.pool is not None:
+                generation = server.pool.generation_for(service_id)
+        described = ApplicationError.from_exception(
+            error, generation=generation, completed_handshake=False, service_id=service_id
+        )
         if described is None:
             return
         decision, cleared = self._act_on_error(address, described)

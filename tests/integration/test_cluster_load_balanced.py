@@ -1,0 +1,132 @@
+"""Cursors through the harness's load balancer (two mongoses, each connection dealt to the next one, a
+serviceId each): every getMore and killCursors goes over the connection the cursor's first command used
+(load balancer specification, "Behaviour With Cursors"), and cancelled or abandoned cursors leave no
+connection checked out or holding an unread reply."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from spec_runner.cluster import Deployment, load_balanced
+
+from mongio.client import MongoClient
+from mongio.events.command import (
+    CommandFailedEvent,
+    CommandListener,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
+
+pytestmark = pytest.mark.server
+
+DOCUMENTS = 30
+
+
+class Started(CommandListener):
+    def __init__(self) -> None:
+        self.events: list[CommandStartedEvent] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.events.append(event)
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def balancer() -> Iterator[Deployment]:
+    with load_balanced(2) as deployment:
+        yield deployment
+
+
+def checked_out(client: MongoClient) -> int:
+    topology = client._topology
+    assert topology is not None
+    return sum(server.pool.in_use_connection_count for server in topology.servers.values() if server.pool)
+
+
+async def fill(client: MongoClient) -> Any:
+    collection = client.get_database("lb").get_collection("cursors")
+    await collection.drop()
+    await collection.insert_many([{"_id": index} for index in range(DOCUMENTS)])
+    return collection
+
+
+async def test_each_cursor_keeps_its_service_from_find_to_the_last_getmore(balancer: Deployment) -> None:
+    listener = Started()
+    async with MongoClient(balancer.uri, event_listeners=[listener]) as client:
+        collection = await fill(client)
+        first, second = collection.find({}, batch_size=4), collection.find({}, batch_size=4)
+        await first  # each opens its own connection: the load balancer deals them to different mongoses
+        await second
+        assert checked_out(client) == 2  # one held by each open cursor
+        read = await asyncio.gather(first.to_list(), second.to_list())
+        assert [len(documents) for documents in read] == [DOCUMENTS, DOCUMENTS]
+        assert checked_out(client) == 0  # exhausted: both connections went back
+        by_cursor: dict[Any, set[Any]] = {}
+        find_services = []
+        for event in listener.events:
+            if event.command_name == "find":
+                find_services.append(event.service_id)
+            elif event.command_name == "getMore":
+                by_cursor.setdefault(event.command["getMore"], set()).add(event.service_id)
+        assert len(set(find_services)) == 2
+        assert len(by_cursor) == 2 and all(len(services) == 1 for services in by_cursor.values())
+        assert {service for services in by_cursor.values() for service in services} == set(find_services)
+
+
+async def test_closing_an_open_cursor_kills_it_over_its_own_connection(balancer: Deployment) -> None:
+    listener = Started()
+    async with MongoClient(balancer.uri, event_listeners=[listener]) as client:
+        collection = await fill(client)
+        cursor = await collection.find({}, batch_size=2)
+        assert await cursor.next() == {"_id": 0}
+        assert checked_out(client) == 1
+        await cursor.close()
+        assert checked_out(client) == 0
+        find, kill = (
+            next(event for event in listener.events if event.command_name == name) for name in ("find", "killCursors")
+        )
+        assert kill.service_id == find.service_id
+
+
+async def test_cancelled_and_abandoned_cursors_leave_no_connection_checked_out(balancer: Deployment) -> None:
+    client = MongoClient(balancer.uri, maxPoolSize=20)
+    collection = await fill(client)
+    rng = random.Random(7)
+
+    async def read(index: int) -> int:
+        count = 0
+        async for _document in collection.find({}, batch_size=2):
+            count += 1
+            if index % 5 == 0 and count == 5:
+                break  # left open, for the garbage collector
+        return count
+
+    tasks = [asyncio.ensure_future(read(index)) for index in range(200)]
+    loop = asyncio.get_running_loop()
+    for task in tasks:
+        loop.call_later(rng.random() * 0.3, task.cancel)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert sum(isinstance(result, asyncio.CancelledError) for result in results) > 0
+    assert not [result for result in results if isinstance(result, Exception)]
+    assert all(count in (5, DOCUMENTS) for count in results if isinstance(count, int))
+    gc.collect()
+    # Every pooled connection answers its own command: none was left with a reply unread.
+    found = await asyncio.gather(*(collection.find_one({"_id": index % DOCUMENTS}) for index in range(100)))
+    assert found == [{"_id": index % DOCUMENTS} for index in range(100)]
+    assert len(await collection.find({}, batch_size=3).to_list()) == DOCUMENTS
+    topology = client._topology
+    assert topology is not None
+    pools = [server.pool for server in topology.servers.values() if server.pool is not None]
+    # close() waits for the killCursors of the abandoned cursors; then nothing may still be checked out.
+    await client.close()
+    assert sum(pool.in_use_connection_count for pool in pools) == 0
