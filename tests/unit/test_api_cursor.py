@@ -382,10 +382,15 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypat
     original = client._executor.execute_answered
 
     async def slow_execute(
-        op: Operation[Any], session: Any = None, *, address: Any = None, level_timeout: float | None = None
+        op: Operation[Any],
+        session: Any = None,
+        *,
+        address: Any = None,
+        level_timeout: float | None = None,
+        pin: Any = None,
     ) -> Answered[Any]:
         await gate.wait()
-        return await original(op, session, address=address, level_timeout=level_timeout)
+        return await original(op, session, address=address, level_timeout=level_timeout, pin=pin)
 
     monkeypatch.setattr(client._executor, "execute_answered", slow_execute)
     cursor = client["db"]["coll"].find()
