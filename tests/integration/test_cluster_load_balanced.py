@@ -15,6 +15,7 @@ import pytest
 from spec_runner.cluster import Deployment, load_balanced
 
 from mongio.client import MongoClient
+from mongio.connection.pool import Pool
 from mongio.events.command import (
     CommandFailedEvent,
     CommandListener,
@@ -50,7 +51,9 @@ def balancer() -> Iterator[Deployment]:
 def checked_out(client: MongoClient) -> int:
     topology = client._topology
     assert topology is not None
-    return sum(server.pool.in_use_connection_count for server in topology.servers.values() if server.pool)
+    pools = [server.pool for server in topology.servers.values() if server.pool]
+    assert all(isinstance(pool, Pool) for pool in pools)
+    return sum(pool.in_use_connection_count for pool in pools if isinstance(pool, Pool))
 
 
 async def fill(client: MongoClient) -> Any:
@@ -126,7 +129,7 @@ async def test_cancelled_and_abandoned_cursors_leave_no_connection_checked_out(b
     assert len(await collection.find({}, batch_size=3).to_list()) == DOCUMENTS
     topology = client._topology
     assert topology is not None
-    pools = [server.pool for server in topology.servers.values() if server.pool is not None]
+    pools = [server.pool for server in topology.servers.values() if isinstance(server.pool, Pool)]
     # close() waits for the killCursors of the abandoned cursors; then nothing may still be checked out.
     await client.close()
     assert sum(pool.in_use_connection_count for pool in pools) == 0

@@ -339,6 +339,9 @@ class FakePool:
     def check_in(self, conn: Any) -> None:
         raise AssertionError("the topology never checks a connection in")
 
+    def pin(self, conn: Any, purpose: str) -> None:
+        raise AssertionError("the topology never pins a connection")
+
 
 class Pools:
     def __init__(self) -> None:
