@@ -1,5 +1,8 @@
-"""``python -m spec_runner [--specs ROOT] [--uri URI] [--topology TOPOLOGY [--compressors LIST]] [--json FILE]
-[--show-skips] [SUITE ...]``"""
+"""``python -m spec_runner [--specs ROOT] [--uri URI] [--topology TOPOLOGY|all [--compressors LIST]] [--json FILE]
+[--show-skips] [SUITE ...]``
+
+Without ``--uri`` or ``--topology``, the suites run on every topology the cluster harness builds (single,
+replicaset, sharded, load-balanced), one table each."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from spec_runner.model import specs_root
 from spec_runner.registry import known_suites
 from spec_runner.runner import Report, collect, format_table, run
 from spec_runner.skiplist import SkipMatches, skip_matches
+
+# Every topology the runner can build here, in the order ``--topology all`` runs them.
+TOPOLOGIES = ("single", "replicaset", "sharded", "load-balanced")
 
 
 def format_skip_matches(matches: SkipMatches, *, verbose: bool = False) -> str:
@@ -40,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
         "--topology",
-        choices=("single", "replicaset", "sharded", "load-balanced"),
-        help="run against a deployment of the cluster harness (spec_runner.cluster) of this topology; "
-        "default: one SecantusDB (a one-member replica set)",
+        choices=(*TOPOLOGIES, "all"),
+        help="single: one SecantusDB (a one-member replica set); replicaset, sharded, load-balanced: a deployment "
+        "of the cluster harness (spec_runner.cluster); all: each in turn, a table each (the default, unless "
+        "--uri names a deployment)",
     )
     parser.add_argument(
         "--compressors",
@@ -68,26 +75,41 @@ def main(argv: list[str] | None = None) -> int:
         for error in report.errors:
             print(f"ERROR: {error}", file=sys.stderr)
         return 0 if not report.errors else 1
-    report = run(
-        args.suites,
-        specs_root(args.specs),
-        uri=args.uri,
-        verbose=args.verbose,
-        topology=args.topology,
-        compressors=args.compressors.split(",") if args.compressors else None,
-    )
-    print(format_table(report))
-    for error in report.errors:
-        print(f"ERROR: {error}", file=sys.stderr)
-    for failure in report.failures[: None if args.verbose else 50]:
-        print(f"FAIL {failure['suite']}/{failure['file']} :: {failure['test']}\n    {failure['error']}")
-    if not args.verbose and len(report.failures) > 50:
-        print(f"... {len(report.failures) - 50} more failures (use -v or --json)")
+    topologies: list[str | None] = [args.topology]
+    if args.topology == "all" or (args.topology is None and not args.uri):
+        # The test server cannot compress: with --compressors, "all" is the harness's topologies.
+        topologies = [name for name in TOPOLOGIES if not (args.compressors and name == "single")]
+    results: dict[str, object] = {}
+    ok = True
+    for topology in topologies:
+        if len(topologies) > 1:
+            print(f"== topology: {topology}", flush=True)
+        report = run(
+            args.suites,
+            specs_root(args.specs),
+            uri=args.uri,
+            verbose=args.verbose,
+            topology=topology,
+            compressors=args.compressors.split(",") if args.compressors else None,
+        )
+        print_report(report, verbose=args.verbose)
+        results[topology or "uri"] = report.as_json()
+        ok = ok and report.ok
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(report.as_json(), out, indent=2)
-    return 0 if report.ok else 1
+            json.dump(results if len(topologies) > 1 else results.popitem()[1], out, indent=2)
+    return 0 if ok else 1
 
+
+def print_report(report: Report, *, verbose: bool) -> None:
+    """The table, the collection errors, and the failures (the first 50 unless ``verbose``)."""
+    print(format_table(report), flush=True)
+    for error in report.errors:
+        print(f"ERROR: {error}", file=sys.stderr)
+    for failure in report.failures[: None if verbose else 50]:
+        print(f"FAIL {failure['suite']}/{failure['file']} :: {failure['test']}\n    {failure['error']}")
+    if not verbose and len(report.failures) > 50:
+        print(f"... {len(report.failures) - 50} more failures (use -v or --json)")
 
 if __name__ == "__main__":
     sys.exit(main())
