@@ -902,13 +902,8 @@ def pack_inserts(
     if _SPEEDUPS is not None and _write_document is not _python_write_document and codec_options._packs_inserts():
         try:
             ends, ids = _SPEEDUPS.write_inserts(buf, documents, _context(codec_options), generation_state(), encode_one)
-        except _Refused as refused:
-            path = ".".join(reversed(refused.path))
-            raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
-        except RecursionError:
-            raise InvalidDocument(
-                "cannot encode the document: it is nested too deeply, or contains itself"
-            ) from None
+        except (_Refused, RecursionError) as refused:
+            raise _invalid_document(refused) from None
         return buf, ends, ids
     ends = []
     ids = []
@@ -923,13 +918,16 @@ def pack_inserts(
 def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context, check_keys: bool) -> None:
     try:
         _write_document(buf, document, ctx, check_keys)
-    except _Refused as refused:
+    except (_Refused, RecursionError) as refused:
+        raise _invalid_document(refused) from None
+
+
+def _invalid_document(refused: _Refused | RecursionError) -> InvalidDocument:
+    """The error for a document a writer refused (naming the key path), or nested too deeply to write."""
+    if isinstance(refused, _Refused):
         path = ".".join(reversed(refused.path))
-        raise InvalidDocument(f"cannot encode key {path!r}: {refused.reason}") from None
-    except RecursionError:
-        raise InvalidDocument(
-            "cannot encode the document: it is nested too deeply, or contains itself"
-        ) from None
+        return InvalidDocument(f"cannot encode key {path!r}: {refused.reason}")
+    return InvalidDocument("cannot encode the document: it is nested too deeply, or contains itself")
 
 
 # The compiled element loops (``_speedups.c``), when the extension was built, replace the two Python loops
