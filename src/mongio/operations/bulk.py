@@ -19,6 +19,7 @@ resends exactly those statements.
 from __future__ import annotations
 
 import operator
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
@@ -51,7 +52,7 @@ from mongio.options.write_concern import WriteConcern
 from mongio.wire.header import HEADER_SIZE
 from mongio.wire.op_msg import PackedDocuments
 
-__all__ = ["BulkWrite", "PackedInserts", "Statements", "WriteBatch", "plan_batch", "write_message_fixed_size"]
+__all__ = ["BulkWrite", "PackedInserts", "RequestStatements", "Statements", "WriteBatch", "plan_batch", "write_message_fixed_size"]
 
 R = TypeVar("R")
 
@@ -148,9 +149,41 @@ def _fitting(
     return count
 
 
-class Statements:
-    """The prepared statements of one command kind, one :class:`Request` each: what a batch is planned from,
-    sends, and maps the server's per-statement indexes back through."""
+class Statements(ABC):
+    """The prepared statements of one command kind: what a batch is planned from, sends, and maps the
+    server's per-statement indexes back through."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
+        """The end (exclusive) of the batch starting at ``start`` (see :func:`plan_batch`)."""
+
+    @abstractmethod
+    def sequence(self, start: int, end: int) -> DocumentSequence:
+        """The document sequence of statements ``start`` to ``end``."""
+
+    def flags(self, start: int, end: int) -> tuple[bool, bool]:
+        """Whether any of statements ``start`` to ``end`` may touch several documents, and has a hint."""
+        return False, False
+
+    @abstractmethod
+    def position(self, index: int) -> int:
+        """Where statement ``index`` was in the caller's list."""
+
+    @abstractmethod
+    def document(self, index: int) -> Mapping[str, Any]:
+        """The document statement ``index`` was encoded from (what a write error reports as ``op``)."""
+
+    @abstractmethod
+    def __getitem__(self, index: int) -> Request: ...
+
+
+class RequestStatements(Statements):
+    """Statements prepared one by one, a :class:`Request` each (updates, deletes, and the tests' inserts)."""
 
     __slots__ = ("_requests",)
 
@@ -161,25 +194,20 @@ class Statements:
         return len(self._requests)
 
     def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
-        """The end (exclusive) of the batch starting at ``start`` (see :func:`plan_batch`)."""
         return plan_batch(self._requests, start, fixed_size, context, kind_name)
 
     def sequence(self, start: int, end: int) -> DocumentSequence:
-        """The document sequence of statements ``start`` to ``end``."""
         batch = self._requests[start:end]
         return DocumentSequence([r.encoded for r in batch], [r.document for r in batch])
 
     def flags(self, start: int, end: int) -> tuple[bool, bool]:
-        """Whether any of statements ``start`` to ``end`` may touch several documents, and has a hint."""
         batch = self._requests[start:end]
         return any(r.multi for r in batch), any(r.hint for r in batch)
 
     def position(self, index: int) -> int:
-        """Where statement ``index`` was in the caller's list."""
         return self._requests[index].position
 
     def document(self, index: int) -> Mapping[str, Any]:
-        """The document statement ``index`` was encoded from (what a write error reports as ``op``)."""
         return self._requests[index].document
 
     def __getitem__(self, index: int) -> Request:
@@ -200,7 +228,6 @@ class PackedInserts(Statements):
         ids: list[Any],
         positions: list[int] | None = None,
     ) -> None:
-        super().__init__(())
         self._data = data
         self._ends = ends
         self._documents = documents
@@ -237,9 +264,6 @@ class PackedInserts(Statements):
     def sequence(self, start: int, end: int) -> DocumentSequence:
         packed = PackedDocuments(memoryview(self._data)[self._start_of(start) : self._ends[end - 1]])
         return DocumentSequence([packed], self._documents[start:end])
-
-    def flags(self, start: int, end: int) -> tuple[bool, bool]:
-        return False, False
 
     def position(self, index: int) -> int:
         return index if self._positions is None else self._positions[index]
@@ -443,7 +467,7 @@ def _grouped(
             inserted_ids += packed.ids
             groups.append((kind, packed))
         else:
-            groups.append((kind, Statements(items)))
+            groups.append((kind, RequestStatements(items)))
     return groups, inserted_ids
 
 
