@@ -86,14 +86,20 @@ async def wait_for(client: MongoClient, predicate: Callable[[TopologyDescription
         return await client._topology.wait_for_description(predicate)  # type: ignore[union-attr]
 
 
-def primary_is(address: str) -> Callable[[TopologyDescription], bool]:
+def member_is(address: str, server_type: ServerType) -> Callable[[TopologyDescription], bool]:
+    """Whether the description shows the member at ``address`` as ``server_type``."""
+
     def check(description: TopologyDescription) -> bool:
         return any(
-            sd.server_type is ServerType.RSPrimary and _address(sd.address) == address
-            for sd in description.known_servers
+            sd.server_type is server_type and _address(sd.address) == address
+            for sd in description.server_descriptions().values()
         )
 
     return check
+
+
+def primary_is(address: str) -> Callable[[TopologyDescription], bool]:
+    return member_is(address, ServerType.RSPrimary)
 
 
 def all_known(description: TopologyDescription) -> bool:
@@ -185,13 +191,7 @@ async def test_writes_continue_after_the_primary_dies_and_it_rejoins_as_a_second
     assert _address(client.primary) == deployment.members[2].address
     deployment.restart(old)
 
-    def rejoined(description: TopologyDescription) -> bool:
-        return any(
-            _address(sd.address) == old.address and sd.server_type is ServerType.RSSecondary
-            for sd in description.server_descriptions().values()
-        )
-
-    await wait_for(client, rejoined)
+    await wait_for(client, member_is(old.address, ServerType.RSSecondary))
     assert await collection.count_documents({}) == 1
 
 
@@ -203,13 +203,7 @@ async def test_a_partitioned_secondary_is_left_out_of_secondary_reads(
     cut_off, other = deployment.members[1], deployment.members[2]
     deployment.partition(cut_off)
 
-    def cut_off_unknown(description: TopologyDescription) -> bool:
-        return any(
-            _address(sd.address) == cut_off.address and sd.server_type is ServerType.Unknown
-            for sd in description.server_descriptions().values()
-        )
-
-    await wait_for(client, cut_off_unknown)
+    await wait_for(client, member_is(cut_off.address, ServerType.Unknown))
     reader = client.test.get_collection("cluster_partition", read_preference=Secondary())
     for _ in range(5):
         await reader.find_one({})
