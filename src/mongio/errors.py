@@ -89,6 +89,16 @@ class MongioError(Exception):
     # (authentication), which tells the pool whose connections to clear; ``None`` otherwise.
     _service_id: Any = None
 
+    def _attribute_to_service(self, service_id: Any) -> None:
+        """Record that this error ended the establishment of a connection to load-balanced ``service_id``
+        after its hello had named the service."""
+        self._service_id = service_id
+
+    @property
+    def _failed_service_id(self) -> Any:
+        """The service set by :meth:`_attribute_to_service`, or None."""
+        return self._service_id
+
     def has_error_label(self, label: str) -> bool:
         """Whether the error carries this label (e.g. ``"TransientTransactionError"``)."""
         return label in self._error_labels

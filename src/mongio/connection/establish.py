@@ -171,6 +171,6 @@ async def establish(
     except BaseException as exc:
         conn.close(f"the handshake failed: {type(exc).__name__}")
         if isinstance(exc, MongioError) and conn.service_id is not None:
-            exc._service_id = conn.service_id  # the hello answered: the error is that service's
+            exc._attribute_to_service(conn.service_id)  # the hello answered: the error is that service's
         raise
     return conn
