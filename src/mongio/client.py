@@ -50,7 +50,7 @@ from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode
-from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern
+from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern, as_write_concern
 from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
 from mongio.sessions.transaction_state import check_no_operation_concerns
@@ -67,6 +67,15 @@ if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
     from mongio.cursor import CommandCursor
     from mongio.database import Database
+    from mongio.options.protocols import (
+        CodecOptionsLike,
+        DriverInfoLike,
+        ReadConcernLike,
+        ReadPreferenceLike,
+        TimestampLike,
+        WriteConcernLike,
+        WriteModelLike,
+    )
     from mongio.sessions.transaction_state import TransactionOptions
 
 __all__ = ["AsyncMongoClient", "MongoClient"]
@@ -629,7 +638,7 @@ class MongoClient:
 
         return ServerAnswer(self.topology_description.topology_type is TopologyType.Sharded, fetch)
 
-    def append_metadata(self, driver_info: Any) -> None:
+    def append_metadata(self, driver_info: DriverInfo | DriverInfoLike) -> None:
         """Add a wrapping library's name, version and platform to the handshake metadata of connections
         made from now on (PyMongo's method). Accepts :class:`mongio.driver_info.DriverInfo` or any object
         with ``name``, ``version`` and ``platform`` attributes (PyMongo's ``DriverInfo``)."""
@@ -640,10 +649,10 @@ class MongoClient:
     def get_database(
         self,
         name: str | None = None,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> Database[Any]:
         """The database ``name`` (the connection string's database when omitted), with these options in
@@ -660,10 +669,10 @@ class MongoClient:
     def get_default_database(
         self,
         default: str | None = None,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
     ) -> Database[Any]:
         """The connection string's database, else ``default``."""
         name = self._options.database or default
@@ -770,14 +779,14 @@ class MongoClient:
 
     async def bulk_write(
         self,
-        models: Iterable[WriteModel],
+        models: Iterable[WriteModel | WriteModelLike],
         session: ClientSession | None = None,
         ordered: bool = True,
         verbose_results: bool = False,
         bypass_document_validation: bool | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
-        write_concern: WriteConcern | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
         *,
         raw_data: bool | None = None,
     ) -> ClientBulkWriteResult:
@@ -785,7 +794,7 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
-        concern = write_concern if write_concern is not None else self._write_concern
+        concern = as_write_concern(write_concern) if write_concern is not None else self._write_concern
         if session is not None and session.in_transaction:
             # The transaction's write concern applies (on commit): one given here is refused, the client's
             # is not used.
@@ -903,7 +912,7 @@ class MongoClient:
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
-        snapshot_time: Timestamp | None = None,
+        snapshot_time: Timestamp | TimestampLike | None = None,
     ) -> ClientSession:
         """A new session: ``async with client.start_session() as s:`` (or end it with ``await s.end_session()``).
 
