@@ -24,9 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable,
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mongio import pymongo_types
 from mongio.bson.codec_options import CodecOptions
-from mongio.change_stream import ClusterChangeStream
 from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
@@ -65,6 +63,7 @@ from mongio.tracing import client_tracing
 
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
+    from mongio.change_stream import ClusterChangeStream
     from mongio.cursor import CommandCursor
     from mongio.database import Database
     from mongio.options.protocols import (
@@ -107,6 +106,8 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
         kwargs["uuid_representation"] = _UUID_REPRESENTATIONS.get(str(options.uuid_representation).lower(), 0)
     codec_options = CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
     if options.pymongo_types:
+        from mongio import pymongo_types  # imported only by the clients that turn the mode on
+
         pymongo_types.enable()
         return pymongo_types.typed_codec_options(codec_options)
     return codec_options
@@ -881,6 +882,8 @@ class MongoClient:
                 async for change in stream:
                     print(change["ns"], change["operationType"])
         """
+        from mongio.change_stream import ClusterChangeStream  # on first use: most programs never watch
+
         stream: ClusterChangeStream[Any] = ClusterChangeStream(
             self,
             "admin",

@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from mongio.change_stream import CollectionChangeStream
 from mongio.cursor import (
     CommandCursor,
     Cursor,
@@ -74,6 +73,7 @@ from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
+    from mongio.change_stream import CollectionChangeStream
     from mongio.database import Database
     from mongio.options.protocols import (
         CodecOptionsLike,
@@ -1024,6 +1024,8 @@ class Collection(Generic[_D]):
         to an ``aggregate`` with ``$changeStream``: only a stream made here resumes after errors. The
         collection's read concern must be ``majority`` or unset.
         """
+        from mongio.change_stream import CollectionChangeStream  # on first use: most programs never watch
+
         stream: CollectionChangeStream[_D] = CollectionChangeStream(
             self._database.client,
             self._database.name,

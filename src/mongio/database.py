@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
-from mongio.change_stream import DatabaseChangeStream
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor, ObjectCommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
@@ -28,6 +27,7 @@ from mongio.options.read_preference import as_read_preference
 from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
+    from mongio.change_stream import DatabaseChangeStream
     from mongio.client import MongoClient
     from mongio.options.protocols import (
         CodecOptionsLike,
@@ -598,6 +598,8 @@ class Database(Generic[_D]):
                 async for change in stream:
                     print(change["ns"]["coll"], change["operationType"])
         """
+        from mongio.change_stream import DatabaseChangeStream  # on first use: most programs never watch
+
         stream: DatabaseChangeStream[_D] = DatabaseChangeStream(
             self._client,
             self._name,
