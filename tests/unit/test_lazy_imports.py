@@ -13,7 +13,9 @@ LAZY_MODULES = (
     "mongio.bson.json_util",
     "mongio.change_stream",
     "mongio.events.cmap",
+    "mongio.options.srv",
     "mongio.pymongo_types",
+    "mongio.topology.srv_polling",
 )
 
 

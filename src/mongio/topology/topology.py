@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mongio.bson.objectid import ObjectId
 from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
-from mongio.options.srv import MIN_RESCAN_INTERVAL, DnsResolver
 from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
 from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
@@ -39,7 +38,6 @@ from mongio.topology.selection import (
 from mongio.topology.server_description import Address, ServerDescription, format_address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import MIN_HEARTBEAT_FREQUENCY, TopologySettings
-from mongio.topology.srv_polling import SrvPoller
 from mongio.topology.topology_description import (
     TopologyDescription,
     initial_topology_description,
@@ -50,6 +48,8 @@ from mongio.topology.topology_type import SRV_POLLING_TOPOLOGIES, TopologyType
 
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
+    from mongio.options.srv import DnsResolver
+    from mongio.topology.srv_polling import SrvPoller
 
 __all__ = ["PoolLike", "Server", "Topology", "describe_topology"]
 
@@ -217,7 +217,7 @@ class Topology:
         srv_service_name: str = "mongodb",
         srv_resolver: DnsResolver | None = None,
         srv_rescan_interval: float | None = None,
-        srv_min_rescan_interval: float = MIN_RESCAN_INTERVAL,
+        srv_min_rescan_interval: float | None = None,
         environ: Mapping[str, str] | None = None,
         min_heartbeat_frequency: float = MIN_HEARTBEAT_FREQUENCY,
     ) -> None:
@@ -239,6 +239,10 @@ class Topology:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._srv_poller: SrvPoller | None = None
         if srv_host is not None and not settings.load_balanced:
+            # Imported here: only mongodb+srv clients poll DNS.
+            from mongio.options.srv import MIN_RESCAN_INTERVAL
+            from mongio.topology.srv_polling import SrvPoller
+
             self._srv_poller = SrvPoller(
                 srv_host,
                 self._apply_srv_hosts,
@@ -247,7 +251,7 @@ class Topology:
                 service_name=srv_service_name,
                 resolver=srv_resolver,
                 initial_interval=srv_rescan_interval,
-                min_interval=srv_min_rescan_interval,
+                min_interval=MIN_RESCAN_INTERVAL if srv_min_rescan_interval is None else srv_min_rescan_interval,
                 lifetime=self._connect_timeout,
             )
 
