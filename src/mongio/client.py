@@ -25,7 +25,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.codec_options import CodecOptions
-from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
@@ -64,6 +63,7 @@ from mongio.tracing import client_tracing
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
     from mongio.change_stream import ClusterChangeStream
+    from mongio.connection.auth.scram import ScramKeyCache
     from mongio.cursor import CommandCursor
     from mongio.database import Database
     from mongio.options.protocols import (
@@ -233,7 +233,12 @@ class MongoClient:
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
-        self._scram_cache = ScramKeyCache()
+        # SCRAM keys this client derived; SCRAM itself is imported only by clients with credentials.
+        self._scram_cache: ScramKeyCache | None = None
+        if self._options.credential is not None:
+            from mongio.connection.auth.scram import ScramKeyCache
+
+            self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
         self._executor = Executor(
             self,

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-# Modules a program that only connects and runs CRUD operations never needs.
+# Modules a program that connects without credentials and runs CRUD operations never needs.
 LAZY_MODULES = (
     "mongio.bson.json_util",
     "mongio.change_stream",
+    "mongio.connection.auth.scram",
     "mongio.events.cmap",
     "mongio.options.srv",
     "mongio.pymongo_types",
