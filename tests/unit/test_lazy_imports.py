@@ -16,6 +16,7 @@ LAZY_MODULES = (
     "mongio.events.cmap",
     "mongio.options.srv",
     "mongio.pymongo_types",
+    "mongio.topology.sdam_events",
     "mongio.topology.srv_polling",
 )
 

@@ -14,19 +14,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.events.logs import LogMessage, document_text, format_error
-from mongio.topology.sdam_events import (
-    SdamEvent,
-    ServerClosedEvent,
-    ServerDescriptionChangedEvent,
-    ServerOpeningEvent,
-    TopologyClosedEvent,
-    TopologyDescriptionChangedEvent,
-    TopologyOpeningEvent,
-)
 from mongio.topology.server_description import Address, format_address
+
+if TYPE_CHECKING:
+    # The SDAM event classes are imported when a topology first publishes (only when someone receives them).
+    from mongio.topology.sdam_events import (
+        SdamEvent,
+        ServerClosedEvent,
+        ServerDescriptionChangedEvent,
+        ServerOpeningEvent,
+        TopologyClosedEvent,
+        TopologyDescriptionChangedEvent,
+        TopologyOpeningEvent,
+    )
 
 __all__ = [
     "SERVER_SELECTION_LOGGER",
@@ -171,6 +174,15 @@ class SdamPublisher:
 
     def publish(self, events: Iterable[SdamEvent]) -> None:
         """Deliver SDAM events in order, with the matching log messages."""
+        from mongio.topology.sdam_events import (
+            ServerClosedEvent,
+            ServerDescriptionChangedEvent,
+            ServerOpeningEvent,
+            TopologyClosedEvent,
+            TopologyDescriptionChangedEvent,
+            TopologyOpeningEvent,
+        )
+
         logging_on = TOPOLOGY_LOGGER.isEnabledFor(_DEBUG)
         for event in events:
             if isinstance(event, ServerDescriptionChangedEvent):

@@ -27,7 +27,6 @@ from mongio.topology.error_handling import ApplicationError, ErrorDecision, appl
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
 from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
 from mongio.topology.rtt_monitor import MonitorConnectionFactory
-from mongio.topology.sdam_events import closing_events, opening_events, update_events
 from mongio.topology.selection import (
     ReadPreferenceLike,
     RoundTripTimeTracker,
@@ -349,6 +348,9 @@ class Topology:
         self._opened = True
         self._loop = asyncio.get_running_loop()
         if self._publisher.sdam_enabled:
+            # The SDAM event module is imported only by a topology whose events someone receives.
+            from mongio.topology.sdam_events import opening_events
+
             self._publisher.publish(opening_events(self._topology_id, self._description))
         self._sync_servers()
         if self._settings.load_balanced:
@@ -407,6 +409,8 @@ class Topology:
         self._servers.clear()
         self._description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self._settings)
         if self._opened and self._publisher.sdam_enabled:
+            from mongio.topology.sdam_events import closing_events
+
             self._publisher.publish(closing_events(self._topology_id, last))
 
     async def __aenter__(self) -> Topology:
@@ -463,6 +467,8 @@ class Topology:
         ):
             server.pool.ready()
         if self._publisher.sdam_enabled:
+            from mongio.topology.sdam_events import update_events
+
             self._publisher.publish(update_events(self._topology_id, previous, new, server_description))
         self._sync_servers()
 
@@ -531,6 +537,8 @@ class Topology:
                 return
             self._description = new
             if self._publisher.sdam_enabled:
+                from mongio.topology.sdam_events import update_events
+
                 self._publisher.publish(update_events(self._topology_id, previous, new))
             self._sync_servers()
             self._condition.notify_all()
