@@ -37,6 +37,7 @@ def test_import_mongio_and_making_a_client_leave_the_lazy_modules_unimported() -
         ("mongio.bson", "json_util", "mongio.bson.json_util"),
         ("mongio.events", "PoolCreatedEvent", "mongio.events.cmap"),
         ("mongio.events", "ConnectionCheckedInEvent", "mongio.events.cmap"),
+        ("mongio.topology.heartbeat_events", "ServerHeartbeatFailedEvent", "mongio.topology.sdam_events"),
     ],
 )
 def test_a_lazy_name_resolves_in_a_fresh_interpreter(package: str, name: str, module: str) -> None:
