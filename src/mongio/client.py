@@ -22,7 +22,7 @@ import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
@@ -807,7 +807,8 @@ class MongoClient:
             check_no_operation_concerns(write_concern=write_concern is not None)
             concern = DEFAULT_WRITE_CONCERN
         bulk = ClientBulkWrite(
-            models,
+            # PyMongo's models are converted there (as_write_model), though its signature names mongio's only.
+            cast("Iterable[WriteModel]", models),
             ordered=ordered,
             bypass_document_validation=bypass_document_validation,
             comment=comment,

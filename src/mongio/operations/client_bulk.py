@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
 from mongio.errors import (
@@ -61,9 +61,6 @@ from mongio.operations.models import (
 )
 from mongio.operations.results import ClientBulkWriteResult, DeleteResult, InsertOneResult, UpdateResult
 from mongio.options.write_concern import WriteConcern
-
-if TYPE_CHECKING:
-    from mongio.options.protocols import WriteModelLike
 
 __all__ = ["ClientBulkWrite", "ClientBulkWriteBatch", "ClientBulkWriteException"]
 
@@ -262,7 +259,7 @@ class ClientBulkWrite:
 
     def __init__(
         self,
-        models: Iterable[WriteModel | WriteModelLike],
+        models: Iterable[WriteModel],
         *,
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
