@@ -22,12 +22,9 @@ import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from mongio import pymongo_types
 from mongio.bson.codec_options import CodecOptions
-from mongio.change_stream import ClusterChangeStream
-from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
@@ -50,7 +47,7 @@ from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import _ServerMode
-from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern
+from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern, as_write_concern
 from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
 from mongio.sessions.transaction_state import check_no_operation_concerns
@@ -65,8 +62,19 @@ from mongio.tracing import client_tracing
 
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
+    from mongio.change_stream import ClusterChangeStream
+    from mongio.connection.auth.scram import ScramKeyCache
     from mongio.cursor import CommandCursor
     from mongio.database import Database
+    from mongio.options.protocols import (
+        CodecOptionsLike,
+        DriverInfoLike,
+        ReadConcernLike,
+        ReadPreferenceLike,
+        TimestampLike,
+        WriteConcernLike,
+        WriteModelLike,
+    )
     from mongio.sessions.transaction_state import TransactionOptions
 
 __all__ = ["AsyncMongoClient", "MongoClient"]
@@ -98,6 +106,8 @@ def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) 
         kwargs["uuid_representation"] = _UUID_REPRESENTATIONS.get(str(options.uuid_representation).lower(), 0)
     codec_options = CodecOptions(document_class=document_class, tz_aware=tz_aware, **kwargs)
     if options.pymongo_types:
+        from mongio import pymongo_types  # imported only by the clients that turn the mode on
+
         pymongo_types.enable()
         return pymongo_types.typed_codec_options(codec_options)
     return codec_options
@@ -223,7 +233,12 @@ class MongoClient:
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
-        self._scram_cache = ScramKeyCache()
+        # SCRAM keys this client derived; SCRAM itself is imported only by clients with credentials.
+        self._scram_cache: ScramKeyCache | None = None
+        if self._options.credential is not None:
+            from mongio.connection.auth.scram import ScramKeyCache
+
+            self._scram_cache = ScramKeyCache()
         timeout_ms = self._options.timeout_ms
         self._executor = Executor(
             self,
@@ -629,7 +644,7 @@ class MongoClient:
 
         return ServerAnswer(self.topology_description.topology_type is TopologyType.Sharded, fetch)
 
-    def append_metadata(self, driver_info: Any) -> None:
+    def append_metadata(self, driver_info: DriverInfo | DriverInfoLike) -> None:
         """Add a wrapping library's name, version and platform to the handshake metadata of connections
         made from now on (PyMongo's method). Accepts :class:`mongio.driver_info.DriverInfo` or any object
         with ``name``, ``version`` and ``platform`` attributes (PyMongo's ``DriverInfo``)."""
@@ -640,10 +655,10 @@ class MongoClient:
     def get_database(
         self,
         name: str | None = None,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> Database[Any]:
         """The database ``name`` (the connection string's database when omitted), with these options in
@@ -660,10 +675,10 @@ class MongoClient:
     def get_default_database(
         self,
         default: str | None = None,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
     ) -> Database[Any]:
         """The connection string's database, else ``default``."""
         name = self._options.database or default
@@ -770,14 +785,14 @@ class MongoClient:
 
     async def bulk_write(
         self,
-        models: Iterable[WriteModel],
+        models: Iterable[WriteModel | WriteModelLike],
         session: ClientSession | None = None,
         ordered: bool = True,
         verbose_results: bool = False,
         bypass_document_validation: bool | None = None,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
-        write_concern: WriteConcern | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
         *,
         raw_data: bool | None = None,
     ) -> ClientBulkWriteResult:
@@ -785,14 +800,15 @@ class MongoClient:
         the server's limits allow (MongoDB 8.0+). Each model names its namespace (``InsertOne({...},
         namespace="db.coll")``). Raises :class:`~mongio.operations.ClientBulkWriteException` when any write
         failed, with the partial result."""
-        concern = write_concern if write_concern is not None else self._write_concern
+        concern = as_write_concern(write_concern) if write_concern is not None else self._write_concern
         if session is not None and session.in_transaction:
             # The transaction's write concern applies (on commit): one given here is refused, the client's
             # is not used.
             check_no_operation_concerns(write_concern=write_concern is not None)
             concern = DEFAULT_WRITE_CONCERN
         bulk = ClientBulkWrite(
-            models,
+            # PyMongo's models are converted there (as_write_model), though its signature names mongio's only.
+            cast("Iterable[WriteModel]", models),
             ordered=ordered,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
@@ -872,6 +888,8 @@ class MongoClient:
                 async for change in stream:
                     print(change["ns"], change["operationType"])
         """
+        from mongio.change_stream import ClusterChangeStream  # on first use: most programs never watch
+
         stream: ClusterChangeStream[Any] = ClusterChangeStream(
             self,
             "admin",
@@ -903,7 +921,7 @@ class MongoClient:
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
-        snapshot_time: Timestamp | None = None,
+        snapshot_time: Timestamp | TimestampLike | None = None,
     ) -> ClientSession:
         """A new session: ``async with client.start_session() as s:`` (or end it with ``await s.end_session()``).
 

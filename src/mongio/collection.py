@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from mongio.change_stream import CollectionChangeStream
 from mongio.cursor import (
     CommandCursor,
     Cursor,
@@ -74,7 +73,16 @@ from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
+    from mongio.change_stream import CollectionChangeStream
     from mongio.database import Database
+    from mongio.options.protocols import (
+        CodecOptionsLike,
+        IndexModelLike,
+        ReadConcernLike,
+        ReadPreferenceLike,
+        WriteConcernLike,
+        WriteModelLike,
+    )
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -176,10 +184,10 @@ class Collection(Generic[_D]):
         database: Database[_D],
         name: str,
         create: bool | None = False,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         session: ClientSession | None = None,
         *,
         timeout: float | None = None,
@@ -247,10 +255,10 @@ class Collection(Generic[_D]):
 
     def with_options(
         self,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> Collection[_D]:
         """The same collection with some options changed; the others are kept.
@@ -419,7 +427,7 @@ class Collection(Generic[_D]):
 
     async def bulk_write(
         self,
-        requests: Sequence[WriteModel],
+        requests: Sequence[WriteModel | WriteModelLike],
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
@@ -1016,6 +1024,8 @@ class Collection(Generic[_D]):
         to an ``aggregate`` with ``$changeStream``: only a stream made here resumes after errors. The
         collection's read concern must be ``majority`` or unset.
         """
+        from mongio.change_stream import CollectionChangeStream  # on first use: most programs never watch
+
         stream: CollectionChangeStream[_D] = CollectionChangeStream(
             self._database.client,
             self._database.name,
@@ -1043,7 +1053,7 @@ class Collection(Generic[_D]):
 
     async def create_indexes(
         self,
-        indexes: Sequence[IndexModel],
+        indexes: Sequence[IndexModel | IndexModelLike],
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
-from mongio.change_stream import DatabaseChangeStream
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor, ObjectCommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
@@ -28,7 +27,14 @@ from mongio.options.read_preference import as_read_preference
 from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
+    from mongio.change_stream import DatabaseChangeStream
     from mongio.client import MongoClient
+    from mongio.options.protocols import (
+        CodecOptionsLike,
+        ReadConcernLike,
+        ReadPreferenceLike,
+        WriteConcernLike,
+    )
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -52,10 +58,10 @@ class Database(Generic[_D]):
         self,
         client: MongoClient,
         name: str,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> None:
         if not isinstance(name, str):
@@ -113,10 +119,10 @@ class Database(Generic[_D]):
 
     def with_options(
         self,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> Database[_D]:
         """The same database with some options changed; the others are kept.
@@ -138,10 +144,10 @@ class Database(Generic[_D]):
     def get_collection(
         self,
         name: str,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
     ) -> Collection[_D]:
         """The collection ``name``, with options of its own where given (the database's otherwise).
@@ -242,8 +248,8 @@ class Database(Generic[_D]):
         value: Any = 1,
         check: bool = True,
         allowable_errors: Sequence[str | int] | None = None,
-        read_preference: _ServerMode | None = None,
-        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -271,7 +277,7 @@ class Database(Generic[_D]):
             self._name,
             command,
             value,
-            read_preference=read_preference,
+            read_preference=None if read_preference is None else as_read_preference(read_preference),
             # The database's own options are not used (as in PyMongo), but a PyMongo-typed client's mode is.
             codec_options=self._codec_options.resolve(codec_options or DEFAULT_CODEC_OPTIONS),
             **kwargs,
@@ -294,8 +300,8 @@ class Database(Generic[_D]):
         self,
         command: str | Mapping[str, Any],
         value: Any = 1,
-        read_preference: _ServerMode | None = None,
-        codec_options: CodecOptions | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
         max_await_time_ms: int | None = None,
@@ -324,7 +330,7 @@ class Database(Generic[_D]):
             batch_size=batch_size,
             max_await_time_ms=max_await_time_ms,
             comment=comment,
-            read_preference=read_preference,
+            read_preference=None if read_preference is None else as_read_preference(read_preference),
             codec_options=self._codec_options.resolve(codec_options),
         )
         return self._command_cursor(
@@ -341,10 +347,10 @@ class Database(Generic[_D]):
     async def create_collection(
         self,
         name: str,
-        codec_options: CodecOptions | None = None,
-        read_preference: _ServerMode | None = None,
-        write_concern: WriteConcern | None = None,
-        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions | CodecOptionsLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         session: ClientSession | None = None,
         check_exists: bool = True,
         **kwargs: Any,
@@ -592,6 +598,8 @@ class Database(Generic[_D]):
                 async for change in stream:
                     print(change["ns"]["coll"], change["operationType"])
         """
+        from mongio.change_stream import DatabaseChangeStream  # on first use: most programs never watch
+
         stream: DatabaseChangeStream[_D] = DatabaseChangeStream(
             self._client,
             self._name,

@@ -29,17 +29,13 @@ from mongio.events.command import (
 )
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.listener_registry import register
-from mongio.topology.heartbeat_events import (
-    ServerHeartbeatFailedEvent,
-    ServerHeartbeatListener,
-    ServerHeartbeatStartedEvent,
-    ServerHeartbeatSucceededEvent,
-    ServerListener,
-    TopologyListener,
-)
+from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener, TopologyListener
 from mongio.topology.sdam_events import (
     ServerClosedEvent,
     ServerDescriptionChangedEvent,
+    ServerHeartbeatFailedEvent,
+    ServerHeartbeatStartedEvent,
+    ServerHeartbeatSucceededEvent,
     ServerOpeningEvent,
     TopologyClosedEvent,
     TopologyDescriptionChangedEvent,

@@ -242,7 +242,7 @@ async def test_append_metadata_reaches_new_connections(server_uri: str) -> None:
         client.append_metadata(pymongo_driver_info.DriverInfo("framework", "3.4", "web"))
         assert client._metadata.document["driver"]["name"].endswith("|odm|framework")
         with pytest.raises(TypeError):
-            client.append_metadata({"name": "x"})
+            client.append_metadata({"name": "x"})  # type: ignore[arg-type]
 
 
 async def test_names_starting_with_an_underscore_are_no_databases(client: MongoClient) -> None:

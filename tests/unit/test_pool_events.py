@@ -11,7 +11,7 @@ import pytest
 
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import ConfigurationError
-from mongio.events import CONNECTION_LOGGER_NAME, LogMessage, listeners
+from mongio.events import CONNECTION_LOGGER_NAME, LogMessage, cmap, listeners
 from tests.support.fake_pool import FakeFactory, Recorder, make_pool
 
 
@@ -32,15 +32,16 @@ async def test_without_listeners_or_logging_no_event_or_message_is_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     built: list[str] = []
-    names = [name for name in dir(listeners) if name.endswith("Event")] + ["LogMessage"]
-    for name in names:
-        original = getattr(listeners, name)
+    # Publishers take the event classes from mongio.events.cmap, the log messages from their own module.
+    owners = [(cmap, name) for name in dir(cmap) if name.endswith("Event")] + [(listeners, "LogMessage")]
+    for owner, name in owners:
+        original = getattr(owner, name)
 
         def counting(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
             built.append(_name)
             return _original(*args, **kwargs)
 
-        monkeypatch.setattr(listeners, name, counting)
+        monkeypatch.setattr(owner, name, counting)
     logger = logging.getLogger(CONNECTION_LOGGER_NAME)
     previous = logger.level
     logger.setLevel(logging.WARNING)

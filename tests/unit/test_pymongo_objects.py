@@ -22,9 +22,9 @@ from mongio.options.read_preference import Nearest, Secondary, as_read_preferenc
 
 COLLATION = {"locale": "fr", "strength": 2}
 
-# mongio's signatures name mongio's classes (src never imports PyMongo), while at runtime they take PyMongo's
-# objects too, which is what these tests check: those arguments carry a `type: ignore[arg-type]` (or
-# `[list-item]`).
+# The public signatures take PyMongo's objects through the protocols of mongio.options.protocols (checked in
+# test_pymongo_option_typing.py); the internal helpers called directly here (BulkWrite, ClientMetadata.append)
+# still name mongio's classes only, so those arguments carry a `type: ignore`.
 
 PAIRS: list[tuple[Any, Any]] = [
     (pymongo.InsertOne({"a": 1}), models.InsertOne({"a": 1})),
@@ -91,7 +91,7 @@ def test_a_pymongo_index_model_creates_and_drops_the_same_index() -> None:
     ours = models.IndexModel([("a", 1), ("b", -1)], unique=True, name="ab")
     assert models.index_model_document(theirs) == ours.document
     limits = ServerLimits()
-    create = CreateIndexes("db", "c", [theirs])  # type: ignore[list-item]
+    create = CreateIndexes("db", "c", [theirs])
     assert create.build(limits).body["indexes"] == [ours.document]
     assert DropIndexes("db", "c", theirs).build(limits).body["index"] == "ab"
     assert models.index_model_document({"key": {"a": 1}, "name": "a_1"}) is None  # mappings keep their own path
@@ -112,7 +112,7 @@ def test_pymongo_read_preferences_mean_the_same() -> None:
     assert as_read_preference(pymongo.ReadPreference.NEAREST) == Nearest()
     client = MongoClient("mongodb://127.0.0.1:1/", connect=False, read_preference=pymongo.ReadPreference.SECONDARY)
     assert client.read_preference == Secondary()
-    collection = client.db.get_collection("c", read_preference=theirs)  # type: ignore[arg-type]
+    collection = client.db.get_collection("c", read_preference=theirs)
     assert collection.read_preference.document == theirs.document
     with pytest.raises(TypeError, match="read_preference must be a read preference"):
         as_read_preference("secondary")
@@ -128,8 +128,8 @@ def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
     assert as_read_concern(PyMongoReadConcern("snapshot")) == ReadConcern("snapshot")
     collection = MongoClient("mongodb://127.0.0.1:1/", connect=False).db.get_collection(
         "c",
-        write_concern=pymongo.WriteConcern(w=2),  # type: ignore[arg-type]
-        read_concern=PyMongoReadConcern("majority"),  # type: ignore[arg-type]
+        write_concern=pymongo.WriteConcern(w=2),
+        read_concern=PyMongoReadConcern("majority"),
     )
     assert type(collection.write_concern) is WriteConcern and collection.write_concern.document == {"w": 2}
     assert collection.read_concern == ReadConcern("majority")

@@ -10,10 +10,12 @@ Names follow PyMongo's ``bson`` package, so code ports by changing the import::
 
 from __future__ import annotations
 
+import importlib
+import re
+from typing import TYPE_CHECKING, Any
+
 # The codec's two modules are the reference implementation; when the optional C extension was built, its
 # element loops run inside them (see ``_speedups.c``), with the same results and errors.
-import re
-
 from mongio.bson import (
     _decoder,
     binary,
@@ -24,7 +26,6 @@ from mongio.bson import (
     decimal128,
     errors,
     int64,
-    json_util,
     max_key,
     min_key,
     objectid,
@@ -115,6 +116,12 @@ from mongio.bson.regex import Regex
 from mongio.bson.son import SON
 from mongio.bson.timestamp import Timestamp
 from mongio.bson.tz_util import utc
+
+if TYPE_CHECKING:
+    from mongio.bson import json_util
+
+# Imported on first use (PEP 562): most programs never convert to or from extended JSON.
+_LAZY_SUBMODULES = frozenset({"json_util"})
 
 RE_TYPE = re.Pattern
 """The type of compiled regular expressions, which encode as BSON regular expressions."""
@@ -240,3 +247,13 @@ def has_c() -> bool:
     """Whether the compiled element loops are in use (False: the pure-Python ones, because the C extension
     was not built or ``MONGIO_NO_SPEEDUPS`` is set)."""
     return _decoder._read_document is not _decoder._python_read_document
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})

@@ -11,10 +11,9 @@ import asyncio
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.connection.auth import Authenticator, CredentialLike
-from mongio.connection.auth.scram import ScramKeyCache
 from mongio.connection.connection import Connection, connect
 from mongio.connection.handshake import (
     LOAD_BALANCER_NOT_SUPPORTED,
@@ -27,6 +26,9 @@ from mongio.connection.handshake import (
 from mongio.connection.transport import Address, may_be_overload
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError, MongioError
 from mongio.wire.compression import get_compressor, negotiate_compressor
+
+if TYPE_CHECKING:
+    from mongio.connection.auth.scram import ScramKeyCache
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
 

@@ -38,8 +38,8 @@ from mongio.errors import (
     PoolClosedError,
     WaitQueueTimeoutError,
 )
-from mongio.events.cmap import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
 from mongio.events.listeners import CmapPublisher
+from mongio.events.reasons import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
 
 __all__ = [
     "ConnectFactory",

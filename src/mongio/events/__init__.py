@@ -7,21 +7,9 @@ Connection pool events (:mod:`mongio.events.cmap`) and :class:`ConnectionPoolLis
 :mod:`mongio.events.logs`).
 """
 
-from mongio.events.cmap import (
-    ConnectionCheckedInEvent,
-    ConnectionCheckedOutEvent,
-    ConnectionCheckOutFailedEvent,
-    ConnectionCheckOutFailedReason,
-    ConnectionCheckOutStartedEvent,
-    ConnectionClosedEvent,
-    ConnectionClosedReason,
-    ConnectionCreatedEvent,
-    ConnectionReadyEvent,
-    PoolClearedEvent,
-    PoolClosedEvent,
-    PoolCreatedEvent,
-    PoolReadyEvent,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mongio.events.command import (
     COMMAND_LOGGER_NAME,
     CommandFailedEvent,
@@ -31,6 +19,22 @@ from mongio.events.command import (
 )
 from mongio.events.listeners import CmapPublisher, ConnectionPoolListener
 from mongio.events.logs import CONNECTION_LOGGER_NAME, LogMessage
+from mongio.events.reasons import ConnectionCheckOutFailedReason, ConnectionClosedReason
+
+if TYPE_CHECKING:
+    from mongio.events.cmap import (
+        ConnectionCheckedInEvent,
+        ConnectionCheckedOutEvent,
+        ConnectionCheckOutFailedEvent,
+        ConnectionCheckOutStartedEvent,
+        ConnectionClosedEvent,
+        ConnectionCreatedEvent,
+        ConnectionReadyEvent,
+        PoolClearedEvent,
+        PoolClosedEvent,
+        PoolCreatedEvent,
+        PoolReadyEvent,
+    )
 
 __all__ = [
     "COMMAND_LOGGER_NAME",
@@ -56,3 +60,30 @@ __all__ = [
     "PoolCreatedEvent",
     "PoolReadyEvent",
 ]
+
+# The pool event classes are imported on first use (PEP 562): a client without pool listeners makes none.
+_CMAP_EVENTS = frozenset(
+    {
+        "ConnectionCheckOutFailedEvent",
+        "ConnectionCheckOutStartedEvent",
+        "ConnectionCheckedInEvent",
+        "ConnectionCheckedOutEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCreatedEvent",
+        "ConnectionReadyEvent",
+        "PoolClearedEvent",
+        "PoolClosedEvent",
+        "PoolCreatedEvent",
+        "PoolReadyEvent",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CMAP_EVENTS:
+        return getattr(importlib.import_module("mongio.events.cmap"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CMAP_EVENTS})

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongio.events.reasons import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
+
 __all__ = [
     "Address",
     "ConnectionCheckOutFailedEvent",
@@ -27,38 +29,6 @@ __all__ = [
     "PoolCreatedEvent",
     "PoolReadyEvent",
 ]
-
-Address = tuple[str, int | None]
-"""``(host, port)``; ``(path, None)`` for a Unix domain socket."""
-
-
-class ConnectionClosedReason:
-    """Why a pooled connection was closed (the values are the specification's strings)."""
-
-    STALE = "stale"
-    """The pool was cleared after the connection was made."""
-
-    IDLE = "idle"
-    """The connection sat unused in the pool for longer than ``maxIdleTimeMS``."""
-
-    ERROR = "error"
-    """The connection failed while being established or used."""
-
-    POOL_CLOSED = "poolClosed"
-    """The pool was closed."""
-
-
-class ConnectionCheckOutFailedReason:
-    """Why a check-out failed (the values are the specification's strings)."""
-
-    TIMEOUT = "timeout"
-    """No connection became available within the wait queue timeout."""
-
-    POOL_CLOSED = "poolClosed"
-    """The pool is closed."""
-
-    CONN_ERROR = "connectionError"
-    """A new connection could not be established, or the pool is paused after a clear."""
 
 
 @dataclass(frozen=True, slots=True)

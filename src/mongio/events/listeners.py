@@ -14,25 +14,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from mongio.events.cmap import (
-    Address,
-    ConnectionCheckedInEvent,
-    ConnectionCheckedOutEvent,
-    ConnectionCheckOutFailedEvent,
-    ConnectionCheckOutFailedReason,
-    ConnectionCheckOutStartedEvent,
-    ConnectionClosedEvent,
-    ConnectionClosedReason,
-    ConnectionCreatedEvent,
-    ConnectionReadyEvent,
-    PoolClearedEvent,
-    PoolClosedEvent,
-    PoolCreatedEvent,
-    PoolReadyEvent,
-)
 from mongio.events.logs import CONNECTION_LOGGER, LogMessage, format_error
+from mongio.events.reasons import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
+
+if TYPE_CHECKING:
+    from mongio.events.cmap import (
+        ConnectionCheckedInEvent,
+        ConnectionCheckedOutEvent,
+        ConnectionCheckOutFailedEvent,
+        ConnectionCheckOutStartedEvent,
+        ConnectionClosedEvent,
+        ConnectionCreatedEvent,
+        ConnectionReadyEvent,
+        PoolClearedEvent,
+        PoolClosedEvent,
+        PoolCreatedEvent,
+        PoolReadyEvent,
+    )
 
 __all__ = ["CmapPublisher", "ConnectionPoolListener"]
 
@@ -106,6 +107,12 @@ def _deliver(listeners: tuple[ConnectionPoolListener, ...], method: str, event: 
             _EVENTS_LOGGER.exception("connection pool listener %r failed in %s", listener, method)
 
 
+def _event_classes() -> ModuleType:
+    from mongio.events import cmap
+
+    return cmap
+
+
 class CmapPublisher:
     """Publishes one pool's events to its listeners and its log messages to ``mongio.connection``.
 
@@ -113,11 +120,13 @@ class CmapPublisher:
     made only when someone will receive them.
     """
 
-    __slots__ = ("_address", "_common", "_listeners", "_where")
+    __slots__ = ("_address", "_common", "_events", "_listeners", "_where")
 
     def __init__(self, address: Address, listeners: Iterable[ConnectionPoolListener] = ()) -> None:
         self._address = address
         self._listeners = tuple(listeners)
+        # The event classes are imported only for a pool that has listeners, the only one that makes events.
+        self._events: Any = _event_classes() if self._listeners else None
         host, port = address
         self._common: dict[str, Any] = {"serverHost": host}
         if port is not None:
@@ -146,7 +155,9 @@ class CmapPublisher:
 
     def pool_created(self, options: Mapping[str, Any]) -> None:
         if self._listeners:
-            _deliver(self._listeners, "pool_created", PoolCreatedEvent(self._address, dict(options)))
+            _deliver(
+                self._listeners, "pool_created", self._events.PoolCreatedEvent(self._address, dict(options))
+            )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             shown = {name: options[name] for name in _CREATED_OPTION_ORDER if name in options}
             listed = ", ".join(f"{name}={value}" for name, value in shown.items())
@@ -157,13 +168,13 @@ class CmapPublisher:
 
     def pool_ready(self) -> None:
         if self._listeners:
-            _deliver(self._listeners, "pool_ready", PoolReadyEvent(self._address))
+            _deliver(self._listeners, "pool_ready", self._events.PoolReadyEvent(self._address))
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             self._log("Connection pool ready", f"Connection pool ready for {self._where}")
 
     def pool_cleared(self, service_id: Any = None, interrupt_connections: bool = False) -> None:
         if self._listeners:
-            event = PoolClearedEvent(self._address, service_id, interrupt_connections)
+            event = self._events.PoolClearedEvent(self._address, service_id, interrupt_connections)
             _deliver(self._listeners, "pool_cleared", event)
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             service = None if service_id is None else str(service_id)
@@ -174,7 +185,7 @@ class CmapPublisher:
 
     def pool_closed(self) -> None:
         if self._listeners:
-            _deliver(self._listeners, "pool_closed", PoolClosedEvent(self._address))
+            _deliver(self._listeners, "pool_closed", self._events.PoolClosedEvent(self._address))
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             self._log("Connection pool closed", f"Connection pool closed for {self._where}")
 
@@ -183,7 +194,9 @@ class CmapPublisher:
     def connection_created(self, connection_id: int) -> None:
         if self._listeners:
             _deliver(
-                self._listeners, "connection_created", ConnectionCreatedEvent(self._address, connection_id)
+                self._listeners,
+                "connection_created",
+                self._events.ConnectionCreatedEvent(self._address, connection_id),
             )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             text = f"Connection created: address={self._where}, driver-generated ID={connection_id}"
@@ -195,7 +208,7 @@ class CmapPublisher:
             return
         duration = time.monotonic() - created
         if self._listeners:
-            event = ConnectionReadyEvent(self._address, connection_id, duration)
+            event = self._events.ConnectionReadyEvent(self._address, connection_id, duration)
             _deliver(self._listeners, "connection_ready", event)
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             ms = duration * 1000.0
@@ -207,7 +220,7 @@ class CmapPublisher:
 
     def connection_closed(self, connection_id: int, reason: str, error: BaseException | None = None) -> None:
         if self._listeners:
-            event = ConnectionClosedEvent(self._address, connection_id, reason)
+            event = self._events.ConnectionClosedEvent(self._address, connection_id, reason)
             _deliver(self._listeners, "connection_closed", event)
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             reason_text = _CLOSED_REASON_TEXT.get(reason, reason)
@@ -226,7 +239,9 @@ class CmapPublisher:
     def connection_check_out_started(self) -> None:
         if self._listeners:
             _deliver(
-                self._listeners, "connection_check_out_started", ConnectionCheckOutStartedEvent(self._address)
+                self._listeners,
+                "connection_check_out_started",
+                self._events.ConnectionCheckOutStartedEvent(self._address),
             )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             self._log("Connection checkout started", f"Checkout started for connection to {self._where}")
@@ -239,7 +254,7 @@ class CmapPublisher:
             return
         duration = time.monotonic() - started
         if self._listeners:
-            event = ConnectionCheckOutFailedEvent(self._address, reason, duration)
+            event = self._events.ConnectionCheckOutFailedEvent(self._address, reason, duration)
             _deliver(self._listeners, "connection_check_out_failed", event)
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             ms = duration * 1000.0
@@ -257,7 +272,7 @@ class CmapPublisher:
             return
         duration = time.monotonic() - started
         if self._listeners:
-            event = ConnectionCheckedOutEvent(self._address, connection_id, duration)
+            event = self._events.ConnectionCheckedOutEvent(self._address, connection_id, duration)
             _deliver(self._listeners, "connection_checked_out", event)
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             ms = duration * 1000.0
@@ -272,7 +287,7 @@ class CmapPublisher:
             _deliver(
                 self._listeners,
                 "connection_checked_in",
-                ConnectionCheckedInEvent(self._address, connection_id),
+                self._events.ConnectionCheckedInEvent(self._address, connection_id),
             )
         if CONNECTION_LOGGER.isEnabledFor(_DEBUG):
             text = f"Connection checked in: address={self._where}, driver-generated ID={connection_id}"

@@ -21,8 +21,10 @@ from mongio.gridfs.grid_out import GridOut, GridOutCursor
 from mongio.gridfs.indexes import IndexGuard
 from mongio.gridfs.layout import DEFAULT_CHUNK_SIZE, revision_order, validate_chunk_size
 from mongio.gridfs.streams import Destination
+from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
+    from mongio.options.protocols import ReadConcernLike, ReadPreferenceLike, WriteConcernLike
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -59,15 +61,15 @@ class GridFSBucket:
         db: Database[Any],
         bucket_name: str = "fs",
         chunk_size_bytes: int = DEFAULT_CHUNK_SIZE,
-        write_concern: WriteConcern | None = None,
-        read_preference: _ServerMode | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
         *,
-        read_concern: ReadConcern | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
         disable_md5: bool = False,
     ) -> None:
         if not isinstance(db, Database):
             raise TypeError(f"db must be a mongio Database, not {type(db).__name__}")
-        concern = write_concern if write_concern is not None else db.write_concern
+        concern = as_write_concern(write_concern) if write_concern is not None else db.write_concern
         if not concern.acknowledged:
             raise ConfigurationError("GridFS needs an acknowledged write concern")
         if not isinstance(disable_md5, bool):

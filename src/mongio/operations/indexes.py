@@ -32,6 +32,7 @@ from mongio.operations.models import (
 )
 
 if TYPE_CHECKING:
+    from mongio.options.protocols import IndexModelLike
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
 
@@ -97,7 +98,7 @@ class CreateIndexes(_SimpleCommand):
         self,
         database: str,
         collection: str,
-        indexes: Sequence[IndexModel | Mapping[str, Any]],
+        indexes: Sequence[IndexModel | IndexModelLike | Mapping[str, Any]],
         *,
         commit_quorum: int | str | None = None,
         comment: Any = None,

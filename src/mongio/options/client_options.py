@@ -21,7 +21,7 @@ import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.credentials import MongoCredential, build_credential
@@ -32,7 +32,6 @@ from mongio.options.read_preference import (
     make_read_preference,
     read_pref_mode_from_name,
 )
-from mongio.options.srv import DnsResolver, resolve_seedlist
 from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.options.uri_options import (
     ALIASES,
@@ -56,6 +55,9 @@ from mongio.options.uri_parser import (
 )
 from mongio.options.write_concern import WriteConcern
 from mongio.server_api import ServerApi
+
+if TYPE_CHECKING:
+    from mongio.options.srv import DnsResolver
 
 __all__ = ["KEYWORD_ONLY", "ClientOptions", "ProxyOptions"]
 
@@ -222,6 +224,8 @@ class ClientOptions:
         """
         if not self.needs_resolution or self._sources is None or self.srv_host is None:
             return self
+        from mongio.options.srv import resolve_seedlist  # only mongodb+srv clients resolve
+
         found: list[str] = []
         result = await resolve_seedlist(
             self.srv_host,

@@ -71,6 +71,7 @@ from mongio.sessions.with_transaction_policy import (
 if TYPE_CHECKING:
     from mongio.client import MongoClient
     from mongio.operations.base import Operation
+    from mongio.options.protocols import TimestampLike
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -101,7 +102,7 @@ class SessionOptions:
         default_transaction_options: TransactionOptions | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
-        snapshot_time: Timestamp | None = None,
+        snapshot_time: Timestamp | TimestampLike | None = None,
     ) -> None:
         if default_timeout_ms is not None and default_timeout_ms < 0:
             raise ValueError(f"default_timeout_ms must be non-negative, not {default_timeout_ms}")
@@ -244,7 +245,7 @@ class ClientSession:
             raise ValueError("cluster_time must have a Timestamp 'clusterTime'")
         self._clock.advance(cluster_time)
 
-    def advance_operation_time(self, operation_time: Timestamp) -> None:
+    def advance_operation_time(self, operation_time: Timestamp | TimestampLike) -> None:
         """Raise this session's operation time (e.g. to the ``operation_time`` of another session)."""
         timestamp = as_timestamp(operation_time)
         if timestamp is None:

@@ -1,4 +1,4 @@
-"""Server heartbeat events, the SDAM listener interfaces, and the publisher that delivers events and logs.
+"""The SDAM listener interfaces, and the publisher that delivers SDAM and heartbeat events and logs.
 
 Class, attribute and method names are PyMongo's (``pymongo.monitoring``) so listeners port by changing the
 import. Listener methods run synchronously on the event loop: keep them quick and never block in them. An
@@ -13,20 +13,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.events.logs import LogMessage, document_text, format_error
-from mongio.topology.sdam_events import (
-    SdamEvent,
-    ServerClosedEvent,
-    ServerDescriptionChangedEvent,
-    ServerOpeningEvent,
-    TopologyClosedEvent,
-    TopologyDescriptionChangedEvent,
-    TopologyOpeningEvent,
-)
 from mongio.topology.server_description import Address, format_address
+
+if TYPE_CHECKING:
+    # The event classes are imported when a topology first publishes (only when someone receives them).
+    from mongio.topology.sdam_events import (
+        SdamEvent,
+        ServerClosedEvent,
+        ServerDescriptionChangedEvent,
+        ServerHeartbeatFailedEvent,
+        ServerHeartbeatStartedEvent,
+        ServerHeartbeatSucceededEvent,
+        ServerOpeningEvent,
+        TopologyClosedEvent,
+        TopologyDescriptionChangedEvent,
+        TopologyOpeningEvent,
+    )
 
 __all__ = [
     "SERVER_SELECTION_LOGGER",
@@ -44,46 +49,6 @@ TOPOLOGY_LOGGER = logging.getLogger("mongio.topology")
 SERVER_SELECTION_LOGGER = logging.getLogger("mongio.serverSelection")
 _EVENTS_LOGGER = logging.getLogger("mongio.events")
 _DEBUG = logging.DEBUG
-
-
-@dataclass(frozen=True, slots=True)
-class ServerHeartbeatStartedEvent:
-    """A monitor is about to send ``hello`` (or to open its connection, or to read the next streamed reply).
-
-    ``connection_id`` is the server's address; ``awaited`` is true for an awaitable (streaming) ``hello``.
-    """
-
-    connection_id: Address
-    awaited: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ServerHeartbeatSucceededEvent:
-    """A monitor's ``hello`` succeeded. ``duration`` is in seconds; ``reply`` is the server's reply.
-
-    For an awaited heartbeat the duration includes the time the server held the reply back, so it says
-    nothing about the round trip time.
-    """
-
-    duration: float
-    reply: Mapping[str, Any]
-    connection_id: Address
-    awaited: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ServerHeartbeatFailedEvent:
-    """A monitor's ``hello`` failed: a network error, a timeout, or an ``ok: 0`` reply (``reply``)."""
-
-    duration: float
-    reply: BaseException
-    connection_id: Address
-    awaited: bool = False
-
-    @property
-    def failure(self) -> BaseException:
-        """The error (the specification's name for ``reply``)."""
-        return self.reply
 
 
 class ServerHeartbeatListener:
@@ -171,6 +136,15 @@ class SdamPublisher:
 
     def publish(self, events: Iterable[SdamEvent]) -> None:
         """Deliver SDAM events in order, with the matching log messages."""
+        from mongio.topology.sdam_events import (
+            ServerClosedEvent,
+            ServerDescriptionChangedEvent,
+            ServerOpeningEvent,
+            TopologyClosedEvent,
+            TopologyDescriptionChangedEvent,
+            TopologyOpeningEvent,
+        )
+
         logging_on = TOPOLOGY_LOGGER.isEnabledFor(_DEBUG)
         for event in events:
             if isinstance(event, ServerDescriptionChangedEvent):
@@ -247,6 +221,8 @@ class SdamPublisher:
         connection publishes the event before connecting (``log=False``) and logs once the connection and
         its ids exist (``event=False``): the log message names the monitoring connection."""
         if self._heartbeat and event:
+            from mongio.topology.sdam_events import ServerHeartbeatStartedEvent
+
             _deliver(self._heartbeat, "started", ServerHeartbeatStartedEvent(address, awaited))
         if log and TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
             where, fields = self._heartbeat_where(address, connection_id, server_connection_id)
@@ -264,6 +240,8 @@ class SdamPublisher:
     ) -> None:
         """A heartbeat succeeded (call only when :attr:`heartbeat_enabled`)."""
         if self._heartbeat:
+            from mongio.topology.sdam_events import ServerHeartbeatSucceededEvent
+
             event = ServerHeartbeatSucceededEvent(duration, reply, address, awaited)
             _deliver(self._heartbeat, "succeeded", event)
         if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
@@ -286,6 +264,8 @@ class SdamPublisher:
     ) -> None:
         """A heartbeat failed (call only when :attr:`heartbeat_enabled`)."""
         if self._heartbeat:
+            from mongio.topology.sdam_events import ServerHeartbeatFailedEvent
+
             event = ServerHeartbeatFailedEvent(duration, error, address, awaited)
             _deliver(self._heartbeat, "failed", event)
         if TOPOLOGY_LOGGER.isEnabledFor(_DEBUG):
@@ -296,3 +276,21 @@ class SdamPublisher:
             self._log(
                 "Server heartbeat failed", text, awaited=awaited, durationMS=ms, failure=failure, **fields
             )
+
+
+# The heartbeat event classes live in mongio.topology.sdam_events, imported on first use (PEP 562).
+_HEARTBEAT_EVENTS = frozenset(
+    {"ServerHeartbeatFailedEvent", "ServerHeartbeatStartedEvent", "ServerHeartbeatSucceededEvent"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HEARTBEAT_EVENTS:
+        from mongio.topology import sdam_events
+
+        return getattr(sdam_events, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HEARTBEAT_EVENTS})

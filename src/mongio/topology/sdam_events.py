@@ -1,12 +1,14 @@
-"""Server Discovery and Monitoring events, as plain immutable data, and the rules for when each is due.
+"""Server Discovery and Monitoring events (server heartbeats among them), as plain immutable data, and the
+rules for when each is due.
 
 The class and attribute names are PyMongo's (``pymongo.monitoring``) so listeners port unchanged. The
 helpers compute which events a change of topology description calls for, in the order the specification
-requires; the ``Topology`` publishes them, and only when someone listens.
+requires; the ``Topology`` publishes them, and only when someone listens (this module is imported then).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,9 @@ __all__ = [
     "SdamEvent",
     "ServerClosedEvent",
     "ServerDescriptionChangedEvent",
+    "ServerHeartbeatFailedEvent",
+    "ServerHeartbeatStartedEvent",
+    "ServerHeartbeatSucceededEvent",
     "ServerOpeningEvent",
     "TopologyClosedEvent",
     "TopologyDescriptionChangedEvent",
@@ -86,6 +91,46 @@ SdamEvent = (
     | TopologyClosedEvent
 )
 
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatStartedEvent:
+    """A monitor is about to send ``hello`` (or to open its connection, or to read the next streamed reply).
+
+    ``connection_id`` is the server's address; ``awaited`` is true for an awaitable (streaming) ``hello``.
+    """
+
+    connection_id: Address
+    awaited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatSucceededEvent:
+    """A monitor's ``hello`` succeeded. ``duration`` is in seconds; ``reply`` is the server's reply.
+
+    For an awaited heartbeat the duration includes the time the server held the reply back, so it says
+    nothing about the round trip time.
+    """
+
+    duration: float
+    reply: Mapping[str, Any]
+    connection_id: Address
+    awaited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHeartbeatFailedEvent:
+    """A monitor's ``hello`` failed: a network error, a timeout, or an ``ok: 0`` reply (``reply``)."""
+
+    duration: float
+    reply: BaseException
+    connection_id: Address
+    awaited: bool = False
+
+    @property
+    def failure(self) -> BaseException:
+        """The error (the specification's name for ``reply``)."""
+        return self.reply
 
 def _empty(description: TopologyDescription) -> TopologyDescription:
     return TopologyDescription(TopologyType.Unknown, {}, None, None, None, description.topology_settings)

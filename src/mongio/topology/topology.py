@@ -23,12 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mongio.bson.objectid import ObjectId
 from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
-from mongio.options.srv import MIN_RESCAN_INTERVAL, DnsResolver
 from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
 from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
 from mongio.topology.rtt_monitor import MonitorConnectionFactory
-from mongio.topology.sdam_events import closing_events, opening_events, update_events
 from mongio.topology.selection import (
     ReadPreferenceLike,
     RoundTripTimeTracker,
@@ -39,7 +37,6 @@ from mongio.topology.selection import (
 from mongio.topology.server_description import Address, ServerDescription, format_address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import MIN_HEARTBEAT_FREQUENCY, TopologySettings
-from mongio.topology.srv_polling import SrvPoller
 from mongio.topology.topology_description import (
     TopologyDescription,
     initial_topology_description,
@@ -50,6 +47,8 @@ from mongio.topology.topology_type import SRV_POLLING_TOPOLOGIES, TopologyType
 
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
+    from mongio.options.srv import DnsResolver
+    from mongio.topology.srv_polling import SrvPoller
 
 __all__ = ["PoolLike", "Server", "Topology", "describe_topology"]
 
@@ -217,7 +216,7 @@ class Topology:
         srv_service_name: str = "mongodb",
         srv_resolver: DnsResolver | None = None,
         srv_rescan_interval: float | None = None,
-        srv_min_rescan_interval: float = MIN_RESCAN_INTERVAL,
+        srv_min_rescan_interval: float | None = None,
         environ: Mapping[str, str] | None = None,
         min_heartbeat_frequency: float = MIN_HEARTBEAT_FREQUENCY,
     ) -> None:
@@ -239,6 +238,10 @@ class Topology:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._srv_poller: SrvPoller | None = None
         if srv_host is not None and not settings.load_balanced:
+            # Imported here: only mongodb+srv clients poll DNS.
+            from mongio.options.srv import MIN_RESCAN_INTERVAL
+            from mongio.topology.srv_polling import SrvPoller
+
             self._srv_poller = SrvPoller(
                 srv_host,
                 self._apply_srv_hosts,
@@ -247,7 +250,7 @@ class Topology:
                 service_name=srv_service_name,
                 resolver=srv_resolver,
                 initial_interval=srv_rescan_interval,
-                min_interval=srv_min_rescan_interval,
+                min_interval=MIN_RESCAN_INTERVAL if srv_min_rescan_interval is None else srv_min_rescan_interval,
                 lifetime=self._connect_timeout,
             )
 
@@ -345,6 +348,9 @@ class Topology:
         self._opened = True
         self._loop = asyncio.get_running_loop()
         if self._publisher.sdam_enabled:
+            # The SDAM event module is imported only by a topology whose events someone receives.
+            from mongio.topology.sdam_events import opening_events
+
             self._publisher.publish(opening_events(self._topology_id, self._description))
         self._sync_servers()
         if self._settings.load_balanced:
@@ -403,6 +409,8 @@ class Topology:
         self._servers.clear()
         self._description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self._settings)
         if self._opened and self._publisher.sdam_enabled:
+            from mongio.topology.sdam_events import closing_events
+
             self._publisher.publish(closing_events(self._topology_id, last))
 
     async def __aenter__(self) -> Topology:
@@ -459,6 +467,8 @@ class Topology:
         ):
             server.pool.ready()
         if self._publisher.sdam_enabled:
+            from mongio.topology.sdam_events import update_events
+
             self._publisher.publish(update_events(self._topology_id, previous, new, server_description))
         self._sync_servers()
 
@@ -527,6 +537,8 @@ class Topology:
                 return
             self._description = new
             if self._publisher.sdam_enabled:
+                from mongio.topology.sdam_events import update_events
+
                 self._publisher.publish(update_events(self._topology_id, previous, new))
             self._sync_servers()
             self._condition.notify_all()

@@ -14,7 +14,7 @@ For one connection::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mongio.connection.auth.base import AuthenticationFailed, CredentialLike, RunCommand
 from mongio.connection.auth.negotiation import (
@@ -23,14 +23,12 @@ from mongio.connection.auth.negotiation import (
     speculative_mechanism,
 )
 from mongio.connection.auth.plain import authenticate_plain
-from mongio.connection.auth.scram import (
-    ScramConversation,
-    ScramKeyCache,
-    authenticate_scram,
-    scram_mechanism,
-)
 from mongio.connection.auth.x509 import authenticate_x509, speculative_x509_command
 from mongio.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    # SCRAM (hashing, SASLprep) is imported by the first conversation: clients without credentials never need it.
+    from mongio.connection.auth.scram import ScramConversation, ScramKeyCache
 
 __all__ = [
     "AuthenticationFailed",
@@ -82,6 +80,8 @@ class Authenticator:
         """The mechanism ``authenticate()`` used."""
 
     def _scram_conversation(self, mechanism: str) -> ScramConversation:
+        from mongio.connection.auth.scram import ScramConversation, scram_mechanism
+
         credential = self.credential
         if not credential.username or credential.password is None:
             raise ConfigurationError(f"{mechanism} needs a username and a password")
@@ -126,6 +126,8 @@ class Authenticator:
             speculative_reply = None
         self.used_speculative = speculative_reply is not None
         if mechanism in _SCRAM:
+            from mongio.connection.auth.scram import authenticate_scram
+
             conversation = self._conversation if speculative_reply is not None else None
             if conversation is None:
                 conversation = self._scram_conversation(mechanism)
