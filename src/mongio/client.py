@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         ReadConcernLike,
         ReadPreferenceLike,
         TimestampLike,
+        TransactionOptionsLike,
         WriteConcernLike,
         WriteModelLike,
     )
@@ -918,7 +919,7 @@ class MongoClient:
     def start_session(
         self,
         causal_consistency: bool | None = None,
-        default_transaction_options: TransactionOptions | None = None,
+        default_transaction_options: TransactionOptions | TransactionOptionsLike | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
         snapshot_time: Timestamp | TimestampLike | None = None,

@@ -137,3 +137,35 @@ def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
         as_write_concern({"w": 1})
     with pytest.raises(TypeError, match="read_concern must be a ReadConcern, not str"):
         as_read_concern("majority")
+
+
+async def test_pymongo_transaction_options_and_concerns_start_a_transaction() -> None:
+    from pymongo.client_session_shared import TransactionOptions as PyMongoTransactionOptions
+
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.read_preference import Primary
+    from mongio.options.write_concern import WriteConcern
+    from mongio.sessions.transaction_state import TransactionOptions
+
+    client = MongoClient("mongodb://127.0.0.1:1/", connect=False)
+    defaults = PyMongoTransactionOptions(write_concern=pymongo.WriteConcern(w=2), max_commit_time_ms=5)
+    session = client.start_session(default_transaction_options=defaults)
+    try:
+        converted = session.options.default_transaction_options
+        assert type(converted) is TransactionOptions
+        assert converted.write_concern == WriteConcern(w=2) and converted.max_commit_time_ms == 5
+        session.start_transaction(
+            read_concern=PyMongoReadConcern("snapshot"), read_preference=pymongo.ReadPreference.PRIMARY
+        )
+        options = session._transaction.options
+        assert options.read_concern == ReadConcern("snapshot")
+        assert options.read_preference == Primary()
+        assert options.write_concern == WriteConcern(w=2)  # inherited from the converted defaults
+        await session.abort_transaction()
+        with pytest.raises(TypeError, match="read_concern must be a ReadConcern, not str"):
+            session.start_transaction(read_concern="snapshot")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="default_transaction_options must be a TransactionOptions, not dict"):
+            client.start_session(default_transaction_options={"max_commit_time_ms": 5})  # type: ignore[arg-type]
+    finally:
+        await session.end_session()
+        await client.close()

@@ -1,7 +1,7 @@
 """The shapes of other libraries' option objects that mongio's signatures take beside its own.
 
 mongio accepts PyMongo's ``WriteConcern``, ``ReadConcern``, read preferences, ``CodecOptions``, write models,
-index models, ``DriverInfo`` and ``bson.Timestamp`` wherever it accepts its own (it converts them on the way
+index models, ``DriverInfo``, ``TransactionOptions`` and ``bson.Timestamp`` wherever it accepts its own (it converts them on the way
 in, reading the attributes below). These protocols let a type checker see that too, so an application typed
 against PyMongo passes ``pymongo.WriteConcern(w=1)`` to :meth:`~mongio.MongoClient.get_database` without a
 type error, while an object of another kind (a read concern where a write concern goes) is still refused.
@@ -23,6 +23,7 @@ __all__ = [
     "ReadConcernLike",
     "ReadPreferenceLike",
     "TimestampLike",
+    "TransactionOptionsLike",
     "WriteConcernLike",
     "WriteModelLike",
 ]
@@ -122,3 +123,23 @@ class TimestampLike(Protocol):
     @property
     def inc(self) -> int:
         """The ordinal within that second."""
+
+
+class TransactionOptionsLike(Protocol):
+    """Transaction options of another library (PyMongo's ``TransactionOptions``), read attribute by attribute."""
+
+    @property
+    def read_concern(self) -> ReadConcernLike | None:
+        """The transaction's read concern, None to inherit it."""
+
+    @property
+    def write_concern(self) -> WriteConcernLike | None:
+        """The write concern of its commit and abort, None to inherit it."""
+
+    @property
+    def read_preference(self) -> ReadPreferenceLike | None:
+        """The read preference of its reads, None to inherit it."""
+
+    @property
+    def max_commit_time_ms(self) -> int | None:
+        """The commit's ``maxTimeMS``, None for none."""

@@ -49,6 +49,9 @@ from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
+from mongio.options.read_concern import as_read_concern
+from mongio.options.read_preference import as_read_preference
+from mongio.options.write_concern import as_write_concern
 from mongio.sessions.cluster_time import (
     ClusterClock,
     greater_operation_time,
@@ -71,7 +74,13 @@ from mongio.sessions.with_transaction_policy import (
 if TYPE_CHECKING:
     from mongio.client import MongoClient
     from mongio.operations.base import Operation
-    from mongio.options.protocols import TimestampLike
+    from mongio.options.protocols import (
+        ReadConcernLike,
+        ReadPreferenceLike,
+        TimestampLike,
+        TransactionOptionsLike,
+        WriteConcernLike,
+    )
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
@@ -99,7 +108,7 @@ class SessionOptions:
     def __init__(
         self,
         causal_consistency: bool | None = None,
-        default_transaction_options: TransactionOptions | None = None,
+        default_transaction_options: TransactionOptions | TransactionOptionsLike | None = None,
         snapshot: bool | None = False,
         default_timeout_ms: float | None = None,
         snapshot_time: Timestamp | TimestampLike | None = None,
@@ -116,10 +125,8 @@ class SessionOptions:
             given, snapshot_time = snapshot_time, as_timestamp(snapshot_time)
             if snapshot_time is None:
                 raise TypeError(f"snapshot_time must be a Timestamp, not {type(given).__name__}")
-        if default_transaction_options is not None and not isinstance(
-            default_transaction_options, TransactionOptions
-        ):
-            raise TypeError("default_transaction_options must be a TransactionOptions")
+        if default_transaction_options is not None:
+            default_transaction_options = TransactionOptions.from_options(default_transaction_options)
         self._snapshot_time = snapshot_time
         self._causal_consistency = (not snapshot) if causal_consistency is None else bool(causal_consistency)
         self._default_transaction_options = default_transaction_options
@@ -256,9 +263,9 @@ class ClientSession:
 
     def start_transaction(
         self,
-        read_concern: ReadConcern | None = None,
-        write_concern: WriteConcern | None = None,
-        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | ReadConcernLike | None = None,
+        write_concern: WriteConcern | WriteConcernLike | None = None,
+        read_preference: _ServerMode | ReadPreferenceLike | None = None,
         max_commit_time_ms: int | None = None,
     ) -> TransactionContext:
         """Start a transaction; the operations given ``session=self`` from now on run in it.
@@ -287,9 +294,9 @@ class ClientSession:
                 "(they report no logicalSessionTimeoutMinutes)"
             )
         options = TransactionOptions(
-            read_concern=read_concern,
-            write_concern=write_concern,
-            read_preference=read_preference,
+            read_concern=None if read_concern is None else as_read_concern(read_concern),
+            write_concern=None if write_concern is None else as_write_concern(write_concern),
+            read_preference=None if read_preference is None else as_read_preference(read_preference),
             max_commit_time_ms=max_commit_time_ms,
         ).inherit(
             self._options.default_transaction_options,

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 from mongio.bson.int64 import Int64
 from mongio.bson.timestamp import Timestamp
 from mongio.errors import ConfigurationError, InvalidOperation
-from mongio.options.read_concern import ReadConcern
-from mongio.options.read_preference import _ServerMode
-from mongio.options.write_concern import WriteConcern
+from mongio.options.read_concern import ReadConcern, as_read_concern
+from mongio.options.read_preference import _ServerMode, as_read_preference
+from mongio.options.write_concern import WriteConcern, as_write_concern
 
 __all__ = [
     "COMMIT_RETRY_WTIMEOUT_MS",
@@ -64,18 +64,15 @@ class TransactionOptions:
     max_commit_time_ms: int | None = None
 
     def __post_init__(self) -> None:
-        if self.read_concern is not None and not isinstance(self.read_concern, ReadConcern):
-            raise TypeError(f"read_concern must be a ReadConcern, not {type(self.read_concern).__name__}")
+        # PyMongo's concern and read preference objects are taken as mongio's, so ported code passing them
+        # to start_transaction works; anything else is refused by the conversions with a TypeError.
+        if self.read_concern is not None:
+            object.__setattr__(self, "read_concern", as_read_concern(self.read_concern))
         if self.write_concern is not None:
-            if not isinstance(self.write_concern, WriteConcern):
-                raise TypeError(
-                    f"write_concern must be a WriteConcern, not {type(self.write_concern).__name__}"
-                )
+            object.__setattr__(self, "write_concern", as_write_concern(self.write_concern))
             _check_acknowledged(self.write_concern)
-        if self.read_preference is not None and not isinstance(self.read_preference, _ServerMode):
-            raise TypeError(
-                f"read_preference must be a read preference, not {type(self.read_preference).__name__}"
-            )
+        if self.read_preference is not None:
+            object.__setattr__(self, "read_preference", as_read_preference(self.read_preference))
         if self.max_commit_time_ms is not None and (
             isinstance(self.max_commit_time_ms, bool)
             or not isinstance(self.max_commit_time_ms, int)
@@ -84,6 +81,17 @@ class TransactionOptions:
             raise ConfigurationError(
                 f"max_commit_time_ms must be a positive int, not {self.max_commit_time_ms!r}"
             )
+
+    @classmethod
+    def from_options(cls, value: Any) -> TransactionOptions:
+        """``value`` as mongio's :class:`TransactionOptions`: itself, or the same four options read from another
+        library's (PyMongo's ``TransactionOptions``). Anything else raises ``TypeError``."""
+        if isinstance(value, cls):
+            return value
+        names = ("read_concern", "write_concern", "read_preference", "max_commit_time_ms")
+        if type(value).__name__ == "TransactionOptions" and all(hasattr(value, name) for name in names):
+            return cls(**{name: getattr(value, name) for name in names})
+        raise TypeError(f"default_transaction_options must be a TransactionOptions, not {type(value).__name__}")
 
     def inherit(self, *defaults: TransactionOptions | ClientTransactionDefaults | None) -> TransactionOptions:
         """These options with each unset one taken from the first of ``defaults`` that sets it.
