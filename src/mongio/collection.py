@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         IndexModelLike,
         ReadConcernLike,
         ReadPreferenceLike,
+        SearchIndexModelLike,
         WriteConcernLike,
         WriteModelLike,
     )
@@ -1179,7 +1180,7 @@ class Collection(Generic[_D]):
 
     async def create_search_index(
         self,
-        model: SearchIndexModel | Mapping[str, Any],
+        model: SearchIndexModel | SearchIndexModelLike | Mapping[str, Any],
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
@@ -1190,7 +1191,7 @@ class Collection(Generic[_D]):
 
     async def create_search_indexes(
         self,
-        models: Sequence[SearchIndexModel | Mapping[str, Any]],
+        models: Sequence[SearchIndexModel | SearchIndexModelLike | Mapping[str, Any]],
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,

@@ -169,3 +169,17 @@ async def test_pymongo_transaction_options_and_concerns_start_a_transaction() ->
     finally:
         await session.end_session()
         await client.close()
+
+
+def test_a_pymongo_search_index_model_gives_the_same_index_entry() -> None:
+    from pymongo.operations import SearchIndexModel as PyMongoSearchIndexModel
+
+    from mongio import SearchIndexModel
+    from mongio.operations.indexes import CreateSearchIndexes
+
+    definition = {"mappings": {"dynamic": True}}
+    theirs = CreateSearchIndexes("db", "c", [PyMongoSearchIndexModel(definition, name="s", type="search")])
+    ours = CreateSearchIndexes("db", "c", [SearchIndexModel(definition, name="s", type="search")])
+    assert theirs.body["indexes"] == ours.body["indexes"]
+    with pytest.raises(TypeError, match="a search index must be a SearchIndexModel or a mapping, not str"):
+        CreateSearchIndexes("db", "c", ["s"])  # type: ignore[list-item]

@@ -32,7 +32,7 @@ from mongio.operations.models import (
 )
 
 if TYPE_CHECKING:
-    from mongio.options.protocols import IndexModelLike
+    from mongio.options.protocols import IndexModelLike, SearchIndexModelLike
     from mongio.options.read_preference import _ServerMode
     from mongio.options.write_concern import WriteConcern
 
@@ -203,6 +203,19 @@ class DropIndexes(_SimpleCommand):
         super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
 
 
+def _search_index_document(model: Any) -> dict[str, Any]:
+    """The ``indexes`` entry of one search index: from mongio's model, a mapping of its arguments, or another
+    library's model (PyMongo's ``SearchIndexModel``, whose ``document`` holds the same fields)."""
+    if isinstance(model, SearchIndexModel):
+        return model.document
+    if isinstance(model, Mapping):
+        return SearchIndexModel(**model).document
+    document = getattr(model, "document", None)
+    if type(model).__name__ == "SearchIndexModel" and isinstance(document, Mapping):
+        return dict(document)
+    raise TypeError(f"a search index must be a SearchIndexModel or a mapping, not {type(model).__name__}")
+
+
 class CreateSearchIndexes(_SimpleCommand):
     """``createSearchIndexes``; returns the names the server gave."""
 
@@ -210,14 +223,12 @@ class CreateSearchIndexes(_SimpleCommand):
         self,
         database: str,
         collection: str,
-        models: Sequence[SearchIndexModel | Mapping[str, Any]],
+        models: Sequence[SearchIndexModel | SearchIndexModelLike | Mapping[str, Any]],
         *,
         comment: Any = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        documents = [
-            m.document if isinstance(m, SearchIndexModel) else SearchIndexModel(**m).document for m in models
-        ]
+        documents = [_search_index_document(model) for model in models]
         body: dict[str, Any] = {"createSearchIndexes": collection, "indexes": documents}
         _add(body, comment, None)
         super().__init__(database, body, codec_options=codec_options)

@@ -1,7 +1,7 @@
 """The shapes of other libraries' option objects that mongio's signatures take beside its own.
 
 mongio accepts PyMongo's ``WriteConcern``, ``ReadConcern``, read preferences, ``CodecOptions``, write models,
-index models, ``DriverInfo``, ``TransactionOptions`` and ``bson.Timestamp`` wherever it accepts its own (it converts them on the way
+index and search index models, ``DriverInfo``, ``TransactionOptions`` and ``bson.Timestamp`` wherever it accepts its own (it converts them on the way
 in, reading the attributes below). These protocols let a type checker see that too, so an application typed
 against PyMongo passes ``pymongo.WriteConcern(w=1)`` to :meth:`~mongio.MongoClient.get_database` without a
 type error, while an object of another kind (a read concern where a write concern goes) is still refused.
@@ -22,6 +22,7 @@ __all__ = [
     "IndexModelLike",
     "ReadConcernLike",
     "ReadPreferenceLike",
+    "SearchIndexModelLike",
     "TimestampLike",
     "TransactionOptionsLike",
     "WriteConcernLike",
@@ -95,6 +96,15 @@ class IndexModelLike(Protocol):
     @property
     def document(self) -> Mapping[str, Any]:
         """The index specification."""
+
+
+class SearchIndexModelLike(Protocol):
+    """A search index model of another library (PyMongo's ``SearchIndexModel``): the ``createSearchIndexes``
+    entry as its ``document`` (with ``name``, ``definition`` and ``type``)."""
+
+    @property
+    def document(self) -> Mapping[str, Any]:
+        """The search index specification."""
 
 
 class DriverInfoLike(Protocol):
