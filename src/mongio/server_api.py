@@ -94,3 +94,20 @@ class ServerApi:
             f"ServerApi(version={self.version!r}, strict={self.strict!r}, "
             f"deprecation_errors={self.deprecation_errors!r})"
         )
+
+
+def as_server_api(value: Any) -> ServerApi:
+    """``value`` as mongio's :class:`ServerApi`: itself, or the same version and flags read from another
+    library's (PyMongo's ``ServerApi``). Anything else raises ``TypeError``."""
+    if isinstance(value, ServerApi):
+        return value
+    version = getattr(value, "version", None)
+    if type(value).__name__ == "ServerApi" and isinstance(version, str):
+        return ServerApi(
+            version,
+            strict=getattr(value, "strict", None),
+            deprecation_errors=getattr(value, "deprecation_errors", None),
+        )
+    raise TypeError(
+        f"server_api must be a ServerApi (e.g. ServerApi(ServerApiVersion.V1)), not {type(value).__name__}"
+    )

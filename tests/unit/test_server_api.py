@@ -60,5 +60,16 @@ def test_a_declared_version_makes_the_handshake_hello() -> None:
 
 
 def test_the_client_refuses_a_server_api_that_is_not_a_server_api() -> None:
-    with pytest.raises(TypeError, match=r"server_api must be a mongio\.server_api\.ServerApi"):
+    with pytest.raises(TypeError, match=r"server_api must be a ServerApi \(e\.g\. .*\), not dict"):
         MongoClient("mongodb://localhost", server_api={"version": "1"})
+
+
+async def test_the_client_takes_pymongo_s_server_api_as_its_own() -> None:
+    from pymongo.server_api import ServerApi as PyMongoServerApi
+
+    client = MongoClient("mongodb://localhost", connect=False, server_api=PyMongoServerApi("1", strict=True))
+    try:
+        assert client.options.extras["server_api"] == ServerApi("1", strict=True)
+        assert server_api_fields(client.options.extras["server_api"]) == {"apiVersion": "1", "apiStrict": True}
+    finally:
+        await client.close()

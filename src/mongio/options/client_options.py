@@ -54,7 +54,7 @@ from mongio.options.uri_parser import (
     parse_uri,
 )
 from mongio.options.write_concern import WriteConcern
-from mongio.server_api import ServerApi
+from mongio.server_api import as_server_api
 
 if TYPE_CHECKING:
     from mongio.options.srv import DnsResolver
@@ -286,12 +286,8 @@ def _keyword_options(
     for name in ("username", "password"):
         if extras.get(name) is not None and not isinstance(extras[name], str):
             raise ConfigurationError(f"{name} must be a str, not {type(extras[name]).__name__}")
-    server_api = extras.get("server_api")
-    if server_api is not None and not isinstance(server_api, ServerApi):
-        raise TypeError(
-            f"server_api must be a mongio.server_api.ServerApi (e.g. ServerApi(ServerApiVersion.V1)), not "
-            f"{type(server_api).__name__}"
-        )
+    if extras.get("server_api") is not None:
+        extras["server_api"] = as_server_api(extras["server_api"])
     return options, extras
 
 
