@@ -12,7 +12,8 @@ see. Peers must therefore run on the same loop, not on a loop of their own in an
 
 ``on_virtual_clock`` turns an ``async def`` test into a plain test that runs on a fresh ``VirtualClockLoop``,
 with ``time.monotonic`` reading the loop's clock meanwhile (the pool and server descriptions read that clock,
-the monitors read ``loop.time()``: both must move together)::
+the monitors read ``loop.time()``: both must move together). A test that keeps the loop busy without end never
+lets the clock move, so it is failed after ``REAL_SECONDS_LIMIT`` seconds of real time instead of hanging::
 
     @on_virtual_clock
     async def test_idle_connections_expire() -> None:
@@ -26,17 +27,22 @@ import asyncio
 import contextlib
 import functools
 import selectors
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar, TypeVarTuple
 from unittest import mock
 
-__all__ = ["VirtualClockLoop", "on_virtual_clock"]
+__all__ = ["VirtualClockLoop", "on_virtual_clock", "run_on_virtual_clock"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
+
+REAL_SECONDS_LIMIT = 60.0
+"""Real time a test on the virtual clock may take before it is failed: a driver that keeps the loop busy
+forever (retrying at once, without a timer) would otherwise hang the test instead of timing it out."""
 
 SETTLE_SECONDS = 0.001
 """Real time a loop with nothing to do still watches its sockets before it moves the clock: a margin for a
@@ -120,12 +126,44 @@ def virtual_monotonic(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         yield
 
 
+def run_on_virtual_clock(main: Coroutine[Any, Any, T], real_seconds_limit: float = REAL_SECONDS_LIMIT) -> T:
+    """Run ``main`` on a new ``VirtualClockLoop``, ``time.monotonic`` patched to its clock; fail it if it
+    takes more than ``real_seconds_limit`` of real time."""
+    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner, virtual_monotonic(runner.get_loop()):
+        return runner.run(_within_real_time(main, real_seconds_limit))
+
+
+async def _within_real_time(main: Coroutine[Any, Any, T], limit: float) -> T:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        loop.call_soon_threadsafe(task.cancel)
+
+    watchdog = threading.Timer(limit, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return await main
+    except asyncio.CancelledError:
+        if expired.is_set():
+            raise AssertionError(
+                f"still running after {limit} s of real time: the virtual clock moves only when the loop is "
+                "idle, and something kept it busy (a loop that never waits for a timer?)"
+            ) from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
 def on_virtual_clock(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    """Run an ``async def`` test on a new ``VirtualClockLoop``, ``time.monotonic`` patched to its clock."""
+    """Run an ``async def`` test with ``run_on_virtual_clock``."""
 
     @functools.wraps(test)
     def run(*args: P.args, **kwargs: P.kwargs) -> None:
-        with asyncio.Runner(loop_factory=VirtualClockLoop) as runner, virtual_monotonic(runner.get_loop()):
-            runner.run(test(*args, **kwargs))
+        run_on_virtual_clock(test(*args, **kwargs))
 
     return run

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.support.virtual_clock import VirtualClockLoop, on_virtual_clock
+from tests.support.virtual_clock import VirtualClockLoop, on_virtual_clock, run_on_virtual_clock
 
 
 def running_loop() -> VirtualClockLoop:
@@ -83,3 +83,17 @@ def test_the_clock_does_not_go_back() -> None:
             loop.advance(-1)
     finally:
         loop.close()
+
+
+def test_a_loop_kept_busy_forever_fails_after_the_real_time_limit() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def spin() -> None:  # always a callback ready: the loop is never idle, the clock never moves
+            loop.call_soon(spin)
+
+        spin()
+        await asyncio.sleep(1)
+
+    with pytest.raises(AssertionError, match="kept it busy"):
+        run_on_virtual_clock(main(), real_seconds_limit=0.2)
