@@ -1,8 +1,7 @@
 """Fake MongoDB deployments on loopback sockets, for the topology's runtime tests: members answer hello as a
 replica set member, mongos or standalone (streaming awaitable hellos when asked), on the test's own loop, so a
-virtual clock (``tests.support.virtual_clock``) sees all their work. With them: the driver's real monitoring
-connection factory (counting what it opens), a pool that records what the topology asks of it, and the
-waits and predicates the tests share."""
+virtual clock (``tests.support.virtual_clock``) sees all their work. With them: a pool that records what the
+topology asks of it, ``make_topology``, and the waits and predicates the tests share."""
 
 from __future__ import annotations
 
@@ -13,9 +12,7 @@ from typing import Any
 
 from mongio.bson import Int64, decode, encode
 from mongio.bson.objectid import ObjectId
-from mongio.connection.establish import ConnectionSettings
-from mongio.topology.monitor import monitor_connection_factory
-from mongio.topology.rtt_monitor import MonitorConnection, MonitorConnectionFactory
+from mongio.topology.rtt_monitor import MonitorConnectionFactory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
@@ -243,26 +240,6 @@ class FakeDeployment:
 
 
 # -- a topology on it ---------------------------------------------------------------------------------------------------
-
-
-class CountingFactory:
-    """The real monitoring connection factory, counting what it opens and mapping host names to loopback."""
-
-    def __init__(self, connect_timeout: float = 5.0, *, loopback: bool = False) -> None:
-        self._factory: MonitorConnectionFactory = monitor_connection_factory(
-            ConnectionSettings(connect_timeout=connect_timeout)
-        )
-        self._loopback = loopback
-        self.opened: list[tuple[Address, MonitorConnection]] = []
-
-    async def __call__(self, address: Address) -> MonitorConnection:
-        target = ("127.0.0.1", address[1]) if self._loopback else address
-        connection = await self._factory(target)
-        self.opened.append((address, connection))
-        return connection
-
-    def open_to(self, address: Address) -> int:
-        return sum(1 for where, conn in self.opened if where == address and not conn.closed)
 
 
 class FakePool:

@@ -52,7 +52,6 @@ from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_type import TopologyType
 from tests.support.fake_deployment import (
-    CountingFactory,
     FakeDeployment,
     Pools,
     fully_discovered,
@@ -61,6 +60,7 @@ from tests.support.fake_deployment import (
     types_of,
     wait_for,
 )
+from tests.support.monitor_connections import CountingFactory
 from tests.support.virtual_clock import on_virtual_clock
 
 # -- helpers ---------------------------------------------------------------------------------------------------

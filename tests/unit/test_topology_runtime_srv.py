@@ -18,7 +18,8 @@ from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_type import TopologyType
-from tests.support.fake_deployment import CountingFactory, FakeDeployment, wait_for
+from tests.support.fake_deployment import FakeDeployment, wait_for
+from tests.support.monitor_connections import CountingFactory
 from tests.support.virtual_clock import on_virtual_clock
 
 HOST = "localhost.test.build.10gen.cc"
