@@ -1,5 +1,5 @@
-"""Fixtures of the integration tests: a client on the test server whose commands are recorded, and a fresh
-collection in a database of its own."""
+"""Fixtures of the integration tests: a client on the test server whose commands are recorded, a database of
+its own for each test, and a fresh collection in it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from mongio.client import MongoClient
 from mongio.collection import Collection
+from mongio.database import Database
 from tests.support.recorders import CommandRecorder
 
 
@@ -28,10 +29,16 @@ async def client(server_uri: str, recorder: CommandRecorder) -> AsyncIterator[Mo
 
 
 @pytest.fixture
-async def coll(client: MongoClient, request: pytest.FixtureRequest) -> AsyncIterator[Collection[Any]]:
-    """An empty collection ``items`` in a database of its own (named for the test module), dropped after."""
+async def db(client: MongoClient, request: pytest.FixtureRequest) -> AsyncIterator[Database[Any]]:
+    """A database of its own (named for the test module), dropped after the test."""
     module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
     name = f"{module}_{uuid.uuid4().hex[:12]}"
-    await client[name].create_collection("items")
-    yield client[name].items
+    yield client[name]
     await client.drop_database(name)
+
+
+@pytest.fixture
+async def coll(db: Database[Any]) -> Collection[Any]:
+    """An empty collection ``items``, created, in ``db``."""
+    await db.create_collection("items")
+    return db.items
