@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,7 @@ ALL_OPTIONS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_documents_round_trip(document: dict[str, Any]) -> None:
@@ -118,12 +120,14 @@ def test_random_bodies_with_a_correct_length_raise_only_invalid_bson(body: bytes
     _decode_only_invalid_bson(struct.pack("<i", len(body) + 5) + body + b"\x00")
 
 
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(garbage_elements)
 def test_element_shaped_garbage_raises_only_invalid_bson(body: bytes) -> None:
     _decode_only_invalid_bson(struct.pack("<i", len(body) + 5) + body + b"\x00")
 
 
+@pytest.mark.slow
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.data())
 def test_mutated_documents_raise_only_invalid_bson(document: dict[str, Any], data: st.DataObject) -> None:

@@ -127,6 +127,7 @@ def test_the_extension_is_built_and_in_use() -> None:
     assert _encoder._write_document is _encoder._python_write_document
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.sampled_from(OPTIONS))
@@ -141,6 +142,7 @@ def test_element_shaped_garbage_is_treated_alike(body: bytes, options: CodecOpti
     _agree(struct.pack("<i", len(body) + 5) + body + b"\x00", options)
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.data())
@@ -271,6 +273,7 @@ class _CelsiusEncoder(TypeEncoder):
         return {"celsius": value.degrees}
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
@@ -377,6 +380,7 @@ def test_the_encoder_loops_need_a_bytearray() -> None:
         _encoder._SPEEDUPS.write_document(b"", {}, _encoder._context(CodecOptions()), False)
 
 
+@pytest.mark.slow
 @needs_speedups
 def test_hostile_nesting_is_refused_even_under_a_raised_recursion_limit() -> None:
     # Run apart: were the C stack exhausted, the interpreter would die, and that must fail this test only.
