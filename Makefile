@@ -20,9 +20,9 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-## The unit tests alone: no server, no spec suites (about a minute and a half).
+## The fast unit tests: no server, no spec suites, no test marked slow (the long property runs: make test).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src spec_runner tests benchmarks examples

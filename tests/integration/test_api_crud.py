@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,21 +21,8 @@ from mongio.options.write_concern import WriteConcern
 
 
 @pytest.fixture
-async def client(server_uri: str) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri) as client:
-        yield client
-
-
-@pytest.fixture
-async def db(client: MongoClient) -> AsyncIterator[Database[Any]]:
-    name = f"api_{uuid.uuid4().hex[:12]}"
-    database = client[name]
-    yield database
-    await client.drop_database(name)
-
-
-@pytest.fixture
 def coll(db: Database[Any]) -> Collection[Any]:
+    """``items`` in the test's database, not created: the first write creates it."""
     return db.items
 
 

@@ -8,14 +8,11 @@ document, stopped, and started again with ``--auth`` on the same path.
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 from spec_runner.raw_wire import command_once
-from spec_runner.server import TestServer, find_server_program
 
 from mongio.connection import Connection
 from mongio.connection.auth import AuthenticationFailed
@@ -24,6 +21,7 @@ from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata
 from mongio.errors import OperationFailure
 from mongio.options.credentials import MongoCredential
+from tests.support.persistent_server import PersistentServer
 
 pytestmark = pytest.mark.server
 
@@ -33,26 +31,6 @@ PASSWORD = "correct horse \u2163"  # non-ASCII: SASLprep maps U+2163 to "IV" on 
 
 # The authentication spec's test plan, step 4: users whose names and passwords SASLprep changes.
 SASLPREP_USERS = (("IX", "IX"), ("\u2168", "\u2163"))
-
-
-class PersistentServer(TestServer):
-    """A test server on a storage path that survives restarts (``TestServer`` always uses ``:memory:``)."""
-
-    def __init__(self, storage: Path, *extra_args: str, port: int | None = None) -> None:
-        super().__init__(*extra_args, port=port)
-        self.storage = storage
-
-    def start(self) -> PersistentServer:
-        argv = [
-            find_server_program(),
-            "--host", self.host,
-            "--port", str(self.port),
-            "--storage-path", str(self.storage),
-            *self.extra_args,
-        ]  # fmt: skip
-        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self._wait_until_answering()
-        return self
 
 
 def _admin(host: str, port: int, command: dict[str, Any]) -> Mapping[str, Any]:

@@ -23,54 +23,12 @@ from mongio.change_stream import (
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import InvalidOperation, MongioError, OperationFailure
-from mongio.events.command import (
-    CommandFailedEvent,
-    CommandListener,
-    CommandStartedEvent,
-    CommandSucceededEvent,
-)
 from mongio.execution.deadline import timeout
 from mongio.options.read_preference import PrimaryPreferred, Secondary, SecondaryPreferred
 from tests.support.loopback_peer import CLOSE, LoopbackPeer, Request
+from tests.support.recorders import CommandRecorder
 
 _RESUMABLE = ["ResumableChangeStreamError"]
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.events.append(event)
-
-    def failed(self, event: CommandFailedEvent) -> None:
-        self.events.append(event)
-
-    def started_commands(self, name: str) -> list[Mapping[str, Any]]:
-        return [e.command for e in self.events if isinstance(e, CommandStartedEvent) and e.command_name == name]
-
-    def replies(self, *names: str) -> list[Mapping[str, Any]]:
-        return [e.reply for e in self.events if isinstance(e, CommandSucceededEvent) and e.command_name in names]
-
-    def failures(self, name: str) -> list[CommandFailedEvent]:
-        return [e for e in self.events if isinstance(e, CommandFailedEvent) and e.command_name == name]
-
-    def clear(self) -> None:
-        self.events.clear()
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
 
 
 @pytest.fixture
@@ -121,7 +79,7 @@ async def next_change(stream: ChangeStream[Any]) -> Any:
 
 
 async def test_watch_targets_send_the_spec_commands(
-    client: MongoClient, coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with await coll.watch() as on_collection:
         assert isinstance(on_collection, CollectionChangeStream)
@@ -129,32 +87,32 @@ async def test_watch_targets_send_the_spec_commands(
         assert isinstance(on_database, DatabaseChangeStream)
     async with await client.watch() as on_cluster:
         assert isinstance(on_cluster, ClusterChangeStream)
-    collection_cmd, database_cmd, cluster_cmd = recorder.started_commands("aggregate")
+    collection_cmd, database_cmd, cluster_cmd = recorder.commands("aggregate")
     assert collection_cmd["aggregate"] == coll.name and collection_cmd["$db"] == coll.database.name
     assert database_cmd["aggregate"] == 1 and database_cmd["$db"] == coll.database.name
     assert cluster_cmd["aggregate"] == 1 and cluster_cmd["$db"] == "admin"
     assert stage(collection_cmd) == {} and stage(database_cmd) == {}
     assert stage(cluster_cmd) == {"allChangesForCluster": True}
     # close() killed each server cursor.
-    assert len(recorder.started_commands("killCursors")) == 3
+    assert len(recorder.commands("killCursors")) == 3
 
 
 async def test_database_stream_uses_the_reply_namespace_for_get_more(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with await coll.database.watch() as stream:
         await other.insert_one({"x": 1})
         change = await next_change(stream)
     assert change["ns"] == {"db": coll.database.name, "coll": coll.name}
     namespace = recorder.replies("aggregate")[0]["cursor"]["ns"]
-    get_more = recorder.started_commands("getMore")[0]
+    get_more = recorder.commands("getMore")[0]
     assert get_more["collection"] == namespace.partition(".")[2]
 
 
 # -- prose 1, 11, 13: the cached resume token ------------------------------------------------------------------
 
 
-def expected_tokens(recorder: Recorder) -> list[Any]:
+def expected_tokens(recorder: CommandRecorder) -> list[Any]:
     """For every change the server sent, the resume token the stream must hold after returning it: the
     change's _id, or the batch's postBatchResumeToken for the last change of a batch."""
     tokens: list[Any] = []
@@ -168,7 +126,7 @@ def expected_tokens(recorder: Recorder) -> list[Any]:
 
 
 async def test_resume_token_tracks_every_change_and_empty_batch(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     stream = await coll.watch([{"$match": {"fullDocument.x": {"$lt": 5}}}], max_await_time_ms=50)
     async with stream:
@@ -220,7 +178,7 @@ async def test_resume_token_prefers_the_batch_token_over_the_last_change() -> No
 
 
 async def test_resume_token_before_iterating_is_the_start_option(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Prose 14: with a non-empty first batch not yet iterated, the token is startAfter, resumeAfter, or
     nothing."""
@@ -237,7 +195,7 @@ async def test_resume_token_before_iterating_is_the_start_option(
 
 
 async def test_resume_token_before_iterating_without_start_option_is_empty(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Prose 14, third case: a first batch that is not empty (start_at_operation_time gives one) leaves no
     token until a change is returned (its postBatchResumeToken belongs to the batch's last change)."""
@@ -258,7 +216,7 @@ async def stream_changes(stream: ChangeStream[Any], count: int) -> list[Any]:
 
 
 async def test_server_error_when_id_is_projected_out(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     stream = await coll.watch([{"$project": {"_id": 0}}])
     await other.insert_one({"x": 1})
@@ -267,7 +225,7 @@ async def test_server_error_when_id_is_projected_out(
     assert raised.value.code == 280
     assert not stream.alive
     # Not resumed: the error has no resumable label.
-    assert len(recorder.started_commands("aggregate")) == 1
+    assert len(recorder.commands("aggregate")) == 1
 
 
 def change_stream_peer_handler(
@@ -311,7 +269,7 @@ async def test_driver_raises_when_a_change_has_no_resume_token() -> None:
 
 
 async def test_resumes_once_with_the_same_pipeline_options_and_session(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     pipeline = [{"$match": {"operationType": "insert"}}]
     stream = await coll.watch(
@@ -326,18 +284,18 @@ async def test_resumes_once_with_the_same_pipeline_options_and_session(
         )
         await other.insert_one({"x": 2})
         assert (await next_change(stream))["fullDocument"]["x"] == 2
-    first, resumed = recorder.started_commands("aggregate")
+    first, resumed = recorder.commands("aggregate")
     assert stage(resumed) == {**stage(first), "resumeAfter": token}
     assert resumed["pipeline"][1:] == first["pipeline"][1:] == pipeline
     for key in ("cursor", "comment", "aggregate", "$db"):
         assert resumed[key] == first[key]
-    get_mores = recorder.started_commands("getMore")
+    get_mores = recorder.commands("getMore")
     assert all(g["batchSize"] == 5 and g["maxTimeMS"] == 500 and g["comment"] == "resume-me" for g in get_mores)
     assert len({str(c["lsid"]) for c in (first, resumed, *get_mores)}) == 1
 
 
 async def test_no_resume_on_an_aggregate_error(server_uri: str, helper: MongoClient, names: tuple[str, str]) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder], retryReads=False) as client:
         await fail_point(
             helper, {"times": 1}, failCommands=["aggregate"], errorCode=43, errorLabels=_RESUMABLE
@@ -345,11 +303,11 @@ async def test_no_resume_on_an_aggregate_error(server_uri: str, helper: MongoCli
         with pytest.raises(OperationFailure) as raised:
             await client[names[0]][names[1]].watch()
         assert raised.value.code == 43
-        assert len(recorder.started_commands("aggregate")) == 1
+        assert len(recorder.commands("aggregate")) == 1
 
 
 async def test_no_resume_on_an_unlabelled_error(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     stream = await coll.watch()
     await fail_point(helper, {"times": 1}, failCommands=["getMore"], errorCode=6)
@@ -358,24 +316,24 @@ async def test_no_resume_on_an_unlabelled_error(
         await next_change(stream)
     assert raised.value.code == 6
     assert not stream.alive
-    assert len(recorder.started_commands("aggregate")) == 1
+    assert len(recorder.commands("aggregate")) == 1
 
 
 async def test_resume_selects_a_server_with_the_initial_read_preference(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     preferring = coll.with_options(read_preference=PrimaryPreferred())
     async with await preferring.watch() as stream:
         await fail_point(helper, {"times": 1}, failCommands=["getMore"], closeConnection=True)
         await other.insert_one({"x": 1})
         assert (await next_change(stream))["fullDocument"]["x"] == 1
-    aggregates = recorder.started_commands("aggregate")
+    aggregates = recorder.commands("aggregate")
     assert len(aggregates) == 2
     assert all(a["$readPreference"] == {"mode": "primaryPreferred"} for a in aggregates)
 
 
 async def test_resume_after_a_resume_keeps_going(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     """Each resume that opens a cursor allows the next one, with no change in between."""
     async with await coll.watch() as stream:
@@ -385,7 +343,7 @@ async def test_resume_after_a_resume_keeps_going(
             assert stream.alive
         await other.insert_one({"x": 1})
         assert (await next_change(stream))["fullDocument"]["x"] == 1
-    assert len(recorder.started_commands("aggregate")) == 4
+    assert len(recorder.commands("aggregate")) == 4
     assert len(recorder.failures("getMore")) == 3
 
 
@@ -409,22 +367,22 @@ async def test_code_list_decides_before_wire_version_9() -> None:
 
 
 async def test_empty_first_batch_keeps_the_cursor_open(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     stream = await coll.watch()
     cursor = recorder.replies("aggregate")[0]["cursor"]
     assert cursor["firstBatch"] == [] and cursor["id"] != 0
     assert stream.alive
-    assert recorder.started_commands("killCursors") == []
+    assert recorder.commands("killCursors") == []
     await other.insert_one({"x": 1})
     assert (await next_change(stream))["fullDocument"]["x"] == 1
-    assert recorder.started_commands("getMore")[0]["getMore"] == cursor["id"]
+    assert recorder.commands("getMore")[0]["getMore"] == cursor["id"]
     await stream.close()
-    assert [k["cursors"] for k in recorder.started_commands("killCursors")] == [[cursor["id"]]]
+    assert [k["cursors"] for k in recorder.commands("killCursors")] == [[cursor["id"]]]
 
 
 async def test_kill_cursors_failure_during_resume_is_not_raised(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     async with await coll.watch() as stream:
         await fail_point(
@@ -433,14 +391,14 @@ async def test_kill_cursors_failure_during_resume_is_not_raised(
         await other.insert_one({"x": 1})
         assert (await next_change(stream))["fullDocument"]["x"] == 1
     assert len(recorder.failures("killCursors")) == 1
-    assert len(recorder.started_commands("aggregate")) == 2
+    assert len(recorder.commands("aggregate")) == 2
 
 
 # -- prose 17, 18: startAfter on resume ------------------------------------------------------------------------
 
 
 async def test_start_after_is_kept_until_a_change_is_returned(
-    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     async with await coll.watch() as stream:
         await other.insert_one({"x": 0})
@@ -451,7 +409,7 @@ async def test_start_after_is_kept_until_a_change_is_returned(
     async with stream:
         await fail_point(helper, {"times": 1}, failCommands=["getMore"], errorCode=43)
         assert await stream.try_next() is None
-        first, resumed = recorder.started_commands("aggregate")
+        first, resumed = recorder.commands("aggregate")
         assert stage(first) == {"startAfter": token}
         assert "resumeAfter" not in stage(resumed) and "startAfter" in stage(resumed)
         # After a change, a resume uses resumeAfter (prose 18).
@@ -460,7 +418,7 @@ async def test_start_after_is_kept_until_a_change_is_returned(
         token = stream.resume_token
         await fail_point(helper, {"times": 1}, failCommands=["getMore"], errorCode=43)
         assert await stream.try_next() is None
-        last = recorder.started_commands("aggregate")[-1]
+        last = recorder.commands("aggregate")[-1]
         assert stage(last) == {"resumeAfter": token}
         assert change["fullDocument"]["x"] == 1
 
@@ -484,7 +442,7 @@ async def test_large_events_are_split(client: MongoClient, helper: MongoClient, 
 
 
 async def test_every_change_exactly_once_in_order_across_closed_connections(
-    server_uri: str, coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: Recorder
+    server_uri: str, coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     """The server closes the stream's connection in the middle of a getMore, several times, while changes
     keep coming: each change arrives once, in the order it was made."""
@@ -507,7 +465,7 @@ async def test_every_change_exactly_once_in_order_across_closed_connections(
             received.append((await next_change(stream))["fullDocument"]["x"])
         assert await stream.try_next() is None
     assert received == list(range(total))
-    aggregates = recorder.started_commands("aggregate")
+    aggregates = recorder.commands("aggregate")
     assert len(recorder.failures("aggregate")) == 1
     resumes = [stage(a) for a in aggregates[1:]]
     # One resume per dropped getMore (the second fail point replaced what was left of the first), plus the
@@ -517,7 +475,7 @@ async def test_every_change_exactly_once_in_order_across_closed_connections(
 
 
 async def test_a_cancelled_wait_loses_no_change(
-    coll: Collection[Any], other: Collection[Any], recorder: Recorder
+    coll: Collection[Any], other: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with await coll.watch(max_await_time_ms=2000) as stream:
         abandoned = recorder.replies("aggregate")[0]["cursor"]["id"]
@@ -531,9 +489,9 @@ async def test_a_cancelled_wait_loses_no_change(
         await other.insert_many([{"x": 2}, {"x": 3}])
         assert [c["fullDocument"]["x"] for c in await stream_changes(stream, 2)] == [2, 3]
     # The given-up cursor was killed; the stream went on from its resume token.
-    killed = [k["cursors"] for k in recorder.started_commands("killCursors")]
+    killed = [k["cursors"] for k in recorder.commands("killCursors")]
     assert [abandoned] in killed
-    assert "resumeAfter" in stage(recorder.started_commands("aggregate")[-1])
+    assert "resumeAfter" in stage(recorder.commands("aggregate")[-1])
 
 
 # -- client-side operation timeout -----------------------------------------------------------------------------
@@ -542,7 +500,7 @@ async def test_a_cancelled_wait_loses_no_change(
 async def test_a_timed_out_next_leaves_the_stream_usable(
     server_uri: str, names: tuple[str, str], other: Collection[Any], helper: MongoClient
 ) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder], timeoutMS=1000) as client:
         stream = await client[names[0]][names[1]].watch(max_await_time_ms=50)
         await fail_point(helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=2500)
@@ -553,15 +511,15 @@ async def test_a_timed_out_next_leaves_the_stream_usable(
         await other.insert_one({"x": 1})
         assert (await stream.next())["fullDocument"]["x"] == 1
         await stream.close()
-    aggregates = recorder.started_commands("aggregate")
+    aggregates = recorder.commands("aggregate")
     assert len(aggregates) == 2 and "maxTimeMS" in aggregates[0]
     assert "resumeAfter" in stage(aggregates[1])
 
 
-async def test_max_await_time_must_be_shorter_than_the_timeout(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_max_await_time_must_be_shorter_than_the_timeout(coll: Collection[Any], recorder: CommandRecorder) -> None:
     with timeout(0.5), pytest.raises(InvalidOperation, match="max_await_time_ms"):
         await coll.watch(max_await_time_ms=500)
-    assert recorder.started_commands("aggregate") == []
+    assert recorder.commands("aggregate") == []
 
 
 # -- prose 6 on a two-member replica set of loopback peers ------------------------------------------------------

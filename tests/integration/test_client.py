@@ -20,36 +20,16 @@ from mongio.errors import (
 )
 from mongio.events.command import (
     CommandFailedEvent,
-    CommandListener,
     CommandStartedEvent,
     CommandSucceededEvent,
 )
 from mongio.operations.run_command import RunCommand
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.events.append(event)
-
-    def failed(self, event: CommandFailedEvent) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[Any], name: str | None = None) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind) and (name is None or e.command_name == name)]
-
-    def clear(self) -> None:
-        self.events.clear()
+from tests.support.recorders import CommandRecorder
 
 
 @pytest.fixture
-async def recorded(server_uri: str) -> AsyncIterator[tuple[MongoClient, Recorder]]:
-    recorder = Recorder()
+async def recorded(server_uri: str) -> AsyncIterator[tuple[MongoClient, CommandRecorder]]:
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder]) as client:
         yield client, recorder
 
@@ -125,7 +105,7 @@ async def test_close_of_a_client_never_used() -> None:
         await client.admin.command("ping")
 
 
-async def test_command_events_have_the_right_fields(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_command_events_have_the_right_fields(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     await client.admin.command("ping")
     started = recorder.of(CommandStartedEvent, "ping")
@@ -149,7 +129,7 @@ async def test_command_events_have_the_right_fields(recorded: tuple[MongoClient,
     assert failed[0].operation_id != s.operation_id
 
 
-async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     try:
         await client.admin.command({"createUser": "redacted_user", "pwd": "hunter2", "roles": []})
@@ -157,10 +137,10 @@ async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, Reco
         pass  # a server without user management still shows the redacted started event
     started = recorder.of(CommandStartedEvent, "createUser")
     assert started and started[0].command == {}
-    for event in recorder.of(CommandSucceededEvent, "createUser"):
-        assert event.reply == {}
-    for event in recorder.of(CommandFailedEvent, "createUser"):
-        assert event.failure == {}
+    for succeeded in recorder.of(CommandSucceededEvent, "createUser"):
+        assert succeeded.reply == {}
+    for failed in recorder.of(CommandFailedEvent, "createUser"):
+        assert failed.failure == {}
     try:
         await client.admin.command({"dropUser": "redacted_user"})
     except OperationFailure:
@@ -181,7 +161,7 @@ async def test_sensitive_commands_are_redacted(recorded: tuple[MongoClient, Reco
     assert plain[0].reply["ok"] == 1
 
 
-async def test_implicit_session_sends_lsid_and_returns_it(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_implicit_session_sends_lsid_and_returns_it(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     pool = client._executor.session_pool
     await client.admin.command("ping")
@@ -192,7 +172,7 @@ async def test_implicit_session_sends_lsid_and_returns_it(recorded: tuple[MongoC
     assert len(pool) == 1
 
 
-async def test_cluster_time_is_gossiped(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_cluster_time_is_gossiped(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     await client.admin.command("ping")
     first_reply = recorder.of(CommandSucceededEvent, "ping")[0].reply
@@ -204,7 +184,7 @@ async def test_cluster_time_is_gossiped(recorded: tuple[MongoClient, Recorder]) 
     assert client._executor.cluster_clock.cluster_time is not None
 
 
-async def test_explicit_session_causal_reads(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_explicit_session_causal_reads(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     coll = client.test_client_causal.items
     async with client.start_session() as session:
@@ -236,7 +216,7 @@ async def test_session_of_another_client_is_refused(server_uri: str) -> None:
             await session.end_session()
 
 
-async def test_retryable_write_after_closed_connection(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_retryable_write_after_closed_connection(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     coll = client.test_client_retry.items
     await coll.drop()
@@ -255,7 +235,7 @@ async def test_retryable_write_after_closed_connection(recorded: tuple[MongoClie
     await coll.drop()
 
 
-async def test_retryable_write_after_retryable_error_code(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_retryable_write_after_retryable_error_code(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     coll = client.test_client_retry_code.items
     await coll.drop()
@@ -276,7 +256,7 @@ async def test_retryable_write_after_retryable_error_code(recorded: tuple[MongoC
     await coll.drop()
 
 
-async def test_non_retryable_errors_raise_the_right_class(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_non_retryable_errors_raise_the_right_class(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     coll = client.test_client_errors.items
     await coll.drop()
@@ -324,7 +304,7 @@ async def test_client_helpers(server_uri: str) -> None:
         assert client["x"].name == client.get_database("x").name == "x"
 
 
-async def test_list_database_and_collection_objects(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_list_database_and_collection_objects(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     await client.test_list_objects.items.insert_one({"x": 1})
     await client.test_list_objects.create_collection("logs", capped=True, size=4096)
@@ -349,7 +329,7 @@ async def test_list_database_and_collection_objects(recorded: tuple[MongoClient,
 
 
 async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     client = MongoClient(server_uri, event_listeners=[recorder])
     await client.admin.command("ping")
     lsid = recorder.of(CommandStartedEvent, "ping")[0].command["lsid"]
@@ -360,7 +340,7 @@ async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
     assert len(recorder.of(CommandSucceededEvent, "endSessions")) == 1
 
 
-async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     from mongio.operations import ClientBulkWriteException, DeleteOne, InsertOne, UpdateOne
 
     client, recorder = recorded
@@ -382,7 +362,7 @@ async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient
     await client.drop_database("test_client_bulk")
 
 
-async def test_retryable_read_after_closed_connection(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_retryable_read_after_closed_connection(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     coll = client.test_client_retry_read.items
     await coll.insert_one({"_id": 1})

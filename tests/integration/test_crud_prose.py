@@ -16,8 +16,6 @@ import pytest
 from mongio.client import MongoClient
 from mongio.errors import WriteConcernError, WriteError
 from mongio.events.command import (
-    CommandFailedEvent,
-    CommandListener,
     CommandStartedEvent,
     CommandSucceededEvent,
 )
@@ -25,31 +23,12 @@ from mongio.operations import InsertOne, UpdateOne
 from mongio.operations.client_bulk import ClientBulkWriteException
 from mongio.options.write_concern import WriteConcern
 from tests.support.loopback_peer import LoopbackPeer, Request
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.events.append(event)
-
-    def failed(self, event: CommandFailedEvent) -> None:
-        self.events.append(event)
-
-    def started_of(self, name: str) -> list[CommandStartedEvent]:
-        return [e for e in self.events if isinstance(e, CommandStartedEvent) and e.command_name == name]
-
-    def succeeded_of(self, name: str) -> list[CommandSucceededEvent]:
-        return [e for e in self.events if isinstance(e, CommandSucceededEvent) and e.command_name == name]
+from tests.support.recorders import CommandRecorder
 
 
 @pytest.fixture
-async def recorded(server_uri: str) -> AsyncIterator[tuple[MongoClient, Recorder]]:
-    recorder = Recorder()
+async def recorded(server_uri: str) -> AsyncIterator[tuple[MongoClient, CommandRecorder]]:
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder]) as client:
         await client.drop_database("db")
         yield client, recorder
@@ -61,7 +40,7 @@ async def fail_once(client: MongoClient, data: dict[str, Any]) -> None:
     await client.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": data})
 
 
-async def test_1_write_concern_error_details_expose_err_info(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_1_write_concern_error_details_expose_err_info(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, _ = recorded
     err_info = {"writeConcern": {"w": 2, "wtimeout": 0, "provenance": "clientSupplied"}}
     await fail_once(
@@ -82,7 +61,7 @@ async def test_1_write_concern_error_details_expose_err_info(recorded: tuple[Mon
     assert raised.value.details is not None and raised.value.details["errInfo"] == err_info
 
 
-async def test_2_write_error_details_expose_err_info(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_2_write_error_details_expose_err_info(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     await client.db.create_collection("test", validator={"x": {"$type": "string"}})
     with pytest.raises(WriteError) as raised:
@@ -90,12 +69,12 @@ async def test_2_write_error_details_expose_err_info(recorded: tuple[MongoClient
     assert raised.value.code == 121  # DocumentValidationFailure
     details = raised.value.details
     assert details is not None and "errInfo" in details
-    (reply,) = [event.reply for event in recorder.succeeded_of("insert")]
+    (reply,) = [event.reply for event in recorder.of(CommandSucceededEvent, "insert")]
     assert reply["writeErrors"][0]["errInfo"] == details["errInfo"]
 
 
 async def test_4_client_bulk_write_splits_when_ops_exceed_max_message_size(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     client, recorder = recorded
     hello = await client.admin.command("hello")
@@ -104,18 +83,18 @@ async def test_4_client_bulk_write_splits_when_ops_exceed_max_message_size(
     count = max_message_size // max_bson_size + 1
     result = await client.bulk_write([InsertOne({"a": value}, namespace="db.coll") for _ in range(count)])
     assert result.inserted_count == count
-    first, second = recorder.started_of("bulkWrite")
+    first, second = recorder.of(CommandStartedEvent, "bulkWrite")
     assert len(first.command["ops"]) == count - 1
     assert len(second.command["ops"]) == 1
     # One bulk write is one operation: every batch's events carry its operationId, which no other has.
     assert first.operation_id is not None and first.operation_id == second.operation_id
     await client.db.coll.insert_one({"after": 1})
-    (insert,) = recorder.started_of("insert")
+    (insert,) = recorder.of(CommandStartedEvent, "insert")
     assert insert.operation_id != first.operation_id
 
 
 async def test_4_collection_insert_many_batches_share_one_operation_id(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     # The same rule for a collection's bulk write, split into insert commands by maxMessageSizeBytes.
     client, recorder = recorded
@@ -125,12 +104,12 @@ async def test_4_collection_insert_many_batches_share_one_operation_id(
     count = max_message_size // max_bson_size + 1
     result = await client.db.coll.insert_many([{"a": value} for _ in range(count)])
     assert len(result.inserted_ids) == count
-    first, second = recorder.started_of("insert")
+    first, second = recorder.of(CommandStartedEvent, "insert")
     assert len(first.command["documents"]) == count - 1
     assert len(second.command["documents"]) == 1
     assert first.operation_id is not None and first.operation_id == second.operation_id
     assert await client.db.coll.count_documents({}) == count
-    (aggregate,) = recorder.started_of("aggregate")
+    (aggregate,) = recorder.of(CommandStartedEvent, "aggregate")
     assert aggregate.operation_id != first.operation_id
 
 
@@ -142,18 +121,18 @@ def _two_large_upserts(max_bson_size: int) -> list[UpdateOne]:
 
 
 async def test_7_client_bulk_write_reads_a_results_cursor_needing_get_more(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     client, recorder = recorded
     max_bson_size = (await client.admin.command("hello"))["maxBsonObjectSize"]
     result = await client.bulk_write(_two_large_upserts(max_bson_size), verbose_results=True)
     assert result.upserted_count == 2
     assert len(result.update_results) == 2
-    assert len(recorder.started_of("getMore")) == 1
+    assert len(recorder.of(CommandStartedEvent, "getMore")) == 1
 
 
 async def test_8_client_bulk_write_reads_a_results_cursor_needing_get_more_in_a_transaction(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     client, recorder = recorded
     max_bson_size = (await client.admin.command("hello"))["maxBsonObjectSize"]
@@ -161,15 +140,15 @@ async def test_8_client_bulk_write_reads_a_results_cursor_needing_get_more_in_a_
         result = await client.bulk_write(_two_large_upserts(max_bson_size), session=session, verbose_results=True)
     assert result.upserted_count == 2
     assert len(result.update_results) == 2
-    (get_more,) = recorder.started_of("getMore")
-    (bulk_write,) = recorder.started_of("bulkWrite")
+    (get_more,) = recorder.of(CommandStartedEvent, "getMore")
+    (bulk_write,) = recorder.of(CommandStartedEvent, "bulkWrite")
     assert get_more.command["lsid"] == bulk_write.command["lsid"]
     assert get_more.command["txnNumber"] == bulk_write.command["txnNumber"]
     assert await client.db.coll.count_documents({}) == 2
 
 
 async def test_9_client_bulk_write_reports_a_get_more_error_with_the_partial_result(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     client, recorder = recorded
     max_bson_size = (await client.admin.command("hello"))["maxBsonObjectSize"]
@@ -181,21 +160,21 @@ async def test_9_client_bulk_write_reports_a_get_more_error_with_the_partial_res
     assert error.partial_result is not None
     assert error.partial_result.upserted_count == 2
     assert len(error.partial_result.update_results) == 1
-    assert len(recorder.started_of("getMore")) == 1
-    assert len(recorder.started_of("killCursors")) == 1
+    assert len(recorder.of(CommandStartedEvent, "getMore")) == 1
+    assert len(recorder.of(CommandStartedEvent, "killCursors")) == 1
 
 
-async def test_14_explain_takes_max_time_ms(recorded: tuple[MongoClient, Recorder]) -> None:
+async def test_14_explain_takes_max_time_ms(recorded: tuple[MongoClient, CommandRecorder]) -> None:
     client, recorder = recorded
     collection = client["explain-test"].collection
     await collection.find({"name": "john doe"}).explain(max_time_ms=2000)
-    (event,) = recorder.started_of("explain")
+    (event,) = recorder.of(CommandStartedEvent, "explain")
     assert event.command["maxTimeMS"] == 2000
     assert event.command["explain"]["filter"] == {"name": "john doe"}
 
 
 async def test_15_unacknowledged_client_bulk_write_sends_w0_on_every_batch(
-    recorded: tuple[MongoClient, Recorder],
+    recorded: tuple[MongoClient, CommandRecorder],
 ) -> None:
     client, recorder = recorded
     hello = await client.admin.command("hello")
@@ -211,13 +190,13 @@ async def test_15_unacknowledged_client_bulk_write_sends_w0_on_every_batch(
     models = [InsertOne(document, namespace=f"{name}.coll") for _ in range(per_batch + 1)]
     result = await client.bulk_write(models, ordered=False, write_concern=WriteConcern(w=0))
     assert not result.acknowledged
-    first, second = recorder.started_of("bulkWrite")
+    first, second = recorder.of(CommandStartedEvent, "bulkWrite")
     assert len(first.command["ops"]) == per_batch
     assert len(second.command["ops"]) == 1
     assert first.command["writeConcern"] == {"w": 0} == second.command["writeConcern"]
     assert first.operation_id is not None and first.operation_id == second.operation_id
     await client.drop_database(name)
-    (drop,) = recorder.started_of("dropDatabase")[-1:]
+    (drop,) = recorder.of(CommandStartedEvent, "dropDatabase")[-1:]
     assert drop.operation_id != first.operation_id
 
 

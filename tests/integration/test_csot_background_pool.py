@@ -19,7 +19,7 @@ from spec_runner.raw_wire import command_once
 from mongio.client import MongoClient
 from mongio.events.cmap import ConnectionClosedEvent, ConnectionCreatedEvent, ConnectionReadyEvent
 from mongio.events.listeners import ConnectionPoolListener
-from tests.integration.test_auth_server import PersistentServer
+from tests.support.persistent_server import PersistentServer
 
 pytestmark = pytest.mark.server
 

@@ -22,41 +22,12 @@ from spec_runner.server import free_port
 import mongio
 from mongio.client import MongoClient
 from mongio.errors import OperationTimeoutError, ServerSelectionTimeoutError
-from mongio.events.command import (
-    CommandFailedEvent,
-    CommandListener,
-    CommandStartedEvent,
-    CommandSucceededEvent,
-)
 from mongio.operations import InsertOne
 from mongio.operations.client_bulk import ClientBulkWriteException
 from mongio.options.write_concern import WriteConcern
+from tests.support.recorders import CommandRecorder
 
 pytestmark = pytest.mark.server
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.events.append(event)
-
-    def failed(self, event: CommandFailedEvent) -> None:
-        self.events.append(event)
-
-    def started_names(self, database: str | None = None) -> list[str]:
-        return [
-            e.command_name
-            for e in self.events
-            if isinstance(e, CommandStartedEvent) and (database is None or e.database_name == database)
-        ]
-
-    def outcomes(self, names: tuple[str, ...]) -> list[tuple[str, str]]:
-        return [(type(e).__name__, e.command_name) for e in self.events if e.command_name in names]
 
 
 @pytest.fixture
@@ -87,7 +58,7 @@ async def test_1_multi_batch_inserts_share_one_timeout(server_uri: str, internal
             "data": {"failCommands": ["insert"], "blockConnection": True, "blockTimeMS": BLOCK_MS},
         }
     )
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(
         server_uri, timeoutMS=TWO_BLOCKS_OVERRUN_MS, w="majority", event_listeners=[recorder]
     ) as client:
@@ -96,7 +67,7 @@ async def test_1_multi_batch_inserts_share_one_timeout(server_uri: str, internal
         with pytest.raises(OperationTimeoutError) as raised:
             await client[db].coll.insert_many(documents)
     assert raised.value.timeout
-    assert recorder.started_names(db).count("insert") == 2
+    assert recorder.names(db).count("insert") == 2
     await internal_client.drop_database(db)
 
 
@@ -168,7 +139,7 @@ async def test_10_with_transaction_refreshes_the_timeout_for_abort_transaction(
             },
         }
     )
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, timeoutMS=150, event_listeners=[recorder]) as client:
         coll = client[db].get_collection("coll", write_concern=WriteConcern(w="majority"))
         async with client.start_session() as session:
@@ -178,7 +149,7 @@ async def test_10_with_transaction_refreshes_the_timeout_for_abort_transaction(
 
             with pytest.raises(OperationTimeoutError):
                 await session.with_transaction(callback)
-    assert recorder.outcomes(("insert", "abortTransaction")) == [
+    assert recorder.outcomes("insert", "abortTransaction") == [
         ("CommandStartedEvent", "insert"),
         ("CommandFailedEvent", "insert"),
         ("CommandStartedEvent", "abortTransaction"),
@@ -201,7 +172,7 @@ async def test_11_multi_batch_client_bulk_writes_share_one_timeout(
     )
     hello = await internal_client.admin.command("hello")
     max_bson, max_message = hello["maxBsonObjectSize"], hello["maxMessageSizeBytes"]
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(server_uri, timeoutMS=TWO_BLOCKS_OVERRUN_MS, event_listeners=[recorder]) as client:
         count = max_message // max_bson + 1
         models = [InsertOne({"a": "b" * (max_bson - 500)}, namespace=f"{db}.coll") for _ in range(count)]
@@ -209,5 +180,5 @@ async def test_11_multi_batch_client_bulk_writes_share_one_timeout(
             await client.bulk_write(models)
     # As in PyMongo, the client bulk write error carries the timeout as its top-level error.
     assert isinstance(raised.value.error, OperationTimeoutError)
-    assert recorder.started_names("admin").count("bulkWrite") == 2
+    assert recorder.names("admin").count("bulkWrite") == 2
     await internal_client.drop_database(db)

@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import io
 import tracemalloc
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -36,15 +35,9 @@ from mongio.options.write_concern import WriteConcern
 
 @pytest.fixture
 async def client(server_uri: str) -> AsyncIterator[MongoClient]:
+    """A client without the shared command recorder, which would keep every chunk sent (the memory test)."""
     async with MongoClient(server_uri) as client:
         yield client
-
-
-@pytest.fixture
-async def db(client: MongoClient) -> AsyncIterator[Database[Any]]:
-    name = f"gridfs_{uuid.uuid4().hex[:12]}"
-    yield client[name]
-    await client.drop_database(name)
 
 
 @pytest.fixture

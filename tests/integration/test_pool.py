@@ -18,41 +18,14 @@ from spec_runner.model import specs_root
 from spec_runner.suites.connection_monitoring_and_pooling import CmapTestRunner, HandshakeFailPoint
 
 from mongio.connection.connection import Connection
-from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.handshake import ClientMetadata
 from mongio.connection.pool import Pool, PoolClearedError
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import AutoReconnect
+from tests.support.direct_connections import CountingEstablisher, admin_command
 
 pytestmark = pytest.mark.server
 
 CMAP_DIR = specs_root() / "connection-monitoring-and-pooling" / "tests" / "cmap-format"
-
-
-class Factory:
-    """The driver's establishment, counting the connections it opened that are still open."""
-
-    def __init__(self, address: tuple[str, int], appname: str) -> None:
-        self.address = address
-        self.settings = ConnectionSettings(metadata=ClientMetadata(appname), connect_timeout=10)
-        self.made: list[Connection] = []
-
-    async def __call__(self, connection_id: int, generation: int) -> Connection:
-        conn = await establish(self.address, self.settings, id=connection_id, generation=generation)
-        self.made.append(conn)
-        return conn
-
-    @property
-    def open(self) -> int:
-        return sum(1 for conn in self.made if not conn.closed)
-
-
-async def admin_command(address: tuple[str, int], command: Mapping[str, Any]) -> dict[str, Any]:
-    conn = await establish(address, ConnectionSettings(connect_timeout=10))
-    try:
-        return await conn.command("admin", command)
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -67,7 +40,7 @@ async def fail_points(server_address: tuple[str, int]) -> AsyncIterator[list[str
 async def test_many_tasks_share_a_bounded_number_of_server_connections(
     server_address: tuple[str, int],
 ) -> None:
-    factory = Factory(server_address, "poolBounded")
+    factory = CountingEstablisher(server_address, "poolBounded")
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=5, wait_queue_timeout=30)
     )
@@ -109,7 +82,7 @@ async def test_interrupting_clear_ends_a_blocked_command_at_once(
         },
     )
     fail_points.append("failCommand")
-    factory = Factory(server_address, appname)
+    factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(server_address, factory, PoolOptions())
     pool.ready()
     conn = await pool.check_out()
@@ -145,7 +118,7 @@ async def test_a_handshake_error_fails_the_check_out_and_frees_the_slot(
         },
     )
     fail_points.append("failCommand")
-    factory = Factory(server_address, appname)
+    factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(server_address, factory, PoolOptions(max_pool_size=1))
     pool.ready()
     with pytest.raises(AutoReconnect):
@@ -163,7 +136,7 @@ class ServerCmapTestRunner(CmapTestRunner):
         super().__init__(spec)
         self.fail_point = HandshakeFailPoint(None, None)  # the server applies the real one
         appname = (spec.get("poolOptions") or {}).get("appName") or "cmapIntegration"
-        self.factory = Factory(address, appname)
+        self.factory = CountingEstablisher(address, appname)
 
     async def _connect(self, connection_id: int, generation: int) -> Any:
         return await self.factory(connection_id, generation)

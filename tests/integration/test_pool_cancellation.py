@@ -24,7 +24,7 @@ from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import WaitQueueTimeoutError
 from mongio.events import ConnectionClosedEvent, ConnectionCreatedEvent, ConnectionPoolListener
-from tests.integration.test_pool import Factory, admin_command
+from tests.support.direct_connections import CountingEstablisher, admin_command
 
 pytestmark = pytest.mark.server
 
@@ -97,7 +97,7 @@ async def test_a_thousand_tasks_cancelled_at_random_leave_the_pool_whole(
     rng = random.Random(20261122)
     loop = asyncio.get_running_loop()
     listener = OpenConnections()
-    factory = Factory(server_address, appname)
+    factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=MAX_POOL_SIZE, event_listeners=[listener])
     )
@@ -245,7 +245,7 @@ async def test_five_hundred_check_outs_are_served_in_the_order_they_were_asked_f
     appname = "poolFairness"
     rng = random.Random(500)
     listener = OpenConnections()
-    factory = Factory(server_address, appname)
+    factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=MAX_POOL_SIZE, event_listeners=[listener])
     )
@@ -290,7 +290,7 @@ async def test_wait_queue_timeout_while_every_connection_is_held_by_the_server(
     server_address: tuple[str, int],
 ) -> None:
     appname = "poolWaitQueueTimeout"
-    factory = Factory(server_address, appname)
+    factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=MAX_POOL_SIZE, wait_queue_timeout=0.25)
     )

@@ -14,35 +14,15 @@ from mongio.bson.timestamp import Timestamp
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import DuplicateKeyError
-from mongio.events.command import CommandListener, CommandStartedEvent, CommandSucceededEvent
 from mongio.options.read_concern import ReadConcern
 from mongio.sessions.client_session import ClientSession
+from tests.support.recorders import CommandRecorder
 
 Step = Callable[[Collection[Any], ClientSession], Awaitable[Any]]
 
 
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.started_events: list[CommandStartedEvent] = []
-        self.replies: list[dict[str, Any]] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.started_events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.replies.append(dict(event.reply))
-
-    def last_command(self) -> dict[str, Any]:
-        return dict(self.started_events[-1].command)
-
-
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def coll(server_uri: str, recorder: Recorder) -> AsyncIterator[Collection[Any]]:
+async def coll(server_uri: str, recorder: CommandRecorder) -> AsyncIterator[Collection[Any]]:
     async with MongoClient(server_uri, event_listeners=[recorder]) as client:
         name = f"causal_{uuid.uuid4().hex[:12]}"
         collection = client[name].items
@@ -73,7 +53,7 @@ WRITES: dict[str, Step] = {
 }
 
 
-def started_with(recorder: Recorder, name: str) -> dict[str, Any]:
+def started_with(recorder: CommandRecorder, name: str) -> dict[str, Any]:
     return dict([event for event in recorder.started_events if event.command_name == name][-1].command)
 
 
@@ -85,18 +65,18 @@ async def test_new_session_has_no_operation_time(coll: Collection[Any]) -> None:
 
 # 2.
 @pytest.mark.parametrize("read", sorted(READS))
-async def test_first_read_sends_no_after_cluster_time(coll: Collection[Any], recorder: Recorder, read: str) -> None:
+async def test_first_read_sends_no_after_cluster_time(coll: Collection[Any], recorder: CommandRecorder, read: str) -> None:
     async with coll.database.client.start_session(causal_consistency=True) as session:
         await READS[read](coll, session)
-        assert "readConcern" not in recorder.last_command()
+        assert "readConcern" not in recorder.last()
 
 
 # 3.
-async def test_first_operation_sets_operation_time_even_on_error(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_first_operation_sets_operation_time_even_on_error(coll: Collection[Any], recorder: CommandRecorder) -> None:
     client = coll.database.client
     async with client.start_session() as session:
         await coll.find_one({}, session=session)
-        assert session.operation_time == recorder.replies[-1]["operationTime"]
+        assert session.operation_time == recorder.replies()[-1]["operationTime"]
     async with client.start_session() as failing:
         with pytest.raises(DuplicateKeyError):
             await coll.insert_one({"_id": 0}, session=failing)
@@ -105,17 +85,17 @@ async def test_first_operation_sets_operation_time_even_on_error(coll: Collectio
 
 # 4.
 @pytest.mark.parametrize("read", sorted(READS))
-async def test_read_after_read_waits_for_it(coll: Collection[Any], recorder: Recorder, read: str) -> None:
+async def test_read_after_read_waits_for_it(coll: Collection[Any], recorder: CommandRecorder, read: str) -> None:
     async with coll.database.client.start_session(causal_consistency=True) as session:
         await coll.find_one({}, session=session)
         operation_time = session.operation_time
         await READS[read](coll, session)
-        assert recorder.last_command()["readConcern"] == {"afterClusterTime": operation_time}
+        assert recorder.last()["readConcern"] == {"afterClusterTime": operation_time}
 
 
 # 5.
 @pytest.mark.parametrize("write", sorted(WRITES))
-async def test_read_after_write_waits_for_it(coll: Collection[Any], recorder: Recorder, write: str) -> None:
+async def test_read_after_write_waits_for_it(coll: Collection[Any], recorder: CommandRecorder, write: str) -> None:
     async with coll.database.client.start_session(causal_consistency=True) as session:
         await WRITES[write](coll, session)
         operation_time = session.operation_time
@@ -124,7 +104,7 @@ async def test_read_after_write_waits_for_it(coll: Collection[Any], recorder: Re
         assert started_with(recorder, "find")["readConcern"] == {"afterClusterTime": operation_time}
 
 
-async def test_read_after_failed_write_waits_for_it(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_read_after_failed_write_waits_for_it(coll: Collection[Any], recorder: CommandRecorder) -> None:
     async with coll.database.client.start_session(causal_consistency=True) as session:
         with pytest.raises(DuplicateKeyError):
             await coll.insert_one({"_id": 0}, session=session)
@@ -134,17 +114,17 @@ async def test_read_after_failed_write_waits_for_it(coll: Collection[Any], recor
 
 
 # 6.
-async def test_not_causally_consistent(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_not_causally_consistent(coll: Collection[Any], recorder: CommandRecorder) -> None:
     async with coll.database.client.start_session(causal_consistency=False) as session:
         await coll.find_one({}, session=session)
         await coll.find_one({}, session=session)
-        assert "readConcern" not in recorder.last_command()
+        assert "readConcern" not in recorder.last()
 
 
 # 8 and 9.
 @pytest.mark.parametrize("level", [None, "local", "majority"])
 async def test_read_concern_merged_with_after_cluster_time(
-    coll: Collection[Any], recorder: Recorder, level: str | None
+    coll: Collection[Any], recorder: CommandRecorder, level: str | None
 ) -> None:
     configured = coll.with_options(read_concern=ReadConcern(level))
     async with coll.database.client.start_session(causal_consistency=True) as session:
@@ -154,13 +134,13 @@ async def test_read_concern_merged_with_after_cluster_time(
         expected: dict[str, Any] = {"afterClusterTime": operation_time}
         if level is not None:
             expected["level"] = level
-        assert recorder.last_command()["readConcern"] == expected
+        assert recorder.last()["readConcern"] == expected
 
 
 # 12.
-async def test_cluster_time_sent(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_cluster_time_sent(coll: Collection[Any], recorder: CommandRecorder) -> None:
     await coll.find_one({})
-    assert "$clusterTime" in recorder.last_command()
+    assert "$clusterTime" in recorder.last()
 
 
 # 7 and 11: a deployment without cluster times.
@@ -175,18 +155,18 @@ def standalone_uri() -> Iterator[str]:
 
 
 async def test_standalone_without_cluster_times(standalone_uri: str) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(standalone_uri, event_listeners=[recorder]) as client:
         hello = await client.admin.command("hello")
         if "$clusterTime" in hello or "operationTime" in hello:
             pytest.skip("this standalone reports cluster times")
         coll = client.causal_standalone.items
         await coll.find_one({})
-        assert "$clusterTime" not in recorder.last_command()
+        assert "$clusterTime" not in recorder.last()
         async with client.start_session(causal_consistency=True) as session:
             await coll.find_one({}, session=session)
             await coll.find_one({}, session=session)
-            assert "readConcern" not in recorder.last_command()
+            assert "readConcern" not in recorder.last()
         await client.drop_database("causal_standalone")
 
 
@@ -194,7 +174,7 @@ async def test_standalone_never_gets_after_cluster_time(standalone_uri: str) -> 
     """Causal consistency spec, Causally consistent read and write commands: afterClusterTime "MUST NOT be sent
     when connected to a deployment that does not support cluster times", even when the application gave the
     session an operation time (advance_operation_time) to wait for."""
-    recorder = Recorder()
+    recorder = CommandRecorder()
     async with MongoClient(standalone_uri, event_listeners=[recorder]) as client:
         hello = await client.admin.command("hello")
         if "$clusterTime" in hello or "operationTime" in hello:
@@ -203,7 +183,7 @@ async def test_standalone_never_gets_after_cluster_time(standalone_uri: str) -> 
         async with client.start_session(causal_consistency=True) as session:
             session.advance_operation_time(Timestamp(1, 1))
             await coll.insert_one({"_id": 1}, session=session)
-            assert "readConcern" not in recorder.last_command()
+            assert "readConcern" not in recorder.last()
             await coll.find_one({}, session=session)
-            assert "readConcern" not in recorder.last_command()
+            assert "readConcern" not in recorder.last()
         await client.drop_database("causal_standalone_advanced")

@@ -14,60 +14,22 @@ from mongio.bson import Timestamp
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import ConfigurationError, InvalidOperation
-from mongio.events.command import (
-    CommandListener,
-    CommandStartedEvent,
-    CommandSucceededEvent,
-)
 from mongio.operations import UpdateOne
 from mongio.sessions.client_session import ClientSession
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerHeartbeatSucceededEvent
 from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
-
-
-class Recorder(CommandListener):
-    """Keeps every started and succeeded command event."""
-
-    def __init__(self) -> None:
-        self.started_events: list[CommandStartedEvent] = []
-        self.succeeded_events: list[CommandSucceededEvent] = []
-        self.signals: dict[str, asyncio.Event] = {}
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.started_events.append(event)
-        signal = self.signals.get(event.command_name)
-        if signal is not None:
-            signal.set()
-
-    def signal(self, name: str) -> asyncio.Event:
-        """An event set when a ``name`` command starts."""
-        return self.signals.setdefault(name, asyncio.Event())
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.succeeded_events.append(event)
-
-    def commands(self, name: str) -> list[dict[str, Any]]:
-        return [dict(event.command) for event in self.started_events if event.command_name == name]
-
-    def clear(self) -> None:
-        self.started_events.clear()
-        self.succeeded_events.clear()
+from tests.support.recorders import CommandRecorder
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
+async def client(server_uri: str, recorder: CommandRecorder) -> AsyncIterator[MongoClient]:
     async with MongoClient(server_uri, event_listeners=[recorder]) as client:
         await client.admin.command("ping")
         yield client
 
 
 @pytest.fixture
-async def coll(client: MongoClient, recorder: Recorder) -> AsyncIterator[Collection[Any]]:
+async def coll(client: MongoClient, recorder: CommandRecorder) -> AsyncIterator[Collection[Any]]:
     name = f"sessions_{uuid.uuid4().hex[:12]}"
     collection = client[name].items
     yield collection
@@ -98,7 +60,7 @@ async def test_server_session_pool_is_lifo(client: MongoClient) -> None:
 
 # 3. $clusterTime in commands
 @pytest.mark.parametrize("helper", ["ping", "aggregate", "find", "insert"])
-async def test_cluster_time_gossiped(coll: Collection[Any], recorder: Recorder, helper: str) -> None:
+async def test_cluster_time_gossiped(coll: Collection[Any], recorder: CommandRecorder, helper: str) -> None:
     async def run() -> None:
         if helper == "ping":
             await coll.database.client.admin.command("ping")
@@ -120,7 +82,7 @@ async def test_cluster_time_gossiped(coll: Collection[Any], recorder: Recorder, 
 
 
 # 4. Explicit and implicit session arguments
-async def test_explicit_and_implicit_lsid(client: MongoClient, coll: Collection[Any], recorder: Recorder) -> None:
+async def test_explicit_and_implicit_lsid(client: MongoClient, coll: Collection[Any], recorder: CommandRecorder) -> None:
     async with client.start_session() as session:
         calls: list[tuple[str, Callable[[ClientSession | None], Awaitable[Any]]]] = [
             ("insert", lambda s: coll.insert_one({"x": 1}, session=s)),
@@ -167,7 +129,7 @@ async def test_ended_session_refused(client: MongoClient, coll: Collection[Any])
 
 
 # 8. A cursor exhausted by its first batch gives its implicit session back at once
-async def test_cursor_exhausted_on_first_batch_returns_session(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_cursor_exhausted_on_first_batch_returns_session(coll: Collection[Any], recorder: CommandRecorder) -> None:
     await coll.insert_many([{"i": 1}, {"i": 2}])
     recorder.clear()
     cursor = coll.find({})
@@ -179,7 +141,7 @@ async def test_cursor_exhausted_on_first_batch_returns_session(coll: Collection[
 
 
 # 9. A cursor exhausted by a getMore gives its implicit session back before the last document is read
-async def test_cursor_exhausted_by_get_more_returns_session(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_cursor_exhausted_by_get_more_returns_session(coll: Collection[Any], recorder: CommandRecorder) -> None:
     await coll.insert_many([{"i": i} for i in range(5)])
     recorder.clear()
     cursor = coll.find({}, batch_size=3)
@@ -193,7 +155,7 @@ async def test_cursor_exhausted_by_get_more_returns_session(coll: Collection[Any
 
 
 # 11. find and getMore send the same lsid
-async def test_find_and_get_more_same_lsid(coll: Collection[Any], recorder: Recorder) -> None:
+async def test_find_and_get_more_same_lsid(coll: Collection[Any], recorder: CommandRecorder) -> None:
     await coll.insert_many([{"i": i} for i in range(3)])
     recorder.clear()
     docs = await coll.find({}, batch_size=2).to_list()
@@ -224,7 +186,7 @@ async def test_snapshot_time_getter(client: MongoClient) -> None:
 
 
 async def test_causal_consistency_after_cluster_time(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with client.start_session() as session:
         recorder.clear()
@@ -245,7 +207,7 @@ async def test_causal_consistency_after_cluster_time(
 
 
 async def test_non_causal_session_sends_no_after_cluster_time(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with client.start_session(causal_consistency=False) as session:
         await coll.find_one({}, session=session)
@@ -253,7 +215,7 @@ async def test_non_causal_session_sends_no_after_cluster_time(
         assert "readConcern" not in recorder.commands("find")[-1]
 
 
-async def test_snapshot_session_read_concern(client: MongoClient, coll: Collection[Any], recorder: Recorder) -> None:
+async def test_snapshot_session_read_concern(client: MongoClient, coll: Collection[Any], recorder: CommandRecorder) -> None:
     await coll.insert_one({"x": 1})
     async with client.start_session(snapshot=True) as session:
         recorder.clear()
@@ -275,7 +237,7 @@ async def test_snapshot_session_read_concern(client: MongoClient, coll: Collecti
 
 
 async def test_cancelled_command_marks_the_session_dirty(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """A command cut off by cancellation leaves the server session's state unknown, as a network error does:
     the session stays usable, and its server session is not pooled again."""
@@ -309,7 +271,7 @@ async def test_cancelled_command_marks_the_session_dirty(
 async def test_implicit_sessions_after_checkout(server_uri: str) -> None:
     counts: list[int] = []
     for _ in range(5):
-        recorder = Recorder()
+        recorder = CommandRecorder()
         async with MongoClient(server_uri, maxPoolSize=1, retryWrites=True, event_listeners=[recorder]) as client:
             coll = client[f"sessions_{uuid.uuid4().hex[:12]}"].items
             await asyncio.gather(
@@ -356,7 +318,7 @@ class Heartbeats(ServerHeartbeatListener):
 
 # 20. Drivers do not gossip $clusterTime on SDAM commands
 async def test_no_cluster_time_gossip_from_monitoring(server_uri: str) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     heartbeats = Heartbeats()
     async with (
         MongoClient(

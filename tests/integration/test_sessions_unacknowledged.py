@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -12,38 +11,10 @@ import pytest
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import InvalidOperation
-from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.operations.models import InsertOne, UpdateOne
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.client_session import ClientSession
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[CommandStartedEvent] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
-
-
-@pytest.fixture
-async def coll(client: MongoClient) -> AsyncIterator[Collection[Any]]:
-    name = f"unack_{uuid.uuid4().hex[:12]}"
-    await client[name].create_collection("items")
-    yield client[name].items
-    await client.drop_database(name)
-
+from tests.support.recorders import CommandRecorder
 
 Write = Callable[[Collection[Any], MongoClient, "ClientSession | None"], Awaitable[Any]]
 
@@ -95,33 +66,33 @@ IDS = [write.__name__[1:] for _, write in WRITES]
 
 @pytest.mark.parametrize(("command", "write"), WRITES, ids=IDS)
 async def test_unacknowledged_write_sends_no_session_id(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder, command: str, write: Write
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder, command: str, write: Write
 ) -> None:
     """Driver sessions spec, Unacknowledged writes: "drivers MUST NOT send a session ID with unacknowledged
     writes"; without an explicit session no implicit one is used (no lsid, and so no txnNumber either)."""
     unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
-    recorder.events.clear()
+    recorder.clear()
     await write(unacknowledged, client, None)
-    sent = [event.command for event in recorder.events if event.command_name == command]
+    sent = recorder.commands(command)
     assert sent
     for body in sent:
         assert "lsid" not in body and "txnNumber" not in body
         assert body["writeConcern"] == {"w": 0}
     await client.admin.command("ping")  # the unacknowledged write has been read by the server first
-    acknowledged = [event.command for event in recorder.events if event.command_name == "ping"]
+    acknowledged = recorder.commands("ping")
     assert "lsid" in acknowledged[-1]
 
 
 @pytest.mark.parametrize(("command", "write"), WRITES, ids=IDS)
 async def test_unacknowledged_write_with_an_explicit_session_is_refused(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder, command: str, write: Write
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder, command: str, write: Write
 ) -> None:
     """Driver sessions spec, Unacknowledged writes: "For unacknowledged writes with an explicit session,
     drivers SHOULD raise an error": nothing is sent, and the session stays usable."""
     unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
     async with client.start_session() as session:
-        recorder.events.clear()
+        recorder.clear()
         with pytest.raises(InvalidOperation, match="unacknowledged"):
             await write(unacknowledged, client, session)
-        assert [event.command_name for event in recorder.events] == []
+        assert recorder.events == []
         assert await coll.count_documents({}, session=session) == 0

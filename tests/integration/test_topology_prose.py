@@ -25,7 +25,7 @@ from mongio.topology.sdam_events import ServerDescriptionChangedEvent
 from mongio.topology.server_description import Address
 from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
-from tests.integration.test_topology_secantus import CountingFactory
+from tests.support.monitor_connections import CountingFactory
 
 pytestmark = pytest.mark.server
 

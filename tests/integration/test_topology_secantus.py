@@ -23,36 +23,15 @@ from mongio.topology.heartbeat_events import (
     ServerHeartbeatStartedEvent,
     ServerHeartbeatSucceededEvent,
 )
-from mongio.topology.monitor import monitor_connection_factory
-from mongio.topology.rtt_monitor import MonitorConnection
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
+from tests.support.monitor_connections import CountingFactory
 
 pytestmark = pytest.mark.server
-
-
-class CountingFactory:
-    """Opens monitoring connections with the driver's own factory and tracks how many are open."""
-
-    def __init__(self, *, settings: ConnectionSettings | None = None) -> None:
-        self._real = monitor_connection_factory(
-            settings if settings is not None else ConnectionSettings(connect_timeout=5.0)
-        )
-        self.opened: list[tuple[Address, MonitorConnection]] = []
-        self.most_open = 0
-
-    async def __call__(self, address: Address) -> MonitorConnection:
-        connection = await self._real(address)
-        self.opened.append((address, connection))
-        self.most_open = max(self.most_open, self.open_to(address))
-        return connection
-
-    def open_to(self, address: Address) -> int:
-        return sum(1 for where, conn in self.opened if where == address and not conn.closed)
 
 
 class Heartbeats(ServerHeartbeatListener):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from mongio.errors import (
     OperationTimeoutError,
     PoolClearedError,
 )
-from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.execution import deadline as csot
 from mongio.execution.error_labels import (
     TRANSIENT_TRANSACTION_ERROR,
@@ -34,40 +31,7 @@ from mongio.options.write_concern import WriteConcern
 from mongio.sessions import client_session, with_transaction_policy
 from mongio.sessions.client_session import ClientSession
 from mongio.sessions.transaction_state import TxnState
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[CommandStartedEvent] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def names(self) -> list[str]:
-        return [event.command_name for event in self.events]
-
-    def last(self, name: str) -> dict[str, Any]:
-        return dict([event for event in self.events if event.command_name == name][-1].command)
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
-
-
-@pytest.fixture
-async def coll(client: MongoClient) -> AsyncIterator[Collection[Any]]:
-    name = f"txn_{uuid.uuid4().hex[:12]}"
-    collection = client[name].items
-    await client[name].create_collection("items")
-    yield collection
-    await client.drop_database(name)
+from tests.support.recorders import CommandRecorder
 
 
 async def fail_point(client: MongoClient, mode: Any, data: dict[str, Any]) -> None:
@@ -101,7 +65,7 @@ def test_pool_cleared_error_is_transient_in_a_transaction() -> None:
 # -- the asyncio API ---------------------------------------------------------------------------------------
 
 
-async def test_context_manager_commits(client: MongoClient, coll: Collection[Any], recorder: Recorder) -> None:
+async def test_context_manager_commits(client: MongoClient, coll: Collection[Any], recorder: CommandRecorder) -> None:
     async with client.start_session() as session:
         async with session.start_transaction() as transaction:
             assert transaction.session is session and session.in_transaction
@@ -111,7 +75,7 @@ async def test_context_manager_commits(client: MongoClient, coll: Collection[Any
             assert await coll.count_documents({}) == 0
         assert session._transaction.state is TxnState.COMMITTED
     assert await coll.count_documents({}) == 2
-    inserts = [event.command for event in recorder.events if event.command_name == "insert"]
+    inserts = recorder.commands("insert")
     assert inserts[0]["startTransaction"] is True and inserts[0]["autocommit"] is False
     assert "startTransaction" not in inserts[1]
     assert inserts[0]["txnNumber"] == inserts[1]["txnNumber"]
@@ -120,7 +84,7 @@ async def test_context_manager_commits(client: MongoClient, coll: Collection[Any
 
 
 async def test_context_manager_aborts_on_exception(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with client.start_session() as session:
         with pytest.raises(ValueError, match="boom"):
@@ -134,7 +98,7 @@ async def test_context_manager_aborts_on_exception(
 
 
 async def test_cancellation_aborts_the_transaction(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     inserted = asyncio.Event()
 
@@ -171,7 +135,7 @@ async def test_plain_calls_and_awaitable_start(client: MongoClient, coll: Collec
     assert await coll.count_documents({}) == 1
 
 
-async def test_state_errors(client: MongoClient, coll: Collection[Any], recorder: Recorder) -> None:
+async def test_state_errors(client: MongoClient, coll: Collection[Any], recorder: CommandRecorder) -> None:
     async with client.start_session() as session:
         with pytest.raises(InvalidOperation, match="No transaction started"):
             await session.commit_transaction()
@@ -185,10 +149,10 @@ async def test_state_errors(client: MongoClient, coll: Collection[Any], recorder
 
 
 async def test_non_primary_read_preference_refused_before_selection(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     async with client.start_session() as session, session.start_transaction(read_preference=Secondary()):
-        recorder.events.clear()
+        recorder.clear()
         with pytest.raises(InvalidOperation, match="must be primary"):
             await coll.find_one({}, session=session)
         assert recorder.events == []
@@ -197,7 +161,7 @@ async def test_non_primary_read_preference_refused_before_selection(
 
 
 async def test_end_session_aborts_open_transaction(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     session = client.start_session()
     session.start_transaction()
@@ -346,7 +310,7 @@ async def test_retry_backoff_is_enforced(
 
 
 async def test_with_transaction_cancelled_in_callback_aborts(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     inserted = asyncio.Event()
 
@@ -367,7 +331,7 @@ async def test_with_transaction_cancelled_in_callback_aborts(
 
 
 async def test_with_transaction_timeout_cannot_be_overridden_inside(
-    server_uri: str, coll: Collection[Any], recorder: Recorder
+    server_uri: str, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """CSOT: with_transaction's timeoutMS covers its callback; an operation in the session that brings its own
     timeout is refused before anything is sent."""
@@ -379,7 +343,7 @@ async def test_with_transaction_timeout_cannot_be_overridden_inside(
                 await target.insert_one({"_id": 1}, session=session)
 
         async with client.start_session() as session:
-            recorder.events.clear()
+            recorder.clear()
             with pytest.raises(InvalidOperation, match="cannot set its own timeout"):
                 await session.with_transaction(callback)
             assert recorder.events == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,40 +9,10 @@ import pytest
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import ConfigurationError, InvalidDocument
-from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.sessions.client_session import ClientSession
 from mongio.sessions.transaction_state import TxnState
 from tests.support.loopback_peer import LoopbackPeer
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[CommandStartedEvent] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def commands(self, name: str) -> list[dict[str, Any]]:
-        return [dict(event.command) for event in self.events if event.command_name == name]
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
-
-
-@pytest.fixture
-async def coll(client: MongoClient) -> AsyncIterator[Collection[Any]]:
-    name = f"txn_rules_{uuid.uuid4().hex[:12]}"
-    await client[name].create_collection("items")
-    yield client[name].items
-    await client.drop_database(name)
+from tests.support.recorders import CommandRecorder
 
 
 class Unencodable:
@@ -57,7 +25,7 @@ def _state(session: ClientSession) -> TxnState:
 
 
 async def test_client_side_error_leaves_the_transaction_starting(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Transactions spec, ClientSession changes: "Client-side errors MUST NOT change transaction state": a first
     command that cannot be encoded leaves the session in "starting transaction", so the next command is the

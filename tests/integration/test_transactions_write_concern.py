@@ -9,7 +9,6 @@ is acknowledged and reports what the server answered, even from a ``w: 0`` colle
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -18,43 +17,18 @@ import pytest
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.errors import BulkWriteError, ConfigurationError, DuplicateKeyError, InvalidOperation
-from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.operations.models import DeleteOne, InsertOne, ReplaceOne, UpdateOne
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.client_session import ClientSession
 from mongio.sessions.transaction_state import TransactionOptions
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[CommandStartedEvent] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def commands(self, name: str) -> list[dict[str, Any]]:
-        return [dict(event.command) for event in self.events if event.command_name == name]
+from tests.support.recorders import CommandRecorder
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
-
-
-@pytest.fixture
-async def coll(client: MongoClient) -> AsyncIterator[Collection[Any]]:
-    name = f"txn_wc_{uuid.uuid4().hex[:12]}"
-    await client[name].create_collection("items")
-    collection = client[name].items
-    await collection.insert_one({"_id": 0, "x": 0})
-    yield collection
-    await client.drop_database(name)
+async def coll(coll: Collection[Any]) -> Collection[Any]:
+    """The shared empty collection, with one document."""
+    await coll.insert_one({"_id": 0, "x": 0})
+    return coll
 
 
 Write = Callable[[Collection[Any], ClientSession], Awaitable[Any]]
@@ -134,7 +108,7 @@ CASES: list[tuple[Write, str, Any, list[dict[str, Any]]]] = [
 async def test_w0_collection_writes_acknowledged_in_a_transaction(
     client: MongoClient,
     coll: Collection[Any],
-    recorder: Recorder,
+    recorder: CommandRecorder,
     write: Write,
     command: str,
     expected: Any,
@@ -145,7 +119,7 @@ async def test_w0_collection_writes_acknowledged_in_a_transaction(
     result carries the server's counts (or the document), no writeConcern goes on the command, and the
     transaction's own write concern goes on commitTransaction."""
     unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
-    recorder.events.clear()
+    recorder.clear()
     async with client.start_session() as session:
         async with session.start_transaction(write_concern=WriteConcern(w=1)):
             assert await write(unacknowledged, session) == expected
@@ -178,7 +152,7 @@ async def test_write_error_of_a_w0_collection_is_raised_in_a_transaction(
 
 
 async def test_collection_made_inside_a_transaction_does_not_lend_its_write_concern(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Transactions spec, TransactionOptions > writeConcern: a Collection created inside a transaction with
     w: 0 writes with the transaction's write concern (prose test 1.0, with its result checked)."""
@@ -206,13 +180,13 @@ async def test_w0_outside_a_transaction_stays_unacknowledged(client: MongoClient
 
 
 @pytest.fixture
-async def w0_client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
+async def w0_client(server_uri: str, recorder: CommandRecorder) -> AsyncIterator[MongoClient]:
     async with MongoClient(server_uri, w=0, event_listeners=[recorder]) as client:
         yield client
 
 
 async def test_client_bulk_write_in_a_transaction_ignores_the_clients_w0(
-    w0_client: MongoClient, client: MongoClient, coll: Collection[Any], recorder: Recorder
+    w0_client: MongoClient, client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Transactions spec, TransactionOptions > writeConcern: the client's w: 0 does not make an ordered
     client bulkWrite inside a transaction unacknowledged (nor refused as unacknowledged and ordered); it
@@ -233,7 +207,7 @@ async def test_client_bulk_write_in_a_transaction_ignores_the_clients_w0(
 
 
 async def test_explicit_write_concern_on_an_operation_in_a_transaction_is_refused(
-    client: MongoClient, coll: Collection[Any], recorder: Recorder
+    client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Transactions spec, TransactionOptions > writeConcern and "Users cannot pass readConcern or writeConcern
     to operations in transactions": an operation given its own write concern inside a transaction raises
@@ -241,7 +215,7 @@ async def test_explicit_write_concern_on_an_operation_in_a_transaction_is_refuse
     transaction as it was."""
     async with client.start_session() as session:
         session.start_transaction()
-        recorder.events.clear()
+        recorder.clear()
         with pytest.raises(InvalidOperation, match=r"^Cannot set write concern after starting a transaction\.$"):
             await client.bulk_write(
                 [InsertOne({"_id": 1}, namespace=coll.full_name)], session=session, write_concern=WriteConcern(w=1)
@@ -252,7 +226,7 @@ async def test_explicit_write_concern_on_an_operation_in_a_transaction_is_refuse
 
 
 async def test_a_w0_client_starts_a_transaction_only_with_an_acknowledged_write_concern_of_its_own(
-    w0_client: MongoClient, coll: Collection[Any], recorder: Recorder
+    w0_client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     """Transactions spec, TransactionOptions > writeConcern: an error containing "transactions do not support
     unacknowledged write concerns" when the defaults would make the transaction's write concern w: 0, and none

@@ -12,30 +12,8 @@ import pytest
 from mongio.client import MongoClient
 from mongio.database import Database
 from mongio.errors import WriteConcernError
-from mongio.events.command import CommandListener, CommandStartedEvent
 from mongio.options.write_concern import WriteConcern
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[CommandStartedEvent] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def last(self, name: str) -> dict[str, Any]:
-        return dict([event for event in self.events if event.command_name == name][-1].command)
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def client(server_uri: str, recorder: Recorder) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
-        yield client
+from tests.support.recorders import CommandRecorder
 
 
 @pytest.fixture
@@ -114,7 +92,7 @@ DATABASE_HELPERS = [(name, helper) for name, helper in HELPERS if name != "dropD
 
 @pytest.mark.parametrize(("command", "helper"), DATABASE_HELPERS, ids=[name for name, _ in DATABASE_HELPERS])
 async def test_helpers_that_write_send_the_inherited_write_concern(
-    client: MongoClient, db: Database[Any], recorder: Recorder, command: str, helper: Helper
+    client: MongoClient, db: Database[Any], recorder: CommandRecorder, command: str, helper: Helper
 ) -> None:
     """Read and write concern spec, Other commands that write: helpers that apply the write concern inherited
     from the client or database include it on the wire, and send none for the server default."""
@@ -124,7 +102,7 @@ async def test_helpers_that_write_send_the_inherited_write_concern(
     assert recorder.last(command)["writeConcern"] == majority.document
 
 
-async def test_drop_database_sends_the_clients_write_concern(server_uri: str, recorder: Recorder) -> None:
+async def test_drop_database_sends_the_clients_write_concern(server_uri: str, recorder: CommandRecorder) -> None:
     """Read and write concern spec, Other commands that write: dropDatabase carries the client's write concern,
     and a command sent with the server's default write concern carries none."""
     async with MongoClient(server_uri, w="majority", event_listeners=[recorder]) as client:

@@ -1,5 +1,10 @@
-"""Test helpers shared by the unit and integration tests (not part of the driver).
+"""Test helpers shared by the unit and integration tests (not part of the driver). Test modules import
+helpers from here, never from one another.
 
 ``loopback_peer``: a MongoDB-wire peer of our own on 127.0.0.1 that records what the client sends and answers
 through handler callbacks, with fault injection (see its module documentation).
+``virtual_clock``: an event loop whose clock jumps to the next timer when the loop is idle, for tests of
+timeouts and intervals that take no real time.
+``fake_deployment``: fake replica sets, mongoses and standalones on loopback for the topology tests.
+``recorders``: a command listener that keeps every command event.
 """

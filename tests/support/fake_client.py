@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS
+from mongio.collection import Collection
 from mongio.database import Database
-from mongio.errors import CursorNotFound, OperationFailure
+from mongio.errors import (
+    CursorNotFound,
+    OperationFailure,
+)
 from mongio.execution.deadline import timeout_in_force
 from mongio.execution.executor import Answered
 from mongio.operations.base import Operation
@@ -206,3 +210,25 @@ class CursorServer:
 
 def documents(n: int) -> list[dict[str, Any]]:
     return [{"_id": i, "x": i % 3} for i in range(n)]
+
+
+class QueuedReplies:
+    """Answers with the replies queued for each command name (``{"ok": 1}`` otherwise)."""
+
+    def __init__(self, **replies: Any) -> None:
+        self.replies = replies
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.bodies.append(body)
+        reply = self.replies.get(next(iter(body)), {"ok": 1})
+        if isinstance(reply, list):
+            return dict(reply.pop(0))
+        return dict(reply)
+
+
+def make_collection(**replies: Any) -> tuple[FakeClient, QueuedReplies, Collection[dict[str, Any]]]:
+    """A collection ``db.coll`` of a fake client answering with ``replies`` (see ``QueuedReplies``)."""
+    recorder = QueuedReplies(**replies)
+    client = FakeClient(respond=recorder)
+    return client, recorder, client["db"]["coll"]

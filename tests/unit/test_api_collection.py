@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from mongio.bson import ObjectId
-from mongio.collection import Collection
 from mongio.errors import BulkWriteError, DuplicateKeyError, InvalidName, InvalidOperation
 from mongio.operations import (
     DeleteOne,
@@ -21,32 +20,18 @@ from mongio.operations import (
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.support.fake_client import CursorServer, FakeClient, FakeSession, documents
-
-
-class Recorder:
-    """Answers with the replies queued for each command name (``{"ok": 1}`` otherwise)."""
-
-    def __init__(self, **replies: Any) -> None:
-        self.replies = replies
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.bodies.append(body)
-        reply = self.replies.get(next(iter(body)), {"ok": 1})
-        if isinstance(reply, list):
-            return dict(reply.pop(0))
-        return dict(reply)
-
-
-def make(**replies: Any) -> tuple[FakeClient, Recorder, Collection[dict[str, Any]]]:
-    recorder = Recorder(**replies)
-    client = FakeClient(respond=recorder)
-    return client, recorder, client["db"]["coll"]
+from tests.support.fake_client import (
+    CursorServer,
+    FakeClient,
+    FakeSession,
+    QueuedReplies,
+    documents,
+    make_collection,
+)
 
 
 def test_names_options_and_sub_collections() -> None:
-    client, _, coll = make()
+    client, _, coll = make_collection()
     assert coll.name == "coll"
     assert coll.full_name == "db.coll"
     assert coll.database.name == "db"
@@ -67,7 +52,7 @@ def test_names_options_and_sub_collections() -> None:
 
 
 def test_a_collection_is_not_iterable() -> None:
-    _, _, coll = make()
+    _, _, coll = make_collection()
     with pytest.raises(TypeError, match="not iterable"):
         iter(coll)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="not iterable"):
@@ -78,7 +63,7 @@ def test_a_collection_is_not_iterable() -> None:
 
 
 def test_with_options_keeps_unchanged_ones() -> None:
-    _, _, coll = make()
+    _, _, coll = make_collection()
     majority = WriteConcern(w="majority")
     changed = coll.with_options(write_concern=majority, read_preference=Secondary())
     assert changed.write_concern == majority
@@ -90,7 +75,7 @@ def test_with_options_keeps_unchanged_ones() -> None:
 
 
 async def test_insert_one_adds_id_and_sends_write_concern_through_the_operation() -> None:
-    client, recorder, coll = make(insert={"n": 1})
+    client, recorder, coll = make_collection(insert={"n": 1})
     coll = coll.with_options(write_concern=WriteConcern(w=1))
     document: dict[str, Any] = {"a": 1}
     result = await coll.insert_one(document, comment="c")
@@ -105,7 +90,7 @@ async def test_insert_one_adds_id_and_sends_write_concern_through_the_operation(
 
 
 async def test_unacknowledged_insert_returns_without_reply() -> None:
-    client, recorder, coll = make()
+    client, recorder, coll = make_collection()
     result = await coll.with_options(write_concern=WriteConcern(w=0)).insert_one({"_id": 5})
     assert result.inserted_id == 5
     assert not result.acknowledged
@@ -114,13 +99,13 @@ async def test_unacknowledged_insert_returns_without_reply() -> None:
 
 
 async def test_insert_one_duplicate_key() -> None:
-    _, _, coll = make(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "E11000"}]})
+    _, _, coll = make_collection(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "E11000"}]})
     with pytest.raises(DuplicateKeyError):
         await coll.insert_one({"_id": 1})
 
 
 async def test_insert_many() -> None:
-    _, recorder, coll = make(insert={"n": 3})
+    _, recorder, coll = make_collection(insert={"n": 3})
     result = await coll.insert_many([{"_id": 1}, {"_id": 2}, {}], ordered=False)
     assert result.inserted_ids[:2] == [1, 2]
     assert isinstance(result.inserted_ids[2], ObjectId)
@@ -133,14 +118,14 @@ async def test_insert_many() -> None:
 
 
 async def test_insert_many_from_a_generator() -> None:
-    _, recorder, coll = make(insert={"n": 2})
+    _, recorder, coll = make_collection(insert={"n": 2})
     result = await coll.insert_many({"_id": i} for i in range(2))
     assert result.inserted_ids == [0, 1]
     assert len(recorder.bodies) == 1
 
 
 async def test_bulk_write_runs_each_batch_and_merges() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         insert={"n": 1},
         update=[{"n": 2, "nModified": 1, "upserted": [{"index": 1, "_id": 9}]}],
         delete={"n": 1},
@@ -160,7 +145,7 @@ async def test_bulk_write_runs_each_batch_and_merges() -> None:
 
 
 async def test_bulk_write_error_stops_ordered() -> None:
-    _, recorder, coll = make(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "dup"}]})
+    _, recorder, coll = make_collection(insert={"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "dup"}]})
     with pytest.raises(BulkWriteError) as info:
         await coll.bulk_write([InsertOne({"_id": 1}), DeleteOne({"_id": 1})])
     assert len(recorder.bodies) == 1
@@ -173,7 +158,7 @@ async def test_bulk_write_error_stops_ordered() -> None:
 
 
 async def test_update_one_many_replace_one() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         update=[
             {"n": 1, "nModified": 1},
             {"n": 3, "nModified": 2},
@@ -206,7 +191,7 @@ async def test_update_one_many_replace_one() -> None:
 
 
 async def test_delete_one_and_many() -> None:
-    _, recorder, coll = make(delete=[{"n": 1}, {"n": 4}])
+    _, recorder, coll = make_collection(delete=[{"n": 1}, {"n": 4}])
     assert (await coll.delete_one({"a": 1}, hint={"a": 1})).deleted_count == 1
     assert (await coll.delete_many({})).deleted_count == 4
     assert recorder.bodies[0]["deletes"] == [{"q": {"a": 1}, "limit": 1, "hint": {"a": 1}}]
@@ -244,7 +229,7 @@ async def test_find_one_sends_the_cursor_paths_command_with_or_without_cursor_op
 
 
 async def test_find_one_kills_a_cursor_the_server_left_open() -> None:
-    recorder = Recorder(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
+    recorder = QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
     client = FakeClient(respond=recorder)
     assert await client["db"]["coll"].find_one({}) == {"_id": 1}
     assert client._executor.names() == ["find", "killCursors"]
@@ -253,13 +238,13 @@ async def test_find_one_kills_a_cursor_the_server_left_open() -> None:
 
 
 async def test_find_one_refuses_a_reply_that_is_not_a_cursor() -> None:
-    client = FakeClient(respond=Recorder(find={"n": 1}))
+    client = FakeClient(respond=QueuedReplies(find={"n": 1}))
     with pytest.raises(InvalidOperation, match="not a cursor"):
         await client["db"]["coll"].find_one({})
 
 
 async def test_find_one_and_family() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         findAndModify=[{"value": {"_id": 1, "n": 2}}, {"value": None}, {"value": {"_id": 1}}]
     )
     doc = await coll.find_one_and_update(
@@ -285,7 +270,7 @@ async def test_find_one_and_family() -> None:
 
 
 async def test_counts_and_distinct() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"_id": 1, "n": 12}]}},
         count={"n": 40},
         distinct={"values": ["a", "b"]},
@@ -307,12 +292,12 @@ async def test_counts_and_distinct() -> None:
 
 
 async def test_count_documents_on_empty_result_is_zero() -> None:
-    _, _, coll = make(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}})
+    _, _, coll = make_collection(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}})
     assert await coll.count_documents({}) == 0
 
 
 async def test_aggregate_options_and_passthrough() -> None:
-    client, recorder, coll = make(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"a": 1}]}})
+    client, recorder, coll = make_collection(aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"a": 1}]}})
     cursor = coll.aggregate([{"$match": {}}], allowDiskUse=True, maxTimeMS=9, batch_size=4, someNewOption=1)
     assert await cursor.to_list() == [{"a": 1}]
     body = recorder.bodies[0]
@@ -335,7 +320,7 @@ async def test_index_methods() -> None:
             ],
         }
     }
-    _, recorder, coll = make(listIndexes=list_reply)
+    _, recorder, coll = make_collection(listIndexes=list_reply)
     assert await coll.create_index([("a", 1), ("b", -1)], unique=True, maxTimeMS=50) == "a_1_b_-1"
     assert recorder.bodies[0] == {
         "createIndexes": "coll",
@@ -357,12 +342,12 @@ async def test_index_methods() -> None:
 
 
 async def test_list_indexes_of_missing_collection_is_empty() -> None:
-    _, _, coll = make(listIndexes={"ok": 0, "code": 26, "errmsg": "ns does not exist"})
+    _, _, coll = make_collection(listIndexes={"ok": 0, "code": 26, "errmsg": "ns does not exist"})
     assert await coll.list_indexes().to_list() == []
 
 
 async def test_search_index_helpers() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         createSearchIndexes={"indexesCreated": [{"id": "1", "name": "default"}]},
         aggregate={"cursor": {"id": 0, "ns": "db.coll", "firstBatch": [{"name": "default"}]}},
     )
@@ -383,7 +368,7 @@ async def test_search_index_helpers() -> None:
 def test_list_search_indexes_takes_a_timeout_mode() -> None:
     """Index management, Timeouts: list_search_indexes returns a cursor, so it takes the CSOT cursor
     timeout mode (an unknown mode is refused)."""
-    _, _, coll = make()
+    _, _, coll = make_collection()
     cursor = coll.list_search_indexes(timeout_mode="iteration")
     assert cursor._timeout_mode == "iteration"
     with pytest.raises(ValueError):
@@ -391,7 +376,7 @@ def test_list_search_indexes_takes_a_timeout_mode() -> None:
 
 
 async def test_drop_rename_options() -> None:
-    _, recorder, coll = make(
+    _, recorder, coll = make_collection(
         drop={"ok": 0, "code": 26, "errmsg": "ns not found"},
         listCollections={
             "cursor": {
@@ -409,7 +394,7 @@ async def test_drop_rename_options() -> None:
 
 
 async def test_explicit_session_reaches_the_executor() -> None:
-    client, _, coll = make(insert={"n": 1}, delete={"n": 1})
+    client, _, coll = make_collection(insert={"n": 1}, delete={"n": 1})
     session: Any = FakeSession(implicit=False)
     await coll.insert_one({}, session=session)
     await coll.delete_many({}, session=session)
@@ -417,7 +402,7 @@ async def test_explicit_session_reaches_the_executor() -> None:
 
 
 async def test_read_options_reach_the_operation() -> None:
-    client, _, coll = make(count={"n": 1})
+    client, _, coll = make_collection(count={"n": 1})
     secondary = coll.with_options(read_preference=Secondary(), read_concern=ReadConcern("majority"))
     await secondary.estimated_document_count()
     operation = client.calls[0].operation
@@ -429,7 +414,7 @@ async def test_raw_data_reaches_every_command_that_takes_it() -> None:
     from tests.support.fake_client import FakeContext
 
     cursor_reply = {"cursor": {"id": 0, "ns": "db.coll", "firstBatch": []}}
-    recorder = Recorder(
+    recorder = QueuedReplies(
         find=cursor_reply, aggregate=cursor_reply, listIndexes=cursor_reply, listCollections=cursor_reply
     )
     client = FakeClient(respond=recorder, context=FakeContext(max_wire_version=27))

@@ -10,11 +10,11 @@ from mongio.collection import Collection
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.unit.test_api_collection import make
+from tests.support.fake_client import make_collection
 
 
 def test_positional_arguments_follow_pymongo_order() -> None:
-    _, _, coll = make()
+    _, _, coll = make_collection()
     codec_options = CodecOptions(tz_aware=True)
     made = Collection(
         coll.database, "other", False, codec_options, Secondary(), WriteConcern(w=2), ReadConcern("local"), None
@@ -29,14 +29,14 @@ def test_positional_arguments_follow_pymongo_order() -> None:
 
 @pytest.mark.parametrize("arguments", [{"create": True}, {"capped": True, "size": 4096}])
 def test_create_and_collection_options_are_refused(arguments: dict[str, object]) -> None:
-    _, recorder, coll = make()
+    _, recorder, coll = make_collection()
     with pytest.raises(ValueError, match="create_collection"):
         Collection(coll.database, "other", **arguments)  # type: ignore[arg-type]
     assert recorder.bodies == []
 
 
 def test_copies_keep_their_options() -> None:
-    _, _, coll = make()
+    _, _, coll = make_collection()
     tuned = coll.with_options(read_preference=Secondary(), write_concern=WriteConcern(w=3), timeout=2)
     child = tuned["archive"]
     assert (child.name, child.read_preference, child.write_concern) == ("coll.archive", Secondary(), WriteConcern(w=3))

@@ -12,12 +12,11 @@ from mongio.database import Database
 from mongio.errors import CollectionInvalid, InvalidName, InvalidOperation, OperationFailure
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.support.fake_client import FakeClient
-from tests.unit.test_api_collection import Recorder
+from tests.support.fake_client import FakeClient, QueuedReplies
 
 
-def make(**replies: Any) -> tuple[FakeClient, Recorder, Database[dict[str, Any]]]:
-    recorder = Recorder(**replies)
+def make(**replies: Any) -> tuple[FakeClient, QueuedReplies, Database[dict[str, Any]]]:
+    recorder = QueuedReplies(**replies)
     client = FakeClient(respond=recorder)
     return client, recorder, client["db"]
 

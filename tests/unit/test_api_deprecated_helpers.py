@@ -13,14 +13,14 @@ from mongio.operations import Retryability
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
-from tests.unit.test_api_collection import make
+from tests.support.fake_client import make_collection
 
 MAP = Code("function () { emit(this.k, 1) }")
 REDUCE = Code("function (key, values) { return Array.sum(values) }")
 
 
 async def test_count_warns_and_sends_only_the_options_given() -> None:
-    client, recorder, coll = make(count=[{"n": 3}, {"n": 0}])
+    client, recorder, coll = make_collection(count=[{"n": 3}, {"n": 0}])
     with pytest.warns(DeprecationWarning, match="count_documents"):
         assert await coll.count({"a": 1}, skip=2, limit=-5, hint="a_1", maxTimeMS=7, comment="c") == 3
     assert recorder.bodies[0] == {
@@ -39,7 +39,7 @@ async def test_count_warns_and_sends_only_the_options_given() -> None:
 
 
 async def test_count_takes_the_collections_read_preference_and_concern() -> None:
-    client, _, coll = make(count={"n": 1})
+    client, _, coll = make_collection(count={"n": 1})
     reader = coll.with_options(read_preference=Secondary(), read_concern=ReadConcern("majority"))
     with pytest.warns(DeprecationWarning):
         await reader.count({}, collation={"locale": "fr"})
@@ -51,14 +51,14 @@ async def test_count_takes_the_collections_read_preference_and_concern() -> None
 
 
 async def test_count_refuses_unknown_options() -> None:
-    _, recorder, coll = make()
+    _, recorder, coll = make_collection()
     with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="bogus"):
         await coll.count({}, bogus=1)
     assert recorder.bodies == []
 
 
 async def test_map_reduce_to_a_collection_writes_on_the_primary() -> None:
-    client, recorder, coll = make(mapReduce={"result": "totals"})
+    client, recorder, coll = make_collection(mapReduce={"result": "totals"})
     writer = coll.with_options(read_preference=Secondary(), write_concern=WriteConcern(w=2))
     with pytest.warns(DeprecationWarning, match="aggregate"):
         output = await writer.map_reduce(MAP, REDUCE, "totals", query={"k": {"$gt": 0}}, maxTimeMS=9)
@@ -80,7 +80,7 @@ async def test_map_reduce_to_a_collection_writes_on_the_primary() -> None:
 
 async def test_map_reduce_result_in_another_database_and_full_response() -> None:
     reply: dict[str, Any] = {"result": {"db": "reports", "collection": "totals"}, "counts": {"input": 4}}
-    _, _, coll = make(mapReduce=[reply, reply])
+    _, _, coll = make_collection(mapReduce=[reply, reply])
     with pytest.warns(DeprecationWarning):
         output = await coll.map_reduce(MAP, REDUCE, {"replace": "totals", "db": "reports"})
     assert output.full_name == "reports.totals"
@@ -91,7 +91,7 @@ async def test_map_reduce_result_in_another_database_and_full_response() -> None
 
 async def test_inline_map_reduce_is_a_read_that_is_not_retried() -> None:
     results = [{"_id": 1, "value": 2.0}]
-    client, recorder, coll = make(mapReduce=[{"results": results}, {"results": results}])
+    client, recorder, coll = make_collection(mapReduce=[{"results": results}, {"results": results}])
     reader = coll.with_options(read_preference=Secondary(), read_concern=ReadConcern("local"))
     with pytest.warns(DeprecationWarning):
         assert await reader.inline_map_reduce(MAP, REDUCE) == results
@@ -107,7 +107,7 @@ async def test_inline_map_reduce_is_a_read_that_is_not_retried() -> None:
 
 
 async def test_map_reduce_refuses_a_bad_out() -> None:
-    _, recorder, coll = make()
+    _, recorder, coll = make_collection()
     with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="out"):
         await coll.map_reduce(MAP, REDUCE, 5)  # type: ignore[arg-type]
     assert recorder.bodies == []

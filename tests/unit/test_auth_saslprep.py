@@ -73,6 +73,7 @@ def test_printable_ascii_is_unchanged(text: str) -> None:
     assert saslprep(text) == text
 
 
+@pytest.mark.slow
 @given(st.text())
 def test_output_is_stable_and_normalized(text: str) -> None:
     try:

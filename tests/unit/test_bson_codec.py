@@ -7,15 +7,13 @@ import datetime
 import decimal
 import enum
 import io
-import json
 import re
 import struct
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from spec_runner.model import specs_root
 
 from mongio import bson
 from mongio.bson import (
@@ -50,9 +48,9 @@ from mongio.bson import (
     decode_iter,
     encode,
 )
+from tests.support.bson_data import CORPUS, CORPUS_OPTIONS, corpus_cases
 
 UTC = datetime.UTC
-CORPUS = specs_root() / "bson-corpus" / "tests"
 
 
 def doc_bytes(*elements: bytes) -> bytes:
@@ -570,30 +568,11 @@ def test_raw_document_index_rejects_overrunning_elements() -> None:
 # --- the BSON corpus bytes ------------------------------------------------------------------------------
 
 
-def _corpus_cases() -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    if not CORPUS.is_dir():
-        return
-    for path in sorted(CORPUS.glob("*.json")):
-        spec = json.loads(path.read_text(encoding="utf-8"))
-        for case in spec.get("valid", []):
-            yield path.name, "valid", case
-        for case in spec.get("decodeErrors", []):
-            yield path.name, "decodeErrors", case
-
-
-CORPUS_OPTIONS = CodecOptions(
-    tz_aware=True,
-    tzinfo=UTC,
-    uuid_representation=UuidRepresentation.UNSPECIFIED,
-    datetime_conversion=DatetimeConversion.DATETIME_AUTO,
-)
-
-
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the specifications checkout is not beside the repository")
 def test_corpus_bson_round_trips_and_decode_errors() -> None:
     failures = []
     count = 0
-    for file, kind, case in _corpus_cases():
+    for file, kind, case in corpus_cases():
         count += 1
         try:
             if kind == "valid":

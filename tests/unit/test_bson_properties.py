@@ -3,92 +3,27 @@ anything but InvalidBSON."""
 
 from __future__ import annotations
 
-import datetime
 import struct
-from typing import Any, Literal
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mongio.bson import (
-    Binary,
-    Code,
     CodecOptions,
     DatetimeConversion,
     DatetimeMS,
-    DBPointer,
-    DBRef,
-    Decimal128,
-    Int64,
     InvalidBSON,
-    MaxKey,
-    MinKey,
-    ObjectId,
     RawBSONDocument,
-    Regex,
-    Symbol,
-    Timestamp,
-    Undefined,
     decode,
     decode_all,
     encode,
 )
-
-# Unicode category Cs (lone surrogates): strings holding one cannot be encoded as UTF-8.
-SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
-
-# Keys: any Unicode without NUL or surrogates. A leading "$" is left out so that no generated document
-# happens to have the DBRef shape (which decodes to a DBRef, by design).
-keys = st.text(st.characters(exclude_categories=SURROGATES, exclude_characters="\x00"), max_size=8).filter(
-    lambda key: not key.startswith("$")
+from tests.support.bson_data import (
+    documents,
+    garbage_elements,
 )
-texts = st.text(st.characters(exclude_categories=SURROGATES), max_size=20)
-cstrings = st.text(st.characters(exclude_categories=SURROGATES, exclude_characters="\x00"), max_size=10)
-uint32 = st.integers(0, 2**32 - 1)
-
-datetimes = st.datetimes(
-    min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31, 23, 59, 59)
-).map(
-    # BSON keeps milliseconds.
-    lambda value: value.replace(microsecond=value.microsecond // 1000 * 1000)
-)
-
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**63), 2**63 - 1),
-    st.integers(-(2**63), 2**63 - 1).map(Int64),
-    st.floats(allow_nan=False),
-    st.sampled_from([-0.0, float("inf"), float("-inf")]),
-    texts,
-    st.binary(max_size=20),
-    st.builds(Binary, st.binary(max_size=20), st.integers(1, 255)),
-    st.binary(min_size=12, max_size=12).map(ObjectId),
-    datetimes,
-    st.builds(Regex, cstrings, st.sets(st.sampled_from("ilmsux")).map(lambda flags: "".join(sorted(flags)))),
-    st.builds(Code, texts),
-    st.builds(Timestamp, uint32, uint32),
-    st.binary(min_size=16, max_size=16).map(Decimal128.from_bid),
-    st.just(MinKey()),
-    st.just(MaxKey()),
-    st.builds(Symbol, texts),
-    st.just(Undefined()),
-    st.builds(DBPointer, texts, st.binary(min_size=12, max_size=12).map(ObjectId)),
-)
-
-
-def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    documents = st.dictionaries(keys, children, max_size=5)
-    return st.one_of(
-        st.lists(children, max_size=5),
-        documents,
-        st.builds(Code, texts, documents),
-        st.builds(DBRef, cstrings, children, st.none() | cstrings),
-    )
-
-
-values = st.recursive(scalars, _containers, max_leaves=25)
-documents = st.dictionaries(keys, values, max_size=8)
 
 ALL_OPTIONS = [
     CodecOptions(),
@@ -99,6 +34,7 @@ ALL_OPTIONS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_documents_round_trip(document: dict[str, Any]) -> None:
@@ -184,25 +120,14 @@ def test_random_bodies_with_a_correct_length_raise_only_invalid_bson(body: bytes
     _decode_only_invalid_bson(struct.pack("<i", len(body) + 5) + body + b"\x00")
 
 
-# Element-shaped garbage: a real type byte and a terminated name, then arbitrary value bytes. This reaches
-# each type's value reader far more often than uniformly random bytes do.
-_TYPE_BYTES = [*range(0x01, 0x14), 0x7F, 0xFF, 0x00, 0x20]
-garbage_elements = st.lists(
-    st.tuples(
-        st.sampled_from(_TYPE_BYTES),
-        st.binary(max_size=3).filter(lambda k: b"\x00" not in k),
-        st.binary(max_size=24),
-    ).map(lambda parts: bytes([parts[0]]) + parts[1] + b"\x00" + parts[2]),
-    max_size=4,
-).map(b"".join)
-
-
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(garbage_elements)
 def test_element_shaped_garbage_raises_only_invalid_bson(body: bytes) -> None:
     _decode_only_invalid_bson(struct.pack("<i", len(body) + 5) + body + b"\x00")
 
 
+@pytest.mark.slow
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.data())
 def test_mutated_documents_raise_only_invalid_bson(document: dict[str, Any], data: st.DataObject) -> None:

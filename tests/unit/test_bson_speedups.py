@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import datetime
 import json
-import math
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -38,8 +37,14 @@ from mongio.bson import (
     encode,
     has_c,
 )
-from tests.unit.test_bson_codec import CORPUS, CORPUS_OPTIONS, _corpus_cases
-from tests.unit.test_bson_properties import documents, garbage_elements
+from tests.support.bson_data import (
+    CORPUS,
+    CORPUS_OPTIONS,
+    corpus_cases,
+    documents,
+    exact_shape,
+    garbage_elements,
+)
 
 needs_speedups = pytest.mark.skipif(
     not _decoder.speedups_available(), reason="the compiled decoder loops are not built or are switched off"
@@ -66,25 +71,10 @@ OPTIONS = [
 ]
 
 
-def _shape(value: Any) -> Any:
-    """A value with its exact types spelled out, so that 1, 1.0, True and Int64(1) never compare equal."""
-    if isinstance(value, RawBSONDocument):
-        return ("raw", value.raw)
-    if isinstance(value, dict):
-        return (type(value).__name__, [(key, _shape(item)) for key, item in value.items()])
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_shape(item) for item in value])
-    if isinstance(value, float) and math.isnan(value):
-        return ("float", "nan")
-    if isinstance(value, float):
-        return ("float", struct.pack("<d", value))
-    return (type(value).__name__, repr(value))
-
-
 def _outcome(decode_call: Callable[[], Any], compiled: bool) -> Any:
     _decoder.use_speedups(compiled)
     try:
-        return ("value", _shape(decode_call()))
+        return ("value", exact_shape(decode_call()))
     except InvalidBSON:
         return ("InvalidBSON",)
     finally:
@@ -137,6 +127,7 @@ def test_the_extension_is_built_and_in_use() -> None:
     assert _encoder._write_document is _encoder._python_write_document
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.sampled_from(OPTIONS))
@@ -151,6 +142,7 @@ def test_element_shaped_garbage_is_treated_alike(body: bytes, options: CodecOpti
     _agree(struct.pack("<i", len(body) + 5) + body + b"\x00", options)
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.data())
@@ -169,7 +161,7 @@ def test_mutated_documents_are_treated_alike(document: dict[str, Any], data: st.
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the specifications checkout is not beside the repository")
 def test_corpus_decodes_alike() -> None:
     checked = 0
-    for _file, kind, case in _corpus_cases():
+    for _file, kind, case in corpus_cases():
         data = bytes.fromhex(case["canonical_bson"] if kind == "valid" else case["bson"])
         for options in (CORPUS_OPTIONS, *OPTIONS):
             _agree(data, options)
@@ -281,6 +273,7 @@ class _CelsiusEncoder(TypeEncoder):
         return {"celsius": value.degrees}
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
@@ -387,6 +380,7 @@ def test_the_encoder_loops_need_a_bytearray() -> None:
         _encoder._SPEEDUPS.write_document(b"", {}, _encoder._context(CodecOptions()), False)
 
 
+@pytest.mark.slow
 @needs_speedups
 def test_hostile_nesting_is_refused_even_under_a_raised_recursion_limit() -> None:
     # Run apart: were the C stack exhausted, the interpreter would die, and that must fail this test only.

@@ -44,7 +44,7 @@ from mongio.bson import (
 )
 from mongio.bson.datetime_ms import MAX_DATETIME_MS, MIN_DATETIME_MS
 from mongio.bson.deprecated import DBPointer, Symbol, Undefined
-from tests.unit.test_bson_speedups import _shape
+from tests.support.bson_data import exact_shape
 
 pytestmark = pytest.mark.skipif(
     not _decoder.speedups_available(), reason="the compiled loops are not built or are switched off"
@@ -91,7 +91,7 @@ def _outcome(data: bytes, options: CodecOptions, compiled: bool) -> Any:
     _decoder.use_speedups(compiled)
     try:
         documents = decode_all(data, options)
-        return ("value", [_shape(_reveal(document)) for document in documents])
+        return ("value", [exact_shape(_reveal(document)) for document in documents])
     except InvalidBSON:
         return ("InvalidBSON",)
     finally:

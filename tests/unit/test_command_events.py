@@ -11,30 +11,15 @@ from mongio.errors import AutoReconnect, OperationFailure
 from mongio.events.command import (
     COMMAND_LOGGER_NAME,
     DEFAULT_MAX_DOCUMENT_LENGTH,
-    CommandFailedEvent,
     CommandListener,
     CommandPublisher,
     CommandStartedEvent,
-    CommandSucceededEvent,
     is_sensitive,
 )
 from mongio.events.logs import LogMessage
+from tests.support.recorders import CommandRecorder
 
 ADDRESS = ("db.example", 27017)
-
-
-class Recorder(CommandListener):
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def started(self, event: CommandStartedEvent) -> None:
-        self.events.append(event)
-
-    def succeeded(self, event: CommandSucceededEvent) -> None:
-        self.events.append(event)
-
-    def failed(self, event: CommandFailedEvent) -> None:
-        self.events.append(event)
 
 
 SECRET = "c2VjcmV0"
@@ -85,7 +70,7 @@ def server_error(reply: dict[str, Any]) -> OperationFailure:
 def test_sensitive_commands_are_redacted(name: str) -> None:
     """Command logging and monitoring, Security: a sensitive command's command and reply are empty, and its
     server-generated failure keeps only code, codeName and errorLabels."""
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publish_all(
         CommandPublisher([recorder]),
         {name: 1, "payload": SECRET},
@@ -105,7 +90,7 @@ def test_sensitive_commands_are_redacted(name: str) -> None:
 def test_a_sensitive_commands_network_error_is_not_redacted(caplog: pytest.LogCaptureFixture) -> None:
     """Command logging and monitoring, Security: only a server-side error is redacted; a network error in
     response to a sensitive command is published and logged whole."""
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publisher = CommandPublisher([recorder])
     with caplog.at_level(logging.DEBUG, logger=COMMAND_LOGGER_NAME):
         publisher.failed(
@@ -129,7 +114,7 @@ def test_a_sensitive_commands_network_error_is_not_redacted(caplog: pytest.LogCa
 
 def test_a_redacted_failure_without_code_keeps_nothing() -> None:
     """Command logging and monitoring, Security: fields the reply lacks are not invented."""
-    recorder = Recorder()
+    recorder = CommandRecorder()
     reply = {"ok": 0, "errmsg": f"bad {SECRET}"}
     publish_all(
         CommandPublisher([recorder]), {"createUser": "u", "pwd": SECRET}, {"ok": 1}, server_error(reply)
@@ -139,7 +124,7 @@ def test_a_redacted_failure_without_code_keeps_nothing() -> None:
 
 @pytest.mark.parametrize("name", ["hello", "isMaster", "ismaster"])
 def test_hello_is_redacted_only_with_speculative_authenticate(name: str) -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publisher = CommandPublisher([recorder])
     publish_all(publisher, {name: 1, "speculativeAuthenticate": {"saslStart": 1}}, {"ok": 1, "me": "x"})
     publish_all(publisher, {name: 1}, {"ok": 1, "me": "x"})
@@ -149,7 +134,7 @@ def test_hello_is_redacted_only_with_speculative_authenticate(name: str) -> None
 
 
 def test_event_fields() -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publish_all(CommandPublisher([recorder]), {"find": "c", "$db": "admin"}, {"ok": 1})
     _, succeeded, failed = recorder.events
     for event in recorder.events:
@@ -165,7 +150,7 @@ def test_event_fields() -> None:
 
 
 def test_client_side_failure_document() -> None:
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publisher = CommandPublisher([recorder])
     publisher.failed(AutoReconnect("connection reset"), 0.0, "ping", "admin", 1, 1, ADDRESS, 1, None, None)
     (event,) = recorder.events
@@ -177,7 +162,7 @@ def test_a_failing_listener_does_not_break_publishing(caplog: pytest.LogCaptureF
         def started(self, event: CommandStartedEvent) -> None:
             raise RuntimeError("listener bug")
 
-    recorder = Recorder()
+    recorder = CommandRecorder()
     publisher = CommandPublisher([Broken(), recorder])
     with caplog.at_level(logging.ERROR, logger="mongio.events"):
         publisher.started({"ping": 1}, "ping", "admin", 1, 1, ADDRESS, 1, None, None)
@@ -191,7 +176,7 @@ def test_disabled_without_listeners_or_logging() -> None:
     logger.setLevel(logging.INFO)
     try:
         assert not CommandPublisher().enabled
-        assert CommandPublisher([Recorder()]).enabled
+        assert CommandPublisher([CommandRecorder()]).enabled
         logger.setLevel(logging.DEBUG)
         assert CommandPublisher().enabled
     finally:

@@ -17,7 +17,7 @@ from mongio.operations.base import Command, ConnectionContext, Operation
 from mongio.operations.run_command import RunCommand
 from mongio.options.write_concern import WriteConcern
 from mongio.topology.server_description import ServerDescription
-from tests.unit.test_executor import (
+from tests.support.scripted_executor import (
     ADDRESS,
     PRIMARY_HELLO,
     FakeClient,

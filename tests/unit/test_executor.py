@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from mongio.events.command import (
 )
 from mongio.execution.executor import Executor, read_preference_document
 from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions, TokenBucket
-from mongio.operations.base import Command, ConnectionContext, Operation, Retryability, check_write_reply
+from mongio.operations.base import Command, ConnectionContext, Retryability, check_write_reply
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.run_command import RunCommand
 from mongio.options.read_preference import (
@@ -41,16 +40,18 @@ from mongio.options.read_preference import (
 )
 from mongio.topology.server_description import ServerDescription
 from mongio.topology.topology_type import TopologyType
+from tests.support.scripted_executor import (
+    ADDRESS,
+    PRIMARY_HELLO,
+    FakeClient,
+    FakeConnection,
+    FakePool,
+    FakeServer,
+    FakeTopology,
+    InsertOne,
+    make_executor,
+)
 
-ADDRESS = ("db.example", 27017)
-PRIMARY_HELLO = {
-    "ok": 1,
-    "isWritablePrimary": True,
-    "setName": "rs",
-    "hosts": ["db.example:27017"],
-    "maxWireVersion": 21,
-    "logicalSessionTimeoutMinutes": 30,
-}
 SECONDARY_HELLO = {**PRIMARY_HELLO, "isWritablePrimary": False, "secondary": True}
 MONGOS_HELLO = {"ok": 1, "msg": "isdbgrid", "maxWireVersion": 21, "logicalSessionTimeoutMinutes": 30}
 PRIMARY = ServerDescription(ADDRESS, PRIMARY_HELLO)
@@ -123,130 +124,8 @@ def test_writes_carry_no_read_preference() -> None:
 # -- attempts with fakes ----------------------------------------------------------------------------------------
 
 
-class FakeConnection:
-    def __init__(self, replies: list[Any]) -> None:
-        self.replies = replies
-        self.sent: list[dict[str, Any]] = []
-        self.generation = 0
-        self.max_wire_version = 21
-        self.max_bson_size = 16 * 1024 * 1024
-        self.max_message_size = 48_000_000
-        self.max_write_batch_size = 100_000
-        self.id = 1
-        self.server_connection_id = 9
-        self.service_id = None
-        self.address = ADDRESS
-
-    async def send(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
-        self.sent.append(dict(body))
-        return len(self.sent)
-
-    async def receive(self, **kwargs: Any) -> dict[str, Any]:
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        if reply == "block":
-            await asyncio.Event().wait()
-        assert isinstance(reply, dict)
-        return reply
-
-
-class FakePool:
-    def __init__(self, conn: FakeConnection) -> None:
-        self.conn = conn
-        self.checked_out = 0
-        self.checked_in = 0
-
-    async def check_out(self, max_wait: float | None = None) -> FakeConnection:
-        self.checked_out += 1
-        return self.conn
-
-    def pin(self, conn: FakeConnection, purpose: str) -> None:
-        pass
-
-    def check_in(self, conn: FakeConnection) -> None:
-        self.checked_in += 1
-
-
-class FakeServer:
-    def __init__(self, pool: FakePool, description: ServerDescription) -> None:
-        self.address = ADDRESS
-        self.pool = pool
-        self.description = description
-        self.operation_count = 0
-
-    def operation_finished(self) -> None:
-        self.operation_count -= 1
-
-
-class FakeTopology:
-    def __init__(self, server: FakeServer) -> None:
-        self.server = server
-        self.closed = False
-        self.errors: list[BaseException] = []
-        self.description = SimpleNamespace(
-            logical_session_timeout_minutes=30,
-            knows_a_data_bearing_server=True,
-            topology_type=TopologyType.ReplicaSetWithPrimary,
-            common_wire_version=21,
-        )
-        self.settings = SimpleNamespace(load_balanced=False)
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """A fake topology belongs to whichever loop runs the test."""
-        return asyncio.get_running_loop()
-
-    def select_server_nowait(self, *args: Any, **kwargs: Any) -> FakeServer:
-        self.server.operation_count += 1
-        return self.server
-
-    async def handle_application_error(
-        self, address: Any, error: BaseException, generation: int, **kw: Any
-    ) -> None:
-        self.errors.append(error)
-
-
-class FakeClient:
-    def __init__(self, topology: FakeTopology) -> None:
-        self.topology = topology
-
-    async def _open_topology(self) -> Any:
-        if self.topology.closed:
-            raise ClientClosedError("closed")
-        return self.topology
-
-    def _closed_error(self) -> ClientClosedError:
-        return ClientClosedError("closed")
-
-
-class InsertOne(Operation[int]):
-    command_name = "insert"
-    retryability = Retryability.WRITE
-    takes_write_concern = True
-
-    def build(self, context: ConnectionContext) -> Command:
-        return Command({"insert": "c", "documents": [{"_id": 1}]})
-
-    def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:
-        return int(reply["n"])
-
-
-def make(replies: list[Any]) -> tuple[Executor, FakeTopology, FakePool, FakeConnection]:
-    conn = FakeConnection(replies)
-    pool = FakePool(conn)
-    topology = FakeTopology(FakeServer(pool, ServerDescription(ADDRESS, PRIMARY_HELLO)))
-    executor = Executor(
-        FakeClient(topology),
-        retry_options=RetryOptions(),
-        publisher=CommandPublisher(),
-    )
-    executor.attach(topology)  # type: ignore[arg-type]
-    return executor, topology, pool, conn
-
-
 async def test_retryable_write_is_retried_with_the_same_transaction_number() -> None:
-    executor, topology, pool, conn = make([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    executor, topology, pool, conn = make_executor([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
     assert await executor.execute(InsertOne("db")) == 1
     first, second = conn.sent
     assert first["txnNumber"] == second["txnNumber"] == Int64(1)
@@ -260,7 +139,7 @@ async def test_retryable_write_is_retried_with_the_same_transaction_number() -> 
 
 
 async def test_cancellation_checks_the_connection_in_and_drops_the_session() -> None:
-    executor, topology, pool, _ = make(["block"])
+    executor, topology, pool, _ = make_executor(["block"])
     task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
     await asyncio.sleep(0.01)
     task.cancel()
@@ -297,7 +176,7 @@ async def test_a_command_cancelled_after_its_started_event_gets_a_failed_event(
 ) -> None:
     # Command monitoring: every started event is followed by a succeeded or a failed one, and so is the
     # "Command started" log message; a cancellation while the reply is awaited is such an end.
-    executor, _, pool, _ = make(["block"])
+    executor, _, pool, _ = make_executor(["block"])
     listener = RecordingListener()
     executor._publisher = CommandPublisher([listener])
     task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
@@ -313,7 +192,7 @@ async def test_a_command_cancelled_after_its_started_event_gets_a_failed_event(
 
 
 async def test_a_command_outside_the_retry_loop_cancelled_after_its_started_event_gets_a_failed_event() -> None:
-    executor, _, _, conn = make(["block"])
+    executor, _, _, conn = make_executor(["block"])
     listener = RecordingListener()
     executor._publisher = CommandPublisher([listener])
     task = asyncio.ensure_future(executor._send_unmanaged(conn, "endSessions", {"endSessions": []}))  # type: ignore[arg-type]
@@ -326,7 +205,7 @@ async def test_a_command_outside_the_retry_loop_cancelled_after_its_started_even
 
 async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
     reply = {"ok": 0, "errmsg": "bad value", "code": 2, "codeName": "BadValue"}
-    executor, _, pool, conn = make([reply])
+    executor, _, pool, conn = make_executor([reply])
     with pytest.raises(OperationFailure) as info:
         await executor.execute(RunCommand("db", "ping"))
     assert info.value.code == 2
@@ -337,7 +216,7 @@ async def test_server_error_is_not_retried_and_session_is_pooled() -> None:
 
 async def test_cluster_time_from_a_reply_is_sent_next() -> None:
     cluster_time = {"clusterTime": Timestamp(100, 1), "signature": {"keyId": Int64(0)}}
-    executor, _, _, conn = make([{"ok": 1, "$clusterTime": cluster_time}, {"ok": 1}])
+    executor, _, _, conn = make_executor([{"ok": 1, "$clusterTime": cluster_time}, {"ok": 1}])
     await executor.execute(RunCommand("db", "ping"))
     await executor.execute(RunCommand("db", "ping"))
     assert "$clusterTime" not in conn.sent[0]
@@ -345,7 +224,7 @@ async def test_cluster_time_from_a_reply_is_sent_next() -> None:
 
 
 async def test_closed_topology_raises() -> None:
-    executor, topology, _, _ = make([])
+    executor, topology, _, _ = make_executor([])
     topology.closed = True
     with pytest.raises(ClientClosedError):
         await executor.execute(RunCommand("db", "ping"))
@@ -354,7 +233,7 @@ async def test_closed_topology_raises() -> None:
 async def test_pool_cleared_at_checkout_retries_a_write() -> None:
     from mongio.errors import PoolClearedError
 
-    executor, topology, pool, conn = make([{"ok": 1, "n": 1}])
+    executor, topology, pool, conn = make_executor([{"ok": 1, "n": 1}])
     real_check_out = pool.check_out
     failures = [PoolClearedError("cleared", ADDRESS)]
 
@@ -377,7 +256,7 @@ async def test_no_transaction_number_when_the_build_says_not_retryable() -> None
             self.retryability = Retryability.NONE
             return Command({"delete": "c", "deletes": [{"q": {}, "limit": 0}]})
 
-    executor, _, _, conn = make([{"ok": 1, "n": 3}])
+    executor, _, _, conn = make_executor([{"ok": 1, "n": 3}])
     assert await executor.execute(Multi("db")) == 3
     assert "txnNumber" not in conn.sent[0]
     assert "lsid" in conn.sent[0]
@@ -387,7 +266,7 @@ async def test_without_session_support_no_lsid_and_explicit_sessions_refused() -
     from mongio.errors import ConfigurationError
     from mongio.sessions.client_session import ClientSession, SessionOptions
 
-    executor, topology, _, conn = make([{"ok": 1}, {"ok": 1}])
+    executor, topology, _, conn = make_executor([{"ok": 1}, {"ok": 1}])
     topology.description.logical_session_timeout_minutes = None
     client: Any = executor._client
     client._executor = executor
@@ -406,7 +285,7 @@ async def test_a_retryable_write_keeps_its_session_while_the_topology_knows_no_d
     server in the topology (every mongos just marked Unknown, while the operation already holds a connection
     to one), the selected server's own logicalSessionTimeoutMinutes decides, so the retryable write carries
     its lsid and txnNumber and a retry cannot apply it twice."""
-    executor, topology, _, conn = make([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    executor, topology, _, conn = make_executor([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
     topology.description.logical_session_timeout_minutes = None
     topology.description.knows_a_data_bearing_server = False
     assert topology.server.description.logical_session_timeout_minutes is not None
@@ -419,7 +298,7 @@ async def test_explicit_session_is_bound_to_its_client() -> None:
     from mongio.errors import InvalidOperation
     from mongio.sessions.client_session import ClientSession, SessionOptions
 
-    executor, _, _, conn = make([{"ok": 1, "operationTime": Timestamp(5, 1)}])
+    executor, _, _, conn = make_executor([{"ok": 1, "operationTime": Timestamp(5, 1)}])
     client: Any = executor._client
     client._executor = executor
     session = ClientSession(client, SessionOptions())
@@ -447,7 +326,7 @@ async def test_succeeded_event_keeps_the_reply_as_received() -> None:
         def succeeded(self, event: CommandSucceededEvent) -> None:
             replies.append(event.reply)
 
-    executor, _, _, _ = make([{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}])
+    executor, _, _, _ = make_executor([{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}])
     executor._publisher = CommandPublisher([Keep()])
     result = await executor.execute(Reworks("db", "update"))
     assert result["upserted"] == 4
@@ -481,7 +360,7 @@ class FixedJitter(random.Random):
 
 
 def make_with(options: RetryOptions, replies: list[Any]) -> tuple[Executor, FakeConnection, list[float]]:
-    executor, _, _, conn = make(replies)
+    executor, _, _, conn = make_executor(replies)
     executor._retry_options = options
     executor._token_bucket = TokenBucket() if options.adaptive_retries else None
     slept: list[float] = []
@@ -500,7 +379,7 @@ class CheckedInsert(InsertOne):
 
 
 async def test_a_retryable_write_concern_error_in_an_ok_reply_sends_the_write_again() -> None:
-    executor, topology, _, conn = make([RETRYABLE_WCE, {"ok": 1, "n": 1}])
+    executor, topology, _, conn = make_executor([RETRYABLE_WCE, {"ok": 1, "n": 1}])
     assert await executor.execute(CheckedInsert("db")) == 1
     first, second = conn.sent
     assert first["txnNumber"] == second["txnNumber"]
@@ -509,14 +388,14 @@ async def test_a_retryable_write_concern_error_in_an_ok_reply_sends_the_write_ag
 
 async def test_a_write_concern_error_without_the_label_is_the_result() -> None:
     unlabelled = {k: v for k, v in RETRYABLE_WCE.items() if k != "errorLabels"}
-    executor, _, _, conn = make([unlabelled, {"ok": 1, "n": 1}])
+    executor, _, _, conn = make_executor([unlabelled, {"ok": 1, "n": 1}])
     with pytest.raises(WriteConcernError):
         await executor.execute(CheckedInsert("db"))
     assert len(conn.sent) == 1
 
 
 async def test_a_write_concern_error_is_not_retried_without_a_transaction_number() -> None:
-    executor, _, _, conn = make([RETRYABLE_WCE, {"ok": 1, "n": 1}])
+    executor, _, _, conn = make_executor([RETRYABLE_WCE, {"ok": 1, "n": 1}])
     executor._retry_writes = False
     with pytest.raises(WriteConcernError):
         await executor.execute(CheckedInsert("db"))
@@ -526,7 +405,7 @@ async def test_a_write_concern_error_is_not_retried_without_a_transaction_number
 
 async def test_a_batch_with_a_retryable_write_concern_error_is_merged_once() -> None:
     bulk = BulkWrite.for_insert_many("db", "c", [{"_id": 1}, {"_id": 2}])
-    executor, _, _, conn = make([{**RETRYABLE_WCE, "n": 2}, {"ok": 1, "n": 2}])
+    executor, _, _, conn = make_executor([{**RETRYABLE_WCE, "n": 2}, {"ok": 1, "n": 2}])
     batch = bulk.next_batch()
     assert batch is not None
     await executor.execute(batch)
@@ -537,7 +416,7 @@ async def test_a_batch_with_a_retryable_write_concern_error_is_merged_once() -> 
 
 async def test_a_batch_whose_retry_also_fails_reports_its_write_concern_error_and_stops() -> None:
     bulk = BulkWrite.for_insert_many("db", "c", [{"_id": 1}, {"_id": 2}])
-    executor, _, _, conn = make([{**RETRYABLE_WCE, "n": 2}, {**RETRYABLE_WCE, "n": 2}])
+    executor, _, _, conn = make_executor([{**RETRYABLE_WCE, "n": 2}, {**RETRYABLE_WCE, "n": 2}])
     batch = bulk.next_batch()
     assert batch is not None
     with pytest.raises(BulkWriteError) as info:
@@ -558,13 +437,13 @@ async def test_retryable_writes_prose_1_transaction_numbers_refused() -> None:
         "codeName": "IllegalOperation",
         "errmsg": "Transaction numbers are only allowed on a replica set member or mongos",
     }
-    executor, _, _, conn = make([refused])
+    executor, _, _, conn = make_executor([refused])
     with pytest.raises(OperationFailure) as info:
         await executor.execute(InsertOne("db"))
     assert info.value.code == 20
     assert info.value._message == RETRYABLE_WRITES_UNSUPPORTED_MESSAGE
     assert "txnNumber" in conn.sent[0]
-    executor, _, _, _ = make([refused])
+    executor, _, _, _ = make_executor([refused])
     with pytest.raises(OperationFailure) as info:
         await executor.execute(RunCommand("db", "insert"))
     assert info.value._message.startswith("Transaction numbers")  # only retryable writes get the advice

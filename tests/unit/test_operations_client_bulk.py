@@ -415,9 +415,9 @@ def _client_over(replies: list[Any]) -> tuple[Any, Any]:
     from mongio.events.command import CommandPublisher
     from mongio.execution.executor import Executor
     from mongio.execution.retry_policy import RetryOptions
-    from tests.unit.test_executor import make
+    from tests.support.scripted_executor import make_executor
 
-    _, topology, _, conn = make(replies)
+    _, topology, _, conn = make_executor(replies)
     # getMore and killCursors go to the server that answered; the fake topology has only that one.
     topology.get_server = lambda address: topology.server  # type: ignore[attr-defined]
     client = MongoClient("mongodb://fake.example:27017", connect=False)

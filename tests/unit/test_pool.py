@@ -10,6 +10,7 @@ import pytest
 from mongio.connection.pool import Pool, PoolClearedError, PoolClosedError, PoolState
 from mongio.errors import InvalidOperation, WaitQueueTimeoutError
 from tests.support.fake_pool import ADDRESS, FakeConnection, FakeFactory, Recorder, make_pool
+from tests.support.virtual_clock import on_virtual_clock
 
 
 def is_closed(conn: Any) -> bool:
@@ -29,6 +30,7 @@ def check_out_now(pool: Pool[FakeConnection]) -> FakeConnection:
     raise AssertionError("check_out() suspended")
 
 
+@on_virtual_clock
 async def test_a_new_pool_is_paused_and_refuses_checkouts() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder, ready=False)
@@ -45,6 +47,7 @@ async def test_a_new_pool_is_paused_and_refuses_checkouts() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_check_out_of_an_idle_connection_does_not_suspend() -> None:
     pool = make_pool()
     first = await pool.check_out()
@@ -59,6 +62,7 @@ async def test_check_out_of_an_idle_connection_does_not_suspend() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_idle_connections_are_reused_last_in_first_out() -> None:
     pool = make_pool()
     conns = [await pool.check_out() for _ in range(3)]
@@ -69,6 +73,7 @@ async def test_idle_connections_are_reused_last_in_first_out() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_stale_connections_are_closed_at_check_in_and_check_out() -> None:
     recorder = Recorder()
     factory = FakeFactory()
@@ -94,12 +99,16 @@ async def test_stale_connections_are_closed_at_check_in_and_check_out() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_idle_expired_connection_is_closed_at_check_out() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder, max_idle_time_seconds=0.01, background_task=False)
     conn = await pool.check_out()
     pool.check_in(conn)
-    await asyncio.sleep(0.03)
+    await asyncio.sleep(0.009)
+    assert check_out_now(pool) is conn  # idle for less than maxIdleTimeMS: reused
+    pool.check_in(conn)
+    await asyncio.sleep(0.011)
     other = await pool.check_out()
     assert other is not conn and conn.closed
     assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["idle"]
@@ -107,6 +116,7 @@ async def test_idle_expired_connection_is_closed_at_check_out() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_reused() -> None:
     recorder = Recorder()
     factory = FakeFactory()
@@ -126,6 +136,7 @@ async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_re
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_connection_returned_with_a_reply_unread_is_closed_not_reused() -> None:
     recorder = Recorder()
     factory = FakeFactory()
@@ -142,6 +153,7 @@ async def test_a_connection_returned_with_a_reply_unread_is_closed_not_reused() 
     await pool.close()
 
 
+@on_virtual_clock
 async def test_checking_in_a_connection_the_pool_did_not_hand_out_raises() -> None:
     pool = make_pool()
     conn = await pool.check_out()
@@ -157,6 +169,7 @@ async def test_checking_in_a_connection_the_pool_did_not_hand_out_raises() -> No
     await other.close()
 
 
+@on_virtual_clock
 async def test_wait_queue_timeout_names_the_pool_and_the_limit() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder, max_pool_size=1, wait_queue_timeout=0.05)
@@ -165,8 +178,7 @@ async def test_wait_queue_timeout_names_the_pool_and_the_limit() -> None:
     started = loop.time()
     with pytest.raises(WaitQueueTimeoutError) as caught:
         await pool.check_out()
-    waited = loop.time() - started
-    assert 0.045 <= waited < 1.0
+    assert loop.time() - started == pytest.approx(0.05)  # the clock is virtual: exactly waitQueueTimeoutMS
     message = str(caught.value)
     assert message.startswith(
         "Timed out while checking out a connection from connection pool db.example.com:27017"
@@ -176,14 +188,17 @@ async def test_wait_queue_timeout_names_the_pool_and_the_limit() -> None:
     assert pool.wait_queue_length == 0
     failed = recorder.of("ConnectionCheckOutFailedEvent")
     assert [event.reason for event in failed] == ["timeout"]
-    assert failed[0].duration >= 0.045
+    assert failed[0].duration == pytest.approx(0.05)
     # An explicit limit (the operation's remaining time) replaces waitQueueTimeoutMS.
+    started = loop.time()
     with pytest.raises(WaitQueueTimeoutError, match="remaining timeout of 20 ms"):
         await pool.check_out(max_wait=0.02)
+    assert loop.time() - started == pytest.approx(0.02)
     pool.check_in(held)
     await pool.close()
 
 
+@on_virtual_clock
 async def test_clear_fails_waiters_at_once_and_close_fails_later_ones() -> None:
     pool = make_pool(max_pool_size=1, wait_queue_timeout=30)
     held = await pool.check_out()
@@ -206,6 +221,7 @@ async def test_clear_fails_waiters_at_once_and_close_fails_later_ones() -> None:
     assert held.closed
 
 
+@on_virtual_clock
 async def test_close_closes_idle_connections_and_later_check_ins() -> None:
     recorder = Recorder()
     factory = FakeFactory()
@@ -221,6 +237,7 @@ async def test_close_closes_idle_connections_and_later_check_ins() -> None:
     assert pool.state == PoolState.CLOSED
 
 
+@on_virtual_clock
 async def test_max_connecting_limits_concurrent_establishment() -> None:
     factory = FakeFactory(delay=0.01)
     pool = make_pool(factory, max_pool_size=20, max_connecting=3)
@@ -232,6 +249,7 @@ async def test_max_connecting_limits_concurrent_establishment() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_connection_ids_follow_creation_order() -> None:
     pool = make_pool()
     conns = [await pool.check_out() for _ in range(4)]
@@ -241,6 +259,7 @@ async def test_connection_ids_follow_creation_order() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_failed_establishment_is_reported_before_its_closed_event_and_frees_its_slot() -> None:
     recorder = Recorder()
     failure = ConnectionRefusedError("refused")
@@ -272,6 +291,7 @@ async def test_a_failed_establishment_is_reported_before_its_closed_event_and_fr
     await pool.close()
 
 
+@on_virtual_clock
 async def test_interrupting_clear_closes_connections_in_use() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder)
@@ -290,6 +310,7 @@ async def test_interrupting_clear_closes_connections_in_use() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_interrupting_clear_stops_a_pending_establishment_without_leaving_the_task_cancelled() -> None:
     recorder = Recorder()
     factory = FakeFactory(delay=30)
@@ -320,6 +341,7 @@ async def test_interrupting_clear_stops_a_pending_establishment_without_leaving_
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_cancelled_establishment_frees_its_slot() -> None:
     factory = FakeFactory(delay=30)
     pool = make_pool(factory, max_pool_size=1)
@@ -335,6 +357,7 @@ async def test_a_cancelled_establishment_frees_its_slot() -> None:
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_connection_handed_to_a_task_cancelled_before_it_resumed_goes_back() -> None:
     pool = make_pool(max_pool_size=1)
     held = await pool.check_out()
@@ -352,6 +375,7 @@ async def test_a_connection_handed_to_a_task_cancelled_before_it_resumed_goes_ba
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_permit_granted_to_a_task_cancelled_before_it_resumed_is_released() -> None:
     factory = FakeFactory()
     pool = make_pool(factory, max_pool_size=1)
@@ -373,6 +397,7 @@ async def test_a_permit_granted_to_a_task_cancelled_before_it_resumed_is_release
     await pool.close()
 
 
+@on_virtual_clock
 async def test_min_pool_size_is_filled_in_the_background_only_while_ready() -> None:
     recorder = Recorder()
     factory = FakeFactory(delay=0.001)
@@ -380,10 +405,7 @@ async def test_min_pool_size_is_filled_in_the_background_only_while_ready() -> N
     await asyncio.sleep(0.02)
     assert pool.total_connection_count == 0  # paused: nothing is made
     pool.ready()
-    for _ in range(200):
-        if pool.available_connection_count == 3:
-            break
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.1)
     assert pool.available_connection_count == 3
     types = recorder.types()
     assert types.index("PoolReadyEvent") < types.index("ConnectionCreatedEvent")
@@ -392,15 +414,13 @@ async def test_min_pool_size_is_filled_in_the_background_only_while_ready() -> N
     await asyncio.sleep(0.02)
     assert pool.total_connection_count == 0  # paused again: no refill
     pool.ready()
-    for _ in range(200):
-        if pool.available_connection_count == 3:
-            break
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.1)
     assert pool.available_connection_count == 3 and factory.open == 3
     await pool.close()
     assert factory.open == 0
 
 
+@on_virtual_clock
 async def test_idle_connections_expire_in_the_background_and_min_pool_size_is_restored() -> None:
     recorder = Recorder()
     factory = FakeFactory()
@@ -408,7 +428,9 @@ async def test_idle_connections_expire_in_the_background_and_min_pool_size_is_re
     conns = [await pool.check_out() for _ in range(3)]
     for conn in conns:
         pool.check_in(conn)
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(0.029)
+    assert not any(conn.closed for conn in conns)  # not idle for maxIdleTimeMS yet
+    await asyncio.sleep(0.002)
     assert all(conn.closed for conn in conns)
     assert {event.reason for event in recorder.of("ConnectionClosedEvent")} == {"idle"}
     # minPoolSize keeps one fresh connection, replaced as each one expires.
@@ -416,6 +438,7 @@ async def test_idle_connections_expire_in_the_background_and_min_pool_size_is_re
     await pool.close()
 
 
+@on_virtual_clock
 async def test_load_balanced_clear_affects_one_service_and_does_not_pause() -> None:
     recorder = Recorder()
     factory = FakeFactory(service_id=lambda connection_id: "A" if connection_id % 2 else "B")
@@ -438,6 +461,7 @@ async def test_load_balanced_clear_affects_one_service_and_does_not_pause() -> N
     await pool.close()
 
 
+@on_virtual_clock
 async def test_close_stops_the_background_task_and_leaves_no_task_running() -> None:
     pool = make_pool(FakeFactory(delay=0.001), min_pool_size=2, max_idle_time_seconds=60)
     await asyncio.sleep(0.02)
@@ -451,6 +475,7 @@ async def test_close_stops_the_background_task_and_leaves_no_task_running() -> N
     await pool.close()  # closing again is harmless
 
 
+@on_virtual_clock
 async def test_close_while_the_filler_is_establishing() -> None:
     factory = FakeFactory(delay=30)
     pool = make_pool(factory, min_pool_size=1)
@@ -461,6 +486,7 @@ async def test_close_while_the_filler_is_establishing() -> None:
     assert pool.total_connection_count == 0
 
 
+@on_virtual_clock
 async def test_a_listener_that_raises_does_not_break_the_pool(caplog: pytest.LogCaptureFixture) -> None:
     class Faulty(Recorder):
         def connection_checked_out(self, event: Any) -> None:
@@ -482,6 +508,7 @@ def test_address_of_a_unix_socket_and_an_ipv6_host() -> None:
     assert ADDRESS == ("db.example.com", 27017)
 
 
+@on_virtual_clock
 async def test_load_balanced_wait_queue_timeout_counts_connections_held_by_cursors_and_transactions() -> None:
     factory = FakeFactory(service_id=lambda connection_id: "A")
     pool = make_pool(factory, load_balanced=True, max_pool_size=3, wait_queue_timeout=0.01)
@@ -504,6 +531,7 @@ async def test_load_balanced_wait_queue_timeout_counts_connections_held_by_curso
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_connection_broken_by_an_error_is_closed_for_the_error_even_after_the_clear_it_caused() -> None:
     recorder = Recorder()
     factory = FakeFactory(service_id=lambda connection_id: "A")
@@ -517,6 +545,7 @@ async def test_a_connection_broken_by_an_error_is_closed_for_the_error_even_afte
     await pool.close()
 
 
+@on_virtual_clock
 async def test_a_connection_a_clear_interrupted_is_closed_as_stale() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder)

@@ -23,7 +23,7 @@ from mongio.bson import CodecOptions, DatetimeConversion, TypeDecoder, TypeRegis
 from mongio.bson.codec_options import as_codec_options
 from mongio.bson.objectid import ObjectId
 from mongio.pymongo_types import typed_codec_options
-from tests.unit.test_bson_codec import CORPUS, _corpus_cases
+from tests.support.bson_data import CORPUS, corpus_cases
 
 TYPED = typed_codec_options(CodecOptions())
 
@@ -66,7 +66,7 @@ def _same(ours: Any, theirs: Any, path: str = "") -> list[str]:
 def test_corpus_decodes_as_pymongo_decodes_it(element_loops: str) -> None:
     """Both decoders with their defaults (naive UTC datetimes, UUID representation unspecified)."""
     compared, differences = 0, []
-    for file, kind, case in _corpus_cases():
+    for file, kind, case in corpus_cases():
         if kind != "valid":
             continue
         data = bytes.fromhex(case["canonical_bson"])

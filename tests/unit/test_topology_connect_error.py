@@ -9,16 +9,18 @@ from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_type import TopologyType
-from tests.unit.test_topology_runtime import (
-    CountingFactory,
+from tests.support.fake_deployment import (
     FakeDeployment,
     Pools,
     fully_discovered,
     make_topology,
     wait_for,
 )
+from tests.support.monitor_connections import CountingFactory
+from tests.support.virtual_clock import on_virtual_clock
 
 
+@on_virtual_clock
 async def test_a_connect_error_clears_the_pool_before_the_report_returns() -> None:
     async with FakeDeployment(["primary", "secondary"]) as rs:
         pools = Pools()
@@ -39,6 +41,7 @@ async def test_a_connect_error_clears_the_pool_before_the_report_returns() -> No
             server.operation_finished()
 
 
+@on_virtual_clock
 async def test_load_balanced_connect_errors_clear_only_the_service_the_hello_named() -> None:
     pools = Pools()
     balancer = ("lb.example.com", 27017)

@@ -18,7 +18,9 @@ from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import Topology
 from mongio.topology.topology_type import TopologyType
-from tests.unit.test_topology_runtime import CountingFactory, FakeDeployment, wait_for
+from tests.support.fake_deployment import FakeDeployment, wait_for
+from tests.support.monitor_connections import CountingFactory
+from tests.support.virtual_clock import on_virtual_clock
 
 HOST = "localhost.test.build.10gen.cc"
 RESCAN = 0.05
@@ -74,6 +76,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("initial", "new", "max_hosts", "service", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
+@on_virtual_clock
 async def test_srv_polling_prose(
     initial: list[int], new: list[int] | BaseException, max_hosts: int, service: str, expected: set[int]
 ) -> None:
@@ -117,6 +120,7 @@ async def test_srv_polling_prose(
         assert set(resolver.names) == {f"_{service}._tcp.test1.test.build.10gen.cc"}
 
 
+@on_virtual_clock
 async def test_srv_polling_prose_12_new_records_are_chosen_at_random() -> None:
     async with FakeDeployment(["mongos"] * 4) as mongoses:
         ports = [member.port for member in mongoses.members]
@@ -137,6 +141,7 @@ async def test_srv_polling_prose_12_new_records_are_chosen_at_random() -> None:
             assert found <= {(HOST, ports[0]), (HOST, ports[2]), (HOST, ports[3])}
 
 
+@on_virtual_clock
 async def test_srv_polling_prose_9_no_polling_when_load_balanced() -> None:
     resolver = Resolver([27017])
     topology = Topology(

@@ -113,6 +113,7 @@ async def test_random_chunking_frames_every_message_exactly() -> None:
     assert received == messages
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     sizes=st.lists(st.integers(min_value=16, max_value=200_000), min_size=1, max_size=12),
