@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import json
 import os
 import platform
@@ -242,11 +243,8 @@ class Workloads:
     def insert_model(self, document: dict[str, Any], namespace: str) -> Any:
         """An ``InsertOne`` of the client's driver, for its client-level ``bulk_write``."""
         if self._insert_one is None:
-            if type(self.client).__module__.startswith("mongio"):
-                from mongio import InsertOne
-            else:
-                from pymongo import InsertOne
-            self._insert_one = InsertOne
+            driver = "mongio" if type(self.client).__module__.startswith("mongio") else "pymongo"
+            self._insert_one = importlib.import_module(driver).InsertOne
         return self._insert_one(document, namespace=namespace)
 
     async def reset_collection(self) -> None:
