@@ -29,12 +29,14 @@ __all__ = [
     "CHECKSUM_PRESENT",
     "COMMAND_OVERHEAD",
     "EXHAUST_ALLOWED",
+    "LARGE_PACKED_SIZE",
     "MORE_TO_COME",
     "REQUIRED_BITS_MASK",
     "OpMsg",
     "OpMsgFlags",
     "PackedDocuments",
     "encode_command",
+    "encode_command_parts",
     "encode_op_msg",
     "parse_op_msg",
 ]
@@ -134,15 +136,98 @@ def encode_command(
     ``$db`` is added to the encoded body unless ``command`` already has it; ``command`` itself is never changed.
     Each ``document_sequences`` entry becomes a kind-1 section (documents given as mappings are encoded here,
     ``bytes`` are taken as already-encoded BSON, :class:`PackedDocuments` as several such documents, checked by
-whoever packed them). The message is compressed with ``compressor`` unless the
+    whoever packed them). The message is compressed with ``compressor`` unless the
     command is one that must never be compressed.
 
     Raises ``DocumentTooLarge`` when the command exceeds ``max_bson_size`` plus the command overhead, when one
     sequence document exceeds ``max_bson_size``, or when the whole message exceeds ``max_message_size``; the
     caller's batch splitting is expected to prevent the last one.
     """
+    parts = encode_command_parts(
+        request_id,
+        db,
+        command,
+        document_sequences=document_sequences,
+        flags=flags,
+        codec_options=codec_options,
+        max_bson_size=max_bson_size,
+        max_message_size=max_message_size,
+        compressor=compressor,
+    )
+    first = parts[0]
+    if len(parts) == 1 and isinstance(first, bytearray):
+        return first
+    return bytearray().join(parts)
+
+
+LARGE_PACKED_SIZE = 128 * 1024
+"""Packed documents from this size on are not copied into the message but are a part of it of their own."""
+
+
+def encode_command_parts(
+    request_id: int,
+    db: str,
+    command: Mapping[str, Any],
+    *,
+    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
+    flags: int = 0,
+    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    max_bson_size: int = DEFAULT_MAX_BSON_SIZE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    compressor: Compressor | None = None,
+) -> list[bytearray | bytes | memoryview]:
+    """:func:`encode_command` as buffers that make the message when written one after the other: a single
+    bytearray, except that :class:`PackedDocuments` of :data:`LARGE_PACKED_SIZE` bytes or more (a large
+    insert's documents) are parts of their own, as given, instead of being copied in. A compressed message is
+    one part. The packed documents must not change until the parts are written."""
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
+    _encode_body(out, db, command, codec_options, max_bson_size)
+    parts: list[bytearray | bytes | memoryview] = [out]
+    before = 0  # the bytes of the parts before ``out``
+    if document_sequences:
+        for identifier, documents in document_sequences.items():
+            size_part, size_at = out, _append_sequence(out, identifier, ())
+            section_start = before + size_at
+            for index, document in enumerate(documents):
+                if isinstance(document, PackedDocuments):
+                    if len(document.data) < LARGE_PACKED_SIZE:
+                        out += document.data
+                        continue
+                    before += len(out) + len(document.data)
+                    out = bytearray()
+                    parts += (document.data, out)
+                    continue
+                start = len(out)
+                if isinstance(document, bytes | bytearray):
+                    out += document
+                else:
+                    _encode_into(out, document, codec_options)
+                size = len(out) - start
+                if size > max_bson_size:
+                    raise DocumentTooLarge(
+                        f"document {index} of {identifier!r} is {size} bytes, over the server's "
+                        f"maxBsonObjectSize of {max_bson_size}"
+                    )
+            _INT32.pack_into(size_part, size_at, before + len(out) - section_start)
+    length = before + len(out)
+    if len(parts) > 1 and not out:
+        del parts[-1]
+    if length > max_message_size:
+        raise DocumentTooLarge(
+            f"the {_command_name(command)!r} message is {length} bytes, over the server's "
+            f"maxMessageSizeBytes of {max_message_size}; split the batch"
+        )
+    HEADER.pack_into(parts[0], 0, length, request_id, 0, OP_MSG)
+    if compressor is not None and may_compress(_command_name(command)):
+        return [compress_message(parts[0] if len(parts) == 1 else b"".join(parts), compressor)]
+    return parts
+
+
+def _encode_body(
+    out: bytearray, db: str, command: Mapping[str, Any], codec_options: CodecOptions, max_bson_size: int
+) -> None:
+    """Append the kind-0 section's document: ``command`` with ``$db`` added, within the command limit."""
     body_start = len(out)
     # Encoded straight into the message; the limits are checked below.
     _encode_into(out, command, codec_options)
@@ -161,34 +246,6 @@ whoever packed them). The message is compressed with ``compressor`` unless the
             f"command {_command_name(command)!r} is {body_size} bytes, over the server's limit of "
             f"{max_bson_size + COMMAND_OVERHEAD} (maxBsonObjectSize {max_bson_size} plus {COMMAND_OVERHEAD})"
         )
-    if document_sequences:
-        for identifier, documents in document_sequences.items():
-            size_at = _append_sequence(out, identifier, ())
-            for index, document in enumerate(documents):
-                if isinstance(document, PackedDocuments):
-                    out += document.data
-                    continue
-                start = len(out)
-                if isinstance(document, bytes | bytearray):
-                    out += document
-                else:
-                    _encode_into(out, document, codec_options)
-                size = len(out) - start
-                if size > max_bson_size:
-                    raise DocumentTooLarge(
-                        f"document {index} of {identifier!r} is {size} bytes, over the server's "
-                        f"maxBsonObjectSize of {max_bson_size}"
-                    )
-            _INT32.pack_into(out, size_at, len(out) - size_at)
-    if len(out) > max_message_size:
-        raise DocumentTooLarge(
-            f"the {_command_name(command)!r} message is {len(out)} bytes, over the server's "
-            f"maxMessageSizeBytes of {max_message_size}; split the batch"
-        )
-    HEADER.pack_into(out, 0, len(out), request_id, 0, OP_MSG)
-    if compressor is not None and may_compress(_command_name(command)):
-        return compress_message(out, compressor)
-    return out
 
 
 def _command_name(command: Mapping[str, Any]) -> str:
