@@ -1249,8 +1249,15 @@ static PyObject *binary_name;            /* "binary" */
 static int
 resize_to(PyObject *buf, Py_ssize_t size)
 {
-    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    if (size + 1 > ((PyByteArrayObject *)buf)->ob_alloc && old >= 4096) {
+    PyByteArrayObject *array = (PyByteArrayObject *)buf;
+    Py_ssize_t old = Py_SIZE(array);
+    if (size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes && size + 1 <= array->ob_alloc) {
+        /* Room enough, nothing exported: what PyByteArray_Resize does then, without its call and checks. */
+        Py_SET_SIZE(array, size);
+        array->ob_start[size] = '\0';
+        return 0;
+    }
+    if (size + 1 > array->ob_alloc && old >= 4096) {
         Py_ssize_t doubled = old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1;
         if (doubled > size && PyByteArray_Resize(buf, doubled) < 0) {
             return -1;
