@@ -219,9 +219,9 @@ class _PackedOps:
         append_insert = insert_appender(codec_options, lambda document: encode_insert(document, codec_options))
         with refusals_as_invalid_document():
             for index, given in enumerate(models):
-                model = as_write_model(given)
+                model = given if type(given) is InsertOne else as_write_model(given)
                 namespace = model.namespace
-                entry = known.get(namespace) if namespace is not None else None
+                entry = known.get(namespace)  # type: ignore[arg-type]
                 if entry is None:
                     if namespace is None:
                         raise InvalidOperation(
