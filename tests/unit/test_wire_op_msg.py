@@ -358,3 +358,13 @@ def test_large_packed_documents_are_parts_of_their_own_and_the_message_is_the_sa
     assert [decode(document) for document in parsed.sequences["more"]] == [{"a": 1}]
     with pytest.raises(DocumentTooLarge):
         encode_command_parts(8, "db", {"insert": "c"}, document_sequences=sequences, max_message_size=len(message) - 1)
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 65, 200])
+def test_sequence_identifiers_of_any_length_parse(length: int) -> None:
+    identifier = "i" * length
+    documents = [encode({"n": n}) for n in range(3)]
+    message = encode_op_msg(1, encode({"ping": 1}), [(identifier, documents)])
+    parsed = parse_op_msg(message[HEADER_SIZE:])
+    assert list(parsed.sequences) == [identifier]
+    assert [bytes(document) for document in parsed.sequences[identifier]] == documents

@@ -316,7 +316,10 @@ def parse_op_msg(
             section_end = offset + size
             if size < 5 or section_end > end:
                 raise ProtocolError(f"OP_MSG document sequence size {size} does not fit the message")
-            terminator = bytes(view[offset + 4 : section_end]).find(b"\x00")
+            # The identifier is short: look for its NUL in the first bytes before copying the whole section.
+            terminator = bytes(view[offset + 4 : min(section_end, offset + 68)]).find(b"\x00")
+            if terminator < 0 and section_end > offset + 68:
+                terminator = bytes(view[offset + 4 : section_end]).find(b"\x00")
             if terminator < 0:
                 raise ProtocolError("OP_MSG document sequence identifier is not NUL-terminated")
             identifier = bytes(view[offset + 4 : offset + 4 + terminator]).decode("utf-8", "replace")
