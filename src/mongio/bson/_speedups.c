@@ -1243,6 +1243,18 @@ static PyObject *marked_objectid_writer; /* _encoder._write_marked_objectid */
 static PyObject *marked_int64_writer;    /* _encoder._write_marked_int64 */
 static PyObject *binary_name;            /* "binary" */
 
+/* A str's UTF-8 bytes: an ASCII string's own buffer read directly (the common case, spared the call), any
+ * other through PyUnicode_AsUTF8AndSize (which caches them, or fails on a lone surrogate). */
+static inline const char *
+utf8_of(PyObject *text, Py_ssize_t *size)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *size = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    return PyUnicode_AsUTF8AndSize(text, size);
+}
+
 /* Make buf ``size`` bytes long, its new bytes unset. Growing past its allocation doubles it at least:
  * bytearray's own resize grows by an eighth, so a multi-megabyte document would be reallocated (and maybe
  * copied) a hundred times. The second resize only sets the length (it stays over half the allocation). */
@@ -1335,7 +1347,20 @@ static int
 write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, int smallest)
 {
     int overflow = 0;
-    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    long long number;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(value) && PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        number = (long long)PyUnstable_Long_CompactValue((PyLongObject *)value);
+    } else
+#else
+    /* Up to 3.11 an int of at most one digit is its sign (the size) times that digit; zero has no digit. */
+    if (PyLong_CheckExact(value) && Py_SIZE(value) >= -1 && Py_SIZE(value) <= 1) {
+        number = Py_SIZE(value) == 0 ? 0 : (long long)Py_SIZE(value) * (long long)((PyLongObject *)value)->ob_digit[0];
+    } else
+#endif
+    {
+        number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    }
     if (number == -1 && PyErr_Occurred()) {
         return -1;
     }
@@ -1967,7 +1992,7 @@ write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *val
     PyTypeObject *type = Py_TYPE(value);
     if (type == &PyUnicode_Type) {
         Py_ssize_t length;
-        const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+        const char *data = utf8_of(value, &length);
         if (data == NULL) {
             return -1; /* UnicodeEncodeError: the caller turns it into the refusal */
         }
@@ -2157,7 +2182,7 @@ write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *
     Py_ssize_t size = 0;
     PyObject *name_bytes = NULL;
     if (PyUnicode_CheckExact(key)) {
-        name = PyUnicode_AsUTF8AndSize(key, &size);
+        name = utf8_of(key, &size);
         if (name == NULL || memchr(name, 0, (size_t)size) != NULL) {
             PyErr_Clear();
             name = NULL; /* the Python name function refuses it with the right reason */
