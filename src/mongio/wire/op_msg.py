@@ -182,53 +182,6 @@ def encode_command_parts(
     one part. The packed documents must not change until the parts are written."""
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
-    _encode_body(out, db, command, codec_options, max_bson_size)
-    parts: list[bytearray | bytes | memoryview] = [out]
-    before = 0  # the bytes of the parts before ``out``
-    if document_sequences:
-        for identifier, documents in document_sequences.items():
-            size_part, size_at = out, _append_sequence(out, identifier, ())
-            section_start = before + size_at
-            for index, document in enumerate(documents):
-                if isinstance(document, PackedDocuments):
-                    if len(document.data) < LARGE_PACKED_SIZE:
-                        out += document.data
-                        continue
-                    before += len(out) + len(document.data)
-                    out = bytearray()
-                    parts += (document.data, out)
-                    continue
-                start = len(out)
-                if isinstance(document, bytes | bytearray):
-                    out += document
-                else:
-                    _encode_into(out, document, codec_options)
-                size = len(out) - start
-                if size > max_bson_size:
-                    raise DocumentTooLarge(
-                        f"document {index} of {identifier!r} is {size} bytes, over the server's "
-                        f"maxBsonObjectSize of {max_bson_size}"
-                    )
-            _INT32.pack_into(size_part, size_at, before + len(out) - section_start)
-    length = before + len(out)
-    if len(parts) > 1 and not out:
-        del parts[-1]
-    if length > max_message_size:
-        raise DocumentTooLarge(
-            f"the {_command_name(command)!r} message is {length} bytes, over the server's "
-            f"maxMessageSizeBytes of {max_message_size}; split the batch"
-        )
-    HEADER.pack_into(parts[0], 0, length, request_id, 0, OP_MSG)
-    if compressor is not None and may_compress(_command_name(command)):
-        return [compress_message(parts[0] if len(parts) == 1 else b"".join(parts), compressor)]
-    return parts
-
-
-def _encode_body(
-    out: bytearray, db: str, command: Mapping[str, Any], codec_options: CodecOptions, max_bson_size: int
-) -> None:
-    """Append the kind-0 section's document: ``command`` with ``$db`` added, within the command limit."""
-    body_start = len(out)
     # Encoded straight into the message; the limits are checked below.
     _encode_into(out, command, codec_options)
     if "$db" not in command:
@@ -239,13 +192,71 @@ def _encode_body(
         out += _INT32.pack(len(name) + 1)
         out += name
         out += b"\x00\x00"
-        _INT32.pack_into(out, body_start, len(out) - body_start)
-    body_size = len(out) - body_start
+        _INT32.pack_into(out, _BODY_START, len(out) - _BODY_START)
+    body_size = len(out) - _BODY_START
     if body_size > max_bson_size + COMMAND_OVERHEAD:
         raise DocumentTooLarge(
             f"command {_command_name(command)!r} is {body_size} bytes, over the server's limit of "
             f"{max_bson_size + COMMAND_OVERHEAD} (maxBsonObjectSize {max_bson_size} plus {COMMAND_OVERHEAD})"
         )
+    parts: list[bytearray | bytes | memoryview] = [out]
+    length = (
+        _append_sequences(parts, out, document_sequences, codec_options, max_bson_size)
+        if document_sequences
+        else len(out)
+    )
+    if length > max_message_size:
+        raise DocumentTooLarge(
+            f"the {_command_name(command)!r} message is {length} bytes, over the server's "
+            f"maxMessageSizeBytes of {max_message_size}; split the batch"
+        )
+    HEADER.pack_into(out, 0, length, request_id, 0, OP_MSG)
+    if compressor is not None and may_compress(_command_name(command)):
+        return [compress_message(out if len(parts) == 1 else b"".join(parts), compressor)]
+    return parts
+
+
+# Where the kind-0 section's document starts: after the header, flagBits and the section's kind byte.
+_BODY_START = HEADER_SIZE + _FLAGS_AND_KIND0.size
+
+
+def _append_sequences(
+    parts: list[bytearray | bytes | memoryview],
+    out: bytearray,
+    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]],
+    codec_options: CodecOptions,
+    max_bson_size: int,
+) -> int:
+    """Append the kind-1 sections to the message ``parts``, whose only part so far is ``out``: large packed
+    documents become parts of their own, what follows them a new bytearray. Returns the message's length."""
+    before = 0  # the bytes of the parts before ``out``
+    for identifier, documents in document_sequences.items():
+        size_part, size_at = out, _append_sequence(out, identifier, ())
+        section_start = before + size_at
+        for index, document in enumerate(documents):
+            if isinstance(document, PackedDocuments):
+                if len(document.data) < LARGE_PACKED_SIZE:
+                    out += document.data
+                    continue
+                before += len(out) + len(document.data)
+                out = bytearray()
+                parts += (document.data, out)
+                continue
+            start = len(out)
+            if isinstance(document, bytes | bytearray):
+                out += document
+            else:
+                _encode_into(out, document, codec_options)
+            size = len(out) - start
+            if size > max_bson_size:
+                raise DocumentTooLarge(
+                    f"document {index} of {identifier!r} is {size} bytes, over the server's "
+                    f"maxBsonObjectSize of {max_bson_size}"
+                )
+        _INT32.pack_into(size_part, size_at, before + len(out) - section_start)
+    if len(parts) > 1 and not out:
+        del parts[-1]
+    return before + len(out)
 
 
 def _command_name(command: Mapping[str, Any]) -> str:
