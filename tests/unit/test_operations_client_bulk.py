@@ -409,7 +409,7 @@ def test_prose_16_generated_ids_come_first() -> None:
 
 def test_generated_ids_are_stored_sent_and_reported() -> None:
     documents: list[Any] = [{"x": 1}, SON([("y", 2)]), {"_id": "mine"}]
-    models = [InsertOne(document, namespace="db.c") for document in documents]
+    models: list[Any] = [InsertOne(document, namespace="db.c") for document in documents]
     models.insert(1, DeleteOne({"x": 1}, namespace="db.other"))
     bulk = ClientBulkWrite(models, verbose_results=True)
     [(_, body)] = sent_batches(bulk, ServerLimits())
