@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import json
 import os
 import platform
@@ -85,6 +86,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("large_insert_one", "op", 10, 3, 1, 2, 2),
         TaskSpec("small_bulk_insert", "doc", 10_000, 4, 1, 1000, 2),
         TaskSpec("large_bulk_insert", "doc", 10, 3, 1, 2, 2),
+        TaskSpec("client_bulk_insert", "doc", 10_000, 4, 1, 1000, 2),
         TaskSpec("small_insert_one", "op", 1000, 3, 1, 100, 2),
     )
 }
@@ -236,6 +238,14 @@ class Workloads:
         self.coll = self.db[COLLECTION]
         self.documents = documents
         self._pending: list[dict[str, Any]] = []
+        self._insert_one: Any = None
+
+    def insert_model(self, document: dict[str, Any], namespace: str) -> Any:
+        """An ``InsertOne`` of the client's driver, for its client-level ``bulk_write``."""
+        if self._insert_one is None:
+            driver = "mongio" if type(self.client).__module__.startswith("mongio") else "pymongo"
+            self._insert_one = importlib.import_module(driver).InsertOne
+        return self._insert_one(document, namespace=namespace)
 
     async def reset_collection(self) -> None:
         await self.db.drop_collection(COLLECTION)
@@ -259,7 +269,7 @@ class Workloads:
 
     async def before(self, task: str, ops: int) -> None:
         # Drivers may add ``_id`` to the documents they insert: every insert gets a fresh copy, made here.
-        if task in ("small_insert_one", "small_bulk_insert"):
+        if task in ("small_insert_one", "small_bulk_insert", "client_bulk_insert"):
             await self.reset_collection()
             self._pending = [dict(self.documents["small_doc"]) for _ in range(ops)]
         elif task in ("large_insert_one", "large_bulk_insert"):
@@ -303,6 +313,11 @@ class Workloads:
         async def bulk_insert() -> None:
             await coll.insert_many(self._pending, ordered=True)
 
+        async def client_bulk_insert() -> None:
+            namespace = f"{DATABASE}.{COLLECTION}"
+            models = [self.insert_model(document, namespace) for document in self._pending]
+            await self.client.bulk_write(models, ordered=True)
+
         table: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
             "run_command": run_command,
             "find_one_by_id": find_one_by_id,
@@ -313,6 +328,7 @@ class Workloads:
             "large_insert_one": insert_one,
             "small_bulk_insert": bulk_insert,
             "large_bulk_insert": bulk_insert,
+            "client_bulk_insert": client_bulk_insert,
         }
         return table[task]
 

@@ -360,27 +360,40 @@ class BsonEncode(Target):
 
 
 class InsertPack(BsonEncode):
-    """The compiled one-pass encoding of an insert's documents (``write_inserts``), ``_id``s generated."""
+    """The compiled one-pass encoding of an insert's documents (``write_inserts``, and ``write_insert`` one
+    document at a time between other bytes, as the client bulk write does), ``_id``s generated."""
 
     name = "insert-pack"
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        from mongio.bson._encoder import pack_inserts
+        from mongio.bson._encoder import insert_appender, pack_inserts, refusals_as_invalid_document
         from mongio.operations.base import encode_insert
 
         self.pack_inserts, self.encode_insert = pack_inserts, encode_insert
+        self.insert_appender, self.refusals = insert_appender, refusals_as_invalid_document
 
     def inputs(self) -> Iterator[Any]:
         documents = super().inputs()
         rng = self.rng
         while True:
             batch = [next(documents)[0] for _ in range(rng.randrange(1, 5))]
-            yield batch, rng.choice(self.options)
+            yield batch, rng.choice(self.options), rng.random() < 0.5
 
     def run(self, item: Any) -> None:
-        batch, options = item
-        data, ends, _ids = self.pack_inserts(batch, options, lambda doc: self.encode_insert(doc, options))
+        batch, options, one_at_a_time = item
+        encode_one = lambda doc: self.encode_insert(doc, options)  # noqa: E731
+        if one_at_a_time:
+            append = self.insert_appender(options, encode_one)
+            buf = bytearray(b"\xff" * self.rng.randrange(0, 9))  # other bytes before each document
+            with self.refusals():
+                for document in batch:
+                    start = len(buf)
+                    append(buf, document)
+                    self.decode(bytes(buf[start:]), self.check_options)
+                    buf += b"\xff" * self.rng.randrange(0, 9)
+            return
+        data, ends, _ids = self.pack_inserts(batch, options, encode_one)
         start = 0
         for end in ends:  # each document the pass wrote must be valid BSON on its own
             self.decode(bytes(data[start:end]), self.check_options)

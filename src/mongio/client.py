@@ -34,6 +34,7 @@ from mongio.errors import ClientClosedError, ConfigurationError, CursorNotFound,
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.execution import deadline as csot
+from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
@@ -824,12 +825,14 @@ class MongoClient:
         run_in = session if session is not None else own_session
         execute = self._executor.execute
         batch_server: Address
+        # Load balanced: a batch's results cursor lives on the connection that opened it.
+        pin = ConnectionPin()
         try:
             # timeoutMS bounds all the batches together, not each one.
             with self._executor.timeout_scope(None, session):
                 while (batch := bulk.next_batch()) is not None:
                     try:
-                        cursor, batch_server = await self._executor.execute_answered(batch, run_in)
+                        cursor, batch_server = await self._executor.execute_answered(batch, run_in, pin=pin)
                     except BatchWriteConcernRetry as unretried:
                         # Its retry (if any) failed the same way: a write concern error does not end the
                         # bulk write, and the reply's results cursor is drained like any other.
@@ -843,12 +846,13 @@ class MongoClient:
                                 more = GetMore(
                                     cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
                                 )
-                                cursor = await execute(more, run_in, address=batch_server)
+                                cursor = await execute(more, run_in, address=batch_server, pin=pin)
                                 batch.record_results(cursor.batch)
                         except BaseException as exc:
-                            await self._drop_results_cursor(exc, batch_server, cursor, run_in)
+                            await self._drop_results_cursor(exc, batch_server, cursor, run_in, pin)
                             raise
                         batch.cursor_exhausted()
+                    pin.release()
                     for address, replaced in bulk.take_superseded_cursors():
                         await self._drop_results_cursor(None, address, replaced, run_in)
         except MongioError as exc:
@@ -861,6 +865,7 @@ class MongoClient:
                 self._abandon_server_cursor(address, replaced.namespace, replaced.id)
             raise
         finally:
+            pin.release()
             if own_session is not None:
                 await own_session.end_session()
         return bulk.result()
@@ -955,21 +960,35 @@ class MongoClient:
             self._abandon_server_cursor(address, namespace, cursor_id)
 
     async def _drop_results_cursor(
-        self, error: BaseException | None, address: Address, cursor: CursorState, session: ClientSession | None
+        self,
+        error: BaseException | None,
+        address: Address,
+        cursor: CursorState,
+        session: ClientSession | None,
+        pin: ConnectionPin | None = None,
     ) -> None:
         """Kill a bulk write's results cursor that a failed ``getMore`` left open on the server (``error``), or
-        that a retry's reply replaced (no error)."""
-        if isinstance(error, CursorNotFound):
+        that a retry's reply replaced (no error). ``pin`` holds the cursor's connection (load balanced), which
+        goes back to its pool afterwards."""
+        if isinstance(error, CursorNotFound) or (pin is not None and pin.broken):
             return
         if error is not None and not isinstance(error, Exception):
-            # Cancelled: nothing may be awaited here, so the reaper task kills it.
-            self._abandon_server_cursor(address, cursor.namespace, cursor.id)
+            # Cancelled: nothing may be awaited here, so the reaper task kills it; a held connection, with the
+            # cursor open on it, is closed.
+            if pin is not None and pin.held:
+                pin.discard("a client bulk write was cancelled while draining its results cursor")
+            else:
+                self._abandon_server_cursor(address, cursor.namespace, cursor.id)
             return
         operation = KillCursors(cursor.database, cursor.collection, [cursor.id], codec_options=self._codec_options)
         try:
-            await self._executor.execute(operation, session, address=address)
+            await self._executor.execute(operation, session, address=address, pin=pin)
         except MongioError:
             pass  # the server drops idle cursors on its own
+        except BaseException:
+            if pin is not None:
+                pin.discard("killing a client bulk write's results cursor was cancelled")
+            raise
 
     async def _kill_abandoned_cursors(self, address: Address, namespace: str, cursor_ids: Sequence[int]) -> None:
         database, _, collection = namespace.partition(".")

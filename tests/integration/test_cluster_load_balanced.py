@@ -16,12 +16,14 @@ from spec_runner.cluster import Deployment, load_balanced
 
 from mongio.client import MongoClient
 from mongio.connection.pool import Pool
+from mongio.events import ConnectionCheckedInEvent, ConnectionCheckedOutEvent, ConnectionPoolListener
 from mongio.events.command import (
     CommandFailedEvent,
     CommandListener,
     CommandStartedEvent,
     CommandSucceededEvent,
 )
+from mongio.operations import UpdateOne
 
 pytestmark = pytest.mark.server
 
@@ -133,3 +135,40 @@ async def test_cancelled_and_abandoned_cursors_leave_no_connection_checked_out(b
     # close() waits for the killCursors of the abandoned cursors; then nothing may still be checked out.
     await client.close()
     assert sum(pool.in_use_connection_count for pool in pools) == 0
+
+
+class Checkouts(ConnectionPoolListener):
+    """The pool's check-outs and check-ins, in order, with the connection ids."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def connection_checked_out(self, event: ConnectionCheckedOutEvent) -> None:
+        self.events.append(("out", event.connection_id))
+
+    def connection_checked_in(self, event: ConnectionCheckedInEvent) -> None:
+        self.events.append(("in", event.connection_id))
+
+
+async def test_client_bulk_write_results_cursor_keeps_its_connection(balancer: Deployment) -> None:
+    listener = Started()
+    checkouts = Checkouts()
+    async with MongoClient(balancer.uri, event_listeners=[listener, checkouts]) as client:
+        max_bson_size = (await client.admin.command("hello"))["maxBsonObjectSize"]
+        await client.get_database("lb").drop_collection("bulk")
+        # Two results of half the document limit each: the second comes with a getMore.
+        models = [
+            UpdateOne({"_id": letter * (max_bson_size // 2)}, {"$set": {"x": 1}}, upsert=True, namespace="lb.bulk")
+            for letter in "ab"
+        ]
+        listener.events.clear()
+        checkouts.events.clear()
+        result = await client.bulk_write(models, verbose_results=True)
+        assert len(result.update_results) == 2
+        assert [event.command_name for event in listener.events] == ["bulkWrite", "getMore"]
+        bulk_write, get_more = listener.events
+        assert get_more.service_id == bulk_write.service_id
+        # The connection stays checked out from the bulkWrite to the end of its results cursor.
+        [(_, connection_id)] = [event for event in checkouts.events if event[0] == "out"]
+        assert checkouts.events == [("out", connection_id), ("in", connection_id)]
+        assert checked_out(client) == 0

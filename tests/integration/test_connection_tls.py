@@ -174,3 +174,27 @@ async def test_tls_loopback_peer_refuses_a_client_without_certificate(
                 await conn.command("admin", {"ping": 1})
             finally:
                 conn.close()
+
+
+@pytest.mark.server
+async def test_tls_large_insert_sent_in_parts_arrives_whole(tls_server_port: int, pki: dict[str, str]) -> None:
+    # Documents past LARGE_PACKED_SIZE go to the TLS transport as a part of their own after the command.
+    from mongio.bson import DEFAULT_CODEC_OPTIONS
+    from mongio.bson._encoder import pack_inserts
+    from mongio.operations.base import encode_insert
+    from mongio.wire.op_msg import LARGE_PACKED_SIZE, PackedDocuments
+
+    documents = [{"_id": n, "s": chr(97 + n) * (LARGE_PACKED_SIZE // 2)} for n in range(5)]
+    data, _, _ = pack_inserts(documents, DEFAULT_CODEC_OPTIONS, lambda d: encode_insert(d, DEFAULT_CODEC_OPTIONS))
+    context = create_ssl_context(TLSOptions(ca_file=pki["ca"]))
+    conn = await connect(("localhost", tls_server_port), connect_timeout=10, ssl_context=context)
+    try:
+        await conn.command("tls_large", {"drop": "c"}, check=False)
+        reply = await conn.command(
+            "tls_large", {"insert": "c"}, document_sequences={"documents": [PackedDocuments(memoryview(data))]}
+        )
+        assert reply["n"] == 5
+        found = await conn.command("tls_large", {"find": "c", "sort": {"_id": 1}})
+        assert found["cursor"]["firstBatch"] == documents
+    finally:
+        conn.close()

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from mongio.bson import decode, encode
+from mongio.bson import SON, ObjectId, decode, encode
+from mongio.bson.errors import InvalidDocument
 from mongio.errors import DocumentTooLarge, InvalidOperation, OperationFailure
 from mongio.operations import (
     ClientBulkWrite,
@@ -93,7 +94,7 @@ def test_namespace_indexes_are_per_batch() -> None:
 def test_split_at_max_message_size_with_the_spec_overhead() -> None:
     models = [InsertOne({"_id": i, "s": "x" * 300}, namespace="db.coll") for i in range(6)]
     bulk = ClientBulkWrite(models)
-    op_size = len(bulk._ops[0].encoded)
+    op_size = bulk._ops.size(0)
     ns_size = len(encode({"ns": "db.coll"}))
     body_size = len(encode(bulk._body))
     # Room for exactly three ops and the one nsInfo entry.
@@ -329,7 +330,7 @@ def test_prose_3_split_above_max_write_batch_size() -> None:
     while (batch := bulk.next_batch()) is not None:
         command = batch.build(limits)
         assert command.sequences is not None
-        sizes.append(len(command.sequences["ops"]))
+        sizes.append(len(command.sequences["ops"].encoded_documents()))
         batch.handle_response(_reply([], nInserted=sizes[-1], nErrors=0), limits)
     assert sizes == [limits.max_write_batch_size, 1]
     assert bulk.result().inserted_count == limits.max_write_batch_size + 1
@@ -343,7 +344,7 @@ def test_prose_4_split_when_ops_exceed_max_message_size() -> None:
     while (batch := bulk.next_batch()) is not None:
         command = batch.build(DEFAULTS)
         assert command.sequences is not None
-        sizes.append(len(command.sequences["ops"]))
+        sizes.append(len(command.sequences["ops"].encoded_documents()))
         batch.handle_response(_reply([], nInserted=sizes[-1], nErrors=0), DEFAULTS)
     assert sizes == [count - 1, 1]
     assert bulk.result().inserted_count == count
@@ -366,7 +367,7 @@ def _batches(bulk: ClientBulkWrite) -> list[tuple[int, list[str]]]:
         command = batch.build(DEFAULTS)
         assert command.sequences is not None
         namespaces = [decode(data)["ns"] for data in command.sequences["nsInfo"].encoded_documents()]
-        out.append((len(command.sequences["ops"]), namespaces))
+        out.append((len(command.sequences["ops"].encoded_documents()), namespaces))
         batch.handle_response(_reply([], nErrors=0), DEFAULTS)
     return out
 
@@ -404,6 +405,58 @@ def test_prose_12_no_operation_fits(large: str) -> None:
 def test_prose_16_generated_ids_come_first() -> None:
     [(_, body)] = sent_batches(ClientBulkWrite([InsertOne({"x": 1}, namespace="db.c")]), ServerLimits())
     assert next(iter(body["ops"][0]["document"])) == "_id"
+
+
+def test_generated_ids_are_stored_sent_and_reported() -> None:
+    documents: list[Any] = [{"x": 1}, SON([("y", 2)]), {"_id": "mine"}]
+    models: list[Any] = [InsertOne(document, namespace="db.c") for document in documents]
+    models.insert(1, DeleteOne({"x": 1}, namespace="db.other"))
+    bulk = ClientBulkWrite(models, verbose_results=True)
+    [(_, body)] = sent_batches(bulk, ServerLimits())
+    generated = [documents[0]["_id"], documents[1]["_id"]]
+    assert all(isinstance(value, ObjectId) for value in generated) and generated[0] != generated[1]
+    assert [op.get("document", {}).get("_id") for op in body["ops"]] == [generated[0], None, generated[1], "mine"]
+    assert [op.get("insert", op.get("delete")) for op in body["ops"]] == [0, 1, 0, 0]
+
+
+def test_results_name_each_insert_by_its_id() -> None:
+    models = [InsertOne({"n": n}, namespace=f"db.c{n % 2}") for n in range(4)]
+    bulk = ClientBulkWrite(models, verbose_results=True)
+    batch = bulk.next_batch()
+    assert batch is not None
+    batch.build(ServerLimits())
+    batch.handle_response(
+        _reply([{"ok": 1, "idx": n, "n": 1} for n in range(4)], nInserted=4, nErrors=0), ServerLimits()
+    )
+    result = bulk.result()
+    assert {index: r.inserted_id for index, r in result.insert_results.items()} == {
+        n: models[n].document["_id"] for n in range(4)
+    }
+
+
+def test_an_unencodable_document_names_its_model_key_before_anything_is_sent() -> None:
+    with pytest.raises(InvalidDocument, match="'bad'"):
+        ClientBulkWrite([InsertOne({"ok": 1}, namespace="db.c"), InsertOne({"bad": object()}, namespace="db.c")])
+
+
+def test_renumbered_batches_keep_the_encoded_bytes_of_every_entry() -> None:
+    # Batches whose namespaces are not the bulk's first ones rewrite the index in each entry, nothing else.
+    models = [
+        UpdateOne({"_id": n}, {"$set": {"n": n}}, namespace=f"db.c{n % 3}") if n % 2 else
+        InsertOne({"_id": n, "s": "x" * n}, namespace=f"db.c{n % 3}")
+        for n in range(9)
+    ]
+    sent = sent_batches(ClientBulkWrite(models), ServerLimits(max_write_batch_size=2))
+    for position, (_, body) in enumerate(sent):
+        namespaces = [entry["ns"] for entry in body["nsInfo"]]
+        for offset, op in enumerate(body["ops"]):
+            n = 2 * position + offset
+            kind = "update" if n % 2 else "insert"
+            assert namespaces[op[kind]] == f"db.c{n % 3}"
+            if kind == "insert":
+                assert op["document"] == {"_id": n, "s": "x" * n}
+            else:
+                assert op["filter"] == {"_id": n}
 
 
 # -- a retryable write concern error on the batch's retry too ---------------------------------------------------

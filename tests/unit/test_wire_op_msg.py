@@ -333,3 +333,38 @@ def test_op_reply_round_trip_and_errors() -> None:
         parse_op_reply(payload)
     with pytest.raises(ProtocolError, match="too short"):
         parse_op_reply(b"\x00" * 10)
+
+
+def test_large_packed_documents_are_parts_of_their_own_and_the_message_is_the_same() -> None:
+    from mongio.wire.op_msg import LARGE_PACKED_SIZE, PackedDocuments, encode_command_parts
+
+    large = [encode({"_id": n, "s": "x" * (LARGE_PACKED_SIZE // 2)}) for n in range(3)]
+    small = [encode({"_id": n}) for n in range(3, 5)]
+    packed = bytearray(b"".join(large))
+    sequences: dict[str, Any] = {
+        "documents": [PackedDocuments(memoryview(packed)), small[0], PackedDocuments(b"".join(small[1:]))],
+        "more": [{"a": 1}],
+    }
+    parts = encode_command_parts(7, "db", {"insert": "c"}, document_sequences=sequences)
+    # The large documents are sent from where they are, not copied; the rest is copied around them.
+    assert len(parts) == 3 and isinstance(parts[1], memoryview) and parts[1].obj is packed
+    message = b"".join(parts)
+    body = encode({"insert": "c", "$db": "db"})
+    assert message == encode_op_msg(7, body, [("documents", large + small), ("more", [encode({"a": 1})])])
+    header = parse_header(message[:HEADER_SIZE])
+    assert header.length == len(message)
+    parsed = parse_op_msg(message[HEADER_SIZE:])
+    assert [decode(document) for document in parsed.sequences["documents"]] == [decode(d) for d in large + small]
+    assert [decode(document) for document in parsed.sequences["more"]] == [{"a": 1}]
+    with pytest.raises(DocumentTooLarge):
+        encode_command_parts(8, "db", {"insert": "c"}, document_sequences=sequences, max_message_size=len(message) - 1)
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 65, 200])
+def test_sequence_identifiers_of_any_length_parse(length: int) -> None:
+    identifier = "i" * length
+    documents = [encode({"n": n}) for n in range(3)]
+    message = encode_op_msg(1, encode({"ping": 1}), [(identifier, documents)])
+    parsed = parse_op_msg(message[HEADER_SIZE:])
+    assert list(parsed.sequences) == [identifier]
+    assert [bytes(document) for document in parsed.sequences[identifier]] == documents

@@ -9,12 +9,14 @@ offending value.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import functools
 import re
 import struct
 import types
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
@@ -913,6 +915,32 @@ def pack_inserts(
         ends.append(len(buf))
         ids.append(_id)
     return buf, ends, ids
+
+
+def insert_appender(
+    codec_options: CodecOptions, encode_one: Callable[[Any], tuple[bytes, Any]]
+) -> Callable[[bytearray, Any], Any]:
+    """A function that appends one document of an insert to a buffer, as :func:`pack_inserts` does each of
+    its list, and returns the document's ``_id``: for callers that write other bytes between the documents.
+    Call it inside :func:`refusals_as_invalid_document`."""
+    if _SPEEDUPS is not None and _write_document is not _python_write_document and codec_options._packs_inserts():
+        return functools.partial(_SPEEDUPS.write_insert, _context(codec_options), generation_state(), encode_one)
+
+    def append(buf: bytearray, document: Any) -> Any:
+        encoded, _id = encode_one(document)
+        buf += encoded
+        return _id
+
+    return append
+
+
+@contextlib.contextmanager
+def refusals_as_invalid_document() -> Iterator[None]:
+    """Turn a document the compiled loops refused (or one nested too deeply) into ``InvalidDocument``."""
+    try:
+        yield
+    except (_Refused, RecursionError) as refused:
+        raise _invalid_document(refused) from None
 
 
 def _append_document(buf: bytearray, document: Mapping[str, Any], ctx: _Context, check_keys: bool) -> None:

@@ -1243,11 +1243,46 @@ static PyObject *marked_objectid_writer; /* _encoder._write_marked_objectid */
 static PyObject *marked_int64_writer;    /* _encoder._write_marked_int64 */
 static PyObject *binary_name;            /* "binary" */
 
+/* A str's UTF-8 bytes: an ASCII string's own buffer read directly (the common case, spared the call), any
+ * other through PyUnicode_AsUTF8AndSize (which caches them, or fails on a lone surrogate). */
+static inline const char *
+utf8_of(PyObject *text, Py_ssize_t *size)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *size = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    return PyUnicode_AsUTF8AndSize(text, size);
+}
+
+/* Make buf ``size`` bytes long, its new bytes unset. Growing past its allocation doubles it at least:
+ * bytearray's own resize grows by an eighth, so a multi-megabyte document would be reallocated (and maybe
+ * copied) a hundred times. The second resize only sets the length (it stays over half the allocation). */
+static int
+resize_to(PyObject *buf, Py_ssize_t size)
+{
+    PyByteArrayObject *array = (PyByteArrayObject *)buf;
+    Py_ssize_t old = Py_SIZE(array);
+    if (size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes && size + 1 <= array->ob_alloc) {
+        /* Room enough, nothing exported: what PyByteArray_Resize does then, without its call and checks. */
+        Py_SET_SIZE(array, size);
+        array->ob_start[size] = '\0';
+        return 0;
+    }
+    if (size + 1 > array->ob_alloc && old >= 4096) {
+        Py_ssize_t doubled = old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1;
+        if (doubled > size && PyByteArray_Resize(buf, doubled) < 0) {
+            return -1;
+        }
+    }
+    return PyByteArray_Resize(buf, size);
+}
+
 static int
 append(PyObject *buf, const void *data, Py_ssize_t size)
 {
     Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    if (PyByteArray_Resize(buf, old + size) < 0) {
+    if (resize_to(buf, old + size) < 0) {
         return -1;
     }
     memcpy(PyByteArray_AS_STRING(buf) + old, data, (size_t)size);
@@ -1294,7 +1329,7 @@ static int
 append_head(PyObject *buf, unsigned char kind, const char *name, Py_ssize_t size)
 {
     Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    if (PyByteArray_Resize(buf, old + size + 2) < 0) {
+    if (resize_to(buf, old + size + 2) < 0) {
         return -1;
     }
     char *out = PyByteArray_AS_STRING(buf) + old;
@@ -1312,7 +1347,20 @@ static int
 write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value, int smallest)
 {
     int overflow = 0;
-    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    long long number;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(value) && PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        number = (long long)PyUnstable_Long_CompactValue((PyLongObject *)value);
+    } else
+#else
+    /* Up to 3.11 an int of at most one digit is its sign (the size) times that digit; zero has no digit. */
+    if (PyLong_CheckExact(value) && Py_SIZE(value) >= -1 && Py_SIZE(value) <= 1) {
+        number = Py_SIZE(value) == 0 ? 0 : (long long)Py_SIZE(value) * (long long)((PyLongObject *)value)->ob_digit[0];
+    } else
+#endif
+    {
+        number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    }
     if (number == -1 && PyErr_Occurred()) {
         return -1;
     }
@@ -1325,10 +1373,16 @@ write_integer(PyObject *buf, const char *name, Py_ssize_t size, PyObject *value,
         return -1;
     }
     if (smallest && number >= INT32_MIN && number <= INT32_MAX) {
-        if (append_head(buf, 0x10, name, size) < 0) {
+        /* One resize for the whole element: type, name, then the int32. */
+        Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+        if (resize_to(buf, old + size + 2 + 4) < 0) {
             return -1;
         }
-        return append_int32(buf, (int32_t)number);
+        unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
+        out[0] = 0x10;
+        memcpy(out + 1, name, (size_t)size + 1);
+        store_int32(out + size + 2, (int32_t)number);
+        return 0;
     }
     if (append_head(buf, 0x12, name, size) < 0) {
         return -1;
@@ -1938,7 +1992,7 @@ write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *val
     PyTypeObject *type = Py_TYPE(value);
     if (type == &PyUnicode_Type) {
         Py_ssize_t length;
-        const char *data = PyUnicode_AsUTF8AndSize(value, &length);
+        const char *data = utf8_of(value, &length);
         if (data == NULL) {
             return -1; /* UnicodeEncodeError: the caller turns it into the refusal */
         }
@@ -1948,7 +2002,7 @@ write_value_with(PyObject *buf, const char *name, Py_ssize_t size, PyObject *val
         }
         /* One resize for the whole element: type, name, length, then the UTF-8 buffer and its NUL. */
         Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-        if (PyByteArray_Resize(buf, old + size + 2 + 4 + length + 1) < 0) {
+        if (resize_to(buf, old + size + 2 + 4 + length + 1) < 0) {
             return -1;
         }
         unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
@@ -2128,7 +2182,7 @@ write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *
     Py_ssize_t size = 0;
     PyObject *name_bytes = NULL;
     if (PyUnicode_CheckExact(key)) {
-        name = PyUnicode_AsUTF8AndSize(key, &size);
+        name = utf8_of(key, &size);
         if (name == NULL || memchr(name, 0, (size_t)size) != NULL) {
             PyErr_Clear();
             name = NULL; /* the Python name function refuses it with the right reason */
@@ -2158,10 +2212,17 @@ write_document_element(PyObject *buf, PyObject *key, PyObject *value, PyObject *
     return result;
 }
 
+/* A dict or list as a document; ``lead`` (``lead_size`` bytes, NULL for none) are elements written before its
+ * own, which only a dict written here (not handed to the Python writer) can take. */
 static int
-write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array, int depth)
+write_container_led(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array, int depth,
+                    const char *lead, Py_ssize_t lead_size)
 {
     if (array ? !(PyList_CheckExact(value) || PyTuple_CheckExact(value)) : !PyDict_CheckExact(value)) {
+        if (lead != NULL) {
+            PyErr_SetString(PyExc_TypeError, "leading elements need a dict");
+            return -1;
+        }
         PyObject *args[4] = {buf, value, ctx, check_keys_obj};
         PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 4, NULL);
         Py_XDECREF(done);
@@ -2179,7 +2240,7 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
         return -1;
     }
     Py_ssize_t start = PyByteArray_GET_SIZE(buf);
-    if (append(buf, "\0\0\0\0", 4) < 0) {
+    if (append(buf, "\0\0\0\0", 4) < 0 || (lead != NULL && append(buf, lead, lead_size) < 0)) {
         goto fail;
     }
     if (array) {
@@ -2243,6 +2304,12 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
 fail:
     Py_LeaveRecursiveCall();
     return -1;
+}
+
+static int
+write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_keys_obj, int array, int depth)
+{
+    return write_container_led(buf, value, ctx, check_keys_obj, array, depth, NULL, 0);
 }
 
 static PyObject *
@@ -2339,8 +2406,7 @@ new_objectid(PyObject *random5, PyObject *counter)
     return oid;
 }
 
-/* One dict without "_id": a generated id's element first, then the document's own elements. The document is
- * written whole after the id element and its length prefix cut out, as the Python path does. */
+/* One dict without "_id": a generated id's element first, then the document's own elements. */
 static int
 write_insert_with_new_id(PyObject *buf, PyObject *document, PyObject *ctx, PyObject *oid)
 {
@@ -2352,27 +2418,10 @@ write_insert_with_new_id(PyObject *buf, PyObject *document, PyObject *ctx, PyObj
         }
         return -1;
     }
-    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
-    int failed = append(buf, "\0\0\0\0\x07_id\0", 9) < 0 || append(buf, PyBytes_AS_STRING(oid_bytes), 12) < 0;
+    char lead[17] = "\x07_id";
+    memcpy(lead + 5, PyBytes_AS_STRING(oid_bytes), 12);
     Py_DECREF(oid_bytes);
-    if (failed || write_container(buf, document, ctx, Py_False, 0, 0) < 0) {
-        return -1;
-    }
-    /* Drop the inner document's own length prefix (the 4 bytes after the id element). */
-    char *base = PyByteArray_AS_STRING(buf);
-    Py_ssize_t inner = start + 21;
-    Py_ssize_t end = PyByteArray_GET_SIZE(buf);
-    memmove(base + inner, base + inner + 4, (size_t)(end - inner - 4));
-    if (PyByteArray_Resize(buf, end - 4) < 0) {
-        return -1;
-    }
-    Py_ssize_t length = end - 4 - start;
-    if (length > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "a BSON document cannot exceed 2 GiB");
-        return -1;
-    }
-    store_int32((unsigned char *)PyByteArray_AS_STRING(buf) + start, (int32_t)length);
-    return 0;
+    return write_container_led(buf, document, ctx, Py_False, 0, 0, lead, sizeof lead);
 }
 
 /* One document of an insert: appended to buf; returns its _id (new reference) or NULL. */
@@ -2477,6 +2526,32 @@ fail:
     return NULL;
 }
 
+/* write_insert(ctx, id_source, fallback, buf, document) -> _id: one document of an insert appended to buf, as
+ * write_inserts appends each of a list (for callers that interleave other bytes between documents). */
+static PyObject *
+write_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5 || !PyByteArray_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "expected (ctx, id_source, fallback, bytearray, document)");
+        return NULL;
+    }
+    if (refused_type == NULL || objectid_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before it is configured");
+        return NULL;
+    }
+    PyObject *id_source = args[1];
+    if (!PyTuple_CheckExact(id_source) || PyTuple_GET_SIZE(id_source) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(id_source, 0)) ||
+        PyBytes_GET_SIZE(PyTuple_GET_ITEM(id_source, 0)) != 5) {
+        PyErr_SetString(PyExc_TypeError, "id_source must be (the process's 5 random bytes, its counter)");
+        return NULL;
+    }
+    PyObject *document = Py_NewRef(args[4]);
+    PyObject *id = write_one_insert(args[3], document, args[0], id_source, args[2]);
+    Py_DECREF(document);
+    return id;
+}
+
 static PyMethodDef methods[] = {
     {"read_document", (PyCFunction)(void (*)(void))read_document, METH_FASTCALL,
      "read_document(data, pos, end, ctx): the elements from pos up to end as a document."},
@@ -2489,6 +2564,9 @@ static PyMethodDef methods[] = {
     {"write_inserts", (PyCFunction)(void (*)(void))write_inserts, METH_FASTCALL,
      "write_inserts(buf, documents, ctx, id_source, fallback): an insert's documents appended to buf in one "
      "pass, generated _ids first; returns (ends, ids)."},
+    {"write_insert", (PyCFunction)(void (*)(void))write_insert, METH_FASTCALL,
+     "write_insert(ctx, id_source, fallback, buf, document): one document of an insert appended to buf, a "
+     "generated _id first; returns its _id."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},

@@ -47,7 +47,7 @@ from mongio.wire.op_msg import (
     REQUIRED_BITS_MASK,
     OpMsg,
     PackedDocuments,
-    encode_command,
+    encode_command_parts,
 )
 
 __all__ = ["Connection", "check_command_reply", "connect"]
@@ -317,7 +317,7 @@ class Connection:
         request_id = next_request_id()
         # Encoding errors (DocumentTooLarge, InvalidDocument) happen before anything is written: the connection
         # stays usable.
-        message = encode_command(
+        message = encode_command_parts(
             request_id,
             db,
             command,
@@ -350,14 +350,19 @@ class Connection:
         message = encode_op_query(
             request_id, f"{db}.$cmd", encode(command, codec_options=codec_options, max_size=None)
         )
-        self._write(message, request_id, expect_reply=True)
+        self._write((message,), request_id, expect_reply=True)
         return await self.receive(codec_options=codec_options, check=check, deadline=deadline)
 
-    def _write(self, message: bytes | bytearray, request_id: int, *, expect_reply: bool) -> None:
+    def _write(
+        self, message: Sequence[bytes | bytearray | memoryview], request_id: int, *, expect_reply: bool
+    ) -> None:
+        """Hand the message's parts (one, or a large insert's documents apart from the rest: see
+        ``encode_command_parts``) to the transport, which keeps their order."""
         self._expected_response_to = self._request_id = request_id
         self._awaiting_reply = expect_reply
         self._more_to_come = False
-        self._transport.write(message)
+        for part in message:
+            self._transport.write(part)
         if not expect_reply:
             self.last_used = time.monotonic()
 

@@ -119,15 +119,21 @@ class DocumentSequence(list[bytes | PackedDocuments]):
     encoded from (what command monitoring shows as the command's array), kept side by side so neither has to
     be recomputed from the other."""
 
-    __slots__ = ("documents",)
+    __slots__ = ("_documents",)
 
     def __init__(self, encoded: Sequence[bytes | PackedDocuments] = (), documents: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__(encoded)
-        self.documents: list[Mapping[str, Any]] = list(documents)
+        # Taken as given: a list the caller made for this sequence, or a view that builds each document only
+        # when someone looks (command monitoring, tracing), made a list then.
+        self._documents: Sequence[Mapping[str, Any]] = documents
 
-    def append_document(self, encoded: bytes, document: Mapping[str, Any]) -> None:
-        self.append(encoded)
-        self.documents.append(document)
+    @property
+    def documents(self) -> list[Mapping[str, Any]]:
+        """The documents the encoded ones were made from, in order."""
+        documents = self._documents
+        if type(documents) is not list:
+            documents = self._documents = list(documents)
+        return documents
 
     def encoded_documents(self) -> list[bytes | memoryview]:
         """The encoded documents one by one, those packed together split apart (for tests and tools)."""

@@ -274,7 +274,7 @@ class PackedInserts(Statements):
 
     def __getitem__(self, index: int) -> Request:
         start, end = self._start_of(index), self._ends[index]
-        return Request(self.position(index), bytes(self._data[start:end]), self._documents[index], False, False)
+        return Request(self.position(index), bytes(memoryview(self._data)[start:end]), self._documents[index], False, False)
 
 
 class WriteCommand(Operation[R]):

@@ -20,17 +20,22 @@ A :class:`ClientBulkWrite` checks and encodes every model once, then hands out o
 
 Batches follow the bulk write spec: at most ``maxWriteBatchSize`` operations, and the ``ops`` and ``nsInfo``
 documents together within ``maxMessageSizeBytes`` less 1000 bytes and less the command document's own size.
-Each ``ops`` entry is encoded once with a namespace index of 0 and only its fixed-width int32 index is
-rewritten per batch, so sizes are known before any batch exists.
+All the ``ops`` entries are encoded in one pass over the models, back to back in one buffer (generated
+``_id`` s included), each with the index of its namespace among all the bulk write's namespaces. A batch sends
+its slice of that buffer as it is when its own ``nsInfo`` numbering is the same (always, with one namespace),
+else a copy with the fixed-width int32 indexes rewritten; sizes are known before any batch exists.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
-from typing import Any
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
+from mongio.bson._encoder import encode_into, insert_appender, refusals_as_invalid_document
 from mongio.errors import (
     ClientBulkWriteException,
     DocumentTooLarge,
@@ -61,6 +66,7 @@ from mongio.operations.models import (
 )
 from mongio.operations.results import ClientBulkWriteResult, DeleteResult, InsertOneResult, UpdateResult
 from mongio.options.write_concern import WriteConcern
+from mongio.wire.op_msg import PackedDocuments
 
 __all__ = ["ClientBulkWrite", "ClientBulkWriteBatch", "ClientBulkWriteException"]
 
@@ -68,9 +74,11 @@ __all__ = ["ClientBulkWrite", "ClientBulkWriteBatch", "ClientBulkWriteException"
 # NUL, so the namespace index always sits at this offset.
 _NS_INDEX_OFFSET = 4 + 1 + 6 + 1
 _INT32 = struct.Struct("<i")
-# An insert entry's elements before its document: "insert" as int32 0, then the "document" key of an embedded
-# document.
-_INSERT_OP_PREFIX = b"\x10insert\x00\x00\x00\x00\x00\x03document\x00"
+
+def _insert_op_head(ns_index: int) -> bytes:
+    """An insert entry up to its document: a length to fill in, "insert" as the int32 namespace index, then
+    the "document" key of an embedded document."""
+    return b"\x00\x00\x00\x00\x10insert\x00" + _INT32.pack(ns_index) + b"\x03document\x00"
 
 
 class BatchWriteConcernRetry(WriteConcernError):
@@ -88,20 +96,6 @@ class BatchWriteConcernRetry(WriteConcernError):
         self.reply = reply
         # The server that sent the reply, which alone can continue its results cursor.
         self.address = batch.address
-
-
-class _Op:
-    __slots__ = ("_id", "encoded", "kind", "model", "multi", "namespace")
-
-    def __init__(
-        self, model: WriteModel, namespace: str, encoded: bytes, kind: int, multi: bool, _id: Any
-    ) -> None:
-        self.model = model
-        self.namespace = namespace
-        self.encoded = encoded
-        self.kind = kind
-        self.multi = multi
-        self._id = _id
 
 
 def _ns_info_size(namespace: str) -> int:
@@ -149,39 +143,11 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         ops = bulk._ops
         limit = context.max_message_size - (RESERVED_MESSAGE_BYTES + bulk._body_size)
         stop = min(len(ops), self.start + context.max_write_batch_size)
-        ns_indexes: dict[str, int] = {}
-        ops_seq = DocumentSequence()
-        ns_seq = DocumentSequence()
-        size = 0
-        end = self.start
-        while end < stop:
-            op = ops[end]
-            added = len(op.encoded)
-            ns_index = ns_indexes.get(op.namespace)
-            if ns_index is None:
-                added += _ns_info_size(op.namespace)
-            if size + added > limit:
-                if end == self.start:
-                    raise DocumentTooLarge(
-                        f"operation {end} of {len(op.encoded)} bytes cannot fit in a bulkWrite command under "
-                        f"the server's maxMessageSizeBytes of {context.max_message_size}"
-                    )
-                break
-            if ns_index is None:
-                ns_index = ns_indexes[op.namespace] = len(ns_indexes)
-                ns_document = {"ns": op.namespace}
-                ns_seq.append_document(encode(ns_document), ns_document)
-            encoded = op.encoded
-            if ns_index:
-                patched = bytearray(encoded)
-                _INT32.pack_into(patched, _NS_INDEX_OFFSET, ns_index)
-                encoded = bytes(patched)
-            ops_seq.append_document(encoded, _OpView(op, ns_index))
-            self._multi = self._multi or op.multi
-            size += added
-            end += 1
+        end, used = ops.plan(self.start, stop, limit, context.max_message_size)
+        ops_sequence, ns_sequence = ops.sequences(self.start, end, used)
+        self._multi = ops.any_multi(self.start, end)
         self.end = end
-        self._sequences = {"ops": ops_seq, "nsInfo": ns_seq}
+        self._sequences = {"ops": ops_sequence, "nsInfo": ns_sequence}
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         bulk = self._bulk
@@ -225,33 +191,180 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         self._bulk._finish_batch(self)
 
 
-class _OpView(Mapping[str, Any]):
-    """An ``ops`` entry as command monitoring shows it, built from the model only when someone looks."""
+class _PackedOps:
+    """Every ``ops`` entry of a client bulk write, encoded in one pass into one buffer: entry ``i`` ends at
+    ``ends[i]`` and names namespace ``ns_ids[i]`` (its index in ``namespaces``, in order of first use). Beside
+    the caller's models nothing is kept per entry but those two numbers and the insert's ``_id``."""
 
-    __slots__ = ("_document", "_ns_index", "_op")
+    __slots__ = ("_data", "_ends", "_ids", "_models", "_multi", "_namespaces", "_ns_ids", "_ns_sizes")
 
-    def __init__(self, op: _Op, ns_index: int) -> None:
-        self._op = op
-        self._ns_index = ns_index
-        self._document: dict[str, Any] | None = None
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._ends: list[int] = []
+        self._ns_ids = array("i")
+        self._ids: list[Any] = []
+        self._models: list[WriteModel] = []
+        self._multi: list[int] = []  # the entries that may touch several documents, in order
+        self._namespaces: list[str] = []
+        self._ns_sizes: list[int] = []
 
-    def _get(self) -> dict[str, Any]:
-        if self._document is None:
-            model = self._op.model
-            if isinstance(model, InsertOne):
-                self._document = {"insert": self._ns_index, "document": model.document}
-            else:
-                self._document = model._client_op(self._ns_index)
-        return self._document
-
-    def __getitem__(self, key: str) -> Any:
-        return self._get()[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._get())
+    @classmethod
+    def encode(cls, models: Iterable[WriteModel], codec_options: CodecOptions) -> _PackedOps:
+        packed = cls()
+        data, ends, ns_ids, ids, kept, multi = (
+            packed._data, packed._ends, packed._ns_ids, packed._ids, packed._models, packed._multi
+        )
+        # Per namespace: its index and an insert entry's head naming it.
+        known: dict[str, tuple[int, bytes]] = {}
+        append_insert = insert_appender(codec_options, lambda document: encode_insert(document, codec_options))
+        with refusals_as_invalid_document():
+            for index, given in enumerate(models):
+                model = given if type(given) is InsertOne else as_write_model(given)
+                namespace = model.namespace
+                entry = known.get(namespace)  # type: ignore[arg-type]
+                if entry is None:
+                    if namespace is None:
+                        raise InvalidOperation(
+                            "MongoClient.bulk_write needs a namespace on every write model; "
+                            f"model {index} has none"
+                        )
+                    entry = known[namespace] = (len(known), _insert_op_head(len(known)))
+                    packed._namespaces.append(namespace)
+                    packed._ns_sizes.append(_ns_info_size(namespace))
+                start = len(data)
+                if isinstance(model, InsertOne):
+                    data += entry[1]
+                    ids.append(append_insert(data, model.document))
+                    data.append(0)
+                    _INT32.pack_into(data, start, len(data) - start)
+                else:
+                    encode_into(data, model._client_op(entry[0]), codec_options)
+                    ids.append(None)
+                    if model._multi:
+                        multi.append(index)
+                ends.append(len(data))
+                ns_ids.append(entry[0])
+                kept.append(model)
+        return packed
 
     def __len__(self) -> int:
-        return len(self._get())
+        return len(self._ends)
+
+    def model(self, index: int) -> WriteModel:
+        return self._models[index]
+
+    def inserted_id(self, index: int) -> Any:
+        return self._ids[index]
+
+    def size(self, index: int) -> int:
+        """The encoded size of entry ``index``."""
+        return self._ends[index] - (self._ends[index - 1] if index else 0)
+
+    def any_multi(self, start: int, end: int) -> bool:
+        """Whether any of entries ``start`` to ``end`` may touch several documents."""
+        return bisect_left(self._multi, start) < bisect_left(self._multi, end)
+
+    def plan(self, start: int, stop: int, limit: int, max_message_size: int) -> tuple[int, list[int]]:
+        """The end (exclusive, at most ``stop``) of the batch from ``start`` whose entries and ``nsInfo``
+        documents fit ``limit`` bytes, and the namespaces it uses (their indexes, in order of first use in
+        the batch). Raises ``DocumentTooLarge`` when even entry ``start`` does not fit."""
+        ends = self._ends
+        base = ends[start - 1] if start else 0
+        if len(self._namespaces) == 1:
+            # One namespace: the sizes only grow, so the limit cuts the batch at a bisection.
+            end = bisect_right(ends, base + limit - self._ns_sizes[0], start, stop)
+            used = [0]
+        else:
+            end, used = self._plan_namespaces(start, stop, base, limit)
+        if end == start:
+            raise DocumentTooLarge(
+                f"operation {start} of {self.size(start)} bytes cannot fit in a bulkWrite command under the "
+                f"server's maxMessageSizeBytes of {max_message_size}"
+            )
+        return end, used
+
+    def _plan_namespaces(self, start: int, stop: int, base: int, limit: int) -> tuple[int, list[int]]:
+        # The spec's greedy loop: an entry's first use of a namespace in the batch adds its nsInfo document.
+        ends, ns_ids, ns_sizes = self._ends, self._ns_ids, self._ns_sizes
+        seen: set[int] = set()
+        used: list[int] = []
+        ns_bytes = 0
+        end = start
+        while end < stop:
+            ns_id = ns_ids[end]
+            added = 0 if ns_id in seen else ns_sizes[ns_id]
+            if ends[end] - base + ns_bytes + added > limit:
+                break
+            if added:
+                seen.add(ns_id)
+                used.append(ns_id)
+                ns_bytes += added
+            end += 1
+        return end, used
+
+    def shown(self, index: int, local: Mapping[int, int] | None) -> Mapping[str, Any]:
+        """Entry ``index`` as a document (for command monitoring), its namespace numbered by ``local`` (global
+        index to the batch's) when given."""
+        ns_id = self._ns_ids[index]
+        ns_index = ns_id if local is None else local[ns_id]
+        model = self._models[index]
+        if isinstance(model, InsertOne):
+            return {"insert": ns_index, "document": model.document}
+        return model._client_op(ns_index)
+
+    def sequences(self, start: int, end: int, used: list[int]) -> tuple[DocumentSequence, DocumentSequence]:
+        """The ``ops`` and ``nsInfo`` document sequences of entries ``start`` to ``end``, which use the
+        namespaces ``used`` (see :meth:`plan`)."""
+        base = self._ends[start - 1] if start else 0
+        data: bytearray | memoryview = memoryview(self._data)[base : self._ends[end - 1]]
+        renumbered = used != list(range(len(used)))
+        if renumbered:
+            # Entries name their namespace by its place in this batch's nsInfo: rewrite the indexes in a copy.
+            local = {ns_id: position for position, ns_id in enumerate(used)}
+            data = bytearray(data)
+            offset = 0
+            ends, ns_ids = self._ends, self._ns_ids
+            for index in range(start, end):
+                _INT32.pack_into(data, offset + _NS_INDEX_OFFSET, local[ns_ids[index]])
+                offset = ends[index] - base
+        ns_documents = [{"ns": self._namespaces[ns_id]} for ns_id in used]
+        ops = DocumentSequence([PackedDocuments(data)], _OpsView(self, start, end, used if renumbered else None))
+        ns_info = DocumentSequence([encode(document) for document in ns_documents], ns_documents)
+        return ops, ns_info
+
+
+class _OpsView(Sequence[Mapping[str, Any]]):
+    """A batch's ``ops`` entries as command monitoring shows them, each built from its model only when someone
+    looks."""
+
+    __slots__ = ("_end", "_local", "_ops", "_start")
+
+    def __init__(self, ops: _PackedOps, start: int, end: int, used: list[int] | None) -> None:
+        self._ops = ops
+        self._start = start
+        self._end = end
+        self._local = None if used is None else {ns_id: position for position, ns_id in enumerate(used)}
+
+    def __len__(self) -> int:
+        return self._end - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("ops entry index out of range")
+        return self._ops.shown(self._start + index, self._local)
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        return (self[index] for index in range(len(self)))
 
 
 class ClientBulkWrite:
@@ -282,24 +395,8 @@ class ClientBulkWrite:
         self.write_concern = write_concern
         self.codec_options = codec_options
         self.acknowledged = acknowledged
-        ops: list[_Op] = []
-        for index, given in enumerate(models):
-            model = as_write_model(given)
-            namespace = model.namespace
-            if namespace is None:
-                raise InvalidOperation(
-                    f"MongoClient.bulk_write needs a namespace on every write model; model {index} has none"
-                )
-            _id = None
-            if isinstance(model, InsertOne):
-                document_bytes, _id = encode_insert(model.document, codec_options)
-                # {"insert": 0, "document": <document>} assembled around the already-encoded document.
-                size = len(_INSERT_OP_PREFIX) + 4 + len(document_bytes) + 1
-                encoded = b"".join((_INT32.pack(size), _INSERT_OP_PREFIX, document_bytes, b"\x00"))
-            else:
-                encoded = encode(model._client_op(0), codec_options=codec_options, max_size=None)
-            ops.append(_Op(model, namespace, encoded, model._kind, model._multi, _id))
-        if not ops:
+        ops = _PackedOps.encode(models, codec_options)
+        if not len(ops):
             raise InvalidOperation("MongoClient.bulk_write needs at least one write model")
         self._ops = ops
         body: dict[str, Any] = {"bulkWrite": 1, "errorsOnly": not verbose_results, "ordered": ordered}
@@ -374,7 +471,6 @@ class ClientBulkWrite:
         ops = self._ops
         for document in documents:
             index = batch.start + int(document["idx"])
-            op = ops[index]
             if document.get("ok") != 1:
                 error = dict(document)
                 error["idx"] = index
@@ -386,14 +482,15 @@ class ClientBulkWrite:
             self._any_success = True
             if not self.verbose_results:
                 continue
-            if op.kind == KIND_INSERT:
-                self._insert_results[index] = InsertOneResult(op._id, True)
-            elif op.kind == KIND_UPDATE:
+            kind = ops.model(index)._kind
+            if kind == KIND_INSERT:
+                self._insert_results[index] = InsertOneResult(ops.inserted_id(index), True)
+            elif kind == KIND_UPDATE:
                 raw: dict[str, Any] = {"n": document.get("n", 0), "nModified": document.get("nModified", 0)}
                 if "upserted" in document:
                     raw["upserted"] = document["upserted"]
                 self._update_results[index] = UpdateResult(raw, True, in_client_bulk=True)
-            elif op.kind == KIND_DELETE:
+            elif kind == KIND_DELETE:
                 self._delete_results[index] = DeleteResult({"n": document.get("n", 0)}, True)
 
     def _result(self) -> ClientBulkWriteResult:

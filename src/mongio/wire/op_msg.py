@@ -29,12 +29,14 @@ __all__ = [
     "CHECKSUM_PRESENT",
     "COMMAND_OVERHEAD",
     "EXHAUST_ALLOWED",
+    "LARGE_PACKED_SIZE",
     "MORE_TO_COME",
     "REQUIRED_BITS_MASK",
     "OpMsg",
     "OpMsgFlags",
     "PackedDocuments",
     "encode_command",
+    "encode_command_parts",
     "encode_op_msg",
     "parse_op_msg",
 ]
@@ -134,16 +136,52 @@ def encode_command(
     ``$db`` is added to the encoded body unless ``command`` already has it; ``command`` itself is never changed.
     Each ``document_sequences`` entry becomes a kind-1 section (documents given as mappings are encoded here,
     ``bytes`` are taken as already-encoded BSON, :class:`PackedDocuments` as several such documents, checked by
-whoever packed them). The message is compressed with ``compressor`` unless the
+    whoever packed them). The message is compressed with ``compressor`` unless the
     command is one that must never be compressed.
 
     Raises ``DocumentTooLarge`` when the command exceeds ``max_bson_size`` plus the command overhead, when one
     sequence document exceeds ``max_bson_size``, or when the whole message exceeds ``max_message_size``; the
     caller's batch splitting is expected to prevent the last one.
     """
+    parts = encode_command_parts(
+        request_id,
+        db,
+        command,
+        document_sequences=document_sequences,
+        flags=flags,
+        codec_options=codec_options,
+        max_bson_size=max_bson_size,
+        max_message_size=max_message_size,
+        compressor=compressor,
+    )
+    first = parts[0]
+    if len(parts) == 1 and isinstance(first, bytearray):
+        return first
+    return bytearray().join(parts)
+
+
+LARGE_PACKED_SIZE = 128 * 1024
+"""Packed documents from this size on are not copied into the message but are a part of it of their own."""
+
+
+def encode_command_parts(
+    request_id: int,
+    db: str,
+    command: Mapping[str, Any],
+    *,
+    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
+    flags: int = 0,
+    codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+    max_bson_size: int = DEFAULT_MAX_BSON_SIZE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    compressor: Compressor | None = None,
+) -> list[bytearray | bytes | memoryview]:
+    """:func:`encode_command` as buffers that make the message when written one after the other: a single
+    bytearray, except that :class:`PackedDocuments` of :data:`LARGE_PACKED_SIZE` bytes or more (a large
+    insert's documents) are parts of their own, as given, instead of being copied in. A compressed message is
+    one part. The packed documents must not change until the parts are written."""
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
     _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
-    body_start = len(out)
     # Encoded straight into the message; the limits are checked below.
     _encode_into(out, command, codec_options)
     if "$db" not in command:
@@ -154,41 +192,71 @@ whoever packed them). The message is compressed with ``compressor`` unless the
         out += _INT32.pack(len(name) + 1)
         out += name
         out += b"\x00\x00"
-        _INT32.pack_into(out, body_start, len(out) - body_start)
-    body_size = len(out) - body_start
+        _INT32.pack_into(out, _BODY_START, len(out) - _BODY_START)
+    body_size = len(out) - _BODY_START
     if body_size > max_bson_size + COMMAND_OVERHEAD:
         raise DocumentTooLarge(
             f"command {_command_name(command)!r} is {body_size} bytes, over the server's limit of "
             f"{max_bson_size + COMMAND_OVERHEAD} (maxBsonObjectSize {max_bson_size} plus {COMMAND_OVERHEAD})"
         )
-    if document_sequences:
-        for identifier, documents in document_sequences.items():
-            size_at = _append_sequence(out, identifier, ())
-            for index, document in enumerate(documents):
-                if isinstance(document, PackedDocuments):
-                    out += document.data
-                    continue
-                start = len(out)
-                if isinstance(document, bytes | bytearray):
-                    out += document
-                else:
-                    _encode_into(out, document, codec_options)
-                size = len(out) - start
-                if size > max_bson_size:
-                    raise DocumentTooLarge(
-                        f"document {index} of {identifier!r} is {size} bytes, over the server's "
-                        f"maxBsonObjectSize of {max_bson_size}"
-                    )
-            _INT32.pack_into(out, size_at, len(out) - size_at)
-    if len(out) > max_message_size:
+    parts: list[bytearray | bytes | memoryview] = [out]
+    length = (
+        _append_sequences(parts, out, document_sequences, codec_options, max_bson_size)
+        if document_sequences
+        else len(out)
+    )
+    if length > max_message_size:
         raise DocumentTooLarge(
-            f"the {_command_name(command)!r} message is {len(out)} bytes, over the server's "
+            f"the {_command_name(command)!r} message is {length} bytes, over the server's "
             f"maxMessageSizeBytes of {max_message_size}; split the batch"
         )
-    HEADER.pack_into(out, 0, len(out), request_id, 0, OP_MSG)
+    HEADER.pack_into(out, 0, length, request_id, 0, OP_MSG)
     if compressor is not None and may_compress(_command_name(command)):
-        return compress_message(out, compressor)
-    return out
+        return [compress_message(out if len(parts) == 1 else b"".join(parts), compressor)]
+    return parts
+
+
+# Where the kind-0 section's document starts: after the header, flagBits and the section's kind byte.
+_BODY_START = HEADER_SIZE + _FLAGS_AND_KIND0.size
+
+
+def _append_sequences(
+    parts: list[bytearray | bytes | memoryview],
+    out: bytearray,
+    document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]],
+    codec_options: CodecOptions,
+    max_bson_size: int,
+) -> int:
+    """Append the kind-1 sections to the message ``parts``, whose only part so far is ``out``: large packed
+    documents become parts of their own, what follows them a new bytearray. Returns the message's length."""
+    before = 0  # the bytes of the parts before ``out``
+    for identifier, documents in document_sequences.items():
+        size_part, size_at = out, _append_sequence(out, identifier, ())
+        section_start = before + size_at
+        for index, document in enumerate(documents):
+            if isinstance(document, PackedDocuments):
+                if len(document.data) < LARGE_PACKED_SIZE:
+                    out += document.data
+                    continue
+                before += len(out) + len(document.data)
+                out = bytearray()
+                parts += (document.data, out)
+                continue
+            start = len(out)
+            if isinstance(document, bytes | bytearray):
+                out += document
+            else:
+                _encode_into(out, document, codec_options)
+            size = len(out) - start
+            if size > max_bson_size:
+                raise DocumentTooLarge(
+                    f"document {index} of {identifier!r} is {size} bytes, over the server's "
+                    f"maxBsonObjectSize of {max_bson_size}"
+                )
+        _INT32.pack_into(size_part, size_at, before + len(out) - section_start)
+    if len(parts) > 1 and not out:
+        del parts[-1]
+    return before + len(out)
 
 
 def _command_name(command: Mapping[str, Any]) -> str:
@@ -259,7 +327,10 @@ def parse_op_msg(
             section_end = offset + size
             if size < 5 or section_end > end:
                 raise ProtocolError(f"OP_MSG document sequence size {size} does not fit the message")
-            terminator = bytes(view[offset + 4 : section_end]).find(b"\x00")
+            # The identifier is short: look for its NUL in the first bytes before copying the whole section.
+            terminator = bytes(view[offset + 4 : min(section_end, offset + 68)]).find(b"\x00")
+            if terminator < 0 and section_end > offset + 68:
+                terminator = bytes(view[offset + 4 : section_end]).find(b"\x00")
             if terminator < 0:
                 raise ProtocolError("OP_MSG document sequence identifier is not NUL-terminated")
             identifier = bytes(view[offset + 4 : offset + 4 + terminator]).decode("utf-8", "replace")
