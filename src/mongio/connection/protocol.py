@@ -54,6 +54,9 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._unclaimed: deque[bytes] = deque()
         self._lost_reason: str | None = None
+        self.lost = False
+        """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``).
+        Set by the protocol alone; a plain attribute, since every exchange reads it."""
         self._lost_error: BaseException | None = None
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -61,11 +64,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._closed_waiter: asyncio.Future[None] | None = None
 
     # -- state --------------------------------------------------------------------------------------------
-
-    @property
-    def lost(self) -> bool:
-        """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``)."""
-        return self._lost_reason is not None
 
     @property
     def lost_reason(self) -> str | None:
@@ -142,7 +140,10 @@ class MessageProtocol(asyncio.BufferedProtocol):
             self._unclaimed.append(bytes(message))
             return
         self._waiter = self._parser = None
-        self._cancel_timer()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            self._timer = None
         try:
             result = parser(message)
         except Exception as exc:
@@ -264,6 +265,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
         # and the socket is closed here.
         self._lost_reason = self._lost_reason or reason
+        self.lost = True
         self._lost_error = self._lost_error or error
         self._waiter = self._parser = self._timer = self._drain_waiter = self._closed_waiter = None
         self._connection_lost = True
@@ -274,6 +276,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if self._lost_reason is not None:
             return
         self._lost_reason = reason
+        self.lost = True
         self._lost_error = error
         self._cancel_timer()
         waiter = self._waiter
