@@ -189,6 +189,7 @@ class FakeTopology:
             knows_a_data_bearing_server=True,
             topology_type=TopologyType.ReplicaSetWithPrimary,
             common_wire_version=21,
+            get=lambda address: server.description if address == server.address else None,
         )
         self.settings = SimpleNamespace(load_balanced=False)
 

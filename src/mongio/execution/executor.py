@@ -261,9 +261,9 @@ class Executor:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return (await self._run(topology, operation, session, address, pin)).result
+            return (await self._run(topology, operation, session, address, pin))[0]
         with csot.timeout(timeout):
-            return (await self._run(topology, operation, session, address, pin)).result
+            return (await self._run(topology, operation, session, address, pin))[0]
 
     async def execute_answered(
         self,
@@ -289,9 +289,9 @@ class Executor:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return await self._run(topology, operation, session, address, pin)
+            return Answered(*await self._run(topology, operation, session, address, pin))
         with csot.timeout(timeout):
-            return await self._run(topology, operation, session, address, pin)
+            return Answered(*await self._run(topology, operation, session, address, pin))
 
     def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
         """Check that ``session`` may run an operation; return the timeout to set for it (``None``: none,
@@ -435,8 +435,9 @@ class Executor:
         session: ClientSession | None,
         address: Address | None,
         pin: ConnectionPin | None = None,
-    ) -> Answered[R]:
-        """The retry loop: attempts until one succeeds or the retry rules end the operation."""
+    ) -> tuple[R, Address]:
+        """The retry loop: attempts until one succeeds or the retry rules end the operation. Returns the
+        result and the address of the server that gave it (a plain pair: most callers want the result)."""
         run = _Execution(op, session, address, self._operation_id())
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
@@ -470,7 +471,7 @@ class Executor:
             if run.trace is not None:
                 run.trace.end()
 
-    async def _attempt(self, topology: Topology, run: _Execution[R]) -> Answered[R]:
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
         """One attempt: select a server, check a connection out (or take the transaction's), run the command
         on it. The connection goes back to its pool and the server's operation count comes down whatever ends
         the attempt, cancellation included. Returns the result and the server that gave it."""
@@ -484,7 +485,7 @@ class Executor:
         try:
             run.server_address = server.address
             described = topology.description
-            description = server.description
+            description = described.get(server.address) or server.description
             run.from_mongos = description.server_type is ServerType.Mongos
             pool = server.pool
             if pool is None:
@@ -510,7 +511,7 @@ class Executor:
                 if topology.description is not described:
                     # The description changed while a connection was being opened: the server's current one.
                     described = topology.description
-                    description = server.description
+                    description = described.get(server.address) or server.description
             try:
                 result = await self._on_connection(topology, run, server, pool, conn, described, description)
                 if (
@@ -533,7 +534,7 @@ class Executor:
                     pool.check_in(conn)
         finally:
             server.operation_finished()
-        return Answered(result, server.address)
+        return result, server.address
 
     async def _on_connection(
         self,
@@ -652,7 +653,10 @@ class Executor:
         error (not raised: the caller may ignore a NamespaceNotFound)."""
         op = run.op
         body, sequences = command
-        events, span = self._observers(run, conn, address, command)
+        events: CommandEvents | None = None
+        span: CommandSpan | None = None
+        if run.trace is not None or self._publisher.enabled:
+            events, span = self._observers(run, conn, address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
         deadline = csot.current_deadline()
         request_id = 0
