@@ -10,6 +10,7 @@ arrives while nobody waits (the next reply of an exhaust stream, or stray data) 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 from collections import deque
@@ -43,7 +44,14 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self.address = address
         self.max_message_size = max_message_size
         self.transport: asyncio.Transport | None = None
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
+        # The future of each reply: asyncio's own loops make a plain Future, made here without the two
+        # Python calls of their create_future(); other loops (uvloop) make theirs.
+        self._new_future: Callable[[], asyncio.Future[Any]] = (
+            functools.partial(asyncio.Future, loop=loop)
+            if type(loop).create_future is asyncio.BaseEventLoop.create_future
+            else loop.create_future
+        )
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._start = 0  # first unconsumed byte
@@ -190,7 +198,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         """
         if self._waiter is not None and not self._waiter.done():
             raise InvalidOperation(f"a task is already waiting for a message from {self.address}")
-        future: asyncio.Future[T] = self.loop.create_future()
+        future: asyncio.Future[T] = self._new_future()
         if self._unclaimed:
             data = self._unclaimed.popleft()
             try:
