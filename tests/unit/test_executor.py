@@ -138,6 +138,9 @@ class FakeConnection:
         self.address = ADDRESS
 
     async def send(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
+        return self.send_nowait(db, body, **kwargs)
+
+    def send_nowait(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
         self.sent.append(dict(body))
         return len(self.sent)
 

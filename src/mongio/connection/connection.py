@@ -308,6 +308,36 @@ class Connection:
     ) -> int:
         """Write one request and return its request id; read the reply with ``receive()`` unless
         ``more_to_come`` was set (then no reply will come)."""
+        request_id = self._send(
+            db, command, document_sequences, codec_options, compress, more_to_come, exhaust_allowed
+        )
+        if more_to_come:
+            await self._drain(deadline)
+        return request_id
+
+    def send_nowait(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        *,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        compress: bool = True,
+    ) -> int:
+        """:meth:`send` for a request that expects its reply (read it with ``receive()``): it never suspends,
+        since only an unacknowledged request waits for the write buffer to drain."""
+        return self._send(db, command, document_sequences, codec_options, compress, False, False)
+
+    def _send(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None,
+        codec_options: CodecOptions,
+        compress: bool,
+        more_to_come: bool,
+        exhaust_allowed: bool,
+    ) -> int:
         if self._closed or self._protocol.lost or self._awaiting_reply:
             self._check_can_send()
         flags = 0
@@ -330,8 +360,6 @@ class Connection:
             compressor=self.compressor if compress else None,
         )
         self._write(message, request_id, expect_reply=not more_to_come)
-        if more_to_come:
-            await self._drain(deadline)
         return request_id
 
     async def legacy_command(

@@ -662,14 +662,19 @@ class Executor:
         request_id = 0
         run.sent = True
         try:
-            request_id = await conn.send(
-                op.database,
-                body,
-                document_sequences=sequences,
-                codec_options=op.codec_options,
-                more_to_come=not run.acknowledged,
-                deadline=deadline,
-            )
+            if run.acknowledged:
+                request_id = conn.send_nowait(
+                    op.database, body, document_sequences=sequences, codec_options=op.codec_options
+                )
+            else:
+                request_id = await conn.send(
+                    op.database,
+                    body,
+                    document_sequences=sequences,
+                    codec_options=op.codec_options,
+                    more_to_come=True,
+                    deadline=deadline,
+                )
             # The transaction is under way once its first command is on the wire; a client-side error (an
             # unencodable document) leaves it starting.
             run.transaction_started = run.in_transaction
@@ -1089,7 +1094,7 @@ def _add_write_concern(body: dict[str, Any], op: Operation[Any], in_transaction:
     if csot.current_deadline() is None:
         return
     concern = body.get("writeConcern")
-    if concern is not None and isinstance(concern, Mapping) and "wtimeout" in concern and not op.is_user_command:
+    if isinstance(concern, Mapping) and "wtimeout" in concern and not op.is_user_command:
         concern = {key: value for key, value in concern.items() if key != "wtimeout"}
         if concern:
             body["writeConcern"] = concern
