@@ -48,6 +48,9 @@ class FakeConnection:
         self.address = ADDRESS
 
     async def send(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
+        return self.send_nowait(db, body, **kwargs)
+
+    def send_nowait(self, db: str, body: dict[str, Any], **kwargs: Any) -> int:
         self.sent.append(dict(body))
         return len(self.sent)
 
@@ -99,6 +102,7 @@ class FakeTopology:
             knows_a_data_bearing_server=True,
             topology_type=TopologyType.ReplicaSetWithPrimary,
             common_wire_version=21,
+            get=lambda address: server.description if address == server.address else None,
         )
         self.settings = SimpleNamespace(load_balanced=False)
 

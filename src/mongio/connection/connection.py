@@ -308,7 +308,38 @@ class Connection:
     ) -> int:
         """Write one request and return its request id; read the reply with ``receive()`` unless
         ``more_to_come`` was set (then no reply will come)."""
-        self._check_can_send()
+        request_id = self._send(
+            db, command, document_sequences, codec_options, compress, more_to_come, exhaust_allowed
+        )
+        if more_to_come:
+            await self._drain(deadline)
+        return request_id
+
+    def send_nowait(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        *,
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        compress: bool = True,
+    ) -> int:
+        """:meth:`send` for a request that expects its reply (read it with ``receive()``): it never suspends,
+        since only an unacknowledged request waits for the write buffer to drain."""
+        return self._send(db, command, document_sequences, codec_options, compress, False, False)
+
+    def _send(
+        self,
+        db: str,
+        command: Mapping[str, Any],
+        document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None,
+        codec_options: CodecOptions,
+        compress: bool,
+        more_to_come: bool,
+        exhaust_allowed: bool,
+    ) -> int:
+        if self._closed or self._protocol.lost or self._awaiting_reply:
+            self._check_can_send()
         flags = 0
         if more_to_come:
             flags |= MORE_TO_COME
@@ -329,8 +360,6 @@ class Connection:
             compressor=self.compressor if compress else None,
         )
         self._write(message, request_id, expect_reply=not more_to_come)
-        if more_to_come:
-            await self._drain(deadline)
         return request_id
 
     async def legacy_command(
@@ -382,22 +411,16 @@ class Connection:
         deadline: float | None = None,
     ) -> dict[str, Any]:
         """Read the next reply to the request last sent (or the next reply of an exhaust stream)."""
-        if self.closed:
-            raise AutoReconnect(
-                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
-            )
-        if not self._awaiting_reply:
-            raise InvalidOperation(f"connection {self.id} to {self.name} has no reply to receive")
-        if self._receiving:
-            raise InvalidOperation(
-                f"another task is already receiving on connection {self.id} to {self.name}"
-            )
+        if self._closed or self._protocol.lost or not self._awaiting_reply or self._receiving:
+            self._refuse_receive()
         self._receiving = True
         self._codec_options = codec_options
+        if deadline is None and not self.socket_timeout:
+            effective_deadline = None
+        else:
+            effective_deadline = self._effective_deadline(deadline)
         try:
-            reply: dict[str, Any] = await self._protocol.wait_message(
-                self._parse_reply, self._effective_deadline(deadline)
-            )
+            reply: dict[str, Any] = await self._protocol.wait_message(self._parse_reply, effective_deadline)
         except BaseException as exc:
             self._interrupted(exc)
             raise
@@ -407,6 +430,15 @@ class Connection:
         if check:
             check_command_reply(reply, self.max_wire_version)
         return reply
+
+    def _refuse_receive(self) -> None:
+        if self.closed:
+            raise AutoReconnect(
+                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
+            )
+        if not self._awaiting_reply:
+            raise InvalidOperation(f"connection {self.id} to {self.name} has no reply to receive")
+        raise InvalidOperation(f"another task is already receiving on connection {self.id} to {self.name}")
 
     def _effective_deadline(self, deadline: float | None) -> float | None:
         if deadline is not None:

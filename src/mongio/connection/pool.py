@@ -401,7 +401,11 @@ class Pool(Generic[C]):
         new connection failed with.
         """
         started = time.monotonic()
-        self._publish.connection_check_out_started()
+        publish = self._publish
+        # Asked once for the started and checked-out events of the usual, synchronous, check-out.
+        observed = publish.enabled
+        if observed:
+            publish.connection_check_out_started()
         if self._state != PoolState.READY:
             raise self._refused(started)
         if not self._waiters:
@@ -409,7 +413,8 @@ class Pool(Generic[C]):
                 conn = self._take_idle()
                 if conn is not None:
                     self._in_use.add(conn)
-                    self._publish.connection_checked_out(conn.id, started)
+                    if observed:
+                        publish.connection_checked_out(conn.id, started)
                     return conn
             if self._total < self._max_size and self._pending < self._max_connecting:
                 self._pending += 1

@@ -10,6 +10,7 @@ arrives while nobody waits (the next reply of an exhaust stream, or stray data) 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 from collections import deque
@@ -43,7 +44,14 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self.address = address
         self.max_message_size = max_message_size
         self.transport: asyncio.Transport | None = None
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
+        # The future of each reply: asyncio's own loops make a plain Future, made here without the two
+        # Python calls of their create_future(); other loops (uvloop) make theirs.
+        self._new_future: Callable[[], asyncio.Future[Any]] = (
+            functools.partial(asyncio.Future, loop=loop)
+            if type(loop).create_future is asyncio.BaseEventLoop.create_future
+            else loop.create_future
+        )
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._start = 0  # first unconsumed byte
@@ -54,6 +62,9 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._unclaimed: deque[bytes] = deque()
         self._lost_reason: str | None = None
+        self.lost = False
+        """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``).
+        Set by the protocol alone; a plain attribute, since every exchange reads it."""
         self._lost_error: BaseException | None = None
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -61,11 +72,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._closed_waiter: asyncio.Future[None] | None = None
 
     # -- state --------------------------------------------------------------------------------------------
-
-    @property
-    def lost(self) -> bool:
-        """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``)."""
-        return self._lost_reason is not None
 
     @property
     def lost_reason(self) -> str | None:
@@ -142,7 +148,10 @@ class MessageProtocol(asyncio.BufferedProtocol):
             self._unclaimed.append(bytes(message))
             return
         self._waiter = self._parser = None
-        self._cancel_timer()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            self._timer = None
         try:
             result = parser(message)
         except Exception as exc:
@@ -189,7 +198,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         """
         if self._waiter is not None and not self._waiter.done():
             raise InvalidOperation(f"a task is already waiting for a message from {self.address}")
-        future: asyncio.Future[T] = self.loop.create_future()
+        future: asyncio.Future[T] = self._new_future()
         if self._unclaimed:
             data = self._unclaimed.popleft()
             try:
@@ -264,6 +273,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
         # and the socket is closed here.
         self._lost_reason = self._lost_reason or reason
+        self.lost = True
         self._lost_error = self._lost_error or error
         self._waiter = self._parser = self._timer = self._drain_waiter = self._closed_waiter = None
         self._connection_lost = True
@@ -274,6 +284,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if self._lost_reason is not None:
             return
         self._lost_reason = reason
+        self.lost = True
         self._lost_error = error
         self._cancel_timer()
         waiter = self._waiter

@@ -248,9 +248,9 @@ def max_time_policy() -> MaxTimePolicy:
     return _MAX_TIME.get()
 
 
-def current_deadline() -> float | None:
-    """The deadline in force (a ``time.monotonic()`` value, ``math.inf``), or ``None`` when CSOT is off."""
-    return _DEADLINE.get()
+current_deadline: Callable[[], float | None] = _DEADLINE.get
+"""``current_deadline()``: the deadline in force (a ``time.monotonic()`` value, ``math.inf``), or ``None`` when
+CSOT is off. The context variable's own ``get``, so every operation asks it without a Python call."""
 
 
 def is_enabled() -> bool:

@@ -238,9 +238,11 @@ class Executor:
 
     def release_server_session(self, server_session: ServerSession) -> None:
         """Give a server session back to the client's pool (dirty or expiring ones are dropped)."""
-        if self._topology is not None and self._topology.closed:
-            return
-        self.session_pool.release(server_session, self._session_timeout())
+        topology = self._topology
+        if topology is None:
+            self.session_pool.release(server_session, None)
+        elif not topology.closed:
+            self.session_pool.release(server_session, topology.description.logical_session_timeout_minutes)
 
     # -- running operations ------------------------------------------------------------------------------------
 
@@ -259,9 +261,9 @@ class Executor:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return (await self._run(topology, operation, session, address, pin)).result
+            return (await self._run(topology, operation, session, address, pin))[0]
         with csot.timeout(timeout):
-            return (await self._run(topology, operation, session, address, pin)).result
+            return (await self._run(topology, operation, session, address, pin))[0]
 
     async def execute_answered(
         self,
@@ -287,9 +289,9 @@ class Executor:
             topology = await self._client._open_topology()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
-            return await self._run(topology, operation, session, address, pin)
+            return Answered(*await self._run(topology, operation, session, address, pin))
         with csot.timeout(timeout):
-            return await self._run(topology, operation, session, address, pin)
+            return Answered(*await self._run(topology, operation, session, address, pin))
 
     def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
         """Check that ``session`` may run an operation; return the timeout to set for it (``None``: none,
@@ -298,6 +300,8 @@ class Executor:
             session._check_usable(self._client)
         if csot.current_deadline() is not None:
             return None
+        if level_timeout is None and session is None:
+            return self._timeout  # what timeout_in_force gives without a level or a session
         return self.operation_timeout(level_timeout, session)
 
     def operation_timeout(
@@ -431,8 +435,9 @@ class Executor:
         session: ClientSession | None,
         address: Address | None,
         pin: ConnectionPin | None = None,
-    ) -> Answered[R]:
-        """The retry loop: attempts until one succeeds or the retry rules end the operation."""
+    ) -> tuple[R, Address]:
+        """The retry loop: attempts until one succeeds or the retry rules end the operation. Returns the
+        result and the address of the server that gave it (a plain pair: most callers want the result)."""
         run = _Execution(op, session, address, self._operation_id())
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
@@ -466,23 +471,25 @@ class Executor:
             if run.trace is not None:
                 run.trace.end()
 
-    async def _attempt(self, topology: Topology, run: _Execution[R]) -> Answered[R]:
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
         """One attempt: select a server, check a connection out (or take the transaction's), run the command
         on it. The connection goes back to its pool and the server's operation count comes down whatever ends
         the attempt, cancellation included. Returns the result and the server that gave it."""
         # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
-        # end by min(serverSelectionTimeoutMS, the time left).
-        selection_end = csot.selection_deadline(self._selection_timeout)
+        # end by min(serverSelectionTimeoutMS, the time left). Without CSOT neither bounds the checkout.
+        csot_on = csot.current_deadline() is not None
+        selection_end = csot.selection_deadline(self._selection_timeout) if csot_on else 0.0
         server = await self._select(
             topology, run.op, run.address, run.deprioritized, run.transaction_bound, run.operation_id
         )
         try:
             run.server_address = server.address
-            run.from_mongos = server.description.server_type is ServerType.Mongos
+            described = topology.description
+            description = described.get(server.address) or server.description
+            run.from_mongos = description.server_type is ServerType.Mongos
             pool = server.pool
             if pool is None:
                 raise ConnectionFailure(f"no connection pool for {server.address}")
-            wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
             session = run.session
             pin = run.pin
             # Load balanced: every command of a transaction on its first connection, every command of a
@@ -495,10 +502,18 @@ class Executor:
             if conn is None and pin is not None:
                 conn = pin.connection_from(pool)
             if conn is None:
-                with csot.establishing_until(selection_end):
-                    conn = await pool.check_out(wait)
+                if csot_on:
+                    wait = csot.checkout_timeout(selection_end, self._wait_queue_timeout)
+                    with csot.establishing_until(selection_end):
+                        conn = await pool.check_out(wait)
+                else:
+                    conn = await pool.check_out(self._wait_queue_timeout)
+                if topology.description is not described:
+                    # The description changed while a connection was being opened: the server's current one.
+                    described = topology.description
+                    description = described.get(server.address) or server.description
             try:
-                result = await self._on_connection(topology, run, server, pool, conn)
+                result = await self._on_connection(topology, run, server, pool, conn, described, description)
                 if (
                     pin is not None
                     and _keeps_cursor_open(result)
@@ -519,17 +534,24 @@ class Executor:
                     pool.check_in(conn)
         finally:
             server.operation_finished()
-        return Answered(result, server.address)
+        return result, server.address
 
     async def _on_connection(
-        self, topology: Topology, run: _Execution[R], server: Server, pool: PoolLike, conn: Connection
+        self,
+        topology: Topology,
+        run: _Execution[R],
+        server: Server,
+        pool: PoolLike,
+        conn: Connection,
+        described: TopologyDescription,
+        description: ServerDescription,
     ) -> R:
-        """The command on ``conn``: its session and txnNumber, the build, the fields the executor owns, the
-        exchange, and the reply made into the result."""
+        """The command on ``conn`` (to ``server``, described by ``description`` in the topology's current
+        ``described``): its session and txnNumber, the build, the fields the executor owns, the exchange, and
+        the reply made into the result."""
         op = run.op
-        description = server.description
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
-        server_session = self._server_session_for(topology, run, description)
+        server_session = self._server_session_for(topology, described, run, description)
         self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
         run.wire_version = conn.max_wire_version
@@ -545,10 +567,12 @@ class Executor:
             body["txnNumber"] = run.txn_number
         if run.in_transaction and run.session is not None and server_session is not None:
             body.update(run.session._transaction_fields())
-            sharded = topology.description.topology_type is TopologyType.Sharded
+            sharded = described.topology_type is TopologyType.Sharded
             load_balanced = topology.settings.load_balanced
             run.session._pin(server.address if sharded else None, pool, conn if load_balanced else None)
-        self._add_fields(body, op, run.session, description, topology, in_transaction=run.transaction_bound)
+        self._add_fields(
+            body, op, run.session, description, described.topology_type, in_transaction=run.transaction_bound
+        )
         body["$db"] = op.database
         reply, error = await self._exchange(run, conn, server.address, command, server_session)
         if error is not None:
@@ -560,11 +584,15 @@ class Executor:
         return op.handle_response(reply, conn)
 
     def _server_session_for(
-        self, topology: Topology, run: _Execution[Any], server: ServerDescription
+        self,
+        topology: Topology,
+        description: TopologyDescription,
+        run: _Execution[Any],
+        server: ServerDescription,
     ) -> ServerSession | None:
         """The server session the command carries: the caller's session's, else one taken for this operation
-        alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions."""
-        description = topology.description
+        alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions (as the
+        topology's ``description`` says)."""
         load_balanced = topology.settings.load_balanced
         minutes = description.logical_session_timeout_minutes
         if minutes is None and not description.knows_a_data_bearing_server:
@@ -625,20 +653,28 @@ class Executor:
         error (not raised: the caller may ignore a NamespaceNotFound)."""
         op = run.op
         body, sequences = command
-        events, span = self._observers(run, conn, address, command)
+        events: CommandEvents | None = None
+        span: CommandSpan | None = None
+        if run.trace is not None or self._publisher.enabled:
+            events, span = self._observers(run, conn, address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
         deadline = csot.current_deadline()
         request_id = 0
         run.sent = True
         try:
-            request_id = await conn.send(
-                op.database,
-                body,
-                document_sequences=sequences,
-                codec_options=op.codec_options,
-                more_to_come=not run.acknowledged,
-                deadline=deadline,
-            )
+            if run.acknowledged:
+                request_id = conn.send_nowait(
+                    op.database, body, document_sequences=sequences, codec_options=op.codec_options
+                )
+            else:
+                request_id = await conn.send(
+                    op.database,
+                    body,
+                    document_sequences=sequences,
+                    codec_options=op.codec_options,
+                    more_to_come=True,
+                    deadline=deadline,
+                )
             # The transaction is under way once its first command is on the wire; a client-side error (an
             # unencodable document) leaves it starting.
             run.transaction_started = run.in_transaction
@@ -808,7 +844,7 @@ class Executor:
         op: Operation[Any],
         session: ClientSession | None,
         description: ServerDescription,
-        topology: Topology,
+        topology_type: TopologyType,
         *,
         in_transaction: bool = False,
     ) -> None:
@@ -825,7 +861,6 @@ class Executor:
             _add_read_concern(body, op, session, description)
         _add_write_concern(body, op, in_transaction)
         if "$readPreference" not in body:
-            topology_type = topology.description.topology_type
             if in_transaction:
                 read_preference = _transaction_read_preference(op, description, topology_type)
             else:
@@ -834,7 +869,7 @@ class Executor:
                 body["$readPreference"] = read_preference
         if self._api_fields and "apiVersion" not in body:
             body.update(self._api_fields)
-        if csot.is_enabled():
+        if csot.current_deadline() is not None:
             _add_max_time(body, op, description)
 
     # -- closing -------------------------------------------------------------------------------------------
@@ -1056,13 +1091,10 @@ def _add_write_concern(body: dict[str, Any], op: Operation[Any], in_transaction:
         write_concern = op.write_concern
         if write_concern is not None and not write_concern.is_server_default:
             body["writeConcern"] = write_concern.document
+    if csot.current_deadline() is None:
+        return
     concern = body.get("writeConcern")
-    if (
-        isinstance(concern, Mapping)
-        and "wtimeout" in concern
-        and csot.is_enabled()
-        and not op.is_user_command
-    ):
+    if isinstance(concern, Mapping) and "wtimeout" in concern and not op.is_user_command:
         concern = {key: value for key, value in concern.items() if key != "wtimeout"}
         if concern:
             body["writeConcern"] = concern

@@ -80,7 +80,18 @@ class ClusterClock:
 
     def advance(self, cluster_time: ClusterTime | None) -> bool:
         """Take ``cluster_time`` if it is newer; return whether it was."""
-        if cluster_time is not None and compare_cluster_times(cluster_time, self._cluster_time) > 0:
+        if cluster_time is None:
+            return False
+        current = self._cluster_time
+        if current is not None:
+            new, old = cluster_time.get("clusterTime"), current.get("clusterTime")
+            if type(new) is Timestamp and type(old) is Timestamp:
+                # The usual case (every reply carries one): both decoded by mongio, compared directly.
+                if new > old:
+                    self._cluster_time = cluster_time
+                    return True
+                return False
+        if compare_cluster_times(cluster_time, current) > 0:
             self._cluster_time = cluster_time
             return True
         return False
@@ -88,7 +99,9 @@ class ClusterClock:
     def advance_from_reply(self, reply: Mapping[str, Any]) -> bool:
         """Advance with the reply's ``$clusterTime``, if it has one."""
         cluster_time = reply.get("$clusterTime")
-        return isinstance(cluster_time, Mapping) and self.advance(cluster_time)
+        if cluster_time is None or not (type(cluster_time) is dict or isinstance(cluster_time, Mapping)):
+            return False
+        return self.advance(cluster_time)
 
     def __repr__(self) -> str:
         return f"ClusterClock({self._cluster_time!r})"
