@@ -21,11 +21,10 @@ from mongio.cursor import (
     Cursor,
     RawBatchCommandCursor,
     RawBatchCursor,
-    find_first,
     raw_batch_codec_options,
 )
 from mongio.errors import ConfigurationError
-from mongio.execution.deadline import TimeoutMode, current_deadline, level_timeout
+from mongio.execution.deadline import TimeoutMode, level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
@@ -145,11 +144,6 @@ _MAX_TIME_OPTIONS = {
 }
 # find_one's arguments that Find takes as they are (the Cursor changes none of them but ``sort``, which Find
 # normalizes the same way): with only these, find_one runs its Find without a Cursor.
-_FIND_ONE_DIRECT = frozenset(
-    {"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"}
-)
-
-
 def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in kwargs.items():
@@ -613,26 +607,9 @@ class Collection(Generic[_D]):
         """
         if filter is not None and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(
-            kwargs
-        ):
-            session = kwargs.pop("session", None)
-            # Under a client-side operation timeout the cursor's timeout rules apply; without one a single
-            # batch needs nothing of a cursor, which would cost about an eighth of a find_one's CPU.
-            if current_deadline() is None and (
-                self._database.client._executor.operation_timeout(self._timeout, session) is None
-            ):
-                if args:
-                    kwargs["projection"] = args[0]
-                document: _D | None = await find_first(self, filter, session, **kwargs)
-                return document
-            kwargs["session"] = session
         kwargs["limit"] = -1
         cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
-        async with cursor:
-            async for document in cursor:
-                return document
-        return None
+        return await cursor._first_document()
 
     def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:
         """Like :meth:`find`, but each item is a whole batch from the server as ``bytes`` (the BSON of its
