@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.change_stream import CollectionChangeStream
 from mongio.cursor import (
+    SINGLE_BATCH_OPTIONS,
     CommandCursor,
     Cursor,
     RawBatchCommandCursor,
@@ -605,10 +606,19 @@ class Collection(Generic[_D]):
 
         ``doc = await coll.find_one({"sku": "a1"})``
         """
-        if filter is not None and not isinstance(filter, Mapping):
+        if filter is not None and type(filter) is not dict and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        kwargs["limit"] = -1
-        cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
+        if len(args) == 1 and "projection" not in kwargs:
+            kwargs["projection"] = args[0]
+            args = ()
+        session = kwargs.pop("session", None)
+        cursor: Cursor[_D]
+        if not args and SINGLE_BATCH_OPTIONS.issuperset(kwargs):
+            cursor = Cursor._for_find_one(self, filter, session, kwargs)
+        else:
+            kwargs["session"] = session
+            kwargs["limit"] = -1
+            cursor = self.find(filter, *args, **kwargs)
         return await cursor._first_document()
 
     def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:

@@ -81,6 +81,35 @@ _RUN_STATE = (
     "_limit_reached",
 )
 
+# The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
+_DEFAULT_SPEC: dict[str, Any] = {
+    "filter": None,
+    "projection": None,
+    "skip": 0,
+    "limit": 0,
+    "batch_size": 0,
+    "no_cursor_timeout": None,
+    "cursor_type": CursorType.NON_TAILABLE,
+    "sort": None,
+    "allow_partial_results": None,
+    "oplog_replay": None,
+    "collation": None,
+    "hint": None,
+    "max_scan": None,
+    "max_time_ms": None,
+    "max_await_time_ms": None,
+    "max": None,
+    "min": None,
+    "return_key": None,
+    "show_record_id": None,
+    "comment": None,
+    "allow_disk_use": None,
+    "let": None,
+    "raw_data": None,
+}
+# The options Cursor._for_find_one takes by name (find_one's common ones): each goes to Find as given.
+SINGLE_BATCH_OPTIONS = frozenset({"projection", "sort", "hint", "comment", "collation", "max_time_ms", "let"})
+
 
 class _CursorBase(Generic[_T]):
     """What both cursor kinds share: the buffered batch, getMore on the cursor's server, the implicit
@@ -489,7 +518,8 @@ class _CursorBase(Generic[_T]):
             hook(self._address, self._namespace, cursor_id, session)
 
     def __del__(self) -> None:
-        if getattr(self, "_started", False) and not getattr(self, "_killed", True):
+        # The class holds both flags, so a cursor whose __init__ failed has them too.
+        if self._started and not self._killed:
             try:
                 self._abandon(finalizing=True)
             except Exception:  # a finalizer must not raise, and nothing more can be done here
@@ -579,6 +609,33 @@ class Cursor(_CursorBase[_T]):
         # Built now so that a bad value fails at the call that gave it; kept for the first run.
         self._prepared: Find | None = self._find_operation()
 
+    @classmethod
+    def _for_find_one(
+        cls, collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any, options: dict[str, Any]
+    ) -> Cursor[Any]:
+        """The cursor of ``find_one``: ``limit`` -1 and the options of :data:`SINGLE_BATCH_OPTIONS` given by
+        name. What ``Cursor(collection, filter, session=session, limit=-1, **options)`` makes, with its
+        ``find`` built from the options given alone (passing every option, unset ones included, would cost
+        a good part of a find_one's CPU)."""
+        if "sort" in options and not options["sort"]:
+            options["sort"] = None  # an empty sort means none, as in __init__
+        cursor: Cursor[Any] = cls.__new__(cls)
+        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
+        cursor._level_timeout = collection._timeout
+        cursor._collection = collection
+        cursor._spec = {**_DEFAULT_SPEC, **options, "filter": filter, "limit": -1}
+        cursor._prepared = Find(
+            collection.database.name,
+            collection.name,
+            filter,
+            limit=-1,
+            **options,
+            read_preference=collection.read_preference,
+            read_concern=collection.read_concern,
+            codec_options=collection.codec_options,
+        )
+        return cursor
+
     @property
     def collection(self) -> Collection[Any]:
         """The collection this cursor reads."""
@@ -653,7 +710,9 @@ class Cursor(_CursorBase[_T]):
         """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
         None: :meth:`Collection.find_one <mongio.collection.Collection.find_one>`. The cursor is closed when
         this returns: the server had nothing more, or the cursor it kept open anyway was killed."""
-        await self._open()
+        # The base's first command directly: a server that kept the cursor open is dealt with here, the
+        # document taken out first (close() empties the buffer).
+        await _CursorBase._open(self)
         data = self._data
         document = data.popleft() if data else None
         if not self._killed:
