@@ -143,8 +143,8 @@ _MAX_TIME_OPTIONS = {
     "rawData": "raw_data",
     "raw_data": "raw_data",
 }
-# find_one's arguments that Find takes as they are (the Cursor changes none of them but ``sort``, which Find
-# normalizes the same way): with only these, find_one runs its Find without a Cursor.
+
+
 def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in kwargs.items():
