@@ -16,15 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.cursor import (
+    SINGLE_BATCH_OPTIONS,
     CommandCursor,
     Cursor,
     RawBatchCommandCursor,
     RawBatchCursor,
-    find_first,
     raw_batch_codec_options,
 )
 from mongio.errors import ConfigurationError
-from mongio.execution.deadline import TimeoutMode, current_deadline, level_timeout
+from mongio.execution.deadline import TimeoutMode, level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
@@ -152,11 +152,6 @@ _MAX_TIME_OPTIONS = {
     "rawData": "raw_data",
     "raw_data": "raw_data",
 }
-# find_one's arguments that Find takes as they are (the Cursor changes none of them but ``sort``, which Find
-# normalizes the same way): with only these, find_one runs its Find without a Cursor.
-_FIND_ONE_DIRECT = frozenset(
-    {"projection", "sort", "session", "hint", "comment", "collation", "max_time_ms", "let"}
-)
 
 
 def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -> dict[str, Any]:
@@ -620,28 +615,20 @@ class Collection(Generic[_D]):
 
         ``doc = await coll.find_one({"sku": "a1"})``
         """
-        if filter is not None and not isinstance(filter, Mapping):
+        if filter is not None and type(filter) is not dict and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        if (not args or (len(args) == 1 and "projection" not in kwargs)) and _FIND_ONE_DIRECT.issuperset(
-            kwargs
-        ):
-            session = kwargs.pop("session", None)
-            # Under a client-side operation timeout the cursor's timeout rules apply; without one a single
-            # batch needs nothing of a cursor, which would cost about an eighth of a find_one's CPU.
-            if current_deadline() is None and (
-                self._database.client._executor.operation_timeout(self._timeout, session) is None
-            ):
-                if args:
-                    kwargs["projection"] = args[0]
-                document: _D | None = await find_first(self, filter, session, **kwargs)
-                return document
+        if len(args) == 1 and "projection" not in kwargs:
+            kwargs["projection"] = args[0]
+            args = ()
+        session = kwargs.pop("session", None)
+        cursor: Cursor[_D]
+        if not args and SINGLE_BATCH_OPTIONS.issuperset(kwargs):
+            cursor = Cursor._for_find_one(self, filter, session, kwargs)
+        else:
             kwargs["session"] = session
-        kwargs["limit"] = -1
-        cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
-        async with cursor:
-            async for document in cursor:
-                return document
-        return None
+            kwargs["limit"] = -1
+            cursor = self.find(filter, *args, **kwargs)
+        return await cursor._first_document()
 
     def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:
         """Like :meth:`find`, but each item is a whole batch from the server as ``bytes`` (the BSON of its

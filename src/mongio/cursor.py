@@ -63,6 +63,52 @@ _PARTIAL = 128
 _KNOWN_FLAGS = _TAILABLE | _OPLOG_REPLAY | _NO_TIMEOUT | _AWAIT_DATA | _EXHAUST | _PARTIAL
 # Reusable: nullcontext keeps no state.
 _NO_TIMEOUT_SCOPE: contextlib.nullcontext[None] = contextlib.nullcontext()
+# What running a cursor sets on it (the class holds the values of a cursor that has not run).
+_RUN_STATE = (
+    "_id",
+    "_address",
+    "_namespace",
+    "_started",
+    "_killed",
+    "_post_batch_resume_token",
+    "_retrieved",
+    "_csot_timeout",
+    "_csot_mode",
+    "_csot_deadline",
+    "_loop",
+    "_limit",
+    "_single_batch",
+    "_limit_reached",
+)
+
+# The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
+_DEFAULT_SPEC: dict[str, Any] = {
+    "filter": None,
+    "projection": None,
+    "skip": 0,
+    "limit": 0,
+    "batch_size": 0,
+    "no_cursor_timeout": None,
+    "cursor_type": CursorType.NON_TAILABLE,
+    "sort": None,
+    "allow_partial_results": None,
+    "oplog_replay": None,
+    "collation": None,
+    "hint": None,
+    "max_scan": None,
+    "max_time_ms": None,
+    "max_await_time_ms": None,
+    "max": None,
+    "min": None,
+    "return_key": None,
+    "show_record_id": None,
+    "comment": None,
+    "allow_disk_use": None,
+    "let": None,
+    "raw_data": None,
+}
+# The options Cursor._for_find_one takes by name (find_one's common ones): each goes to Find as given.
+SINGLE_BATCH_OPTIONS = frozenset({"projection", "sort", "hint", "comment", "collation", "max_time_ms", "let"})
 
 
 class _CursorBase(Generic[_T]):
@@ -72,37 +118,49 @@ class _CursorBase(Generic[_T]):
     _client: Any
     _codec_options: CodecOptions
 
+    # The state of a cursor that has not run: kept on the class, so that making a cursor (find_one makes one
+    # per call) sets only what each cursor needs of its own. Running the cursor sets its own values.
+    _id: int | None = None
+    _address: Any = None
+    _namespace = ""
+    _started = False
+    _killed = False
+    _post_batch_resume_token: Any = None
+    _batch_size = 0
+    _max_await_time_ms: int | None = None
+    _comment: Any = None
+    _retrieved = 0
+    # Client-side operation timeout: the database's or collection's own timeout (seconds) and the mode asked
+    # for; settled by the first command: the timeout (seconds, math.inf without bound; None: CSOT is off),
+    # the mode in force, and the deadline of a CURSOR_LIFETIME cursor.
+    _level_timeout: float | None = None
+    _timeout_mode: TimeoutMode | None = None
+    _csot_timeout: float | None = None
+    _csot_mode: TimeoutMode | None = None
+    _csot_deadline: float | None = None
+    # The event loop of the first command: the server cursor is fetched from there only.
+    _loop: asyncio.AbstractEventLoop | None = None
+
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
         self._client = client
         self._explicit_session = session
         self._session: Any = session
         self._codec_options = codec_options
         self._data: collections.deque[_T] = collections.deque()
-        self._id: int | None = None
-        self._address: Any = None
         # Load-balanced mode: the connection the server cursor lives on, from the first command that left it
         # open until it is exhausted, killed, or closed after the connection broke.
         self._pin = ConnectionPin()
-        self._namespace = ""
-        self._started = False
-        self._killed = False
-        self._post_batch_resume_token: Any = None
-        self._batch_size = 0
-        self._max_await_time_ms: int | None = None
-        self._comment: Any = None
-        self._retrieved = 0
-        # Client-side operation timeout: the database's or collection's own timeout (seconds), the mode
-        # asked for, and the deadline of a timeout() block the cursor was made in.
-        self._level_timeout: float | None = None
-        self._timeout_mode: TimeoutMode | None = None
+        # The deadline of a timeout() block the cursor was made in.
         self._made_under: float | None = csot.current_deadline()
-        # Settled by the first command: the timeout (seconds, math.inf without bound; None: CSOT is off),
-        # the mode in force, and the deadline of a CURSOR_LIFETIME cursor.
-        self._csot_timeout: float | None = None
-        self._csot_mode: TimeoutMode | None = None
-        self._csot_deadline: float | None = None
-        # The event loop of the first command: the server cursor is fetched from there only.
-        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _forget_run(self) -> None:
+        """Back to the state of a cursor that has not run (its options stay): what ``rewind`` leaves."""
+        for name in _RUN_STATE:
+            self.__dict__.pop(name, None)
+        self._session = self._explicit_session
+        self._data = collections.deque()
+        self._pin = ConnectionPin()
+        self._made_under = csot.current_deadline()
 
     # -- what subclasses provide ------------------------------------------------------------------------------
 
@@ -261,10 +319,15 @@ class _CursorBase(Generic[_T]):
             self._abandon()
             raise
         self._accept(state)
-        if not state.alive:
-            self._killed = True
-            self._pin.release()
-            await self._release_session()
+        if not state.id:
+            self._finished()
+            if self._session is not self._explicit_session:
+                await self._release_session()
+
+    def _finished(self) -> None:
+        """The server holds no more results: nothing more to fetch and no connection to keep."""
+        self._killed = True
+        self._pin.release()
 
     async def _get_more(self) -> None:
         bind_to_running_loop(self._loop, "this cursor", "run the query again on this loop")
@@ -305,9 +368,8 @@ class _CursorBase(Generic[_T]):
             self._abandon()
             raise
         self._accept(state)
-        if not state.alive:
-            self._killed = True
-            self._pin.release()
+        if not state.id:
+            self._finished()
             await self._release_session()
 
     async def _release_session_quietly(self) -> None:
@@ -456,7 +518,8 @@ class _CursorBase(Generic[_T]):
             hook(self._address, self._namespace, cursor_id, session)
 
     def __del__(self) -> None:
-        if getattr(self, "_started", False) and not getattr(self, "_killed", True):
+        # The class holds both flags, so a cursor whose __init__ failed has them too.
+        if self._started and not self._killed:
             try:
                 self._abandon(finalizing=True)
             except Exception:  # a finalizer must not raise, and nothing more can be done here
@@ -511,22 +574,22 @@ class Cursor(_CursorBase[_T]):
     ) -> None:
         super().__init__(collection.database.client, session, collection.codec_options)
         self._level_timeout = collection._timeout
-        self._timeout_mode = None if timeout_mode is None else TimeoutMode(timeout_mode)
-        if filter is not None and not isinstance(filter, Mapping):
-            raise TypeError(f"filter must be a mapping (e.g. a dict), not {type(filter).__name__}")
+        if timeout_mode is not None:
+            self._timeout_mode = TimeoutMode(timeout_mode)
         if snapshot:
             raise InvalidOperation("the snapshot option was removed in MongoDB 4.0; use a snapshot session")
         self._collection = collection
+        # The options by the names Find takes them. The values are checked by the Find built below.
         self._spec: dict[str, Any] = {
             "filter": filter,
             "projection": projection,
-            "skip": _non_negative(skip, "skip"),
-            "limit": _int(limit, "limit"),
-            "batch_size": _non_negative(batch_size, "batch_size"),
+            "skip": skip,
+            "limit": limit,
+            "batch_size": batch_size,
             "no_cursor_timeout": no_cursor_timeout or None,
             "cursor_type": cursor_type,
             # An empty sort means none, as in PyMongo (ODMs pass one when no order was asked for).
-            "sort": index_document(sort, "sort") if sort else None,
+            "sort": sort or None,
             "allow_partial_results": allow_partial_results or None,
             "oplog_replay": oplog_replay or None,
             "collation": collation,
@@ -546,40 +609,44 @@ class Cursor(_CursorBase[_T]):
         # Built now so that a bad value fails at the call that gave it; kept for the first run.
         self._prepared: Find | None = self._find_operation()
 
+    @classmethod
+    def _for_find_one(
+        cls, collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any, options: dict[str, Any]
+    ) -> Cursor[Any]:
+        """The cursor of ``find_one``: ``limit`` -1 and the options of :data:`SINGLE_BATCH_OPTIONS` given by
+        name. What ``Cursor(collection, filter, session=session, limit=-1, **options)`` makes, with its
+        ``find`` built from the options given alone (passing every option, unset ones included, would cost
+        a good part of a find_one's CPU)."""
+        if "sort" in options and not options["sort"]:
+            options["sort"] = None  # an empty sort means none, as in __init__
+        cursor: Cursor[Any] = cls.__new__(cls)
+        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
+        cursor._level_timeout = collection._timeout
+        cursor._collection = collection
+        cursor._spec = {**_DEFAULT_SPEC, **options, "filter": filter, "limit": -1}
+        cursor._prepared = Find(
+            collection.database.name,
+            collection.name,
+            filter,
+            limit=-1,
+            **options,
+            read_preference=collection.read_preference,
+            read_concern=collection.read_concern,
+            codec_options=collection.codec_options,
+        )
+        return cursor
+
     @property
     def collection(self) -> Collection[Any]:
         """The collection this cursor reads."""
         return self._collection
 
     def _find_operation(self) -> Find:
-        spec = self._spec
         collection = self._collection
         return Find(
             collection.database.name,
             collection.name,
-            spec["filter"],
-            projection=spec["projection"],
-            sort=spec["sort"],
-            skip=spec["skip"],
-            limit=spec["limit"],
-            batch_size=spec["batch_size"],
-            hint=spec["hint"],
-            min=spec["min"],
-            max=spec["max"],
-            return_key=spec["return_key"],
-            show_record_id=spec["show_record_id"],
-            allow_disk_use=spec["allow_disk_use"],
-            no_cursor_timeout=spec["no_cursor_timeout"],
-            cursor_type=spec["cursor_type"],
-            allow_partial_results=spec["allow_partial_results"],
-            oplog_replay=spec["oplog_replay"],
-            max_time_ms=spec["max_time_ms"],
-            max_await_time_ms=spec["max_await_time_ms"],
-            max_scan=spec["max_scan"],
-            collation=spec["collation"],
-            let=spec["let"],
-            comment=spec["comment"],
-            raw_data=spec["raw_data"],
+            **self._spec,
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
@@ -625,17 +692,32 @@ class Cursor(_CursorBase[_T]):
 
     async def _open(self) -> None:
         await super()._open()
-        await self._close_if_limit_reached()
+        if self._limit_reached:
+            await self._close_keeping_buffered()
 
     async def _get_more(self) -> None:
         await super()._get_more()
-        await self._close_if_limit_reached()
+        if self._limit_reached:
+            await self._close_keeping_buffered()
 
-    async def _close_if_limit_reached(self) -> None:
-        if self._limit_reached and not self._killed:
+    async def _close_keeping_buffered(self) -> None:
+        if not self._killed:
             buffered = list(self._data)
             await self.close()
             self._data.extend(buffered)
+
+    async def _first_document(self) -> _T | None:
+        """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
+        None: :meth:`Collection.find_one <mongio.collection.Collection.find_one>`. The cursor is closed when
+        this returns: the server had nothing more, or the cursor it kept open anyway was killed."""
+        # The base's first command directly: a server that kept the cursor open is dealt with here, the
+        # document taken out first (close() empties the buffer).
+        await _CursorBase._open(self)
+        data = self._data
+        document = data.popleft() if data else None
+        if not self._killed:
+            await self.close()
+        return document
 
     # -- builder methods (before the cursor runs) -------------------------------------------------------------
 
@@ -765,12 +847,7 @@ class Cursor(_CursorBase[_T]):
     async def rewind(self) -> Cursor[_T]:
         """Close the cursor and make it unrun again, so iterating it runs the query anew."""
         await self.close()
-        level_timeout, timeout_mode = self._level_timeout, self._timeout_mode
-        _CursorBase.__init__(self, self._client, self._explicit_session, self._codec_options)
-        self._level_timeout, self._timeout_mode = level_timeout, timeout_mode
-        self._limit = 0
-        self._single_batch = False
-        self._limit_reached = False
+        self._forget_run()
         return self
 
     async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
@@ -807,45 +884,6 @@ class Cursor(_CursorBase[_T]):
 
     def __repr__(self) -> str:
         return f"<Cursor {self._collection.full_name} filter={self._spec['filter']!r} id={self._id}>"
-
-
-async def find_first(
-    collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any = None, **options: Any
-) -> Any:
-    """The first document of a single-batch ``find`` (``limit`` -1), or None: what a :class:`Cursor` with
-    ``limit=-1`` gives when iterated once and closed, with the same commands, minus the cursor's own state.
-
-    Only for ``find`` options that need no cursor (``projection``, ``sort``, ``hint``, ``comment``...) and
-    only when no client-side operation timeout applies: the cursor's timeout rules need a cursor.
-    """
-    operation = Find(
-        collection.database.name,
-        collection.name,
-        filter,
-        limit=-1,
-        read_preference=collection.read_preference,
-        read_concern=collection.read_concern,
-        codec_options=collection.codec_options,
-        **options,
-    )
-    executor = collection.database.client._executor
-    level_timeout = collection._timeout
-    state: CursorState
-    state, address = await executor.execute_answered(operation, session, level_timeout=level_timeout)
-    if state.id:
-        # A server that kept the cursor open despite singleBatch: nothing more is wanted from it.
-        database, _, name = state.namespace.partition(".")
-        try:
-            await executor.execute(
-                KillCursors(database, name, [state.id], codec_options=collection.codec_options),
-                session,
-                address=address,
-                level_timeout=level_timeout,
-            )
-        except MongioError:
-            pass
-    batch = state.batch
-    return batch[0] if batch else None
 
 
 class CommandCursor(_CursorBase[_T]):

@@ -99,6 +99,39 @@ async def test_async_with_and_find_one_leave_no_open_cursor(db: Database[Any], c
     assert await coll.find_one({"_id": 4}) == {"_id": 4}
 
 
+class _Started(CommandListener):
+    """Every command started, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[CommandStartedEvent] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.parametrize("options", [{}, {"skip": 0}], ids=["find_one options", "cursor options"])
+async def test_find_one_sends_one_find_and_gives_its_session_back(
+    server_uri: str, db: Database[Any], options: dict[str, Any]
+) -> None:
+    await db.items.insert_many([{"_id": i} for i in range(3)])
+    listener = _Started()
+    async with MongoClient(server_uri, event_listeners=[listener]) as client:
+        coll = client[db.name].items
+        listener.events.clear()
+        assert await coll.find_one({"_id": 1}, **options) == {"_id": 1}
+        assert await coll.find_one({"_id": 2}, **options) == {"_id": 2}
+        first, second = listener.events
+        assert first.command_name == second.command_name == "find"
+        assert first.command["singleBatch"] is True
+        # The implicit session ended with the first find_one: the second takes its server session again.
+        assert first.command["lsid"] == second.command["lsid"]
+        async with client.start_session() as session:
+            assert await coll.find_one({"_id": 0}, session=session, **options) == {"_id": 0}
+            assert listener.events[-1].command["lsid"] == session.session_id
+            assert not session.has_ended
+            assert await coll.find_one({"_id": 1}, session=session) == {"_id": 1}
+
+
 async def test_abandoned_cursor_gives_back_its_session(client: MongoClient, coll: Collection[Any]) -> None:
     await coll.insert_many([{"_id": i} for i in range(10)])
     cursor = await coll.find(batch_size=2)

@@ -216,7 +216,14 @@ async def test_find_one_sends_the_cursor_paths_command_with_or_without_cursor_op
     client = FakeClient(respond=CursorServer(documents(3)))
     coll = client["db"]["coll"]
     session = FakeSession(implicit=False)
-    common: dict[str, Any] = {"sort": [("x", -1)], "hint": "x_1", "comment": "c", "max_time_ms": 50}
+    common: dict[str, Any] = {
+        "sort": [("x", -1)],
+        "hint": "x_1",
+        "comment": "c",
+        "max_time_ms": 50,
+        "collation": {"locale": "fr"},
+        "let": {"v": 1},
+    }
     direct = await coll.find_one({"x": {"$gt": 0}}, {"_id": 0}, session=session, **common)
     # batch_size is a cursor option (0 adds nothing to the command): this find_one goes through a Cursor.
     through_cursor = await coll.find_one({"x": {"$gt": 0}}, {"_id": 0}, session=session, batch_size=0, **common)
@@ -226,6 +233,28 @@ async def test_find_one_sends_the_cursor_paths_command_with_or_without_cursor_op
     assert first.body["sort"] == {"x": -1} and first.body["singleBatch"] is True
     assert first.session is session and second.session is session
     assert client.sessions == []  # a single batch takes no implicit ClientSession
+
+
+async def test_find_one_with_an_empty_sort_sends_none_and_checks_its_options() -> None:
+    client = FakeClient(respond=CursorServer(documents(2)))
+    coll = client["db"]["coll"]
+    await coll.find_one({}, sort=[])
+    assert "sort" not in client.calls[0].body
+    with pytest.raises(TypeError, match="max_time_ms must be an int"):
+        await coll.find_one({}, max_time_ms="soon")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        await coll.find_one({}, colour="red")
+    assert len(client.calls) == 1
+
+
+async def test_find_one_kills_under_its_explicit_session_and_leaves_it_open() -> None:
+    recorder = Recorder(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
+    client = FakeClient(respond=recorder)
+    session = FakeSession(implicit=False)
+    assert await client["db"]["coll"].find_one({}, {"_id": 1}, session=session) == {"_id": 1}
+    assert client._executor.names() == ["find", "killCursors"]
+    assert [call.session for call in client.calls] == [session, session]
+    assert not session.has_ended and client.sessions == []
 
 
 async def test_find_one_kills_a_cursor_the_server_left_open() -> None:

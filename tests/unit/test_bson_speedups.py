@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import gc
 import json
 import os
 import struct
@@ -249,6 +250,37 @@ def test_decode_reads_a_view_of_a_receive_buffer_in_place_and_copies_what_it_kee
     raw_nested = decode(view, CodecOptions(document_class=RawBSONDocument))
     buffer[3:] = b"\x00" * (len(buffer) - 3)  # the buffer is reused: what was decoded must not change
     assert raw_nested["s"] == "text" and dict(raw_nested["raw"]) == {"x": 1}
+
+
+class _CollectorState(TypeDecoder):
+    bson_type = float
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def transform_bson(self, value: Any) -> Any:
+        self.seen.append(gc.isenabled())
+        return value
+
+
+def test_decoding_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    data = encode({"batch": [{"n": i, "tags": [i], "sub": {"x": float(i)}} for i in range(2000)]})
+    assert gc.isenabled()
+    assert len(decode(data)["batch"]) == 2000
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decode(data)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_type_decoders_run_with_the_cyclic_collector_on() -> None:
+    # The collector waits for the end of a decode only while no application code can run.
+    watcher = _CollectorState()
+    decode(encode({"a": [1.5, {"b": 2.5}]}), CodecOptions(type_registry=TypeRegistry([watcher])))
+    assert watcher.seen == [True, True]
 
 
 def test_the_switch_can_be_turned_off_from_the_environment() -> None:

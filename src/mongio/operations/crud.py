@@ -83,13 +83,14 @@ class CursorType:
 
 
 def _mapping(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    # A dict, the common case, skips the abstract base class check (a call into abc's own Python code).
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(f"{name} must be a mapping (e.g. a dict), not {type(value).__name__}")
     return value
 
 
 def _int(value: Any, name: str, minimum: int | None = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"{name} must be an int, not {value!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, not {value}")
@@ -186,6 +187,8 @@ def _add_limit(body: dict[str, Any], limit: int, batch_size: int, single_batch: 
     return limit
 
 
+# collation, hint, comment, max_time_ms, let and raw_data all left out (most finds).
+_NO_COMMON_OPTIONS = (None,) * 6
 _FLAG_FIELDS = ("returnKey", "showRecordId", "allowDiskUse", "noCursorTimeout", "allowPartialResults", "oplogReplay")
 _NO_FLAGS = (None,) * len(_FLAG_FIELDS)
 
@@ -271,8 +274,8 @@ class Find(_ReadOperation):
             body["projection"] = _projection(projection)
         if sort is not None:
             body["sort"] = index_document(sort, "sort")
-        if _int(skip, "skip"):
-            body["skip"] = skip
+        if skip or type(skip) is not int:
+            body["skip"] = _int(skip, "skip")
         limit = _add_limit(body, limit, batch_size, single_batch)
         if min is not None or max is not None or max_scan is not None:
             _add_index_bounds(body, min, max, max_scan)
@@ -281,15 +284,16 @@ class Find(_ReadOperation):
             _add_flags(body, flags)
         if cursor_type != CursorType.NON_TAILABLE:
             _add_cursor_type(body, cursor_type)
-        _add_common(
-            body,
-            collation=collation,
-            hint=hint,
-            comment=comment,
-            max_time_ms=max_time_ms,
-            let=let,
-            raw_data=raw_data,
-        )
+        if (collation, hint, comment, max_time_ms, let, raw_data) != _NO_COMMON_OPTIONS:
+            _add_common(
+                body,
+                collation=collation,
+                hint=hint,
+                comment=comment,
+                max_time_ms=max_time_ms,
+                let=let,
+                raw_data=raw_data,
+            )
         super().__init__(
             database,
             body,
