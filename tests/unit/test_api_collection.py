@@ -248,7 +248,7 @@ async def test_find_one_with_an_empty_sort_sends_none_and_checks_its_options() -
 
 
 async def test_find_one_kills_under_its_explicit_session_and_leaves_it_open() -> None:
-    recorder = Recorder(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
+    recorder = QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
     client = FakeClient(respond=recorder)
     session = FakeSession(implicit=False)
     assert await client["db"]["coll"].find_one({}, {"_id": 1}, session=session) == {"_id": 1}
