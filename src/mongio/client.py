@@ -40,7 +40,7 @@ from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
 from mongio.loop_runtime import LoopRuntime
 from mongio.operations.base import ConnectionContext, CursorState, Operation
-from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite
+from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite, ClientBulkWriteBatch
 from mongio.operations.collections import DropDatabase, ListDatabases
 from mongio.operations.crud import GetMore, KillCursors
 from mongio.operations.models import WriteModel
@@ -823,35 +823,13 @@ class MongoClient:
         # The results cursor of each batch is drained in the batch's session, on the batch's server.
         own_session = self._implicit_session() if session is None and concern.acknowledged else None
         run_in = session if session is not None else own_session
-        execute = self._executor.execute
-        batch_server: Address
         # Load balanced: a batch's results cursor lives on the connection that opened it.
         pin = ConnectionPin()
         try:
             # timeoutMS bounds all the batches together, not each one.
             with self._executor.timeout_scope(None, session):
                 while (batch := bulk.next_batch()) is not None:
-                    try:
-                        cursor, batch_server = await self._executor.execute_answered(batch, run_in, pin=pin)
-                    except BatchWriteConcernRetry as unretried:
-                        # Its retry (if any) failed the same way: a write concern error does not end the
-                        # bulk write, and the reply's results cursor is drained like any other.
-                        if unretried.batch is not batch:
-                            raise
-                        cursor = batch.accept_reply(unretried)
-                        batch_server = unretried.address
-                    if cursor.id:
-                        try:
-                            while cursor.id:
-                                more = GetMore(
-                                    cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options
-                                )
-                                cursor = await execute(more, run_in, address=batch_server, pin=pin)
-                                batch.record_results(cursor.batch)
-                        except BaseException as exc:
-                            await self._drop_results_cursor(exc, batch_server, cursor, run_in, pin)
-                            raise
-                        batch.cursor_exhausted()
+                    await self._run_client_bulk_batch(batch, run_in, pin)
                     pin.release()
                     for address, replaced in bulk.take_superseded_cursors():
                         await self._drop_results_cursor(None, address, replaced, run_in)
@@ -869,6 +847,33 @@ class MongoClient:
             if own_session is not None:
                 await own_session.end_session()
         return bulk.result()
+
+    async def _run_client_bulk_batch(
+        self, batch: ClientBulkWriteBatch, run_in: ClientSession | None, pin: ConnectionPin
+    ) -> None:
+        """Run one ``bulkWrite`` command of a client bulk write and drain its results cursor into the batch, on
+        the batch's server (and, load balanced, its connection)."""
+        batch_server: Address
+        try:
+            cursor, batch_server = await self._executor.execute_answered(batch, run_in, pin=pin)
+        except BatchWriteConcernRetry as unretried:
+            # Its retry (if any) failed the same way: a write concern error does not end the bulk write, and
+            # the reply's results cursor is drained like any other.
+            if unretried.batch is not batch:
+                raise
+            cursor = batch.accept_reply(unretried)
+            batch_server = unretried.address
+        if not cursor.id:
+            return
+        try:
+            while cursor.id:
+                more = GetMore(cursor.database, cursor.collection, cursor.id, codec_options=self._codec_options)
+                cursor = await self._executor.execute(more, run_in, address=batch_server, pin=pin)
+                batch.record_results(cursor.batch)
+        except BaseException as exc:
+            await self._drop_results_cursor(exc, batch_server, cursor, run_in, pin)
+            raise
+        batch.cursor_exhausted()
 
     def watch(
         self,

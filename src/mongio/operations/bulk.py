@@ -408,15 +408,7 @@ class WriteBatch(WriteCommand[None]):
         bulk's result as it would be with this reply merged, labelled with ``labels``. The bulk itself is
         left as it was, since the retry's reply takes this one's place (raised as it is when no retry
         follows, which ends the bulk write)."""
-        bulk = self._bulk
-        saved = (bulk._result, bulk._group, bulk._position, bulk._stopped)
-        # Merging only adds to the counts and appends to the lists, so copies of the lists keep it apart.
-        bulk._result = {key: list(value) if isinstance(value, list) else value for key, value in saved[0].items()}
-        try:
-            bulk._merge(self, reply)
-            merged = bulk._result
-        finally:
-            bulk._result, bulk._group, bulk._position, bulk._stopped = saved
+        merged = self._bulk.result_with(self, reply)
         merged["writeErrors"].sort(key=lambda error: error["index"])
         error = BulkWriteError(merged)
         for label in labels:
@@ -569,6 +561,18 @@ class BulkWrite:
             return None
         kind, statements = self._groups[self._group]
         return WriteBatch(self, kind, statements, self._position)
+
+    def result_with(self, batch: WriteBatch, reply: Mapping[str, Any]) -> dict[str, Any]:
+        """The result this bulk write would have with ``batch``'s ``reply`` merged, the bulk itself left as it
+        was (its position, group and result unchanged)."""
+        saved = (self._result, self._group, self._position, self._stopped)
+        # Merging only adds to the counts and appends to the lists, so copies of the lists keep it apart.
+        self._result = {key: list(value) if isinstance(value, list) else value for key, value in saved[0].items()}
+        try:
+            self._merge(batch, reply)
+            return self._result
+        finally:
+            self._result, self._group, self._position, self._stopped = saved
 
     def _merge(self, batch: WriteBatch, reply: Mapping[str, Any]) -> None:
         end = batch.end if batch.end is not None else batch.start + 1

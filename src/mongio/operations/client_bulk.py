@@ -116,7 +116,6 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         self.end: int | None = None
         self._sequences: dict[str, DocumentSequence] | None = None
         self._multi = False
-        self._errors_seen = 0
         self._first_error_idx: int | None = None
         # The server of the connection the latest attempt was built for.
         self.address: Any = None
@@ -168,7 +167,7 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         cursor = reply.get("cursor")
         if isinstance(cursor, Mapping) and cursor.get("id"):
             # The server keeps this reply's results cursor even though another reply will take its place.
-            self._bulk._superseded.append((error, parse_cursor(reply)))
+            self._bulk.supersede(error, parse_cursor(reply))
         return error
 
     def accept_reply(self, error: BatchWriteConcernRetry) -> CursorState:
@@ -177,8 +176,7 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         with ``getMore`` on ``error.address`` as after any other reply."""
         if error.batch is not self:
             raise InvalidOperation("the write concern error belongs to another bulkWrite batch")
-        bulk = self._bulk
-        bulk._superseded = [entry for entry in bulk._superseded if entry[0] is not error]
+        self._bulk.unsupersede(error)
         return self.handle_response(dict(error.reply), ServerLimits())
 
     def record_results(self, documents: Iterable[Mapping[str, Any]]) -> None:
@@ -441,6 +439,15 @@ class ClientBulkWrite:
         self._pending = ClientBulkWriteBatch(self, self._position)
         return self._pending
 
+    def supersede(self, error: BatchWriteConcernRetry, cursor: CursorState) -> None:
+        """Remember the open results cursor of a reply whose write concern error makes its batch go again,
+        to kill once the retry's reply takes its place."""
+        self._superseded.append((error, cursor))
+
+    def unsupersede(self, error: BatchWriteConcernRetry) -> None:
+        """Forget the cursor of ``error``'s reply: no retry followed, so that reply is the batch's result."""
+        self._superseded = [entry for entry in self._superseded if entry[0] is not error]
+
     def take_superseded_cursors(self) -> list[tuple[Any, CursorState]]:
         """The open results cursors (server address, cursor) of replies a retry replaced, to kill; each is
         handed out once."""
@@ -462,7 +469,6 @@ class ClientBulkWrite:
         count = (batch.end or batch.start) - batch.start
         if errors < count and (not self.ordered or errors == 0):
             self._any_success = True
-        batch._errors_seen = errors
         concern_error = reply.get("writeConcernError")
         if concern_error:
             self._write_concern_errors.append(dict(concern_error))
