@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
         [--drivers pymongo,motor,mongio,mongio-uvloop] [--quick] [--json FILE] [--fresh-server-per-task]
-        [--server secantus|loopback] [--tracing [absent,off,on]]
+        [--server secantus|loopback] [--tracing [absent,off,on]] [--busy-cores]
 
 For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
 (it slows down as retryable-write records pile up, so no driver inherits another's) and the driver's
@@ -21,11 +21,19 @@ reported as skipped, with the reason, instead of stopping the run.
 ``--tracing`` runs mongio alone in three modes instead: OpenTelemetry absent (its imports refused), installed
 but tracing off, and tracing on (an SDK tracer provider without exporter); the ratios are then to the first
 mode, which shows what tracing costs an operation when it is not used and when it is.
+
+``--busy-cores`` keeps every CPU busy for the whole run with one spinning process per CPU at the lowest
+priority (nice 19), which takes only time nothing else wants. A client waiting for each reply leaves its CPU
+idle; on a virtual machine an idle CPU halts, and waking it again is charged partly to the client's CPU time
+and wall time. A quiet machine therefore adds a fixed cost per round trip to every driver alike, which
+weighs more on a driver that spends less per operation. With the spinners the CPUs never idle, as on a busy
+application server, and the figures show the drivers' own costs; the default (no spinners) keeps the cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -34,7 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,6 +379,25 @@ def _split(text: str | None, allowed: Sequence[str], what: str) -> list[str]:
     return wanted
 
 
+_SPINNER = "import os\nos.nice(19)\nwhile True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy_cores(count: int | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` (default: one per CPU) processes spinning at nice 19 for the length of the block, so that no
+    CPU idles while the drivers wait for replies; they are killed and reaped when the block ends."""
+    spinners: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count if count is not None else os.cpu_count() or 1):
+            spinners.append(subprocess.Popen([sys.executable, "-c", _SPINNER]))
+        yield spinners
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -399,6 +426,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="MODES",
         help="compare mongio with OpenTelemetry tracing absent (API not importable), off, on (comma-separated "
         "subset, default all; ratios to the first) instead of the drivers",
+    )
+    parser.add_argument(
+        "--busy-cores",
+        action="store_true",
+        help="keep every CPU busy with lowest-priority spinners, so idle-CPU wake-ups do not add to each round "
+        "trip (see above)",
     )
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
@@ -429,7 +462,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="mongio-bench-data-") as data:
         extract_data(Path(data))
-        execute(run, Path(data))
+        with busy_cores() if args.busy_cores else contextlib.nullcontext():
+            execute(run, Path(data))
     text, summaries = report(run)
     print(text)
     if args.json is not None:
@@ -441,6 +475,7 @@ def main(argv: list[str] | None = None) -> None:
             "quick": run.quick,
             "fresh_server_per_task": args.fresh_server_per_task,
             "server": run.server,
+            "busy_cores": args.busy_cores,
             "orders": run.orders,
             "versions": run.versions,
             "skipped": run.skipped,

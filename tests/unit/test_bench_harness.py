@@ -250,3 +250,25 @@ def test_tracing_modes_run_mongio_three_ways_with_ratios_to_the_first(
         driver_bench.main(["--tracing", "--drivers", "mongio"])
     with pytest.raises(SystemExit):
         driver_bench.main(["--tracing", "sometimes"])
+
+
+def _nice_of(pid: int) -> int:
+    # /proc/PID/stat: the command name is in parentheses; nice is the 19th field, the 17th after it.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the spinners' priority from /proc")
+def test_busy_cores_spin_at_the_lowest_priority_and_end_with_the_block() -> None:
+    import time
+
+    with driver_bench.busy_cores(2) as spinners:
+        assert len(spinners) == 2
+        for spinner in spinners:
+            for _ in range(200):  # the child lowers its own priority as its first statement
+                if _nice_of(spinner.pid) == 19:
+                    break
+                time.sleep(0.01)
+            assert _nice_of(spinner.pid) == 19
+            assert spinner.poll() is None
+    assert all(spinner.returncode is not None for spinner in spinners)
