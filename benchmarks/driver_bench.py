@@ -27,7 +27,9 @@ priority (nice 19), which takes only time nothing else wants. A client waiting f
 idle; on a virtual machine an idle CPU halts, and waking it again is charged partly to the client's CPU time
 and wall time. A quiet machine therefore adds a fixed cost per round trip to every driver alike, which
 weighs more on a driver that spends less per operation. With the spinners the CPUs never idle, as on a busy
-application server, and the figures show the drivers' own costs; the default (no spinners) keeps the cost.
+application server. They are not free either: they still take scheduler slices (and, on a shared core, its
+execution units), which slows some workloads. So this is a diagnostic beside the default run, which is the
+measurement of record.
 """
 
 from __future__ import annotations
