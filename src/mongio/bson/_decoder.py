@@ -14,7 +14,7 @@ import datetime
 import struct
 import uuid
 from collections.abc import Callable, Iterator
-from typing import IO, Any, Final, cast
+from typing import IO, Any, Final
 
 from mongio.bson._compiled import load_speedups
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, OLD_UUID_SUBTYPE, UUID_SUBTYPE, Binary, UuidRepresentation
@@ -585,18 +585,21 @@ def decode(data: bytes | bytearray | memoryview, codec_options: CodecOptions = D
     boolean other than 0 or 1, an unknown type, or a datetime outside ``datetime``'s range under
     ``DatetimeConversion.DATETIME``.
     """
-    ctx = _context(codec_options)
-    if type(data) is not bytes and not (_read_in_place(data) and not ctx[3]):
-        data = _as_bytes(data)
-    # Bytes, or a buffer only the compiled loops are given, which read it as they read bytes.
-    data = cast(bytes, data)
+    ctx = codec_options._cache.get("decode") or _context(codec_options)
+    # Bytes, or a buffer only the compiled loops are given, which read it as they read bytes (typed as bytes
+    # without typing.cast, a call per decoded reply).
+    buffer: bytes = (
+        data  # type: ignore[assignment]
+        if type(data) is bytes or (_read_in_place(data) and not ctx[3])
+        else _as_bytes(data)
+    )
     try:
-        end = _check_outer(data, 0, len(data))
-        if end != len(data) - 1:
-            raise _malformed(f"{len(data) - end - 1} bytes follow the BSON document")
+        end = _check_outer(buffer, 0, len(buffer))
+        if end != len(buffer) - 1:
+            raise _malformed(f"{len(buffer) - end - 1} bytes follow the BSON document")
         if ctx[3]:
-            return ctx[1](data, ctx[0])
-        return _read_document(data, 4, end, ctx)
+            return ctx[1](buffer, ctx[0])
+        return _read_document(buffer, 4, end, ctx)
     except InvalidBSON:
         raise
     except _MALFORMED as exc:
