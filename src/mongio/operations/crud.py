@@ -623,6 +623,7 @@ class Insert(Operation[InsertOneResult]):
         super().__init__(database, write_concern=write_concern, codec_options=codec_options)
         self.collection = collection
         self._body = command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data)
+        self._has_raw_data = raw_data is not None
         self._size = len(encoded)
         self._sequences = {"documents": DocumentSequence([PackedDocuments(encoded)], [document])}
         self._set_acknowledged(write_concern is None or write_concern.acknowledged)
@@ -638,7 +639,9 @@ class Insert(Operation[InsertOneResult]):
 
     def build(self, context: ConnectionContext) -> Command:
         check_lone_statement(self._size, context, self.command_name)
-        return Command(for_server(dict(self._body), context), self._sequences)
+        body = dict(self._body)
+        # Only rawData depends on the server.
+        return Command(for_server(body, context) if self._has_raw_data else body, self._sequences)
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> InsertOneResult:
         if self.acknowledged and ("writeErrors" in reply or "writeConcernError" in reply):
