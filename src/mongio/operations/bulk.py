@@ -390,7 +390,8 @@ def command_body(
         body["comment"] = comment
     if let is not None and kind != KIND_INSERT:
         body["let"] = let
-    add_raw_data(body, raw_data)
+    if raw_data is not None:
+        add_raw_data(body, raw_data)
     return body
 
 

@@ -626,16 +626,14 @@ class Insert(Operation[InsertOneResult]):
         self._has_raw_data = raw_data is not None
         self._size = len(encoded)
         self._sequences = {"documents": DocumentSequence([PackedDocuments(encoded)], [document])}
-        self._set_acknowledged(write_concern is None or write_concern.acknowledged)
-
-    def _set_acknowledged(self, acknowledged: bool) -> None:
-        self.acknowledged = acknowledged
+        self.acknowledged = write_concern is None or write_concern.acknowledged
         # One document: a retryable write whenever the server answers it.
-        self.retryability = Retryability.WRITE if acknowledged else Retryability.NONE
+        self.retryability = Retryability.WRITE if self.acknowledged else Retryability.NONE
 
     def use_transaction_write_concern(self) -> None:
         super().use_transaction_write_concern()
-        self._set_acknowledged(True)
+        self.acknowledged = True
+        self.retryability = Retryability.WRITE
 
     def build(self, context: ConnectionContext) -> Command:
         check_lone_statement(self._size, context, self.command_name)
