@@ -602,6 +602,7 @@ class Insert(Operation[InsertOneResult]):
 
     command_name = "insert"
     takes_write_concern = True
+    # A class attribute, not a bare annotation: it hides the base class's property so instances can set it.
     acknowledged: bool = True
 
     def __init__(
