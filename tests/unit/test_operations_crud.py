@@ -288,11 +288,14 @@ def test_insert_one_refuses_what_cannot_be_encoded_when_made() -> None:
 
 
 def test_insert_one_unacknowledged_is_not_retryable_until_a_transaction_acknowledges_it() -> None:
+    def state(op: Insert) -> tuple[bool, Retryability]:
+        return op.acknowledged, op.retryability
+
     op = Insert("db", "c", {"_id": 1}, write_concern=UNACK)
-    assert not op.acknowledged and op.retryability is Retryability.NONE
+    assert state(op) == (False, Retryability.NONE)
     assert not op.handle_response({}, LIMITS).acknowledged
     op.use_transaction_write_concern()
-    assert op.acknowledged and op.retryability is Retryability.WRITE and op.write_concern is None
+    assert state(op) == (True, Retryability.WRITE) and op.write_concern is None
     with pytest.raises(WriteError):
         op.handle_response({"ok": 1, "n": 0, "writeErrors": [{"index": 0, "code": 121, "errmsg": "no"}]}, LIMITS)
     result = op.handle_response({"ok": 1, "n": 1}, LIMITS)
