@@ -361,29 +361,40 @@ class BsonEncode(Target):
 
 class InsertPack(BsonEncode):
     """The compiled one-pass encoding of an insert's documents (``write_inserts``, and ``write_insert`` one
-    document at a time between other bytes, as the client bulk write does), ``_id``s generated."""
+    document at a time between other bytes, as the client bulk write does, or alone, as ``insert_one``
+    does), ``_id``s generated."""
 
     name = "insert-pack"
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        from mongio.bson._encoder import insert_appender, pack_inserts, refusals_as_invalid_document
+        from mongio.bson._encoder import (
+            encode_insert_document,
+            insert_appender,
+            pack_inserts,
+            refusals_as_invalid_document,
+        )
         from mongio.operations.base import encode_insert
 
         self.pack_inserts, self.encode_insert = pack_inserts, encode_insert
         self.insert_appender, self.refusals = insert_appender, refusals_as_invalid_document
+        self.encode_insert_document = encode_insert_document
 
     def inputs(self) -> Iterator[Any]:
         documents = super().inputs()
         rng = self.rng
         while True:
             batch = [next(documents)[0] for _ in range(rng.randrange(1, 5))]
-            yield batch, rng.choice(self.options), rng.random() < 0.5
+            yield batch, rng.choice(self.options), rng.choice(("list", "one at a time", "alone"))
 
     def run(self, item: Any) -> None:
-        batch, options, one_at_a_time = item
+        batch, options, mode = item
         encode_one = lambda doc: self.encode_insert(doc, options)  # noqa: E731
-        if one_at_a_time:
+        if mode == "alone":
+            data, _id = self.encode_insert_document(batch[0], options, encode_one)
+            self.decode(bytes(data), self.check_options)
+            return
+        if mode == "one at a time":
             append = self.insert_appender(options, encode_one)
             buf = bytearray(b"\xff" * self.rng.randrange(0, 9))  # other bytes before each document
             with self.refusals():

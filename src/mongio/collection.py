@@ -375,7 +375,10 @@ class Collection(Generic[_D]):
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
-        result: InsertOneResult = await self._run(operation, session)
+        # The executor straight away, not through _run: one coroutine fewer on the hottest write.
+        result: InsertOneResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
         return result
 
     async def insert_many(

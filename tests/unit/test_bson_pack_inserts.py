@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, ObjectId, RawBSONDocument, decode, encode
-from mongio.bson._encoder import _SPEEDUPS, pack_inserts, use_speedups
+from mongio.bson._encoder import _SPEEDUPS, encode_insert_document, pack_inserts, use_speedups
 from mongio.bson.objectid import generation_state
 from mongio.errors import InvalidDocument
 from mongio.operations.base import encode_insert
@@ -85,3 +85,36 @@ def test_an_unencodable_value_names_its_key_and_leaves_no_id_on_that_document() 
 def test_a_document_that_is_not_a_mapping_is_refused() -> None:
     with pytest.raises(TypeError, match="document must be a mapping"):
         pack_inserts([{"a": 1}, ["not", "a", "document"]], DEFAULT_CODEC_OPTIONS, encode_one)
+
+
+def test_one_document_is_encoded_as_the_compiled_and_python_passes_encode_it_in_a_list() -> None:
+    """``insert_one``'s encoding (``encode_insert_document``) gives what ``pack_inserts`` gives for a list of
+    that one document, compiled or not: same bytes up to the generated id, same ``_id``, same id stored."""
+    for index, _ in enumerate(documents()):
+        outputs = []
+        for compiled in (True, False):
+            use_speedups(compiled)
+            try:
+                alone, listed = documents()[index], documents()[index]
+                data, _id = encode_insert_document(alone, DEFAULT_CODEC_OPTIONS, encode_one)
+                packed, _, ids = pack_inserts([listed], DEFAULT_CODEC_OPTIONS, encode_one)
+            finally:
+                use_speedups(True)
+            sent, expected = decode(bytes(data)), decode(bytes(packed))
+            assert list(sent) == list(expected)
+            if "_id" not in documents()[index]:
+                assert isinstance(_id, ObjectId) and _id != ids[0]
+                assert sent["_id"] == _id and alone["_id"] is _id and next(iter(sent)) == "_id"
+                sent["_id"] = expected["_id"] = _id = ids[0] = None
+            assert sent == expected and _id == ids[0]
+            outputs.append(list(sent.items()))
+        assert outputs[0] == outputs[1]
+
+
+def test_one_unencodable_document_names_its_key_and_gets_no_id() -> None:
+    given: dict[str, Any] = {"bad": [object()]}
+    with pytest.raises(InvalidDocument, match=r"bad\.0"):
+        encode_insert_document(given, DEFAULT_CODEC_OPTIONS, encode_one)
+    assert "_id" not in given
+    with pytest.raises(TypeError, match="document must be a mapping"):
+        encode_insert_document(["not", "a", "document"], DEFAULT_CODEC_OPTIONS, encode_one)

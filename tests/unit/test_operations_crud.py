@@ -11,6 +11,7 @@ from mongio.errors import (
     ConfigurationError,
     DocumentTooLarge,
     DuplicateKeyError,
+    InvalidDocument,
     InvalidOperation,
     WriteConcernError,
     WriteError,
@@ -27,7 +28,7 @@ from mongio.operations import (
     UpdateMany,
     UpdateOne,
 )
-from mongio.operations.base import encode_insert, parse_cursor
+from mongio.operations.base import RESERVED_MESSAGE_BYTES, encode_insert, parse_cursor
 from mongio.operations.crud import (
     Aggregate,
     CountDocuments,
@@ -266,6 +267,39 @@ def test_insert_one_document_size_limit_is_checked_against_the_connection() -> N
     body(op, ServerLimits(max_bson_size=size))
     with pytest.raises(DocumentTooLarge):
         Insert("db", "c", {"_id": 1, "s": "x" * 100}).build(ServerLimits(max_bson_size=size - 1))
+
+
+def test_insert_one_that_cannot_fit_a_message_is_too_large() -> None:
+    document = {"_id": 1, "s": "x" * 100}
+    size = len(encode(document))
+    # Under maxBsonObjectSize, but over what a message leaves for documents once the executor's fields are in.
+    tight = ServerLimits(max_message_size=size + RESERVED_MESSAGE_BYTES - 1)
+    with pytest.raises(DocumentTooLarge, match="maxMessageSizeBytes"):
+        Insert("db", "c", document).build(tight)
+    body(Insert("db", "c", document), ServerLimits(max_message_size=size + RESERVED_MESSAGE_BYTES))
+
+
+def test_insert_one_refuses_what_cannot_be_encoded_when_made() -> None:
+    with pytest.raises(TypeError, match="mapping"):
+        Insert("db", "c", [("a", 1)])
+    document: dict[str, Any] = {"a": object()}
+    with pytest.raises(InvalidDocument, match="'a'"):
+        Insert("db", "c", document)
+
+
+def test_insert_one_unacknowledged_is_not_retryable_until_a_transaction_acknowledges_it() -> None:
+    def state(op: Insert) -> tuple[bool, Retryability]:
+        return op.acknowledged, op.retryability
+
+    op = Insert("db", "c", {"_id": 1}, write_concern=UNACK)
+    assert state(op) == (False, Retryability.NONE)
+    assert not op.handle_response({}, LIMITS).acknowledged
+    op.use_transaction_write_concern()
+    assert state(op) == (True, Retryability.WRITE) and op.write_concern is None
+    with pytest.raises(WriteError):
+        op.handle_response({"ok": 1, "n": 0, "writeErrors": [{"index": 0, "code": 121, "errmsg": "no"}]}, LIMITS)
+    result = op.handle_response({"ok": 1, "n": 1}, LIMITS)
+    assert result.acknowledged and result.inserted_id == 1
 
 
 def test_single_write_errors_raise_with_their_classes() -> None:

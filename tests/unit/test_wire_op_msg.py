@@ -105,6 +105,26 @@ def test_empty_document_sequence_is_allowed() -> None:
     assert parsed.sequences == {"documents": []}
 
 
+def test_sequence_identifier_with_a_nul_is_refused_every_time() -> None:
+    for _ in range(2):
+        with pytest.raises(ProtocolError, match="NUL"):
+            encode_command(1, "db", {"insert": "c"}, document_sequences={"doc\x00s": [{"a": 1}]})
+        with pytest.raises(ProtocolError, match="NUL"):
+            encode_op_msg(1, encode({"insert": "c"}), [("doc\x00s", [encode({"a": 1})])])
+
+
+def test_many_sequence_identifiers_each_encode_as_their_own_section() -> None:
+    # More identifiers than the encoder keeps ready-made section openings for: every one is still right,
+    # the second time as the first.
+    for _ in range(2):
+        for number in range(100):
+            identifier = f"seq{number}"
+            message = encode_command(1, "db", {"insert": "c"}, document_sequences={identifier: [{"n": number}]})
+            parsed = op_msg(message)
+            assert list(parsed.sequences) == [identifier]
+            assert decode(parsed.sequences[identifier][0]) == {"n": number}
+
+
 def test_flag_bits_are_written() -> None:
     for flags in (
         OpMsgFlags.MORE_TO_COME,

@@ -917,6 +917,21 @@ def pack_inserts(
     return buf, ends, ids
 
 
+def encode_insert_document(
+    document: Any, codec_options: CodecOptions, encode_one: Callable[[Any], tuple[bytes, Any]]
+) -> tuple[bytes | bytearray, Any]:
+    """One insert's document, encoded as :func:`pack_inserts` encodes each of its list: returns its BSON and
+    its ``_id``. For ``insert_one``, which needs neither the list of ends nor the list of ids."""
+    if _SPEEDUPS is not None and _write_document is not _python_write_document and codec_options._packs_inserts():
+        buf = bytearray()
+        try:
+            _id = _SPEEDUPS.write_insert(_context(codec_options), generation_state(), encode_one, buf, document)
+        except (_Refused, RecursionError) as refused:
+            raise _invalid_document(refused) from None
+        return buf, _id
+    return encode_one(document)
+
+
 def insert_appender(
     codec_options: CodecOptions, encode_one: Callable[[Any], tuple[bytes, Any]]
 ) -> Callable[[bytearray, Any], Any]:

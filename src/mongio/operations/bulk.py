@@ -52,7 +52,16 @@ from mongio.options.write_concern import WriteConcern
 from mongio.wire.header import HEADER_SIZE
 from mongio.wire.op_msg import PackedDocuments
 
-__all__ = ["BulkWrite", "PackedInserts", "RequestStatements", "Statements", "WriteBatch", "plan_batch", "write_message_fixed_size"]
+__all__ = [
+    "BulkWrite",
+    "PackedInserts",
+    "RequestStatements",
+    "Statements",
+    "WriteBatch",
+    "check_lone_statement",
+    "plan_batch",
+    "write_message_fixed_size",
+]
 
 R = TypeVar("R")
 
@@ -114,6 +123,13 @@ def plan_batch(
     stop = min(len(requests), start + context.max_write_batch_size)
     sizes = (len(requests[index].encoded) for index in range(start, stop))
     return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: requests[start + index].position)
+
+
+def check_lone_statement(size: int, context: ConnectionContext, kind_name: str) -> None:
+    """Raise ``DocumentTooLarge``, as :func:`plan_batch` would, when a command's only statement (``size`` bytes,
+    first in the caller's list) cannot go to the connection's server."""
+    if size > context.max_bson_size or size > context.max_message_size - RESERVED_MESSAGE_BYTES:
+        _fitting((size,), 0, context, kind_name, lambda index: 0)
 
 
 def _fitting(
@@ -374,7 +390,8 @@ def command_body(
         body["comment"] = comment
     if let is not None and kind != KIND_INSERT:
         body["let"] = let
-    add_raw_data(body, raw_data)
+    if raw_data is not None:
+        add_raw_data(body, raw_data)
     return body
 
 

@@ -11,24 +11,27 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
+from mongio.bson._encoder import encode_insert_document
 from mongio.errors import ConfigurationError
 from mongio.operations.base import (
     Command,
     ConnectionContext,
     CursorState,
+    DocumentSequence,
     Operation,
     Retryability,
     add_raw_data,
     check_write_concern_reply,
     check_write_reply,
+    encode_insert,
     for_server,
     parse_cursor,
 )
 from mongio.operations.bulk import (
     DELETE_HINT_MIN_WIRE_VERSION,
-    PackedInserts,
     RequestStatements,
     WriteCommand,
+    check_lone_statement,
     command_body,
     prepare,
 )
@@ -47,6 +50,7 @@ from mongio.operations.models import (
     validate_update,
 )
 from mongio.operations.results import DeleteResult, InsertOneResult, UpdateResult
+from mongio.wire.op_msg import PackedDocuments
 
 if TYPE_CHECKING:
     from mongio.options.read_concern import ReadConcern
@@ -588,8 +592,18 @@ class Distinct(_ReadOperation):
         return values
 
 
-class Insert(WriteCommand[InsertOneResult]):
-    """``insert_one``: an ``insert`` command with one document (given an ``_id`` if it has none)."""
+class Insert(Operation[InsertOneResult]):
+    """``insert_one``: an ``insert`` command with one document (given an ``_id`` if it has none).
+
+    Everything but the size check against the connection's limits is done when the operation is made, so a
+    build is a copy of the body; ``acknowledged`` and ``retryability`` are plain attributes for the same reason
+    (the executor reads them on every attempt).
+    """
+
+    command_name = "insert"
+    takes_write_concern = True
+    # A class attribute, not a bare annotation: it hides the base class's property so instances can set it.
+    acknowledged: bool = True
 
     def __init__(
         self,
@@ -603,27 +617,35 @@ class Insert(WriteCommand[InsertOneResult]):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        # Encoded in the compiled pass insert_many uses: the generated _id made there too.
-        packed = PackedInserts.encode([document], codec_options)
-        self.inserted_id = packed.ids[0]
-        super().__init__(
-            database,
-            collection,
-            KIND_INSERT,
-            packed,
-            0,
-            command_body(
-                KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data
-            ),
-            write_concern=write_concern,
-            codec_options=codec_options,
+        # Encoded as insert_many encodes each document: the generated _id made there too.
+        encoded, self.inserted_id = encode_insert_document(
+            document, codec_options, lambda one: encode_insert(one, codec_options)
         )
+        super().__init__(database, write_concern=write_concern, codec_options=codec_options)
+        self.collection = collection
+        self._body = command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data)
+        self._has_raw_data = raw_data is not None
+        self._size = len(encoded)
+        self._sequences = {"documents": DocumentSequence([PackedDocuments(encoded)], [document])}
+        self.acknowledged = write_concern is None or write_concern.acknowledged
+        # One document: a retryable write whenever the server answers it.
+        self.retryability = Retryability.WRITE if self.acknowledged else Retryability.NONE
+
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self.acknowledged = True
+        self.retryability = Retryability.WRITE
+
+    def build(self, context: ConnectionContext) -> Command:
+        check_lone_statement(self._size, context, self.command_name)
+        body = dict(self._body)
+        # Only rawData depends on the server.
+        return Command(for_server(body, context) if self._has_raw_data else body, self._sequences)
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> InsertOneResult:
-        if not self.acknowledged:
-            return InsertOneResult(self.inserted_id, False)
-        check_write_reply(reply)
-        return InsertOneResult(self.inserted_id, True)
+        if self.acknowledged and ("writeErrors" in reply or "writeConcernError" in reply):
+            check_write_reply(reply)
+        return InsertOneResult(self.inserted_id, self.acknowledged)
 
 
 class Update(WriteCommand[UpdateResult]):

@@ -101,18 +101,31 @@ def encode_op_msg(
     return out
 
 
+# The start of a kind-1 section (kind byte, size placeholder, identifier) by identifier: the driver uses a
+# handful of identifiers, so each is encoded and checked once. Capped in case a caller makes up many.
+_SECTION_HEADS: dict[str, bytes] = {}
+_SECTION_HEADS_KEPT = 32
+
+
+def _section_head(identifier: str) -> bytes:
+    """The bytes that open the kind-1 section ``identifier``, its size left zero (at offset 1)."""
+    head = _SECTION_HEADS.get(identifier)
+    if head is None:
+        name = identifier.encode()
+        if b"\x00" in name:
+            raise ProtocolError(f"document sequence identifier {identifier!r} contains a NUL byte")
+        head = b"\x01\x00\x00\x00\x00" + name + b"\x00"
+        if len(_SECTION_HEADS) < _SECTION_HEADS_KEPT:
+            _SECTION_HEADS[identifier] = head
+    return head
+
+
 def _append_sequence(
     out: bytearray, identifier: str, documents: Sequence[bytes | bytearray | memoryview]
 ) -> int:
     """Append a kind-1 section; returns where its size field is."""
-    name = identifier.encode()
-    if b"\x00" in name:
-        raise ProtocolError(f"document sequence identifier {identifier!r} contains a NUL byte")
-    out.append(1)
-    start = len(out)
-    out += b"\x00\x00\x00\x00"
-    out += name
-    out.append(0)
+    start = len(out) + 1
+    out += _section_head(identifier)
     for document in documents:
         out += document
     _INT32.pack_into(out, start, len(out) - start)
@@ -231,7 +244,8 @@ def _append_sequences(
     documents become parts of their own, what follows them a new bytearray. Returns the message's length."""
     before = 0  # the bytes of the parts before ``out``
     for identifier, documents in document_sequences.items():
-        size_part, size_at = out, _append_sequence(out, identifier, ())
+        size_part, size_at = out, len(out) + 1
+        out += _SECTION_HEADS.get(identifier) or _section_head(identifier)
         section_start = before + size_at
         for index, document in enumerate(documents):
             if isinstance(document, PackedDocuments):
