@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import copy
+import functools
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -580,7 +581,7 @@ class Cursor(_CursorBase[_T]):
             raise InvalidOperation("the snapshot option was removed in MongoDB 4.0; use a snapshot session")
         self._collection = collection
         # The options by the names Find takes them. The values are checked by the Find built below.
-        self._spec: dict[str, Any] = {
+        self._spec = {
             "filter": filter,
             "projection": projection,
             "skip": skip,
@@ -619,22 +620,32 @@ class Cursor(_CursorBase[_T]):
         a good part of a find_one's CPU)."""
         if "sort" in options and not options["sort"]:
             options["sort"] = None  # an empty sort means none, as in __init__
+        database = collection.database
+        codec_options = collection.codec_options
         cursor: Cursor[Any] = cls.__new__(cls)
-        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
+        _CursorBase.__init__(cursor, database.client, session, codec_options)
         cursor._level_timeout = collection._timeout
         cursor._collection = collection
-        cursor._spec = {**_DEFAULT_SPEC, **options, "filter": filter, "limit": -1}
+        # The options as given; _spec merges them with the defaults only if something reads it.
+        cursor._find_one_options = options
+        cursor._find_one_filter = filter
         cursor._prepared = Find(
-            collection.database.name,
+            database.name,
             collection.name,
             filter,
             limit=-1,
             **options,
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
-            codec_options=collection.codec_options,
+            codec_options=codec_options,
         )
         return cursor
+
+    @functools.cached_property
+    def _spec(self) -> dict[str, Any]:
+        """The cursor's options by the names Find takes them. ``__init__`` sets them; a ``find_one`` cursor
+        (whose Find is built from the options given) makes them here, for the few things that read them."""
+        return {**_DEFAULT_SPEC, **self._find_one_options, "filter": self._find_one_filter, "limit": -1}
 
     @property
     def collection(self) -> Collection[Any]:
@@ -656,7 +667,7 @@ class Cursor(_CursorBase[_T]):
         operation = self._prepared or self._find_operation()
         self._prepared = None
         self._limit = operation.limit
-        self._single_batch = self._spec["limit"] < 0
+        self._single_batch = operation.single_batch
         self._batch_size = operation.batch_size
         self._max_await_time_ms = operation.max_await_time_ms
         self._comment = operation.comment
@@ -664,6 +675,9 @@ class Cursor(_CursorBase[_T]):
 
     _limit = 0
     _single_batch = False
+    # A find_one cursor's options as given to it, and its filter (what _spec is made from).
+    _find_one_options: dict[str, Any]
+    _find_one_filter: Mapping[str, Any] | None
 
     def _take_implicit_session(self) -> None:
         # A single batch (find_one) has no getMore to tie to its find: the server session the executor takes

@@ -172,8 +172,10 @@ class _ReadOperation(Operation[Any]):
 def _add_limit(body: dict[str, Any], limit: int, batch_size: int, single_batch: bool) -> int:
     """Put ``limit``, ``batchSize`` and ``singleBatch`` in a ``find``; a negative limit asks for one batch of
     at most that many documents. Returns the limit, made positive."""
-    _int(limit, "limit", None)
-    _int(batch_size, "batch_size")
+    if type(limit) is not int or type(batch_size) is not int or batch_size < 0:
+        # Only a value that may be wrong pays for the checks that name it (find_one makes a find per call).
+        _int(limit, "limit", None)
+        _int(batch_size, "batch_size")
     if limit < 0:
         single_batch = True
         limit = -limit
@@ -304,6 +306,7 @@ class Find(_ReadOperation):
         self.collection = collection
         self.batch_size = batch_size
         self.limit = limit
+        self.single_batch = "singleBatch" in body
         self.comment = comment
         self.cursor_type = cursor_type
         self.max_await_time_ms = max_await_time_ms if cursor_type == CursorType.TAILABLE_AWAIT else None
