@@ -439,11 +439,16 @@ class _CursorBase(Generic[_T]):
                 raise ValueError(f"to_list() length must be greater than 0, not {length}")
         result: list[_T] = []
         while length is None or len(result) < length:
-            if not self._data and not await self._refresh():
+            # A cursor the server has closed has nothing more to fetch: no _refresh() to learn that.
+            if not self._data and (self._killed or not await self._refresh()):
                 break
-            take = len(self._data) if length is None else min(len(self._data), length - len(result))
-            for _ in range(take):
-                result.append(self._data.popleft())
+            data = self._data
+            if length is None:
+                result.extend(data)
+                data.clear()
+            else:
+                for _ in range(min(len(data), length - len(result))):
+                    result.append(data.popleft())
         return result
 
     async def close(self) -> None:
