@@ -299,6 +299,16 @@ class _CursorBase(Generic[_T]):
 
     async def _open(self) -> None:
         """Run the first command: the cursor's server, id and first batch."""
+        state = await self._first_reply()
+        self._accept(state)
+        if not state.id:
+            self._finished()
+            if self._session is not self._explicit_session:
+                await self._release_session()
+
+    async def _first_reply(self) -> CursorState:
+        """Run the first command and give its cursor reply (its server is the cursor's from now on). When the
+        command fails the cursor is finished."""
         self._loop = asyncio.get_running_loop()
         self._started = True
         operation = self._first_operation()
@@ -319,11 +329,7 @@ class _CursorBase(Generic[_T]):
             # Cancelled: no awaiting here; the client gives the implicit session back.
             self._abandon()
             raise
-        self._accept(state)
-        if not state.id:
-            self._finished()
-            if self._session is not self._explicit_session:
-                await self._release_session()
+        return state
 
     def _finished(self) -> None:
         """The server holds no more results: nothing more to fetch and no connection to keep."""
@@ -729,14 +735,17 @@ class Cursor(_CursorBase[_T]):
         """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
         None: :meth:`Collection.find_one <mongio.collection.Collection.find_one>`. The cursor is closed when
         this returns: the server had nothing more, or the cursor it kept open anyway was killed."""
-        # The base's first command directly: a server that kept the cursor open is dealt with here, the
-        # document taken out first (close() empties the buffer).
-        await _CursorBase._open(self)
-        data = self._data
-        document = data.popleft() if data else None
-        if not self._killed:
+        # The reply's batch is not buffered: only its first document is wanted. A single-batch cursor has no
+        # implicit session to end, and the server keeps no cursor when it answers with id 0.
+        state = await self._first_reply()
+        batch = state.batch
+        if not state.id:
+            self._finished()
+        else:
+            # The server kept the cursor open anyway: it is killed now.
+            self._accept(state._replace(batch=[]))
             await self.close()
-        return document
+        return batch[0] if batch else None
 
     # -- builder methods (before the cursor runs) -------------------------------------------------------------
 
