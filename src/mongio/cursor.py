@@ -79,7 +79,7 @@ _RUN_STATE = (
     "_loop",
     "_limit",
     "_single_batch",
-    "_limit_reached",
+    "_has_enough",
 )
 
 # The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
@@ -141,6 +141,9 @@ class _CursorBase(Generic[_T]):
     _csot_deadline: float | None = None
     # The event loop of the first command: the server cursor is fetched from there only.
     _loop: asyncio.AbstractEventLoop | None = None
+    # Set by _received when every document wanted has come though the server still holds the cursor (a find's
+    # limit): the server cursor is then closed, the buffered documents kept.
+    _has_enough = False
 
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
         self._client = client
@@ -305,6 +308,8 @@ class _CursorBase(Generic[_T]):
             self._finished()
             if self._session is not self._explicit_session:
                 await self._release_session()
+        elif self._has_enough:
+            await self._close_keeping_buffered()
 
     async def _first_reply(self) -> CursorState:
         """Run the first command and give its cursor reply (its server is the cursor's from now on). When the
@@ -378,6 +383,14 @@ class _CursorBase(Generic[_T]):
         if not state.id:
             self._finished()
             await self._release_session()
+        elif self._has_enough:
+            await self._close_keeping_buffered()
+
+    async def _close_keeping_buffered(self) -> None:
+        if not self._killed:
+            buffered = list(self._data)
+            await self.close()
+            self._data.extend(buffered)
 
     async def _release_session_quietly(self) -> None:
         try:
@@ -711,25 +724,7 @@ class Cursor(_CursorBase[_T]):
     def _received(self, count: int) -> None:
         # With a limit (or a single batch) the server may keep an empty cursor open: nothing more is wanted.
         if (self._single_batch or (self._limit and self._retrieved >= self._limit)) and self._id:
-            self._limit_reached = True
-
-    _limit_reached = False
-
-    async def _open(self) -> None:
-        await super()._open()
-        if self._limit_reached:
-            await self._close_keeping_buffered()
-
-    async def _get_more(self) -> None:
-        await super()._get_more()
-        if self._limit_reached:
-            await self._close_keeping_buffered()
-
-    async def _close_keeping_buffered(self) -> None:
-        if not self._killed:
-            buffered = list(self._data)
-            await self.close()
-            self._data.extend(buffered)
+            self._has_enough = True
 
     async def _first_document(self) -> _T | None:
         """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
