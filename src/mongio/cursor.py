@@ -402,11 +402,13 @@ class _CursorBase(Generic[_T]):
         """Fetch until a document is buffered; False when the cursor has nothing more to give now."""
         if not self._started:
             await self._open()
-        with self._timeout_scope(first=False):
-            while not self._data and not self._killed:
-                await self._get_more()
-                if self._tailable():
-                    break
+        # No timeout scope to enter when the first batch brought documents or ended the cursor.
+        if not self._data and not self._killed:
+            with self._timeout_scope(first=False):
+                while not self._data and not self._killed:
+                    await self._get_more()
+                    if self._tailable():
+                        break
         return bool(self._data)
 
     def __await__(self: _Self) -> Generator[Any, None, _Self]:
