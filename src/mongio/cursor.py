@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import copy
+import functools
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -78,7 +79,7 @@ _RUN_STATE = (
     "_loop",
     "_limit",
     "_single_batch",
-    "_limit_reached",
+    "_has_enough",
 )
 
 # The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
@@ -140,6 +141,9 @@ class _CursorBase(Generic[_T]):
     _csot_deadline: float | None = None
     # The event loop of the first command: the server cursor is fetched from there only.
     _loop: asyncio.AbstractEventLoop | None = None
+    # Set by _received when every document wanted has come though the server still holds the cursor (a find's
+    # limit): the server cursor is then closed, the buffered documents kept.
+    _has_enough = False
 
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
         self._client = client
@@ -298,6 +302,18 @@ class _CursorBase(Generic[_T]):
 
     async def _open(self) -> None:
         """Run the first command: the cursor's server, id and first batch."""
+        state = await self._first_reply()
+        self._accept(state)
+        if not state.id:
+            self._finished()
+            if self._session is not self._explicit_session:
+                await self._release_session()
+        elif self._has_enough:
+            await self._close_keeping_buffered()
+
+    async def _first_reply(self) -> CursorState:
+        """Run the first command and give its cursor reply (its server is the cursor's from now on). When the
+        command fails the cursor is finished."""
         self._loop = asyncio.get_running_loop()
         self._started = True
         operation = self._first_operation()
@@ -318,11 +334,7 @@ class _CursorBase(Generic[_T]):
             # Cancelled: no awaiting here; the client gives the implicit session back.
             self._abandon()
             raise
-        self._accept(state)
-        if not state.id:
-            self._finished()
-            if self._session is not self._explicit_session:
-                await self._release_session()
+        return state
 
     def _finished(self) -> None:
         """The server holds no more results: nothing more to fetch and no connection to keep."""
@@ -371,6 +383,14 @@ class _CursorBase(Generic[_T]):
         if not state.id:
             self._finished()
             await self._release_session()
+        elif self._has_enough:
+            await self._close_keeping_buffered()
+
+    async def _close_keeping_buffered(self) -> None:
+        if not self._killed:
+            buffered = list(self._data)
+            await self.close()
+            self._data.extend(buffered)
 
     async def _release_session_quietly(self) -> None:
         try:
@@ -382,11 +402,13 @@ class _CursorBase(Generic[_T]):
         """Fetch until a document is buffered; False when the cursor has nothing more to give now."""
         if not self._started:
             await self._open()
-        with self._timeout_scope(first=False):
-            while not self._data and not self._killed:
-                await self._get_more()
-                if self._tailable():
-                    break
+        # No timeout scope to enter when the first batch brought documents or ended the cursor.
+        if not self._data and not self._killed:
+            with self._timeout_scope(first=False):
+                while not self._data and not self._killed:
+                    await self._get_more()
+                    if self._tailable():
+                        break
         return bool(self._data)
 
     def __await__(self: _Self) -> Generator[Any, None, _Self]:
@@ -438,11 +460,16 @@ class _CursorBase(Generic[_T]):
                 raise ValueError(f"to_list() length must be greater than 0, not {length}")
         result: list[_T] = []
         while length is None or len(result) < length:
-            if not self._data and not await self._refresh():
+            # A cursor the server has closed has nothing more to fetch: no _refresh() to learn that.
+            if not self._data and (self._killed or not await self._refresh()):
                 break
-            take = len(self._data) if length is None else min(len(self._data), length - len(result))
-            for _ in range(take):
-                result.append(self._data.popleft())
+            data = self._data
+            if length is None:
+                result.extend(data)
+                data.clear()
+            else:
+                for _ in range(min(len(data), length - len(result))):
+                    result.append(data.popleft())
         return result
 
     async def close(self) -> None:
@@ -580,7 +607,7 @@ class Cursor(_CursorBase[_T]):
             raise InvalidOperation("the snapshot option was removed in MongoDB 4.0; use a snapshot session")
         self._collection = collection
         # The options by the names Find takes them. The values are checked by the Find built below.
-        self._spec: dict[str, Any] = {
+        self._spec = {
             "filter": filter,
             "projection": projection,
             "skip": skip,
@@ -619,22 +646,32 @@ class Cursor(_CursorBase[_T]):
         a good part of a find_one's CPU)."""
         if "sort" in options and not options["sort"]:
             options["sort"] = None  # an empty sort means none, as in __init__
+        database = collection.database
+        codec_options = collection.codec_options
         cursor: Cursor[Any] = cls.__new__(cls)
-        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
+        _CursorBase.__init__(cursor, database.client, session, codec_options)
         cursor._level_timeout = collection._timeout
         cursor._collection = collection
-        cursor._spec = {**_DEFAULT_SPEC, **options, "filter": filter, "limit": -1}
+        # The options as given; _spec merges them with the defaults only if something reads it.
+        cursor._find_one_options = options
+        cursor._find_one_filter = filter
         cursor._prepared = Find(
-            collection.database.name,
+            database.name,
             collection.name,
             filter,
             limit=-1,
             **options,
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
-            codec_options=collection.codec_options,
+            codec_options=codec_options,
         )
         return cursor
+
+    @functools.cached_property
+    def _spec(self) -> dict[str, Any]:
+        """The cursor's options by the names Find takes them. ``__init__`` sets them; a ``find_one`` cursor
+        (whose Find is built from the options given) makes them here, for the few things that read them."""
+        return {**_DEFAULT_SPEC, **self._find_one_options, "filter": self._find_one_filter, "limit": -1}
 
     @property
     def collection(self) -> Collection[Any]:
@@ -656,7 +693,7 @@ class Cursor(_CursorBase[_T]):
         operation = self._prepared or self._find_operation()
         self._prepared = None
         self._limit = operation.limit
-        self._single_batch = self._spec["limit"] < 0
+        self._single_batch = operation.single_batch
         self._batch_size = operation.batch_size
         self._max_await_time_ms = operation.max_await_time_ms
         self._comment = operation.comment
@@ -664,6 +701,9 @@ class Cursor(_CursorBase[_T]):
 
     _limit = 0
     _single_batch = False
+    # A find_one cursor's options as given to it, and its filter (what _spec is made from).
+    _find_one_options: dict[str, Any]
+    _find_one_filter: Mapping[str, Any] | None
 
     def _take_implicit_session(self) -> None:
         # A single batch (find_one) has no getMore to tie to its find: the server session the executor takes
@@ -686,38 +726,23 @@ class Cursor(_CursorBase[_T]):
     def _received(self, count: int) -> None:
         # With a limit (or a single batch) the server may keep an empty cursor open: nothing more is wanted.
         if (self._single_batch or (self._limit and self._retrieved >= self._limit)) and self._id:
-            self._limit_reached = True
-
-    _limit_reached = False
-
-    async def _open(self) -> None:
-        await super()._open()
-        if self._limit_reached:
-            await self._close_keeping_buffered()
-
-    async def _get_more(self) -> None:
-        await super()._get_more()
-        if self._limit_reached:
-            await self._close_keeping_buffered()
-
-    async def _close_keeping_buffered(self) -> None:
-        if not self._killed:
-            buffered = list(self._data)
-            await self.close()
-            self._data.extend(buffered)
+            self._has_enough = True
 
     async def _first_document(self) -> _T | None:
         """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
         None: :meth:`Collection.find_one <mongio.collection.Collection.find_one>`. The cursor is closed when
         this returns: the server had nothing more, or the cursor it kept open anyway was killed."""
-        # The base's first command directly: a server that kept the cursor open is dealt with here, the
-        # document taken out first (close() empties the buffer).
-        await _CursorBase._open(self)
-        data = self._data
-        document = data.popleft() if data else None
-        if not self._killed:
+        # The reply's batch is not buffered: only its first document is wanted. A single-batch cursor has no
+        # implicit session to end, and the server keeps no cursor when it answers with id 0.
+        state = await self._first_reply()
+        batch = state.batch
+        if not state.id:
+            self._finished()
+        else:
+            # The server kept the cursor open anyway: it is killed now.
+            self._accept(state._replace(batch=[]))
             await self.close()
-        return document
+        return batch[0] if batch else None
 
     # -- builder methods (before the cursor runs) -------------------------------------------------------------
 

@@ -401,3 +401,15 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypat
         await task
     assert client.abandoned == [(None, "", 0, client.sessions[0])]
     assert not cursor.alive
+
+
+def test_a_find_one_cursor_has_the_options_of_the_cursor_find_would_make() -> None:
+    coll = FakeClient()["db"]["coll"]
+    options: dict[str, Any] = {"projection": {"x": 1}, "sort": [], "comment": "c", "max_time_ms": 5}
+    single = Cursor._for_find_one(coll, {"a": 1}, None, dict(options))
+    general: Cursor[Any] = Cursor(coll, {"a": 1}, limit=-1, **options)
+    # find_one builds its cursor's option dict only when read; it must match the general constructor's.
+    assert single._spec == general._spec
+    assert single._tailable() is False and repr(single) == repr(general)
+    assert single._prepared is not None and general._prepared is not None
+    assert single._prepared.body == general._prepared.body == single._find_operation().body

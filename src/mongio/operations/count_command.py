@@ -57,12 +57,9 @@ class Count(_ReadOperation):
             body, collation=collation, hint=hint, comment=comment, max_time_ms=max_time_ms, raw_data=raw_data
         )
         super().__init__(
-            database,
-            body,
-            read_preference=read_preference,
-            read_concern=read_concern,
-            codec_options=codec_options,
+            database, read_preference=read_preference, read_concern=read_concern, codec_options=codec_options
         )
+        self._body = body
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> int:
         return int(reply.get("n", 0))
