@@ -280,9 +280,7 @@ class _CursorBase(Generic[_T]):
 
     def _take_implicit_session(self) -> None:
         if self._session is None:
-            factory = getattr(self._client, "_implicit_session", None)
-            if factory is not None:
-                self._session = factory()
+            self._session = self._client._implicit_session()
 
     async def _release_session(self) -> None:
         session = self._session
@@ -540,9 +538,7 @@ class _CursorBase(Generic[_T]):
         self._id = 0
         if not cursor_id and session is None:
             return
-        hook = getattr(self._client, "_close_abandoned_cursor", None)
-        if hook is not None:
-            hook(self._address, self._namespace, cursor_id, session)
+        self._client._close_abandoned_cursor(self._address, self._namespace, cursor_id, session)
 
     def __del__(self) -> None:
         # The class holds both flags, so a cursor whose __init__ failed has them too.
@@ -945,16 +941,12 @@ class CommandCursor(_CursorBase[_T]):
     def _first_operation(self) -> Operation[Any]:
         return self._operation
 
-    def _command_flag(self, name: str) -> bool:
-        # A cursor_command is tailable (and awaitData) when its command document says so.
-        body = getattr(self._operation, "_body", None)
-        return isinstance(body, Mapping) and bool(body.get(name))
-
     def _tailable(self) -> bool:
-        return self._command_flag("tailable")
+        # A cursor_command is tailable (and awaitData) when its command document says so.
+        return self._operation.command_flag("tailable")
 
     def _await_data(self) -> bool:
-        return self._command_flag("awaitData")
+        return self._operation.command_flag("awaitData")
 
     def batch_size(self, batch_size: int) -> CommandCursor[_T]:
         """The number of documents each following ``getMore`` asks for (0: the server's default)."""

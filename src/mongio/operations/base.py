@@ -294,6 +294,11 @@ class Operation(Generic[R]):
         """The result when the namespace does not exist (only for ``ignores_namespace_not_found``)."""
         raise NotImplementedError
 
+    def command_flag(self, name: str) -> bool:
+        """Whether the command sets the boolean option ``name`` (``tailable``, ``awaitData``), which a cursor over
+        the caller's own command document reads. False unless the operation sends such a document."""
+        return False
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.command_name} on {self.database!r}>"
 

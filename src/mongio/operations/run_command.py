@@ -59,6 +59,9 @@ class RunCommand(Operation[dict[str, Any]]):
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> dict[str, Any]:
         return reply
 
+    def command_flag(self, name: str) -> bool:
+        return bool(self._body.get(name))
+
 
 class RunCursorCommand(RunCommand):
     """``run_cursor_command``: a command whose reply is a cursor (``find``, ``aggregate``, ``listX``...).
