@@ -195,6 +195,12 @@ class Connection:
         return self._more_to_come
 
     @property
+    def request_id(self) -> int:
+        """The id of the request that opened the current (or last) exchange: every reply of an exhaust stream
+        belongs to it."""
+        return self._request_id
+
+    @property
     def in_exchange(self) -> bool:
         """True from sending a request until its last reply was read."""
         return self._awaiting_reply
@@ -323,10 +329,11 @@ class Connection:
         document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
+        exhaust_allowed: bool = False,
     ) -> int:
         """:meth:`send` for a request that expects its reply (read it with ``receive()``): it never suspends,
         since only an unacknowledged request waits for the write buffer to drain."""
-        return self._send(db, command, document_sequences, codec_options, compress, False, False)
+        return self._send(db, command, document_sequences, codec_options, compress, False, exhaust_allowed)
 
     def _send(
         self,
