@@ -364,8 +364,9 @@ class _CursorBase(Generic[_T]):
         except OperationTimeoutError:
             if self._exhaust():
                 # Batches the server had already streamed were lost with the connection the timeout closed:
-                # the cursor cannot go on from where the server is, so it is closed.
-                await self.close()
+                # the cursor cannot go on from where the server is. The time being up here, the client
+                # kills the server cursor on its own time.
+                self._abandon()
                 raise
             # The server cursor lives on: the next call may try again, and close() kills it with a fresh
             # timeout. A load-balanced cursor's connection that the timeout cut off mid-exchange goes back

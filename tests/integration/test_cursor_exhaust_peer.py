@@ -13,7 +13,7 @@ import pytest
 from mongio import MongoClient
 from mongio.bson import Int64
 from mongio.cursor import CursorType
-from mongio.errors import AutoReconnect, InvalidOperation, OperationFailure
+from mongio.errors import AutoReconnect, InvalidOperation, OperationFailure, OperationTimeoutError
 from mongio.events.cmap import ConnectionCheckedInEvent, ConnectionClosedEvent
 from mongio.events.command import CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent
 from mongio.events.listeners import ConnectionPoolListener
@@ -240,3 +240,56 @@ async def test_exhaust_refuses_a_limit(options: dict[str, Any], message: str) ->
             client.db.coll.find({}, cursor_type=CursorType.EXHAUST).limit(3)
         with pytest.raises(InvalidOperation, match="cannot be tailable"):
             client.db.coll.find({}, cursor_type=CursorType.EXHAUST).add_option(2)
+
+
+async def test_a_timeout_mid_stream_closes_the_connection_and_the_cursor() -> None:
+    stream = [batch(2, 2), Reply(batch(4, 1, cursor_id=0), delay=30)]
+    async with (
+        LoopbackPeer(find_then([stream])) as peer,
+        MongoClient(peer.uri, directConnection=True, timeoutMS=300) as client,
+    ):
+        cursor = client.db.coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST, timeout_mode="iteration")
+        taken = [await cursor.next() for _ in range(4)]
+        with pytest.raises(OperationTimeoutError):
+            await cursor.next()  # the held-back reply never comes in time
+        assert not cursor.alive  # the batches on their way were lost with the connection
+        assert len(taken) == 4
+        # The client kills the server cursor on its own time, over another connection.
+        while not requests(peer, "killCursors"):
+            await peer.wait_for_requests(len(peer.requests) + 1)
+        (get_more,) = requests(peer, "getMore")
+        (kill,) = requests(peer, "killCursors")
+        assert kill.connection is not get_more.connection
+
+
+def mongos_hello(max_wire_version: int) -> Any:
+    def hello(request: Request) -> Any:
+        if request.command_name.lower() in ("hello", "ismaster"):
+            return {
+                "ok": 1,
+                "isWritablePrimary": True,
+                "msg": "isdbgrid",
+                "maxWireVersion": max_wire_version,
+                "minWireVersion": 0,
+                "maxBsonObjectSize": 16 * 1024 * 1024,
+                "maxMessageSizeBytes": 48_000_000,
+                "maxWriteBatchSize": 100_000,
+            }
+        return None
+
+    return hello
+
+
+@pytest.mark.parametrize(("max_wire_version", "streams"), [(21, False), (22, True)])
+async def test_a_mongos_streams_from_7_1(max_wire_version: int, streams: bool) -> None:
+    answer = find_then([[batch(2, 2, cursor_id=0)]])
+    hello = mongos_hello(max_wire_version)
+
+    def handler(request: Request) -> Any:
+        return hello(request) or answer(request)
+
+    async with LoopbackPeer(handler) as peer:
+        async with MongoClient(peer.uri, directConnection=True) as client:
+            assert len(await client.db.coll.find({}, cursor_type=CursorType.EXHAUST).to_list()) == 4
+        (get_more,) = requests(peer, "getMore")
+        assert get_more.exhaust_allowed is streams

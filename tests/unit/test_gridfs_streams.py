@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mongio.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from mongio.cursor import CursorType
+from mongio.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from mongio.gridfs import grid_in as grid_in_module
 from mongio.gridfs.errors import CorruptGridFile, FileExists
 from mongio.gridfs.grid_in import GridIn

@@ -78,10 +78,21 @@ class CursorType:
 
     ``EXHAUST``: after the first batch, one ``getMore`` is sent with the OP_MSG ``exhaustAllowed`` flag and the
     server streams every following batch unasked (each reply flagged ``moreToCome``), preparing the next
-    while the client reads the current one. The cursor keeps its connection until the stream ends; closing
-    the cursor before then closes that connection (it has replies still on their way). An exhaust cursor
-    takes no ``limit`` and cannot be tailable. In a transaction, and on a mongos older than 7.1 or a server
-    older than 4.2, its batches come from ordinary ``getMore`` commands.
+    while the client reads the current one. The cursor keeps its connection until the stream ends (a reply
+    without ``moreToCome``: when the cursor is still open, the next batch is asked for by another such
+    ``getMore``); the connection then goes back to the pool. Closing the cursor before then closes that
+    connection, which has replies still on their way, and kills the server cursor over another one.
+
+    - It takes no ``limit`` and cannot be tailable (``InvalidOperation``); ``max_await_time_ms`` is for
+      tailable cursors only.
+    - In a transaction, and on a mongos older than 7.1 or a server older than 4.2, its batches come from
+      ordinary ``getMore`` commands.
+    - Load balanced: the stream runs over the connection the cursor is pinned to; closed mid-stream, that
+      connection is closed and no ``killCursors`` is sent (another connection may reach another service;
+      the cursor's own service reaps it with its connection).
+    - Under a client-side operation timeout each streamed batch is awaited within the cursor's deadline
+      (its lifetime, or one iteration). A timeout, or a cancellation, while a stream is under way closes the
+      connection; the batches on their way are lost with it, so the cursor is closed too.
     """
 
     NON_TAILABLE = 0
