@@ -17,7 +17,7 @@ from mongio.collection import Collection
 from mongio.connection.pool import Pool
 from mongio.cursor import CursorType
 from mongio.database import Database
-from mongio.errors import CursorNotFound
+from mongio.errors import ClientClosedError, CursorNotFound
 from mongio.events.command import CommandStartedEvent
 from mongio.gridfs import GridFSBucket
 from tests.support.recorders import CommandRecorder
@@ -136,3 +136,17 @@ async def test_a_download_closed_midway_kills_its_cursor_and_the_next_one_reads_
     assert checked_out(gridfs_client) == 0
     again = await bucket.open_download_stream(file_id)
     assert await again.read() == data
+
+
+async def test_a_stream_stops_when_its_client_is_closed(server_uri: str, db: Database[Any]) -> None:
+    client = MongoClient(server_uri)
+    collection = client[db.name]["closing"]
+    await collection.insert_many([{"_id": index} for index in range(DOCUMENTS)])
+    cursor = collection.find({}, batch_size=10, cursor_type=CursorType.EXHAUST)
+    taken = [await cursor.next() for _ in range(25)]  # into the stream
+    await client.close()
+    with pytest.raises(ClientClosedError):
+        async for document in cursor:
+            taken.append(document)
+    assert len(taken) == 30  # what was buffered, nothing read from the stream after the close
+    assert not cursor.alive

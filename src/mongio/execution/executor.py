@@ -313,7 +313,12 @@ class Executor:
         reply) is handled as a getMore's would be: the topology is told. A timeout (``socketTimeoutMS``, or
         the client-side operation timeout in force) or a cancellation closes the connection, whose further
         replies cannot be read any more. Once the stream has ended, a connection held for it alone goes back
-        to its pool."""
+        to its pool. Once the client was closed, the stream's connection is closed and ``ClientClosedError``
+        raised, as for any operation."""
+        topology = self._topology
+        if topology is None or topology.closed:
+            pin.discard("the client was closed")
+            raise self._client._closed_error()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return await self._receive_streamed(operation, session, pin, address)
