@@ -129,8 +129,8 @@ class MessageProtocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
-        if self._held:
-            return  # framing goes on once the held message is taken
+        # While a message is held (a TLS layer may still hand over data), the loop finds it again at the
+        # buffer's start, still without a waiter, and holds it anew.
         while self._lost_reason is None:
             start = self._start
             available = self._end - start
