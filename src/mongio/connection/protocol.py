@@ -43,12 +43,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
     set it from the handshake's ``maxMessageSizeBytes``.
     """
 
-    # The length of a complete message kept at the buffer's start because nobody waited for it, and whether
-    # reading is paused for it. Class defaults: only a connection that ever holds a message (an exhaust
-    # stream's) sets its own, so the others' attribute dicts stay as small as they were.
-    _held = 0
-    _reading_paused = False
-
     def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self.address = address
         self.max_message_size = max_message_size
@@ -69,6 +63,10 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[Any] | None = None
         self._parser: Callable[[memoryview], Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The length of a complete message kept at the buffer's start because nobody waited for it; reading is
+        # paused while one is held.
+        self._held = 0
+        self._reading_paused = False
         self._lost_reason: str | None = None
         self.lost = False
         """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``).
