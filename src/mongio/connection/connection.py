@@ -329,11 +329,10 @@ class Connection:
         document_sequences: Mapping[str, Sequence[Mapping[str, Any] | bytes | PackedDocuments]] | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         compress: bool = True,
-        exhaust_allowed: bool = False,
     ) -> int:
         """:meth:`send` for a request that expects its reply (read it with ``receive()``): it never suspends,
         since only an unacknowledged request waits for the write buffer to drain."""
-        return self._send(db, command, document_sequences, codec_options, compress, False, exhaust_allowed)
+        return self._send(db, command, document_sequences, codec_options, compress, False, False)
 
     def _send(
         self,

@@ -660,7 +660,7 @@ class Executor:
             body, op, run.session, description, described.topology_type, in_transaction=run.transaction_bound
         )
         body["$db"] = op.database
-        exhaust = op.exhaust and run.pin is not None and not run.in_transaction and _may_stream(conn, description)
+        exhaust = run.pin is not None and op.exhaust and not run.in_transaction and _may_stream(conn, description)
         reply, error = await self._exchange(run, conn, server.address, command, server_session, exhaust)
         if error is not None:
             if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
@@ -756,13 +756,13 @@ class Executor:
         request_id = 0
         run.sent = True
         try:
-            if run.acknowledged:
+            if exhaust_allowed:
+                request_id = await conn.send(
+                    op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=deadline
+                )
+            elif run.acknowledged:
                 request_id = conn.send_nowait(
-                    op.database,
-                    body,
-                    document_sequences=sequences,
-                    codec_options=op.codec_options,
-                    exhaust_allowed=exhaust_allowed,
+                    op.database, body, document_sequences=sequences, codec_options=op.codec_options
                 )
             else:
                 request_id = await conn.send(
