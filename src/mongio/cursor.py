@@ -184,6 +184,10 @@ class _CursorBase(Generic[_T]):
     def _await_data(self) -> bool:
         return False
 
+    def _exhaust(self) -> bool:
+        """Whether the cursor's getMore may be answered by an exhaust stream (``CursorType.EXHAUST``)."""
+        return False
+
     # -- the client-side operation timeout ---------------------------------------------------------------
 
     def _settle_timeout(self, operation: Operation[Any]) -> None:
@@ -349,10 +353,18 @@ class _CursorBase(Generic[_T]):
             batch_size=self._get_more_batch_size(),
             max_await_time_ms=self._max_await_time_ms,
             comment=self._comment,
+            exhaust=self._exhaust(),
             codec_options=self._codec_options,
         )
         try:
-            state: CursorState = await self._execute(operation, self._address)
+            state: CursorState
+            if self._pin.streaming:
+                # The server is streaming this cursor's batches: the next one is read, nothing is sent.
+                state = await self._client._executor.receive_streamed(
+                    operation, self._session, self._pin, self._address, level_timeout=self._level_timeout
+                )
+            else:
+                state = await self._execute(operation, self._address)
         except CursorNotFound:
             self._id = 0
             self._killed = True
@@ -360,6 +372,12 @@ class _CursorBase(Generic[_T]):
             await self._release_session_quietly()
             raise
         except OperationTimeoutError:
+            if self._exhaust():
+                # Batches the server had already streamed were lost with the connection the timeout closed:
+                # the cursor cannot go on from where the server is. The time being up here, the client
+                # kills the server cursor on its own time.
+                self._abandon()
+                raise
             # The server cursor lives on: the next call may try again, and close() kills it with a fresh
             # timeout. A load-balanced cursor's connection that the timeout cut off mid-exchange goes back
             # (the pool closes it); the next command takes another.
@@ -485,6 +503,14 @@ class _CursorBase(Generic[_T]):
         self._killed = True
         self._started = True
         pin = self._pin
+        if pin.streaming:
+            # Replies are still on their way over the cursor's connection: it can carry no killCursors and
+            # must not go back to the pool half-read, so it is closed. The server cursor is killed over
+            # another connection to its server, but not behind a load balancer, where another connection may
+            # lead to another service (which then reaps the cursor of the closed connection).
+            kill_elsewhere = pin.held_for_stream_only
+            pin.discard("its exhaust cursor was closed before the stream ended")
+            was_open = was_open and kill_elsewhere
         if was_open and cursor_id and not pin.broken:
             database, _, collection = self._namespace.partition(".")
             self._id = 0
@@ -712,6 +738,9 @@ class Cursor(_CursorBase[_T]):
 
     def _await_data(self) -> bool:
         return bool(self._spec["cursor_type"] & _AWAIT_DATA)
+
+    def _exhaust(self) -> bool:
+        return bool(self._spec["cursor_type"] == CursorType.EXHAUST)
 
     def _get_more_batch_size(self) -> int:
         if self._limit:

@@ -16,6 +16,7 @@ from spec_runner.cluster import Deployment, load_balanced
 
 from mongio.client import MongoClient
 from mongio.connection.pool import Pool
+from mongio.cursor import CursorType
 from mongio.events import ConnectionCheckedInEvent, ConnectionCheckedOutEvent, ConnectionPoolListener
 from mongio.events.command import (
     CommandFailedEvent,
@@ -101,6 +102,34 @@ async def test_closing_an_open_cursor_kills_it_over_its_own_connection(balancer:
             next(event for event in listener.events if event.command_name == name) for name in ("find", "killCursors")
         )
         assert kill.service_id == find.service_id
+
+
+async def test_an_exhaust_cursor_streams_over_its_pinned_connection(balancer: Deployment) -> None:
+    listener = Started()
+    async with MongoClient(balancer.uri, event_listeners=[listener]) as client:
+        collection = await fill(client)
+        documents = await collection.find({}, batch_size=4, cursor_type=CursorType.EXHAUST).to_list()
+        assert len(documents) == DOCUMENTS
+        assert checked_out(client) == 0  # drained: the pinned connection went back
+        find = [event for event in listener.events if event.command_name == "find"][-1]
+        get_mores = [event for event in listener.events if event.command_name == "getMore"]
+        assert len({event.request_id for event in get_mores}) == 1  # one getMore sent, its batches streamed
+        assert len(get_mores) >= (DOCUMENTS - 4) // 4
+        assert {event.service_id for event in get_mores} == {find.service_id}
+
+
+async def test_an_exhaust_cursor_closed_mid_stream_closes_its_pinned_connection(balancer: Deployment) -> None:
+    listener = Started()
+    async with MongoClient(balancer.uri, event_listeners=[listener]) as client:
+        collection = await fill(client)
+        cursor = collection.find({}, batch_size=4, cursor_type=CursorType.EXHAUST)
+        for _ in range(10):
+            await cursor.next()
+        await cursor.close()
+        assert checked_out(client) == 0
+        # Its service reaps the cursor of the closed connection; another connection may reach another one.
+        assert "killCursors" not in [event.command_name for event in listener.events]
+        assert await collection.count_documents({}) == DOCUMENTS
 
 
 async def test_cancelled_and_abandoned_cursors_leave_no_connection_checked_out(balancer: Deployment) -> None:

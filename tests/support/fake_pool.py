@@ -25,6 +25,7 @@ class FakeConnection:
         self.last_used = time.monotonic()
         self.close_reason: str | None = None
         self.in_exchange = False
+        self.more_to_come = False  # an exhaust stream's replies still to read (then in_exchange too)
 
     @property
     def closed(self) -> bool:

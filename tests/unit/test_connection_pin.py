@@ -65,3 +65,53 @@ async def test_discard_closes_the_connection_and_release_soon_gives_it_back_on_t
     await asyncio.sleep(0)
     assert pool.in_use_connection_count == 0 and pool.total_connection_count == 0
     await pool.close()
+
+
+def is_streaming(pin: ConnectionPin) -> bool:
+    return pin.streaming
+
+
+async def test_a_stream_held_alone_goes_back_to_the_pool_when_it_ends() -> None:
+    pool = make_pool()
+    conn = await pool.check_out()
+    pin = ConnectionPin()
+    conn.more_to_come = conn.in_exchange = True
+    pin.hold_stream(pool, conn, {"getMore": 1})
+    assert is_streaming(pin) and pin.held_for_stream_only and pin.stream() == (conn, {"getMore": 1})
+    conn.more_to_come = conn.in_exchange = False  # the last reply was read
+    assert not is_streaming(pin)
+    pin.stream_ended()
+    assert not pin.held and pool.in_use_connection_count == 0 and not conn.closed
+    with pytest.raises(RuntimeError):
+        pin.stream()
+    await pool.close()
+
+
+async def test_a_load_balanced_pin_keeps_its_connection_after_the_stream() -> None:
+    pool = make_pool(load_balanced=True)
+    conn = await pool.check_out()
+    pin = ConnectionPin()
+    pin.hold(pool, conn)
+    conn.more_to_come = conn.in_exchange = True
+    pin.hold_stream(pool, conn, {"getMore": 1})
+    assert is_streaming(pin) and not pin.held_for_stream_only
+    with pytest.raises(RuntimeError):
+        pin.hold_stream(pool, await pool.check_out(), {"getMore": 2})  # not another connection
+    conn.more_to_come = conn.in_exchange = False
+    pin.stream_ended()
+    assert pin.holds(conn) and not is_streaming(pin)
+    pin.release()
+    await pool.close()
+
+
+async def test_a_stream_cut_short_is_never_pooled() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder)
+    conn = await pool.check_out()
+    pin = ConnectionPin()
+    conn.more_to_come = conn.in_exchange = True
+    pin.hold_stream(pool, conn, {"getMore": 1})
+    pin.release()  # given back mid-stream: the pool closes it rather than serve its unread replies
+    assert conn.closed and pool.in_use_connection_count == 0
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error"]
+    await pool.close()

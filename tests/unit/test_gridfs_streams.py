@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mongio.cursor import CursorType
 from mongio.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from mongio.gridfs import grid_in as grid_in_module
 from mongio.gridfs.errors import CorruptGridFile, FileExists
@@ -30,6 +31,13 @@ class FakeCursor:
         if not self._documents:
             raise StopAsyncIteration
         return self._documents.pop(0)
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._documents) and not self.closed
+
+    async def try_next(self) -> dict[str, Any] | None:
+        return self._documents.pop(0) if self._documents else None
 
     async def close(self) -> None:
         self.closed = True
@@ -102,12 +110,12 @@ class FakeCollection:
         return None
 
     def find(self, filter: Mapping[str, Any], **options: Any) -> FakeCursor:
-        first = filter["n"]["$gte"]
+        first, end = filter["n"]["$gte"], filter["n"].get("$lt", float("inf"))
         chunks = sorted(
-            (d for d in self.documents if d["files_id"] == filter["files_id"] and d["n"] >= first),
+            (d for d in self.documents if d["files_id"] == filter["files_id"] and first <= d["n"] < end),
             key=lambda d: d["n"],
         )
-        self.store.find_options.append(options)
+        self.store.find_options.append({"filter": filter, **options})
         cursor = FakeCursor(chunks[: options.get("limit") or None])
         self.cursors.append(cursor)
         return cursor
@@ -269,7 +277,9 @@ async def test_reads_ask_for_only_the_chunks_needed_and_check_each() -> None:
     download = make_out(store, "f")
     await download.seek(35)
     assert await download.read(10) == data[35:45]
-    assert store.find_options[-1]["limit"] == 7  # chunks 3..9, not the extra one
+    # Chunks 3..9, not the extra one, through an exhaust cursor.
+    assert store.find_options[-1]["filter"] == {"files_id": "f", "n": {"$gte": 3, "$lt": 10}}
+    assert store.find_options[-1]["cursor_type"] == CursorType.EXHAUST
     assert await download.read() == data[45:]
     assert store.chunks.cursors[-1].closed
     store.chunks.documents = [c for c in store.chunks.documents if c["n"] != 6]

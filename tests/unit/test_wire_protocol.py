@@ -22,6 +22,18 @@ class FakeTransport(asyncio.Transport):
         self.written: list[bytes] = []
         self.aborted = False
         self.closed = False
+        self.reading = True
+        self.pauses = 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
 
     def write(self, data: Any) -> None:
         self.written.append(bytes(data))
@@ -132,7 +144,7 @@ def test_any_split_of_any_messages_frames_them_exactly(sizes: list[int], cuts: l
             index += 1
         received = [await protocol.wait_message(bytes) for _ in messages]
         assert received == messages
-        assert not protocol._unclaimed
+        assert protocol.get_buffer(-1) and not protocol._held
         return received
 
     asyncio.run(run())
@@ -234,3 +246,71 @@ async def test_only_one_waiter_at_a_time() -> None:
 def test_addresses_are_named_as_in_a_uri(address: tuple[str, int | None], name: str) -> None:
     assert format_address(address) == name
     assert is_unix_socket(address) == name.endswith(".sock")
+
+
+# -- flow control: a message nobody waits for pauses reading ------------------------------------------------
+
+
+async def test_message_nobody_waits_for_pauses_reading_until_taken() -> None:
+    protocol, transport = make_protocol()
+    first, second = message(1, 100), message(2, 200)
+    feed(protocol, first)
+    assert not transport.is_reading()  # held in the buffer: the server's next replies wait in the socket
+    assert await protocol.wait_message(bytes) == first
+    assert transport.is_reading()
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, second)
+    assert await waiter == second
+    assert transport.is_reading() and transport.pauses == 1
+
+
+async def test_messages_read_together_are_held_one_at_a_time() -> None:
+    protocol, transport = make_protocol()
+    messages = [message(i, 64 + i) for i in range(1, 4)]
+    partial = message(9, 500)
+    feed(protocol, b"".join(messages) + partial[:30])
+    for expected in messages:
+        assert not transport.is_reading()
+        assert await protocol.wait_message(bytes) == expected
+    # Only a partial message is left: reading resumes to complete it.
+    assert transport.is_reading()
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, partial[30:])
+    assert await waiter == partial
+
+
+async def test_data_handed_over_while_paused_is_kept_and_framed_later() -> None:
+    # A TLS layer may hand over what it had already decrypted after reading paused: it is kept (the buffer
+    # grows for it) and framed once the held message is taken.
+    protocol, transport = make_protocol()
+    messages = [message(i, 3000) for i in range(1, 6)]
+    feed(protocol, messages[0])
+    assert not transport.is_reading()
+    feed(protocol, b"".join(messages[1:]), chunk=1000)
+    received = [await protocol.wait_message(bytes) for _ in messages]
+    assert received == messages
+    assert transport.is_reading()
+
+
+async def test_held_message_is_parsed_in_place() -> None:
+    protocol, _ = make_protocol()
+    feed(protocol, message(1, 100))
+    seen: list[type] = []
+
+    def parser(view: memoryview) -> bytes:
+        seen.append(type(view.obj))
+        return bytes(view)
+
+    await protocol.wait_message(parser)
+    assert seen == [bytearray]  # a view of the protocol's own buffer, not of a copy made aside
+
+
+async def test_held_message_is_delivered_even_after_the_peer_closed() -> None:
+    protocol, transport = make_protocol()
+    last = message(1, 100)
+    feed(protocol, last)
+    protocol.eof_received()
+    assert await protocol.wait_message(bytes) == last
+    assert not transport.is_reading()  # lost: reading is not resumed
+    with pytest.raises(AutoReconnect):
+        await protocol.wait_message(bytes)

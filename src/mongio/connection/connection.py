@@ -195,6 +195,12 @@ class Connection:
         return self._more_to_come
 
     @property
+    def request_id(self) -> int:
+        """The id of the request that opened the current (or last) exchange: every reply of an exhaust stream
+        belongs to it."""
+        return self._request_id
+
+    @property
     def in_exchange(self) -> bool:
         """True from sending a request until its last reply was read."""
         return self._awaiting_reply

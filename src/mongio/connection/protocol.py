@@ -3,8 +3,12 @@ message to the one task waiting for it.
 
 The transport reads straight into the protocol's buffer (``get_buffer``/``buffer_updated``); when a message is
 complete its parser runs right there, on a view of that buffer, and the waiting future gets the parsed result.
-So a reply costs no task, no intermediate ``bytes`` and no copy beyond what decoding makes. Only a message that
-arrives while nobody waits (the next reply of an exhaust stream, or stray data) is copied aside.
+So a reply costs no task, no intermediate ``bytes`` and no copy beyond what decoding makes.
+
+A message that arrives while nobody waits (the next reply of an exhaust stream, which the server sends without
+being asked) stays where it is in the buffer, and reading pauses (``transport.pause_reading()``) until a task
+takes it: a server streaming ahead of its consumer fills the socket's buffers and then waits, instead of
+filling the client's memory. Reading resumes once the held message is taken.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import asyncio
 import functools
 import socket
 import struct
-from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -60,7 +63,10 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[Any] | None = None
         self._parser: Callable[[memoryview], Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._unclaimed: deque[bytes] = deque()
+        # The length of a complete message kept at the buffer's start because nobody waited for it; reading is
+        # paused while one is held.
+        self._held = 0
+        self._reading_paused = False
         self._lost_reason: str | None = None
         self.lost = False
         """True once the connection ended (peer closed it, a network error, a protocol error, or ``abort``).
@@ -109,6 +115,10 @@ class MessageProtocol(asyncio.BufferedProtocol):
                 self._start, self._end = 0, end - start
             else:
                 self._replace_buffer(bytearray(max(needed, 2 * capacity)), start, end)
+        elif end == capacity:
+            # Only with a held message: a TLS layer may still hand over what it had decrypted before reading
+            # paused, and the buffer must have room for it.
+            self._replace_buffer(bytearray(2 * capacity), start, end)
         return self._view[self._end :]
 
     def _replace_buffer(self, new: bytearray, start: int, end: int) -> None:
@@ -119,6 +129,8 @@ class MessageProtocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
+        # While a message is held (a TLS layer may still hand over data), the loop finds it again at the
+        # buffer's start, still without a waiter, and holds it anew.
         while self._lost_reason is None:
             start = self._start
             available = self._end - start
@@ -137,23 +149,31 @@ class MessageProtocol(asyncio.BufferedProtocol):
             if available < length:
                 self._needed = length
                 return
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                self._hold(length)
+                return
             self._start = start + length
             if self._start == self._end:
                 self._start = self._end = 0  # the bytes stay valid until the next get_buffer
-            self._deliver(self._view[start : start + length])
+            self._deliver(waiter, self._view[start : start + length])
 
-    def _deliver(self, message: memoryview) -> None:
-        waiter, parser = self._waiter, self._parser
-        if waiter is None or parser is None or waiter.done():
-            self._unclaimed.append(bytes(message))
-            return
+    def _hold(self, length: int) -> None:
+        """Keep the complete message at the buffer's start for the next ``wait_message`` and stop reading."""
+        self._held = self._needed = length
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _deliver(self, waiter: asyncio.Future[Any], message: memoryview) -> None:
+        parser = self._parser
         self._waiter = self._parser = None
         timer = self._timer
         if timer is not None:
             timer.cancel()
             self._timer = None
         try:
-            result = parser(message)
+            result = parser(message)  # type: ignore[misc]
         except Exception as exc:
             waiter.set_exception(exc)
         else:
@@ -199,12 +219,8 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if self._waiter is not None and not self._waiter.done():
             raise InvalidOperation(f"a task is already waiting for a message from {self.address}")
         future: asyncio.Future[T] = self._new_future()
-        if self._unclaimed:
-            data = self._unclaimed.popleft()
-            try:
-                future.set_result(parser(memoryview(data)))
-            except Exception as exc:
-                future.set_exception(exc)
+        if self._held:
+            self._take_held(future, parser)
             return future
         if self._lost_reason is not None:
             future.set_exception(self.lost_exception())
@@ -214,6 +230,24 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if deadline is not None:
             self._timer = self.loop.call_at(deadline, self._time_out, future, deadline - self.loop.time())
         return future
+
+    def _take_held(self, future: asyncio.Future[T], parser: Callable[[memoryview], T]) -> None:
+        """Parse the held message into ``future``, then frame what follows it: a further complete message is
+        held in turn; otherwise reading resumes."""
+        start, length = self._start, self._held
+        self._held = 0
+        self._start = start + length
+        try:
+            future.set_result(parser(self._view[start : start + length]))
+        except Exception as exc:
+            future.set_exception(exc)
+        if self._start == self._end:
+            self._start = self._end = 0
+        self.buffer_updated(0)
+        if not self._held and self._reading_paused:
+            self._reading_paused = False
+            if self.transport is not None and self._lost_reason is None:
+                self.transport.resume_reading()
 
     def _time_out(self, future: asyncio.Future[Any], timeout: float) -> None:
         self._timer = None

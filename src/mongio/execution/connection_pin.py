@@ -9,6 +9,14 @@ connection it holds, and never checks that connection in itself. The cursor give
 (:meth:`ConnectionPin.release`) once the server cursor is exhausted or killed, or when the cursor is closed
 after the connection broke.
 
+A pin also holds the connection of an exhaust stream (``CursorType.EXHAUST``, in any topology): after a
+``getMore`` sent with ``exhaustAllowed`` is answered with ``moreToCome``, the server goes on sending the next
+batches unasked, so the connection stays with the cursor, which reads them one by one
+(:meth:`Executor.receive_streamed <mongio.execution.executor.Executor.receive_streamed>`), until a reply
+without ``moreToCome`` ends the stream. A connection held for the stream alone then goes back to its pool
+(:meth:`ConnectionPin.stream_ended`); one held for a load balancer stays. A connection with replies still on
+their way is never checked in for reuse: the pool closes it (it is still ``in_exchange``).
+
 The pool counts a held connection as "in use by cursors" (for its wait queue timeout message).
 """
 
@@ -21,14 +29,19 @@ __all__ = ["ConnectionPin"]
 
 
 class ConnectionPin:
-    """Holds at most one checked-out connection of one pool for a cursor (load-balanced mode only)."""
+    """Holds at most one checked-out connection of one pool for a cursor (load-balanced mode, or while an
+    exhaust stream lasts)."""
 
-    __slots__ = ("_conn", "_loop", "_pool")
+    __slots__ = ("_conn", "_for_stream_only", "_loop", "_pool", "_stream_command")
 
     def __init__(self) -> None:
         self._pool: Any = None
         self._conn: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The getMore whose exhaust stream the held connection carries (what each streamed batch's command
+        # events show), and whether the connection is held for that stream alone.
+        self._stream_command: dict[str, Any] | None = None
+        self._for_stream_only = False
 
     def __repr__(self) -> str:
         conn = self._conn
@@ -45,6 +58,25 @@ class ConnectionPin:
         exchange closed it): closing the cursor then sends no ``killCursors``."""
         conn = self._conn
         return conn is not None and (conn.closed or conn.in_exchange)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the held connection carries an exhaust stream with replies still to read."""
+        conn = self._conn
+        return conn is not None and self._stream_command is not None and conn.more_to_come
+
+    @property
+    def held_for_stream_only(self) -> bool:
+        """Whether the connection is held for its exhaust stream alone (not for a load balancer): the server
+        cursor can then be killed over another connection to the same server."""
+        return self._for_stream_only
+
+    def stream(self) -> tuple[Any, dict[str, Any]]:
+        """The held connection and the ``getMore`` command its exhaust stream answers."""
+        conn, command = self._conn, self._stream_command
+        if conn is None or command is None:
+            raise RuntimeError("this cursor holds no exhaust stream")
+        return conn, command
 
     def connection_from(self, pool: object) -> Any:
         """The held connection when it belongs to ``pool``, else ``None``."""
@@ -63,10 +95,30 @@ class ConnectionPin:
         self._loop = asyncio.get_running_loop()
         pool.pin(conn, "cursor")
 
+    def hold_stream(self, pool: Any, conn: Any, command: dict[str, Any]) -> None:
+        """Keep ``conn``, whose reply to ``command`` (a ``getMore`` with ``exhaustAllowed``) said more replies
+        follow, until the stream ends; a connection already held (load balanced) stays held beyond it."""
+        if self._conn is None:
+            self.hold(pool, conn)
+            self._for_stream_only = True
+        elif self._conn is not conn:
+            raise RuntimeError("this cursor already holds another connection")
+        self._stream_command = command
+
+    def stream_ended(self) -> None:
+        """The stream's last reply was read (or the stream broke): a connection held for it alone goes back to
+        its pool (closed there if broken); a load balancer's stays with the cursor."""
+        self._stream_command = None
+        if self._for_stream_only:
+            self.release()
+
     def release(self) -> None:
-        """Check the held connection back in (a broken one is closed by the pool). Never suspends."""
+        """Check the held connection back in (a broken one, or one with unread replies, is closed by the
+        pool). Never suspends."""
         pool, conn = self._pool, self._conn
         self._pool = self._conn = self._loop = None
+        self._stream_command = None
+        self._for_stream_only = False
         if conn is not None:
             pool.check_in(conn)
 
@@ -83,6 +135,8 @@ class ConnectionPin:
         its event loop's next turn. Nothing is awaited."""
         pool, conn, loop = self._pool, self._conn, self._loop
         self._pool = self._conn = self._loop = None
+        self._stream_command = None
+        self._for_stream_only = False
         if conn is None or loop is None:
             return
         conn.close("its cursor was dropped while still open")

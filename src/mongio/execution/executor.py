@@ -106,6 +106,8 @@ _CAUSAL_WRITE_COMMANDS = frozenset(
 # The commands a snapshot session sends without its snapshot read concern.
 _NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors"})
 _SNAPSHOT_MIN_WIRE_VERSION = 13  # MongoDB 5.0
+_EXHAUST_MIN_WIRE_VERSION = 8  # MongoDB 4.2: getMore takes exhaustAllowed
+_MONGOS_EXHAUST_MIN_WIRE_VERSION = 22  # MongoDB 7.1: a mongos goes on with an exhaust getMore's stream
 # The operationId every command of one operation made of several shares (the batches of a bulk write), with
 # the executor and the task it was taken for: a task started meanwhile inherits the variable, not the id.
 _SHARED_OPERATION_ID: contextvars.ContextVar[tuple[Any, asyncio.Task[Any] | None, int] | None] = (
@@ -293,6 +295,89 @@ class Executor:
         with csot.timeout(timeout):
             return Answered(*await self._run(topology, operation, session, address, pin))
 
+    async def receive_streamed(
+        self,
+        operation: Operation[R],
+        session: ClientSession | None,
+        pin: ConnectionPin,
+        address: Address,
+        *,
+        level_timeout: float | None = None,
+    ) -> R:
+        """The next reply of the exhaust stream on the connection ``pin`` holds, made into ``operation``'s
+        result (``operation`` is the getMore the cursor would otherwise send; nothing is sent).
+
+        Each streamed batch publishes the events of the getMore that opened the stream, as if it had been
+        sent again (started, then succeeded or failed; the request id is that getMore's), and its reply
+        updates the cluster time and the session as any reply does. An error (a network error, an ``ok: 0``
+        reply) is handled as a getMore's would be: the topology is told. A timeout (``socketTimeoutMS``, or
+        the client-side operation timeout in force) or a cancellation closes the connection, whose further
+        replies cannot be read any more. Once the stream has ended, a connection held for it alone goes back
+        to its pool. Once the client was closed, the stream's connection is closed and ``ClientClosedError``
+        raised, as for any operation."""
+        topology = self._topology
+        if topology is None or topology.closed:
+            pin.discard("the client was closed")
+            raise self._client._closed_error()
+        timeout = self._timeout_to_set(session, level_timeout)
+        if timeout is None:
+            return await self._receive_streamed(operation, session, pin, address)
+        with csot.timeout(timeout):
+            return await self._receive_streamed(operation, session, pin, address)
+
+    async def _receive_streamed(
+        self, op: Operation[R], session: ClientSession | None, pin: ConnectionPin, address: Address
+    ) -> R:
+        conn, command = pin.stream()
+        run = _Execution(op, session, address, self._operation_id())
+        run.generation = conn.generation
+        run.wire_version = conn.max_wire_version
+        if self._tracing is not None:
+            run.trace = self._tracing.start_operation(op, session)
+        events: CommandEvents | None = None
+        span: CommandSpan | None = None
+        if run.trace is not None or self._publisher.enabled:
+            events, span = self._observers(run, conn, address, Command(command))
+        if events is not None:
+            events.started(conn.request_id)
+        try:
+            try:
+                reply = await conn.receive(
+                    codec_options=op.codec_options, check=False, deadline=csot.current_deadline()
+                )
+            except (Exception, asyncio.CancelledError) as exc:
+                if events is not None:
+                    events.failed(exc)
+                if span is not None:
+                    span.failed(exc)
+                raise
+            error = self._take_reply(run, reply, events, span)
+            if error is not None:
+                raise error
+            return op.handle_response(reply, conn)
+        except BaseException as exc:
+            if run.trace is not None:
+                run.trace.failed(exc)
+            if isinstance(exc, MongioError):
+                await self._streamed_reply_failed(exc, address, run.generation, conn)
+            raise
+        finally:
+            if not conn.more_to_come:
+                pin.stream_ended()
+            if run.trace is not None:
+                run.trace.end()
+
+    async def _streamed_reply_failed(
+        self, exc: MongioError, address: Address, generation: int, conn: Connection
+    ) -> None:
+        """A streamed reply's error, as a getMore's: the topology is told (its pool cleared when the error
+        calls for it, before the connection goes back); under CSOT a timeout is the operation's timeout."""
+        topology = self._topology
+        if topology is not None:
+            await topology.handle_application_error(address, exc, generation, service_id=conn.service_id)
+        if csot.is_enabled() and is_timeout(exc) and not isinstance(exc, OperationTimeoutError):
+            raise csot.timeout_error(exc) from exc
+
     def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
         """Check that ``session`` may run an operation; return the timeout to set for it (``None``: none,
         CSOT being off or an enclosing ``timeout()`` block in force)."""
@@ -441,7 +526,7 @@ class Executor:
         run = _Execution(op, session, address, self._operation_id())
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
-        if pin is not None and topology.settings.load_balanced:
+        if pin is not None and (topology.settings.load_balanced or op.exhaust):
             run.pin = pin
         try:
             if session is not None:
@@ -519,6 +604,7 @@ class Executor:
                     and _keeps_cursor_open(result)
                     and not pin.holds(conn)
                     and (session is None or not session._holds(conn))
+                    and topology.settings.load_balanced
                 ):
                     pin.hold(pool, conn)
             except MongioError as exc:
@@ -574,14 +660,20 @@ class Executor:
             body, op, run.session, description, described.topology_type, in_transaction=run.transaction_bound
         )
         body["$db"] = op.database
-        reply, error = await self._exchange(run, conn, server.address, command, server_session)
+        exhaust = run.pin is not None and op.exhaust and not run.in_transaction and _may_stream(conn, description)
+        reply, error = await self._exchange(run, conn, server.address, command, server_session, exhaust)
         if error is not None:
             if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
                 return op.empty_result()
             raise error
         if run.txn_number is not None and "writeConcernError" in reply:
             await self._raise_write_concern_retry(topology, run, reply, conn)
-        return op.handle_response(reply, conn)
+        result = op.handle_response(reply, conn)
+        if exhaust and conn.more_to_come:
+            # The server streams the next batches: the connection stays with the cursor until the last.
+            assert run.pin is not None
+            run.pin.hold_stream(pool, conn, body)
+        return result
 
     def _server_session_for(
         self,
@@ -647,10 +739,12 @@ class Executor:
         address: Address,
         command: Command,
         server_session: ServerSession | None,
+        exhaust_allowed: bool = False,
     ) -> tuple[dict[str, Any], OperationFailure | None]:
         """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, and
         take what the reply tells the clocks and the session. Returns the reply and, for ``ok: 0``, its
-        error (not raised: the caller may ignore a NamespaceNotFound)."""
+        error (not raised: the caller may ignore a NamespaceNotFound). ``exhaust_allowed`` sends the command
+        with that flag (an exhaust cursor's getMore): further replies may follow the first."""
         op = run.op
         body, sequences = command
         events: CommandEvents | None = None
@@ -662,7 +756,11 @@ class Executor:
         request_id = 0
         run.sent = True
         try:
-            if run.acknowledged:
+            if exhaust_allowed:
+                request_id = await conn.send(
+                    op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=deadline
+                )
+            elif run.acknowledged:
                 request_id = conn.send_nowait(
                     op.database, body, document_sequences=sequences, codec_options=op.codec_options
                 )
@@ -922,6 +1020,17 @@ class Executor:
             raise
         if events is not None:
             events.succeeded(reply)
+
+
+def _may_stream(conn: Connection, description: ServerDescription) -> bool:
+    """Whether the server behind ``conn`` answers a getMore with an exhaust stream: MongoDB 4.2 (wire version
+    8) and later (OP_MSG specification, exhaustAllowed); a mongos from 7.1 (wire version 22) only (older ones do
+    not go on with the stream). Elsewhere the cursor sends ordinary getMores, as the
+    find/getMore/killCursors specification allows."""
+    wire_version = conn.max_wire_version
+    if description.server_type is ServerType.Mongos:
+        return wire_version >= _MONGOS_EXHAUST_MIN_WIRE_VERSION
+    return wire_version >= _EXHAUST_MIN_WIRE_VERSION
 
 
 def _keeps_cursor_open(result: object) -> bool:

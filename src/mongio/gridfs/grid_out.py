@@ -4,6 +4,13 @@ Chunks come from one cursor on the chunks collection, sorted by ``n``, in batche
 :data:`DOWNLOAD_BATCH_BYTES`, so reading a file of any size holds one batch and one chunk at a time. Every
 chunk is checked as it arrives (its ``n`` and its size, from the files document); a missing, misplaced or
 wrongly sized chunk raises :class:`~mongio.gridfs.errors.CorruptGridFile` when the read reaches it.
+
+The cursor is an exhaust cursor (``CursorType.EXHAUST``): after the first batch the server streams the
+following ones unasked, reading the next batch from storage while the client takes in the current one (a
+download is bound by the server's reads, which this overlaps with the client's work). The connection's
+protocol holds at most one batch that was not asked for yet, so memory stays as flat as with ``getMore``. A
+download closed before its end closes that connection (it has batches on their way); one read to the end
+gives it back to the pool. Where the server cannot stream, the cursor sends ordinary ``getMore`` commands.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from mongio.cursor import Cursor
+from mongio.cursor import Cursor, CursorType
 from mongio.errors import InvalidOperation
 from mongio.gridfs.deadlines import operation_deadline, within
 from mongio.gridfs.errors import NoFile
@@ -69,11 +76,13 @@ class _ChunkReader:
             await self.close()
             return None
         if self._cursor is None:
+            # The chunks after the last one are left out by the filter rather than a limit, which an exhaust
+            # cursor does not take.
             self._cursor = self._chunks.find(
-                {"files_id": self._file_id, "n": {"$gte": self._n}},
+                {"files_id": self._file_id, "n": {"$gte": self._n, "$lt": self._count}},
                 sort=[("n", 1)],
-                limit=self._count - self._n,
                 batch_size=chunks_per_batch(DOWNLOAD_BATCH_BYTES, self._chunk_size),
+                cursor_type=CursorType.EXHAUST,
                 session=self._session,
             )
         try:
@@ -83,8 +92,17 @@ class _ChunkReader:
         data = check_chunk(chunk, self._n, self._length, self._chunk_size)
         self._n += 1
         if self._n >= self._count:
-            await self.close()
+            await self._finish()
         return data if isinstance(data, bytes) else bytes(data)
+
+    async def _finish(self) -> None:
+        """After the last chunk: the server may still send the cursor's closing reply (an empty batch, since
+        the filter leaves nothing after the last chunk). It is read, so that the connection goes back to the
+        pool instead of being closed with that reply on its way."""
+        cursor = self._cursor
+        if cursor is not None and cursor.alive:
+            await cursor.try_next()
+        await self.close()
 
     async def close(self) -> None:
         cursor, self._cursor = self._cursor, None

@@ -236,6 +236,10 @@ class Operation(Generic[R]):
     has_write_stage: bool = False
     """True for an aggregation whose pipeline writes (``$out``/``$merge``): it selects a server as a write
     unless every server may take it on a secondary, and its read preference is still sent."""
+    exhaust: bool = False
+    """True for the ``getMore`` of an exhaust cursor: the executor sends it with ``exhaustAllowed`` where the
+    server and the context allow, and a reply saying more follow (``moreToCome``) leaves the connection with
+    the cursor's :class:`~mongio.execution.connection_pin.ConnectionPin`."""
     is_user_command: bool = False
     """True for the caller's own command document (``runCommand``): the executor sends it as given (no
     causal ``readConcern`` added, its ``wtimeout`` kept), checks its read preference inside a transaction, and

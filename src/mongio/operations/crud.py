@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
 from mongio.bson._encoder import encode_insert_document
-from mongio.errors import ConfigurationError
+from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.operations.base import (
     Command,
     ConnectionContext,
@@ -78,7 +78,26 @@ _GETMORE_COMMENT_MIN_WIRE_VERSION = 9
 
 
 class CursorType:
-    """The cursor types of ``find`` (PyMongo's values)."""
+    """The cursor types of ``find`` (PyMongo's values).
+
+    ``EXHAUST``: after the first batch, one ``getMore`` is sent with the OP_MSG ``exhaustAllowed`` flag and the
+    server streams every following batch unasked (each reply flagged ``moreToCome``), preparing the next
+    while the client reads the current one. The cursor keeps its connection until the stream ends (a reply
+    without ``moreToCome``: when the cursor is still open, the next batch is asked for by another such
+    ``getMore``); the connection then goes back to the pool. Closing the cursor before then closes that
+    connection, which has replies still on their way, and kills the server cursor over another one.
+
+    - It takes no ``limit`` and cannot be tailable (``InvalidOperation``); ``max_await_time_ms`` is for
+      tailable cursors only.
+    - In a transaction, and on a mongos older than 7.1 or a server older than 4.2, its batches come from
+      ordinary ``getMore`` commands.
+    - Load balanced: the stream runs over the connection the cursor is pinned to; closed mid-stream, that
+      connection is closed and no ``killCursors`` is sent (another connection may reach another service;
+      the cursor's own service reaps it with its connection).
+    - Under a client-side operation timeout each streamed batch is awaited within the cursor's deadline
+      (its lifetime, or one iteration). A timeout, or a cancellation, while a stream is under way closes the
+      connection; the batches on their way are lost with it, so the cursor is closed too.
+    """
 
     NON_TAILABLE = 0
     TAILABLE = 2
@@ -208,10 +227,16 @@ def _add_index_bounds(
         body["maxScan"] = _int(max_scan, "max_scan")
 
 
-def _add_cursor_type(body: dict[str, Any], cursor_type: int) -> None:
-    """Put a tailable cursor's ``tailable`` (and ``awaitData``) in a ``find``."""
+def _add_cursor_type(body: dict[str, Any], cursor_type: int, limit: int) -> None:
+    """Put a tailable cursor's ``tailable`` (and ``awaitData``) in a ``find``; refuse what an exhaust cursor
+    cannot do."""
+    if cursor_type & CursorType.EXHAUST and cursor_type & CursorType.TAILABLE:
+        raise InvalidOperation("an exhaust cursor cannot be tailable: use one cursor type or the other")
     if cursor_type not in (CursorType.TAILABLE, CursorType.TAILABLE_AWAIT, CursorType.EXHAUST):
         raise ValueError(f"cursor_type must be a CursorType value, not {cursor_type!r}")
+    if cursor_type == CursorType.EXHAUST and (limit or "singleBatch" in body):
+        # Closing the cursor at the limit would cut its stream short and cost the connection.
+        raise InvalidOperation("an exhaust cursor takes no limit: stop reading it instead (or use batch_size)")
     if cursor_type & CursorType.TAILABLE:
         body["tailable"] = True
         if cursor_type == CursorType.TAILABLE_AWAIT:
@@ -279,7 +304,7 @@ class Find(_ReadOperation):
         if flags != _NO_FLAGS:
             _add_flags(body, flags)
         if cursor_type != CursorType.NON_TAILABLE:
-            _add_cursor_type(body, cursor_type)
+            _add_cursor_type(body, cursor_type, limit)
         if (collation, hint, comment, max_time_ms, let, raw_data) != _NO_COMMON_OPTIONS:
             _add_common(
                 body,
@@ -310,7 +335,8 @@ class Find(_ReadOperation):
 
 class GetMore(Operation[CursorState]):
     """``getMore`` for a cursor's next batch. Not retryable; the executor sends it to the cursor's server
-    (and, under a load balancer, on the cursor's pinned connection)."""
+    (and, under a load balancer, on the cursor's pinned connection). ``exhaust``: the getMore of an exhaust
+    cursor, which the server may answer with a stream of batches."""
 
     command_name = "getMore"
 
@@ -323,9 +349,11 @@ class GetMore(Operation[CursorState]):
         batch_size: int = 0,
         max_await_time_ms: int | None = None,
         comment: Any = None,
+        exhaust: bool = False,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
         super().__init__(database, codec_options=codec_options)
+        self.exhaust = exhaust
         body: dict[str, Any] = {"getMore": Int64(cursor_id), "collection": collection}
         if batch_size:
             body["batchSize"] = batch_size
