@@ -259,7 +259,10 @@ class Executor:
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        timeout = self._timeout_to_set(session, level_timeout)
+        if session is None and level_timeout is None and csot.current_deadline() is None:
+            timeout = self._timeout  # _timeout_to_set's answer, without its call on the common path
+        else:
+            timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return (await self._run(topology, operation, session, address, pin))[0]
         with csot.timeout(timeout):
@@ -287,7 +290,10 @@ class Executor:
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        timeout = self._timeout_to_set(session, level_timeout)
+        if session is None and level_timeout is None and csot.current_deadline() is None:
+            timeout = self._timeout  # as in execute
+        else:
+            timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return Answered(*await self._run(topology, operation, session, address, pin))
         with csot.timeout(timeout):
@@ -1057,8 +1063,8 @@ def _add_read_concern(
     """The read concern outside a transaction: a snapshot session's on every command but getMore and
     killCursors; a read's own, with the causally consistent session's ``afterClusterTime``; and for the
     writes that take one, ``afterClusterTime`` alone in a causally consistent session."""
-    standalone = description.server_type is ServerType.Standalone
     if session is not None and session.options.snapshot:
+        standalone = description.server_type is ServerType.Standalone
         if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
             raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
         if op.command_name not in _NO_SNAPSHOT_COMMANDS:
@@ -1068,13 +1074,14 @@ def _add_read_concern(
         read_concern = op.read_concern
         document = read_concern.document if read_concern is not None else None
         if session is not None:
+            standalone = description.server_type is ServerType.Standalone
             document = session._read_concern(document, standalone=standalone)
         if document:
             body["readConcern"] = document
         return
     if (
         session is not None
-        and not standalone
+        and description.server_type is not ServerType.Standalone
         and op.command_name in _CAUSAL_WRITE_COMMANDS
         and not op.is_user_command
     ):
