@@ -124,11 +124,11 @@ async def test_database_commands_convert_a_pymongo_read_preference(monkeypatch: 
     database = client().d
     sent: list[Any] = []
 
-    async def run(operation: Any, session: Any) -> dict[str, Any]:
+    async def run(operation: Any, session: Any, **options: Any) -> dict[str, Any]:
         sent.append(operation)
         return {"ok": 1}
 
-    monkeypatch.setattr(database, "_run", run)
+    monkeypatch.setattr(database.client._executor, "execute", run)
     await database.command("ping", read_preference=PyMongoReadPreference.SECONDARY_PREFERRED)
     assert sent[0].read_preference.document == {"mode": "secondaryPreferred"}
     assert type(sent[0].read_preference).__module__ == "mongio.options.read_preference"

@@ -452,8 +452,10 @@ class Pool(Generic[C]):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self._waiters.append(waiter)
-        # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them.
-        self._dispatch()
+        # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them. With nothing free
+        # (the usual reason to wait) there is nothing to hand out: the call is saved.
+        if self._idle or (self._total < self._max_size and self._pending < self._max_connecting):
+            self._dispatch()
         timer = None
         if timeout is not None:
             timer = loop.call_at(loop.time() + timeout - (time.monotonic() - started), self._expire, waiter)

@@ -261,7 +261,10 @@ class Executor:
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        timeout = self._timeout_to_set(session, level_timeout)
+        if session is None and level_timeout is None and csot.current_deadline() is None:
+            timeout = self._timeout  # _timeout_to_set's answer, without its call on the common path
+        else:
+            timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return (await self._run(topology, operation, session, address, pin))[0]
         with csot.timeout(timeout):
@@ -289,7 +292,10 @@ class Executor:
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        timeout = self._timeout_to_set(session, level_timeout)
+        if session is None and level_timeout is None and csot.current_deadline() is None:
+            timeout = self._timeout  # as in execute
+        else:
+            timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return Answered(*await self._run(topology, operation, session, address, pin))
         with csot.timeout(timeout):
@@ -685,14 +691,13 @@ class Executor:
         """The server session the command carries: the caller's session's, else one taken for this operation
         alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions (as the
         topology's ``description`` says)."""
-        load_balanced = topology.settings.load_balanced
         minutes = description.logical_session_timeout_minutes
         if minutes is None and not description.knows_a_data_bearing_server:
             # The topology lost sight of every data-bearing server after this operation selected one (every
             # mongos just marked Unknown, say): the selected server's own hello still answers the question,
             # and a retryable write sent without its session could be applied twice.
             minutes = server.logical_session_timeout_minutes
-        supported = minutes is not None or load_balanced
+        supported = minutes is not None or topology.settings.load_balanced
         session = run.session
         if session is not None:
             if supported:
@@ -706,7 +711,7 @@ class Executor:
         if not (run.acknowledged and supported):
             return None
         if run.implicit is None:
-            run.implicit = self.session_pool.acquire(minutes, load_balanced=load_balanced)
+            run.implicit = self.session_pool.acquire(minutes, load_balanced=topology.settings.load_balanced)
         return run.implicit
 
     def _decide_txn_number(
@@ -957,7 +962,8 @@ class Executor:
         # A transaction's read concern goes on its first command only (already in the body).
         if not in_transaction and "readConcern" not in body:
             _add_read_concern(body, op, session, description)
-        _add_write_concern(body, op, in_transaction)
+        csot_on = csot.current_deadline() is not None
+        _add_write_concern(body, op, in_transaction, csot_on)
         if "$readPreference" not in body:
             if in_transaction:
                 read_preference = _transaction_read_preference(op, description, topology_type)
@@ -967,7 +973,7 @@ class Executor:
                 body["$readPreference"] = read_preference
         if self._api_fields and "apiVersion" not in body:
             body.update(self._api_fields)
-        if csot.current_deadline() is not None:
+        if csot_on:
             _add_max_time(body, op, description)
 
     # -- closing -------------------------------------------------------------------------------------------
@@ -1166,8 +1172,8 @@ def _add_read_concern(
     """The read concern outside a transaction: a snapshot session's on every command but getMore and
     killCursors; a read's own, with the causally consistent session's ``afterClusterTime``; and for the
     writes that take one, ``afterClusterTime`` alone in a causally consistent session."""
-    standalone = description.server_type is ServerType.Standalone
     if session is not None and session.options.snapshot:
+        standalone = description.server_type is ServerType.Standalone
         if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
             raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
         if op.command_name not in _NO_SNAPSHOT_COMMANDS:
@@ -1177,13 +1183,14 @@ def _add_read_concern(
         read_concern = op.read_concern
         document = read_concern.document if read_concern is not None else None
         if session is not None:
+            standalone = description.server_type is ServerType.Standalone
             document = session._read_concern(document, standalone=standalone)
         if document:
             body["readConcern"] = document
         return
     if (
         session is not None
-        and not standalone
+        and description.server_type is not ServerType.Standalone
         and op.command_name in _CAUSAL_WRITE_COMMANDS
         and not op.is_user_command
     ):
@@ -1192,15 +1199,15 @@ def _add_read_concern(
             body["readConcern"] = {"afterClusterTime": after}
 
 
-def _add_write_concern(body: dict[str, Any], op: Operation[Any], in_transaction: bool) -> None:
+def _add_write_concern(body: dict[str, Any], op: Operation[Any], in_transaction: bool, csot_on: bool) -> None:
     """The operation's write concern (none inside a transaction: the transaction's goes on commit and
-    abort); under CSOT without ``wtimeout``, which ``timeoutMS`` replaces (a caller's own command document
+    abort); under CSOT (``csot_on``: a deadline is in force) without ``wtimeout``, which ``timeoutMS`` replaces (a caller's own command document
     is sent as it is)."""
     if op.takes_write_concern and "writeConcern" not in body and not in_transaction:
         write_concern = op.write_concern
         if write_concern is not None and not write_concern.is_server_default:
             body["writeConcern"] = write_concern.document
-    if csot.current_deadline() is None:
+    if not csot_on:
         return
     concern = body.get("writeConcern")
     if isinstance(concern, Mapping) and "wtimeout" in concern and not op.is_user_command:

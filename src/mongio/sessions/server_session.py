@@ -98,22 +98,25 @@ class ServerSessionPool:
     def acquire(self, timeout_minutes: float | None, *, load_balanced: bool = False) -> ServerSession:
         """Take the most recently returned session that still has a minute to live, else a new one."""
         now = self._clock()
+        fresh_since = None if load_balanced else _fresh_since(now, timeout_minutes)
         with self._lock:
             while self._sessions:
                 session = self._sessions.popleft()
-                if load_balanced or not session.about_to_expire(now, timeout_minutes):
+                if fresh_since is None or session.last_use >= fresh_since:
                     return session
         return ServerSession(now, generation=self._generation)
 
     def release(self, session: ServerSession, timeout_minutes: float | None) -> None:
         """Return a session; it is dropped when dirty, about to expire, or from before :meth:`reset`."""
-        now = self._clock()
+        fresh_since = _fresh_since(self._clock(), timeout_minutes)
         with self._lock:
-            while self._sessions and self._sessions[-1].about_to_expire(now, timeout_minutes):
-                self._sessions.pop()
+            if fresh_since is not None:
+                # The oldest sessions are at the right end: drop those that are about to expire.
+                while self._sessions and self._sessions[-1].last_use < fresh_since:
+                    self._sessions.pop()
+                if session.last_use < fresh_since:
+                    return
             if session.generation != self._generation or session.dirty:
-                return
-            if session.about_to_expire(now, timeout_minutes):
                 return
             self._sessions.appendleft(session)
 
@@ -133,6 +136,14 @@ class ServerSessionPool:
             ids = [session.session_id for session in self._sessions]
             self._sessions.clear()
         return [{"endSessions": ids[start : start + batch_size]} for start in range(0, len(ids), batch_size)]
+
+
+def _fresh_since(now: float, timeout_minutes: float | None) -> float | None:
+    """The last use before which a session is about to expire (see :meth:`ServerSession.about_to_expire`),
+    ``None`` when nothing expires: computed once per pool call rather than once per session."""
+    if timeout_minutes is None:
+        return None
+    return now - (timeout_minutes * 60.0 - _EXPIRY_MARGIN)
 
 
 # Every pool of the process, for the reset in a forked child.
