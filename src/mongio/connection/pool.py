@@ -416,7 +416,7 @@ class Pool(Generic[C]):
                     if observed:
                         publish.connection_checked_out(conn.id, started)
                     return conn
-            if self._total < self._max_size and self._pending < self._max_connecting:
+            if self._may_open_another():
                 self._pending += 1
                 self._total += 1
                 return await self._open_for_checkout(started)
@@ -454,7 +454,7 @@ class Pool(Generic[C]):
         self._waiters.append(waiter)
         # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them. With nothing free
         # (the usual reason to wait) there is nothing to hand out: the call is saved.
-        if self._idle or (self._total < self._max_size and self._pending < self._max_connecting):
+        if self._idle or self._may_open_another():
             self._dispatch()
         timer = None
         if timeout is not None:
@@ -598,6 +598,10 @@ class Pool(Generic[C]):
             return _IDLE
         return None
 
+    def _may_open_another(self) -> bool:
+        """Whether ``maxPoolSize`` and ``maxConnecting`` leave room to open one more connection now."""
+        return self._total < self._max_size and self._pending < self._max_connecting
+
     def _take_idle(self) -> C | None:
         """The most recently used idle connection that is still usable; perished ones met on the way are
         closed."""
@@ -673,7 +677,7 @@ class Pool(Generic[C]):
                     self._in_use.add(conn)
                     waiter.set_result(conn)
                     continue
-            if self._total < self._max_size and self._pending < self._max_connecting:
+            if self._may_open_another():
                 waiters.popleft()
                 self._pending += 1
                 self._total += 1

@@ -64,9 +64,8 @@ class ServerSession:
 
     def about_to_expire(self, now: float, timeout_minutes: float | None) -> bool:
         """Whether less than a minute is left before the server would consider the session stale."""
-        if timeout_minutes is None:
-            return False
-        return now - self.last_use > timeout_minutes * 60.0 - _EXPIRY_MARGIN
+        fresh_since = _fresh_since(now, timeout_minutes)
+        return fresh_since is not None and self.last_use < fresh_since
 
     def __repr__(self) -> str:
         return (
@@ -139,8 +138,8 @@ class ServerSessionPool:
 
 
 def _fresh_since(now: float, timeout_minutes: float | None) -> float | None:
-    """The last use before which a session is about to expire (see :meth:`ServerSession.about_to_expire`),
-    ``None`` when nothing expires: computed once per pool call rather than once per session."""
+    """The last use before which a session is about to expire, ``None`` when nothing expires: the one expiry
+    rule, which the pool computes once per call rather than once per session."""
     if timeout_minutes is None:
         return None
     return now - (timeout_minutes * 60.0 - _EXPIRY_MARGIN)
