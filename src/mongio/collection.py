@@ -50,15 +50,14 @@ from mongio.operations.indexes import (
 )
 from mongio.operations.map_reduce import MapReduce
 from mongio.operations.models import (
-    DeleteMany,
-    DeleteOne,
     IndexModel,
-    ReplaceOne,
     ReturnDocument,
     SearchIndexModel,
-    UpdateMany,
-    UpdateOne,
     WriteModel,
+    delete_statement,
+    update_statement,
+    validate_replacement,
+    validate_update,
 )
 from mongio.operations.results import (
     BulkWriteResult,
@@ -458,19 +457,18 @@ class Collection(Generic[_D]):
         )
         return await self._run_bulk(bulk, session, "bulkWrite")
 
-    async def _update(
+    def _update(
         self,
-        model: UpdateOne | UpdateMany | ReplaceOne,
+        statement: dict[str, Any],
         bypass_document_validation: bool | None,
-        session: Any,
         let: Mapping[str, Any] | None,
         comment: Any,
         raw_data: bool | None,
-    ) -> UpdateResult:
-        operation = Update(
+    ) -> Update:
+        return Update(
             self._database.name,
             self._name,
-            model,
+            statement,
             bypass_document_validation=bypass_document_validation,
             comment=comment,
             let=let,
@@ -478,8 +476,6 @@ class Collection(Generic[_D]):
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
-        result: UpdateResult = await self._run(operation, session)
-        return result
 
     async def update_one(
         self,
@@ -502,8 +498,15 @@ class Collection(Generic[_D]):
 
         ``await coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, upsert=True)``
         """
-        model = UpdateOne(filter, update, upsert or None, collation, array_filters, hint, sort=sort)
-        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
+        statement = update_statement(
+            filter, validate_update(update), upsert or None, collation, array_filters, hint, sort, multi=False
+        )
+        operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
+        # The executor straight away, not through _run: one coroutine fewer per write.
+        result: UpdateResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
+        return result
 
     async def update_many(
         self,
@@ -524,8 +527,15 @@ class Collection(Generic[_D]):
 
         ``await coll.update_many({"done": False}, {"$set": {"done": True}})``
         """
-        model = UpdateMany(filter, update, upsert or None, collation, array_filters, hint)
-        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
+        statement = update_statement(
+            filter, validate_update(update), upsert or None, collation, array_filters, hint, None, multi=True
+        )
+        operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
+        # The executor straight away, not through _run: one coroutine fewer per write.
+        result: UpdateResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
+        return result
 
     async def replace_one(
         self,
@@ -543,29 +553,29 @@ class Collection(Generic[_D]):
         raw_data: bool | None = None,
     ) -> UpdateResult:
         """Replace the first document matching ``filter`` with ``replacement`` (no ``$`` operators)."""
-        model = ReplaceOne(filter, replacement, upsert or None, collation, hint, sort=sort)
-        return await self._update(model, bypass_document_validation, session, let, comment, raw_data)
+        statement = update_statement(
+            filter, validate_replacement(replacement), upsert or None, collation, None, hint, sort, multi=False
+        )
+        operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
+        # The executor straight away, not through _run: one coroutine fewer per write.
+        result: UpdateResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
+        return result
 
-    async def _delete(
-        self,
-        model: DeleteOne | DeleteMany,
-        session: Any,
-        let: Mapping[str, Any] | None,
-        comment: Any,
-        raw_data: bool | None,
-    ) -> DeleteResult:
-        operation = Delete(
+    def _delete(
+        self, statement: dict[str, Any], let: Mapping[str, Any] | None, comment: Any, raw_data: bool | None
+    ) -> Delete:
+        return Delete(
             self._database.name,
             self._name,
-            model,
+            statement,
             comment=comment,
             let=let,
             raw_data=raw_data,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
-        result: DeleteResult = await self._run(operation, session)
-        return result
 
     async def delete_one(
         self,
@@ -582,7 +592,13 @@ class Collection(Generic[_D]):
 
         ``(await coll.delete_one({"_id": 1})).deleted_count``
         """
-        return await self._delete(DeleteOne(filter, collation, hint), session, let, comment, raw_data)
+        statement = delete_statement(filter, collation, hint, multi=False)
+        operation = self._delete(statement, let, comment, raw_data)
+        # The executor straight away, not through _run: one coroutine fewer per write.
+        result: DeleteResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
+        return result
 
     async def delete_many(
         self,
@@ -596,7 +612,13 @@ class Collection(Generic[_D]):
         raw_data: bool | None = None,
     ) -> DeleteResult:
         """Delete every document matching ``filter`` (``{}`` deletes them all)."""
-        return await self._delete(DeleteMany(filter, collation, hint), session, let, comment, raw_data)
+        statement = delete_statement(filter, collation, hint, multi=True)
+        operation = self._delete(statement, let, comment, raw_data)
+        # The executor straight away, not through _run: one coroutine fewer per write.
+        result: DeleteResult = await self._database.client._executor.execute(
+            operation, session, level_timeout=self._timeout
+        )
+        return result
 
     # -- reads ------------------------------------------------------------------------------------------------
 

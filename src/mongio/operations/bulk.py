@@ -59,6 +59,7 @@ __all__ = [
     "Statements",
     "WriteBatch",
     "check_lone_statement",
+    "check_unacknowledged_hint",
     "plan_batch",
     "write_message_fixed_size",
 ]
@@ -130,6 +131,17 @@ def check_lone_statement(size: int, context: ConnectionContext, kind_name: str) 
     first in the caller's list) cannot go to the connection's server."""
     if size > context.max_bson_size or size > context.max_message_size - RESERVED_MESSAGE_BYTES:
         _fitting((size,), 0, context, kind_name, lambda index: 0)
+
+
+def check_unacknowledged_hint(kind: int, context: ConnectionContext) -> None:
+    """Raise ``ConfigurationError`` when an unacknowledged ``update`` or ``delete`` (``kind``) with a hint goes
+    to a server that would ignore the hint silently (see :data:`UPDATE_HINT_MIN_WIRE_VERSION`)."""
+    minimum = UPDATE_HINT_MIN_WIRE_VERSION if kind == KIND_UPDATE else DELETE_HINT_MIN_WIRE_VERSION
+    if context.max_wire_version < minimum:
+        raise ConfigurationError(
+            f"hint on an unacknowledged {COMMANDS[kind][0]} needs a newer server "
+            f"(wire version {minimum}+, this one is {context.max_wire_version})"
+        )
 
 
 def _fitting(
@@ -294,7 +306,8 @@ class PackedInserts(Statements):
 
 
 class WriteCommand(Operation[R]):
-    """An ``insert``, ``update`` or ``delete`` command over a run of prepared requests of one kind."""
+    """An ``insert``, ``update`` or ``delete`` command over a run of prepared requests of one kind (a bulk
+    write's batch; a write of one statement alone is a lighter operation of :mod:`mongio.operations.crud`)."""
 
     takes_write_concern = True
 
@@ -309,7 +322,7 @@ class WriteCommand(Operation[R]):
         *,
         write_concern: WriteConcern | None,
         codec_options: CodecOptions,
-        fixed_size: int | None = None,
+        fixed_size: int,
     ) -> None:
         super().__init__(database, write_concern=write_concern, codec_options=codec_options)
         self.collection = collection
@@ -319,15 +332,7 @@ class WriteCommand(Operation[R]):
         self.start = start
         self.end: int | None = None
         self._body = body
-        if fixed_size is None:
-            # One statement needs no splitting: it is checked against maxBsonObjectSize alone (the body, a few
-            # dozen bytes, is left out), and encode_command checks the whole message. That spares the single
-            # writes (insert_one, update_one...) encoding their body twice.
-            fixed_size = (
-                0
-                if len(statements) == 1
-                else write_message_fixed_size(body_size(body, database, codec_options), self._identifier)
-            )
+        # The bytes of the message besides its statements (see write_message_fixed_size).
         self._fixed_size = fixed_size
         self._sequence: DocumentSequence | None = None
         self._multi = False
@@ -363,14 +368,7 @@ class WriteCommand(Operation[R]):
             self.end = end
             self._sequence = sequence
         if self._hint and not self.acknowledged:
-            minimum = (
-                UPDATE_HINT_MIN_WIRE_VERSION if self.kind == KIND_UPDATE else DELETE_HINT_MIN_WIRE_VERSION
-            )
-            if context.max_wire_version < minimum:
-                raise ConfigurationError(
-                    f"hint on an unacknowledged {self.command_name} needs a newer server "
-                    f"(wire version {minimum}+, this one is {context.max_wire_version})"
-                )
+            check_unacknowledged_hint(self.kind, context)
         return Command(for_server(dict(self._body), context), {self._identifier: sequence})
 
 

@@ -8,9 +8,9 @@ Arguments are checked and the constant part of each command is assembled when th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64
+from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64, encode
 from mongio.bson._encoder import encode_insert_document
 from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.operations.base import (
@@ -28,12 +28,11 @@ from mongio.operations.base import (
     parse_cursor,
 )
 from mongio.operations.bulk import (
+    COMMANDS,
     DELETE_HINT_MIN_WIRE_VERSION,
-    RequestStatements,
-    WriteCommand,
     check_lone_statement,
+    check_unacknowledged_hint,
     command_body,
-    prepare,
 )
 from mongio.operations.models import (
     KIND_DELETE,
@@ -72,6 +71,8 @@ __all__ = [
     "KillCursors",
     "Update",
 ]
+
+R = TypeVar("R")
 
 # Wire version 9 is MongoDB 4.4: the first to accept any BSON comment on getMore.
 _GETMORE_COMMENT_MIN_WIRE_VERSION = 9
@@ -601,18 +602,69 @@ class Distinct(_ReadOperation):
         return values
 
 
-class Insert(Operation[InsertOneResult]):
-    """``insert_one``: an ``insert`` command with one document (given an ``_id`` if it has none).
-
-    Everything but the size check against the connection's limits is done when the operation is made, so a
-    build is a copy of the body; ``acknowledged`` and ``retryability`` are plain attributes for the same reason
-    (the executor reads them on every attempt).
+class _LoneWrite(Operation[R]):
+    """An ``insert``, ``update`` or ``delete`` command with one statement (``insert_one``, ``update_one``,
+    ``delete_many``...), made once: the statement encoded, the body and the document sequence assembled, so a
+    build only checks the statement against the connection's limits and copies the body. No batch is
+    planned: one statement is never split. ``acknowledged`` and ``retryability`` are plain attributes (the
+    executor reads them on every attempt); a statement that may touch several documents is not retryable.
     """
 
-    command_name = "insert"
     takes_write_concern = True
-    # A class attribute, not a bare annotation: it hides the base class's property so instances can set it.
+    # Class attributes, not bare annotations: they hide the base class's properties so instances can set them.
     acknowledged: bool = True
+    # A write goes to the primary and takes no read concern: the executor reads these two, never set here.
+    read_preference = None
+    read_concern = None
+    _kind = KIND_INSERT
+
+    def __init__(
+        self,
+        database: str,
+        collection: str,
+        body: dict[str, Any],
+        encoded: bytes | bytearray,
+        document: Mapping[str, Any],
+        *,
+        multi: bool,
+        hint: bool,
+        raw_data: bool | None,
+        write_concern: WriteConcern | None,
+        codec_options: CodecOptions,
+    ) -> None:
+        # Operation's fields set here rather than by its __init__: one call fewer per single write.
+        self.database = database
+        self.write_concern = write_concern
+        self.codec_options = codec_options
+        self.collection = collection
+        self._body = body
+        self._has_raw_data = raw_data is not None
+        self._size = len(encoded)
+        # Packed: checked against maxBsonObjectSize by build(), so the wire takes it as it is.
+        self._sequences = {COMMANDS[self._kind][1]: DocumentSequence([PackedDocuments(encoded)], [document])}
+        self._multi = multi
+        self._hint = hint
+        self.acknowledged = write_concern is None or write_concern.acknowledged
+        self.retryability = Retryability.WRITE if self.acknowledged and not multi else Retryability.NONE
+
+    def use_transaction_write_concern(self) -> None:
+        super().use_transaction_write_concern()
+        self.acknowledged = True
+        self.retryability = Retryability.NONE if self._multi else Retryability.WRITE
+
+    def build(self, context: ConnectionContext) -> Command:
+        check_lone_statement(self._size, context, self.command_name)
+        if self._hint and not self.acknowledged:
+            check_unacknowledged_hint(self._kind, context)
+        body = dict(self._body)
+        # Only rawData depends on the server.
+        return Command(for_server(body, context) if self._has_raw_data else body, self._sequences)
+
+
+class Insert(_LoneWrite[InsertOneResult]):
+    """``insert_one``: an ``insert`` command with one document (given an ``_id`` if it has none)."""
+
+    command_name = "insert"
 
     def __init__(
         self,
@@ -630,42 +682,39 @@ class Insert(Operation[InsertOneResult]):
         encoded, self.inserted_id = encode_insert_document(
             document, codec_options, lambda one: encode_insert(one, codec_options)
         )
-        super().__init__(database, write_concern=write_concern, codec_options=codec_options)
-        self.collection = collection
-        self._body = command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data)
-        self._has_raw_data = raw_data is not None
-        self._size = len(encoded)
-        self._sequences = {"documents": DocumentSequence([PackedDocuments(encoded)], [document])}
-        self.acknowledged = write_concern is None or write_concern.acknowledged
-        # One document: a retryable write whenever the server answers it.
-        self.retryability = Retryability.WRITE if self.acknowledged else Retryability.NONE
-
-    def use_transaction_write_concern(self) -> None:
-        super().use_transaction_write_concern()
-        self.acknowledged = True
-        self.retryability = Retryability.WRITE
-
-    def build(self, context: ConnectionContext) -> Command:
-        check_lone_statement(self._size, context, self.command_name)
-        body = dict(self._body)
-        # Only rawData depends on the server.
-        return Command(for_server(body, context) if self._has_raw_data else body, self._sequences)
+        super().__init__(
+            database,
+            collection,
+            command_body(KIND_INSERT, collection, True, bypass_document_validation, comment, None, raw_data),
+            encoded,
+            document,
+            multi=False,
+            hint=False,
+            raw_data=raw_data,
+            write_concern=write_concern,
+            codec_options=codec_options,
+        )
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> InsertOneResult:
+        # Most replies report no error: the full check only for one that has an error field.
         if self.acknowledged and ("writeErrors" in reply or "writeConcernError" in reply):
             check_write_reply(reply)
         return InsertOneResult(self.inserted_id, self.acknowledged)
 
 
-class Update(WriteCommand[UpdateResult]):
-    """``update_one``, ``update_many`` and ``replace_one``: an ``update`` command with one statement, made
-    from an ``UpdateOne``/``UpdateMany``/``ReplaceOne`` model (which checked the update or replacement)."""
+class Update(_LoneWrite[UpdateResult]):
+    """``update_one``, ``update_many`` and ``replace_one``: an ``update`` command with one statement, given as
+    the statement :func:`~mongio.operations.models.update_statement` made (which checked the arguments) or
+    as an ``UpdateOne``/``UpdateMany``/``ReplaceOne`` model (which checked them when made)."""
+
+    command_name = "update"
+    _kind = KIND_UPDATE
 
     def __init__(
         self,
         database: str,
         collection: str,
-        model: UpdateOne | UpdateMany | ReplaceOne,
+        request: dict[str, Any] | UpdateOne | UpdateMany | ReplaceOne,
         *,
         bypass_document_validation: bool | None = None,
         comment: Any = None,
@@ -674,23 +723,26 @@ class Update(WriteCommand[UpdateResult]):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        request, _ = prepare(model, 0, codec_options)
+        # The exact-type test (no isinstance call), which mypy cannot narrow on: a dict is the statement itself.
+        statement = request if type(request) is dict else request._statement()  # type: ignore[union-attr]
         super().__init__(
             database,
             collection,
-            KIND_UPDATE,
-            RequestStatements((request,)),
-            0,
             command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let, raw_data),
+            encode(statement, codec_options=codec_options, max_size=None),
+            statement,
+            multi="multi" in statement,
+            hint="hint" in statement,
+            raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
         )
-        self._multi = request.multi
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> UpdateResult:
         if not self.acknowledged:
             return UpdateResult(reply, False)
-        check_write_reply(reply)
+        if "writeErrors" in reply or "writeConcernError" in reply:
+            check_write_reply(reply)
         # A copy: the reply itself is also what the command-succeeded event reports. Like PyMongo's,
         # raw_result says whether an existing document was updated and holds an upsert's id alone.
         upserted = reply.get("upserted")
@@ -700,14 +752,18 @@ class Update(WriteCommand[UpdateResult]):
         return UpdateResult(raw, True)
 
 
-class Delete(WriteCommand[DeleteResult]):
-    """``delete_one`` and ``delete_many``: a ``delete`` command with one statement."""
+class Delete(_LoneWrite[DeleteResult]):
+    """``delete_one`` and ``delete_many``: a ``delete`` command with one statement, given as the statement
+    :func:`~mongio.operations.models.delete_statement` made or as a ``DeleteOne``/``DeleteMany`` model."""
+
+    command_name = "delete"
+    _kind = KIND_DELETE
 
     def __init__(
         self,
         database: str,
         collection: str,
-        model: DeleteOne | DeleteMany,
+        request: dict[str, Any] | DeleteOne | DeleteMany,
         *,
         comment: Any = None,
         let: Mapping[str, Any] | None = None,
@@ -715,23 +771,26 @@ class Delete(WriteCommand[DeleteResult]):
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
-        request, _ = prepare(model, 0, codec_options)
+        # The exact-type test (no isinstance call), which mypy cannot narrow on: a dict is the statement itself.
+        statement = request if type(request) is dict else request._statement()  # type: ignore[union-attr]
         super().__init__(
             database,
             collection,
-            KIND_DELETE,
-            RequestStatements((request,)),
-            0,
             command_body(KIND_DELETE, collection, True, None, comment, let, raw_data),
+            encode(statement, codec_options=codec_options, max_size=None),
+            statement,
+            multi=statement["limit"] == 0,
+            hint="hint" in statement,
+            raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
         )
-        self._multi = request.multi
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> DeleteResult:
         if not self.acknowledged:
             return DeleteResult(reply, False)
-        check_write_reply(reply)
+        if "writeErrors" in reply or "writeConcernError" in reply:
+            check_write_reply(reply)
         return DeleteResult(reply, True)
 
 

@@ -96,7 +96,8 @@ def gen_index_name(keys: Mapping[str, Any]) -> str:
 
 
 def _filter(value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    # The exact-type test spares the common dict the slower ABC check.
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(f"filter must be a mapping (e.g. a dict), not {type(value).__name__}")
     return value
 
@@ -144,27 +145,113 @@ def _namespace(value: Any) -> str | None:
 
 def validate_update(update: Any) -> Mapping[str, Any] | list[Any]:
     """An update is a document of ``$`` operators or an aggregation pipeline (a list)."""
-    if isinstance(update, list):
-        if not update:
-            raise ValueError("update cannot be an empty pipeline")
-        return update
-    if not isinstance(update, Mapping):
-        raise TypeError(f"update must be a mapping or a pipeline (list), not {type(update).__name__}")
-    if not update:
+    # The exact-type test spares the common dict the slower checks.
+    if type(update) is not dict:
+        if isinstance(update, list):
+            if not update:
+                raise ValueError("update cannot be an empty pipeline")
+            return update
+        if not isinstance(update, Mapping):
+            raise TypeError(f"update must be a mapping or a pipeline (list), not {type(update).__name__}")
+    document: Mapping[str, Any] = update
+    if not document:
         raise ValueError("update cannot be empty")
     # The CRUD spec checks the first key only; the server refuses a document that mixes the two.
-    if not next(iter(update)).startswith("$"):
+    if not next(iter(document)).startswith("$"):
         raise ValueError("update only works with $ operators (use replace_one to replace a document)")
-    return update
+    return document
 
 
 def validate_replacement(replacement: Any) -> Mapping[str, Any]:
     """A replacement is a whole document: its first key is not a ``$`` operator."""
-    if not isinstance(replacement, Mapping):
+    if type(replacement) is not dict and not isinstance(replacement, Mapping):
         raise TypeError(f"replacement must be a mapping, not {type(replacement).__name__}")
     if replacement and next(iter(replacement)).startswith("$"):
         raise ValueError("replacement can not include $ operators (use update_one to update a document)")
     return replacement
+
+
+def update_statement(
+    filter: Any,
+    update: Mapping[str, Any] | list[Any],
+    upsert: bool | None,
+    collation: Any,
+    array_filters: Any,
+    hint: Any,
+    sort: Any,
+    *,
+    multi: bool,
+) -> dict[str, Any]:
+    """The statement of an ``update`` command sent alone (``update_one``, ``update_many``, ``replace_one``),
+    made straight from the arguments with no model: each checked by the validator the models use, in their
+    order, after ``update`` (checked by the caller with :func:`validate_update` or
+    :func:`validate_replacement`, as the model would first)."""
+    filter = _filter(filter)
+    # The validators pass None through: they are called only for what was given.
+    if collation is not None:
+        collation = _collation(collation)
+    if hint is not None:
+        hint = _hint(hint)
+    if upsert is not None:
+        upsert = _optional_bool(upsert, "upsert")
+    if array_filters is not None:
+        array_filters = _array_filters(array_filters)
+    if sort is not None:
+        sort = _sort(sort)
+    return _update_document(filter, update, multi, upsert, collation, array_filters, hint, sort)
+
+
+def _update_document(
+    filter: Mapping[str, Any],
+    update: Any,
+    multi: bool,
+    upsert: bool | None,
+    collation: Mapping[str, Any] | None,
+    array_filters: list[Mapping[str, Any]] | None,
+    hint: str | dict[str, Any] | None,
+    sort: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """An ``update`` statement from checked values, the options left out when None."""
+    statement: dict[str, Any] = {"q": filter, "u": update}
+    if multi:
+        statement["multi"] = True
+    if upsert is not None:
+        statement["upsert"] = upsert
+    if collation is not None:
+        statement["collation"] = collation
+    if array_filters is not None:
+        statement["arrayFilters"] = array_filters
+    if hint is not None:
+        statement["hint"] = hint
+    if sort is not None:
+        statement["sort"] = sort
+    return statement
+
+
+def delete_statement(filter: Any, collation: Any, hint: Any, *, multi: bool) -> dict[str, Any]:
+    """The statement of a ``delete`` command sent alone (``delete_one``, ``delete_many``), made straight from
+    the arguments with no model, each checked by the validator the models use, in their order."""
+    filter = _filter(filter)
+    if collation is not None:
+        collation = _collation(collation)
+    if hint is not None:
+        hint = _hint(hint)
+    return _delete_document(filter, multi, collation, hint)
+
+
+def _delete_document(
+    filter: Mapping[str, Any],
+    multi: bool,
+    collation: Mapping[str, Any] | None,
+    hint: str | dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A ``delete`` statement from checked values, the options left out when None."""
+    statement: dict[str, Any] = {"q": filter, "limit": 0 if multi else 1}
+    if collation is not None:
+        statement["collation"] = collation
+    if hint is not None:
+        statement["hint"] = hint
+    return statement
 
 
 class WriteModel:
@@ -278,12 +365,7 @@ class _DeleteModel(_FilteredModel):
         super().__init__(filter, collation, hint, namespace)
 
     def _statement(self) -> dict[str, Any]:
-        statement: dict[str, Any] = {"q": self._filter, "limit": 0 if self._multi else 1}
-        if self._collation is not None:
-            statement["collation"] = self._collation
-        if self._hint is not None:
-            statement["hint"] = self._hint
-        return statement
+        return _delete_document(self._filter, self._multi, self._collation, self._hint)
 
     def _client_op(self, ns_index: int) -> dict[str, Any]:
         op: dict[str, Any] = {"delete": ns_index, "filter": self._filter, "multi": self._multi}
@@ -357,20 +439,16 @@ class _UpdateModel(_FilteredModel):
         )
 
     def _statement(self) -> dict[str, Any]:
-        statement: dict[str, Any] = {"q": self._filter, "u": self._update}
-        if self._multi:
-            statement["multi"] = True
-        if self._upsert is not None:
-            statement["upsert"] = self._upsert
-        if self._collation is not None:
-            statement["collation"] = self._collation
-        if self._array_filters is not None:
-            statement["arrayFilters"] = self._array_filters
-        if self._hint is not None:
-            statement["hint"] = self._hint
-        if self._sort is not None:
-            statement["sort"] = self._sort
-        return statement
+        return _update_document(
+            self._filter,
+            self._update,
+            self._multi,
+            self._upsert,
+            self._collation,
+            self._array_filters,
+            self._hint,
+            self._sort,
+        )
 
     def _client_op(self, ns_index: int) -> dict[str, Any]:
         op: dict[str, Any] = {

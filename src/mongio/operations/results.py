@@ -91,7 +91,8 @@ class UpdateResult(_WriteResult):
     def __init__(
         self, raw_result: Mapping[str, Any], acknowledged: bool, in_client_bulk: bool = False
     ) -> None:
-        super().__init__(acknowledged)
+        # Every slot set here, without calling the base class's __init__: one call fewer per update.
+        self._acknowledged = acknowledged
         self._raw_result = raw_result
         self._in_client_bulk = in_client_bulk
 
@@ -140,7 +141,8 @@ class DeleteResult(_WriteResult):
     __slots__ = ("_raw_result",)
 
     def __init__(self, raw_result: Mapping[str, Any], acknowledged: bool) -> None:
-        super().__init__(acknowledged)
+        # Both slots set here, without calling the base class's __init__: one call fewer per delete.
+        self._acknowledged = acknowledged
         self._raw_result = raw_result
 
     @property
