@@ -465,6 +465,8 @@ class Collection(Generic[_D]):
         comment: Any,
         raw_data: bool | None,
     ) -> Update:
+        """The operation of an update; the caller awaits the executor with it straight away (not through
+        ``_run``: one coroutine fewer per write)."""
         return Update(
             self._database.name,
             self._name,
@@ -502,7 +504,6 @@ class Collection(Generic[_D]):
             filter, validate_update(update), upsert or None, collation, array_filters, hint, sort, multi=False
         )
         operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
-        # The executor straight away, not through _run: one coroutine fewer per write.
         result: UpdateResult = await self._database.client._executor.execute(
             operation, session, level_timeout=self._timeout
         )
@@ -531,7 +532,6 @@ class Collection(Generic[_D]):
             filter, validate_update(update), upsert or None, collation, array_filters, hint, None, multi=True
         )
         operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
-        # The executor straight away, not through _run: one coroutine fewer per write.
         result: UpdateResult = await self._database.client._executor.execute(
             operation, session, level_timeout=self._timeout
         )
@@ -557,7 +557,6 @@ class Collection(Generic[_D]):
             filter, validate_replacement(replacement), upsert or None, collation, None, hint, sort, multi=False
         )
         operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
-        # The executor straight away, not through _run: one coroutine fewer per write.
         result: UpdateResult = await self._database.client._executor.execute(
             operation, session, level_timeout=self._timeout
         )
@@ -566,6 +565,8 @@ class Collection(Generic[_D]):
     def _delete(
         self, statement: dict[str, Any], let: Mapping[str, Any] | None, comment: Any, raw_data: bool | None
     ) -> Delete:
+        """The operation of a delete; the caller awaits the executor with it straight away (not through
+        ``_run``: one coroutine fewer per write)."""
         return Delete(
             self._database.name,
             self._name,
@@ -594,7 +595,6 @@ class Collection(Generic[_D]):
         """
         statement = delete_statement(filter, collation, hint, multi=False)
         operation = self._delete(statement, let, comment, raw_data)
-        # The executor straight away, not through _run: one coroutine fewer per write.
         result: DeleteResult = await self._database.client._executor.execute(
             operation, session, level_timeout=self._timeout
         )
@@ -614,7 +614,6 @@ class Collection(Generic[_D]):
         """Delete every document matching ``filter`` (``{}`` deletes them all)."""
         statement = delete_statement(filter, collation, hint, multi=True)
         operation = self._delete(statement, let, comment, raw_data)
-        # The executor straight away, not through _run: one coroutine fewer per write.
         result: DeleteResult = await self._database.client._executor.execute(
             operation, session, level_timeout=self._timeout
         )
