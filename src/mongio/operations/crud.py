@@ -613,7 +613,7 @@ class _LoneWrite(Operation[R]):
     takes_write_concern = True
     # Class attributes, not bare annotations: they hide the base class's properties so instances can set them.
     acknowledged: bool = True
-    # A write goes to the primary and takes no read concern: the executor reads these two, never set here.
+    # A write goes to the primary and takes no read concern: both stay None, read by the executor.
     read_preference = None
     read_concern = None
     _kind = KIND_INSERT
@@ -627,7 +627,7 @@ class _LoneWrite(Operation[R]):
         document: Mapping[str, Any],
         *,
         multi: bool,
-        hint: bool,
+        has_hint: bool,
         raw_data: bool | None,
         write_concern: WriteConcern | None,
         codec_options: CodecOptions,
@@ -643,7 +643,7 @@ class _LoneWrite(Operation[R]):
         # Packed: checked against maxBsonObjectSize by build(), so the wire takes it as it is.
         self._sequences = {COMMANDS[self._kind][1]: DocumentSequence([PackedDocuments(encoded)], [document])}
         self._multi = multi
-        self._hint = hint
+        self._has_hint = has_hint
         self.acknowledged = write_concern is None or write_concern.acknowledged
         self.retryability = Retryability.WRITE if self.acknowledged and not multi else Retryability.NONE
 
@@ -654,7 +654,7 @@ class _LoneWrite(Operation[R]):
 
     def build(self, context: ConnectionContext) -> Command:
         check_lone_statement(self._size, context, self.command_name)
-        if self._hint and not self.acknowledged:
+        if self._has_hint and not self.acknowledged:
             check_unacknowledged_hint(self._kind, context)
         body = dict(self._body)
         # Only rawData depends on the server.
@@ -689,7 +689,7 @@ class Insert(_LoneWrite[InsertOneResult]):
             encoded,
             document,
             multi=False,
-            hint=False,
+            has_hint=False,
             raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
@@ -732,7 +732,7 @@ class Update(_LoneWrite[UpdateResult]):
             encode(statement, codec_options=codec_options, max_size=None),
             statement,
             multi="multi" in statement,
-            hint="hint" in statement,
+            has_hint="hint" in statement,
             raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
@@ -780,7 +780,7 @@ class Delete(_LoneWrite[DeleteResult]):
             encode(statement, codec_options=codec_options, max_size=None),
             statement,
             multi=statement["limit"] == 0,
-            hint="hint" in statement,
+            has_hint="hint" in statement,
             raw_data=raw_data,
             write_concern=write_concern,
             codec_options=codec_options,
