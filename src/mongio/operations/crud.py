@@ -289,7 +289,7 @@ class Find(_ReadOperation):
     ) -> None:
         body: dict[str, Any] = {
             "find": collection,
-            "filter": {} if filter is None else _mapping(filter, "filter"),
+            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
         }
         if projection is not None:
             body["projection"] = _projection(projection)

@@ -206,7 +206,8 @@ def encode_command_parts(
         out += name
         out += b"\x00\x00"
         _INT32.pack_into(out, _BODY_START, len(out) - _BODY_START)
-    body_size = len(out) - _BODY_START
+    size = len(out)
+    body_size = size - _BODY_START
     if body_size > max_bson_size + COMMAND_OVERHEAD:
         raise DocumentTooLarge(
             f"command {_command_name(command)!r} is {body_size} bytes, over the server's limit of "
@@ -216,7 +217,7 @@ def encode_command_parts(
     length = (
         _append_sequences(parts, out, document_sequences, codec_options, max_bson_size)
         if document_sequences
-        else len(out)
+        else size
     )
     if length > max_message_size:
         raise DocumentTooLarge(
