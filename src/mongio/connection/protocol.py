@@ -158,7 +158,20 @@ class MessageProtocol(asyncio.BufferedProtocol):
             self._start = start + length
             if self._start == self._end:
                 self._start = self._end = 0  # the bytes stay valid until the next get_buffer
-            self._deliver(waiter, self._view[start : start + length])
+            # The waiter gets the message parsed in place (here rather than in a method of its own: this runs
+            # once per reply).
+            parser = self._parser
+            self._waiter = self._parser = None
+            timer = self._timer
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            try:
+                result = parser(self._view[start : start + length])  # type: ignore[misc]
+            except Exception as exc:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(result)
 
     def _hold(self, length: int) -> None:
         """Keep the complete message at the buffer's start for the next ``wait_message`` and stop reading."""
@@ -166,20 +179,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
-
-    def _deliver(self, waiter: asyncio.Future[Any], message: memoryview) -> None:
-        parser = self._parser
-        self._waiter = self._parser = None
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
-            self._timer = None
-        try:
-            result = parser(message)  # type: ignore[misc]
-        except Exception as exc:
-            waiter.set_exception(exc)
-        else:
-            waiter.set_result(result)
 
     def eof_received(self) -> bool:
         self._mark_lost(f"{self.address} closed the connection", None)
