@@ -193,16 +193,18 @@ def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> C
         batch = cursor.get(batch_field)  # also what refuses a cursor field that is not a document
         if batch is None:
             batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
-        # Membership tests rather than get() calls: a find_one parses one cursor reply per call. A snapshot
-        # read's atClusterTime is in the cursor, or else beside it.
+        # Membership tests rather than get() calls, and the tuple made without the generated __new__ of the
+        # named tuple (a Python-level call): a find_one parses one cursor reply per call. A snapshot read's
+        # atClusterTime is in the cursor, or else beside it.
         holder = cursor if "atClusterTime" in cursor else reply
-        return CursorState(
+        fields = (
             int(cursor["id"]) if "id" in cursor else 0,
             str(cursor["ns"]) if "ns" in cursor else "",
             batch,
             cursor["postBatchResumeToken"] if "postBatchResumeToken" in cursor else None,  # noqa: SIM401 (no call)
             holder["atClusterTime"] if "atClusterTime" in holder else None,  # noqa: SIM401
         )
+        return tuple.__new__(CursorState, fields)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise InvalidOperation(f"the reply is not a cursor: {reply!r}") from exc
 
