@@ -24,6 +24,7 @@ from mongio.cursor import (
     raw_batch_codec_options,
 )
 from mongio.errors import ConfigurationError
+from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.deadline import TimeoutMode, level_timeout
 from mongio.operations.base import Operation
 from mongio.operations.bulk import BulkWrite
@@ -35,6 +36,7 @@ from mongio.operations.crud import (
     Delete,
     Distinct,
     EstimatedDocumentCount,
+    Find,
     FindAndModify,
     Insert,
     Update,
@@ -641,18 +643,46 @@ class Collection(Generic[_D]):
         """
         if filter is not None and type(filter) is not dict and not isinstance(filter, Mapping):
             filter = {"_id": filter}
-        if len(args) == 1 and "projection" not in kwargs:
+        if args and len(args) == 1 and "projection" not in kwargs:
             kwargs["projection"] = args[0]
             args = ()
-        session = kwargs.pop("session", None)
-        cursor: Cursor[_D]
-        if not args and SINGLE_BATCH_OPTIONS.issuperset(kwargs):
-            cursor = Cursor._for_find_one(self, filter, session, kwargs)
-        else:
+        session = kwargs.pop("session", None) if kwargs else None
+        if args or (kwargs and not SINGLE_BATCH_OPTIONS.issuperset(kwargs)):
             kwargs["session"] = session
             kwargs["limit"] = -1
-            cursor = self.find(filter, *args, **kwargs)
-        return await cursor._first_document()
+            cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
+            return await cursor._first_document()
+        # One find, run with no cursor: a single batch leaves nothing to fetch, and the executor gives this one
+        # command the timeout the cursor would have settled (its lifetime's, maxTimeMS sent).
+        operation = self._single_batch_find(filter, kwargs)
+        pin = ConnectionPin()
+        state, address = await self._database.client._executor.execute_answered(
+            operation, session, level_timeout=self._timeout, pin=pin
+        )
+        batch = state.batch
+        if state.id:
+            # The server kept a cursor open anyway: the cursor this find would have had takes it, to kill it.
+            left_open: Cursor[_D] = Cursor._for_find_one(self, filter, session, kwargs, operation)
+            await left_open._kill_left_open(state, address, pin)
+        document: _D | None = batch[0] if batch else None
+        return document
+
+    def _single_batch_find(self, filter: Mapping[str, Any] | None, options: dict[str, Any]) -> Find:
+        """The ``find`` of :meth:`find_one`: ``limit`` -1 and the options of ``SINGLE_BATCH_OPTIONS`` given by
+        name, as ``self.find(filter, limit=-1, **options)`` would build it, but from the options given alone
+        (passing every option, unset ones included, would cost a good part of a find_one's CPU)."""
+        if "sort" in options and not options["sort"]:
+            options["sort"] = None  # an empty sort means none, as in Cursor.__init__
+        return Find(
+            self._database.name,
+            self._name,
+            filter,
+            limit=-1,
+            **options,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+        )
 
     def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:
         """Like :meth:`find`, but each item is a whole batch from the server as ``bytes`` (the BSON of its

@@ -108,7 +108,7 @@ _DEFAULT_SPEC: dict[str, Any] = {
     "let": None,
     "raw_data": None,
 }
-# The options Cursor._for_find_one takes by name (find_one's common ones): each goes to Find as given.
+# The options find_one takes by name without a cursor (its common ones): each goes to Find as given.
 SINGLE_BATCH_OPTIONS = frozenset({"projection", "sort", "hint", "comment", "collation", "max_time_ms", "let"})
 
 
@@ -119,8 +119,8 @@ class _CursorBase(Generic[_T]):
     _client: Any
     _codec_options: CodecOptions
 
-    # The state of a cursor that has not run: kept on the class, so that making a cursor (find_one makes one
-    # per call) sets only what each cursor needs of its own. Running the cursor sets its own values.
+    # The state of a cursor that has not run: kept on the class, so that making a cursor sets only what each
+    # cursor needs of its own. Running the cursor sets its own values.
     _id: int | None = None
     _address: Any = None
     _namespace = ""
@@ -222,7 +222,7 @@ class _CursorBase(Generic[_T]):
     def _timeout_scope(self, first: bool) -> contextlib.AbstractContextManager[None]:
         """The deadline and ``maxTimeMS`` rule for the first command (``first``) or one ``next()`` call."""
         if self._csot_timeout is None:
-            # CSOT is off: no generator-based context manager to make on every call (find_one makes two).
+            # CSOT is off: no generator-based context manager to make on every call.
             return _NO_TIMEOUT_SCOPE
         return self._timeout_scope_in_force(first)
 
@@ -660,33 +660,25 @@ class Cursor(_CursorBase[_T]):
 
     @classmethod
     def _for_find_one(
-        cls, collection: Collection[Any], filter: Mapping[str, Any] | None, session: Any, options: dict[str, Any]
+        cls,
+        collection: Collection[Any],
+        filter: Mapping[str, Any] | None,
+        session: Any,
+        options: dict[str, Any],
+        operation: Find,
     ) -> Cursor[Any]:
-        """The cursor of ``find_one``: ``limit`` -1 and the options of :data:`SINGLE_BATCH_OPTIONS` given by
-        name. What ``Cursor(collection, filter, session=session, limit=-1, **options)`` makes, with its
-        ``find`` built from the options given alone (passing every option, unset ones included, would cost
-        a good part of a find_one's CPU)."""
-        if "sort" in options and not options["sort"]:
-            options["sort"] = None  # an empty sort means none, as in __init__
-        database = collection.database
-        codec_options = collection.codec_options
+        """The cursor of a ``find_one`` whose ``find`` (``operation``: ``limit`` -1 and the options of
+        :data:`SINGLE_BATCH_OPTIONS` given by name) the server answered with a cursor left open: what
+        ``Cursor(collection, filter, session=session, limit=-1, **options)`` makes, with that ``find``. Made
+        only then (see :meth:`_kill_left_open`); its option dict only if something reads it."""
         cursor: Cursor[Any] = cls.__new__(cls)
-        _CursorBase.__init__(cursor, database.client, session, codec_options)
+        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
         cursor._level_timeout = collection._timeout
         cursor._collection = collection
         # The options as given; _spec merges them with the defaults only if something reads it.
         cursor._find_one_options = options
         cursor._find_one_filter = filter
-        cursor._prepared = Find(
-            database.name,
-            collection.name,
-            filter,
-            limit=-1,
-            **options,
-            read_preference=collection.read_preference,
-            read_concern=collection.read_concern,
-            codec_options=codec_options,
-        )
+        cursor._prepared = operation
         return cursor
 
     @functools.cached_property
@@ -764,10 +756,26 @@ class Cursor(_CursorBase[_T]):
         if not state.id:
             self._finished()
         else:
-            # The server kept the cursor open anyway: it is killed now.
-            self._accept(state._replace(batch=[]))
-            await self.close()
+            await self._close_keeping_nothing(state)
         return batch[0] if batch else None
+
+    async def _kill_left_open(self, state: CursorState, address: Any, pin: ConnectionPin) -> None:
+        """``find_one`` ran this unrun cursor's ``find`` without it (on ``pin``, answered by the server at
+        ``address``) and the server kept a cursor open anyway: this cursor takes the reply as its first, as
+        :meth:`_first_document` would have, and kills the server cursor."""
+        self._loop = asyncio.get_running_loop()
+        self._started = True
+        # The timeout the killCursors is given afresh (close), settled as the first command would have.
+        self._settle_timeout(self._first_operation())
+        self._pin = pin
+        self._address = address
+        await self._close_keeping_nothing(state)
+
+    async def _close_keeping_nothing(self, state: CursorState) -> None:
+        """A single batch's reply left a server cursor open: kill it now. The batch is not buffered: only its
+        first document was wanted."""
+        self._accept(state._replace(batch=[]))
+        await self.close()
 
     # -- builder methods (before the cursor runs) -------------------------------------------------------------
 

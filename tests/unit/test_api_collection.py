@@ -266,6 +266,34 @@ async def test_find_one_kills_a_cursor_the_server_left_open() -> None:
     assert client.calls[1].address == client.context.address
 
 
+async def test_find_one_kills_a_left_open_cursor_with_the_pin_its_find_ran_with() -> None:
+    # Load balanced, the executor keeps the find's connection in that pin when the server keeps a cursor open:
+    # the killCursors must go over it.
+    recorder = QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
+    client = FakeClient(respond=recorder)
+    executor = client._executor
+    pins: list[tuple[str, Any]] = []
+    answer, run = executor.execute_answered, executor.execute
+
+    async def answering(operation: Any, session: Any = None, **kwargs: Any) -> Any:
+        if operation.command_name == "find":  # the stand-in's execute() comes here too, without the pin
+            pins.append((operation.command_name, kwargs.get("pin")))
+        return await answer(operation, session, **kwargs)
+
+    async def running(operation: Any, session: Any = None, **kwargs: Any) -> Any:
+        pins.append((operation.command_name, kwargs.get("pin")))
+        return await run(operation, session, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(executor, "execute_answered", answering)
+        patched.setattr(executor, "execute", running)
+        assert await client["db"]["coll"].find_one({"a": 1}) == {"_id": 1}
+    (find, find_pin), (kill, kill_pin) = pins
+    assert (find, kill) == ("find", "killCursors")
+    assert find_pin is not None and kill_pin is find_pin
+    assert not find_pin.held  # given back once the cursor was killed
+
+
 async def test_find_one_refuses_a_reply_that_is_not_a_cursor() -> None:
     client = FakeClient(respond=QueuedReplies(find={"n": 1}))
     with pytest.raises(InvalidOperation, match="not a cursor"):

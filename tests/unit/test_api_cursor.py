@@ -406,10 +406,13 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypat
 def test_a_find_one_cursor_has_the_options_of_the_cursor_find_would_make() -> None:
     coll = FakeClient()["db"]["coll"]
     options: dict[str, Any] = {"projection": {"x": 1}, "sort": [], "comment": "c", "max_time_ms": 5}
-    single = Cursor._for_find_one(coll, {"a": 1}, None, dict(options))
+    given = dict(options)
+    operation = coll._single_batch_find({"a": 1}, given)
+    single = Cursor._for_find_one(coll, {"a": 1}, None, given, operation)
     general: Cursor[Any] = Cursor(coll, {"a": 1}, limit=-1, **options)
-    # find_one builds its cursor's option dict only when read; it must match the general constructor's.
+    # find_one builds its find from the options given, and its cursor's option dict only when read: both
+    # must match what the general constructor makes.
     assert single._spec == general._spec
     assert single._tailable() is False and repr(single) == repr(general)
-    assert single._prepared is not None and general._prepared is not None
-    assert single._prepared.body == general._prepared.body == single._find_operation().body
+    assert single._prepared is operation and general._prepared is not None
+    assert operation.body == general._prepared.body == single._find_operation().body

@@ -5,6 +5,7 @@ closing with a fresh timeout. Over the fake client of tests.support.fake_client,
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import mongio
 from mongio.errors import ConfigurationError, InvalidOperation, OperationTimeoutError
 from mongio.execution import deadline as csot
 from mongio.operations.crud import CursorType
-from tests.support.fake_client import CursorServer, FakeClient, documents
+from tests.support.fake_client import CursorServer, FakeClient, QueuedReplies, documents
 
 
 class Seen:
@@ -134,6 +135,30 @@ async def test_close_kills_with_a_fresh_timeout_even_after_the_lifetime_deadline
     ((_, kill_deadline),) = seen.of("killCursors")
     assert find_deadline is not None and kill_deadline is not None
     assert kill_deadline > find_deadline  # refreshed, not the cursor's deadline
+
+
+async def test_find_one_runs_its_find_under_the_collection_timeout_and_kills_a_left_open_cursor_afresh() -> None:
+    client = FakeClient(respond=QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}}))
+    seen = Seen(client)
+    coll = client["db"]["coll"].with_options(timeout=10.0)
+    before = time.monotonic()
+    assert await coll.find_one({}) == {"_id": 1}
+    # The find gets the collection's timeout from the executor, with maxTimeMS sent, as a cursor's first
+    # command does; the killCursors of the cursor the server kept gets that timeout afresh.
+    assert seen.of("find") == [("send", math.inf)]
+    ((kill_policy, kill_deadline),) = seen.of("killCursors")
+    assert kill_policy == "send"
+    assert kill_deadline is not None and before + 10.0 <= kill_deadline <= time.monotonic() + 10.0
+
+
+async def test_find_one_in_a_timeout_block_kills_a_left_open_cursor_within_the_block() -> None:
+    client = FakeClient(respond=QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": []}}))
+    seen = Seen(client)
+    with mongio.timeout(5.0):
+        block = csot.current_deadline()
+        assert await client["db"]["coll"].find_one({}) is None
+    assert seen.of("find") == [("send", block)]
+    assert seen.of("killCursors") == [("send", block)]
 
 
 async def test_a_timed_out_get_more_leaves_the_cursor_open() -> None:

@@ -499,6 +499,17 @@ def test_build_returns_a_fresh_body_each_time() -> None:
 def test_parse_cursor_at_cluster_time() -> None:
     state = parse_cursor({"ok": 1, "cursor": {"id": 0, "ns": "a.b", "firstBatch": [], "atClusterTime": 5}})
     assert state.at_cluster_time == 5
+    beside = parse_cursor({"ok": 1, "cursor": {"id": 0, "firstBatch": []}, "atClusterTime": 6})
+    assert beside.at_cluster_time == 6
+
+
+def test_parse_cursor_defaults_and_refusals() -> None:
+    state = parse_cursor({"ok": 1, "cursor": {"nextBatch": [{"a": 1}]}})
+    assert state == (0, "", [{"a": 1}], None, None)
+    assert parse_cursor({"cursor": {"id": 5, "ns": "a.b", "nextBatch": [], "postBatchResumeToken": {"t": 1}}}, "nextBatch") == (5, "a.b", [], {"t": 1}, None)
+    for reply in ({"ok": 1}, {"cursor": "id"}, {"cursor": {"id": "x", "firstBatch": []}}, {"cursor": 3}):
+        with pytest.raises(InvalidOperation, match="not a cursor"):
+            parse_cursor(reply)
 
 
 def test_explain_wraps_the_command_and_takes_its_own_max_time() -> None:

@@ -33,6 +33,7 @@ from mongio.wire import (
     parse_op_reply,
 )
 from mongio.wire.crc32c import crc32c
+from mongio.wire.header import positive_ids
 
 # Unicode category Cs (lone surrogates): strings holding one cannot be encoded as UTF-8.
 SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
@@ -139,6 +140,11 @@ def test_flag_bits_are_written() -> None:
 def test_the_driver_never_adds_a_checksum() -> None:
     message = encode_command(1, "admin", {"ping": 1})
     assert not struct.unpack_from("<I", message, HEADER_SIZE)[0] & OpMsgFlags.CHECKSUM_PRESENT
+
+
+def test_request_ids_wrap_to_one_after_the_largest_int32() -> None:
+    ids = positive_ids(2**31 - 2)
+    assert [next(ids) for _ in range(4)] == [2**31 - 2, 2**31 - 1, 1, 2]
 
 
 def test_request_ids_are_positive_and_distinct() -> None:

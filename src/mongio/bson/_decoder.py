@@ -546,16 +546,6 @@ def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
     raise TypeError(f"BSON data must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
-def _read_in_place(data: Any) -> bool:
-    """Whether the compiled loops can read ``data`` where it lies: a bytearray, or a memoryview of plain
-    contiguous bytes (a connection's receive buffer), which a large reply then need not be copied out of."""
-    if _read_document is _python_read_document:
-        return False
-    if type(data) is memoryview:
-        return data.format == "B" and data.c_contiguous
-    return type(data) is bytearray
-
-
 def _check_outer(data: bytes, pos: int, available: int) -> int:
     """Validate the document starting at ``pos``; return the index of its trailing NUL."""
     if available < 5:
@@ -585,18 +575,33 @@ def decode(data: bytes | bytearray | memoryview, codec_options: CodecOptions = D
     boolean other than 0 or 1, an unknown type, or a datetime outside ``datetime``'s range under
     ``DatetimeConversion.DATETIME``.
     """
-    ctx = codec_options._cache.get("decode") or _context(codec_options)
-    # Bytes, or a buffer only the compiled loops are given, which read it as they read bytes (typed as bytes
-    # without typing.cast, a call per decoded reply).
-    buffer: bytes = (
-        data  # type: ignore[assignment]
-        if type(data) is bytes or (_read_in_place(data) and not ctx[3])
-        else _as_bytes(data)
-    )
     try:
-        end = _check_outer(buffer, 0, len(buffer))
-        if end != len(buffer) - 1:
-            raise _malformed(f"{len(buffer) - end - 1} bytes follow the BSON document")
+        ctx = codec_options._cache["decode"]  # a lookup rather than a call: decode runs once per reply
+    except KeyError:
+        ctx = _context(codec_options)
+    buffer: bytes
+    kind = type(data)
+    if kind is bytes:
+        buffer = data  # type: ignore[assignment]
+    elif (
+        not ctx[3]
+        and _read_document is not _python_read_document
+        and (kind is bytearray or (kind is memoryview and data.format == "B" and data.c_contiguous))  # type: ignore[union-attr]
+    ):
+        # The compiled loops read a bytearray, or a memoryview of plain contiguous bytes (a connection's
+        # receive buffer), where it lies, as they read bytes: a large reply is not copied out of it. (Typed as
+        # bytes without typing.cast, a call per decoded reply.)
+        buffer = data  # type: ignore[assignment]
+    else:
+        buffer = _as_bytes(data)
+    size = len(buffer)
+    try:
+        if size >= 5 and _UNPACK_INT32(buffer, 0)[0] == size and not buffer[size - 1]:
+            end = size - 1  # the usual case, without the call that says what is wrong otherwise
+        else:
+            end = _check_outer(buffer, 0, size)
+            if end != size - 1:
+                raise _malformed(f"{size - end - 1} bytes follow the BSON document")
         if ctx[3]:
             return ctx[1](buffer, ctx[0])
         return _read_document(buffer, 4, end, ctx)

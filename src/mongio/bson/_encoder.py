@@ -889,7 +889,11 @@ def encode_into(
     document: the caller discards it."""
     if type(document) is not dict and not isinstance(document, Mapping):
         raise TypeError(f"encode takes a mapping, not {type(document).__name__}")
-    _append_document(buf, document, _context(codec_options), False)
+    try:
+        context = codec_options._cache["encode"]  # a lookup, not _context's call: every command is encoded here
+    except KeyError:
+        context = _context(codec_options)
+    _append_document(buf, document, context, False)
 
 
 def pack_inserts(

@@ -458,13 +458,14 @@ class Connection:
 
     def _parse_reply(self, message: memoryview) -> dict[str, Any]:
         # Runs inside the protocol's buffer_updated, on a view of its buffer: decode before returning.
-        if len(message) < _BODY_OFFSET + 5:
+        size = len(message)
+        if size < _BODY_OFFSET + 5:
             body = self._parse_other_reply(message)  # too short to be valid: let the full parser say why
         elif (
             (fields := _HEADER_AND_FLAGS.unpack_from(message))[3] == OP_MSG
             and not fields[4] & REQUIRED_BITS_MASK
             and message[_BODY_KIND_OFFSET] == 0
-            and _INT32.unpack_from(message, _BODY_OFFSET)[0] == len(message) - _BODY_OFFSET
+            and _INT32.unpack_from(message, _BODY_OFFSET)[0] == size - _BODY_OFFSET
         ):
             # The usual reply: uncompressed, no checksum, no moreToCome, one body section and nothing else.
             if fields[2] != self._expected_response_to and fields[2] != self._request_id:

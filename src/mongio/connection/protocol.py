@@ -57,6 +57,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         )
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
+        self._capacity = _INITIAL_BUFFER_SIZE  # len(self._buffer), kept: get_buffer runs once per read
         self._start = 0  # first unconsumed byte
         self._end = 0  # end of received data
         self._needed = HEADER_SIZE  # total length of the message being received, once its header is in
@@ -102,11 +103,11 @@ class MessageProtocol(asyncio.BufferedProtocol):
         start, end = self._start, self._end
         if start == end:
             self._start = self._end = 0
-            if len(self._buffer) > _KEEP_BUFFER_UP_TO:
+            if self._capacity > _KEEP_BUFFER_UP_TO:
                 self._replace_buffer(bytearray(_INITIAL_BUFFER_SIZE), 0, 0)
             return self._view
         needed = self._needed
-        capacity = len(self._buffer)
+        capacity = self._capacity
         if start + needed > capacity:
             # The message being received does not fit where it starts: move it to the front, or into a buffer
             # big enough to take it whole so that it can be parsed in one piece.
@@ -125,6 +126,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         new[0 : end - start] = self._view[start:end]
         self._buffer = new
         self._view = memoryview(new)
+        self._capacity = len(new)
         self._start, self._end = 0, end - start
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -156,7 +158,20 @@ class MessageProtocol(asyncio.BufferedProtocol):
             self._start = start + length
             if self._start == self._end:
                 self._start = self._end = 0  # the bytes stay valid until the next get_buffer
-            self._deliver(waiter, self._view[start : start + length])
+            # The waiter gets the message parsed in place (here rather than in a method of its own: this runs
+            # once per reply).
+            parser = self._parser
+            self._waiter = self._parser = None
+            timer = self._timer
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            try:
+                result = parser(self._view[start : start + length])  # type: ignore[misc]
+            except Exception as exc:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(result)
 
     def _hold(self, length: int) -> None:
         """Keep the complete message at the buffer's start for the next ``wait_message`` and stop reading."""
@@ -164,20 +179,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         if not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
-
-    def _deliver(self, waiter: asyncio.Future[Any], message: memoryview) -> None:
-        parser = self._parser
-        self._waiter = self._parser = None
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
-            self._timer = None
-        try:
-            result = parser(message)  # type: ignore[misc]
-        except Exception as exc:
-            waiter.set_exception(exc)
-        else:
-            waiter.set_result(result)
 
     def eof_received(self) -> bool:
         self._mark_lost(f"{self.address} closed the connection", None)

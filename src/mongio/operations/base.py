@@ -190,16 +190,21 @@ def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> C
     command, given to ``cursor_command``)."""
     try:
         cursor = reply["cursor"]
-        batch = cursor.get(batch_field)
+        batch = cursor.get(batch_field)  # also what refuses a cursor field that is not a document
         if batch is None:
             batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
-        return CursorState(
-            int(cursor.get("id", 0)),
-            str(cursor.get("ns", "")),
+        # Membership tests rather than get() calls, and the tuple made without the generated __new__ of the
+        # named tuple (a Python-level call): a find_one parses one cursor reply per call. A snapshot read's
+        # atClusterTime is in the cursor, or else beside it.
+        holder = cursor if "atClusterTime" in cursor else reply
+        fields = (
+            int(cursor["id"]) if "id" in cursor else 0,
+            str(cursor["ns"]) if "ns" in cursor else "",
             batch,
-            cursor.get("postBatchResumeToken"),
-            cursor.get("atClusterTime", reply.get("atClusterTime")),
+            cursor["postBatchResumeToken"] if "postBatchResumeToken" in cursor else None,  # noqa: SIM401 (no call)
+            holder["atClusterTime"] if "atClusterTime" in holder else None,  # noqa: SIM401
         )
+        return tuple.__new__(CursorState, fields)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise InvalidOperation(f"the reply is not a cursor: {reply!r}") from exc
 

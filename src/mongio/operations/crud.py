@@ -180,7 +180,10 @@ class _ReadOperation(Operation[Any]):
         return self._body
 
     def build(self, context: ConnectionContext) -> Command:
-        return Command(for_server(dict(self._body), context))
+        body = dict(self._body)
+        # for_server only ever removes rawData; and the tuple is made without the generated __new__ of the
+        # named tuple (a Python-level call): a find_one builds one find per call.
+        return tuple.__new__(Command, (for_server(body, context) if "rawData" in body else body, None))
 
 
 def _add_limit(body: dict[str, Any], limit: int, batch_size: int, single_batch: bool) -> int:
@@ -290,7 +293,7 @@ class Find(_ReadOperation):
     ) -> None:
         body: dict[str, Any] = {
             "find": collection,
-            "filter": {} if filter is None else _mapping(filter, "filter"),
+            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
         }
         if projection is not None:
             body["projection"] = _projection(projection)

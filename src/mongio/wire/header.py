@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 import struct
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from mongio.errors import ProtocolError
@@ -38,14 +39,19 @@ DEFAULT_MAX_BSON_SIZE = 16 * 1024 * 1024
 DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
 
-_INT32_MASK = 0x7FFFFFFF
+_MAX_REQUEST_ID = 0x7FFFFFFF
+
+
+def positive_ids(start: int) -> Iterator[int]:
+    """Positive int32 ids from ``start`` up to the largest, then from 1 again, without end: ids wrap around
+    well before they could collide in flight."""
+    every_id = range(1, _MAX_REQUEST_ID + 1)
+    return itertools.chain(range(start, _MAX_REQUEST_ID + 1), itertools.chain.from_iterable(itertools.repeat(every_id)))
+
+
 # A random start makes request ids from two clients of one server unlikely to look related in its logs.
-_request_ids = itertools.count(random.randint(1, 1 << 24))
-
-
-def next_request_id() -> int:
-    """A fresh positive int32 request id; ids wrap around well before they could collide in flight."""
-    return (next(_request_ids) & _INT32_MASK) or 1
+next_request_id: Callable[[], int] = positive_ids(random.randint(1, 1 << 24)).__next__
+"""A fresh positive int32 request id (the iterator's own ``__next__``: one call per message, no wrapper)."""
 
 
 class MessageHeader(NamedTuple):

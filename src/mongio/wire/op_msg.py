@@ -89,8 +89,10 @@ def encode_op_msg(
     """
     if checksum:
         flags |= CHECKSUM_PRESENT
+    # Zero-filled: flagBits 0 and the body's section kind (0) are in place unless flags are set.
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
-    _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
+    if flags:
+        _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
     out += body
     for identifier, documents in sequences:
         _append_sequence(out, identifier, documents)
@@ -193,8 +195,10 @@ def encode_command_parts(
     bytearray, except that :class:`PackedDocuments` of :data:`LARGE_PACKED_SIZE` bytes or more (a large
     insert's documents) are parts of their own, as given, instead of being copied in. A compressed message is
     one part. The packed documents must not change until the parts are written."""
+    # Zero-filled: flagBits 0 and the body's section kind (0) are in place unless flags are set.
     out = bytearray(HEADER_SIZE + _FLAGS_AND_KIND0.size)
-    _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
+    if flags:
+        _FLAGS_AND_KIND0.pack_into(out, HEADER_SIZE, flags, 0)
     # Encoded straight into the message; the limits are checked below.
     _encode_into(out, command, codec_options)
     if "$db" not in command:
@@ -206,7 +210,8 @@ def encode_command_parts(
         out += name
         out += b"\x00\x00"
         _INT32.pack_into(out, _BODY_START, len(out) - _BODY_START)
-    body_size = len(out) - _BODY_START
+    size = len(out)
+    body_size = size - _BODY_START
     if body_size > max_bson_size + COMMAND_OVERHEAD:
         raise DocumentTooLarge(
             f"command {_command_name(command)!r} is {body_size} bytes, over the server's limit of "
@@ -216,7 +221,7 @@ def encode_command_parts(
     length = (
         _append_sequences(parts, out, document_sequences, codec_options, max_bson_size)
         if document_sequences
-        else len(out)
+        else size
     )
     if length > max_message_size:
         raise DocumentTooLarge(
