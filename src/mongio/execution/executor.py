@@ -3,8 +3,9 @@
 ``await executor.execute(op, session)`` runs in the caller's task (no task is made per operation);
 ``execute_answered`` also gives the address of the server that answered. Its functions, in call order:
 
-- ``execute_answered``: the CSOT deadline (the one :func:`~mongio.execution.deadline.timeout_in_force`
-  gives, unless a ``timeout()`` block already set one), then
+- ``execute`` / ``execute_answered``: the operation's :class:`_Execution` (what its attempts share), then
+  ``_execute_prepared``, the CSOT deadline (the one :func:`~mongio.execution.deadline.timeout_in_force`
+  gives, unless a ``timeout()`` block already set one), skipped when there is none to set; then
 - ``_run``, the retry loop: attempts until one succeeds, or ``_after_failure`` (the error labelled, the
   topology told, :class:`~mongio.execution.retry_policy.RetryState` asked) raises the operation's error;
   otherwise a backoff and the next attempt, avoiding the servers it names;
@@ -33,7 +34,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
@@ -248,7 +249,7 @@ class Executor:
 
     # -- running operations ------------------------------------------------------------------------------------
 
-    async def execute(
+    def execute(
         self,
         operation: Operation[R],
         session: ClientSession | None = None,
@@ -256,19 +257,12 @@ class Executor:
         address: Address | None = None,
         level_timeout: float | None = None,
         pin: ConnectionPin | None = None,
-    ) -> R:
-        """Run ``operation`` and return its result: :meth:`execute_answered` without the server."""
-        topology = self._topology
-        if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
-            topology = await self._client._open_topology()
-        if session is None and level_timeout is None and csot.current_deadline() is None:
-            timeout = self._timeout  # _timeout_to_set's answer, without its call on the common path
-        else:
-            timeout = self._timeout_to_set(session, level_timeout)
-        if timeout is None:
-            return (await self._run(topology, operation, session, address, pin))[0]
-        with csot.timeout(timeout):
-            return (await self._run(topology, operation, session, address, pin))[0]
+    ) -> Coroutine[Any, Any, R]:
+        """Run ``operation`` and return its result (await the coroutine returned): :meth:`execute_answered`
+        without the server."""
+        return self._execute(
+            _Execution(operation, session, address, self._operation_id()), level_timeout, pin
+        )
 
     async def execute_answered(
         self,
@@ -289,17 +283,45 @@ class Executor:
         cursor's connection holder: in load-balanced mode a command that leaves a server cursor open keeps
         its connection there, and a command given a pin that holds one is sent over that connection.
         """
+        run = _Execution(operation, session, address, self._operation_id())
+        result = await self._execute(run, level_timeout, pin)
+        assert run.server_address is not None  # the address of the attempt that succeeded
+        # tuple.__new__: the pair as the NamedTuple, without the Python-level __new__ NamedTuple makes.
+        return tuple.__new__(Answered, (result, run.server_address))
+
+    def _execute(
+        self, run: _Execution[R], level_timeout: float | None, pin: ConnectionPin | None
+    ) -> Coroutine[Any, Any, R]:
+        """The coroutine that runs ``run``: the retry loop itself when the topology is open on this loop and
+        there is nothing to check nor any deadline to set (the common case: one coroutine less that every
+        resume goes through), else :meth:`_execute_prepared`, which opens the topology and sets the deadline
+        first."""
+        topology = self._topology
+        if (
+            run.session is None
+            and topology is not None
+            and not topology.closed
+            and topology.loop is asyncio.get_running_loop()
+            and (csot.current_deadline() is not None or (level_timeout is None and self._timeout is None))
+        ):
+            # What _timeout_to_set answers without a session: None (a deadline in force, or no timeout).
+            return self._run(topology, run, pin)
+        return self._execute_prepared(run, level_timeout, pin)
+
+    async def _execute_prepared(
+        self, run: _Execution[R], level_timeout: float | None, pin: ConnectionPin | None
+    ) -> R:
+        """The topology opened (for this event loop) and the CSOT deadline set (the one
+        :func:`~mongio.execution.deadline.timeout_in_force` gives, unless a ``timeout()`` block already set one)
+        around the retry loop."""
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        if session is None and level_timeout is None and csot.current_deadline() is None:
-            timeout = self._timeout  # as in execute
-        else:
-            timeout = self._timeout_to_set(session, level_timeout)
+        timeout = self._timeout_to_set(run.session, level_timeout)
         if timeout is None:
-            return Answered(*await self._run(topology, operation, session, address, pin))
+            return await self._run(topology, run, pin)
         with csot.timeout(timeout):
-            return Answered(*await self._run(topology, operation, session, address, pin))
+            return await self._run(topology, run, pin)
 
     async def receive_streamed(
         self,
@@ -519,17 +541,11 @@ class Executor:
 
     # -- the retry loop and one attempt ----------------------------------------------------------------------
 
-    async def _run(
-        self,
-        topology: Topology,
-        op: Operation[R],
-        session: ClientSession | None,
-        address: Address | None,
-        pin: ConnectionPin | None = None,
-    ) -> tuple[R, Address]:
+    async def _run(self, topology: Topology, run: _Execution[R], pin: ConnectionPin | None) -> R:
         """The retry loop: attempts until one succeeds or the retry rules end the operation. Returns the
-        result and the address of the server that gave it (a plain pair: most callers want the result)."""
-        run = _Execution(op, session, address, self._operation_id())
+        result; ``run.server_address`` is then the server that gave it."""
+        op = run.op
+        session = run.session
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
         if pin is not None and (topology.settings.load_balanced or op.exhaust):
@@ -539,7 +555,7 @@ class Executor:
                 _enter_session(run, session)
             while True:
                 try:
-                    answered = await self._attempt(topology, run)
+                    result = await self._attempt(topology, run)
                 except MongioError as exc:
                     if run.retry_state is not None and exc is run.retry_state.reported_error:
                         raise  # a retry could not be made: the previous attempt's error, already judged
@@ -549,7 +565,7 @@ class Executor:
                     run.retry_state.on_success()
                 elif self._token_bucket is not None:
                     self._token_bucket.record_success(retried=False)
-                return answered
+                return result
         except BaseException as exc:
             if run.trace is not None:
                 run.trace.failed(exc)
@@ -562,13 +578,14 @@ class Executor:
             if run.trace is not None:
                 run.trace.end()
 
-    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
-        """One attempt: select a server, check a connection out (or take the transaction's), run the command
-        on it. The connection goes back to its pool and the server's operation count comes down whatever ends
-        the attempt, cancellation included. Returns the result and the server that gave it."""
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> R:
+        """One attempt: select a server (``run.server_address``), check a connection out (or take the
+        transaction's), run the command on it. The connection goes back to its pool and the server's operation
+        count comes down whatever ends the attempt, cancellation included. Returns the result."""
         # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
         # end by min(serverSelectionTimeoutMS, the time left). Without CSOT neither bounds the checkout.
-        csot_on = csot.current_deadline() is not None
+        run.deadline = csot.current_deadline()
+        csot_on = run.deadline is not None
         selection_end = csot.selection_deadline(self._selection_timeout) if csot_on else 0.0
         server = await self._select(
             topology, run.op, run.address, run.deprioritized, run.transaction_bound, run.operation_id
@@ -626,7 +643,7 @@ class Executor:
                     pool.check_in(conn)
         finally:
             server.operation_finished()
-        return result, server.address
+        return result
 
     async def _on_connection(
         self,
@@ -644,7 +661,8 @@ class Executor:
         op = run.op
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
         server_session = self._server_session_for(topology, described, run, description)
-        self._decide_txn_number(run, description, server_session)
+        if op.retryability is Retryability.WRITE:
+            self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
         run.wire_version = conn.max_wire_version
         command = op.build(conn)
@@ -663,7 +681,13 @@ class Executor:
             load_balanced = topology.settings.load_balanced
             run.session._pin(server.address if sharded else None, pool, conn if load_balanced else None)
         self._add_fields(
-            body, op, run.session, description, described.topology_type, in_transaction=run.transaction_bound
+            body,
+            op,
+            run.session,
+            description,
+            described.topology_type,
+            in_transaction=run.transaction_bound,
+            csot_on=run.deadline is not None,
         )
         body["$db"] = op.database
         exhaust = run.pin is not None and op.exhaust and not run.in_transaction and _may_stream(conn, description)
@@ -717,13 +741,13 @@ class Executor:
     def _decide_txn_number(
         self, run: _Execution[Any], description: ServerDescription, server_session: ServerSession | None
     ) -> None:
-        """The first attempt to get a connection takes the txnNumber every retry reuses; a retry on a server
-        that cannot take it ends the operation with the previous error."""
+        """For a retryable write (only: no other operation takes one): the first attempt to get a connection
+        takes the txnNumber every retry reuses; a retry on a server that cannot take it ends the operation
+        with the previous error."""
         if not run.txn_decided:
             run.txn_decided = True
             if (
-                run.op.retryability is Retryability.WRITE
-                and self._retry_writes
+                self._retry_writes
                 and server_session is not None
                 and description.retryable_writes_supported
                 and not run.in_transaction
@@ -757,7 +781,7 @@ class Executor:
         if run.trace is not None or self._publisher.enabled:
             events, span = self._observers(run, conn, address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
-        deadline = csot.current_deadline()
+        deadline = run.deadline
         request_id = 0
         run.sent = True
         try:
@@ -950,8 +974,10 @@ class Executor:
         topology_type: TopologyType,
         *,
         in_transaction: bool = False,
+        csot_on: bool = False,
     ) -> None:
-        """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``."""
+        """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``
+        (``csot_on``: a CSOT deadline is in force)."""
         cluster_time = self.cluster_clock.cluster_time
         if session is not None:
             own = session.cluster_time
@@ -962,8 +988,8 @@ class Executor:
         # A transaction's read concern goes on its first command only (already in the body).
         if not in_transaction and "readConcern" not in body:
             _add_read_concern(body, op, session, description)
-        csot_on = csot.current_deadline() is not None
-        _add_write_concern(body, op, in_transaction, csot_on)
+        if csot_on or op.takes_write_concern:
+            _add_write_concern(body, op, in_transaction, csot_on)
         if "$readPreference" not in body:
             if in_transaction:
                 read_preference = _transaction_read_preference(op, description, topology_type)
@@ -1073,6 +1099,7 @@ class _Execution(Generic[R]):
         "acknowledged",
         "address",
         "attempt",
+        "deadline",
         "deprioritized",
         "from_mongos",
         "generation",
@@ -1112,11 +1139,12 @@ class _Execution(Generic[R]):
         self.pin: ConnectionPin | None = None  # a load-balanced cursor's connection holder
         self.implicit: ServerSession | None = None
         self.txn_number: Any = None
-        self.txn_decided = False
+        self.txn_decided = False  # whether a retryable write's txnNumber was decided (_decide_txn_number)
         self.retry_state: RetryState | None = None
         self.deprioritized: tuple[Address, ...] = ()
         self.attempt = 0
-        # The attempt under way (see new_attempt).
+        # The attempt under way (see new_attempt); the CSOT deadline in force is read once per attempt.
+        self.deadline: float | None = None
         self.server_address: Address | None = None
         self.wire_version: int | None = None
         self.from_mongos = False
