@@ -11,11 +11,11 @@
   otherwise a backoff and the next attempt, avoiding the servers it names;
 - ``_attempt``, one attempt: select a server (synchronously when the current description already has a
   suitable one), check a connection out of its pool (or take a load-balanced transaction's);
-- ``_on_connection``: the session and txnNumber, ``op.build(conn)`` plus the fields the executor owns
+- ``_command_for``: the session and txnNumber, ``op.build(conn)`` plus the fields the executor owns
   (``lsid``, ``txnNumber``, ``$clusterTime``, ``readConcern``, ``writeConcern``, ``$readPreference``,
-  ``maxTimeMS``, ``$db``), then ``op.handle_response``;
-- ``_exchange``: send, receive, and the command's started and succeeded/failed events
-  (:class:`~mongio.execution.command_events.CommandEvents`).
+  ``maxTimeMS``, ``$db``);
+- ``_exchange``: send, receive, the command's started and succeeded/failed events
+  (:class:`~mongio.execution.command_events.CommandEvents`), then ``op.handle_response``.
 
 What differs from one operation to another is declared on :class:`~mongio.operations.base.Operation`
 (``transaction_command``, ``has_write_stage``, ``is_user_command``, ``write_concern_retry_error``,
@@ -621,7 +621,10 @@ class Executor:
                     described = topology.description
                     description = described.get(server.address) or server.description
             try:
-                result = await self._on_connection(topology, run, server, pool, conn, described, description)
+                command, server_session, exhaust = self._command_for(
+                    topology, run, server, pool, conn, described, description
+                )
+                result = await self._exchange(topology, run, pool, conn, command, server_session, exhaust)
                 if (
                     pin is not None
                     and _keeps_cursor_open(result)
@@ -645,7 +648,7 @@ class Executor:
             server.operation_finished()
         return result
 
-    async def _on_connection(
+    def _command_for(
         self,
         topology: Topology,
         run: _Execution[R],
@@ -654,10 +657,10 @@ class Executor:
         conn: Connection,
         described: TopologyDescription,
         description: ServerDescription,
-    ) -> R:
-        """The command on ``conn`` (to ``server``, described by ``description`` in the topology's current
-        ``described``): its session and txnNumber, the build, the fields the executor owns, the exchange, and
-        the reply made into the result."""
+    ) -> tuple[Command, ServerSession | None, bool]:
+        """The command for ``conn`` (to ``server``, described by ``description`` in the topology's current
+        ``described``): its session and txnNumber, the build, and the fields the executor owns. Returns it with
+        its server session and whether it may open an exhaust stream."""
         op = run.op
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
         server_session = self._server_session_for(topology, described, run, description)
@@ -691,19 +694,7 @@ class Executor:
         )
         body["$db"] = op.database
         exhaust = run.pin is not None and op.exhaust and not run.in_transaction and _may_stream(conn, description)
-        reply, error = await self._exchange(run, conn, server.address, command, server_session, exhaust)
-        if error is not None:
-            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
-                return op.empty_result()
-            raise error
-        if run.txn_number is not None and "writeConcernError" in reply:
-            await self._raise_write_concern_retry(topology, run, reply, conn)
-        result = op.handle_response(reply, conn)
-        if exhaust and conn.more_to_come:
-            # The server streams the next batches: the connection stays with the cursor until the last.
-            assert run.pin is not None
-            run.pin.hold_stream(pool, conn, body)
-        return result
+        return command, server_session, exhaust
 
     def _server_session_for(
         self,
@@ -763,29 +754,32 @@ class Executor:
 
     async def _exchange(
         self,
-        run: _Execution[Any],
+        topology: Topology,
+        run: _Execution[R],
+        pool: PoolLike,
         conn: Connection,
-        address: Address,
         command: Command,
         server_session: ServerSession | None,
-        exhaust_allowed: bool = False,
-    ) -> tuple[dict[str, Any], OperationFailure | None]:
-        """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, and
-        take what the reply tells the clocks and the session. Returns the reply and, for ``ok: 0``, its
-        error (not raised: the caller may ignore a NamespaceNotFound). ``exhaust_allowed`` sends the command
-        with that flag (an exhaust cursor's getMore): further replies may follow the first."""
+        exhaust: bool,
+    ) -> R:
+        """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, take
+        what the reply tells the clocks and the session, and make the reply the result (an ``ok: 0`` reply
+        raises its error, unless a NamespaceNotFound the operation ignores). ``exhaust`` sends the command
+        with that flag (an exhaust cursor's getMore): further replies may follow the first, and the connection
+        then stays with the cursor's pin."""
         op = run.op
         body, sequences = command
         events: CommandEvents | None = None
         span: CommandSpan | None = None
         if run.trace is not None or self._publisher.enabled:
-            events, span = self._observers(run, conn, address, command)
+            assert run.server_address is not None
+            events, span = self._observers(run, conn, run.server_address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
         deadline = run.deadline
         request_id = 0
         run.sent = True
         try:
-            if exhaust_allowed:
+            if exhaust:
                 request_id = await conn.send(
                     op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=deadline
                 )
@@ -810,29 +804,22 @@ class Executor:
             reply: dict[str, Any] = {}
             if run.acknowledged:
                 reply = await conn.receive(codec_options=op.codec_options, check=False, deadline=deadline)
-        except asyncio.CancelledError as exc:
-            # Cut off once the command was on its way: like a network error, what the server did in this
-            # session is unknown; the command's events still end, with a failure.
-            if server_session is not None:
-                server_session.mark_dirty()
-            if events is not None and request_id:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
+        except (Exception, asyncio.CancelledError) as exc:
+            _exchange_failed(run, exc, request_id, server_session, events, span)
             raise
-        except Exception as exc:
-            if isinstance(exc, ConnectionFailure):
-                run.transaction_started = run.transaction_started or run.in_transaction
-                if server_session is not None:
-                    server_session.mark_dirty()
-            if not request_id:
-                run.sent = False  # failed before the message was written: nothing was sent
-            elif events is not None:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
-            raise
-        return reply, self._take_reply(run, reply, events, span)
+        error = self._take_reply(run, reply, events, span)
+        if error is not None:
+            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
+                return op.empty_result()
+            raise error
+        if run.txn_number is not None and "writeConcernError" in reply:
+            await self._raise_write_concern_retry(topology, run, reply, conn)
+        result = op.handle_response(reply, conn)
+        if exhaust and conn.more_to_come:
+            # The server streams the next batches: the connection stays with the cursor until the last.
+            assert run.pin is not None
+            run.pin.hold_stream(pool, conn, body)
+        return result
 
     def _observers(
         self, run: _Execution[Any], conn: Connection, address: Address, command: Command
@@ -1158,6 +1145,37 @@ class _Execution(Generic[R]):
         self.from_mongos = False
         self.sent = False
         self.generation = 0
+
+
+def _exchange_failed(
+    run: _Execution[Any],
+    exc: BaseException,
+    request_id: int,
+    server_session: ServerSession | None,
+    events: CommandEvents | None,
+    span: CommandSpan | None,
+) -> None:
+    """What a send or a receive cut off by ``exc`` leaves (``request_id`` 0: nothing was written): a network
+    error or a cancellation leaves the session's server state unknown (dirty); a started command's events end
+    with a failure."""
+    if isinstance(exc, asyncio.CancelledError):
+        # Cut off once the command was on its way: like a network error, what the server did in this
+        # session is unknown; the command's events still end, with a failure.
+        if server_session is not None:
+            server_session.mark_dirty()
+        if events is not None and request_id:
+            events.failed(exc)
+    else:
+        if isinstance(exc, ConnectionFailure):
+            run.transaction_started = run.transaction_started or run.in_transaction
+            if server_session is not None:
+                server_session.mark_dirty()
+        if not request_id:
+            run.sent = False  # failed before the message was written: nothing was sent
+        elif events is not None:
+            events.failed(exc)
+    if span is not None:
+        span.failed(exc)
 
 
 def _enter_session(run: _Execution[Any], session: ClientSession) -> None:
