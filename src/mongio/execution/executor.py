@@ -663,7 +663,9 @@ class Executor:
         its server session and whether it may open an exhaust stream."""
         op = run.op
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
-        server_session = self._server_session_for(topology, described, run, description)
+        # One clock reading: the pool's expiry check and the session's last use (it is about to be sent).
+        now = time.monotonic()
+        server_session = self._server_session_for(topology, described, run, description, now)
         if op.retryability is Retryability.WRITE:
             self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
@@ -675,7 +677,7 @@ class Executor:
             run.txn_number = None
         if server_session is not None:
             body["lsid"] = server_session.session_id
-            server_session.mark_used(time.monotonic())
+            server_session.mark_used(now)
         if run.txn_number is not None:
             body["txnNumber"] = run.txn_number
         if run.in_transaction and run.session is not None and server_session is not None:
@@ -702,10 +704,11 @@ class Executor:
         description: TopologyDescription,
         run: _Execution[Any],
         server: ServerDescription,
+        now: float,
     ) -> ServerSession | None:
-        """The server session the command carries: the caller's session's, else one taken for this operation
-        alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions (as the
-        topology's ``description`` says)."""
+        """The server session the command carries: the caller's session's, else one taken (at ``now``, a
+        ``time.monotonic()`` reading) for this operation alone (not for an unacknowledged write); ``None`` when
+        the deployment supports no sessions (as the topology's ``description`` says)."""
         minutes = description.logical_session_timeout_minutes
         if minutes is None and not description.knows_a_data_bearing_server:
             # The topology lost sight of every data-bearing server after this operation selected one (every
@@ -726,7 +729,9 @@ class Executor:
         if not (run.acknowledged and supported):
             return None
         if run.implicit is None:
-            run.implicit = self.session_pool.acquire(minutes, load_balanced=topology.settings.load_balanced)
+            run.implicit = self.session_pool.acquire(
+                minutes, load_balanced=topology.settings.load_balanced, now=now
+            )
         return run.implicit
 
     def _decide_txn_number(
