@@ -977,8 +977,9 @@ class Executor:
                 cluster_time = own
         if cluster_time is not None and description.max_wire_version >= 6:
             body["$clusterTime"] = cluster_time
-        # A transaction's read concern goes on its first command only (already in the body).
-        if not in_transaction and "readConcern" not in body:
+        # A transaction's read concern goes on its first command only (already in the body). Without a session,
+        # only an operation that takes a read concern can get one.
+        if not in_transaction and (session is not None or op.takes_read_concern) and "readConcern" not in body:
             _add_read_concern(body, op, session, description)
         if csot_on or op.takes_write_concern:
             _add_write_concern(body, op, in_transaction, csot_on)
