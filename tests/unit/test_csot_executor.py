@@ -125,6 +125,14 @@ async def test_the_client_timeout_applies_when_no_block_is_in_force() -> None:
     assert 0 < conn.sent[1]["maxTimeMS"] <= 500
 
 
+async def test_a_timeout_block_in_force_wins_over_the_levels_timeout() -> None:
+    # No deadline to set (the block's is in force): the operation still runs under the block's deadline.
+    executor, _, conn = make([OK], timeout=0.25)
+    with csot.timeout(20.0):
+        await executor.execute(RunCommand("db", "ping"), level_timeout=0.5)
+    assert 500 < conn.sent[0]["maxTimeMS"] <= 20000
+
+
 def test_operation_timeout_order_level_then_session_then_client() -> None:
     executor, _, _ = make([], timeout=5.0)
 

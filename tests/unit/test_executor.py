@@ -26,7 +26,7 @@ from mongio.events.command import (
     CommandStartedEvent,
     CommandSucceededEvent,
 )
-from mongio.execution.executor import Executor, read_preference_document
+from mongio.execution.executor import Answered, Executor, read_preference_document
 from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions, TokenBucket
 from mongio.operations.base import Command, ConnectionContext, Retryability, check_write_reply
 from mongio.operations.bulk import BulkWrite
@@ -136,6 +136,16 @@ async def test_retryable_write_is_retried_with_the_same_transaction_number() -> 
     assert len(topology.errors) == 1  # the network error was reported to the topology
     # The session that saw a network error is dirty and never pooled again.
     assert len(executor.session_pool) == 0
+
+
+async def test_execute_answered_gives_the_result_and_the_server_that_answered() -> None:
+    executor, _, _, _ = make_executor([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    answered = await executor.execute_answered(InsertOne("db"))
+    assert isinstance(answered, Answered)
+    assert answered.result == 1
+    assert answered.address == ADDRESS
+    result, address = answered
+    assert (result, address) == (1, ADDRESS)
 
 
 async def test_cancellation_checks_the_connection_in_and_drops_the_session() -> None:

@@ -115,6 +115,20 @@ def test_acquire_discards_sessions_about_to_expire() -> None:
     assert len(pool) == 0
 
 
+def test_acquire_judges_expiry_at_the_time_the_caller_read() -> None:
+    # The clock says the pooled session is fresh; the caller's reading (later) says it is about to expire.
+    clock = FakeClock(0.0)
+    pool = ServerSessionPool(clock)
+    old = pool.acquire(TIMEOUT_MINUTES)
+    pool.release(old, TIMEOUT_MINUTES)
+    later = 29 * MINUTE + 1
+    fresh = pool.acquire(TIMEOUT_MINUTES, now=later)
+    assert fresh is not old
+    assert fresh.last_use == later
+    pool.release(fresh, TIMEOUT_MINUTES)
+    assert pool.acquire(TIMEOUT_MINUTES, now=later) is fresh
+
+
 def test_acquire_in_load_balanced_mode_reuses_even_expiring_sessions() -> None:
     clock = FakeClock(0.0)
     pool = ServerSessionPool(clock)

@@ -3,18 +3,19 @@
 ``await executor.execute(op, session)`` runs in the caller's task (no task is made per operation);
 ``execute_answered`` also gives the address of the server that answered. Its functions, in call order:
 
-- ``execute_answered``: the CSOT deadline (the one :func:`~mongio.execution.deadline.timeout_in_force`
-  gives, unless a ``timeout()`` block already set one), then
+- ``execute`` / ``execute_answered``: the operation's :class:`_Execution` (what its attempts share), then
+  ``_execute_prepared``, the CSOT deadline (the one :func:`~mongio.execution.deadline.timeout_in_force`
+  gives, unless a ``timeout()`` block already set one), skipped when there is none to set; then
 - ``_run``, the retry loop: attempts until one succeeds, or ``_after_failure`` (the error labelled, the
   topology told, :class:`~mongio.execution.retry_policy.RetryState` asked) raises the operation's error;
   otherwise a backoff and the next attempt, avoiding the servers it names;
 - ``_attempt``, one attempt: select a server (synchronously when the current description already has a
   suitable one), check a connection out of its pool (or take a load-balanced transaction's);
-- ``_on_connection``: the session and txnNumber, ``op.build(conn)`` plus the fields the executor owns
+- ``_command_for``: the session and txnNumber, ``op.build(conn)`` plus the fields the executor owns
   (``lsid``, ``txnNumber``, ``$clusterTime``, ``readConcern``, ``writeConcern``, ``$readPreference``,
-  ``maxTimeMS``, ``$db``), then ``op.handle_response``;
-- ``_exchange``: send, receive, and the command's started and succeeded/failed events
-  (:class:`~mongio.execution.command_events.CommandEvents`).
+  ``maxTimeMS``, ``$db``);
+- ``_exchange``: send, receive, the command's started and succeeded/failed events
+  (:class:`~mongio.execution.command_events.CommandEvents`), then ``op.handle_response``.
 
 What differs from one operation to another is declared on :class:`~mongio.operations.base.Operation`
 (``transaction_command``, ``has_write_stage``, ``is_user_command``, ``write_concern_retry_error``,
@@ -33,7 +34,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
@@ -248,7 +249,7 @@ class Executor:
 
     # -- running operations ------------------------------------------------------------------------------------
 
-    async def execute(
+    def execute(
         self,
         operation: Operation[R],
         session: ClientSession | None = None,
@@ -256,19 +257,12 @@ class Executor:
         address: Address | None = None,
         level_timeout: float | None = None,
         pin: ConnectionPin | None = None,
-    ) -> R:
-        """Run ``operation`` and return its result: :meth:`execute_answered` without the server."""
-        topology = self._topology
-        if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
-            topology = await self._client._open_topology()
-        if session is None and level_timeout is None and csot.current_deadline() is None:
-            timeout = self._timeout  # _timeout_to_set's answer, without its call on the common path
-        else:
-            timeout = self._timeout_to_set(session, level_timeout)
-        if timeout is None:
-            return (await self._run(topology, operation, session, address, pin))[0]
-        with csot.timeout(timeout):
-            return (await self._run(topology, operation, session, address, pin))[0]
+    ) -> Coroutine[Any, Any, R]:
+        """Run ``operation`` and return its result (await the coroutine returned): :meth:`execute_answered`
+        without the server."""
+        return self._execute(
+            _Execution(operation, session, address, self._operation_id()), level_timeout, pin
+        )
 
     async def execute_answered(
         self,
@@ -289,17 +283,45 @@ class Executor:
         cursor's connection holder: in load-balanced mode a command that leaves a server cursor open keeps
         its connection there, and a command given a pin that holds one is sent over that connection.
         """
+        run = _Execution(operation, session, address, self._operation_id())
+        result = await self._execute(run, level_timeout, pin)
+        assert run.server_address is not None  # the address of the attempt that succeeded
+        # tuple.__new__: the pair as the NamedTuple, without the Python-level __new__ NamedTuple makes.
+        return tuple.__new__(Answered, (result, run.server_address))
+
+    def _execute(
+        self, run: _Execution[R], level_timeout: float | None, pin: ConnectionPin | None
+    ) -> Coroutine[Any, Any, R]:
+        """The coroutine that runs ``run``: the retry loop itself when the topology is open on this loop and
+        there is nothing to check nor any deadline to set (the common case: one coroutine less that every
+        resume goes through), else :meth:`_execute_prepared`, which opens the topology and sets the deadline
+        first."""
+        topology = self._topology
+        if (
+            run.session is None
+            and topology is not None
+            and not topology.closed
+            and topology.loop is asyncio.get_running_loop()
+            and (csot.current_deadline() is not None or (level_timeout is None and self._timeout is None))
+        ):
+            # What _timeout_to_set answers without a session: None (a deadline in force, or no timeout).
+            return self._run(topology, run, pin)
+        return self._execute_prepared(run, level_timeout, pin)
+
+    async def _execute_prepared(
+        self, run: _Execution[R], level_timeout: float | None, pin: ConnectionPin | None
+    ) -> R:
+        """The topology opened (for this event loop) and the CSOT deadline set (the one
+        :func:`~mongio.execution.deadline.timeout_in_force` gives, unless a ``timeout()`` block already set one)
+        around the retry loop."""
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
             topology = await self._client._open_topology()
-        if session is None and level_timeout is None and csot.current_deadline() is None:
-            timeout = self._timeout  # as in execute
-        else:
-            timeout = self._timeout_to_set(session, level_timeout)
+        timeout = self._timeout_to_set(run.session, level_timeout)
         if timeout is None:
-            return Answered(*await self._run(topology, operation, session, address, pin))
+            return await self._run(topology, run, pin)
         with csot.timeout(timeout):
-            return Answered(*await self._run(topology, operation, session, address, pin))
+            return await self._run(topology, run, pin)
 
     async def receive_streamed(
         self,
@@ -519,17 +541,11 @@ class Executor:
 
     # -- the retry loop and one attempt ----------------------------------------------------------------------
 
-    async def _run(
-        self,
-        topology: Topology,
-        op: Operation[R],
-        session: ClientSession | None,
-        address: Address | None,
-        pin: ConnectionPin | None = None,
-    ) -> tuple[R, Address]:
+    async def _run(self, topology: Topology, run: _Execution[R], pin: ConnectionPin | None) -> R:
         """The retry loop: attempts until one succeeds or the retry rules end the operation. Returns the
-        result and the address of the server that gave it (a plain pair: most callers want the result)."""
-        run = _Execution(op, session, address, self._operation_id())
+        result; ``run.server_address`` is then the server that gave it."""
+        op = run.op
+        session = run.session
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
         if pin is not None and (topology.settings.load_balanced or op.exhaust):
@@ -539,7 +555,7 @@ class Executor:
                 _enter_session(run, session)
             while True:
                 try:
-                    answered = await self._attempt(topology, run)
+                    result = await self._attempt(topology, run)
                 except MongioError as exc:
                     if run.retry_state is not None and exc is run.retry_state.reported_error:
                         raise  # a retry could not be made: the previous attempt's error, already judged
@@ -549,7 +565,7 @@ class Executor:
                     run.retry_state.on_success()
                 elif self._token_bucket is not None:
                     self._token_bucket.record_success(retried=False)
-                return answered
+                return result
         except BaseException as exc:
             if run.trace is not None:
                 run.trace.failed(exc)
@@ -562,13 +578,14 @@ class Executor:
             if run.trace is not None:
                 run.trace.end()
 
-    async def _attempt(self, topology: Topology, run: _Execution[R]) -> tuple[R, Address]:
-        """One attempt: select a server, check a connection out (or take the transaction's), run the command
-        on it. The connection goes back to its pool and the server's operation count comes down whatever ends
-        the attempt, cancellation included. Returns the result and the server that gave it."""
+    async def _attempt(self, topology: Topology, run: _Execution[R]) -> R:
+        """One attempt: select a server (``run.server_address``), check a connection out (or take the
+        transaction's), run the command on it. The connection goes back to its pool and the server's operation
+        count comes down whatever ends the attempt, cancellation included. Returns the result."""
         # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
         # end by min(serverSelectionTimeoutMS, the time left). Without CSOT neither bounds the checkout.
-        csot_on = csot.current_deadline() is not None
+        run.deadline = csot.current_deadline()
+        csot_on = run.deadline is not None
         selection_end = csot.selection_deadline(self._selection_timeout) if csot_on else 0.0
         server = await self._select(
             topology, run.op, run.address, run.deprioritized, run.transaction_bound, run.operation_id
@@ -604,7 +621,10 @@ class Executor:
                     described = topology.description
                     description = described.get(server.address) or server.description
             try:
-                result = await self._on_connection(topology, run, server, pool, conn, described, description)
+                command, server_session, exhaust = self._command_for(
+                    topology, run, server, pool, conn, described, description
+                )
+                result = await self._exchange(topology, run, pool, conn, command, server_session, exhaust)
                 if (
                     pin is not None
                     and _keeps_cursor_open(result)
@@ -626,9 +646,9 @@ class Executor:
                     pool.check_in(conn)
         finally:
             server.operation_finished()
-        return result, server.address
+        return result
 
-    async def _on_connection(
+    def _command_for(
         self,
         topology: Topology,
         run: _Execution[R],
@@ -637,14 +657,17 @@ class Executor:
         conn: Connection,
         described: TopologyDescription,
         description: ServerDescription,
-    ) -> R:
-        """The command on ``conn`` (to ``server``, described by ``description`` in the topology's current
-        ``described``): its session and txnNumber, the build, the fields the executor owns, the exchange, and
-        the reply made into the result."""
+    ) -> tuple[Command, ServerSession | None, bool]:
+        """The command for ``conn`` (to ``server``, described by ``description`` in the topology's current
+        ``described``): its session and txnNumber, the build, and the fields the executor owns. Returns it with
+        its server session and whether it may open an exhaust stream."""
         op = run.op
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
-        server_session = self._server_session_for(topology, described, run, description)
-        self._decide_txn_number(run, description, server_session)
+        # One clock reading: the pool's expiry check and the session's last use (it is about to be sent).
+        now = time.monotonic()
+        server_session = self._server_session_for(topology, described, run, description, now)
+        if op.retryability is Retryability.WRITE:
+            self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
         run.wire_version = conn.max_wire_version
         command = op.build(conn)
@@ -654,7 +677,7 @@ class Executor:
             run.txn_number = None
         if server_session is not None:
             body["lsid"] = server_session.session_id
-            server_session.mark_used(time.monotonic())
+            server_session.mark_used(now)
         if run.txn_number is not None:
             body["txnNumber"] = run.txn_number
         if run.in_transaction and run.session is not None and server_session is not None:
@@ -663,23 +686,17 @@ class Executor:
             load_balanced = topology.settings.load_balanced
             run.session._pin(server.address if sharded else None, pool, conn if load_balanced else None)
         self._add_fields(
-            body, op, run.session, description, described.topology_type, in_transaction=run.transaction_bound
+            body,
+            op,
+            run.session,
+            description,
+            described.topology_type,
+            in_transaction=run.transaction_bound,
+            csot_on=run.deadline is not None,
         )
         body["$db"] = op.database
         exhaust = run.pin is not None and op.exhaust and not run.in_transaction and _may_stream(conn, description)
-        reply, error = await self._exchange(run, conn, server.address, command, server_session, exhaust)
-        if error is not None:
-            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
-                return op.empty_result()
-            raise error
-        if run.txn_number is not None and "writeConcernError" in reply:
-            await self._raise_write_concern_retry(topology, run, reply, conn)
-        result = op.handle_response(reply, conn)
-        if exhaust and conn.more_to_come:
-            # The server streams the next batches: the connection stays with the cursor until the last.
-            assert run.pin is not None
-            run.pin.hold_stream(pool, conn, body)
-        return result
+        return command, server_session, exhaust
 
     def _server_session_for(
         self,
@@ -687,10 +704,11 @@ class Executor:
         description: TopologyDescription,
         run: _Execution[Any],
         server: ServerDescription,
+        now: float,
     ) -> ServerSession | None:
-        """The server session the command carries: the caller's session's, else one taken for this operation
-        alone (not for an unacknowledged write); ``None`` when the deployment supports no sessions (as the
-        topology's ``description`` says)."""
+        """The server session the command carries: the caller's session's, else one taken (at ``now``, a
+        ``time.monotonic()`` reading) for this operation alone (not for an unacknowledged write); ``None`` when
+        the deployment supports no sessions (as the topology's ``description`` says)."""
         minutes = description.logical_session_timeout_minutes
         if minutes is None and not description.knows_a_data_bearing_server:
             # The topology lost sight of every data-bearing server after this operation selected one (every
@@ -711,19 +729,21 @@ class Executor:
         if not (run.acknowledged and supported):
             return None
         if run.implicit is None:
-            run.implicit = self.session_pool.acquire(minutes, load_balanced=topology.settings.load_balanced)
+            run.implicit = self.session_pool.acquire(
+                minutes, load_balanced=topology.settings.load_balanced, now=now
+            )
         return run.implicit
 
     def _decide_txn_number(
         self, run: _Execution[Any], description: ServerDescription, server_session: ServerSession | None
     ) -> None:
-        """The first attempt to get a connection takes the txnNumber every retry reuses; a retry on a server
-        that cannot take it ends the operation with the previous error."""
+        """For a retryable write (only: no other operation takes one): the first attempt to get a connection
+        takes the txnNumber every retry reuses; a retry on a server that cannot take it ends the operation
+        with the previous error."""
         if not run.txn_decided:
             run.txn_decided = True
             if (
-                run.op.retryability is Retryability.WRITE
-                and self._retry_writes
+                self._retry_writes
                 and server_session is not None
                 and description.retryable_writes_supported
                 and not run.in_transaction
@@ -739,29 +759,32 @@ class Executor:
 
     async def _exchange(
         self,
-        run: _Execution[Any],
+        topology: Topology,
+        run: _Execution[R],
+        pool: PoolLike,
         conn: Connection,
-        address: Address,
         command: Command,
         server_session: ServerSession | None,
-        exhaust_allowed: bool = False,
-    ) -> tuple[dict[str, Any], OperationFailure | None]:
-        """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, and
-        take what the reply tells the clocks and the session. Returns the reply and, for ``ok: 0``, its
-        error (not raised: the caller may ignore a NamespaceNotFound). ``exhaust_allowed`` sends the command
-        with that flag (an exhaust cursor's getMore): further replies may follow the first."""
+        exhaust: bool,
+    ) -> R:
+        """Send the command, receive the reply (``{}`` for an unacknowledged write), publish its events, take
+        what the reply tells the clocks and the session, and make the reply the result (an ``ok: 0`` reply
+        raises its error, unless a NamespaceNotFound the operation ignores). ``exhaust`` sends the command
+        with that flag (an exhaust cursor's getMore): further replies may follow the first, and the connection
+        then stays with the cursor's pin."""
         op = run.op
         body, sequences = command
         events: CommandEvents | None = None
         span: CommandSpan | None = None
         if run.trace is not None or self._publisher.enabled:
-            events, span = self._observers(run, conn, address, command)
+            assert run.server_address is not None
+            events, span = self._observers(run, conn, run.server_address, command)
         # Under CSOT the deadline (infinite for timeoutMS=0) replaces socketTimeoutMS.
-        deadline = csot.current_deadline()
+        deadline = run.deadline
         request_id = 0
         run.sent = True
         try:
-            if exhaust_allowed:
+            if exhaust:
                 request_id = await conn.send(
                     op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=deadline
                 )
@@ -786,29 +809,22 @@ class Executor:
             reply: dict[str, Any] = {}
             if run.acknowledged:
                 reply = await conn.receive(codec_options=op.codec_options, check=False, deadline=deadline)
-        except asyncio.CancelledError as exc:
-            # Cut off once the command was on its way: like a network error, what the server did in this
-            # session is unknown; the command's events still end, with a failure.
-            if server_session is not None:
-                server_session.mark_dirty()
-            if events is not None and request_id:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
+        except (Exception, asyncio.CancelledError) as exc:
+            _exchange_failed(run, exc, request_id, server_session, events, span)
             raise
-        except Exception as exc:
-            if isinstance(exc, ConnectionFailure):
-                run.transaction_started = run.transaction_started or run.in_transaction
-                if server_session is not None:
-                    server_session.mark_dirty()
-            if not request_id:
-                run.sent = False  # failed before the message was written: nothing was sent
-            elif events is not None:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
-            raise
-        return reply, self._take_reply(run, reply, events, span)
+        error = self._take_reply(run, reply, events, span)
+        if error is not None:
+            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
+                return op.empty_result()
+            raise error
+        if run.txn_number is not None and "writeConcernError" in reply:
+            await self._raise_write_concern_retry(topology, run, reply, conn)
+        result = op.handle_response(reply, conn)
+        if exhaust and conn.more_to_come:
+            # The server streams the next batches: the connection stays with the cursor until the last.
+            assert run.pin is not None
+            run.pin.hold_stream(pool, conn, body)
+        return result
 
     def _observers(
         self, run: _Execution[Any], conn: Connection, address: Address, command: Command
@@ -950,8 +966,10 @@ class Executor:
         topology_type: TopologyType,
         *,
         in_transaction: bool = False,
+        csot_on: bool = False,
     ) -> None:
-        """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``."""
+        """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``
+        (``csot_on``: a CSOT deadline is in force)."""
         cluster_time = self.cluster_clock.cluster_time
         if session is not None:
             own = session.cluster_time
@@ -959,11 +977,12 @@ class Executor:
                 cluster_time = own
         if cluster_time is not None and description.max_wire_version >= 6:
             body["$clusterTime"] = cluster_time
-        # A transaction's read concern goes on its first command only (already in the body).
-        if not in_transaction and "readConcern" not in body:
+        # A transaction's read concern goes on its first command only (already in the body). Without a session,
+        # only an operation that takes a read concern can get one.
+        if not in_transaction and (session is not None or op.takes_read_concern) and "readConcern" not in body:
             _add_read_concern(body, op, session, description)
-        csot_on = csot.current_deadline() is not None
-        _add_write_concern(body, op, in_transaction, csot_on)
+        if csot_on or op.takes_write_concern:
+            _add_write_concern(body, op, in_transaction, csot_on)
         if "$readPreference" not in body:
             if in_transaction:
                 read_preference = _transaction_read_preference(op, description, topology_type)
@@ -1073,6 +1092,7 @@ class _Execution(Generic[R]):
         "acknowledged",
         "address",
         "attempt",
+        "deadline",
         "deprioritized",
         "from_mongos",
         "generation",
@@ -1112,11 +1132,12 @@ class _Execution(Generic[R]):
         self.pin: ConnectionPin | None = None  # a load-balanced cursor's connection holder
         self.implicit: ServerSession | None = None
         self.txn_number: Any = None
-        self.txn_decided = False
+        self.txn_decided = False  # whether a retryable write's txnNumber was decided (_decide_txn_number)
         self.retry_state: RetryState | None = None
         self.deprioritized: tuple[Address, ...] = ()
         self.attempt = 0
-        # The attempt under way (see new_attempt).
+        # The attempt under way (see new_attempt); the CSOT deadline in force is read once per attempt.
+        self.deadline: float | None = None
         self.server_address: Address | None = None
         self.wire_version: int | None = None
         self.from_mongos = False
@@ -1130,6 +1151,37 @@ class _Execution(Generic[R]):
         self.from_mongos = False
         self.sent = False
         self.generation = 0
+
+
+def _exchange_failed(
+    run: _Execution[Any],
+    exc: BaseException,
+    request_id: int,
+    server_session: ServerSession | None,
+    events: CommandEvents | None,
+    span: CommandSpan | None,
+) -> None:
+    """What a send or a receive cut off by ``exc`` leaves (``request_id`` 0: nothing was written): a network
+    error or a cancellation leaves the session's server state unknown (dirty); a started command's events end
+    with a failure."""
+    if isinstance(exc, asyncio.CancelledError):
+        # Cut off once the command was on its way: like a network error, what the server did in this
+        # session is unknown; the command's events still end, with a failure.
+        if server_session is not None:
+            server_session.mark_dirty()
+        if events is not None and request_id:
+            events.failed(exc)
+    else:
+        if isinstance(exc, ConnectionFailure):
+            run.transaction_started = run.transaction_started or run.in_transaction
+            if server_session is not None:
+                server_session.mark_dirty()
+        if not request_id:
+            run.sent = False  # failed before the message was written: nothing was sent
+        elif events is not None:
+            events.failed(exc)
+    if span is not None:
+        span.failed(exc)
 
 
 def _enter_session(run: _Execution[Any], session: ClientSession) -> None:

@@ -94,9 +94,13 @@ class ServerSessionPool:
     def __iter__(self) -> Iterator[ServerSession]:
         return iter(self._sessions)
 
-    def acquire(self, timeout_minutes: float | None, *, load_balanced: bool = False) -> ServerSession:
-        """Take the most recently returned session that still has a minute to live, else a new one."""
-        now = self._clock()
+    def acquire(
+        self, timeout_minutes: float | None, *, load_balanced: bool = False, now: float | None = None
+    ) -> ServerSession:
+        """Take the most recently returned session that still has a minute to live, else a new one. ``now`` is
+        the pool's clock read by a caller that just did (the pool reads it otherwise)."""
+        if now is None:
+            now = self._clock()
         fresh_since = None if load_balanced else _fresh_since(now, timeout_minutes)
         with self._lock:
             while self._sessions:
