@@ -447,7 +447,7 @@ class Pool(Generic[C]):
             # The unread reply would be the next command's answer: this connection cannot be reused.
             conn.close("returned to the pool with a reply unread")
         if not self._release(conn) and self._waiters:
-            self._dispatch()  # closed instead of reused: its slot may go to a waiter
+            self._dispatch()  # closed, not handed over: its slot may go to a waiter
 
     async def _wait(self, started: float, max_wait: float | None, observed: bool) -> C:
         timeout = self._wait_timeout if max_wait is None else max_wait
