@@ -376,6 +376,58 @@ async def test_a_connection_handed_to_a_task_cancelled_before_it_resumed_goes_ba
 
 
 @on_virtual_clock
+async def test_check_in_hands_the_connection_to_the_oldest_waiter_still_waiting() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder, max_pool_size=1)
+    held = await pool.check_out()
+    cancelled = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0)
+    oldest_alive = asyncio.create_task(pool.check_out())
+    last = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 3
+    cancelled.cancel()  # cancelled, but its task has not run yet to leave the queue
+    del recorder.events[:]
+    pool.check_in(held)
+    # Straight to the waiter behind the cancelled one: never idle, no slot for a new connection taken.
+    assert pool.available_connection_count == 0 and pool.in_use_connection_count == 1
+    assert pool.total_connection_count == 1 and pool.pending_connection_count == 0
+    assert await oldest_alive is held
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert not last.done() and pool.wait_queue_length == 1
+    assert recorder.types() == [
+        "ConnectionCheckedInEvent",
+        "ConnectionCheckOutFailedEvent",  # the cancelled check-out
+        "ConnectionCheckedOutEvent",
+    ]
+    assert recorder.of("ConnectionCheckedOutEvent")[0].connection_id == held.id
+    pool.check_in(held)
+    assert await last is held
+    pool.check_in(held)
+    await pool.close()
+
+
+@on_virtual_clock
+async def test_a_connection_checked_in_while_only_cancelled_tasks_wait_goes_idle() -> None:
+    pool = make_pool(max_pool_size=1)
+    held = await pool.check_out()
+    waiters = [asyncio.create_task(pool.check_out()) for _ in range(2)]
+    await asyncio.sleep(0)
+    for waiter in waiters:
+        waiter.cancel()
+    pool.check_in(held)
+    assert pool.available_connection_count == 1 and pool.in_use_connection_count == 0
+    for waiter in waiters:
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    assert pool.wait_queue_length == 0
+    assert check_out_now(pool) is held
+    pool.check_in(held)
+    await pool.close()
+
+
+@on_virtual_clock
 async def test_a_permit_granted_to_a_task_cancelled_before_it_resumed_is_released() -> None:
     factory = FakeFactory()
     pool = make_pool(factory, max_pool_size=1)

@@ -400,27 +400,30 @@ class Pool(Generic[C]):
         cleared meanwhile, :class:`PoolClosedError` if it is closed, or the error that establishing a
         new connection failed with.
         """
-        started = time.monotonic()
         publish = self._publish
-        # Asked once for the started and checked-out events of the usual, synchronous, check-out.
+        # Asked once for the started and checked-out events, so a check-out publishes both or neither.
         observed = publish.enabled
+        started = 0.0
         if observed:
+            started = time.monotonic()
             publish.connection_check_out_started()
+        if self._state == PoolState.READY and not self._waiters and self._idle:
+            conn = self._take_idle()
+            if conn is not None:
+                self._in_use.add(conn)
+                if observed:
+                    publish.connection_checked_out(conn.id, started)
+                return conn
+        if not observed:
+            # Only a check-out that fails, opens a connection or waits needs its start time without events.
+            started = time.monotonic()
         if self._state != PoolState.READY:
             raise self._refused(started)
-        if not self._waiters:
-            if self._idle:
-                conn = self._take_idle()
-                if conn is not None:
-                    self._in_use.add(conn)
-                    if observed:
-                        publish.connection_checked_out(conn.id, started)
-                    return conn
-            if self._may_open_another():
-                self._pending += 1
-                self._total += 1
-                return await self._open_for_checkout(started)
-        return await self._wait(started, max_wait)
+        if not self._waiters and self._may_open_another():
+            self._pending += 1
+            self._total += 1
+            return await self._open_for_checkout(started)
+        return await self._wait(started, max_wait, observed)
 
     def pin(self, conn: C, purpose: str) -> None:
         """Record that a cursor or a transaction (``purpose``: ``"cursor"`` or ``"transaction"``) holds the
@@ -443,11 +446,10 @@ class Pool(Generic[C]):
         if conn.in_exchange:
             # The unread reply would be the next command's answer: this connection cannot be reused.
             conn.close("returned to the pool with a reply unread")
-        self._release(conn)
-        if self._waiters:
-            self._dispatch()
+        if not self._release(conn) and self._waiters:
+            self._dispatch()  # closed, not handed over: its slot may go to a waiter
 
-    async def _wait(self, started: float, max_wait: float | None) -> C:
+    async def _wait(self, started: float, max_wait: float | None, observed: bool) -> C:
         timeout = self._wait_timeout if max_wait is None else max_wait
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
@@ -474,6 +476,11 @@ class Pool(Generic[C]):
         if timer is not None:
             timer.cancel()
 
+        if not isinstance(grant, _Grant) and self._state == PoolState.READY:
+            conn: C = grant
+            if observed:
+                self._publish.connection_checked_out(conn.id, started)
+            return conn
         if grant is _TIMED_OUT and timeout is not None:
             error = self._timeout_error(started, timeout)
             self._publish.connection_check_out_failed(_FAILED_TIMEOUT, started)
@@ -483,11 +490,7 @@ class Pool(Generic[C]):
         if self._state != PoolState.READY:  # cleared or closed after the grant, before this task resumed
             self._give_back(grant)
             raise self._refused(started)
-        if grant is _PERMIT:
-            return await self._open_for_checkout(started)
-        conn: C = grant
-        self._publish.connection_checked_out(conn.id, started)
-        return conn
+        return await self._open_for_checkout(started)  # the grant is _PERMIT
 
     async def _open_for_checkout(self, started: float) -> C:
         """Establish a connection in a slot already reserved (``_pending``/``_total``) and check it out."""
@@ -614,21 +617,36 @@ class Pool(Generic[C]):
             self._discard(conn, reason)
         return None
 
-    def _release(self, conn: C) -> None:
-        """Put a connection that is no longer in use back among the idle ones, or close it."""
+    def _release(self, conn: C) -> bool:
+        """Hand a connection that is no longer in use to the oldest waiter, or put it back among the idle
+        ones, or close it. True when a waiter got it.
+
+        A waiter gets it straight away, as :meth:`_dispatch` would have given it after its short stay among
+        the idle ones (it would be the most recent, so the first taken). Nothing else is left to serve then:
+        every change that frees a connection or a slot dispatches at once, so while a task waits nothing is
+        idle and no slot is free, and handing this connection over changes neither.
+        """
         if self._state == PoolState.CLOSED:
             self._discard(conn, _POOL_CLOSED)
-            return
+            return False
         reason = self._perished(conn, None)
         if reason is not None:
             self._discard(conn, reason)
-            return
+            return False
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # a done one was cancelled: its task is about to leave the queue anyway
+                self._in_use.add(conn)
+                waiter.set_result(conn)
+                return True
         if self._max_idle is None:
             self._idle.append((conn, 0.0))
-            return
+            return False
         self._idle.append((conn, time.monotonic()))
         if len(self._idle) == 1:
             self._wake_background()  # the expiry timer has something to watch again
+        return False
 
     def _discard(self, conn: C, reason: str, error: BaseException | None = None) -> None:
         """Close a connection that counted toward the pool's total."""
