@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["CollectionInvalid", "Database"]
 
 _D = TypeVar("_D")
+_R = TypeVar("_R")
 
 _INVALID_DATABASE_CHARACTERS = frozenset(' ."$/\\\x00')
 
@@ -211,8 +212,10 @@ class Database(Generic[_D]):
 
     # -- running ----------------------------------------------------------------------------------------------
 
-    async def _run(self, operation: Operation[Any], session: Any) -> Any:
-        return await self._client._executor.execute(operation, session, level_timeout=self._timeout)
+    def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
+        """The coroutine that runs ``operation`` under this database's timeout: the executor's own, handed back
+        rather than awaited here (one coroutine level less for every operation; await it at once)."""
+        return self._client._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
         self,
@@ -283,10 +286,7 @@ class Database(Generic[_D]):
             **kwargs,
         )
         try:
-            # The executor straight away (not through _run): one coroutine level less on every command.
-            reply: dict[str, Any] = await self._client._executor.execute(
-                operation, session, level_timeout=self._timeout
-            )
+            reply: dict[str, Any] = await self._run(operation, session)
         except OperationFailure as error:
             details = error.details
             if details is None:

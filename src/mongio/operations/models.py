@@ -186,19 +186,33 @@ def update_statement(
     made straight from the arguments with no model: each checked by the validator the models use, in their
     order, after ``update`` (checked by the caller with :func:`validate_update` or
     :func:`validate_replacement`, as the model would first)."""
-    filter = _filter(filter)
-    # The validators pass None through: they are called only for what was given.
-    if collation is not None:
-        collation = _collation(collation)
-    if hint is not None:
-        hint = _hint(hint)
-    if upsert is not None:
-        upsert = _optional_bool(upsert, "upsert")
-    if array_filters is not None:
-        array_filters = _array_filters(array_filters)
-    if sort is not None:
-        sort = _sort(sort)
+    filter, collation, hint = _checked_filter_fields(filter, collation, hint)
+    upsert, array_filters, sort = _checked_update_fields(upsert, array_filters, sort)
     return _update_document(filter, update, multi, upsert, collation, array_filters, hint, sort)
+
+
+def _checked_filter_fields(
+    filter: Any, collation: Any, hint: Any
+) -> tuple[Mapping[str, Any], Mapping[str, Any] | None, str | dict[str, Any] | None]:
+    """The filter, collation and hint of an update or delete, each checked by its validator, in the order
+    the write models and the single writes both check them (the first bad one is the error raised)."""
+    # The validators pass None through: they are called only for what was given.
+    return (
+        _filter(filter),
+        None if collation is None else _collation(collation),
+        None if hint is None else _hint(hint),
+    )
+
+
+def _checked_update_fields(
+    upsert: Any, array_filters: Any, sort: Any
+) -> tuple[bool | None, list[Mapping[str, Any]] | None, Mapping[str, Any] | None]:
+    """The options an update adds to :func:`_checked_filter_fields`'s, checked after those, in this order."""
+    return (
+        None if upsert is None else _optional_bool(upsert, "upsert"),
+        None if array_filters is None else _array_filters(array_filters),
+        None if sort is None else _sort(sort),
+    )
 
 
 def _update_document(
@@ -231,11 +245,7 @@ def _update_document(
 def delete_statement(filter: Any, collation: Any, hint: Any, *, multi: bool) -> dict[str, Any]:
     """The statement of a ``delete`` command sent alone (``delete_one``, ``delete_many``), made straight from
     the arguments with no model, each checked by the validator the models use, in their order."""
-    filter = _filter(filter)
-    if collation is not None:
-        collation = _collation(collation)
-    if hint is not None:
-        hint = _hint(hint)
+    filter, collation, hint = _checked_filter_fields(filter, collation, hint)
     return _delete_document(filter, multi, collation, hint)
 
 
@@ -315,9 +325,7 @@ class _FilteredModel(WriteModel):
 
     def __init__(self, filter: Any, collation: Any, hint: Any, namespace: str | None) -> None:
         super().__init__(namespace)
-        self._filter = _filter(filter)
-        self._collation = _collation(collation)
-        self._hint = _hint(hint)
+        self._filter, self._collation, self._hint = _checked_filter_fields(filter, collation, hint)
 
     @property
     def filter(self) -> Mapping[str, Any]:
@@ -407,9 +415,7 @@ class _UpdateModel(_FilteredModel):
     ) -> None:
         super().__init__(filter, collation, hint, namespace)
         self._update = update
-        self._upsert = _optional_bool(upsert, "upsert")
-        self._array_filters = _array_filters(array_filters)
-        self._sort = _sort(sort)
+        self._upsert, self._array_filters, self._sort = _checked_update_fields(upsert, array_filters, sort)
 
     @property
     def upsert(self) -> bool | None:
