@@ -296,6 +296,27 @@ def test_timestamp() -> None:
             Timestamp(*bad)
 
 
+def test_timestamp_comparisons_order_by_time_then_inc_for_own_and_derived_timestamps() -> None:
+    class Derived(Timestamp):
+        pass
+
+    pairs = [((5, 9), (6, 0)), ((6, 1), (6, 2)), ((7, 3), (7, 3)), ((8, 0), (7, 99))]
+    for (left_time, left_inc), (right_time, right_inc) in pairs:
+        expected = (left_time, left_inc)
+        other = (right_time, right_inc)
+        for right in (Timestamp(right_time, right_inc), Derived(right_time, right_inc)):
+            left = Timestamp(left_time, left_inc)
+            assert (left == right) is (expected == other)
+            assert (left != right) is (expected != other)
+            assert (left < right) is (expected < other)
+            assert (left <= right) is (expected <= other)
+            assert (left > right) is (expected > other)
+            assert (left >= right) is (expected >= other)
+    assert Timestamp(1, 1) != (1, 1)
+    with pytest.raises(TypeError):
+        _ = Timestamp(1, 1) < (1, 2)
+
+
 def test_datetime_ms() -> None:
     assert int(DatetimeMS(datetime.datetime(1970, 1, 1, 0, 0, 1, 999999))) == 1999
     assert int(DatetimeMS(datetime.datetime(1969, 12, 31, 23, 59, 59, 999999))) == -1

@@ -69,7 +69,12 @@ class Timestamp:
     def _key(self) -> tuple[int, int]:
         return (self.__time, self.__inc)
 
+    # Each comparison takes two of mongio's own timestamps first, without a call: every reply's $clusterTime
+    # is compared with the client's.
+
     def __eq__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) == (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
@@ -80,30 +85,40 @@ class Timestamp:
         return hash(self.__time) ^ hash(self.__inc)
 
     def __ne__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) != (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
         return self._key() != key
 
     def __lt__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) < (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
         return self._key() < key
 
     def __le__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) <= (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
         return self._key() <= key
 
     def __gt__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) > (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
         return self._key() > key
 
     def __ge__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return (self.__time, self.__inc) >= (other.__time, other.__inc)
         key = _key_of(other)
         if key is None:
             return NotImplemented
