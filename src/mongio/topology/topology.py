@@ -220,7 +220,10 @@ class Topology:
         environ: Mapping[str, str] | None = None,
         min_heartbeat_frequency: float = MIN_HEARTBEAT_FREQUENCY,
     ) -> None:
-        self._settings = settings
+        # settings, description, loop and closed are read by every operation: plain attributes, set by the
+        # topology alone (no other class writes them).
+        self.settings = settings
+        """The topology's settings (seeds, replica set name, timeouts, load balancing)."""
         self._factory = monitor_connection_factory
         self._pool_factory = pool_factory
         self._streaming = streaming_enabled(server_monitoring_mode, environ)
@@ -229,13 +232,16 @@ class Topology:
         self._min_heartbeat = min_heartbeat_frequency
         self._topology_id = ObjectId()
         self._publisher = SdamPublisher(self._topology_id, listeners)
-        self._description = initial_topology_description(settings)
+        self.description = initial_topology_description(settings)
+        """The current description: an immutable snapshot, safe to keep and read."""
         self._servers: dict[Address, Server] = {}
         self._condition = asyncio.Condition()
         self._retired: set[asyncio.Future[Any]] = set()
         self._opened = False
-        self._closed = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
+        """True once :meth:`close` began; a closed topology is never reopened."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the topology was opened on, which its tasks, pools and condition belong to."""
         self._srv_poller: SrvPoller | None = None
         if srv_host is not None and not settings.load_balanced:
             # Imported here: only mongodb+srv clients poll DNS.
@@ -255,8 +261,8 @@ class Topology:
             )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("open" if self._opened else "not opened")
-        return f"<Topology {self._topology_id} {state}: {describe_topology(self._description)}>"
+        state = "closed" if self.closed else ("open" if self._opened else "not opened")
+        return f"<Topology {self._topology_id} {state}: {describe_topology(self.description)}>"
 
     # -- state ----------------------------------------------------------------------------------------------
 
@@ -266,15 +272,6 @@ class Topology:
         return self._topology_id
 
     @property
-    def settings(self) -> TopologySettings:
-        return self._settings
-
-    @property
-    def description(self) -> TopologyDescription:
-        """The current description: an immutable snapshot, safe to keep and read."""
-        return self._description
-
-    @property
     def streaming(self) -> bool:
         """Whether monitors may use the streaming protocol (``serverMonitoringMode`` and the platform)."""
         return self._streaming
@@ -282,15 +279,6 @@ class Topology:
     @property
     def opened(self) -> bool:
         return self._opened
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the topology was opened on, which its tasks, pools and condition belong to."""
-        return self._loop
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def srv_poller(self) -> SrvPoller | None:
@@ -328,12 +316,12 @@ class Topology:
         Requests no check: it only watches what the monitors report. Bound it with ``asyncio.timeout``.
         Raises :class:`~mongio.errors.ClientClosedError` if the topology closes first.
         """
-        if not predicate(self._description):
+        if not predicate(self.description):
             async with self._condition:
-                await self._condition.wait_for(lambda: self._closed or predicate(self._description))
-        if self._closed:
+                await self._condition.wait_for(lambda: self.closed or predicate(self.description))
+        if self.closed:
             raise ClientClosedError("this topology was closed; make a new client")
-        return self._description
+        return self.description
 
     # -- opening and closing ----------------------------------------------------------------------------------
 
@@ -341,21 +329,21 @@ class Topology:
         """Publish the opening events and start monitoring every seed (idempotent)."""
         if self._opened:
             return
-        if self._closed:
+        if self.closed:
             raise ClientClosedError("this topology was closed; make a new client")
-        if self._factory is None and not self._settings.load_balanced:
+        if self._factory is None and not self.settings.load_balanced:
             raise ConfigurationError("a Topology needs a monitor connection factory unless load balanced")
         self._opened = True
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         if self._publisher.sdam_enabled:
             # The SDAM event module is imported only by a topology whose events someone receives.
             from mongio.topology.sdam_events import opening_events
 
-            self._publisher.publish(opening_events(self._topology_id, self._description))
+            self._publisher.publish(opening_events(self._topology_id, self.description))
         self._sync_servers()
-        if self._settings.load_balanced:
+        if self.settings.load_balanced:
             # A load balancer is never monitored: it is known as one from the start.
-            for address in list(self._description.server_descriptions()):
+            for address in list(self.description.server_descriptions()):
                 await self.on_server_description(ServerDescription.load_balancer(address))
         if self._srv_poller is not None and self._srv_polling_wanted():
             self._srv_poller.start()
@@ -365,9 +353,9 @@ class Topology:
 
         Selections still waiting fail with :class:`~mongio.errors.ClientClosedError`.
         """
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         tasks: list[asyncio.Future[Any]] = list(self._retired)
         if self._srv_poller is not None:
             task = self._srv_poller.stop()
@@ -391,9 +379,9 @@ class Topology:
         """:meth:`close` for a topology whose event loop is closed, from anywhere and without awaiting: the
         tasks (which that loop can no longer run) are forgotten, every pool and monitoring connection is
         closed directly, and the closing events are published. Nothing is scheduled on the closed loop."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self._retired.clear()
         if self._srv_poller is not None:
             self._srv_poller.forget()
@@ -405,9 +393,9 @@ class Topology:
         self._finish_closing()
 
     def _finish_closing(self) -> None:
-        last = self._description
+        last = self.description
         self._servers.clear()
-        self._description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self._settings)
+        self.description = TopologyDescription(TopologyType.Unknown, {}, None, None, None, self.settings)
         if self._opened and self._publisher.sdam_enabled:
             from mongio.topology.sdam_events import closing_events
 
@@ -436,7 +424,7 @@ class Topology:
         # A failed check clears the pool in the same step as marking the server Unknown; a timeout also
         # interrupts the connections in use, which are likely stuck on the same dead path.
         async with self._condition:
-            if self._closed or self._servers.get(server.address) is not server:
+            if self.closed or self._servers.get(server.address) is not server:
                 return  # the server left the topology (and may have come back with a new monitor) meanwhile
             self._apply(server_description)
             error = server_description.error
@@ -447,11 +435,11 @@ class Topology:
             self._condition.notify_all()
 
     def _apply(self, server_description: ServerDescription) -> None:
-        previous = self._description
+        previous = self.description
         new = updated_topology_description(previous, server_description)
         if new is previous:
             return
-        self._description = new
+        self.description = new
         server = self._servers.get(server_description.address)
         # Judge by what the topology kept: the rules may have made the server Unknown (a stale primary, a
         # set name mismatch) or removed it.
@@ -474,9 +462,9 @@ class Topology:
 
     def _sync_servers(self) -> None:
         """Start a server (pool and monitor) for each new address, retire the servers that left."""
-        if not self._opened or self._closed:
+        if not self._opened or self.closed:
             return
-        wanted = self._description.server_descriptions()
+        wanted = self.description.server_descriptions()
         for address in list(self._servers):
             if address not in wanted:
                 self._retire(self._servers.pop(address))
@@ -487,7 +475,7 @@ class Topology:
     def _start_server(self, address: Address) -> Server:
         pool = self._pool_factory(address) if self._pool_factory is not None else None
         server = Server(self, address, pool, None)
-        if not self._settings.load_balanced:
+        if not self.settings.load_balanced:
             assert self._factory is not None
 
             async def on_check(server_description: ServerDescription) -> None:
@@ -497,7 +485,7 @@ class Topology:
                 address,
                 self._factory,
                 on_check,
-                heartbeat_frequency=self._settings.heartbeat_frequency,
+                heartbeat_frequency=self.settings.heartbeat_frequency,
                 connect_timeout=self._connect_timeout,
                 streaming=self._streaming,
                 rtt=RoundTripTimeTracker(),
@@ -525,17 +513,17 @@ class Topology:
     # -- SRV polling -------------------------------------------------------------------------------------------
 
     def _srv_polling_wanted(self) -> bool:
-        return not self._closed and self._description.topology_type in SRV_POLLING_TOPOLOGIES
+        return not self.closed and self.description.topology_type in SRV_POLLING_TOPOLOGIES
 
     async def _apply_srv_hosts(self, hosts: Sequence[Address]) -> None:
         async with self._condition:
-            previous = self._description
-            if self._closed or previous.topology_type not in SRV_POLLING_TOPOLOGIES:
+            previous = self.description
+            if self.closed or previous.topology_type not in SRV_POLLING_TOPOLOGIES:
                 return
             new = updated_topology_description_srv_polling(previous, hosts)
             if new is previous:
                 return
-            self._description = new
+            self.description = new
             if self._publisher.sdam_enabled:
                 from mongio.topology.sdam_events import update_events
 
@@ -587,7 +575,7 @@ class Topology:
         pool_generation = (
             server.pool.generation_for(described.service_id) if server is not None and server.pool is not None else 0
         )
-        decision = application_error_decision(self._description, address, described, pool_generation)
+        decision = application_error_decision(self.description, address, described, pool_generation)
         cleared: Any = None
         if not decision.acts:
             return decision, cleared
@@ -612,7 +600,7 @@ class Topology:
         applied at once, so the pool is cleared before the failed check-out is reported; otherwise it runs
         as soon as the topology's condition can be taken. Either way the rest (waking selections) runs on a
         task this topology tracks and awaits when it closes."""
-        if self._closed:
+        if self.closed:
             return
         loop = asyncio.get_running_loop()
         name = f"mongio connect error {format_address(address)}"
@@ -673,10 +661,10 @@ class Topology:
         Raises :class:`~mongio.errors.ConfigurationError` when waiting could not help (an unsupported wire
         version, an invalid ``maxStalenessSeconds``).
         """
-        if self._closed:
+        if self.closed:
             raise ClientClosedError("this topology was closed; make a new client")
         candidates = select_servers(
-            self._description,
+            self.description,
             read_preference,
             is_write=is_write,
             deprioritized=deprioritized,
@@ -742,7 +730,7 @@ class Topology:
                 is_write=is_write,
                 server_selector=server_selector,
                 deprioritized=deprioritized,
-                limit=self._settings.server_selection_timeout if timeout is None else timeout,
+                limit=self.settings.server_selection_timeout if timeout is None else timeout,
                 operation=operation,
                 operation_id=operation_id,
             )
@@ -816,7 +804,7 @@ class Topology:
             wanted += " accepted by the custom server selector"
         return ServerSelectionTimeoutError(
             f"No server available: found no {wanted.removeprefix('a ')} within {timeout:g} s; "
-            f"{describe_topology(self._description)}"
+            f"{describe_topology(self.description)}"
         )
 
     # -- selection logging -------------------------------------------------------------------------------------
@@ -832,7 +820,7 @@ class Topology:
         selector = "writable server" if is_write else _describe_read_preference(read_preference)
         if server_selector is not None:
             selector += " and a custom server selector"
-        topology = repr(self._description)
+        topology = repr(self.description)
         fields: dict[str, Any] = {"selector": selector, "operation": operation, "topologyDescription": topology}
         if operation_id is not None:
             fields["operationId"] = operation_id
