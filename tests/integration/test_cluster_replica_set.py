@@ -191,6 +191,12 @@ async def test_writes_continue_after_the_primary_dies_and_it_rejoins_as_a_second
     assert _address(client.primary) == deployment.members[2].address
     deployment.restart(old)
 
+    # Nothing streams from a member that was dead: the client learns of its return from a check. Whether one
+    # is due soon depends on how the death was noticed (by its monitor, checked again at once, or by the write,
+    # which cancels the monitor's check and leaves it waiting heartbeatFrequencyMS, as the monitoring spec
+    # says). A read that only the old member can serve (its tag) asks every monitor to check now.
+    only_old = collection.with_options(read_preference=Secondary(tag_sets=[{"dc": "east"}]))
+    assert await only_old.find_one({"_id": "after-kill"}) == {"_id": "after-kill"}
     await wait_for(client, member_is(old.address, ServerType.RSSecondary))
     assert await collection.count_documents({}) == 1
 

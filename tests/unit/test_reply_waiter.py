@@ -12,7 +12,7 @@ import pytest
 
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import InvalidOperation, NetworkTimeout, ProtocolError
-from tests.unit.test_wire_protocol import feed, make_protocol, message
+from tests.support.protocol_feed import feed, make_protocol, message
 
 request_name: contextvars.ContextVar[str] = contextvars.ContextVar("request_name", default="none")
 
