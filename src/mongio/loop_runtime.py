@@ -20,6 +20,7 @@ import concurrent.futures
 import contextvars
 from collections.abc import Awaitable, Callable
 
+from mongio.connection.loop_sockets import close_sockets_of_closed_loop
 from mongio.cursor_reaper import CursorReaper, KillCursors
 from mongio.topology.topology import Topology
 
@@ -140,6 +141,9 @@ class LoopRuntime:
         forgotten (the loop can no longer run them), and nothing is scheduled on the closed loop."""
         if self.topology is not None:
             self.topology.close_on_closed_loop()
+        # The connections still opening, which no pool or monitor holds yet (those of other clients too: none
+        # of them can be used again).
+        close_sockets_of_closed_loop(self.loop)
         self.cursor_reaper.forget()
         self._keeper = self._stop = None
         self._release()

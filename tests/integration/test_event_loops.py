@@ -8,6 +8,8 @@ loop"), on a ResourceWarning (an unclosed socket) and on a coroutine never await
 from __future__ import annotations
 
 import asyncio
+import gc
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +20,12 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
-from mongio.errors import ClientClosedError, EventLoopMismatchError, InvalidOperation
+from mongio.errors import (
+    ClientClosedError,
+    EventLoopMismatchError,
+    InvalidOperation,
+    ServerSelectionTimeoutError,
+)
 from tests.support.loop_checks import LoopErrors, PoolEventCounts, collected_warnings, loop_problems
 
 pytestmark = [
@@ -169,6 +176,62 @@ def test_a_loop_closed_without_shutting_down_is_let_go_of(server_uri: str) -> No
     problems = [text for text in loop_problems(errors, caught) if "Task was destroyed" not in text]
     assert problems == []
     _assert_balanced(events)
+
+
+def test_a_connection_still_opening_when_its_loop_closes_is_closed() -> None:
+    """A connection in its handshake belongs to no pool or monitor yet, only to a task the closed loop will never
+    run again: letting go of the loop must still close its socket, at once rather than when the garbage
+    collector finalizes the task. The listener accepts nothing before the end, so each monitor's connection is
+    made by the kernel and then waits for its hello's reply."""
+    errors = LoopErrors()
+    with socket.create_server(("127.0.0.1", 0)) as silent, collected_warnings() as caught:
+        port = silent.getsockname()[1]
+        client = MongoClient(f"mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=300")
+        # Once its loop is closed, the pending task and its connection are garbage, and a collection would close
+        # the socket as it finalizes the task: the collector waits until the check is done.
+        gc.disable()
+        try:
+            _ping_a_silent_server_then_close_the_loop(client, errors)
+
+            async def fail_and_close_from_another_loop() -> None:
+                with pytest.raises(ServerSelectionTimeoutError):
+                    await client.admin.command("ping")
+                await client.close()
+
+            errors.run(fail_and_close_from_another_loop)
+            # Both monitors' connections (the closed loop's, and the second loop's) must be closed: the server
+            # side reads their hello and then the end of the stream.
+            silent.settimeout(5)
+            for _ in range(2):
+                accepted, _address = silent.accept()
+                with accepted:
+                    accepted.settimeout(5)
+                    assert _read_to_the_end(accepted) > 0
+        finally:
+            gc.enable()
+    problems = [text for text in loop_problems(errors, caught) if "Task was destroyed" not in text]
+    assert problems == []
+
+
+def _ping_a_silent_server_then_close_the_loop(client: MongoClient, errors: LoopErrors) -> None:
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(errors.handler)
+    # Not pytest.raises: its traceback would keep the pending task alive, and it would be finalized later.
+    try:
+        loop.run_until_complete(client.admin.command("ping"))
+    except ServerSelectionTimeoutError:
+        pass
+    else:
+        raise AssertionError("a server that never answers was selected")
+    loop.close()
+
+
+def _read_to_the_end(sock: socket.socket) -> int:
+    """How many bytes the peer sent before closing (a ``TimeoutError`` if it never closes)."""
+    total = 0
+    while chunk := sock.recv(65536):
+        total += len(chunk)
+    return total
 
 
 # -- one loop per thread, one client ---------------------------------------------------------------------------

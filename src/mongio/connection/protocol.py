@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from mongio.connection.loop_sockets import forget_connection, record_connection
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
@@ -92,6 +93,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Duck-typed: uvloop's transports have the asyncio.Transport methods without deriving from it.
         self.transport = cast(asyncio.Transport, transport)
+        record_connection(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         start, end = self._start, self._end
@@ -186,6 +188,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
         )
         self._mark_lost(reason, exc)
         self._connection_lost = True
+        forget_connection(self)
         if self._closed_waiter is not None and not self._closed_waiter.done():
             self._closed_waiter.set_result(None)
         drain = self._drain_waiter

@@ -9,6 +9,7 @@ import ssl
 from collections.abc import Callable
 from typing import cast
 
+from mongio.connection.loop_sockets import forget_socket, record_socket
 from mongio.connection.protocol import MessageProtocol
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
 
@@ -119,25 +120,32 @@ async def _open_tcp(
     errors: list[tuple[str, str]] = []
     for family, kind, proto, _canonical, sockaddr in infos:
         sock = socket.socket(family, kind, proto)
+        # Until its protocol is recorded, the socket alone is: a loop closed meanwhile must not leave it open.
+        record_socket(sock, loop)
         try:
             sock.setblocking(False)
             _tune_socket(sock)
             await loop.sock_connect(sock, sockaddr)
         except OSError as exc:
             sock.close()
+            forget_socket(sock)
             errors.append((str(sockaddr[0]), os.strerror(exc.errno) if exc.errno else str(exc)))
             continue
         except BaseException:
             sock.close()
+            forget_socket(sock)
             raise
-        # On failure (TLS handshake included) create_connection closes the socket itself.
-        return await loop.create_connection(
-            factory,
-            sock=sock,
-            ssl=ssl_context,
-            # The name given, not the resolved address: it is what SNI and the certificate check need.
-            server_hostname=host if ssl_context is not None else None,
-        )
+        try:
+            # On failure (TLS handshake included) create_connection closes the socket itself.
+            return await loop.create_connection(
+                factory,
+                sock=sock,
+                ssl=ssl_context,
+                # The name given, not the resolved address: it is what SNI and the certificate check need.
+                server_hostname=host if ssl_context is not None else None,
+            )
+        finally:
+            forget_socket(sock)
     if len(errors) == 1:
         raise OSError(errors[0][1])
     raise OSError("; ".join(f"{ip}: {message}" for ip, message in errors))
