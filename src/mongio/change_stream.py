@@ -129,6 +129,11 @@ class ChangeStream(Generic[_T]):
     how to keep a resume token.
     """
 
+    # Read by the finalizer, which also runs for a stream whose __init__ refused its arguments before setting
+    # them: no session then, so nothing to give back.
+    _session: Any = None
+    _explicit_session: ClientSession | None = None
+
     def __init__(
         self,
         client: Any,
@@ -492,13 +497,10 @@ class ChangeStream(Generic[_T]):
 
     def _abandon_session(self) -> None:
         """Give the implicit session to the client without awaiting (from ``__del__`` or a cancelled task)."""
-        session = getattr(self, "_session", None)
-        self._session = None
-        if session is None or session is getattr(self, "_explicit_session", None):
+        session, self._session = self._session, None
+        if session is None or session is self._explicit_session:
             return
-        hook = getattr(getattr(self, "_client", None), "_close_abandoned_cursor", None)
-        if hook is not None:
-            hook(None, "", 0, session)
+        self._client._close_abandoned_cursor(None, "", 0, session)
 
     def __del__(self) -> None:
         try:

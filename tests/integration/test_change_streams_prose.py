@@ -8,6 +8,7 @@ reply no real server sends (a change without its ``_id``, an old wire version) u
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -584,3 +585,31 @@ async def test_resume_selects_anew_with_the_initial_read_preference() -> None:
             assert primary.commands("killCursors") == []
             await stream.close()
             assert [k.document["cursors"] for k in primary.commands("killCursors")] == [[11]]
+
+
+# -- a stream dropped without closing --------------------------------------------------------------------------
+
+
+async def test_a_dropped_stream_gives_back_its_implicit_session(coll: Collection[Any]) -> None:
+    stream = await coll.watch()
+    session = stream._session
+    assert session is not None and not session.has_ended
+    del stream
+    gc.collect()
+    assert session.has_ended
+
+
+async def test_a_dropped_stream_leaves_an_explicit_session_alone(client: MongoClient, coll: Collection[Any]) -> None:
+    async with client.start_session() as session:
+        stream = await coll.watch(session=session)
+        del stream
+        gc.collect()
+        assert not session.has_ended
+
+
+def test_a_stream_refused_when_made_has_nothing_to_give_back(client: MongoClient) -> None:
+    # The finalizer of a stream whose arguments were refused runs on an object none of whose fields were set.
+    stream = ChangeStream.__new__(ChangeStream)
+    stream._abandon_session()
+    with pytest.raises(TypeError, match="pipeline must be a list"):
+        ChangeStream(client, "db", "coll", pipeline="not a list", codec_options=client.codec_options)  # type: ignore[arg-type]
