@@ -18,6 +18,8 @@ started, on every loop; after that every operation raises :class:`~mongio.errors
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
@@ -445,8 +447,10 @@ class MongoClient:
         ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
         in the background. What the client runs on other event loops is closed there (on another thread's
-        running loop through that loop; for a closed loop its sockets are closed at once); ``endSessions``
-        goes from the calling loop when the client was used on it. Afterwards every operation raises
+        running loop through that loop; for a closed loop its sockets are closed at once). ``endSessions``
+        is sent once, from the calling loop when the client was used on it, else from another thread's
+        running loop that the client uses, else, when server sessions are pooled, over a connection made on
+        the calling loop for it. Afterwards every operation raises
         :class:`~mongio.errors.ClientClosedError`
         (new sessions and first connections from the call on, operations on a connected client once the
         closing has stopped its servers); closing twice is harmless and returns the same closing.
@@ -471,21 +475,40 @@ class MongoClient:
     def _close_runtimes(
         self, runtimes: list[LoopRuntime], loop: asyncio.AbstractEventLoop | None
     ) -> list[Awaitable[None]]:
-        """Close every runtime: the one of ``loop`` (the caller's) on it, with ``endSessions``; one on
-        another thread's running loop through that loop; one of a closed loop at once. Returns what ``loop``
-        is to await (a runtime on a loop that is open but not running closes when that loop shuts down)."""
+        """Close every runtime: the one of ``loop`` (the caller's) on it; one on another thread's running
+        loop through that loop; one of a closed loop at once. Returns what ``loop`` is to await (a runtime on
+        a loop that is open but not running closes when that loop shuts down).
+
+        ``endSessions`` is sent once (the sessions specification asks it of every client's shutdown): from
+        the caller's runtime, else from one on another thread's running loop, else, when server sessions are
+        pooled and the caller runs a loop, from a runtime opened there for it (the loops that used the
+        sessions have shut down, closing their runtimes, and the sessions outlive them)."""
         closings: list[Awaitable[None]] = []
-        own = next((runtime for runtime in runtimes if runtime.loop is loop), None)
+        running = [runtime for runtime in runtimes if not runtime.loop.is_closed() and runtime.loop.is_running()]
+        sender = next((runtime for runtime in running if runtime.loop is loop), None) or next(iter(running), None)
         for runtime in runtimes:
+            end_sessions = self._executor.end_sessions if runtime is sender else None
             if runtime.loop.is_closed():
                 runtime.close_on_closed_loop()
-            elif runtime is own:
-                closings.append(runtime.close(_CLOSE_FLUSH_TIMEOUT, self._executor.end_sessions))
+            elif runtime.loop is loop:
+                closings.append(runtime.close(_CLOSE_FLUSH_TIMEOUT, end_sessions))
             elif runtime.loop.is_running():
-                closing = runtime.close_threadsafe(_CLOSE_FLUSH_TIMEOUT)
+                closing = runtime.close_threadsafe(_CLOSE_FLUSH_TIMEOUT, end_sessions)
                 if loop is not None:
                     closings.append(asyncio.wrap_future(closing, loop=loop))
+        if sender is None and loop is not None and len(self._executor.session_pool):
+            closings.append(self._end_sessions_from_a_new_runtime(loop))
         return closings
+
+    async def _end_sessions_from_a_new_runtime(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Open a runtime on ``loop`` only to send ``endSessions``, then close it (see :meth:`_close_runtimes`)."""
+        runtime = self._runtime_for(loop)
+        try:
+            async with asyncio.timeout(_CLOSE_FLUSH_TIMEOUT):
+                await runtime.open(self._new_topology)
+        except (MongioError, OSError, TimeoutError) as exc:
+            _log.debug("could not connect to send endSessions while closing the client: %s", exc)
+        await runtime.close(_CLOSE_FLUSH_TIMEOUT, functools.partial(self._executor.end_sessions, discover=True))
 
     async def aclose(self) -> None:
         """:meth:`close` under the name :func:`contextlib.aclosing` and async resources use."""
@@ -1004,6 +1027,7 @@ class MongoClient:
         return await self._executor.execute(operation, session)
 
 
+_log = logging.getLogger("mongio.client")
 # How long close() spends killing the cursors still queued by the cursor reaper.
 _CLOSE_FLUSH_TIMEOUT = 5.0
 

@@ -132,9 +132,12 @@ class LoopRuntime:
                 await topology.close()
             self._release()
 
-    def close_threadsafe(self, flush_timeout: float) -> concurrent.futures.Future[None]:
-        """Close from another thread while the runtime's loop runs there; returns the closing's future."""
-        return asyncio.run_coroutine_threadsafe(self.close(flush_timeout), self.loop)
+    def close_threadsafe(
+        self, flush_timeout: float, end_sessions: Callable[[Topology], Awaitable[None]] | None = None
+    ) -> concurrent.futures.Future[None]:
+        """:meth:`close` from another thread while the runtime's loop runs there; returns the closing's
+        future."""
+        return asyncio.run_coroutine_threadsafe(self.close(flush_timeout, end_sessions), self.loop)
 
     def close_on_closed_loop(self) -> None:
         """Let go of a runtime whose loop is closed, from anywhere: sockets are closed directly, tasks are

@@ -26,7 +26,9 @@ from mongio.errors import (
     InvalidOperation,
     ServerSelectionTimeoutError,
 )
+from mongio.events.command import CommandStartedEvent, CommandSucceededEvent
 from tests.support.loop_checks import LoopErrors, PoolEventCounts, collected_warnings, loop_problems
+from tests.support.recorders import CommandRecorder
 
 pytestmark = [
     pytest.mark.filterwarnings("error::ResourceWarning"),
@@ -150,7 +152,8 @@ def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> 
     assert finished.returncode == 0, finished.stderr
     assert "counts [1, 1, 1, 1]" in finished.stdout, finished.stdout + finished.stderr
     assert "problems []" in finished.stdout, finished.stdout + finished.stderr
-    assert "balanced True 4 4" in finished.stdout, finished.stdout + finished.stderr
+    # A pool per run, and one for the closing loop, which connects to end the sessions the runs pooled.
+    assert "balanced True 5 5" in finished.stdout, finished.stdout + finished.stderr
     assert "Error" not in finished.stderr and "Warning" not in finished.stderr, finished.stderr
 
 
@@ -234,6 +237,49 @@ def _read_to_the_end(sock: socket.socket) -> int:
     return total
 
 
+def test_close_from_a_loop_the_client_never_used_ends_the_sessions_pooled_by_earlier_loops(server_uri: str) -> None:
+    """Each asyncio.run() closes what the client ran on its loop when it shuts down, but the server sessions
+    stay pooled (they belong to the client, not to a loop): close() from a new loop still sends endSessions,
+    over a connection made there for it, and leaves nothing open."""
+    commands = CommandRecorder()
+    events = PoolEventCounts()
+    errors = LoopErrors()
+    client = MongoClient(server_uri, event_listeners=[commands, events])
+
+    async def ping() -> None:
+        await client.admin.command("ping")
+
+    async def close() -> None:
+        await client.close()
+
+    with collected_warnings() as caught:
+        errors.run(ping)
+        errors.run(ping)
+        lsids = {str(event.command["lsid"]) for event in commands.of(CommandStartedEvent, "ping")}
+        assert len(lsids) == 1  # the second loop took the session the first one pooled
+        errors.run(close)
+    (ended,) = commands.of(CommandStartedEvent, "endSessions")
+    assert [str(lsid) for lsid in ended.command["endSessions"]] == list(lsids)
+    assert len(commands.of(CommandSucceededEvent, "endSessions")) == 1
+    assert len(client._executor.session_pool) == 0
+    assert loop_problems(errors, caught) == []
+    assert events.count("PoolCreatedEvent") == 3  # two loops' operations, and the closing loop's
+    _assert_balanced(events)
+
+
+def test_close_without_pooled_sessions_opens_nothing(server_uri: str) -> None:
+    commands = CommandRecorder()
+    events = PoolEventCounts()
+    client = MongoClient(server_uri, event_listeners=[commands, events])
+
+    async def close() -> None:
+        await client.close()
+
+    asyncio.run(close())
+    assert commands.events == []
+    assert events.counts == {}
+
+
 # -- one loop per thread, one client ---------------------------------------------------------------------------
 
 _OPERATIONS_PER_THREAD = 1000
@@ -242,7 +288,8 @@ _OPERATIONS_PER_THREAD = 1000
 def test_three_threads_each_with_its_loop_share_one_client(server_uri: str) -> None:
     events = PoolEventCounts()
     errors = LoopErrors()
-    client = MongoClient(server_uri, event_listeners=[events])
+    commands = CommandRecorder()
+    client = MongoClient(server_uri, event_listeners=[events, commands])
     collection = client.loops_test.threads
     finished_work = threading.Barrier(4)
     release = threading.Event()
@@ -287,6 +334,10 @@ def test_three_threads_each_with_its_loop_share_one_client(server_uri: str) -> N
     # One pool per loop that used the client (the reset's loop and the three threads'), all closed.
     assert events.count("PoolCreatedEvent") == 4
     _assert_balanced(events)
+    # The closing loop had no runtime of its own (the reset's loop had shut down): the pooled sessions were
+    # ended once, from one of the threads' loops.
+    (ended,) = commands.of(CommandSucceededEvent, "endSessions")
+    assert ended.reply["ok"] == 1
     with pytest.raises(InvalidOperation):
         errors.run(lambda: collection.find_one({}))
 

@@ -997,18 +997,27 @@ class Executor:
 
     # -- closing -------------------------------------------------------------------------------------------
 
-    async def end_sessions(self, topology: Topology) -> None:
-        """Send ``endSessions`` for every pooled server session (errors ignored), for the client's close()."""
+    async def end_sessions(self, topology: Topology, *, discover: bool = False) -> None:
+        """Send ``endSessions`` for every pooled server session (errors ignored), for the client's close(),
+        to the primary, else any server the topology knows of now. ``discover``: the topology was opened only
+        for this and knows no server yet, so wait (briefly) for one."""
         from mongio.options.read_preference import PrimaryPreferred
 
-        commands = self.session_pool.end_sessions_commands()
-        if not commands or topology.closed or not topology.opened:
+        if not len(self.session_pool) or topology.closed or not topology.opened:
             return
         try:
-            server = topology.select_server_nowait(PrimaryPreferred())
+            if discover:
+                server: Server | None = await topology.select_server(
+                    PrimaryPreferred(), timeout=_CLOSE_TIMEOUT, operation="endSessions"
+                )
+            else:
+                server = topology.select_server_nowait(PrimaryPreferred())
         except MongioError:
             return
-        if server is None or server.pool is None:
+        commands = self.session_pool.end_sessions_commands()
+        if server is None or server.pool is None or not commands:
+            if server is not None:
+                server.operation_finished()
             return
         pool: Any = server.pool
         try:
