@@ -4,9 +4,13 @@ shutting down.
 Pools and monitors close the connections they hold when a client lets go of a closed loop. A connection
 still opening (connecting, in its TLS handshake or its MongoDB handshake) is held by no one but a task that
 the closed loop will never run again: it would stay open until the garbage collector finalizes that task.
-This record reaches it. Each socket is recorded from its creation, and each connection's protocol once its
-transport is made; both are held weakly, so the record keeps nothing alive. Recording happens once per new
-connection, never per operation.
+This record reaches it. Each TCP socket is recorded from its creation until its transport is made (a Unix
+socket connects at once), and each connection's protocol from then until the connection ends; both are held
+weakly, so the record keeps nothing alive. Recording happens once per new connection, never per operation.
+
+A socket still in its TLS handshake is closed here, but its transport (which asyncio made around it and
+nothing of mongio holds yet) may still warn when collected. Transports of other loop implementations, whose
+sockets mongio cannot reach, are left to their finalizers.
 """
 
 from __future__ import annotations
