@@ -319,7 +319,7 @@ class MongoClient:
         if runtime is not None and not runtime.closed:
             return runtime
         with self._runtimes_lock:
-            stale = [other for other in self._runtimes.values() if other.loop.is_closed()]
+            stale = [other for other in self._runtimes.values() if other.loop_gone()]
             for other in stale:
                 del self._runtimes[other.loop]
             runtime = self._runtimes.get(loop)
@@ -484,11 +484,11 @@ class MongoClient:
         pooled and the caller runs a loop, from a runtime opened there for it (the loops that used the
         sessions have shut down, closing their runtimes, and the sessions outlive them)."""
         closings: list[Awaitable[None]] = []
-        running = [runtime for runtime in runtimes if not runtime.loop.is_closed() and runtime.loop.is_running()]
+        running = [runtime for runtime in runtimes if not runtime.loop_gone() and runtime.loop.is_running()]
         sender = next((runtime for runtime in running if runtime.loop is loop), None) or next(iter(running), None)
         for runtime in runtimes:
             end_sessions = self._executor.end_sessions if runtime is sender else None
-            if runtime.loop.is_closed():
+            if runtime.loop_gone():
                 runtime.close_on_closed_loop()
             elif runtime.loop is loop:
                 closings.append(runtime.close(_CLOSE_FLUSH_TIMEOUT, end_sessions))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import os
 from collections.abc import Awaitable, Callable
 
 from mongio.connection.loop_sockets import close_sockets_of_closed_loop
@@ -42,6 +43,7 @@ class LoopRuntime:
         "_keeper",
         "_on_released",
         "_open_lock",
+        "_pid",
         "_released",
         "_stop",
         "cursor_reaper",
@@ -56,6 +58,7 @@ class LoopRuntime:
         on_released: Callable[[LoopRuntime], None],
     ) -> None:
         self.loop = loop
+        self._pid = os.getpid()
         self.topology: Topology | None = None
         self.cursor_reaper = CursorReaper(kill_cursors)
         self.cursor_reaper.bind(loop)
@@ -68,6 +71,11 @@ class LoopRuntime:
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("open" if self.topology is not None else "opening")
         return f"<LoopRuntime {state} on {self.loop!r}>"
+
+    def loop_gone(self) -> bool:
+        """The runtime's loop can never run its tasks here: it is closed, or this process is a child forked
+        from the one the runtime was made in (the loop, even one that was running then, is the parent's)."""
+        return self.loop.is_closed() or self._pid != os.getpid()
 
     @property
     def closed(self) -> bool:
@@ -140,8 +148,9 @@ class LoopRuntime:
         return asyncio.run_coroutine_threadsafe(self.close(flush_timeout, end_sessions), self.loop)
 
     def close_on_closed_loop(self) -> None:
-        """Let go of a runtime whose loop is closed, from anywhere: sockets are closed directly, tasks are
-        forgotten (the loop can no longer run them), and nothing is scheduled on the closed loop."""
+        """Let go of a runtime whose loop is gone (see :meth:`loop_gone`), from anywhere: sockets are closed
+        directly, tasks are forgotten (the loop can no longer run them), and nothing is scheduled on the
+        loop."""
         if self.topology is not None:
             self.topology.close_on_closed_loop()
         # The connections still opening, which no pool or monitor holds yet (those of other clients too: none

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import socket
 import subprocess
 import sys
@@ -157,16 +158,20 @@ def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> 
     assert "Error" not in finished.stderr and "Warning" not in finished.stderr, finished.stderr
 
 
-def test_a_loop_closed_without_shutting_down_is_let_go_of(server_uri: str) -> None:
+@pytest.mark.parametrize("min_pool_size", [0, 2])
+def test_a_loop_closed_without_shutting_down_is_let_go_of(server_uri: str, min_pool_size: int) -> None:
     """A loop closed while the client's tasks still pend there (no asyncio.run): the next loop drops what
-    belonged to it, closing the sockets directly, and works."""
+    belonged to it, closing the sockets directly, and works. With minPoolSize, the pool's background task
+    (which keeps the pool filled) is only forgotten, not woken through the closed loop."""
     events = PoolEventCounts()
     errors = LoopErrors()
-    client = MongoClient(server_uri, event_listeners=[events])
+    client = MongoClient(server_uri, event_listeners=[events], minPoolSize=min_pool_size)
     with collected_warnings() as caught:
         loop = asyncio.new_event_loop()
         loop.set_exception_handler(errors.handler)
         assert loop.run_until_complete(client.admin.command("ping"))["ok"] == 1
+        # Long enough for the background task to fill the pool to minPoolSize and wait to be woken.
+        loop.run_until_complete(asyncio.sleep(0.3))
         loop.close()
 
         async def again() -> None:
@@ -278,6 +283,58 @@ def test_close_without_pooled_sessions_opens_nothing(server_uri: str) -> None:
     asyncio.run(close())
     assert commands.events == []
     assert events.counts == {}
+
+
+_FORKED_CHILD = """
+import asyncio, multiprocessing, sys, warnings
+warnings.simplefilter("error", ResourceWarning)
+from mongio import MongoClient
+
+client = MongoClient(sys.argv[1])
+
+
+def child() -> None:
+    async def main() -> None:
+        assert (await client.admin.command("ping"))["ok"] == 1
+        await asyncio.wait_for(client.close(), 20)
+
+    asyncio.run(main())
+    print("child closed", flush=True)
+
+
+async def parent() -> None:
+    await client.admin.command("ping")
+    # Forked while this loop runs: the child inherits the client with this loop's runtime and connections.
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    await asyncio.to_thread(process.join, 60)
+    print("child exit code", process.exitcode, flush=True)
+    # The child let go of the inherited connections without touching this process's loop: they still work.
+    assert (await client.admin.command("ping"))["ok"] == 1
+    await client.close()
+    print("parent closed", flush=True)
+
+
+asyncio.run(parent())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the platform has no fork()")
+def test_a_forked_child_uses_and_closes_the_client_without_touching_the_parent_s_loop(server_uri: str) -> None:
+    """A child forked while the parent's loop runs inherits that loop's runtime, which looks running but is
+    the parent's: the child lets go of it (closing its copies of the sockets, nothing else) instead of waiting
+    for a loop that will never run there, and the parent's connections keep working."""
+    finished = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-c", _FORKED_CHILD, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    lines = finished.stdout.splitlines()
+    assert lines == ["child closed", "child exit code 0", "parent closed"], finished.stdout + finished.stderr
+    assert "Error" not in finished.stderr and "Warning" not in finished.stderr, finished.stderr
 
 
 # -- one loop per thread, one client ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ sockets mongio cannot reach, are left to their finalizers.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import weakref
@@ -40,6 +41,17 @@ class _Abortable(Protocol):
 
 # Another thread may let go of a closed loop while loops on other threads open connections.
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # A child forked while another thread held the lock would wait for it forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
+
 _sockets: weakref.WeakKeyDictionary[socket.socket, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 _connections: weakref.WeakSet[_Abortable] = weakref.WeakSet()
 

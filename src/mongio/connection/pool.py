@@ -369,13 +369,14 @@ class Pool(Generic[C]):
             return
         was_open = self._state != PoolState.CLOSED
         self._state = PoolState.CLOSED
+        # First: discarding below (under minPoolSize) would wake the background task through the loop.
+        self._background = self._wake = None
         idle, self._idle = self._idle, deque()
         in_use, self._in_use = list(self._in_use), set()
         for conn in [conn for conn, _since in idle] + in_use:
             self._discard(conn, _POOL_CLOSED)
         self._waiters.clear()
         self._establishing.clear()
-        self._background = self._wake = None
         if was_open:
             self._publish.pool_closed()
 

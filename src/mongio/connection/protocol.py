@@ -15,6 +15,7 @@ filling the client's memory. Reading resumes once the held message is taken.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 from collections.abc import Callable
@@ -50,6 +51,9 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self.max_message_size = max_message_size
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
+        # A child forked from this process inherits the connection, whose loop is the parent's: the child must
+        # close its copy of the socket without touching that loop (whose epoll set the two processes share).
+        self._pid = os.getpid()
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._capacity = _INITIAL_BUFFER_SIZE  # len(self._buffer), kept: get_buffer runs once per read
@@ -287,7 +291,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
         reason = str(error) if error is not None else "closed by the driver"
-        if self.loop.is_closed():
+        if self._loop_unusable():
             self._close_on_closed_loop(reason, error)
             return
         self._mark_lost(reason, error)
@@ -296,12 +300,16 @@ class MessageProtocol(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
-        if self.loop.is_closed():
+        if self._loop_unusable():
             self._close_on_closed_loop("closed by the driver", None)
             return
         self._mark_lost("closed by the driver", None)
         if self.transport is not None:
             self.transport.close()
+
+    def _loop_unusable(self) -> bool:
+        """The connection's loop is closed, or it is another process's (this one was forked since)."""
+        return self.loop.is_closed() or self._pid != os.getpid()
 
     def _close_on_closed_loop(self, reason: str, error: BaseException | None) -> None:
         # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
