@@ -493,8 +493,13 @@ class _CursorBase(Generic[_T]):
 
         Errors from ``killCursors`` are ignored: the server drops idle cursors on its own.
         """
-        if self._loop is not None and self._loop is not asyncio.get_running_loop():
-            # Closed from another event loop (its own may be gone): the client kills the server cursor.
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None  # a coroutine closed by the garbage collector after its loop was closed
+        if running is None or (self._loop is not None and self._loop is not running):
+            # Closed from another event loop, or from none (its own may be gone): the client kills the server
+            # cursor.
             self._abandon()
             return
         self._data.clear()

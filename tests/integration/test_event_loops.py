@@ -186,6 +186,43 @@ def test_a_loop_closed_without_shutting_down_is_let_go_of(server_uri: str, min_p
     _assert_balanced(events)
 
 
+def test_operations_pending_on_a_closed_loop_are_finalized_quietly(server_uri: str) -> None:
+    """The tasks a closed loop left pending (a change stream waiting in its getMore, with a cursor and a
+    deadline) are destroyed, and the garbage collector closes their coroutines later, outside any loop and
+    context: their cleanup (checking the connection back in, closing the cursor, restoring the deadline) must
+    not raise there."""
+    errors = LoopErrors()
+    client = MongoClient(server_uri, timeoutMS=60_000)
+    collection = client.loops_test.finalized
+    unraisable: list[str] = []
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = lambda report: unraisable.append(f"{report.exc_type.__name__}: {report.exc_value}")
+    try:
+        loop = asyncio.new_event_loop()
+        loop.set_exception_handler(errors.handler)
+
+        async def leave_a_stream_waiting() -> asyncio.Task[Any]:
+            await collection.delete_many({})
+            await collection.insert_many([{"n": n} for n in range(10)])
+            stream = await collection.watch(max_await_time_ms=10_000)
+            waiting = asyncio.ensure_future(stream.next())
+            await asyncio.sleep(0.3)  # the stream's getMore is on the wire
+            return waiting
+
+        waiting = loop.run_until_complete(leave_a_stream_waiting())
+        loop.close()
+
+        async def close() -> None:
+            await client.close()
+
+        errors.run(close)
+        del waiting, loop
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous_hook
+    assert unraisable == []
+
+
 def test_a_connection_still_opening_when_its_loop_closes_is_closed() -> None:
     """A connection in its handshake belongs to no pool or monitor yet, only to a task the closed loop will never
     run again: letting go of the loop must still close its socket, at once rather than when the garbage

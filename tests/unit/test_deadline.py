@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
+import types
+from collections.abc import Generator
 
 import pytest
 
@@ -105,6 +108,37 @@ def test_deadline_restored_when_the_block_raises() -> None:
     with pytest.raises(RuntimeError), timeout(1.0):
         raise RuntimeError("inside")
     assert current_deadline() is None
+
+
+@types.coroutine
+def _suspend() -> Generator[None, None, None]:
+    yield
+
+
+@pytest.mark.parametrize("form", ["with", "async with"])
+def test_a_coroutine_closed_outside_its_context_leaves_the_block_quietly(form: str) -> None:
+    """A task destroyed with the loop it pended on has its coroutine closed later by the garbage collector,
+    in some other context: leaving the block there must not raise (the block's context is gone)."""
+
+    async def inside_a_block() -> None:
+        if form == "with":
+            with csot.timeout(5):
+                await _suspend()
+        else:
+            async with csot.timeout(5):
+                await _suspend()
+
+    coroutine = inside_a_block()
+    contextvars.copy_context().run(coroutine.send, None)  # suspended inside the block, in a context of its own
+    coroutine.close()
+    assert csot.current_deadline() is None
+
+
+def test_an_error_leaving_the_block_in_the_wrong_context_is_still_raised() -> None:
+    block = csot.timeout(5)
+    contextvars.copy_context().run(block.__enter__)
+    with pytest.raises(ValueError, match="different Context"):
+        block.__exit__(None, None, None)
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan])

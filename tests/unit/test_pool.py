@@ -170,6 +170,17 @@ async def test_checking_in_a_connection_the_pool_did_not_hand_out_raises() -> No
 
 
 @on_virtual_clock
+async def test_a_pool_let_go_of_with_its_closed_loop_takes_late_check_ins_quietly() -> None:
+    # A task of the closed loop, closed later by the garbage collector, gives back what it had checked out.
+    pool = make_pool()
+    conn = await pool.check_out()
+    pool.close_on_closed_loop()
+    assert is_closed(conn)
+    pool.check_in(conn)
+    assert pool.total_connection_count == 0 and pool.in_use_connection_count == 0
+
+
+@on_virtual_clock
 async def test_wait_queue_timeout_names_the_pool_and_the_limit() -> None:
     recorder = Recorder()
     pool = make_pool(recorder=recorder, max_pool_size=1, wait_queue_timeout=0.05)

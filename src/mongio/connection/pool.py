@@ -201,6 +201,8 @@ class Pool(Generic[C]):
         self._total = 0  # idle + in use + pending (pending includes slots granted to waiters)
         self._pending = 0
         self._establishing: set[_Establishing] = set()
+        # Set once close_on_closed_loop() dropped the connections still checked out.
+        self._let_go = False
         self._waiters: deque[asyncio.Future[Any]] = deque()
         self._next_id = 1
         self._clear_cause: BaseException | None = None
@@ -369,6 +371,7 @@ class Pool(Generic[C]):
             return
         was_open = self._state != PoolState.CLOSED
         self._state = PoolState.CLOSED
+        self._let_go = True
         # First: discarding below (under minPoolSize) would wake the background task through the loop.
         self._background = self._wake = None
         idle, self._idle = self._idle, deque()
@@ -438,6 +441,10 @@ class Pool(Generic[C]):
         try:
             self._in_use.remove(conn)
         except KeyError:
+            if self._let_go:
+                # The pool let go of every connection when its loop was found closed; this comes from a
+                # coroutine of that loop that the garbage collector is closing.
+                return
             raise InvalidOperation(
                 f"connection {conn.id} is not checked out of the pool for {self._where}"
             ) from None

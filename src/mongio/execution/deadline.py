@@ -22,6 +22,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Literal
 
+from mongio.context_vars import reset
 from mongio.errors import OperationTimeoutError, operation_timeout_error
 
 __all__ = [
@@ -164,7 +165,7 @@ class timeout:
         self._tokens.append(_DEADLINE.set(deadline))
 
     def _exit(self) -> None:
-        _DEADLINE.reset(self._tokens.pop())
+        reset(_DEADLINE, self._tokens.pop())
 
     def __enter__(self) -> timeout:
         self._enter()
@@ -207,7 +208,7 @@ def within(deadline: float | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
+        reset(_DEADLINE, token)
 
 
 @contextmanager
@@ -217,7 +218,7 @@ def sending_max_time(policy: MaxTimePolicy) -> Iterator[None]:
     try:
         yield
     finally:
-        _MAX_TIME.reset(token)
+        reset(_MAX_TIME, token)
 
 
 @contextmanager
@@ -231,7 +232,7 @@ def establishing_until(selection_end: float) -> Iterator[None]:
     try:
         yield
     finally:
-        _ESTABLISH_END.reset(token)
+        reset(_ESTABLISH_END, token)
 
 
 def establishment_deadline() -> float | None:

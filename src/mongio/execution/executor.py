@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
+from mongio.context_vars import reset
 from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
@@ -446,7 +447,7 @@ class Executor:
                     with csot.timeout(self.operation_timeout(level_timeout, session)):
                         yield
         finally:
-            _SHARED_OPERATION_ID.reset(token)
+            reset(_SHARED_OPERATION_ID, token)
 
     async def _select(
         self,

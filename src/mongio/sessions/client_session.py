@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp, as_timestamp
+from mongio.context_vars import reset
 from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
@@ -473,7 +474,7 @@ class ClientSession:
         try:
             await self.abort_transaction()
         finally:
-            csot._DEADLINE.reset(token)
+            reset(csot._DEADLINE, token)
             self._with_transaction_deadline = saved
 
     def _operation_timeout(self) -> float | None:

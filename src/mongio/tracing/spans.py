@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from mongio.context_vars import reset
 from mongio.events.command import is_sensitive
 from mongio.tracing.attributes import (
     collection_of,
@@ -108,7 +109,7 @@ class Tracing:
                 scope.span.failed(exc)
             raise
         finally:
-            _OPEN_SCOPE.reset(token)
+            reset(_OPEN_SCOPE, token)
             if scope.span is not None:
                 scope.span.finish()
 
