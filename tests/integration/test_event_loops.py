@@ -136,6 +136,17 @@ print("balanced", events.counts.get("ConnectionCreatedEvent") == events.counts.g
 """
 
 
+def _run_script(script: str, server_uri: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a process of its own (ResourceWarnings as errors) against ``server_uri``."""
+    return subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-c", script, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+
+
 def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> None:
     async def reset() -> None:
         client = MongoClient(server_uri)
@@ -143,13 +154,7 @@ def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> 
         await client.close()
 
     asyncio.run(reset())
-    finished = subprocess.run(
-        [sys.executable, "-W", "error::ResourceWarning", "-c", _SUCCESSIVE_RUNS, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
+    finished = _run_script(_SUCCESSIVE_RUNS, server_uri)
     assert finished.returncode == 0, finished.stderr
     assert "counts [1, 1, 1, 1]" in finished.stdout, finished.stdout + finished.stderr
     assert "problems []" in finished.stdout, finished.stdout + finished.stderr
@@ -361,13 +366,7 @@ def test_a_forked_child_uses_and_closes_the_client_without_touching_the_parent_s
     """A child forked while the parent's loop runs inherits that loop's runtime, which looks running but is
     the parent's: the child lets go of it (closing its copies of the sockets, nothing else) instead of waiting
     for a loop that will never run there, and the parent's connections keep working."""
-    finished = subprocess.run(
-        [sys.executable, "-W", "error::ResourceWarning", "-c", _FORKED_CHILD, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
+    finished = _run_script(_FORKED_CHILD, server_uri)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     lines = finished.stdout.splitlines()
     assert lines == ["child closed", "child exit code 0", "parent closed"], finished.stdout + finished.stderr
