@@ -138,7 +138,8 @@ class _ListDatabasesCursor(ListDatabases):
 class _Closing(Coroutine[Any, Any, None]):
     """What :meth:`MongoClient.close` returns: awaitable any number of times, and a coroutine too, so that
     ``asyncio.run(client.close())`` takes it as it takes PyMongo's. The closing does not wait to be awaited:
-    ``task`` (None when nothing is left to wait for on the calling loop) is already running."""
+    ``task`` (None when nothing is left to wait for on the calling loop) is already running, and cancelling a
+    wait for it leaves it running."""
 
     __slots__ = ("_driven", "_task")
 
@@ -148,7 +149,9 @@ class _Closing(Coroutine[Any, Any, None]):
 
     def __await__(self) -> Generator[Any, None, None]:
         if self._task is not None:
-            yield from self._task.__await__()
+            # Shielded: cancelling one wait (asyncio.wait_for timing out, a cancelled request) must not stop
+            # the closing halfway, with connections left open; awaiting again waits for the rest.
+            yield from asyncio.shield(self._task).__await__()
 
     def _driver(self) -> Generator[Any, None, None]:
         # One generator for whoever drives this object as a coroutine (asyncio.run's task).

@@ -24,6 +24,7 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.operations.run_command import RunCommand
+from tests.support.loop_checks import PoolEventCounts
 from tests.support.recorders import CommandRecorder
 
 
@@ -338,6 +339,24 @@ async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
     assert end.command["endSessions"] == [lsid]
     assert "lsid" not in end.command
     assert len(recorder.of(CommandSucceededEvent, "endSessions")) == 1
+
+
+async def test_cancelling_a_wait_for_close_does_not_cancel_the_closing(server_uri: str) -> None:
+    """``asyncio.wait_for(client.close(), ...)`` timing out cancels the wait, not the closing: the closing
+    goes on, and awaiting close() again waits for it to end with everything closed."""
+    pools = PoolEventCounts()
+    commands = CommandRecorder()
+    client = MongoClient(server_uri, event_listeners=[pools, commands])
+    await client.admin.command("ping")
+    waiting = asyncio.ensure_future(client.close())
+    await asyncio.sleep(0)  # the wait has begun
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await client.close()
+    assert pools.count("ConnectionCreatedEvent") == pools.count("ConnectionClosedEvent") > 0
+    assert pools.count("PoolClosedEvent") == pools.count("PoolCreatedEvent") == 1
+    assert len(commands.of(CommandSucceededEvent, "endSessions")) == 1
 
 
 async def test_client_bulk_write_over_two_namespaces(recorded: tuple[MongoClient, CommandRecorder]) -> None:
