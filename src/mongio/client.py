@@ -21,7 +21,9 @@ import asyncio
 import functools
 import logging
 import math
+import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -235,6 +237,7 @@ class MongoClient:
         self._runtime: LoopRuntime | None = None
         self._runtimes: dict[asyncio.AbstractEventLoop, LoopRuntime] = {}
         self._runtimes_lock = threading.Lock()
+        _LIVE_CLIENTS.add(self)
         self._closed = False
         self._closing: _Closing | None = None
         driver = self._options.extras.get("driver")
@@ -315,6 +318,11 @@ class MongoClient:
             raise self._closed_error()
         self._executor.attach(topology)
         return topology
+
+    def _renew_lock_after_fork(self) -> None:
+        """In the child of a fork: the lock may have been held by a thread of the parent, which the child
+        does not have."""
+        self._runtimes_lock = threading.Lock()
 
     def _runtime_for(self, loop: asyncio.AbstractEventLoop) -> LoopRuntime:
         """The runtime of ``loop``, made when it has none; runtimes whose loop closed are let go of first."""
@@ -1031,6 +1039,19 @@ class MongoClient:
 
 
 _log = logging.getLogger("mongio.client")
+
+# Every client of the process, for the child of a fork: a lock that another thread of the parent held at the
+# fork stays held in the child, which has only the forking thread, so each client gets a new one there.
+_LIVE_CLIENTS: weakref.WeakSet[MongoClient] = weakref.WeakSet()
+
+
+def _renew_locks_after_fork() -> None:
+    for client in list(_LIVE_CLIENTS):
+        client._renew_lock_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_locks_after_fork)
 # How long close() spends killing the cursors still queued by the cursor reaper.
 _CLOSE_FLUSH_TIMEOUT = 5.0
 

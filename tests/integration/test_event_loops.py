@@ -373,6 +373,48 @@ def test_a_forked_child_uses_and_closes_the_client_without_touching_the_parent_s
     assert "Error" not in finished.stderr and "Warning" not in finished.stderr, finished.stderr
 
 
+_FORKED_WHILE_LOCKED = """
+import asyncio, multiprocessing, sys, threading
+from mongio import MongoClient
+
+client = MongoClient(sys.argv[1])
+
+
+def child() -> None:
+    async def main() -> None:
+        assert (await client.admin.command("ping"))["ok"] == 1
+        await client.close()
+
+    asyncio.run(main())
+    print("child done", flush=True)
+
+
+def fork_and_wait() -> None:
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(30)
+    if process.is_alive():
+        process.kill()
+        print("child hung", flush=True)
+    print("child exit code", process.exitcode, flush=True)
+
+
+# Another thread forks while this one is inside the client's bookkeeping (holding its lock): the child
+# has only the forking thread, so a lock copied held would never be released there.
+with client._runtimes_lock:
+    forker = threading.Thread(target=fork_and_wait)
+    forker.start()
+    forker.join(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the platform has no fork()")
+def test_a_child_forked_while_another_thread_holds_the_client_s_lock_can_use_it(server_uri: str) -> None:
+    finished = _run_script(_FORKED_WHILE_LOCKED, server_uri)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert finished.stdout.splitlines() == ["child done", "child exit code 0"], finished.stdout + finished.stderr
+
+
 # -- one loop per thread, one client ---------------------------------------------------------------------------
 
 _OPERATIONS_PER_THREAD = 1000
