@@ -323,6 +323,7 @@ class MongoClient:
         """In the child of a fork: the lock may have been held by a thread of the parent, which the child
         does not have."""
         self._runtimes_lock = threading.Lock()
+        self._executor.renew_locks_after_fork()
 
     def _runtime_for(self, loop: asyncio.AbstractEventLoop) -> LoopRuntime:
         """The runtime of ``loop``, made when it has none; runtimes whose loop closed are let go of first."""

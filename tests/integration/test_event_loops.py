@@ -377,12 +377,12 @@ _FORKED_WHILE_LOCKED = """
 import asyncio, multiprocessing, sys, threading
 from mongio import MongoClient
 
-client = MongoClient(sys.argv[1])
+client = MongoClient(sys.argv[1], adaptiveRetries=True)
 
 
 def child() -> None:
     async def main() -> None:
-        assert (await client.admin.command("ping"))["ok"] == 1
+        assert (await client.admin.command("ping"))["ok"] == 1  # its success pays the retry budget
         await client.close()
 
     asyncio.run(main())
@@ -399,9 +399,9 @@ def fork_and_wait() -> None:
     print("child exit code", process.exitcode, flush=True)
 
 
-# Another thread forks while this one is inside the client's bookkeeping (holding its lock): the child
+# Another thread forks while this one is inside the client's bookkeeping (holding its locks): the child
 # has only the forking thread, so a lock copied held would never be released there.
-with client._runtimes_lock:
+with client._runtimes_lock, client._executor._token_bucket._lock:
     forker = threading.Thread(target=fork_and_wait)
     forker.start()
     forker.join(60)

@@ -85,6 +85,10 @@ class TokenBucket:
         self._tokens = self._capacity
         self._lock = threading.Lock()
 
+    def renew_lock_after_fork(self) -> None:
+        """In the child of a fork, whose parent may have held the lock in a thread the child does not have."""
+        self._lock = threading.Lock()
+
     @property
     def capacity(self) -> float:
         return self._capacity / _TOKEN_SCALE
