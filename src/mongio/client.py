@@ -1041,6 +1041,20 @@ class MongoClient:
 
 _log = logging.getLogger("mongio.client")
 
+# How long close() spends killing the cursors still queued by the cursor reaper.
+_CLOSE_FLUSH_TIMEOUT = 5.0
+
+
+async def _wait_all(closings: list[Awaitable[None]]) -> None:
+    results = await asyncio.gather(*closings, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+AsyncMongoClient = MongoClient
+
+
 # Every client of the process, for the child of a fork: a lock that another thread of the parent held at the
 # fork stays held in the child, which has only the forking thread, so each client gets a new one there.
 _LIVE_CLIENTS: weakref.WeakSet[MongoClient] = weakref.WeakSet()
@@ -1053,14 +1067,3 @@ def _renew_locks_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_locks_after_fork)
-# How long close() spends killing the cursors still queued by the cursor reaper.
-_CLOSE_FLUSH_TIMEOUT = 5.0
-
-
-async def _wait_all(closings: list[Awaitable[None]]) -> None:
-    results = await asyncio.gather(*closings, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-
-AsyncMongoClient = MongoClient
