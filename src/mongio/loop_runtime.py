@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from mongio.connection.loop_sockets import close_sockets_of_closed_loop
 from mongio.cursor_reaper import CursorReaper, KillCursors
+from mongio.event_loops import loop_gone
 from mongio.topology.topology import Topology
 
 __all__ = ["LoopRuntime"]
@@ -75,7 +76,7 @@ class LoopRuntime:
     def loop_gone(self) -> bool:
         """The runtime's loop can never run its tasks here: it is closed, or this process is a child forked
         from the one the runtime was made in (the loop, even one that was running then, is the parent's)."""
-        return self.loop.is_closed() or self._pid != os.getpid()
+        return loop_gone(self.loop, self._pid)
 
     @property
     def closed(self) -> bool:

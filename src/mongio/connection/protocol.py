@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 from mongio.connection.loop_sockets import forget_connection, record_connection
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
+from mongio.event_loops import loop_gone
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
 
 __all__ = ["MessageProtocol"]
@@ -291,7 +292,7 @@ class MessageProtocol(asyncio.BufferedProtocol):
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
         reason = str(error) if error is not None else "closed by the driver"
-        if self._loop_unusable():
+        if loop_gone(self.loop, self._pid):
             self._close_on_closed_loop(reason, error)
             return
         self._mark_lost(reason, error)
@@ -300,16 +301,12 @@ class MessageProtocol(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
-        if self._loop_unusable():
+        if loop_gone(self.loop, self._pid):
             self._close_on_closed_loop("closed by the driver", None)
             return
         self._mark_lost("closed by the driver", None)
         if self.transport is not None:
             self.transport.close()
-
-    def _loop_unusable(self) -> bool:
-        """The connection's loop is closed, or it is another process's (this one was forked since)."""
-        return self.loop.is_closed() or self._pid != os.getpid()
 
     def _close_on_closed_loop(self, reason: str, error: BaseException | None) -> None:
         # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
