@@ -7,6 +7,7 @@ changes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import enum
 from collections.abc import Mapping
@@ -64,6 +65,7 @@ class Member:
         self.process_id = ObjectId()
         self.counter = 0
         self._change = asyncio.Event()
+        self._held_with_session: set[asyncio.Event] = set()
 
     @property
     def address(self) -> str:
@@ -90,6 +92,28 @@ class Member:
         self.counter += 1
         event, self._change = self._change, asyncio.Event()
         event.set()
+
+    async def hold(self, seconds: float, *, has_session: bool) -> bool:
+        """Hold a command for a ``blockConnection`` fail point's ``seconds``. On the server that block is an
+        interruptible wait, so ``killAllSessions`` ends it for a command with a session (``has_session``): then
+        True, and the command must not run. Without that, a command a timed-out client left blocked would run
+        after the test that set the fail point ended, on the next test's data."""
+        if not has_session:
+            await asyncio.sleep(seconds)
+            return False
+        killed = asyncio.Event()
+        self._held_with_session.add(killed)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(killed.wait(), seconds)
+        finally:
+            self._held_with_session.discard(killed)
+        return killed.is_set()
+
+    def kill_sessions(self) -> None:
+        """``killAllSessions`` reached this member: the commands with a session it holds are interrupted."""
+        for killed in self._held_with_session:
+            killed.set()
 
     def restarted(self) -> None:
         """A restart: a new processId, the counter from zero, fail points gone."""

@@ -211,12 +211,14 @@ class MemberProxy:
         document = request.document
         if name in _HELLO_NAMES:
             connection.note_handshake(document, self.presenter.compressors)
+        if name == "killallsessions":
+            member.kill_sessions()  # then forwarded: the server kills what it runs itself
         action = None
         if name != "configurefailpoint":
             action = member.fail_command.action_for(document, connection.app_name)
         if action is not None:
-            if action.block_seconds:
-                await asyncio.sleep(action.block_seconds)
+            if action.block_seconds and await member.hold(action.block_seconds, has_session="lsid" in document):
+                return await self._answer(connection, request, _interrupted())
             if _ends_transaction(document, action):
                 await self._abort_on_backend(connection, document)
             if action.close_connection:
@@ -442,6 +444,10 @@ def _ends_transaction(command: Mapping[str, Any], action: FailAction) -> bool:
     if action.close_connection:
         return True
     return action.error is not None and "TransientTransactionError" in action.error.get("errorLabels", ())
+
+
+def _interrupted() -> dict[str, Any]:
+    return {"ok": 0.0, "code": 11601, "codeName": "Interrupted", "errmsg": "operation was interrupted (killAllSessions)"}
 
 
 def _no_such_transaction() -> dict[str, Any]:

@@ -232,6 +232,35 @@ async def test_a_fail_point_set_on_one_member_fires_only_there(deployment: Deplo
     await _direct_find(deployment.members[1].address)  # times: 1 is used up
 
 
+async def test_kill_all_sessions_interrupts_a_command_held_by_a_fail_point(deployment: Deployment) -> None:
+    # blockConnection is an interruptible wait on the server: a write held there when killAllSessions arrives
+    # fails and never runs. (Left to run, a write a timed-out test abandoned lands on the next test's data.)
+    primary = deployment.primary
+    assert primary is not None
+    client = MongoClient(deployment.uri, retryWrites=False)
+    try:
+        collection = client.test.cluster_held
+        await collection.delete_many({})
+        deployment.configure_fail_point(
+            primary,
+            {
+                "configureFailPoint": "failCommand",
+                "mode": {"times": 1},
+                "data": {"failCommands": ["insert"], "blockConnection": True, "blockTimeMS": 2000},
+            },
+        )
+        held = asyncio.ensure_future(collection.insert_one({"_id": 1}))
+        await asyncio.sleep(0.3)  # the insert is held by now
+        assert not held.done()
+        await client.admin.command("killAllSessions", [])
+        with pytest.raises(OperationFailure) as raised:
+            await asyncio.wait_for(held, 1.0)  # interrupted at once, not at the end of the 2 s block
+        assert raised.value.code == 11601
+        assert await collection.count_documents({}) == 0
+    finally:
+        await client.close()
+
+
 async def _direct_find(address: str) -> None:
     client = MongoClient(f"mongodb://{address}/?directConnection=true&retryReads=false")
     try:
