@@ -247,12 +247,15 @@ TASKS = 20
 INSERTS = 5_000
 # Faults, in turn, each for a few inserts: connections closed by the server, a retryable error code, the
 # server declaring itself overloaded, and replies that come too late (the client gives up on the connection
-# while the server still runs the insert; the retry must not write it twice).
+# while the server still runs the insert; the retry must not write it twice). The reply is held well past the
+# client's socket timeout and the timeout well past an insert's own time: the test server does not make a retry
+# wait for the attempt it repeats (the same lsid and txnNumber), so on a loaded machine two attempts of one insert
+# that the server ran at once would each try the write, and one would fail with a duplicate key.
 FAULTS: list[dict[str, Any]] = [
     {"closeConnection": True},
     {"errorCode": 9001, "errorLabels": ["RetryableWriteError"]},
     {"errorCode": 462, "errorLabels": OVERLOAD_LABELS},
-    {"blockConnection": True, "blockTimeMS": 400},
+    {"blockConnection": True, "blockTimeMS": 1_500},
     {"errorCode": 91, "errorLabels": ["RetryableWriteError"]},
 ]
 FAULT_TIMES = 3  # attempts failed per fault
@@ -267,7 +270,7 @@ async def test_inserts_stay_exactly_once_while_connections_fail(server_uri: str,
         appname=app,
         event_listeners=[inserts],
         heartbeatFrequencyMS=500,
-        socketTimeoutMS=200,
+        socketTimeoutMS=750,
         maxPoolSize=TASKS,
     ) as client:
         collection = client["backpressure"]["durability"]
