@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from mongio.bson import Int64
 from spec_runner.cluster.failpoints import (
+    CODE_NAMES,
     NO_SUCH_TRANSACTION,
     RETRYABLE_WRITE_CODES,
     FailAction,
@@ -447,7 +448,10 @@ def _ends_transaction(command: Mapping[str, Any], action: FailAction) -> bool:
 
 
 def _interrupted() -> dict[str, Any]:
-    return {"ok": 0.0, "code": 11601, "codeName": "Interrupted", "errmsg": "operation was interrupted (killAllSessions)"}
+    return {"ok": 0.0, "code": _INTERRUPTED, "codeName": CODE_NAMES[_INTERRUPTED], "errmsg": "operation was interrupted"}
+
+
+_INTERRUPTED = 11601
 
 
 def _no_such_transaction() -> dict[str, Any]:

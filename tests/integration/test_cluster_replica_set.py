@@ -250,7 +250,8 @@ async def test_kill_all_sessions_interrupts_a_command_held_by_a_fail_point(deplo
             },
         )
         held = asyncio.ensure_future(collection.insert_one({"_id": 1}))
-        await asyncio.sleep(0.3)  # the insert is held by now
+        # The member is the harness loop's (another thread): the test cannot await its holding, only give it time.
+        await asyncio.sleep(0.5)
         assert not held.done()
         await client.admin.command("killAllSessions", [])
         with pytest.raises(OperationFailure) as raised:
