@@ -224,6 +224,36 @@ def test_bad_utf8_is_refused_or_replaced_alike() -> None:
 
 
 @needs_speedups
+def test_names_and_strings_of_every_length_decode_alike_whatever_their_bytes() -> None:
+    # The compiled loops read names and strings a word (8 bytes) at a time: every length across a word's
+    # edges, a non-ASCII character at each position (the word with it must go to the full decoder), bad
+    # UTF-8 in each word, and a name as the very last element (too near the buffer's end for a whole word).
+    for length in range(42):
+        for position in (None, *range(length)):
+            text = "n" * length if position is None else "n" * position + "é" + "n" * (length - position - 1)
+            for document in ({text: text}, {"a": 1, text: None}, {text: [text, text]}):
+                data = encode(document)
+                assert decode(data) == document
+                _agree(data, CodecOptions())
+        if length:
+            data = bytearray(encode({"k" * length: "v" * length}))
+            data[data.index(b"v" * length) + length - 1] = 0xC3
+            _agree(bytes(data), CodecOptions())
+            _agree(bytes(data), CodecOptions(unicode_decode_error_handler="replace"))
+
+
+@needs_speedups
+def test_names_sharing_a_cache_slot_stay_apart() -> None:
+    # More distinct names than the compiled name cache has slots: collisions must never hand back another
+    # name, and a name seen again after being evicted must still decode to itself.
+    names = [f"field{number}" for number in range(10_000)]
+    document = dict.fromkeys(names, 1)
+    for _ in range(2):
+        assert list(decode(encode(document))) == names
+    assert decode(encode({"field7": 2, "field7x": 3})) == {"field7": 2, "field7x": 3}
+
+
+@needs_speedups
 def test_the_loops_refuse_bounds_outside_the_data() -> None:
     speedups = _decoder._SPEEDUPS
     ctx = _decoder._context(CodecOptions())

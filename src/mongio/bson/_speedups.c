@@ -139,10 +139,47 @@ unpack_context(PyObject *ctx, Context *c)
     return 0;
 }
 
+/* Eight bytes in machine order, for scanning and hashing a word at a time (memcpy: no alignment needed). */
+static inline uint64_t
+load_word(const unsigned char *p)
+{
+    uint64_t word;
+    memcpy(&word, p, sizeof word);
+    return word;
+}
+
+#define HIGH_BITS 0x8080808080808080u
+
+/* Whether the ``size`` bytes at ``start`` are all ASCII, a word at a time. */
+static inline int
+is_ascii(const unsigned char *start, Py_ssize_t size)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        if (load_word(start + i) & HIGH_BITS) {
+            return 0;
+        }
+    }
+    unsigned char high = 0;
+    for (; i < size; i++) {
+        high |= start[i];
+    }
+    return (high & 0x80) == 0;
+}
+
 static PyObject *
 decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
 {
     if (c->strict) {
+        /* Most strings are ASCII: made with one copy, skipping the general decoder's layers. Empty and
+         * one-character strings go to it for the interpreter's shared instances. */
+        if (size > 1 && is_ascii(start, size)) {
+            PyObject *text = PyUnicode_New(size, 127);
+            if (text != NULL) {
+                memcpy(PyUnicode_1BYTE_DATA(text), start, (size_t)size);
+            }
+            return text;
+        }
         return PyUnicode_DecodeUTF8((const char *)start, size, NULL);
     }
     PyObject *raw = PyBytes_FromStringAndSize((const char *)start, size);
@@ -155,12 +192,14 @@ decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
 }
 
 /* Element names repeat from document to document: the ASCII ones up to KEY_CACHE_LONGEST bytes are kept in a
- * small table, so a repeated name costs a comparison instead of a new str (whose hash the document's dict
- * would compute again). Entries are replaced, never grown: the table holds at most KEY_CACHE_SIZE names
- * (large enough that the names of a wide document rarely evict each other). */
-#define KEY_CACHE_SIZE 4096
+ * small table, so a repeated name costs a hash and a comparison instead of a new str (whose hash the
+ * document's dict would compute again). Entries are replaced, never grown: the table holds at most
+ * 1 << KEY_CACHE_BITS names (large enough that the names of a wide document rarely evict each other). The
+ * slot comes from a multiplicative hash of the name's words, whose high bits are the best mixed. */
+#define KEY_CACHE_BITS 12
 #define KEY_CACHE_LONGEST 40
-static PyObject *key_cache[KEY_CACHE_SIZE];
+#define KEY_HASH_FACTOR 0x9E3779B97F4A7C15u
+static PyObject *key_cache[1 << KEY_CACHE_BITS];
 
 static PyObject *
 decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
@@ -168,26 +207,39 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
     if (!c->strict || size > KEY_CACHE_LONGEST) {
         return decode_text(c, start, size);
     }
-    uint32_t hash = 2166136261u;
-    unsigned char high = 0;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        high |= start[i];
-        hash = (hash ^ start[i]) * 16777619u;
+    uint64_t hash = (uint64_t)size;
+    uint64_t high = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        uint64_t word = load_word(start + i);
+        high |= word;
+        hash = (hash ^ word) * KEY_HASH_FACTOR;
     }
-    if (high & 0x80) {
+    /* The last 0-7 bytes: one word masked to them where the buffer goes on that far (it nearly always does:
+     * a value follows the name), else read one by one. */
+    uint64_t tail = 0;
+    int rest = (int)(size - i);
+    if (rest > 0 && start + i + 8 <= c->buf + c->size) {
+#if PY_BIG_ENDIAN
+        tail = load_word(start + i) & (~(uint64_t)0 << (64 - 8 * rest));
+#else
+        tail = load_word(start + i) & (~(uint64_t)0 >> (64 - 8 * rest));
+#endif
+    } else {
+        for (int shift = 0; i < size; i++, shift += 8) {
+            tail |= (uint64_t)start[i] << shift;
+        }
+    }
+    high |= tail;
+    if (high & HIGH_BITS) {
         return decode_text(c, start, size);
     }
-    PyObject **slot = &key_cache[hash & (KEY_CACHE_SIZE - 1)];
+    hash = (hash ^ tail) * KEY_HASH_FACTOR;
+    PyObject **slot = &key_cache[hash >> (64 - KEY_CACHE_BITS)];
     PyObject *cached = *slot;
-    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size) {
-        const unsigned char *known = PyUnicode_1BYTE_DATA(cached);
-        Py_ssize_t i = 0;
-        while (i < size && known[i] == start[i]) { /* names are short: no call to memcmp */
-            i++;
-        }
-        if (i == size) {
-            return Py_NewRef(cached);
-        }
+    if (cached != NULL && PyUnicode_GET_LENGTH(cached) == size &&
+        memcmp(PyUnicode_1BYTE_DATA(cached), start, (size_t)size) == 0) {
+        return Py_NewRef(cached);
     }
     PyObject *text = PyUnicode_DecodeUTF8((const char *)start, size, NULL);
     if (text == NULL) {
