@@ -1330,10 +1330,18 @@ resize_to(PyObject *buf, Py_ssize_t size)
         array->ob_start[size] = '\0';
         return 0;
     }
-    if (size + 1 > array->ob_alloc && old >= 4096) {
-        Py_ssize_t doubled = old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1;
-        if (doubled > size && PyByteArray_Resize(buf, doubled) < 0) {
-            return -1;
+    if (size + 1 > array->ob_alloc && size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes) {
+        /* Grown geometrically from a first 256 bytes: bytearray's own rule adds an eighth, which for a
+         * document written element by element means a reallocation every few elements. The size is then set
+         * as above, since resizing down would give the room back. */
+        Py_ssize_t grown = old < 128 ? 256 : (old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1);
+        if (grown > size) {
+            if (PyByteArray_Resize(buf, grown) < 0) {
+                return -1;
+            }
+            Py_SET_SIZE(array, size);
+            array->ob_start[size] = '\0';
+            return 0;
         }
     }
     return PyByteArray_Resize(buf, size);
