@@ -219,7 +219,7 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
      * a value follows the name), else read one by one. */
     uint64_t tail = 0;
     int rest = (int)(size - i);
-    if (rest > 0 && start + i + 8 <= c->buf + c->size) {
+    if (rest > 0 && (start + i - c->buf) + 8 <= c->size) {
 #if PY_BIG_ENDIAN
         tail = load_word(start + i) & (~(uint64_t)0 << (64 - 8 * rest));
 #else
