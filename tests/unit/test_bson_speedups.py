@@ -244,13 +244,13 @@ def test_names_and_strings_of_every_length_decode_alike_whatever_their_bytes() -
 
 @needs_speedups
 def test_names_sharing_a_cache_slot_stay_apart() -> None:
-    # More distinct names than the compiled name cache has slots: collisions must never hand back another
-    # name, and a name seen again after being evicted must still decode to itself.
+    # More distinct names than the compiled name cache has slots (many of the same length, differing only in
+    # their last bytes): collisions must never hand back another name, and a name seen again after being
+    # evicted must still decode to itself.
     names = [f"field{number}" for number in range(10_000)]
     document = dict.fromkeys(names, 1)
     for _ in range(2):
         assert list(decode(encode(document))) == names
-    assert decode(encode({"field7": 2, "field7x": 3})) == {"field7": 2, "field7x": 3}
 
 
 @needs_speedups

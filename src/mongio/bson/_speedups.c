@@ -167,20 +167,26 @@ is_ascii(const unsigned char *start, Py_ssize_t size)
     return (high & 0x80) == 0;
 }
 
+/* A str of ``size`` (> 1) bytes known to be ASCII: made with one copy, skipping the general decoder's
+ * layers. */
+static PyObject *
+ascii_text(const unsigned char *start, Py_ssize_t size)
+{
+    PyObject *text = PyUnicode_New(size, 127);
+    if (text != NULL) {
+        memcpy(PyUnicode_1BYTE_DATA(text), start, (size_t)size);
+    }
+    return text;
+}
+
 static PyObject *
 decode_text(const Context *c, const unsigned char *start, Py_ssize_t size)
 {
     if (c->strict) {
-        /* Most strings are ASCII: made with one copy, skipping the general decoder's layers. Empty and
-         * one-character strings go to it for the interpreter's shared instances. */
-        if (size > 1 && is_ascii(start, size)) {
-            PyObject *text = PyUnicode_New(size, 127);
-            if (text != NULL) {
-                memcpy(PyUnicode_1BYTE_DATA(text), start, (size_t)size);
-            }
-            return text;
-        }
-        return PyUnicode_DecodeUTF8((const char *)start, size, NULL);
+        /* Most strings are ASCII. Empty and one-character strings go to the general decoder for the
+         * interpreter's shared instances. */
+        return size > 1 && is_ascii(start, size) ? ascii_text(start, size)
+                                                 : PyUnicode_DecodeUTF8((const char *)start, size, NULL);
     }
     PyObject *raw = PyBytes_FromStringAndSize((const char *)start, size);
     if (raw == NULL) {
@@ -241,7 +247,8 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
         memcmp(PyUnicode_1BYTE_DATA(cached), start, (size_t)size) == 0) {
         return Py_NewRef(cached);
     }
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)start, size, NULL);
+    /* Known to be ASCII by now. */
+    PyObject *text = size > 1 ? ascii_text(start, size) : PyUnicode_DecodeUTF8((const char *)start, size, NULL);
     if (text == NULL) {
         return NULL;
     }
@@ -1324,25 +1331,24 @@ resize_to(PyObject *buf, Py_ssize_t size)
 {
     PyByteArrayObject *array = (PyByteArrayObject *)buf;
     Py_ssize_t old = Py_SIZE(array);
-    if (size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes && size + 1 <= array->ob_alloc) {
-        /* Room enough, nothing exported: what PyByteArray_Resize does then, without its call and checks. */
-        Py_SET_SIZE(array, size);
-        array->ob_start[size] = '\0';
-        return 0;
-    }
-    if (size + 1 > array->ob_alloc && size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes) {
-        /* Grown geometrically from a first 256 bytes: bytearray's own rule adds an eighth, which for a
-         * document written element by element means a reallocation every few elements. The size is then set
-         * as above, since resizing down would give the room back. */
-        Py_ssize_t grown = old < 128 ? 256 : (old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1);
-        if (grown > size) {
+    if (size >= old && array->ob_exports == 0 && array->ob_start == array->ob_bytes) {
+        if (size + 1 > array->ob_alloc) {
+            /* Grown geometrically from a first 256 bytes: bytearray's own rule adds an eighth, which for a
+             * document written element by element means a reallocation every few elements. An append larger
+             * than the buffer doubled is left to that rule (an exact fit). */
+            Py_ssize_t grown = old < 128 ? 256 : (old <= PY_SSIZE_T_MAX / 2 ? old * 2 : PY_SSIZE_T_MAX - 1);
+            if (grown <= size) {
+                return PyByteArray_Resize(buf, size);
+            }
             if (PyByteArray_Resize(buf, grown) < 0) {
                 return -1;
             }
-            Py_SET_SIZE(array, size);
-            array->ob_start[size] = '\0';
-            return 0;
         }
+        /* Room enough, nothing exported: what PyByteArray_Resize does then, without its call and checks (and
+         * without giving back the room just made, as resizing down would). */
+        Py_SET_SIZE(array, size);
+        array->ob_start[size] = '\0';
+        return 0;
     }
     return PyByteArray_Resize(buf, size);
 }
