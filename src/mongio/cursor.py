@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from mongio.bson import RawBSONDocument
+from mongio.bson.lazy_batch import DocumentBatch
 from mongio.errors import (
     ConfigurationError,
     CursorNotFound,
@@ -144,13 +145,17 @@ class _CursorBase(Generic[_T]):
     # Set by _received when every document wanted has come though the server still holds the cursor (a find's
     # limit): the server cursor is then closed, the buffered documents kept.
     _has_enough = False
+    # Whether this cursor's getMore replies may keep their batch undecoded (Operation.lazy_batch).
+    _lazy_batches = False
 
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
         self._client = client
         self._explicit_session = session
         self._session: Any = session
         self._codec_options = codec_options
-        self._data: collections.deque[_T] = collections.deque()
+        # The documents received and not yet handed out: a deque, or the batch itself when its documents are
+        # decoded as they are taken (see _lazy_batches).
+        self._data: collections.deque[_T] | DocumentBatch = collections.deque()
         # Load-balanced mode: the connection the server cursor lives on, from the first command that left it
         # open until it is exhausted, killed, or closed after the connection broke.
         self._pin = ConnectionPin()
@@ -298,9 +303,15 @@ class _CursorBase(Generic[_T]):
             self._namespace = state.namespace
         self._post_batch_resume_token = state.post_batch_resume_token
         batch = state.batch
-        self._retrieved += len(batch)
-        self._data.extend(batch)
-        self._received(len(batch))
+        count = len(batch)
+        self._retrieved += count
+        if self._data:
+            self._data = collections.deque([*self._data, *batch])
+        elif type(batch) is DocumentBatch:
+            self._data = batch  # its documents decoded as they are taken
+        else:
+            self._data = collections.deque(batch)
+        self._received(count)
 
     async def _open(self) -> None:
         """Run the first command: the cursor's server, id and first batch."""
@@ -355,6 +366,7 @@ class _CursorBase(Generic[_T]):
             comment=self._comment,
             exhaust=self._exhaust(),
             codec_options=self._codec_options,
+            lazy_batch=self._lazy_batches,
         )
         try:
             state: CursorState
@@ -404,9 +416,9 @@ class _CursorBase(Generic[_T]):
 
     async def _close_keeping_buffered(self) -> None:
         if not self._killed:
-            buffered = list(self._data)
+            buffered = collections.deque(self._data)
             await self.close()
-            self._data.extend(buffered)
+            self._data = buffered
 
     async def _release_session_quietly(self) -> None:
         try:
@@ -596,6 +608,8 @@ class Cursor(_CursorBase[_T]):
     leaves the cursor open, and ``close()`` kills it with the timeout counted afresh.
     """
 
+    _lazy_batches = True
+
     def __init__(
         self,
         collection: Collection[Any],
@@ -706,6 +720,7 @@ class Cursor(_CursorBase[_T]):
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
+            lazy_batch=True,
         )
 
     def _first_operation(self) -> Operation[CursorState]:
@@ -762,7 +777,7 @@ class Cursor(_CursorBase[_T]):
             self._finished()
         else:
             await self._close_keeping_nothing(state)
-        return batch[0] if batch else None
+        return next(iter(batch), None)  # a list, or a DocumentBatch (this cursor's Find may leave it lazy)
 
     async def _kill_left_open(self, state: CursorState, address: Any, pin: ConnectionPin) -> None:
         """``find_one`` ran this unrun cursor's ``find`` without it (on ``pin``, answered by the server at
@@ -1059,7 +1074,9 @@ def _accept_raw(cursor: _CursorBase[bytes], state: CursorState, accept: Any) -> 
     documents = state.batch
     accept(state._replace(batch=[]))
     if documents:
-        cursor._data.append(b"".join(document.raw for document in documents))
+        data = cursor._data
+        assert isinstance(data, collections.deque)  # a raw batch cursor's replies are decoded whole
+        data.append(b"".join(document.raw for document in documents))
         cursor._retrieved += len(documents)
         cursor._received(len(documents))
 

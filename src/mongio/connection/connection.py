@@ -32,6 +32,7 @@ from mongio.errors import (
     ProtocolError,
 )
 from mongio.wire.compression import Compressor
+from mongio.wire.cursor_reply import decode_cursor_reply
 from mongio.wire.header import (
     DEFAULT_MAX_BSON_SIZE,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -95,6 +96,7 @@ class Connection:
         "_closed",
         "_codec_options",
         "_expected_response_to",
+        "_lazy_batch",
         "_max_message_size",
         "_more_to_come",
         "_protocol",
@@ -162,6 +164,7 @@ class Connection:
         self._expected_response_to = 0
         self._request_id = 0  # the request that opened the current exchange
         self._codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
+        self._lazy_batch = False  # the reply being received may leave its cursor's batch undecoded
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("ready" if self.ready else "pending")
@@ -415,12 +418,19 @@ class Connection:
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
         check: bool = True,
         deadline: float | None = None,
+        lazy_batch: bool = False,
     ) -> dict[str, Any]:
-        """Read the next reply to the request last sent (or the next reply of an exhaust stream)."""
+        """Read the next reply to the request last sent (or the next reply of an exhaust stream).
+
+        ``lazy_batch``: a cursor command's reply may keep its batch as a
+        :class:`~mongio.bson.lazy_batch.DocumentBatch`, decoded document by document as the cursor hands the
+        documents out (see :func:`~mongio.wire.cursor_reply.decode_cursor_reply`).
+        """
         if self._closed or self._protocol.lost or not self._awaiting_reply or self._receiving:
             self._refuse_receive()
         self._receiving = True
         self._codec_options = codec_options
+        self._lazy_batch = lazy_batch
         if deadline is None and not self.socket_timeout:
             effective_deadline = None
         else:
@@ -477,8 +487,11 @@ class Connection:
         codec_options = self._codec_options
         # A document class other than dict may keep a reference to the bytes it was made from (a raw
         # document): give it its own copy, since this buffer is about to be reused.
-        data = body if codec_options.document_class is dict else bytes(body)
-        document: dict[str, Any] = decode(data, codec_options)
+        if codec_options.document_class is not dict:
+            return decode(bytes(body), codec_options)  # type: ignore[no-any-return]
+        if self._lazy_batch:
+            return decode_cursor_reply(body, codec_options)
+        document: dict[str, Any] = decode(body, codec_options)
         return document
 
     def _parse_other_reply(self, message: memoryview) -> memoryview:

@@ -809,7 +809,11 @@ class Executor:
                 events.started(request_id)
             reply: dict[str, Any] = {}
             if run.acknowledged:
-                reply = await conn.receive(codec_options=op.codec_options, check=False, deadline=deadline)
+                # Command events and spans are given the reply whole: its batch is decoded then.
+                lazy_batch = op.lazy_batch and events is None and span is None
+                reply = await conn.receive(
+                    codec_options=op.codec_options, check=False, deadline=deadline, lazy_batch=lazy_batch
+                )
         except (Exception, asyncio.CancelledError) as exc:
             _exchange_failed(run, exc, request_id, server_session, events, span)
             raise

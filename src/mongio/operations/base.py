@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, RawBSONDocument, encode
 from mongio.bson._encoder import encode_into
+from mongio.bson.lazy_batch import DocumentBatch
 from mongio.errors import (
     DUPLICATE_KEY_CODES,
     DocumentTooLarge,
@@ -162,11 +163,12 @@ class Command(NamedTuple):
 
 
 class CursorState(NamedTuple):
-    """What a cursor needs from a ``find``/``aggregate``/``listX`` reply or a ``getMore`` reply."""
+    """What a cursor needs from a ``find``/``aggregate``/``listX`` reply or a ``getMore`` reply. ``batch`` is
+    a :class:`~mongio.bson.lazy_batch.DocumentBatch` only for an operation with ``lazy_batch`` set."""
 
     id: int
     namespace: str
-    batch: list[Any]
+    batch: list[Any] | DocumentBatch
     post_batch_resume_token: Any = None
     at_cluster_time: Any = None
 
@@ -245,6 +247,10 @@ class Operation(Generic[R]):
     """True for the ``getMore`` of an exhaust cursor: the executor sends it with ``exhaustAllowed`` where the
     server and the context allow, and a reply saying more follow (``moreToCome``) leaves the connection with
     the cursor's :class:`~mongio.execution.connection_pin.ConnectionPin`."""
+    lazy_batch: bool = False
+    """True for a cursor command whose documents a cursor hands out one by one: the executor may then receive
+    the reply with its batch as a :class:`~mongio.bson.lazy_batch.DocumentBatch`, decoded document by document
+    as taken (not when command events or a span need the reply whole)."""
     is_user_command: bool = False
     """True for the caller's own command document (``runCommand``): the executor sends it as given (no
     causal ``readConcern`` added, its ``wtimeout`` kept), checks its read preference inside a transaction, and

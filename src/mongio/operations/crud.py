@@ -253,7 +253,8 @@ class Find(_ReadOperation):
     ``limit`` < 0 asks for a single batch of ``-limit`` documents; ``limit`` 0 and ``batch_size`` 0 mean no
     limit and the server's batch size. ``cursor_type`` is a :class:`CursorType`. ``max_await_time_ms`` is not
     part of ``find``: it is kept here for the cursor's ``getMore`` commands, as are ``batch_size`` and
-    ``comment``.
+    ``comment``. ``lazy_batch``: see :attr:`~mongio.operations.base.Operation.lazy_batch` (for a cursor that
+    hands the documents out one by one).
     """
 
     command_name = "find"
@@ -290,7 +291,9 @@ class Find(_ReadOperation):
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        lazy_batch: bool = False,
     ) -> None:
+        self.lazy_batch = lazy_batch
         body: dict[str, Any] = {
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
@@ -340,7 +343,8 @@ class Find(_ReadOperation):
 class GetMore(Operation[CursorState]):
     """``getMore`` for a cursor's next batch. Not retryable; the executor sends it to the cursor's server
     (and, under a load balancer, on the cursor's pinned connection). ``exhaust``: the getMore of an exhaust
-    cursor, which the server may answer with a stream of batches."""
+    cursor, which the server may answer with a stream of batches. ``lazy_batch``: see
+    :attr:`~mongio.operations.base.Operation.lazy_batch`."""
 
     command_name = "getMore"
 
@@ -355,9 +359,11 @@ class GetMore(Operation[CursorState]):
         comment: Any = None,
         exhaust: bool = False,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        lazy_batch: bool = False,
     ) -> None:
         super().__init__(database, codec_options=codec_options)
         self.exhaust = exhaust
+        self.lazy_batch = lazy_batch
         body: dict[str, Any] = {"getMore": Int64(cursor_id), "collection": collection}
         if batch_size:
             body["batchSize"] = batch_size
