@@ -653,6 +653,15 @@ class Collection(Generic[_D]):
         """The ``find`` of :meth:`find_one`: ``limit`` -1 and the options of ``SINGLE_BATCH_OPTIONS`` given by
         name, as ``self.find(filter, limit=-1, **options)`` would build it, but from the options given alone
         (passing every option, unset ones included, would cost a good part of a find_one's CPU)."""
+        if not options:
+            return Find.first_match(
+                self._database.name,
+                self._name,
+                filter,
+                read_preference=self._read_preference,
+                read_concern=self._read_concern,
+                codec_options=self._codec_options,
+            )
         if "sort" in options and not options["sort"]:
             options["sort"] = None  # an empty sort means none, as in Cursor.__init__
         return Find(

@@ -610,3 +610,39 @@ def test_encode_into_appends_what_encode_makes() -> None:
         encode_into(bytearray(), {"a": {"b": object()}})
     with pytest.raises(TypeError):
         encode_into(bytearray(), [("a", 1)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+@pytest.mark.parametrize(
+    "options",
+    [CodecOptions(), CodecOptions(tz_aware=True), CodecOptions(document_class=RawBSONDocument)],
+    ids=["default", "tz_aware", "raw"],
+)
+def test_decode_framed_decodes_a_checked_view_as_decode_does(compiled: bool, options: CodecOptions) -> None:
+    from mongio.bson._decoder import decode_framed, use_speedups
+
+    document = {"a": 1, "b": [1, {"c": "é"}], "d": datetime.datetime(2026, 1, 1), "e": None}
+    data = bson.encode(document)
+    buffer = bytearray(b"head" + data + b"tail")
+    view = memoryview(buffer)[4 : 4 + len(data)]
+    unterminated = bytearray(data)
+    unterminated[-1] = 1
+    bad_string = bytearray(data)
+    bad_string[data.index(b"\xc3\xa9")] = 0xFF
+    try:
+        use_speedups(compiled)
+        for _ in range(2):  # before and after the options' decoding context is cached
+            assert decode_framed(view, options) == bson.decode(data, options)
+        with pytest.raises(InvalidBSON) as whole:
+            bson.decode(bytes(unterminated), options)
+        with pytest.raises(InvalidBSON) as framed:
+            decode_framed(memoryview(unterminated), options)
+        assert str(framed.value) == str(whole.value)
+        if options.document_class is not RawBSONDocument:  # a raw document reads its strings when asked
+            with pytest.raises(InvalidBSON) as whole:
+                bson.decode(bytes(bad_string), options)
+            with pytest.raises(InvalidBSON) as framed:
+                decode_framed(memoryview(bad_string), options)
+            assert str(framed.value) == str(whole.value)
+    finally:
+        use_speedups(True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mongio.bson import Int64, ObjectId, RawBSONDocument, decode, encode
+from mongio.bson import CodecOptions, Int64, ObjectId, RawBSONDocument, decode, encode
 from mongio.errors import (
     ConfigurationError,
     DocumentTooLarge,
@@ -44,6 +44,7 @@ from mongio.operations.crud import (
     KillCursors,
     Update,
 )
+from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import ReadPreference
 from mongio.options.write_concern import WriteConcern
 
@@ -113,6 +114,22 @@ def test_find_with_every_option() -> None:
 
 def test_find_defaults_send_only_filter() -> None:
     assert body(Find("db", "c")) == {"find": "c", "filter": {}}
+
+
+@pytest.mark.parametrize("filter", [None, {}, {"_id": 1}, RawBSONDocument(encode({"x": 1}))])
+def test_a_first_match_find_is_the_find_of_limit_minus_one(filter: Any) -> None:
+    options: dict[str, Any] = {
+        "read_preference": ReadPreference.SECONDARY,
+        "read_concern": ReadConcern("majority"),
+        "codec_options": CodecOptions(tz_aware=True),
+    }
+    quick = Find.first_match("db", "coll", filter, **options)
+    full = Find("db", "coll", filter, limit=-1, **options)
+    assert type(quick) is Find
+    assert vars(quick) == vars(full)
+    assert body(quick) == body(full)
+    with pytest.raises(TypeError, match="filter must be a mapping"):
+        Find.first_match("db", "coll", 5, **options)  # type: ignore[arg-type]
 
 
 def test_negative_limit_is_a_single_batch() -> None:

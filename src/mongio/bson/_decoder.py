@@ -611,6 +611,23 @@ def decode(data: bytes | bytearray | memoryview, codec_options: CodecOptions = D
         raise InvalidBSON(_describe(exc)) from exc
 
 
+def decode_framed(view: memoryview, codec_options: CodecOptions) -> Any:
+    """:func:`decode` for a view of plain contiguous bytes (a connection's receive buffer) whose length field
+    the caller has checked against ``len(view)``: read where it lies, without decode's checks of the input's
+    type and length (a reply decoded per operation). Raises :class:`~mongio.bson.errors.InvalidBSON` as
+    :func:`decode` does."""
+    ctx = codec_options._cache.get("decode")
+    end = len(view) - 1
+    if ctx is None or ctx[3] or _read_document is _python_read_document or view[end]:
+        return decode(view, codec_options)
+    try:
+        return _read_document(view, 4, end, ctx)  # type: ignore[arg-type]
+    except InvalidBSON:
+        raise
+    except _MALFORMED as exc:
+        raise InvalidBSON(_describe(exc)) from exc
+
+
 def decode_all(
     data: bytes | bytearray | memoryview, codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
 ) -> list[Any]:

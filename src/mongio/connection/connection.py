@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mongio.bson import decode, encode
+from mongio.bson._decoder import decode_framed
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
@@ -480,10 +481,17 @@ class Connection:
             # The usual reply: uncompressed, no checksum, no moreToCome, one body section and nothing else.
             if fields[2] != self._expected_response_to and fields[2] != self._request_id:
                 raise self._wrong_response_to(fields[2])
-            body = message[_BODY_OFFSET:]
             self._more_to_come = self._awaiting_reply = False
+            codec_options = self._codec_options
+            if codec_options.document_class is dict and not self._lazy_batch:
+                # Its length field was checked above.
+                return decode_framed(message[_BODY_OFFSET:], codec_options)  # type: ignore[no-any-return]
+            body = message[_BODY_OFFSET:]
         else:
             body = self._parse_other_reply(message)
+        return self._decode_body(body)
+
+    def _decode_body(self, body: memoryview) -> dict[str, Any]:
         codec_options = self._codec_options
         # A document class other than dict may keep a reference to the bytes it was made from (a raw
         # document): give it its own copy, since this buffer is about to be reused.

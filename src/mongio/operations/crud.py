@@ -336,6 +336,42 @@ class Find(_ReadOperation):
         if max_await_time_ms is not None:
             _int(max_await_time_ms, "max_await_time_ms")
 
+    @classmethod
+    def first_match(
+        cls,
+        database: str,
+        collection: str,
+        filter: Mapping[str, Any] | None,
+        *,
+        read_preference: _ServerMode | None,
+        read_concern: ReadConcern | None,
+        codec_options: CodecOptions,
+    ) -> Find:
+        """``Find(database, collection, filter, limit=-1, ...)`` with no other option (a plain ``find_one``),
+        made without the option checks of ``__init__``, which would be most of its cost: the same
+        attributes, set directly."""
+        find = cls.__new__(cls)
+        find.lazy_batch = False
+        find._body = {
+            "find": collection,
+            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
+            "limit": 1,
+            "singleBatch": True,
+        }
+        find.database = database
+        find.read_preference = read_preference
+        find.read_concern = read_concern
+        find.write_concern = None
+        find.codec_options = codec_options
+        find.collection = collection
+        find.batch_size = 0
+        find.limit = 1
+        find.single_batch = True
+        find.comment = None
+        find.cursor_type = CursorType.NON_TAILABLE
+        find.max_await_time_ms = None
+        return find
+
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         return parse_cursor(reply)
 
