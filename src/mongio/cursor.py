@@ -81,6 +81,7 @@ _RUN_STATE = (
     "_limit",
     "_single_batch",
     "_has_enough",
+    "_keeps_documents",
 )
 
 # The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
@@ -145,8 +146,11 @@ class _CursorBase(Generic[_T]):
     # Set by _received when every document wanted has come though the server still holds the cursor (a find's
     # limit): the server cursor is then closed, the buffered documents kept.
     _has_enough = False
-    # Whether this cursor's getMore replies may keep their batch undecoded (Operation.lazy_batch).
+    # Whether this cursor's replies may keep their batch undecoded (Operation.lazy_batch): only while the
+    # program is not seen keeping the documents it takes (a DocumentBatch's ``kept``, or to_list), since
+    # documents that are all kept cost less decoded a batch at a time.
     _lazy_batches = False
+    _keeps_documents = False
 
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
         self._client = client
@@ -366,7 +370,7 @@ class _CursorBase(Generic[_T]):
             comment=self._comment,
             exhaust=self._exhaust(),
             codec_options=self._codec_options,
-            lazy_batch=self._lazy_batches,
+            lazy_batch=self._lazy_batches and not self._seen_keeping_documents(),
         )
         try:
             state: CursorState
@@ -413,6 +417,14 @@ class _CursorBase(Generic[_T]):
             await self._release_session()
         elif self._has_enough:
             await self._close_keeping_buffered()
+
+    def _seen_keeping_documents(self) -> bool:
+        """Whether the program was seen keeping the documents it took from this cursor (then no batch is left
+        undecoded any more)."""
+        data = self._data
+        if type(data) is DocumentBatch and data.kept:
+            self._keeps_documents = True
+        return self._keeps_documents
 
     async def _close_keeping_buffered(self) -> None:
         if not self._killed:
@@ -487,6 +499,7 @@ class _CursorBase(Generic[_T]):
             if length < 1:
                 raise ValueError(f"to_list() length must be greater than 0, not {length}")
         result: list[_T] = []
+        self._keeps_documents = True
         while length is None or len(result) < length:
             # A cursor the server has closed has nothing more to fetch: no _refresh() to learn that.
             if not self._data and (self._killed or not await self._refresh()):
@@ -720,12 +733,12 @@ class Cursor(_CursorBase[_T]):
             read_preference=collection.read_preference,
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
-            lazy_batch=True,
         )
 
     def _first_operation(self) -> Operation[CursorState]:
         operation = self._prepared or self._find_operation()
         self._prepared = None
+        operation.lazy_batch = self._lazy_batches and not self._keeps_documents
         self._limit = operation.limit
         self._single_batch = operation.single_batch
         self._batch_size = operation.batch_size

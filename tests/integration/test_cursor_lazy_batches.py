@@ -117,3 +117,27 @@ async def test_closing_drops_what_is_buffered(colls: tuple[Collection[Any], Coll
     await cursor.close()
     assert await cursor.try_next() is None
     assert await cursor.to_list() == []
+
+
+async def test_batches_stay_lazy_only_while_the_program_lets_documents_go(
+    colls: tuple[Collection[Any], Collection[Any]],
+) -> None:
+    lazy = colls[0]
+    dropping = lazy.find({}, batch_size=5, sort=[("_id", 1)])
+    count = 0
+    async for document in dropping:
+        assert document == DOCUMENTS[count]
+        count += 1
+        if count == 7:  # within the second batch
+            assert isinstance(dropping._data, DocumentBatch) and not dropping._data.kept
+    keeping = lazy.find({}, batch_size=5, sort=[("_id", 1)])
+    kept = []
+    async for document in keeping:
+        kept.append(document)
+        if len(kept) == 7:  # the first batch showed the documents kept: the second came decoded whole
+            assert not isinstance(keeping._data, DocumentBatch)
+    assert kept == DOCUMENTS and count == len(DOCUMENTS)
+    listed = lazy.find({}, batch_size=5, sort=[("_id", 1)])
+    assert await listed.to_list(3) == DOCUMENTS[:3]
+    assert not isinstance(listed._data, DocumentBatch)  # to_list keeps every document it takes
+    await listed.close()

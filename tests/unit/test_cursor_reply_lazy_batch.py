@@ -92,6 +92,28 @@ def test_documents_are_taken_in_order_one_at_a_time(loops: bool) -> None:
         batch.popleft()
 
 
+def test_documents_kept_by_the_program_have_the_rest_decoded_at_once(loops: bool) -> None:
+    data = reply(documents=[{"n": n, "inner": {"list": [n]}} for n in range(6)])
+    dropped = decode_cursor_reply(data, CodecOptions())["cursor"]["firstBatch"]
+    kept = decode_cursor_reply(data, CodecOptions())["cursor"]["firstBatch"]
+    taken: list[Any] = []
+    for _ in range(3):
+        # As in a loop: a variable names each document until the next is taken; one list keeps them too.
+        dropped_document = dropped.popleft()
+        assert dropped_document["n"] == len(taken)
+        kept_document = kept.popleft()
+        taken.append(kept_document)
+    assert dropped._rest is None and dropped._next == 3  # still one at a time
+    assert kept._rest is not None and len(kept._rest) == 3  # decoded at once when the second was taken
+    assert len(kept) == len(dropped) == 3 and bool(kept)
+    assert list(kept) == list(dropped) == [{"n": n, "inner": {"list": [n]}} for n in range(3, 6)]
+    taken += [kept.popleft() for _ in range(3)]
+    assert taken == [{"n": n, "inner": {"list": [n]}} for n in range(6)]
+    assert not kept and len(kept) == 0
+    with pytest.raises(IndexError):
+        kept.popleft()
+
+
 def test_clear_drops_what_is_left(loops: bool) -> None:
     batch = decode_cursor_reply(reply(), CodecOptions())["cursor"]["firstBatch"]
     batch.popleft()
@@ -180,6 +202,15 @@ def test_a_malformed_document_is_refused_when_it_is_taken(loops: bool) -> None:
     with pytest.raises(InvalidBSON):
         batch.popleft()
     assert batch.popleft() == {"s": "ok"}
+    # Kept, the first document has the rest decoded at once, the bad one with it.
+    batch = decode_cursor_reply(data, CodecOptions())["cursor"]["firstBatch"]
+    first = batch.popleft()
+    kept = [first]
+    with pytest.raises(InvalidBSON):
+        batch.popleft()
+    assert kept == [{"s": "ok"}] and batch.kept
+    with pytest.raises(InvalidBSON):
+        list(batch)
 
 
 def test_a_batch_must_be_an_array_of_documents() -> None:

@@ -1,15 +1,24 @@
-"""A BSON array of documents decoded one document at a time, as each is taken.
+"""A BSON array of documents decoded one document at a time, as each is taken, while the program lets each go.
 
-A cursor hands its documents out one by one, and a program usually lets each go before it takes the next.
-Decoding a whole batch at once keeps every document of it alive together: the cyclic collector then walks them
-all (the documents, their lists and sub-documents) before the first is handed out, and they leave the CPU's
-caches before they are used. Decoded as taken, a document is made, used and freed while it is still in the
-caches, and the collector seldom has a young generation large enough to start.
+A cursor hands its documents out one by one. When a program lets each go before it takes the next, decoding
+the whole batch at once would keep every document of it alive together: the cyclic collector would walk them
+all (the documents, their lists and sub-documents) before the first is handed out, and they would leave the
+CPU's caches before they are used. Decoded as taken, a document is made, used and freed while it is still in
+the caches, and the collector seldom has a young generation large enough to start.
+
+When the program keeps the documents it takes (``[d async for d in cursor]``, ``to_list``), the reverse holds:
+decoded one at a time between the program's own allocations, they set the collector off every few dozen
+documents, and the survivors are walked again by the older generations' collections. Decoded in one call,
+during which the decoder holds automatic collection back, they are walked once. So a batch watches the
+document it handed out last: when the program still holds it as it takes the next one, the rest of the batch
+is decoded in one call.
 """
 
 from __future__ import annotations
 
+import collections
 import struct
+import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -20,25 +29,50 @@ __all__ = ["DocumentBatch"]
 
 _UNPACK_INT32: Final = struct.Struct("<i").unpack_from
 _DOCUMENT: Final = 0x03
+_refcount: Final = sys.getrefcount
+
+
+class _Probe:
+    __slots__ = ("_last",)
+    _last: object
+
+
+def _references_when_unheld() -> int:
+    """What ``_refcount(self._last)`` gives for a document nothing else refers to: the attribute's reference
+    and however this interpreter counts the argument."""
+    probe = _Probe()
+    probe._last = object()
+    return _refcount(probe._last)
+
+
+# The references to the last document handed out that do not mean the program kept it: those counted for
+# an unheld one, and the loop variable that still names it while the next one is asked for.
+_NOT_KEPT: Final = _references_when_unheld() + 1
 
 
 class DocumentBatch:
-    """The documents of one BSON array (its bytes, length and trailing NUL included), each decoded with the
-    decoding context ``ctx`` when taken. Only :meth:`of` makes one: it checks the array's framing first.
+    """The documents of one BSON array (its bytes, length and trailing NUL included), decoded with the
+    decoding context ``ctx``: one at a time as taken, or the rest at once once the program is seen keeping
+    them (see the module's docstring). Only :meth:`of` makes one: it checks the array's framing first.
 
     It answers the part of ``collections.deque``'s interface a cursor's buffer uses: truth and ``len`` (the
     documents not yet taken), :meth:`popleft`, iteration (the documents not yet taken, decoded, without
-    taking them) and :meth:`clear`. A document whose own bytes are malformed raises
-    :class:`~mongio.bson.errors.InvalidBSON` when it is taken.
+    taking them) and :meth:`clear`. ``kept`` tells whether the program was seen keeping a document it took
+    (the rest was then decoded at once). A document whose own bytes are malformed raises
+    :class:`~mongio.bson.errors.InvalidBSON` when it is decoded: when taken, or with the rest.
     """
 
-    __slots__ = ("_ctx", "_data", "_next", "_starts")
+    __slots__ = ("_ctx", "_data", "_elements", "_last", "_next", "_rest", "_starts", "kept")
 
-    def __init__(self, data: bytes, starts: list[int], ctx: Any) -> None:
+    def __init__(self, data: bytes, elements: list[int], starts: list[int], ctx: Any) -> None:
         self._data = data
-        self._starts = starts  # where each document's length field is
+        self._elements = elements  # where each element (its type byte) is
+        self._starts = starts  # where each element's document (its length field) is
         self._next = 0
         self._ctx = ctx
+        self._last: Any = None  # the document handed out last, while the batch decodes one at a time
+        self._rest: collections.deque[Any] | None = None  # the rest, once decoded at once
+        self.kept = False  # whether the program was seen keeping a document it took
 
     @classmethod
     def of(cls, data: bytes, ctx: Any) -> DocumentBatch | None:
@@ -48,6 +82,7 @@ class DocumentBatch:
         end = len(data) - 1
         if end < 4 or _UNPACK_INT32(data, 0)[0] != end + 1 or data[end]:
             return None
+        elements: list[int] = []
         starts: list[int] = []
         position = 4
         find = data.find
@@ -63,20 +98,34 @@ class DocumentBatch:
             size = _UNPACK_INT32(data, start)[0]
             if size < 5 or start + size > end or data[start + size - 1]:
                 return None
+            elements.append(position)
             starts.append(start)
             position = start + size
         if position != end:
             return None
-        return cls(data, starts, ctx)
+        return cls(data, elements, starts, ctx)
 
     def __len__(self) -> int:
-        return len(self._starts) - self._next
+        rest = self._rest
+        return len(self._starts) - self._next if rest is None else len(rest)
 
     def __bool__(self) -> bool:
-        return self._next < len(self._starts)
+        rest = self._rest
+        return self._next < len(self._starts) if rest is None else bool(rest)
 
     def popleft(self) -> Any:
-        """Take the next document, decoded; ``IndexError`` when none is left (as ``deque.popleft``)."""
+        """Take the next document; ``IndexError`` when none is left (as ``deque.popleft``)."""
+        if self._rest is not None:
+            return self._rest.popleft()
+        # No local name for the last document: it would count as a reference.
+        if self._last is not None and _refcount(self._last) > _NOT_KEPT:
+            # The program kept the previous document: decode what is left in one call.
+            self.kept = True
+            self._last = None
+            self._rest = collections.deque(self._decode_rest())
+            self._next = len(self._starts)
+            self._data = b""
+            return self._rest.popleft()
         index = self._next
         starts = self._starts
         start = starts[index]
@@ -86,17 +135,32 @@ class DocumentBatch:
             # The last one: the batch's bytes need not outlive it (a cursor fetches the next batch while it
             # still holds this object).
             self._data = b""
-        return _decode_at(data, start, self._ctx)
+            self._last = None
+            return _decode_at(data, start, self._ctx)
+        document = self._last = _decode_at(data, start, self._ctx)
+        return document
 
     def __iter__(self) -> Iterator[Any]:
-        data, ctx = self._data, self._ctx
-        for start in self._starts[self._next :]:
-            yield _decode_at(data, start, ctx)
+        rest = self._rest
+        return iter(list(rest) if rest is not None else self._decode_rest())
 
     def clear(self) -> None:
         """Drop the documents not yet taken."""
         self._next = len(self._starts)
         self._data = b""
+        self._last = self._rest = None
+
+    def _decode_rest(self) -> list[Any]:
+        """The documents not yet taken, decoded in one call (nothing is taken)."""
+        if self._next == len(self._starts):
+            return []
+        data = self._data
+        try:
+            return _decoder._read_array(data, self._elements[self._next], len(data) - 1, self._ctx)
+        except InvalidBSON:
+            raise
+        except _decoder._MALFORMED as exc:
+            raise InvalidBSON(_decoder._describe(exc)) from exc
 
     def __repr__(self) -> str:
         return f"<DocumentBatch: {len(self)} of {len(self._starts)} documents left>"
