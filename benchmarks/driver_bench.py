@@ -60,9 +60,9 @@ WORKLOAD_TIMEOUT = 1800.0
 # 1,000-task one (against the loopback responder, where the client is the bottleneck) at least 4x as fast.
 CPU_TARGETS = {"run_command": 0.35, "find_one_by_id": 0.35, "small_insert_one": 0.35}
 WALL_TARGETS = {"concurrency_200x50": 1.0, "concurrency_1000x10": 0.25}
-# The tasks the loopback responder can serve: every one but find_many, which reads back what it inserted, and
-# client_bulk_insert, whose bulkWrite reply (a results cursor) it does not make.
-LOOPBACK_TASKS = frozenset(TASKS) - {"find_many", "client_bulk_insert"}
+# The tasks the loopback responder can serve: every one but the find_many tasks, which read back what they
+# inserted, and client_bulk_insert, whose bulkWrite reply (a results cursor) it does not make.
+LOOPBACK_TASKS = frozenset(TASKS) - {"find_many", "find_many_streamed", "client_bulk_insert"}
 
 
 def rotation(drivers: Sequence[str], round_index: int) -> list[str]:

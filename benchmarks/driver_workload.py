@@ -9,7 +9,9 @@ Started by :mod:`benchmarks.driver_bench` in a process of its own for each round
 The workloads follow the driver performance benchmarking specification (single- and multi-document
 tasks, with fewer operations per iteration so that a full comparison fits in minutes against the test
 server) plus two concurrency workloads: 200 tasks each doing 50 ``find_one`` by ``_id``, and 1,000 tasks each
-doing 10. They are written
+doing 10. ``find_many`` keeps every document it reads, as the specification's task does; ``find_many_streamed``
+reads the same ones and lets each go before it takes the next, as a program streaming a result does. They are
+written
 once against the API the drivers share (``await coll.insert_one(doc)``, ``await coll.find_one(...)``,
 ``await db.command(...)``, ``async for`` over a cursor, ``await coll.insert_many(docs)``); each driver
 only supplies a client.
@@ -81,6 +83,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("run_command", "op", 1000, 4, 1, 100, 2),
         TaskSpec("find_one_by_id", "op", 1000, 4, 1, 100, 2),
         TaskSpec("find_many", "doc", 10_000, 4, 1, 1000, 2),
+        TaskSpec("find_many_streamed", "doc", 10_000, 4, 1, 1000, 2),
         TaskSpec("concurrency_200x50", "op", 10_000, 2, 1, 1000, 1, warmup_ops=1000),
         TaskSpec("concurrency_1000x10", "op", 10_000, 2, 1, 2000, 1, warmup_ops=2000),
         TaskSpec("large_insert_one", "op", 10, 3, 1, 2, 2),
@@ -264,7 +267,7 @@ class Workloads:
         if task == "find_one_by_id" or task in CONCURRENT_TASKS:
             size = ops if self.quick else max(ops, FIND_CORPUS_SIZE)
             await self.load_corpus(self.documents["tweet"], size, numbered=True)
-        elif task == "find_many":
+        elif task in ("find_many", "find_many_streamed"):
             await self.load_corpus(self.documents["tweet"], ops, numbered=False)
 
     async def before(self, task: str, ops: int) -> None:
@@ -294,6 +297,14 @@ class Workloads:
             if count != ops:
                 raise AssertionError(f"find_many read {count} documents, expected {ops}")
 
+        async def find_many_streamed() -> None:
+            # The same documents, each let go of before the next is taken (a program streaming a result).
+            count = 0
+            async for document in coll.find({}):
+                count += len(document) > 0
+            if count != ops:
+                raise AssertionError(f"find_many_streamed read {count} documents, expected {ops}")
+
         def concurrency(tasks: int) -> Callable[[], Coroutine[Any, Any, None]]:
             async def run() -> None:
                 per_task = ops // tasks
@@ -322,6 +333,7 @@ class Workloads:
             "run_command": run_command,
             "find_one_by_id": find_one_by_id,
             "find_many": find_many,
+            "find_many_streamed": find_many_streamed,
             "concurrency_200x50": concurrency(CONCURRENT_TASKS["concurrency_200x50"]),
             "concurrency_1000x10": concurrency(CONCURRENT_TASKS["concurrency_1000x10"]),
             "small_insert_one": insert_one,
