@@ -48,6 +48,7 @@ from mongio.bson import (
     decode_iter,
     encode,
 )
+from mongio.bson._decoder import decode_framed, use_speedups
 from tests.support.bson_data import CORPUS, CORPUS_OPTIONS, corpus_cases
 
 UTC = datetime.UTC
@@ -619,8 +620,6 @@ def test_encode_into_appends_what_encode_makes() -> None:
     ids=["default", "tz_aware", "raw"],
 )
 def test_decode_framed_decodes_a_checked_view_as_decode_does(compiled: bool, options: CodecOptions) -> None:
-    from mongio.bson._decoder import decode_framed, use_speedups
-
     document = {"a": 1, "b": [1, {"c": "é"}], "d": datetime.datetime(2026, 1, 1), "e": None}
     data = bson.encode(document)
     buffer = bytearray(b"head" + data + b"tail")

@@ -103,8 +103,8 @@ def test_documents_kept_by_the_program_have_the_rest_decoded_at_once(loops: bool
         assert dropped_document["n"] == len(taken)
         kept_document = kept.popleft()
         taken.append(kept_document)
-    assert dropped._rest is None and dropped._next == 3  # still one at a time
-    assert kept._rest is not None and len(kept._rest) == 3  # decoded at once when the second was taken
+    assert not dropped.kept  # still one at a time
+    assert kept.kept  # the rest decoded at once when the second was taken
     assert len(kept) == len(dropped) == 3 and bool(kept)
     assert list(kept) == list(dropped) == [{"n": n, "inner": {"list": [n]}} for n in range(3, 6)]
     taken += [kept.popleft() for _ in range(3)]

@@ -620,8 +620,22 @@ def decode_framed(view: memoryview, codec_options: CodecOptions) -> Any:
     end = len(view) - 1
     if ctx is None or ctx[3] or _read_document is _python_read_document or view[end]:
         return decode(view, codec_options)
+    # read_span's body inline: this runs once per operation, and the call would be one more frame.
     try:
         return _read_document(view, 4, end, ctx)  # type: ignore[arg-type]
+    except InvalidBSON:
+        raise
+    except _MALFORMED as exc:
+        raise InvalidBSON(_describe(exc)) from exc
+
+
+def read_span(data: bytes, pos: int, end: int, ctx: _Context, array: bool = False) -> Any:
+    """The elements from ``pos`` to ``end`` (the index of the enclosing document's or array's trailing NUL,
+    which the caller has checked), read as a document (``array``: as a list) with the loops in use and the
+    decoding context ``ctx`` (``_context``); :class:`~mongio.bson.errors.InvalidBSON` for anything malformed.
+    ``data`` is ``bytes`` for the Python loops; the compiled ones also read a view of contiguous bytes."""
+    try:
+        return (_read_array if array else _read_document)(data, pos, end, ctx)
     except InvalidBSON:
         raise
     except _MALFORMED as exc:
@@ -811,6 +825,12 @@ def use_speedups(enabled: bool) -> bool:
     _read_document = _python_read_document
     _read_array = _python_read_array
     return False
+
+
+def compiled_in_use() -> bool:
+    """Whether the compiled loops are the ones in use (they also read views of contiguous bytes, where the
+    Python ones read ``bytes``)."""
+    return _read_document is not _python_read_document
 
 
 def speedups_available() -> bool:

@@ -17,17 +17,14 @@ is decoded in one call.
 from __future__ import annotations
 
 import collections
-import struct
 import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
-from mongio.bson import _decoder
-from mongio.bson.errors import InvalidBSON
+from mongio.bson._decoder import _UNPACK_INT32, read_span
 
 __all__ = ["DocumentBatch"]
 
-_UNPACK_INT32: Final = struct.Struct("<i").unpack_from
 _DOCUMENT: Final = 0x03
 _refcount: Final = sys.getrefcount
 
@@ -131,13 +128,14 @@ class DocumentBatch:
         start = starts[index]
         self._next = index + 1
         data = self._data
-        if index + 1 == len(starts):
+        document = read_span(data, start + 4, start + _UNPACK_INT32(data, start)[0] - 1, self._ctx)
+        if index + 1 < len(starts):
+            self._last = document
+        else:
             # The last one: the batch's bytes need not outlive it (a cursor fetches the next batch while it
             # still holds this object).
             self._data = b""
             self._last = None
-            return _decode_at(data, start, self._ctx)
-        document = self._last = _decode_at(data, start, self._ctx)
         return document
 
     def __iter__(self) -> Iterator[Any]:
@@ -155,21 +153,9 @@ class DocumentBatch:
         if self._next == len(self._starts):
             return []
         data = self._data
-        try:
-            return _decoder._read_array(data, self._elements[self._next], len(data) - 1, self._ctx)
-        except InvalidBSON:
-            raise
-        except _decoder._MALFORMED as exc:
-            raise InvalidBSON(_decoder._describe(exc)) from exc
+        rest: list[Any] = read_span(data, self._elements[self._next], len(data) - 1, self._ctx, array=True)
+        return rest
 
     def __repr__(self) -> str:
         return f"<DocumentBatch: {len(self)} of {len(self._starts)} documents left>"
 
-
-def _decode_at(data: bytes, start: int, ctx: Any) -> Any:
-    try:
-        return _decoder._read_document(data, start + 4, start + _UNPACK_INT32(data, start)[0] - 1, ctx)
-    except InvalidBSON:
-        raise
-    except _decoder._MALFORMED as exc:
-        raise InvalidBSON(_decoder._describe(exc)) from exc

@@ -253,8 +253,8 @@ class Find(_ReadOperation):
     ``limit`` < 0 asks for a single batch of ``-limit`` documents; ``limit`` 0 and ``batch_size`` 0 mean no
     limit and the server's batch size. ``cursor_type`` is a :class:`CursorType`. ``max_await_time_ms`` is not
     part of ``find``: it is kept here for the cursor's ``getMore`` commands, as are ``batch_size`` and
-    ``comment``. ``lazy_batch``: see :attr:`~mongio.operations.base.Operation.lazy_batch` (for a cursor that
-    hands the documents out one by one).
+    ``comment``. A find cursor sets :attr:`~mongio.operations.base.Operation.lazy_batch` on the ``Find`` it
+    runs, when it decides how to receive its first batch.
     """
 
     command_name = "find"
@@ -291,9 +291,7 @@ class Find(_ReadOperation):
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
-        lazy_batch: bool = False,
     ) -> None:
-        self.lazy_batch = lazy_batch
         body: dict[str, Any] = {
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
@@ -351,7 +349,6 @@ class Find(_ReadOperation):
         made without the option checks of ``__init__``, which would be most of its cost: the same
         attributes, set directly."""
         find = cls.__new__(cls)
-        find.lazy_batch = False
         find._body = {
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
