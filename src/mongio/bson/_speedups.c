@@ -417,8 +417,8 @@ new_with_slots(PyObject *type, PyObject **names, PyObject **values, int count)
 /* new_with_slots for the classes whose instances the cyclic collector need not walk: ObjectId, Timestamp and
  * DatetimeMS have no __dict__ and only private slots, which their own code sets to bytes or ints, so no
  * reference cycle can pass through one. Untracked, as CPython untracks tuples and dicts of atomic values, they
- * cost nothing in the collections that follow a large read (a third of the collector's walk of a batch of
- * tweets went to their ids and Int64s). */
+ * cost nothing in the collections that follow a large read (the young collection after a batch of 10,000
+ * tweets took a fifth less time once their ids and Int64s were untracked). */
 static PyObject *
 new_atomic_value(PyObject *type, PyObject **names, PyObject **values, int count)
 {
