@@ -480,43 +480,42 @@ make_timestamp(const Context *c, uint32_t time, uint32_t inc)
     return value;
 }
 
-/* Int64(number) as int.__new__ makes an int subclass: the object allocated for its digits, which are
- * written straight from the 64-bit magnitude (PyLong_SHIFT bits each, least significant first). */
+/* Int64(number). Int64 has no __dict__ and no slots: its instances are untracked, as new_atomic_value explains.
+ * Before Python 3.12 the object is made as int.__new__ makes an int subclass: allocated for its digits, which
+ * are written straight from the 64-bit magnitude (PyLong_SHIFT bits each, least significant first). Python
+ * 3.12 changed how an int keeps its digits: there the class is called. */
 static PyObject *
 make_int64(const Context *c, int64_t number)
 {
-#if PY_VERSION_HEX >= 0x030C0000
-    /* Python 3.12 changed how an int keeps its digits: there the class is called. */
-    int call = 1;
-#else
-    int call = c->int64_type != int64_type;
-#endif
-    if (call) {
-        PyObject *plain = PyLong_FromLongLong((long long)number);
-        PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
-        Py_XDECREF(plain);
-        return value;
-    }
+    int own_type = c->int64_type == int64_type;
 #if PY_VERSION_HEX < 0x030C0000
-    uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
-    Py_ssize_t digits = 0;
-    for (uint64_t rest = magnitude; rest != 0; rest >>= PyLong_SHIFT) {
-        digits++;
+    if (own_type) {
+        uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
+        Py_ssize_t digits = 0;
+        for (uint64_t rest = magnitude; rest != 0; rest >>= PyLong_SHIFT) {
+            digits++;
+        }
+        PyTypeObject *type = (PyTypeObject *)int64_type;
+        PyLongObject *value = (PyLongObject *)type->tp_alloc(type, digits);
+        if (value == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < digits; i++) {
+            value->ob_digit[i] = (digit)(magnitude & PyLong_MASK);
+            magnitude >>= PyLong_SHIFT;
+        }
+        Py_SET_SIZE(value, number < 0 ? -digits : digits);
+        PyObject_GC_UnTrack(value);
+        return (PyObject *)value;
     }
-    PyTypeObject *type = (PyTypeObject *)int64_type;
-    PyLongObject *value = (PyLongObject *)type->tp_alloc(type, digits);
-    if (value == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < digits; i++) {
-        value->ob_digit[i] = (digit)(magnitude & PyLong_MASK);
-        magnitude >>= PyLong_SHIFT;
-    }
-    Py_SET_SIZE(value, number < 0 ? -digits : digits);
-    /* Int64 has no __dict__ and no slots: untracked, as new_atomic_value explains. */
-    PyObject_GC_UnTrack(value);
-    return (PyObject *)value;
 #endif
+    PyObject *plain = PyLong_FromLongLong((long long)number);
+    PyObject *value = plain == NULL ? NULL : PyObject_CallOneArg(c->int64_type, plain);
+    Py_XDECREF(plain);
+    if (value != NULL && own_type) {
+        PyObject_GC_UnTrack(value);
+    }
+    return value;
 }
 
 static PyObject *
