@@ -53,8 +53,10 @@ def _with_lazy_batch(buffer: Any, ctx: Any) -> dict[str, Any] | None:
     element = _CURSOR_START + 4
     kind_and_name = bytes(buffer[element : element + 12])
     field = _BATCH_NAMES.get(kind_and_name) or _BATCH_NAMES.get(kind_and_name[:11])
-    array_start = element + 2 + len(field or "")
-    if field is None or buffer[cursor_end] or array_start + 5 > cursor_end:
+    if field is None or buffer[cursor_end]:
+        return None
+    array_start = element + 2 + len(field)  # past the type byte, the name and its NUL
+    if array_start + 5 > cursor_end:
         return None
     array_end = array_start + _UNPACK_INT32(buffer, array_start)[0]  # one past the array
     batch = DocumentBatch.of(bytes(buffer[array_start:array_end]), ctx) if array_end <= cursor_end else None
