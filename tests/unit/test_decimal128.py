@@ -379,3 +379,11 @@ def test_extra_digits_are_dropped_only_as_far_as_needed(value: decimal.Decimal, 
         expected = decimal.Decimal((sign, (*digits, *(0,) * kept), exponent - kept))
     assert Decimal128(padded).to_decimal().as_tuple() == expected.as_tuple()
     assert Decimal128(str(padded)) == Decimal128(padded)
+
+
+@pytest.mark.parametrize("text", [".00e1000000000000000000", "0.000e+99999999999999999999", "-.0e1000000000000000000"])
+def test_a_zero_with_a_fraction_and_an_absurd_exponent_clamps_to_the_largest_exponent(text: str) -> None:
+    # Such exponents skip the int conversion; the fraction's length must not bring them back into range.
+    expected = create_decimal128_context().create_decimal(text)
+    assert Decimal128(text).to_decimal().as_tuple() == expected.as_tuple()
+    assert expected.as_tuple().exponent == 6111

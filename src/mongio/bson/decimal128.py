@@ -133,11 +133,13 @@ def _pack_nan(source: object, negative: bool, signaling: bool, payload: int) -> 
     return bits | _SIGN_BIT if negative else bits
 
 
-def _parse_exponent(source: object, text: str, coefficient_is_zero: bool) -> int:
-    """Convert an exponent string, mapping absurdly long ones to an exponent just beyond the range."""
+def _parse_exponent(source: object, text: str, coefficient_is_zero: bool, fraction_digits: int) -> int:
+    """The exponent of the last digit: the exponent string less the number of digits after the point. An
+    absurdly long exponent maps to one just beyond the range (after that subtraction, so that a zero written
+    with a fraction still clamps)."""
     unsigned = text.lstrip("+-").lstrip("0")
     if len(unsigned) <= _MAX_EXPONENT_DIGITS:
-        return int(text)
+        return int(text) - fraction_digits
     negative = text.startswith("-")
     if not coefficient_is_zero:
         raise _error(
@@ -156,10 +158,10 @@ def _pack_str(value: str) -> int:
         fraction = match["frac"] or match["onlyfrac"] or ""
         digits = integer + fraction
         exponent_text = match["exp"]
-        exponent = 0
+        exponent = -len(fraction)
         if exponent_text is not None:
-            exponent = _parse_exponent(value, exponent_text, not digits.strip("0"))
-        return _pack_finite(value, negative, digits, exponent - len(fraction))
+            exponent = _parse_exponent(value, exponent_text, not digits.strip("0"), len(fraction))
+        return _pack_finite(value, negative, digits, exponent)
     match = _SPECIAL_RE.fullmatch(value)
     if match is None:
         raise _error(value, "not a numeric string")
