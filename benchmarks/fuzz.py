@@ -21,7 +21,8 @@ Targets:
                 and RawBSONDocument element access
   bson-encode   encode of generated documents with every BSON type, bad keys, unencodable values, tampered
                 values and custom type encoders (the compiled encoder loops)
-  bson-entry    the extension's functions called directly with hostile arguments (bounds, contexts, buffers)
+  bson-entry    the extension's functions called directly with hostile arguments (bounds, contexts, buffers),
+                and the scan of a batch's framing held to its Python reference
   wire          parse_message on mutated OP_MSG, OP_REPLY, OP_QUERY and OP_COMPRESSED messages
   uri           the connection string parser on mutated URIs
   ejson         Extended JSON loads (canonical and relaxed) on mutated text, and dumps of what it gives
@@ -428,6 +429,7 @@ class BsonEntry(Target):
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
         from mongio.bson import CodecOptions, InvalidBSON, _decoder, _encoder, encode
+        from mongio.bson.lazy_batch import _python_document_array_offsets
 
         speedups = _decoder._SPEEDUPS
         if speedups is None:
@@ -446,10 +448,22 @@ class BsonEntry(Target):
         ]
         self.encode_contexts: list[Any] = [_encoder._context(CodecOptions()), None, 5]
         self.seeds = [encode(document) for document in _every_type_documents()]
+        # Arrays of documents for the batch scan (a document keyed "0", "1", ... is framed as the array is),
+        # held to the Python reference on every input.
+        documents = list(_every_type_documents())
+        self.arrays = [
+            encode({str(index): document for index, document in enumerate(documents[first:])})
+            for first in range(len(documents))
+        ]
+        self.python_offsets = _python_document_array_offsets
 
     def inputs(self) -> Iterator[Any]:
         rng = self.rng
         while True:
+            how = rng.randrange(5)
+            if how == 4:
+                yield how, self.mutator.mutate(rng.choice(self.arrays), self.arrays), 0, 0, None, None
+                continue
             data: Any = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
             pos = rng.choice((-1, 0, 4, rng.randrange(-8, len(data) + 8)))
             # The decoder reads other buffers in place too: a view with bytes on either side of the data
@@ -461,7 +475,7 @@ class BsonEntry(Target):
                 data = bytearray(data)
             end = rng.choice((len(data) - 1, len(data), pos, rng.randrange(-8, len(data) + 8)))
             yield (
-                rng.randrange(4),
+                how,
                 data,
                 pos,
                 end,
@@ -471,6 +485,11 @@ class BsonEntry(Target):
 
     def run(self, item: Any) -> None:
         how, data, pos, end, ctx, encode_ctx = item
+        if how == 4:
+            offsets = self.speedups.document_array_offsets(data)
+            if offsets != self.python_offsets(data):
+                raise AssertionError("document_array_offsets differs from the Python scan")
+            return
         if how >= 2:
             data = bytes(data)  # the writers take it as a value: bytes is the BSON binary they know
         if how == 0:

@@ -1225,6 +1225,92 @@ read_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return entry(args, nargs, 1);
 }
 
+/* document_array_offsets(data): for the BSON array ``data`` (its length, elements and trailing NUL), where
+ * each element (its type byte) is and where its document (its length field) starts, as two lists; None when
+ * the framing is not that of an array of documents (an element of another type, a name or a length that does
+ * not fit). Only the framing is read, not the documents. The Python reference is
+ * ``mongio.bson.lazy_batch._python_document_array_offsets``; the two must agree on every input. */
+static PyObject *
+document_array_offsets(PyObject *module, PyObject *data)
+{
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len - 1; /* the trailing NUL */
+    Py_ssize_t *offsets = NULL;    /* element and document start, in pairs */
+    Py_ssize_t count = 0, capacity = 0;
+    PyObject *result = NULL;
+    int framed = end >= 4 && (Py_ssize_t)load_int32(buf) == end + 1 && buf[end] == 0;
+    Py_ssize_t position = 4;
+    while (framed && position < end) {
+        if (buf[position] != 0x03) {
+            framed = 0;
+            break;
+        }
+        const unsigned char *name_end = memchr(buf + position + 1, 0, (size_t)(end - position - 1));
+        if (name_end == NULL) {
+            framed = 0;
+            break;
+        }
+        Py_ssize_t start = (name_end - buf) + 1;
+        if (start + 5 > end) {
+            framed = 0;
+            break;
+        }
+        Py_ssize_t size = (Py_ssize_t)load_int32(buf + start);
+        if (size < 5 || size > end - start || buf[start + size - 1] != 0) {
+            framed = 0;
+            break;
+        }
+        if (count == capacity) {
+            Py_ssize_t grown = capacity ? 2 * capacity : 64;
+            Py_ssize_t *more = PyMem_Realloc(offsets, (size_t)grown * 2 * sizeof(Py_ssize_t));
+            if (more == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            offsets = more;
+            capacity = grown;
+        }
+        offsets[2 * count] = position;
+        offsets[2 * count + 1] = start;
+        count++;
+        position = start + size;
+    }
+    if (!framed) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *elements = PyList_New(count);
+    PyObject *starts = elements == NULL ? NULL : PyList_New(count);
+    if (starts == NULL) {
+        Py_XDECREF(elements);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *element = PyLong_FromSsize_t(offsets[2 * i]);
+        PyObject *start = element == NULL ? NULL : PyLong_FromSsize_t(offsets[2 * i + 1]);
+        if (start == NULL) {
+            Py_XDECREF(element);
+            Py_DECREF(elements);
+            Py_DECREF(starts);
+            goto done;
+        }
+        PyList_SET_ITEM(elements, i, element);
+        PyList_SET_ITEM(starts, i, start);
+    }
+    result = PyTuple_Pack(2, elements, starts);
+    Py_DECREF(elements);
+    Py_DECREF(starts);
+done:
+    PyMem_Free(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
@@ -2658,6 +2744,9 @@ static PyMethodDef methods[] = {
     {"write_insert", (PyCFunction)(void (*)(void))write_insert, METH_FASTCALL,
      "write_insert(ctx, id_source, fallback, buf, document): one document of an insert appended to buf, a "
      "generated _id first; returns its _id."},
+    {"document_array_offsets", document_array_offsets, METH_O,
+     "document_array_offsets(data): (elements, starts), where each element of the BSON array data and its "
+     "document start, or None when it is not an array of documents."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
