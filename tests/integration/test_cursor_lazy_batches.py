@@ -99,6 +99,25 @@ async def test_a_limit_reached_while_the_server_cursor_is_open_keeps_the_rest(
         assert [document async for document in cursor] == DOCUMENTS[6:8]
 
 
+async def test_find_one_through_a_cursor_decodes_its_reply_whole(
+    colls: tuple[Collection[Any], Collection[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its one document is wanted at once: a lazy batch would only add the framing's cost.
+    lazy, _ = colls
+    made: list[int] = []
+    scan = DocumentBatch.of.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[DocumentBatch], data: bytes, ctx: Any) -> DocumentBatch | None:
+        made.append(len(data))
+        return scan(cls, data, ctx)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(DocumentBatch, "of", classmethod(recording))
+    assert await lazy.find_one({"_id": 3}, sort=[("_id", -1)], skip=0) == DOCUMENTS[3]
+    assert made == []
+    assert [document async for document in lazy.find({"_id": 3})] == [DOCUMENTS[3]]  # a cursor's stay lazy
+    assert len(made) == 1
+
+
 async def test_find_one_and_rewind_and_exhaust(colls: tuple[Collection[Any], Collection[Any]]) -> None:
     lazy, whole = colls
     assert await lazy.find_one({"_id": 3}) == await whole.find_one({"_id": 3}) == DOCUMENTS[3]
