@@ -2745,8 +2745,8 @@ static PyMethodDef methods[] = {
      "write_insert(ctx, id_source, fallback, buf, document): one document of an insert appended to buf, a "
      "generated _id first; returns its _id."},
     {"document_array_offsets", document_array_offsets, METH_O,
-     "document_array_offsets(data): (elements, starts), where each element of the BSON array data and its "
-     "document start, or None when it is not an array of documents."},
+     "document_array_offsets(data): (elements, starts), the offsets of each element of the BSON array data "
+     "and of its document, or None when it is not an array of documents."},
     {"configure_encoder", configure_encoder, METH_VARARGS,
      "configure_encoder(_Refused, write_document, write_array, writers, write_other, name, check_key, "
      "pack_int64, Int64, write_objectid, write_marked_objectid, write_marked_int64)."},
