@@ -1240,43 +1240,22 @@ document_array_offsets(PyObject *module, PyObject *data)
     }
     const unsigned char *buf = (const unsigned char *)view.buf;
     Py_ssize_t end = view.len - 1; /* the trailing NUL */
-    Py_ssize_t *offsets = NULL;    /* element and document start, in pairs */
-    Py_ssize_t count = 0, capacity = 0;
     PyObject *result = NULL;
+    /* The first pass checks the framing and counts the documents; the second fills lists of that length
+     * (no scratch array, no list growth), with the framing known to be sound. */
     int framed = end >= 4 && (Py_ssize_t)load_int32(buf) == end + 1 && buf[end] == 0;
+    Py_ssize_t count = 0;
     Py_ssize_t position = 4;
     while (framed && position < end) {
-        if (buf[position] != 0x03) {
-            framed = 0;
-            break;
-        }
-        const unsigned char *name_end = memchr(buf + position + 1, 0, (size_t)(end - position - 1));
-        if (name_end == NULL) {
-            framed = 0;
-            break;
-        }
-        Py_ssize_t start = (name_end - buf) + 1;
-        if (start + 5 > end) {
-            framed = 0;
-            break;
-        }
-        Py_ssize_t size = (Py_ssize_t)load_int32(buf + start);
+        const unsigned char *name_end = buf[position] == 0x03
+                                            ? memchr(buf + position + 1, 0, (size_t)(end - position - 1))
+                                            : NULL;
+        Py_ssize_t start = name_end == NULL ? end : (name_end - buf) + 1;
+        Py_ssize_t size = start + 5 <= end ? (Py_ssize_t)load_int32(buf + start) : 0;
         if (size < 5 || size > end - start || buf[start + size - 1] != 0) {
             framed = 0;
             break;
         }
-        if (count == capacity) {
-            Py_ssize_t grown = capacity ? 2 * capacity : 64;
-            Py_ssize_t *more = PyMem_Realloc(offsets, (size_t)grown * 2 * sizeof(Py_ssize_t));
-            if (more == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            offsets = more;
-            capacity = grown;
-        }
-        offsets[2 * count] = position;
-        offsets[2 * count + 1] = start;
         count++;
         position = start + size;
     }
@@ -1290,23 +1269,26 @@ document_array_offsets(PyObject *module, PyObject *data)
         Py_XDECREF(elements);
         goto done;
     }
+    position = 4;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *element = PyLong_FromSsize_t(offsets[2 * i]);
-        PyObject *start = element == NULL ? NULL : PyLong_FromSsize_t(offsets[2 * i + 1]);
-        if (start == NULL) {
+        const unsigned char *name_end = memchr(buf + position + 1, 0, (size_t)(end - position - 1));
+        Py_ssize_t start = (name_end - buf) + 1;
+        PyObject *element = PyLong_FromSsize_t(position);
+        PyObject *document = element == NULL ? NULL : PyLong_FromSsize_t(start);
+        if (document == NULL) {
             Py_XDECREF(element);
             Py_DECREF(elements);
             Py_DECREF(starts);
             goto done;
         }
         PyList_SET_ITEM(elements, i, element);
-        PyList_SET_ITEM(starts, i, start);
+        PyList_SET_ITEM(starts, i, document);
+        position = start + (Py_ssize_t)load_int32(buf + start);
     }
     result = PyTuple_Pack(2, elements, starts);
     Py_DECREF(elements);
     Py_DECREF(starts);
 done:
-    PyMem_Free(offsets);
     PyBuffer_Release(&view);
     return result;
 }
