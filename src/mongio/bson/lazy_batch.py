@@ -74,9 +74,7 @@ def _python_document_array_offsets(data: bytes) -> tuple[list[int], list[int]] |
             return None
         elements.append(position)
         starts.append(start)
-        position = start + size
-    if position != end:
-        return None
+        position = start + size  # at most ``end``: the loop ends exactly there
     return elements, starts
 
 
