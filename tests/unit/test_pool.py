@@ -439,6 +439,114 @@ async def test_a_connection_checked_in_while_only_cancelled_tasks_wait_goes_idle
 
 
 @on_virtual_clock
+async def test_waiters_cancelled_last_first_leave_the_queue_and_the_rest_keep_their_order() -> None:
+    pool = make_pool(max_pool_size=1, wait_queue_timeout=30)
+    held = await pool.check_out()
+    waiters = [asyncio.create_task(pool.check_out()) for _ in range(300)]
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 300
+    # Every third waiter stays; the others are cancelled, the newest first (each one far from the front).
+    staying = waiters[::3]
+    leaving = [waiter for index, waiter in enumerate(waiters) if index % 3]
+    for waiter in reversed(leaving):
+        waiter.cancel()
+    for waiter in leaving:
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    assert pool.wait_queue_length == len(staying) == 100
+    # What the queue keeps of the waiters that left stays bounded by the waiters still in it.
+    assert len(pool._waiters) <= 2 * len(staying) + 32
+    served = []
+    for expected in staying:
+        pool.check_in(held)
+        held = await expected
+        served.append(expected)
+        assert pool.wait_queue_length == len(staying) - len(served)
+    assert served == staying  # in arrival order, none of the cancelled ones given the connection
+    pool.check_in(held)
+    assert pool.available_connection_count == 1 and pool.in_use_connection_count == 0
+    await pool.close()
+
+
+@on_virtual_clock
+async def test_timed_out_and_cancelled_waiters_are_not_counted_as_waiting() -> None:
+    pool = make_pool(max_pool_size=1, wait_queue_timeout=30)
+    held = await pool.check_out()
+    patient = [asyncio.create_task(pool.check_out()) for _ in range(2)]
+    hasty = [asyncio.create_task(pool.check_out(max_wait=0.01 * (index + 1))) for index in range(40)]
+    cancelled = [asyncio.create_task(pool.check_out()) for _ in range(40)]
+    await asyncio.sleep(0)
+    assert pool.wait_queue_length == 82
+    for waiter in cancelled:
+        waiter.cancel()
+    await asyncio.gather(*cancelled, return_exceptions=True)
+    assert pool.wait_queue_length == 42
+    results = await asyncio.gather(*hasty, return_exceptions=True)
+    assert all(isinstance(result, WaitQueueTimeoutError) for result in results)
+    # Each message counts the waiters still in line when it timed out: the patient two and the later hasty.
+    assert "2 still waiting" in str(results[-1]) and "41 still waiting" in str(results[0])
+    assert pool.wait_queue_length == 2
+    pool.check_in(held)
+    assert await patient[0] is held
+    pool.check_in(held)
+    assert await patient[1] is held
+    pool.check_in(held)
+    await pool.close()
+
+
+@on_virtual_clock
+async def test_a_check_out_whose_coroutine_is_cancelled_by_hand_is_never_handed_a_connection() -> None:
+    # Cancelled by a runner other than a Task: the waiter it suspended on is left pending.
+    pool = make_pool(max_pool_size=1, wait_queue_timeout=30)
+    held = await pool.check_out()
+    coro = pool.check_out()
+    waiter = coro.send(None)
+    assert isinstance(waiter, asyncio.Future) and not waiter.done()
+    assert pool.wait_queue_length == 1
+    with pytest.raises(asyncio.CancelledError):
+        coro.throw(asyncio.CancelledError())
+    assert pool.wait_queue_length == 0
+    pool.check_in(held)
+    assert not waiter.done()  # nobody awaits it any more: given the connection, it would have lost it
+    assert pool.available_connection_count == 1 and pool.in_use_connection_count == 0
+    assert check_out_now(pool) is held
+    # The same with the connection broken: the slot it frees is not granted to the abandoned waiter either.
+    coro = pool.check_out()
+    waiter = coro.send(None)
+    with pytest.raises(asyncio.CancelledError):
+        coro.throw(asyncio.CancelledError())
+    held.close("broken")
+    pool.check_in(held)
+    assert not waiter.done()
+    assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
+    await pool.close()
+
+
+@on_virtual_clock
+async def test_clear_fails_only_the_waiters_still_in_line() -> None:
+    recorder = Recorder()
+    pool = make_pool(recorder=recorder, max_pool_size=1, wait_queue_timeout=30)
+    held = await pool.check_out()
+    waiters = [asyncio.create_task(pool.check_out()) for _ in range(100)]
+    await asyncio.sleep(0)
+    for waiter in reversed(waiters[1::2]):
+        waiter.cancel()
+    await asyncio.gather(*waiters[1::2], return_exceptions=True)
+    del recorder.events[:]
+    pool.clear(error=ConnectionResetError("boom"))
+    results = await asyncio.gather(*waiters[::2], return_exceptions=True)
+    assert all(isinstance(result, PoolClearedError) for result in results)
+    assert pool.wait_queue_length == 0
+    # One failed check-out per waiter still in line: none for those that had left it.
+    failed = recorder.of("ConnectionCheckOutFailedEvent")
+    assert len(failed) == 50
+    pool.ready()
+    pool.check_in(held)
+    assert check_out_now(pool) is not None
+    await pool.close()
+
+
+@on_virtual_clock
 async def test_a_permit_granted_to_a_task_cancelled_before_it_resumed_is_released() -> None:
     factory = FakeFactory()
     pool = make_pool(factory, max_pool_size=1)

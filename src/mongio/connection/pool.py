@@ -136,6 +136,10 @@ _TIMED_OUT = _Grant("timed out")
 _CLEARED = _Grant("pool cleared")
 _CLOSED = _Grant("pool closed")
 
+# How many entries of waiters that left the queue early the wait queue's deque may hold beyond twice the
+# waiters still in it before it is compacted (see Pool._abandon).
+_COMPACT_AFTER = 32
+
 
 def _format_address(address: Address) -> str:
     host, port = address
@@ -203,7 +207,13 @@ class Pool(Generic[C]):
         self._establishing: set[_Establishing] = set()
         # Set once close_on_closed_loop() dropped the connections still checked out.
         self._let_go = False
+        # The wait queue, in arrival order. A waiter that leaves it early (its task cancelled, its wait timed
+        # out) is only taken out of ``_waiting``: finding it in the deque would cost a pass over the waiters
+        # ahead of it, and a crowd of waiters cancelled at once, last first, would stall the loop for the
+        # square of their number. Passes over the queue drop such entries as they meet them, and
+        # ``_abandon`` compacts the deque once they outnumber the live waiters.
         self._waiters: deque[asyncio.Future[Any]] = deque()
+        self._waiting: set[asyncio.Future[Any]] = set()  # the waiters still to be served
         self._next_id = 1
         self._clear_cause: BaseException | None = None
 
@@ -217,7 +227,7 @@ class Pool(Generic[C]):
         return (
             f"<Pool {self._where} {self._state} generation={self._generation} total={self._total} "
             f"idle={len(self._idle)} in_use={len(self._in_use)} pending={self._pending} "
-            f"waiting={len(self._waiters)}>"
+            f"waiting={len(self._waiting)}>"
         )
 
     # Introspection.
@@ -259,7 +269,7 @@ class Pool(Generic[C]):
 
     @property
     def wait_queue_length(self) -> int:
-        return len(self._waiters)
+        return len(self._waiting)
 
     # State changes.
 
@@ -379,6 +389,7 @@ class Pool(Generic[C]):
         for conn in [conn for conn, _since in idle] + in_use:
             self._discard(conn, _POOL_CLOSED)
         self._waiters.clear()
+        self._waiting.clear()
         self._establishing.clear()
         if was_open:
             self._publish.pool_closed()
@@ -411,7 +422,7 @@ class Pool(Generic[C]):
         if observed:
             started = time.monotonic()
             publish.connection_check_out_started()
-        if self._state == PoolState.READY and not self._waiters and self._idle:
+        if self._state == PoolState.READY and not self._waiting and self._idle:
             conn = self._take_idle()
             if conn is not None:
                 self._in_use.add(conn)
@@ -423,7 +434,7 @@ class Pool(Generic[C]):
             started = time.monotonic()
         if self._state != PoolState.READY:
             raise self._refused(started)
-        if not self._waiters and self._may_open_another():
+        if not self._waiting and self._may_open_another():
             self._pending += 1
             self._total += 1
             return await self._open_for_checkout(started)
@@ -462,6 +473,7 @@ class Pool(Generic[C]):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self._waiters.append(waiter)
+        self._waiting.add(waiter)
         # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them. With nothing free
         # (the usual reason to wait) there is nothing to hand out: the call is saved.
         if self._idle or self._may_open_another():
@@ -478,7 +490,7 @@ class Pool(Generic[C]):
                 # Granted just before the cancellation arrived: the grant must not be lost.
                 self._give_back(waiter.result())
             else:
-                self._remove_waiter(waiter)
+                self._abandon(waiter)
             self._publish.connection_check_out_failed(_FAILED_CONN, started)
             raise
         if timer is not None:
@@ -641,10 +653,11 @@ class Pool(Generic[C]):
         if reason is not None:
             self._discard(conn, reason)
             return False
-        waiters = self._waiters
+        waiters, waiting = self._waiters, self._waiting
         while waiters:
             waiter = waiters.popleft()
-            if not waiter.done():  # a done one was cancelled: its task is about to leave the queue anyway
+            if waiter in waiting and not waiter.done():  # else it left the queue, or its task is leaving it
+                waiting.discard(waiter)
                 self._in_use.add(conn)
                 waiter.set_result(conn)
                 return True
@@ -690,21 +703,23 @@ class Pool(Generic[C]):
     def _dispatch(self) -> None:
         """Serve waiters in arrival order: an idle connection, else a slot to open one, while either is
         available."""
-        waiters = self._waiters
+        waiters, waiting = self._waiters, self._waiting
         while waiters:
             waiter = waiters[0]
-            if waiter.done():  # cancelled: its task is about to leave the queue anyway
+            if waiter not in waiting or waiter.done():  # it left the queue, or its task is leaving it
                 waiters.popleft()
                 continue
             if self._idle:
                 conn = self._take_idle()
                 if conn is not None:
                     waiters.popleft()
+                    waiting.discard(waiter)
                     self._in_use.add(conn)
                     waiter.set_result(conn)
                     continue
             if self._may_open_another():
                 waiters.popleft()
+                waiting.discard(waiter)
                 self._pending += 1
                 self._total += 1
                 waiter.set_result(_PERMIT)
@@ -727,19 +742,26 @@ class Pool(Generic[C]):
 
     def _expire(self, waiter: asyncio.Future[Any]) -> None:
         if not waiter.done():
-            self._remove_waiter(waiter)
+            self._abandon(waiter)
             waiter.set_result(_TIMED_OUT)
 
-    def _remove_waiter(self, waiter: asyncio.Future[Any]) -> None:
-        try:
-            self._waiters.remove(waiter)
-        except ValueError:
-            pass
+    def _abandon(self, waiter: asyncio.Future[Any]) -> None:
+        """Take ``waiter`` out of the wait queue, in constant time (see ``_waiters``); compact the deque once
+        more than half of it is such entries, which keeps the cost of a waiter leaving constant on average."""
+        waiting = self._waiting
+        waiting.discard(waiter)
+        waiters = self._waiters
+        if len(waiters) > 2 * len(waiting) + _COMPACT_AFTER:
+            # In place: a pass over the queue further up the stack would hold this same deque.
+            live = [entry for entry in waiters if entry in waiting and not entry.done()]
+            waiters.clear()
+            waiters.extend(live)
 
     def _fail_waiters(self, grant: _Grant) -> None:
         waiters, self._waiters = self._waiters, deque()
+        waiting, self._waiting = self._waiting, set()
         for waiter in waiters:
-            if not waiter.done():
+            if waiter in waiting and not waiter.done():
                 waiter.set_result(grant)
 
     def _refused(self, started: float) -> MongioError:
@@ -771,7 +793,7 @@ class Pool(Generic[C]):
         message = (
             f"Timed out while checking out a connection from connection pool {self._where} after "
             f"{(time.monotonic() - started) * 1000:.0f} ms ({limit}); maxPoolSize={size}, "
-            f"{len(self._in_use)} in use, {self._pending} being established, {len(self._waiters)} still waiting"
+            f"{len(self._in_use)} in use, {self._pending} being established, {len(self._waiting)} still waiting"
         )
         if self._load_balanced:
             message += ". " + self._in_use_by_purpose(size)
