@@ -4,7 +4,9 @@ The topology owns the current :class:`~mongio.topology.topology_description.Topo
 server, a monitor (plus, while streaming, a round trip time task) and a connection pool. Every new server
 description goes through the pure update rules while holding one ``asyncio.Condition``; the description is
 replaced, monitors are started or stopped for servers that appeared or left, pools are marked ready or
-cleared in the same step, and every waiter on the condition is woken.
+cleared in the same step, and every waiter on the condition is woken. The condition is a
+:class:`~mongio.topology.change_condition.ChangeCondition`, whose waits end in constant time however many
+selections wait.
 
 Server selection has a synchronous fast path: when the current description already holds a suitable server,
 :meth:`Topology.select_server` returns it without awaiting anything. Otherwise it asks every monitor for an
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mongio.bson.objectid import ObjectId
 from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
+from mongio.topology.change_condition import ChangeCondition
 from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
 from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
@@ -235,7 +238,7 @@ class Topology:
         self.description = initial_topology_description(settings)
         """The current description: an immutable snapshot, safe to keep and read."""
         self._servers: dict[Address, Server] = {}
-        self._condition = asyncio.Condition()
+        self._condition = ChangeCondition()
         self._retired: set[asyncio.Future[Any]] = set()
         self._opened = False
         self.closed = False
