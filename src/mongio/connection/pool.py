@@ -653,11 +653,11 @@ class Pool(Generic[C]):
         if reason is not None:
             self._discard(conn, reason)
             return False
-        waiters, waiting = self._waiters, self._waiting
+        waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
-            if waiter in waiting and not waiter.done():  # else it left the queue, or its task is leaving it
-                waiting.discard(waiter)
+            if waiter in self._waiting and not waiter.done():  # else it left the queue, or its task is leaving it
+                self._waiting.discard(waiter)
                 self._in_use.add(conn)
                 waiter.set_result(conn)
                 return True

@@ -21,7 +21,9 @@ __all__ = ["ChangeCondition"]
 
 class ChangeCondition(asyncio.Condition):
     """An ``asyncio.Condition`` whose waits end in constant time however many tasks wait (see the module
-    docstring); same interface and semantics."""
+    docstring); same interface and semantics as Python 3.11's. (A task notified by ``notify(n)`` and cancelled
+    before it resumes does not pass the notification on, as later Pythons' conditions do; the topology only
+    calls ``notify_all``.)"""
 
     def __init__(self) -> None:
         super().__init__()
