@@ -107,6 +107,12 @@ class PoolState:
     CLOSED = "closed"
 
 
+# The states check_out and check_in compare with, as module constants: on Python 3.11 an attribute read off a
+# class object is not specialized, and these run for every operation.
+_READY = PoolState.READY
+_CLOSED_STATE = PoolState.CLOSED
+
+
 class _Establishing:
     """A connection being established, so that a clear with ``interrupt_in_use_connections`` can
     interrupt it (by cancelling the task establishing it, which then converts the cancellation)."""
@@ -422,7 +428,7 @@ class Pool(Generic[C]):
         if observed:
             started = time.monotonic()
             publish.connection_check_out_started()
-        if self._state == PoolState.READY and not self._waiting and self._idle:
+        if self._state is _READY and not self._waiting and self._idle:
             conn = self._take_idle()
             if conn is not None:
                 self._in_use.add(conn)
@@ -646,7 +652,7 @@ class Pool(Generic[C]):
         every change that frees a connection or a slot dispatches at once, so while a task waits nothing is
         idle and no slot is free, and handing this connection over changes neither.
         """
-        if self._state == PoolState.CLOSED:
+        if self._state is _CLOSED_STATE:
             self._discard(conn, _POOL_CLOSED)
             return False
         reason = self._perished(conn, None)

@@ -88,6 +88,12 @@ R = TypeVar("R")
 _log = logging.getLogger("mongio.execution")
 _DEBUG = logging.DEBUG
 _MONGOS_LIKE = frozenset({ServerType.Mongos, ServerType.LoadBalancer})
+# The enum members every operation compares with, as module constants: on Python 3.11 reading a member off
+# its enum class is an unspecialized attribute lookup, several times the cost of reading a global.
+_MONGOS = ServerType.Mongos
+_STANDALONE = ServerType.Standalone
+_SINGLE = TopologyType.Single
+_RETRYABLE_WRITE = Retryability.WRITE
 # Server selection for the commands of close() (endSessions): short, since the client is going away.
 _CLOSE_TIMEOUT = 5.0
 # The write commands that take a readConcern with afterClusterTime in a causally consistent session.
@@ -150,8 +156,8 @@ def read_preference_document(
         if read_preference is None or read_preference.mode == 0:
             return None
         return read_preference.document
-    if topology_type is TopologyType.Single:
-        if server_type is ServerType.Standalone:
+    if topology_type is _SINGLE:
+        if server_type is _STANDALONE:
             return None
         if read_preference is None or read_preference.mode == 0:
             return {"mode": "primaryPreferred"}
@@ -595,7 +601,7 @@ class Executor:
             run.server_address = server.address
             described = topology.description
             description = described.get(server.address) or server.description
-            run.from_mongos = description.server_type is ServerType.Mongos
+            run.from_mongos = description.server_type is _MONGOS
             pool = server.pool
             if pool is None:
                 raise ConnectionFailure(f"no connection pool for {server.address}")
@@ -667,13 +673,13 @@ class Executor:
         # One clock reading: the pool's expiry check and the session's last use (it is about to be sent).
         now = time.monotonic()
         server_session = self._server_session_for(topology, described, run, description, now)
-        if op.retryability is Retryability.WRITE:
+        if op.retryability is _RETRYABLE_WRITE:
             self._decide_txn_number(run, description, server_session)
         run.generation = conn.generation
         run.wire_version = conn.max_wire_version
         command = op.build(conn)
         body = command.body
-        if run.txn_number is not None and op.retryability is not Retryability.WRITE:
+        if run.txn_number is not None and op.retryability is not _RETRYABLE_WRITE:
             # The build found statements that cannot be retried (a multi-document write).
             run.txn_number = None
         if server_session is not None:

@@ -76,6 +76,10 @@ R = TypeVar("R")
 
 # Wire version 9 is MongoDB 4.4: the first to accept any BSON comment on getMore.
 _GETMORE_COMMENT_MIN_WIRE_VERSION = 9
+# Retryability's members as module constants for the single writes, made per call: on Python 3.11 reading a
+# member off its enum class is an unspecialized lookup, several times the cost of reading a global.
+_RETRYABLE_WRITE = Retryability.WRITE
+_NOT_RETRYABLE = Retryability.NONE
 
 
 class CursorType:
@@ -104,6 +108,11 @@ class CursorType:
     TAILABLE = 2
     TAILABLE_AWAIT = 34
     EXHAUST = 64
+
+
+# find_one's cursor type, read per call: a module constant (an attribute read off a class object is not
+# specialized on Python 3.11).
+_NON_TAILABLE = CursorType.NON_TAILABLE
 
 
 def _mapping(value: Any, name: str) -> Mapping[str, Any]:
@@ -365,7 +374,7 @@ class Find(_ReadOperation):
         find.limit = 1
         find.single_batch = True
         find.comment = None
-        find.cursor_type = CursorType.NON_TAILABLE
+        find.cursor_type = _NON_TAILABLE
         find.max_await_time_ms = None
         return find
 
@@ -687,7 +696,7 @@ class _LoneWrite(Operation[R]):
         self._multi = multi
         self._has_hint = has_hint
         self.acknowledged = write_concern is None or write_concern.acknowledged
-        self.retryability = Retryability.WRITE if self.acknowledged and not multi else Retryability.NONE
+        self.retryability = _RETRYABLE_WRITE if self.acknowledged and not multi else _NOT_RETRYABLE
 
     def use_transaction_write_concern(self) -> None:
         super().use_transaction_write_concern()

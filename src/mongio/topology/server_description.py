@@ -32,6 +32,10 @@ _WRITABLE_TYPES = frozenset(
     {ServerType.RSPrimary, ServerType.Standalone, ServerType.Mongos, ServerType.LoadBalancer}
 )
 _DATA_BEARING_TYPES = _WRITABLE_TYPES | {ServerType.RSSecondary}
+# Read per retryable write: module constants, since on Python 3.11 reading a member off its enum class is an
+# unspecialized lookup, several times the cost of reading a global.
+_LOAD_BALANCER = ServerType.LoadBalancer
+_TAKE_RETRYABLE_WRITES = frozenset({ServerType.Mongos, ServerType.RSPrimary})
 
 
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:
@@ -392,12 +396,9 @@ class ServerDescription:
     @property
     def retryable_writes_supported(self) -> bool:
         """Whether the server supports retryable writes (sessions on a primary or mongos, or a load balancer)."""
-        if self._server_type == ServerType.LoadBalancer:
+        if self._server_type == _LOAD_BALANCER:
             return True
-        return self._ls_timeout_minutes is not None and self._server_type in (
-            ServerType.Mongos,
-            ServerType.RSPrimary,
-        )
+        return self._ls_timeout_minutes is not None and self._server_type in _TAKE_RETRYABLE_WRITES
 
     @property
     def retryable_reads_supported(self) -> bool:
