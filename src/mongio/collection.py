@@ -204,6 +204,10 @@ class Collection(Generic[_D]):
                 "`await database.create_collection(name, ...)` to create a collection."
             )
         self._database = database
+        # Read by every operation: kept here, where one attribute read finds them (on Python 3.11 each read
+        # of an attribute of a class with __getattr__, as Collection and Database are, takes the slow path).
+        self._database_name = database.name
+        self._executor = database._executor
         self._name = validate_collection_name(name)
         self._codec_options = database.codec_options.resolve(codec_options)
         self._read_preference = (
@@ -224,7 +228,7 @@ class Collection(Generic[_D]):
     @property
     def full_name(self) -> str:
         """The namespace: ``"<database>.<collection>"``."""
-        return f"{self._database.name}.{self._name}"
+        return f"{self._database_name}.{self._name}"
 
     @property
     def database(self) -> Database[_D]:
@@ -340,7 +344,7 @@ class Collection(Generic[_D]):
     def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
         """The coroutine that runs ``operation`` under this collection's timeout: the executor's own, handed
         back rather than awaited here (one coroutine level less for every operation; await it at once)."""
-        return self._database.client._executor.execute(operation, session, level_timeout=self._timeout)
+        return self._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
         self, operation: Operation[Any], session: Any, **cursor_options: Any
@@ -370,7 +374,7 @@ class Collection(Generic[_D]):
         ``result = await coll.insert_one({"x": 1}); result.inserted_id``
         """
         operation = Insert(
-            self._database.name,
+            self._database_name,
             self._name,
             document,
             bypass_document_validation=bypass_document_validation,
@@ -402,7 +406,7 @@ class Collection(Generic[_D]):
         if not documents:
             raise TypeError("documents must be a non-empty list")
         bulk = BulkWrite.for_insert_many(
-            self._database.name,
+            self._database_name,
             self._name,
             documents,
             ordered=ordered,
@@ -419,7 +423,7 @@ class Collection(Generic[_D]):
         self, bulk: BulkWrite, session: Any, operation_name: str | None = None
     ) -> BulkWriteResult:
         # timeoutMS bounds the whole bulk write, not each batch; it is one operation (one tracing span).
-        with self._database.client._executor.timeout_scope(self._timeout, session, operation_name):
+        with self._executor.timeout_scope(self._timeout, session, operation_name):
             while (batch := bulk.next_batch()) is not None:
                 await self._run(batch, session)
         return bulk.result()
@@ -445,7 +449,7 @@ class Collection(Generic[_D]):
         if not isinstance(requests, list | tuple):
             raise TypeError("requests must be a list")
         bulk = BulkWrite(
-            self._database.name,
+            self._database_name,
             self._name,
             requests,
             ordered=ordered,
@@ -468,7 +472,7 @@ class Collection(Generic[_D]):
     ) -> Update:
         """The operation of an update, built from a checked statement."""
         return Update(
-            self._database.name,
+            self._database_name,
             self._name,
             statement,
             bypass_document_validation=bypass_document_validation,
@@ -558,7 +562,7 @@ class Collection(Generic[_D]):
     ) -> Delete:
         """The operation of a delete, built from a checked statement."""
         return Delete(
-            self._database.name,
+            self._database_name,
             self._name,
             statement,
             comment=comment,
@@ -638,7 +642,7 @@ class Collection(Generic[_D]):
         # command the timeout the cursor would have settled (its lifetime's, maxTimeMS sent).
         operation = self._single_batch_find(filter, kwargs)
         pin = ConnectionPin()
-        state, address = await self._database.client._executor.execute_answered(
+        state, address = await self._executor.execute_answered(
             operation, session, level_timeout=self._timeout, pin=pin
         )
         batch = state.batch
@@ -655,7 +659,7 @@ class Collection(Generic[_D]):
         (passing every option, unset ones included, would cost a good part of a find_one's CPU)."""
         if not options:
             return Find.first_match(
-                self._database.name,
+                self._database_name,
                 self._name,
                 filter,
                 read_preference=self._read_preference,
@@ -665,7 +669,7 @@ class Collection(Generic[_D]):
         if "sort" in options and not options["sort"]:
             options["sort"] = None  # an empty sort means none, as in Cursor.__init__
         return Find(
-            self._database.name,
+            self._database_name,
             self._name,
             filter,
             limit=-1,
@@ -699,7 +703,7 @@ class Collection(Generic[_D]):
 
     async def _find_and_modify(self, filter: Mapping[str, Any], session: Any, **arguments: Any) -> _D | None:
         operation = FindAndModify(
-            self._database.name,
+            self._database_name,
             self._name,
             filter,
             write_concern=self._write_concern,
@@ -809,7 +813,7 @@ class Collection(Generic[_D]):
         """The number of documents matching ``filter`` (exact; ``skip``, ``limit``, ``hint``, ``collation``
         and ``maxTimeMS`` may be given)."""
         operation = CountDocuments(
-            self._database.name,
+            self._database_name,
             self._name,
             filter,
             comment=comment,
@@ -826,7 +830,7 @@ class Collection(Generic[_D]):
         shutdown. Takes ``maxTimeMS``."""
         options = _options(kwargs, _MAX_TIME_OPTIONS, "estimated_document_count")
         operation = EstimatedDocumentCount(
-            self._database.name,
+            self._database_name,
             self._name,
             comment=comment,
             read_preference=self._read_preference,
@@ -858,7 +862,7 @@ class Collection(Generic[_D]):
             stacklevel=2,
         )
         operation = Count(
-            self._database.name,
+            self._database_name,
             self._name,
             filter,
             read_preference=self._read_preference,
@@ -881,7 +885,7 @@ class Collection(Generic[_D]):
             else:
                 options[name] = value
         return MapReduce(
-            self._database.name,
+            self._database_name,
             self._name,
             map,
             reduce,
@@ -963,7 +967,7 @@ class Collection(Generic[_D]):
         if "skip" in options or "limit" in options:
             raise TypeError("distinct() takes no skip or limit")
         operation = Distinct(
-            self._database.name,
+            self._database_name,
             self._name,
             key,
             filter,
@@ -1006,7 +1010,7 @@ class Collection(Generic[_D]):
             else:
                 options[name] = value
         operation = Aggregate(
-            self._database.name,
+            self._database_name,
             self._name,
             pipeline,
             let=let,
@@ -1061,7 +1065,7 @@ class Collection(Generic[_D]):
 
         stream: CollectionChangeStream[_D] = CollectionChangeStream(
             self._database.client,
-            self._database.name,
+            self._database_name,
             self._name,
             pipeline,
             full_document=full_document,
@@ -1106,7 +1110,7 @@ class Collection(Generic[_D]):
             "create_indexes",
         )
         operation = CreateIndexes(
-            self._database.name,
+            self._database_name,
             self._name,
             list(indexes),
             comment=comment,
@@ -1152,7 +1156,7 @@ class Collection(Generic[_D]):
     async def _drop_indexes(self, index: Any, session: Any, comment: Any, kwargs: Mapping[str, Any]) -> None:
         options = _options(kwargs, _MAX_TIME_OPTIONS, "drop_index")
         operation = DropIndexes(
-            self._database.name,
+            self._database_name,
             self._name,
             index,
             comment=comment,
@@ -1181,7 +1185,7 @@ class Collection(Generic[_D]):
         if batch_size is not None and batch_size < 0:
             raise ValueError(f"batch_size must be >= 0, not {batch_size}")
         operation = ListIndexes(
-            self._database.name,
+            self._database_name,
             self._name,
             batch_size=batch_size,
             comment=comment,
@@ -1231,7 +1235,7 @@ class Collection(Generic[_D]):
         """Create Atlas Search indexes; returns their names."""
         _options(kwargs, {}, "create_search_indexes")
         operation = CreateSearchIndexes(
-            self._database.name, self._name, list(models), comment=comment, codec_options=self._codec_options
+            self._database_name, self._name, list(models), comment=comment, codec_options=self._codec_options
         )
         names: list[str] = await self._run(operation, session)
         return names
@@ -1250,7 +1254,7 @@ class Collection(Generic[_D]):
         timeout_mode = kwargs.pop("timeout_mode", None)
         options = _options(kwargs, _LIST_SEARCH_INDEXES_OPTIONS, "list_search_indexes")
         operation = ListSearchIndexes(
-            self._database.name,
+            self._database_name,
             self._name,
             name,
             comment=comment,
@@ -1278,7 +1282,7 @@ class Collection(Generic[_D]):
         """Give the Atlas Search index ``name`` a new definition."""
         _options(kwargs, {}, "update_search_index")
         operation = UpdateSearchIndex(
-            self._database.name,
+            self._database_name,
             self._name,
             name,
             definition,
@@ -1293,7 +1297,7 @@ class Collection(Generic[_D]):
         """Drop the Atlas Search index ``name`` (no error if the collection does not exist)."""
         _options(kwargs, {}, "drop_search_index")
         operation = DropSearchIndex(
-            self._database.name, self._name, name, comment=comment, codec_options=self._codec_options
+            self._database_name, self._name, name, comment=comment, codec_options=self._codec_options
         )
         await self._run(operation, session)
 
@@ -1308,7 +1312,7 @@ class Collection(Generic[_D]):
                 "encrypted_fields needs client-side field level encryption (not supported)"
             )
         operation = Drop(
-            self._database.name,
+            self._database_name,
             self._name,
             comment=comment,
             write_concern=self._write_concern,
@@ -1325,7 +1329,7 @@ class Collection(Generic[_D]):
         """
         drop_target = kwargs.pop("dropTarget", kwargs.pop("drop_target", None))
         operation = RenameCollection(
-            self._database.name,
+            self._database_name,
             self._name,
             new_name,
             drop_target=drop_target,
@@ -1341,7 +1345,7 @@ class Collection(Generic[_D]):
         """The options the collection was created with (``capped``, ``validator``...); ``{}`` if none or if
         the collection does not exist."""
         operation = ListCollections(
-            self._database.name,
+            self._database_name,
             filter={"name": self._name},
             comment=comment,
             codec_options=self._codec_options,

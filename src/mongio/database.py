@@ -75,6 +75,8 @@ class Database(Generic[_D]):
             )
         self._client = client
         self._name = name
+        # The client's, for good: every operation of this database and its collections runs there.
+        self._executor = client._executor
         self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
         self._read_preference: _ServerMode = (
             client.read_preference if read_preference is None else as_read_preference(read_preference)
@@ -215,7 +217,7 @@ class Database(Generic[_D]):
     def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
         """The coroutine that runs ``operation`` under this database's timeout: the executor's own, handed back
         rather than awaited here (one coroutine level less for every operation; await it at once)."""
-        return self._client._executor.execute(operation, session, level_timeout=self._timeout)
+        return self._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
         self,
