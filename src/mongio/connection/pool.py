@@ -637,6 +637,15 @@ class Pool(Generic[C]):
         idle = self._idle
         while idle:
             conn, since = idle.pop()
+            # _perished's usual answer without its call (this runs for every check-out): outside load-balanced
+            # mode, with no idle limit, an open connection of the current generation is usable.
+            if (
+                self._max_idle is None
+                and not self._load_balanced
+                and conn.generation == self._generation
+                and not conn.closed
+            ):
+                return conn
             reason = self._perished(conn, since)
             if reason is None:
                 return conn
@@ -655,10 +664,12 @@ class Pool(Generic[C]):
         if self._state is _CLOSED_STATE:
             self._discard(conn, _POOL_CLOSED)
             return False
-        reason = self._perished(conn, None)
-        if reason is not None:
-            self._discard(conn, reason)
-            return False
+        # _perished's usual answer without its call (this runs for every check-in), as in _take_idle.
+        if self._load_balanced or conn.generation != self._generation or conn.closed:
+            reason = self._perished(conn, None)
+            if reason is not None:
+                self._discard(conn, reason)
+                return False
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
