@@ -117,6 +117,23 @@ async def test_idle_expired_connection_is_closed_at_check_out() -> None:
 
 
 @on_virtual_clock
+async def test_a_connection_the_peer_closed_while_idle_is_closed_at_check_out_and_not_handed_out() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    kept, broken = await pool.check_out(), await pool.check_out()
+    pool.check_in(kept)
+    pool.check_in(broken)  # the most recently used: the next check-out's first candidate
+    # As the protocol marks a connection whose peer went away.
+    broken.close("the server closed the connection")
+    assert check_out_now(pool) is kept
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error"]
+    assert pool.total_connection_count == 1
+    pool.check_in(kept)
+    await pool.close()
+
+
+@on_virtual_clock
 async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_reused() -> None:
     recorder = Recorder()
     factory = FakeFactory()
