@@ -142,12 +142,7 @@ class ReplyWaiter(Generic[T]):
     def deliver(self, result: T | None, exception: BaseException | None = None) -> None:
         """Finish with the parsed reply (or the parser's error) and resume the waiting task now if no task is
         running (the transport's read callback), else on the loop's next turn."""
-        # _finish's body inline: this runs once per reply.
-        if self._state != _PENDING:
-            raise asyncio.InvalidStateError("the reply waiter is already done")
-        self._result = result
-        self._exception = exception
-        self._state = _FINISHED
+        self._finish(result, exception)
         callback = self._callback
         if callback is None:
             return
