@@ -13,7 +13,11 @@ loops.
 Each round gives, per task and driver, the median over that round's timed iterations of the wall time and
 of the client process's CPU time per operation (``time.process_time()``, all threads of the client). The
 table shows the median of those round values with their min and max, and the ratio of each median to
-PyMongo async's. Beside them, the server process's CPU time per operation (read from /proc, where there
+PyMongo async's (the figure the targets are checked against). Beside it, the ratio per round: each round's
+value over PyMongo async's in the same round, their median with min and max. A round's drivers run within
+seconds of each other while the machine's speed drifts over minutes (other tenants of a shared host), so
+the per-round ratios cancel what the rounds share and spread less than the medians they come from; where the
+two ratios disagree, the drift between rounds is the cause. Beside them, the server process's CPU time per operation (read from /proc, where there
 is one): where the server is the bottleneck, as on the 200-task workload, it shows what each driver's
 traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
 reported as skipped, with the reason, instead of stopping the run.
@@ -97,6 +101,11 @@ class Summary:
     cpu_max: float
     wall_ratio: float | None = None
     cpu_ratio: float | None = None
+    # The CPU ratio round by round (this driver's value over the baseline's in the same round): median, min
+    # and max over the rounds both have a value for.
+    cpu_round_ratio_median: float | None = None
+    cpu_round_ratio_min: float | None = None
+    cpu_round_ratio_max: float | None = None
     # The server process's CPU per operation (median over rounds), where it could be read: on a server
     # that is the bottleneck, it shows what each driver's traffic costs the server.
     server_cpu_median: float | None = None
@@ -107,11 +116,14 @@ def summarize(
     units: dict[str, str],
     server_cpu: dict[str, dict[str, list[float]]] | None = None,
     baseline_driver: str = BASELINE,
+    round_numbers: dict[str, dict[str, list[int]]] | None = None,
 ) -> list[Summary]:
     """Summaries in task order, the baseline (PyMongo async) first, with ratios to it where it has numbers.
 
     ``per_round[task][driver]`` lists (wall, CPU) seconds per operation, one pair per round;
-    ``server_cpu[task][driver]``, when given, the server's CPU seconds per operation, one per round.
+    ``server_cpu[task][driver]``, when given, the server's CPU seconds per operation, one per round;
+    ``round_numbers[task][driver]``, when given, the round each of ``per_round``'s pairs comes from (a driver
+    may have failed a round): without it, there are no per-round ratios.
     """
     summaries: list[Summary] = []
     for task, by_driver in per_round.items():
@@ -143,8 +155,32 @@ def summarize(
             if baseline is not None:
                 row.wall_ratio = row.wall_median / baseline.wall_median if baseline.wall_median else None
                 row.cpu_ratio = row.cpu_median / baseline.cpu_median if baseline.cpu_median else None
+                numbers = (round_numbers or {}).get(task, {})
+                mine, theirs = numbers.get(row.driver), numbers.get(baseline_driver)
+                ratios = (
+                    []
+                    if mine is None or theirs is None
+                    else round_ratios(
+                        _cpu_by_round(by_driver[row.driver], mine),
+                        _cpu_by_round(by_driver[baseline_driver], theirs),
+                    )
+                )
+                if ratios:
+                    row.cpu_round_ratio_median = statistics.median(ratios)
+                    row.cpu_round_ratio_min = min(ratios)
+                    row.cpu_round_ratio_max = max(ratios)
             summaries.append(row)
     return summaries
+
+
+def _cpu_by_round(values: list[tuple[float, float]], numbers: list[int]) -> dict[int, float]:
+    """A driver's CPU per operation keyed by the round it comes from."""
+    return {number: cpu for number, (_, cpu) in zip(numbers, values, strict=True)}
+
+
+def round_ratios(driver: dict[int, float], baseline: dict[int, float]) -> list[float]:
+    """``driver``'s value over ``baseline``'s, for each round both have a (non-zero baseline) value."""
+    return [driver[number] / baseline[number] for number in sorted(driver) if baseline.get(number)]
 
 
 def _micros(seconds: float) -> str:
@@ -153,6 +189,13 @@ def _micros(seconds: float) -> str:
 
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+def _round_ratio(row: Summary) -> str:
+    """The per-round CPU ratio as ``median (min-max)``, or ``-`` where there is none."""
+    if row.cpu_round_ratio_median is None:
+        return "-"
+    return f"{row.cpu_round_ratio_median:.2f}x ({row.cpu_round_ratio_min:.2f}-{row.cpu_round_ratio_max:.2f})"
 
 
 def format_table(summaries: Sequence[Summary]) -> str:
@@ -170,6 +213,7 @@ def format_table(summaries: Sequence[Summary]) -> str:
         "ops/s",
         "wall ratio",
         "CPU ratio",
+        "CPU ratio per round",
     )
     lines: list[tuple[str, ...]] = [header]
     for row in summaries:
@@ -187,6 +231,7 @@ def format_table(summaries: Sequence[Summary]) -> str:
                 f"{1 / row.wall_median:,.0f}" if row.wall_median else "-",
                 _ratio(row.wall_ratio),
                 _ratio(row.cpu_ratio),
+                _round_ratio(row),
             )
         )
     widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
@@ -212,8 +257,10 @@ def check_targets(summaries: Sequence[Summary]) -> list[str]:
         if row.task in CPU_TARGETS and row.cpu_ratio is not None:
             limit = CPU_TARGETS[row.task]
             verdict = "met" if row.cpu_ratio <= limit else "NOT met"
+            per_round = "" if row.cpu_round_ratio_median is None else f"; per round {_round_ratio(row)}"
             lines.append(
-                f"{row.driver} {row.task}: CPU/op {row.cpu_ratio:.2f}x PyMongo async (target <= {limit}x): {verdict}"
+                f"{row.driver} {row.task}: CPU/op {row.cpu_ratio:.2f}x PyMongo async{per_round} "
+                f"(target <= {limit}x, on the first): {verdict}"
             )
         if row.task in WALL_TARGETS and row.wall_ratio is not None:
             limit = WALL_TARGETS[row.task]
@@ -237,6 +284,8 @@ class Run:
     server: str = "secantus"
     baseline: str = BASELINE  # the driver the ratios are to
     per_round: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    # The round each of per_round's pairs comes from (a driver may fail a round).
+    round_numbers: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     server_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     raw: list[dict[str, Any]] = field(default_factory=list)
     orders: list[list[str]] = field(default_factory=list)
@@ -302,6 +351,7 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
     """Run every round, driver and (group of) tasks, filling ``run`` as results come in."""
     for task in run.tasks:
         run.per_round[task] = {driver: [] for driver in run.drivers}
+        run.round_numbers[task] = {driver: [] for driver in run.drivers}
         run.server_cpu[task] = {driver: [] for driver in run.drivers}
     task_groups = [[task] for task in run.tasks] if run.fresh_server_per_task else [run.tasks]
     for round_index in range(run.rounds):
@@ -337,6 +387,7 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
                 for task, samples in result.get("results", {}).items():
                     wall, cpu = round_value(samples)
                     run.per_round[task][driver].append((wall, cpu))
+                    run.round_numbers[task][driver].append(round_index)
                     if samples.get("server_cpu"):
                         run.server_cpu[task][driver].append(
                             statistics.median(seconds / samples["ops"] for seconds in samples["server_cpu"])
@@ -350,7 +401,11 @@ def execute(run: Run, data_dir: Path, log: Any = sys.stderr) -> None:
 
 def report(run: Run) -> tuple[str, list[Summary]]:
     summaries = summarize(
-        run.per_round, {name: spec.unit for name, spec in TASKS.items()}, run.server_cpu, run.baseline
+        run.per_round,
+        {name: spec.unit for name, spec in TASKS.items()},
+        run.server_cpu,
+        run.baseline,
+        run.round_numbers,
     )
     parts = [
         f"Driver benchmarks: {run.rounds} round(s){' (quick)' if run.quick else ''}, Python {platform.python_version()}, "

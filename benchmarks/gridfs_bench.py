@@ -262,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"unknown driver(s) {unknown}; choose from {', '.join(DRIVERS)}")
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     per_round: dict[str, dict[str, list[tuple[float, float]]]] = {task: {d: [] for d in drivers} for task in TASKS}
+    round_numbers: dict[str, dict[str, list[int]]] = {task: {d: [] for d in drivers} for task in TASKS}
     memory: dict[str, dict[str, list[int]]] = {task: {d: [] for d in drivers} for task in TASKS}
     raw: list[dict[str, Any]] = []
     errors: list[str] = []
@@ -296,10 +297,11 @@ def main(argv: list[str] | None = None) -> None:
                 for task, samples in result.get("results", {}).items():
                     wall, cpu = round_value(samples)
                     per_round[task][driver].append((wall, cpu))
+                    round_numbers[task][driver].append(round_index)
                     print(f"  {driver} {task}: {wall * 1e3:,.1f} ms wall, {cpu * 1e3:,.1f} ms CPU", file=sys.stderr)
                 for task, peak in result.get("memory", {}).items():
                     memory[task][driver].append(peak)
-    summaries = summarize(per_round, {task: "file" for task in TASKS})
+    summaries = summarize(per_round, {task: "file" for task in TASKS}, round_numbers=round_numbers)
     parts = [
         f"GridFS benchmarks ({size / 2**20:.0f} MiB file): {rounds} round(s){' (quick)' if args.quick else ''}, "
         f"Python {platform.python_version()}, {os.cpu_count()} CPU(s), a fresh SecantusDB per driver and round; "

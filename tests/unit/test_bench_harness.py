@@ -88,9 +88,46 @@ def test_table_shows_microseconds_throughput_and_ratios() -> None:
     assert "5,000" in mongio_line  # operations per second
     assert "0.50x" in mongio_line and "0.33x" in mongio_line
     no_baseline = next(line for line in lines if line.startswith("find_many"))
-    assert no_baseline.split()[-2:] == ["-", "-"]
+    assert no_baseline.split()[-3:] == ["-", "-", "-"]
     widths = {len(line) for line in lines[:2]}
     assert len(widths) == 1  # header and rule line up
+
+
+def _paired_rounds() -> tuple[dict[str, dict[str, list[tuple[float, float]]]], dict[str, dict[str, list[int]]]]:
+    # PyMongo ran four rounds, mongio three (it failed round 1): CPU 4, 8, 2, 4 against 1, -, 1, 2 (x 1e-4).
+    per_round = {
+        "run_command": {
+            "pymongo": [(1.0, 4e-4), (1.0, 8e-4), (1.0, 2e-4), (1.0, 4e-4)],
+            "mongio": [(1.0, 1e-4), (1.0, 1e-4), (1.0, 2e-4)],
+        }
+    }
+    return per_round, {"run_command": {"pymongo": [0, 1, 2, 3], "mongio": [0, 2, 3]}}
+
+
+def test_per_round_ratios_pair_each_round_with_the_baseline_s_same_round() -> None:
+    per_round, numbers = _paired_rounds()
+    by_driver = {row.driver: row for row in summarize(per_round, {"run_command": "op"}, round_numbers=numbers)}
+    mongio = by_driver["mongio"]
+    # Rounds 0, 2, 3: 1/4, 1/2, 2/4. Paired by position instead (1/4, 1/8, 2/2) the median would be 0.25.
+    assert mongio.cpu_round_ratio_median == pytest.approx(0.5)
+    assert mongio.cpu_round_ratio_min == pytest.approx(0.25)
+    assert mongio.cpu_round_ratio_max == pytest.approx(0.5)
+    assert mongio.cpu_ratio == pytest.approx(1e-4 / 4e-4)  # the ratio of the medians is unchanged
+    assert by_driver["pymongo"].cpu_round_ratio_median == pytest.approx(1.0)
+    # Without the round numbers nothing says which rounds pair up: no per-round ratios.
+    unpaired = {row.driver: row for row in summarize(per_round, {"run_command": "op"})}
+    assert unpaired["mongio"].cpu_round_ratio_median is None
+    assert unpaired["mongio"].cpu_ratio == pytest.approx(0.25)
+
+
+def test_table_and_targets_show_the_per_round_ratio_beside_the_ratio_of_medians() -> None:
+    per_round, numbers = _paired_rounds()
+    summaries = summarize(per_round, {"run_command": "op"}, round_numbers=numbers)
+    mongio_line = next(line for line in format_table(summaries).splitlines() if " mongio " in line)
+    assert mongio_line.split()[-3:] == ["0.25x", "0.50x", "(0.25-0.50)"]  # CPU ratio, then per round
+    [target] = check_targets(summaries)
+    assert "CPU/op 0.25x PyMongo async; per round 0.50x (0.25-0.50)" in target
+    assert target.endswith(": met")  # judged on the ratio of the medians (0.25x), not the per-round 0.50x
 
 
 def _summary(task: str, driver: str, wall_ratio: float, cpu_ratio: float) -> Summary:
@@ -174,6 +211,8 @@ def test_execute_rotates_uses_a_server_per_workload_and_drops_unavailable_driver
     assert all(server.stopped for server in servers)
     assert run.skipped == {"mongio": "mongio client not available: ImportError: nope"}
     assert len(run.per_round["run_command"]["pymongo"]) == 3
+    assert run.round_numbers["run_command"]["pymongo"] == [0, 1, 2]
+    assert run.round_numbers["run_command"]["motor"] == []
     assert run.per_round["run_command"]["motor"] == []
     assert len(run.errors) == 3 and all("Boom: x" in line for line in run.errors)
 
@@ -245,7 +284,7 @@ def test_tracing_modes_run_mongio_three_ways_with_ratios_to_the_first(
     text = capsys.readouterr().out
     assert "Ratios to: mongio-tracing-absent" in text
     (on_row,) = [line for line in text.splitlines() if line.startswith("run_command") and "tracing-on" in line]
-    assert on_row.rstrip().endswith("2.00x      2.00x")
+    assert on_row.split()[-4:] == ["2.00x", "2.00x", "2.00x", "(2.00-2.00)"]
     with pytest.raises(SystemExit):
         driver_bench.main(["--tracing", "--drivers", "mongio"])
     with pytest.raises(SystemExit):
