@@ -13,13 +13,13 @@ loops.
 Each round gives, per task and driver, the median over that round's timed iterations of the wall time and
 of the client process's CPU time per operation (``time.process_time()``, all threads of the client). The
 table shows the median of those round values with their min and max, and the ratio of each median to
-PyMongo async's (the figure the targets are checked against). Beside it, the ratio per round: each round's
-value over PyMongo async's in the same round, their median with min and max. A round's drivers run within
-seconds of each other while the machine's speed drifts over minutes (other tenants of a shared host), so
-the per-round ratios cancel what the rounds share and spread less than the medians they come from; where the
-two ratios disagree, the drift between rounds is the cause. Beside them, the server process's CPU time per operation (read from /proc, where there
-is one): where the server is the bottleneck, as on the 200-task workload, it shows what each driver's
-traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
+PyMongo async's (the figure the targets are checked against). Beside it, the CPU ratio per round: each
+round's value over PyMongo async's in the same round, their median with min and max. A round's drivers run
+within seconds of each other while the machine's speed drifts over minutes (other tenants of a shared
+host), so the per-round ratios cancel what a round's drivers share and spread less than the medians they
+come from; where the two ratios disagree, drift between rounds is the likely cause. Beside them, the server
+process's CPU time per operation (read from /proc, where there is one): where the server is the
+bottleneck, as on the 200-task workload, it shows what each driver's traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
 reported as skipped, with the reason, instead of stopping the run.
 
 ``--tracing`` runs mongio alone in three modes instead: OpenTelemetry absent (its imports refused), installed
@@ -260,7 +260,7 @@ def check_targets(summaries: Sequence[Summary]) -> list[str]:
             per_round = "" if row.cpu_round_ratio_median is None else f"; per round {_round_ratio(row)}"
             lines.append(
                 f"{row.driver} {row.task}: CPU/op {row.cpu_ratio:.2f}x PyMongo async{per_round} "
-                f"(target <= {limit}x, on the first): {verdict}"
+                f"(target <= {limit}x, judged on the ratio of the medians): {verdict}"
             )
         if row.task in WALL_TARGETS and row.wall_ratio is not None:
             limit = WALL_TARGETS[row.task]
