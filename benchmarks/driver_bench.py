@@ -1,7 +1,7 @@
 """Driver benchmarks: mongio against PyMongo's AsyncMongoClient and Motor, in one run.
 
     .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
-        [--drivers pymongo,motor,mongio,mongio-uvloop] [--quick] [--json FILE] [--fresh-server-per-task]
+        [--drivers pymongo,motor,mongio,mongio-uvloop,floor] [--quick] [--json FILE] [--fresh-server-per-task]
         [--server secantus|loopback] [--tracing [absent,off,on]] [--busy-cores]
 
 For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
@@ -21,6 +21,11 @@ come from; where the two ratios disagree, drift between rounds is the likely cau
 process's CPU time per operation (read from /proc, where there is one): where the server is the
 bottleneck, as on the 200-task workload, it shows what each driver's traffic costs the server. A driver whose client cannot run (mongio while it is incomplete, or without uvloop) is
 reported as skipped, with the reason, instead of stopping the run.
+
+``--drivers`` may add ``floor`` (never run unless named; the single-operation tasks only): the round trips
+with no driver at all (:mod:`benchmarks.floor_client`). The report then gives each driver's CPU per
+operation beyond the floor's in the same round, which leaves out what the machine charges every client for
+a round trip (on a virtual machine, mostly the waking of an idle CPU, which grows with the server's time).
 
 ``--tracing`` runs mongio alone in three modes instead: OpenTelemetry absent (its imports refused), installed
 but tracing off, and tracing on (an SDK tracer provider without exporter); the ratios are then to the first
@@ -53,7 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.driver_workload import DRIVERS, TASKS, TRACING_MODES, extract_data, parse_tasks
+from benchmarks.driver_workload import DRIVERS, FLOOR_DRIVER, TASKS, TRACING_MODES, extract_data, parse_tasks
+from benchmarks.floor_client import FLOOR_TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "pymongo"
@@ -181,6 +187,40 @@ def _cpu_by_round(values: list[tuple[float, float]], numbers: list[int]) -> dict
 def round_ratios(driver: dict[int, float], baseline: dict[int, float]) -> list[float]:
     """``driver``'s value over ``baseline``'s, for each round both have a (non-zero baseline) value."""
     return [driver[number] / baseline[number] for number in sorted(driver) if baseline.get(number)]
+
+
+def above_floor(
+    per_round: dict[str, dict[str, list[tuple[float, float]]]],
+    round_numbers: dict[str, dict[str, list[int]]],
+    baseline_driver: str = BASELINE,
+) -> list[str]:
+    """Per task and driver, where the floor client ran: the CPU per operation beyond the floor's in the same
+    round (median, min-max over the rounds both ran), and its ratio to the baseline's median beyond it."""
+    lines = []
+    for task, by_driver in per_round.items():
+        numbers = round_numbers.get(task, {})
+        floor_values = by_driver.get(FLOOR_DRIVER)
+        if not floor_values or FLOOR_DRIVER not in numbers:
+            continue
+        floor = _cpu_by_round(floor_values, numbers[FLOOR_DRIVER])
+        beyond: dict[str, list[float]] = {}
+        for driver, values in by_driver.items():
+            if driver == FLOOR_DRIVER or driver not in numbers or not values:
+                continue
+            own = _cpu_by_round(values, numbers[driver])
+            beyond[driver] = [own[number] - floor[number] for number in sorted(own) if number in floor]
+        baseline = beyond.get(baseline_driver)
+        baseline_median = statistics.median(baseline) if baseline else None
+        for driver, differences in beyond.items():
+            if not differences:
+                continue
+            median = statistics.median(differences)
+            ratio = "" if not baseline_median else f", {median / baseline_median:.2f}x"
+            lines.append(
+                f"{task} {driver}: {_micros(median)} µs ({_micros(min(differences))} to "
+                f"{_micros(max(differences))}){ratio}"
+            )
+    return lines
 
 
 def _micros(seconds: float) -> str:
@@ -416,6 +456,14 @@ def report(run: Run) -> tuple[str, list[Summary]]:
         "",
         format_table(summaries),
     ]
+    floor = above_floor(run.per_round, run.round_numbers, run.baseline)
+    if floor:
+        parts += [
+            "",
+            f"Above the floor (CPU per operation minus the floor client's in the same round; median and range "
+            f"over rounds; ratio of the medians to {run.baseline}'s):",
+            *(f"  {line}" for line in floor),
+        ]
     targets = check_targets(summaries) if run.baseline == BASELINE else []
     if targets:
         parts += ["", "Targets (mongio against PyMongo async):", *(f"  {line}" for line in targets)]
@@ -461,7 +509,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rounds", type=int, help="rounds per driver (default 5; 2 with --quick)")
     parser.add_argument("--tasks", help=f"comma-separated subset of: {', '.join(TASKS)}")
-    parser.add_argument("--drivers", help=f"comma-separated subset of: {', '.join(DRIVERS)}")
+    parser.add_argument(
+        "--drivers", help=f"comma-separated subset of: {', '.join(DRIVERS)} (default all), and {FLOOR_DRIVER}"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few operations, 2 rounds")
     parser.add_argument("--json", type=Path, help="write the per-round numbers and the summary to this file")
     parser.add_argument(
@@ -492,7 +542,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
-    drivers = _split(args.drivers, DRIVERS, "driver(s)")
+    drivers = _split(args.drivers, (*DRIVERS, FLOOR_DRIVER), "driver(s)") if args.drivers else list(DRIVERS)
+    if FLOOR_DRIVER in drivers:
+        beyond = [task for task in tasks if task not in FLOOR_TASKS]
+        if beyond:
+            raise SystemExit(f"the floor client runs only {', '.join(FLOOR_TASKS)}, not {', '.join(beyond)}")
     baseline = BASELINE
     if args.tracing is not None:
         if args.drivers:

@@ -36,6 +36,7 @@ import tarfile
 import tempfile
 import time
 import traceback
+import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from importlib import metadata
@@ -53,7 +54,9 @@ DRIVERS = ("pymongo", "motor", "mongio", "mongio-uvloop")
 # mongio's spans and the SDK's span objects, not an exporter's).
 TRACING_MODES = ("absent", "off", "on")
 TRACING_DRIVERS = tuple(f"mongio-tracing-{mode}" for mode in TRACING_MODES)
-WORKLOAD_DRIVERS = DRIVERS + TRACING_DRIVERS
+# The floor (benchmarks.floor_client): the single-operation round trips with no driver, run only when asked for.
+FLOOR_DRIVER = "floor"
+WORKLOAD_DRIVERS = (*DRIVERS, *TRACING_DRIVERS, FLOOR_DRIVER)
 DATABASE = "perftest"
 COLLECTION = "corpus"
 
@@ -158,7 +161,7 @@ def open_client(driver: str, uri: str) -> Harness:
             client.close()  # synchronous in Motor
 
         return Harness(driver, metadata.version("motor"), "asyncio", client, close_motor)
-    if driver in ("mongio", "mongio-uvloop") or driver in TRACING_DRIVERS:
+    if driver in ("mongio", "mongio-uvloop", FLOOR_DRIVER) or driver in TRACING_DRIVERS:
         try:
             options: dict[str, Any] = {}
             if driver in TRACING_DRIVERS:
@@ -170,7 +173,9 @@ def open_client(driver: str, uri: str) -> Harness:
         except Exception as error:
             raise ClientUnavailable(f"{type(error).__name__}: {error}") from error
         loop = "uvloop" if driver == "mongio-uvloop" else "asyncio"
-        return Harness(driver, mongio.__version__, loop, client, client.close)
+        # The floor's mongio client only sets up (drops, loads the corpus); the floor client does the work.
+        version = "no driver" if driver == FLOOR_DRIVER else mongio.__version__
+        return Harness(driver, version, loop, client, client.close)
     raise SystemExit(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
 
 
@@ -229,12 +234,19 @@ async def timed(
 
 
 class Workloads:
-    """The tasks, each as setup / before-each-iteration / timed work, over one client."""
+    """The tasks, each as setup / before-each-iteration / timed work, over one client; with ``floor``, the
+    timed work of the single-operation tasks is the floor client's (the client only sets up)."""
 
     def __init__(
-        self, client: Any, documents: dict[str, dict[str, Any]], quick: bool, server_pid: int | None = None
+        self,
+        client: Any,
+        documents: dict[str, dict[str, Any]],
+        quick: bool,
+        server_pid: int | None = None,
+        floor: Any = None,
     ) -> None:
         self.client = client
+        self.floor = floor
         self.server_pid = server_pid
         self.quick = quick
         self.db = client[DATABASE]
@@ -281,6 +293,8 @@ class Workloads:
         gc.collect()
 
     def work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, None]]:
+        if self.floor is not None:
+            return self._floor_work(task, ops)
         db, coll = self.db, self.coll
 
         async def run_command() -> None:
@@ -344,6 +358,18 @@ class Workloads:
         }
         return table[task]
 
+    def _floor_work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, None]]:
+        from benchmarks.floor_client import FLOOR_TASKS
+
+        if task not in FLOOR_TASKS:
+            raise ValueError(f"the floor client runs only {', '.join(FLOOR_TASKS)}, not {task}")
+        method = getattr(self.floor, task)
+
+        async def floor_task() -> None:
+            await method(ops)
+
+        return floor_task
+
     async def run(self, spec: TaskSpec) -> dict[str, Any]:
         ops = spec.quick_ops if self.quick else spec.ops
         iterations = spec.quick_iterations if self.quick else spec.iterations
@@ -396,13 +422,26 @@ async def run_workloads(
                 result["skipped"] = f"mongio client not available: {type(error).__name__}: {error}"
                 return result
             raise
-        workloads = Workloads(harness.client, documents, quick, server_pid)
-        for name in tasks:
-            try:
-                result["results"][name] = await workloads.run(TASKS[name])
-            except Exception as error:
-                print(traceback.format_exc(), file=sys.stderr)
-                result["errors"][name] = f"{type(error).__name__}: {error}"
+        floor = None
+        if driver == FLOOR_DRIVER:
+            from benchmarks.floor_client import FloorClient
+
+            address = urllib.parse.urlsplit(uri)
+            assert address.hostname is not None and address.port is not None
+            floor = await FloorClient.connect(
+                address.hostname, address.port, DATABASE, COLLECTION, documents["small_doc"]
+            )
+        workloads = Workloads(harness.client, documents, quick, server_pid, floor)
+        try:
+            for name in tasks:
+                try:
+                    result["results"][name] = await workloads.run(TASKS[name])
+                except Exception as error:
+                    print(traceback.format_exc(), file=sys.stderr)
+                    result["errors"][name] = f"{type(error).__name__}: {error}"
+        finally:
+            if floor is not None:
+                floor.close()
     finally:
         await harness.close()
     return result
