@@ -187,19 +187,13 @@ async def test_a_closed_connection_fails_the_round_trip_instead_of_hanging() -> 
         await server.stop()
 
 
-class _RecordingFloor:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int]] = []
-
-    async def run_command(self, ops: int) -> None:
-        self.calls.append(("run_command", ops))
-
-
-async def test_the_workloads_hand_the_timed_work_to_the_floor_and_refuse_other_tasks() -> None:
-    floor = _RecordingFloor()
+async def test_the_workloads_hand_the_timed_work_to_the_floor_and_refuse_other_tasks(
+    recorded: tuple[FloorClient, list[tuple[dict[str, Any], list[dict[str, Any]]]]],
+) -> None:
+    floor, requests = recorded
     workloads = Workloads({"perftest": {"corpus": None}}, {}, quick=True, floor=floor)
-    await workloads.work("run_command", 7)()
-    assert floor.calls == [("run_command", 7)]
+    await workloads.work("find_one_by_id", 2)()
+    assert [body["filter"] for body, _ in requests] == [{"_id": 1}, {"_id": 2}]
     with pytest.raises(ValueError, match="floor client runs only"):
         workloads.work("find_many", 7)
 
