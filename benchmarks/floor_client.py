@@ -1,14 +1,14 @@
 """The floor of the driver benchmarks: the single-operation round trips with no driver at all.
 
 A client of the driver benchmarks (``--drivers floor`` of :mod:`benchmarks.driver_bench`) that does only
-what no driver can avoid: it writes a prepared OP_MSG (the command the drivers send for the task, with an
+what no driver can avoid. It writes a prepared OP_MSG on an asyncio connection and waits on a future for the
+whole reply, which it does not decode. The message is the command the drivers send for the task, with an
 ``lsid``, and for an insert a ``txnNumber`` and the document in a document sequence, but without the
-``$clusterTime`` they gossip; the ``_id`` sought or inserted and the ``txnNumber`` patched into the bytes in
-place) on an asyncio connection and waits on a
-future for the whole reply, which it does not decode. Its CPU per operation is what the machine charges a
-client for one round trip through asyncio: the system calls, the event loop, and on a virtual machine the
-waking of a CPU left idle while the server works, which grows with the time the server takes. A driver's
-CPU per operation minus the floor's, in the same round, is what the driver itself spends.
+``$clusterTime`` they gossip; the ``_id`` sought or inserted and the ``txnNumber`` are patched into its bytes
+in place. Its CPU per operation is what the machine charges a client for one round trip through asyncio:
+the system calls, the event loop, and on a virtual machine the waking of a CPU left idle while the server
+works, which grows with the time the server takes. A driver's CPU per operation minus the floor's, in the
+same round, is what the driver itself spends.
 
 The last reply of each timed loop is decoded after the loop and checked (``ok``, the document found, the
 document inserted), so that a floor fed errors fails instead of timing them.
