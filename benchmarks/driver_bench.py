@@ -58,8 +58,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.driver_workload import DRIVERS, FLOOR_DRIVER, TASKS, TRACING_MODES, extract_data, parse_tasks
-from benchmarks.floor_client import FLOOR_TASKS
+from benchmarks.driver_workload import (
+    DRIVERS,
+    FLOOR_DRIVER,
+    FLOOR_TASKS,
+    TASKS,
+    TRACING_MODES,
+    extract_data,
+    parse_tasks,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "pymongo"

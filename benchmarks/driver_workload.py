@@ -59,6 +59,7 @@ TRACING_MODES = ("absent", "off", "on")
 TRACING_DRIVERS = tuple(f"mongio-tracing-{mode}" for mode in TRACING_MODES)
 # The floor (benchmarks.floor_client): the single-operation round trips with no driver, run only when asked for.
 FLOOR_DRIVER = "floor"
+FLOOR_TASKS = ("run_command", "find_one_by_id", "small_insert_one")
 WORKLOAD_DRIVERS = (*DRIVERS, *TRACING_DRIVERS, FLOOR_DRIVER)
 DATABASE = "perftest"
 COLLECTION = "corpus"
@@ -370,7 +371,7 @@ class Workloads:
             "small_insert_one": floor.small_insert_one,
         }
         if task not in table:
-            raise ValueError(f"the floor client runs only {', '.join(table)}, not {task}")
+            raise ValueError(f"the floor client runs only {', '.join(FLOOR_TASKS)}, not {task}")
         method = table[task]
 
         async def floor_task() -> None:

@@ -23,9 +23,6 @@ from typing import Any
 
 from mongio.bson import Binary, Int64, ObjectId, decode, encode
 
-# The tasks the floor client can run: the single-operation ones.
-FLOOR_TASKS = ("run_command", "find_one_by_id", "small_insert_one")
-
 _OP_MSG = 2013
 _HEADER = struct.Struct("<iiii")
 _BODY_OFFSET = 21  # header (16), flagBits (4), the body section's kind byte (1)
