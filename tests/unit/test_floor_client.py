@@ -17,9 +17,13 @@ from mongio.bson import Int64, ObjectId, decode, encode
 
 SMALL = {"_id": "ignored", "name": "small", "values": [1, 2, 3]}
 _INT32 = struct.Struct("<i")
+# A request as the recording server reads it: the body and the documents of its document sequence.
+Request = tuple[dict[str, Any], list[dict[str, Any]]]
+# A floor client connected to the recording server, and the requests the server has read so far.
+Recorded = tuple[FloorClient, list[Request]]
 
 
-def parse_request(message: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def parse_request(message: bytes) -> Request:
     """An OP_MSG's body and the documents of its one document sequence (if any), read by hand."""
     length, _, _, op_code = struct.unpack_from("<iiii", message)
     assert (length, op_code, message[20]) == (len(message), 2013, 0)
@@ -92,7 +96,7 @@ class _Server:
         await asyncio.wait_for(asyncio.gather(*self._handlers), 5)
 
 
-async def _serve(answer: Answer, requests: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> _Server:
+async def _serve(answer: Answer, requests: list[Request]) -> _Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -109,8 +113,8 @@ async def _serve(answer: Answer, requests: list[tuple[dict[str, Any], list[dict[
 
 
 @pytest.fixture
-async def recorded() -> AsyncIterator[tuple[FloorClient, list[tuple[dict[str, Any], list[dict[str, Any]]]]]]:
-    requests: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+async def recorded() -> AsyncIterator[Recorded]:
+    requests: list[Request] = []
     server = await _serve(answers_as_a_server_would, requests)
     client = await FloorClient.connect("127.0.0.1", server.port, "perftest", "corpus", SMALL)
     try:
@@ -121,7 +125,7 @@ async def recorded() -> AsyncIterator[tuple[FloorClient, list[tuple[dict[str, An
 
 
 async def test_the_tasks_send_the_drivers_commands_with_fresh_ids_and_txn_numbers(
-    recorded: tuple[FloorClient, list[tuple[dict[str, Any], list[dict[str, Any]]]]],
+    recorded: Recorded,
 ) -> None:
     client, requests = recorded
     await client.run_command(2)
@@ -188,7 +192,7 @@ async def test_a_closed_connection_fails_the_round_trip_instead_of_hanging() -> 
 
 
 async def test_the_workloads_hand_the_timed_work_to_the_floor_and_refuse_other_tasks(
-    recorded: tuple[FloorClient, list[tuple[dict[str, Any], list[dict[str, Any]]]]],
+    recorded: Recorded,
 ) -> None:
     floor, requests = recorded
     workloads = Workloads({"perftest": {"corpus": None}}, {}, quick=True, floor=floor)
