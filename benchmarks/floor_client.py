@@ -81,7 +81,10 @@ class FloorConnection(asyncio.BufferedProtocol):
             return
         size = _INT32.unpack_from(self._buffer)[0]
         if size > len(self._buffer):
+            # The rest of this reply has nowhere to go: the connection is of no further use.
             self._fail(FloorError(f"a reply of {size} bytes does not fit the floor client's buffer"))
+            if self._transport is not None:
+                self._transport.abort()
         elif self._filled >= size:
             self._reply_size, self._filled = size, 0
             waiter, self._waiter = self._waiter, None
@@ -92,7 +95,8 @@ class FloorConnection(asyncio.BufferedProtocol):
         self._fail(ConnectionError(f"the server closed the floor client's connection: {exc}"))
 
     def _fail(self, error: Exception) -> None:
-        self._lost = error
+        if self._lost is None:  # the first error says why: the connection's loss may follow from it
+            self._lost = error
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)

@@ -11,7 +11,7 @@ import pytest
 from benchmarks import driver_bench
 from benchmarks.driver_bench import above_floor
 from benchmarks.driver_workload import DRIVERS, Workloads
-from benchmarks.floor_client import FloorClient, FloorError, marker_offset, op_msg
+from benchmarks.floor_client import FloorClient, FloorConnection, FloorError, marker_offset, op_msg
 
 from mongio.bson import Int64, ObjectId, decode, encode
 
@@ -106,7 +106,7 @@ async def _serve(answer: Answer, requests: list[Request]) -> _Server:
                 requests.append(request)
                 reply = b"\x00\x00\x00\x00\x00" + encode(answer(*request))
                 writer.write(struct.pack("<iiii", 16 + len(reply), 2, 1, 2013) + reply)
-        except asyncio.IncompleteReadError:
+        except (asyncio.IncompleteReadError, ConnectionResetError):  # the client closed, or aborted
             writer.close()
 
     return await _Server(handle).start()
@@ -188,6 +188,27 @@ async def test_a_closed_connection_fails_the_round_trip_instead_of_hanging() -> 
             await client.run_command(1)  # and every later one at once
     finally:
         client.close()
+        await server.stop()
+
+
+async def test_a_reply_too_large_for_the_buffer_fails_the_round_trip_and_ends_the_connection() -> None:
+    server = await _serve(answers_as_a_server_would, [])
+    loop = asyncio.get_running_loop()
+    # A buffer of 24 bytes: the hello reply's header fits, the reply does not.
+    transport, connection = await loop.create_connection(lambda: FloorConnection(24), "127.0.0.1", server.port)
+    hello = op_msg({"hello": True, "$db": "perftest"})
+    try:
+        with pytest.raises(FloorError, match="does not fit"):
+            await asyncio.wait_for(connection.round_trip(hello), 5)
+        for _ in range(100):  # the abort's connection_lost comes on a later turn of the loop
+            if transport.is_closing():
+                break
+            await asyncio.sleep(0.01)
+        assert transport.is_closing()
+        with pytest.raises(FloorError, match="does not fit"):  # the first error stays the reason
+            await connection.round_trip(hello)
+    finally:
+        connection.close()
         await server.stop()
 
 
