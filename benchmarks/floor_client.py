@@ -190,8 +190,9 @@ class FloorClient:
             _INT64.pack_into(message, id_offset + 4, self._inserted)
             _INT64.pack_into(message, txn_offset, self._inserted)
             await self.connection.round_trip(message)
-        if self._check_ok().get("n") != 1:
-            raise FloorError(f"an insert's reply was {self.connection.last_reply()!r}")
+        reply = self._check_ok()
+        if reply.get("n") != 1:
+            raise FloorError(f"an insert's reply was {reply!r}")
 
     def _check_ok(self) -> dict[str, Any]:
         reply = self.connection.last_reply()

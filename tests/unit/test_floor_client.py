@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -112,16 +113,22 @@ async def _serve(answer: Answer, requests: list[Request]) -> _Server:
     return await _Server(handle).start()
 
 
-@pytest.fixture
-async def recorded() -> AsyncIterator[Recorded]:
-    requests: list[Request] = []
-    server = await _serve(answers_as_a_server_would, requests)
-    client = await FloorClient.connect("127.0.0.1", server.port, "perftest", "corpus", SMALL)
+@contextlib.asynccontextmanager
+async def floor_of(server: _Server, database: str = "db") -> AsyncIterator[FloorClient]:
+    """A floor client connected to ``server``; on leaving, the client is closed, then the server stopped."""
+    client = await FloorClient.connect("127.0.0.1", server.port, database, "corpus", SMALL)
     try:
-        yield client, requests
+        yield client
     finally:
         client.close()
         await server.stop()
+
+
+@pytest.fixture
+async def recorded() -> AsyncIterator[Recorded]:
+    requests: list[Request] = []
+    async with floor_of(await _serve(answers_as_a_server_would, requests), "perftest") as client:
+        yield client, requests
 
 
 async def test_the_tasks_send_the_drivers_commands_with_fresh_ids_and_txn_numbers(
@@ -164,14 +171,9 @@ async def test_the_tasks_send_the_drivers_commands_with_fresh_ids_and_txn_number
     ],
 )
 async def test_a_wrong_last_reply_fails_the_task(task: str, answer: Answer, message: str) -> None:
-    server = await _serve(answer, [])
-    client = await FloorClient.connect("127.0.0.1", server.port, "db", "c", SMALL)
-    try:
+    async with floor_of(await _serve(answer, [])) as client:
         with pytest.raises(FloorError, match=message):
             await getattr(client, task)(2)
-    finally:
-        client.close()
-        await server.stop()
 
 
 async def test_a_closed_connection_fails_the_round_trip_instead_of_hanging() -> None:
@@ -179,23 +181,20 @@ async def test_a_closed_connection_fails_the_round_trip_instead_of_hanging() -> 
         await reader.readexactly(16)
         writer.close()
 
-    server = await _Server(close_at_once).start()
-    client = await FloorClient.connect("127.0.0.1", server.port, "db", "c", SMALL)
-    try:
+    async with floor_of(await _Server(close_at_once).start()) as client:
         with pytest.raises(ConnectionError):
             await asyncio.wait_for(client.run_command(1), 5)
         with pytest.raises(ConnectionError):
             await client.run_command(1)  # and every later one at once
-    finally:
-        client.close()
-        await server.stop()
 
 
 async def test_a_reply_too_large_for_the_buffer_fails_the_round_trip_and_ends_the_connection() -> None:
     server = await _serve(answers_as_a_server_would, [])
     loop = asyncio.get_running_loop()
     # A buffer of 24 bytes: the hello reply's header fits, the reply does not.
-    transport, connection = await loop.create_connection(lambda: FloorConnection(24), "127.0.0.1", server.port)
+    transport, connection = await loop.create_connection(
+        lambda: FloorConnection(24), "127.0.0.1", server.port
+    )
     hello = op_msg({"hello": True, "$db": "perftest"})
     try:
         with pytest.raises(FloorError, match="does not fit"):
