@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup test unit lint quickstart bench spec docs docs-serve clean
 
-$(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c
+$(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c src/mongio/connection/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

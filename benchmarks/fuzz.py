@@ -24,6 +24,9 @@ Targets:
   bson-entry    the extension's functions called directly with hostile arguments (bounds, contexts, buffers),
                 and the scan of a batch's framing held to its Python reference
   wire          parse_message on mutated OP_MSG, OP_REPLY, OP_QUERY and OP_COMPRESSED messages
+  framing       the compiled framing of a connection (get_buffer, buffer_updated, wait_message, ReplyWaiter)
+                fed mutated streams of messages in reads of random sizes, waiters set now and then, parsers
+                that fail; every outcome held to the Python framing's
   uri           the connection string parser on mutated URIs
   ejson         Extended JSON loads (canonical and relaxed) on mutated text, and dumps of what it gives
 """
@@ -632,8 +635,133 @@ class ExtendedJson(Target):
         self.json_util.dumps(value, json_options=options)
 
 
+class _Transport:
+    """What the framing calls on its transport, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume")
+
+    def abort(self) -> None:
+        self.calls.append("abort")
+
+    def write(self, data: Any) -> None:
+        self.calls.append("write")
+
+
+def _failing_parser(message: memoryview) -> bytes:
+    """A parser that refuses some messages, as a reply parser refuses a malformed reply."""
+    if len(message) > 16 and message[16] % 7 == 0:
+        raise ValueError(f"refused a message of {len(message)} bytes")
+    return bytes(message)
+
+
+def _outcome(waiter: Any) -> tuple[Any, ...]:
+    if not waiter.done():
+        return ("pending",)
+    try:
+        return ("result", waiter.result())
+    except Exception as error:
+        return ("error", type(error).__name__, str(error))
+
+
+class Framing(Target):
+    """The compiled framing against the Python framing, on the same stream, reads and waits."""
+
+    name = "framing"
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        import asyncio
+
+        from mongio.connection import protocol
+        from mongio.wire.header import HEADER
+
+        if protocol._compiled is None:
+            raise SystemExit("the C extension is not built or MONGIO_NO_SPEEDUPS is set")
+        self.implementations = {
+            "compiled": protocol.MessageProtocol,
+            "python": type("PythonFraming", (protocol._FramingInPython, protocol.MessageProtocol), {}),
+        }
+        self.loop = asyncio.new_event_loop()
+        # What the inputs made happen, counted on the compiled side: a short run checks that each one did.
+        self.seen: dict[str, int] = dict.fromkeys(
+            ("result", "error", "refused", "pause", "resume", "abort"), 0
+        )
+        self.seeds = [
+            HEADER.pack(size, index, 7, 2013) + bytes((index * 31 + i) % 256 for i in range(size - 16))
+            for index, size in enumerate((16, 17, 21, 60, 300, 4095, 4096, 5000, 9000))
+        ]
+
+    def inputs(self) -> Iterator[Any]:
+        rng = self.rng
+        while True:
+            parts = [rng.choice(self.seeds) for _ in range(rng.randrange(1, 6))]
+            if rng.random() < 0.6:
+                parts[rng.randrange(len(parts))] = self.mutator.mutate(rng.choice(parts), self.seeds)
+            stream = b"".join(parts)
+            reads = [rng.choice((1, 3, 15, 16, 17, 100, 4096, 70000)) for _ in range(40)]
+            waits = [rng.random() < 0.5 for _ in range(40)]
+            yield stream, reads, waits, rng.choice((100, 4096, 48_000_000)), rng.random() < 0.3
+
+    def run(self, item: Any) -> None:
+        outcomes = {
+            name: self.loop.run_until_complete(self._drive(cls, *item))
+            for name, cls in self.implementations.items()
+        }
+        for entry in outcomes["compiled"]:
+            if entry and entry[0] in self.seen:
+                self.seen[entry[0]] += 1
+        for call in outcomes["compiled"][-1]:
+            if call in self.seen:
+                self.seen[call] += 1
+        if outcomes["compiled"] != outcomes["python"]:
+            raise AssertionError(
+                f"compiled {outcomes['compiled']!r:.600} != python {outcomes['python']!r:.600}"
+            )
+
+    async def _drive(
+        self, cls: Any, stream: bytes, reads: list[int], waits: list[bool], max_size: int, failing: bool
+    ) -> list[Any]:
+        protocol = cls("fuzz.example:27017", max_size)
+        transport = _Transport()
+        protocol.connection_made(transport)
+        parser = _failing_parser if failing else bytes
+        log: list[Any] = []
+        waiter = None
+        offset = 0
+        for size, wait in zip(reads, waits, strict=True):
+            if wait:
+                if waiter is not None:
+                    log.append(_outcome(waiter))
+                try:
+                    waiter = protocol.wait_message(parser)
+                except Exception as error:  # a waiter still pending: refused
+                    log.append(("refused", type(error).__name__))
+            if offset < len(stream) and not protocol.lost:
+                buffer = protocol.get_buffer(-1)
+                count = min(size, len(buffer), len(stream) - offset)
+                buffer[:count] = stream[offset : offset + count]
+                offset += count
+                protocol.buffer_updated(count)
+            log.append(
+                (protocol._start, protocol._end, protocol._held, protocol._needed, protocol.lost_reason)
+            )
+        if waiter is not None:
+            log.append(_outcome(waiter))
+        log.append(transport.calls)
+        protocol.connection_lost(None)
+        return log
+
+
 TARGETS: dict[str, type[Target]] = {
-    target.name: target for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Uri, ExtendedJson)
+    target.name: target
+    for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Framing, Uri, ExtendedJson)
 }
 
 
@@ -694,8 +822,8 @@ def build_sanitized() -> Path:
          "--build-temp", str(BUILD / "temp"), "--force"],
         cwd=ROOT, env=env, check=True, capture_output=True,
     )  # fmt: skip
-    if not list(package.glob("bson/_speedups*.so")):
-        raise SystemExit("the sanitized build of the extension failed")
+    if not list(package.glob("bson/_speedups*.so")) or not list(package.glob("connection/_speedups*.so")):
+        raise SystemExit("the sanitized build of the extensions failed")
     return BUILD
 
 

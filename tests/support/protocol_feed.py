@@ -1,15 +1,56 @@
 """Driving the framing protocol by hand, the way a transport drives it (get_buffer, then buffer_updated),
-over a transport that records what is written."""
+over a transport that records what is written; with the compiled framing and with its Python reference.
+
+A test module that takes the ``framing`` fixture (module-scoped, so Hypothesis's tests may use it too) runs
+once per implementation: ``make_protocol`` and ``waiter_class`` then give that implementation's classes."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from mongio.connection import protocol as protocol_module
 from mongio.connection.protocol import MessageProtocol
+from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.wire import HEADER, HEADER_SIZE, OP_MSG
 
-__all__ = ["FakeTransport", "feed", "make_protocol", "message"]
+__all__ = ["FRAMINGS", "FakeTransport", "feed", "framing", "make_protocol", "message", "waiter_class"]
+
+
+class PythonFramingProtocol(protocol_module._FramingInPython, MessageProtocol):  # type: ignore[misc]
+    """MessageProtocol with the Python framing and ReplyWaiter, whatever the extension provides."""
+
+
+_compiled = protocol_module._compiled
+# Each implementation: its protocol class and its ReplyWaiter class.
+FRAMINGS: dict[str, tuple[Any, Any]] = (
+    {"python": (MessageProtocol, ReplyWaiter)}
+    if _compiled is None
+    else {
+        "compiled": (MessageProtocol, _compiled.ReplyWaiter),
+        "python": (PythonFramingProtocol, ReplyWaiter),
+    }
+)
+_chosen = next(iter(FRAMINGS))
+
+
+@pytest.fixture(scope="module", params=sorted(FRAMINGS))
+def framing(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the module's tests with the named implementation."""
+    global _chosen
+    _chosen = request.param
+    try:
+        yield request.param
+    finally:
+        _chosen = next(iter(FRAMINGS))
+
+
+def waiter_class() -> Any:
+    """The ReplyWaiter class of the implementation under test."""
+    return FRAMINGS[_chosen][1]
 
 
 class FakeTransport(asyncio.Transport):
@@ -62,7 +103,7 @@ def feed(protocol: MessageProtocol, data: bytes, chunk: int | None = None) -> No
 
 
 def make_protocol(max_message_size: int = 48_000_000) -> tuple[MessageProtocol, FakeTransport]:
-    protocol = MessageProtocol("db.example:27017", max_message_size)
+    protocol = FRAMINGS[_chosen][0]("db.example:27017", max_message_size)
     transport = FakeTransport()
     protocol.connection_made(transport)
     return protocol, transport

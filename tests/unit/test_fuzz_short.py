@@ -12,17 +12,49 @@ import pytest
 from benchmarks import fuzz
 
 from mongio.bson import _decoder
+from mongio.connection import protocol
+from tests.support.protocol_feed import PythonFramingProtocol
 
 
 @pytest.mark.parametrize("target", sorted(fuzz.TARGETS))
 def test_a_short_fuzz_run_finds_nothing(target: str) -> None:
     if target == "bson-entry" and not _decoder.speedups_available():
         pytest.skip("the compiled extension is not built or is switched off")
+    if target == "framing" and protocol._compiled is None:
+        pytest.skip("the compiled extension is not built or is switched off")
     result = fuzz.run_target(target, inputs=3000, seconds=None, seed=11, show=3)
     assert result["inputs"] == 3000
     assert result["findings"] == 0, "\n".join(result["examples"])
+    if target == "framing":
+        return  # nothing is expected to escape it: test_the_framing_target_reaches_every_outcome
     # The inputs reach past the first check: some are accepted, some refused.
     assert 0 < result["expected_errors"] < result["inputs"]
+
+
+@pytest.mark.skipif(
+    protocol._compiled is None, reason="the compiled extension is not built or is switched off"
+)
+def test_the_framing_target_reaches_every_outcome_and_catches_a_framing_that_differs() -> None:
+    target = fuzz.Framing(random.Random(5))
+    inputs = target.inputs()
+    for _ in range(2000):
+        target.run(next(inputs))
+    # Replies parsed and refused by the parser, waits refused, reading paused and resumed, connections aborted.
+    assert all(count > 0 for count in target.seen.values()), target.seen
+
+    class HoldsOneByteShort(PythonFramingProtocol):
+        def _hold(self, length: int) -> None:
+            super()._hold(length)  # type: ignore[misc]
+            self._held = length - 1
+
+    target.implementations["python"] = HoldsOneByteShort
+    differences = 0
+    for _ in range(2000):
+        try:
+            target.run(next(inputs))
+        except AssertionError:
+            differences += 1
+    assert differences > 0
 
 
 class _Crashing(fuzz.Target):

@@ -12,7 +12,9 @@ import pytest
 
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import InvalidOperation, NetworkTimeout, ProtocolError
-from tests.support.protocol_feed import feed, make_protocol, message
+from tests.support.protocol_feed import feed, framing, make_protocol, message, waiter_class
+
+pytestmark = pytest.mark.usefixtures(framing.__name__)
 
 request_name: contextvars.ContextVar[str] = contextvars.ContextVar("request_name", default="none")
 
@@ -170,7 +172,7 @@ async def test_lost_connection_resumes_the_task_on_a_later_turn_and_a_time_out_f
 
 async def test_waiter_follows_the_future_protocol() -> None:
     loop = asyncio.get_running_loop()
-    waiter: ReplyWaiter[int] = ReplyWaiter(loop)
+    waiter: ReplyWaiter[int] = waiter_class()(loop)
     assert asyncio.isfuture(cast(Any, waiter))  # the duck-typed check asyncio's Task makes
     assert waiter.get_loop() is loop
     with pytest.raises(asyncio.InvalidStateError):
@@ -197,7 +199,7 @@ async def test_waiter_follows_the_future_protocol() -> None:
     await asyncio.sleep(0)
     assert late == [waiter]
 
-    removed: ReplyWaiter[int] = ReplyWaiter(loop)
+    removed: ReplyWaiter[int] = waiter_class()(loop)
     removed.add_done_callback(calls.append)
     assert removed.remove_done_callback(calls.append) == 1
     assert removed.remove_done_callback(calls.append) == 0
@@ -205,8 +207,41 @@ async def test_waiter_follows_the_future_protocol() -> None:
     await asyncio.sleep(0)
     assert calls == [waiter]
 
-    failed: ReplyWaiter[int] = ReplyWaiter(loop)
+    failed: ReplyWaiter[int] = waiter_class()(loop)
     failed.set_exception(KeyError("k"))
     assert isinstance(failed.exception(), KeyError)
     with pytest.raises(KeyError):
         await failed
+
+
+async def test_awaiting_a_finished_waiter_gives_its_result_as_one_value() -> None:
+    loop = asyncio.get_running_loop()
+    for value in ((1, 2), KeyError("a value, not raised"), None):
+        waiter = waiter_class()(loop)
+        waiter.set_result(value)
+        assert await waiter is value
+        steps = waiter.__await__()
+        with pytest.raises(StopIteration) as stopped:
+            next(steps)
+        assert stopped.value.value is value
+
+
+async def test_a_pending_waiter_yields_itself_once_to_the_task_then_refuses_to_go_on() -> None:
+    loop = asyncio.get_running_loop()
+    waiter = waiter_class()(loop)
+    steps = waiter.__await__()
+    assert next(steps) is waiter
+    assert waiter._asyncio_future_blocking is True
+    with pytest.raises(asyncio.InvalidStateError):
+        next(steps)  # resumed while still pending: no result to give
+
+
+async def test_a_cancelled_waiter_raises_cancelled_error_with_its_message() -> None:
+    loop = asyncio.get_running_loop()
+    waiter = waiter_class()(loop)
+    assert waiter.cancel("stop here")
+    assert waiter.cancelled() and waiter.done()
+    with pytest.raises(asyncio.CancelledError, match="stop here"):
+        waiter.result()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from mongio.connection.transport import format_address, is_unix_socket
 from mongio.errors import AutoReconnect, NetworkTimeout, ProtocolError
 from mongio.wire import HEADER, OP_MSG
-from tests.support.protocol_feed import feed, make_protocol, message
+from tests.support.protocol_feed import feed, framing, make_protocol, message
+
+pytestmark = pytest.mark.usefixtures(framing.__name__)
 
 
 async def test_message_fed_byte_by_byte_reaches_the_waiter() -> None:

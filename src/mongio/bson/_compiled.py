@@ -1,18 +1,19 @@
-"""Where the codec finds its compiled element loops: the optional C extension ``_speedups``, unless it was
-not built or the environment sets ``MONGIO_NO_SPEEDUPS``."""
+"""Where the codec (and the connection's reply path) find their compiled code: the optional C extensions
+``mongio.bson._speedups`` and ``mongio.connection._speedups``, unless they were not built or the environment
+sets ``MONGIO_NO_SPEEDUPS``."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 
-def load_speedups() -> Any:
-    """The ``_speedups`` extension module, or None when it is absent or switched off."""
+def load_speedups(module: str = "mongio.bson._speedups") -> Any:
+    """The extension ``module``, or None when it is absent or switched off."""
     if os.environ.get("MONGIO_NO_SPEEDUPS"):
         return None
     try:
-        from mongio.bson import _speedups  # type: ignore[attr-defined,unused-ignore]
+        return importlib.import_module(module)
     except ImportError:
         return None
-    return _speedups

@@ -19,8 +19,9 @@ import os
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from mongio.bson._compiled import load_speedups
 from mongio.connection.loop_sockets import forget_connection, record_connection
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
@@ -39,8 +40,145 @@ _INITIAL_BUFFER_SIZE = 4 * 1024
 # A buffer grown for a large reply is given back once it is empty again, so idle pooled connections stay small.
 _KEEP_BUFFER_UP_TO = 1024 * 1024
 
+# The compiled framing and ReplyWaiter (_speedups.c), or None: then _FramingInPython does the same work.
+_compiled = load_speedups("mongio.connection._speedups")
+if _compiled is not None:
+    _compiled.configure(
+        asyncio.current_task,
+        asyncio.InvalidStateError,
+        asyncio.CancelledError,
+        InvalidOperation,
+        _INITIAL_BUFFER_SIZE,
+        _KEEP_BUFFER_UP_TO,
+    )
 
-class MessageProtocol(asyncio.BufferedProtocol):
+
+class _FramingInPython:
+    """The framing steps run once per reply, in Python: the reference for the compiled ``Framing`` of
+    ``_speedups.c``, which ``MessageProtocol`` builds on when the extension is there. Both keep their state in
+    the same attributes and leave every rare step to ``MessageProtocol``'s methods (``_replace_buffer``,
+    ``_hold``, ``_bad_length``, ``_already_waiting``, ``_take_held``, ``lost_exception``, ``_time_out``)."""
+
+    loop: asyncio.AbstractEventLoop
+    max_message_size: int
+    _buffer: bytearray
+    _view: memoryview
+    _capacity: int
+    _start: int
+    _end: int
+    _needed: int
+    _held: int
+    _waiter: ReplyWaiter[Any] | None
+    _parser: Callable[[memoryview], Any] | None
+    _timer: asyncio.TimerHandle | None
+    _lost_reason: str | None
+
+    if TYPE_CHECKING:  # MessageProtocol's, declared here for the methods below
+
+        def _replace_buffer(self, new: bytearray, start: int, end: int) -> None: ...
+        def _hold(self, length: int) -> None: ...
+        def _bad_length(self, length: int) -> None: ...
+        def _already_waiting(self) -> InvalidOperation: ...
+        def _take_held(self, future: ReplyWaiter[T], parser: Callable[[memoryview], T]) -> None: ...
+        def lost_exception(self) -> ConnectionFailure: ...
+        def _time_out(self, future: ReplyWaiter[Any], timeout: float) -> None: ...
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        start, end = self._start, self._end
+        if start == end:
+            self._start = self._end = 0
+            if self._capacity > _KEEP_BUFFER_UP_TO:
+                self._replace_buffer(bytearray(_INITIAL_BUFFER_SIZE), 0, 0)
+            return self._view
+        needed = self._needed
+        capacity = self._capacity
+        if start + needed > capacity:
+            # The message being received does not fit where it starts: move it to the front, or into a buffer
+            # big enough to take it whole so that it can be parsed in one piece.
+            if needed <= capacity:
+                self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
+                self._start, self._end = 0, end - start
+            else:
+                self._replace_buffer(bytearray(max(needed, 2 * capacity)), start, end)
+        elif end == capacity:
+            # Only with a held message: a TLS layer may still hand over what it had decrypted before reading
+            # paused, and the buffer must have room for it.
+            self._replace_buffer(bytearray(2 * capacity), start, end)
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        # While a message is held (a TLS layer may still hand over data), the loop finds it again at the
+        # buffer's start, still without a waiter, and holds it anew.
+        while self._lost_reason is None:
+            start = self._start
+            available = self._end - start
+            if available < HEADER_SIZE:
+                self._needed = HEADER_SIZE
+                return
+            length = _INT32.unpack_from(self._buffer, start)[0]
+            if length < HEADER_SIZE or length > self.max_message_size:
+                self._bad_length(length)
+                return
+            if available < length:
+                self._needed = length
+                return
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                self._hold(length)
+                return
+            self._start = start + length
+            if self._start == self._end:
+                self._start = self._end = 0  # the bytes stay valid until the next get_buffer
+            # The waiter gets the message parsed in place (here rather than in a method of its own: this runs
+            # once per reply). Delivering is the last step: the waiting task may resume inside deliver() and
+            # use this protocol again (send, wait for the next message, abort), so the state is settled first
+            # and the loop reads it afresh.
+            parser = self._parser
+            self._waiter = self._parser = None
+            timer = self._timer
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            try:
+                result = parser(self._view[start : start + length])  # type: ignore[misc]
+            except Exception as exc:
+                waiter.deliver(None, exc)
+            else:
+                waiter.deliver(result)
+
+    def wait_message(
+        self, parser: Callable[[memoryview], T], deadline: float | None = None
+    ) -> ReplyWaiter[T]:
+        """An awaitable for the next complete message, parsed by ``parser`` while the bytes are still in the buffer.
+
+        ``deadline`` (in ``loop.time()`` terms) fails the future with ``NetworkTimeout`` when it passes; the
+        caller then has to abort the connection. An error raised by ``parser`` becomes the future's exception.
+        """
+        if self._waiter is not None and not self._waiter.done():
+            raise self._already_waiting()
+        future: ReplyWaiter[T] = ReplyWaiter(self.loop)
+        if self._held:
+            self._take_held(future, parser)
+            return future
+        if self._lost_reason is not None:
+            future.set_exception(self.lost_exception())
+            return future
+        self._waiter = future
+        self._parser = parser
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._time_out, future, deadline - self.loop.time())
+        return future
+
+
+# A block, not a conditional expression: type checkers take the first branch as the class's base.
+if TYPE_CHECKING or _compiled is None:  # noqa: SIM108
+    _Framing = _FramingInPython
+else:
+    _Framing = _compiled.Framing
+
+
+class MessageProtocol(_Framing, asyncio.BufferedProtocol):
     """Frames MongoDB wire messages for one connection and delivers them to a single waiter.
 
     ``address`` only names the peer in error messages. ``max_message_size`` bounds what the peer may send;
@@ -100,29 +238,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         record_connection(self)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        start, end = self._start, self._end
-        if start == end:
-            self._start = self._end = 0
-            if self._capacity > _KEEP_BUFFER_UP_TO:
-                self._replace_buffer(bytearray(_INITIAL_BUFFER_SIZE), 0, 0)
-            return self._view
-        needed = self._needed
-        capacity = self._capacity
-        if start + needed > capacity:
-            # The message being received does not fit where it starts: move it to the front, or into a buffer
-            # big enough to take it whole so that it can be parsed in one piece.
-            if needed <= capacity:
-                self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
-                self._start, self._end = 0, end - start
-            else:
-                self._replace_buffer(bytearray(max(needed, 2 * capacity)), start, end)
-        elif end == capacity:
-            # Only with a held message: a TLS layer may still hand over what it had decrypted before reading
-            # paused, and the buffer must have room for it.
-            self._replace_buffer(bytearray(2 * capacity), start, end)
-        return self._view[self._end :]
-
     def _replace_buffer(self, new: bytearray, start: int, end: int) -> None:
         new[0 : end - start] = self._view[start:end]
         self._buffer = new
@@ -130,51 +245,16 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._capacity = len(new)
         self._start, self._end = 0, end - start
 
-    def buffer_updated(self, nbytes: int) -> None:
-        self._end += nbytes
-        # While a message is held (a TLS layer may still hand over data), the loop finds it again at the
-        # buffer's start, still without a waiter, and holds it anew.
-        while self._lost_reason is None:
-            start = self._start
-            available = self._end - start
-            if available < HEADER_SIZE:
-                self._needed = HEADER_SIZE
-                return
-            length = _INT32.unpack_from(self._buffer, start)[0]
-            if length < HEADER_SIZE or length > self.max_message_size:
-                self.abort(
-                    ProtocolError(
-                        f"{self.address} sent a message of length {length}; the limits are {HEADER_SIZE} to "
-                        f"{self.max_message_size} bytes"
-                    )
-                )
-                return
-            if available < length:
-                self._needed = length
-                return
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                self._hold(length)
-                return
-            self._start = start + length
-            if self._start == self._end:
-                self._start = self._end = 0  # the bytes stay valid until the next get_buffer
-            # The waiter gets the message parsed in place (here rather than in a method of its own: this runs
-            # once per reply). Delivering is the last step: the waiting task may resume inside deliver() and
-            # use this protocol again (send, wait for the next message, abort), so the state is settled first
-            # and the loop reads it afresh.
-            parser = self._parser
-            self._waiter = self._parser = None
-            timer = self._timer
-            if timer is not None:
-                timer.cancel()
-                self._timer = None
-            try:
-                result = parser(self._view[start : start + length])  # type: ignore[misc]
-            except Exception as exc:
-                waiter.deliver(None, exc)
-            else:
-                waiter.deliver(result)
+    def _bad_length(self, length: int) -> None:
+        self.abort(
+            ProtocolError(
+                f"{self.address} sent a message of length {length}; the limits are {HEADER_SIZE} to "
+                f"{self.max_message_size} bytes"
+            )
+        )
+
+    def _already_waiting(self) -> InvalidOperation:
+        return InvalidOperation(f"a task is already waiting for a message from {self.address}")
 
     def _hold(self, length: int) -> None:
         """Keep the complete message at the buffer's start for the next ``wait_message`` and stop reading."""
@@ -212,29 +292,6 @@ class MessageProtocol(asyncio.BufferedProtocol):
         self._drain_waiter = None
 
     # -- used by Connection -----------------------------------------------------------------------------
-
-    def wait_message(
-        self, parser: Callable[[memoryview], T], deadline: float | None = None
-    ) -> ReplyWaiter[T]:
-        """An awaitable for the next complete message, parsed by ``parser`` while the bytes are still in the buffer.
-
-        ``deadline`` (in ``loop.time()`` terms) fails the future with ``NetworkTimeout`` when it passes; the
-        caller then has to abort the connection. An error raised by ``parser`` becomes the future's exception.
-        """
-        if self._waiter is not None and not self._waiter.done():
-            raise InvalidOperation(f"a task is already waiting for a message from {self.address}")
-        future: ReplyWaiter[T] = ReplyWaiter(self.loop)
-        if self._held:
-            self._take_held(future, parser)
-            return future
-        if self._lost_reason is not None:
-            future.set_exception(self.lost_exception())
-            return future
-        self._waiter = future
-        self._parser = parser
-        if deadline is not None:
-            self._timer = self.loop.call_at(deadline, self._time_out, future, deadline - self.loop.time())
-        return future
 
     def _take_held(self, future: ReplyWaiter[T], parser: Callable[[memoryview], T]) -> None:
         """Parse the held message into ``future``, then frame what follows it: a further complete message is

@@ -130,9 +130,10 @@ class ReplyWaiter(Generic[T]):
         if self._state == _PENDING:
             self._asyncio_future_blocking = True
             yield self  # the task registers its wake-up with add_done_callback
-            # The task resumes here only when result() succeeded: an error or a cancellation is thrown in
-            # at the yield instead.
-            return self._result  # type: ignore[no-any-return]
+            # The task resumes here only when result() succeeded (an error or a cancellation is thrown in at
+            # the yield instead); anything else driving the await this far gets what result() says.
+            if self._state == _FINISHED and self._exception is None:
+                return self._result  # type: ignore[no-any-return]
         return self.result()
 
     __iter__ = __await__
