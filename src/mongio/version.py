@@ -1,5 +1,5 @@
-"""The package version, in the forms PyMongo's top-level package gives it, and whether the compiled codec
-loops are in use (PyMongo's ``has_c``)."""
+"""The package version, in the forms PyMongo's top-level package gives it, and whether the C extensions are
+in use (PyMongo's ``has_c``)."""
 
 from __future__ import annotations
 
@@ -34,5 +34,5 @@ def get_version_string() -> str:
 
 
 def has_c() -> bool:
-    """Whether the compiled BSON loops (the C extension) are in use."""
-    return load_speedups() is not None
+    """Whether the C extensions (the BSON codec's loops, a connection's reply path) are in use."""
+    return load_speedups() is not None and load_speedups("mongio.connection._speedups") is not None
