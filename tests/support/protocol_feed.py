@@ -20,11 +20,14 @@ from mongio.wire import HEADER, HEADER_SIZE, OP_MSG
 __all__ = ["FRAMINGS", "FakeTransport", "feed", "framing", "make_protocol", "message", "waiter_class"]
 
 
-class PythonFramingProtocol(protocol_module._FramingInPython, MessageProtocol):  # type: ignore[misc]
-    """MessageProtocol with the Python framing and ReplyWaiter, whatever the extension provides."""
-
-
 _compiled = protocol_module._compiled
+# MessageProtocol with the Python framing and ReplyWaiter, whatever the extension provides (without the
+# extension, MessageProtocol itself).
+PythonFramingProtocol: Any = (
+    MessageProtocol
+    if _compiled is None
+    else type("PythonFramingProtocol", (protocol_module._FramingInPython, MessageProtocol), {})
+)
 # Each implementation: its protocol class and its ReplyWaiter class.
 FRAMINGS: dict[str, tuple[Any, Any]] = (
     {"python": (MessageProtocol, ReplyWaiter)}

@@ -42,9 +42,9 @@ def test_the_framing_target_reaches_every_outcome_and_catches_a_framing_that_dif
     # Replies parsed and refused by the parser, waits refused, reading paused and resumed, connections aborted.
     assert all(count > 0 for count in target.seen.values()), target.seen
 
-    class HoldsOneByteShort(PythonFramingProtocol):
+    class HoldsOneByteShort(PythonFramingProtocol):  # type: ignore[misc]
         def _hold(self, length: int) -> None:
-            super()._hold(length)  # type: ignore[misc]
+            super()._hold(length)
             self._held = length - 1
 
     target.implementations["python"] = HoldsOneByteShort

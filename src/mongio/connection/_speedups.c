@@ -57,27 +57,7 @@ typedef struct {
 
 static PyTypeObject WaiterType;
 
-static PyObject *waiter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *loop;
-    static char *names[] = {"loop", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:ReplyWaiter", names, &loop)) {
-        return NULL;
-    }
-    Waiter *self = PyObject_GC_New(Waiter, type);
-    if (self == NULL) {
-        return NULL;
-    }
-    self->loop = Py_NewRef(loop);
-    self->result = self->exception = self->callback = self->context = NULL;
-    self->cancel_message = self->weakreflist = NULL;
-    self->state = PENDING;
-    self->blocking = 0;
-    self->yielded = 0;
-    PyObject_GC_Track(self);
-    return (PyObject *)self;
-}
-
-/* A new waiter for ``loop``, from C: what waiter_new makes, without parsing arguments. */
+/* A new waiter for ``loop``. */
 static Waiter *waiter_for(PyObject *loop) {
     Waiter *self = PyObject_GC_New(Waiter, &WaiterType);
     if (self == NULL) {
@@ -91,6 +71,16 @@ static Waiter *waiter_for(PyObject *loop) {
     self->yielded = 0;
     PyObject_GC_Track(self);
     return self;
+}
+
+/* ReplyWaiter(loop), from Python (the type is final: no subclass to allocate for). */
+static PyObject *waiter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *loop;
+    static char *names[] = {"loop", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:ReplyWaiter", names, &loop)) {
+        return NULL;
+    }
+    return (PyObject *)waiter_for(loop);
 }
 
 static int waiter_traverse(Waiter *self, visitproc visit, void *arg) {
