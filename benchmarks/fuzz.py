@@ -24,6 +24,9 @@ Targets:
   bson-entry    the extension's functions called directly with hostile arguments (bounds, contexts, buffers),
                 and the scan of a batch's framing held to its Python reference
   wire          parse_message on mutated OP_MSG, OP_REPLY, OP_QUERY and OP_COMPRESSED messages
+  reply         the compiled parse of the usual reply (usual_reply) on mutated replies, under varied codec
+                options and request ids, held to the connection's Python parser: the same reply and flags, or
+                the same error
   framing       the compiled framing of a connection (get_buffer, buffer_updated, wait_message, ReplyWaiter)
                 fed mutated streams of messages in reads of random sizes, waiters set now and then, parsers
                 that fail; every outcome held to the Python framing's
@@ -34,8 +37,10 @@ Targets:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
+import importlib
 import json
 import os
 import random
@@ -635,6 +640,86 @@ class ExtendedJson(Target):
         self.json_util.dumps(value, json_options=options)
 
 
+class Reply(Target):
+    """The compiled parse of the usual reply against ``Connection._parse_any_reply``, on the same message."""
+
+    name = "reply"
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        from mongio.bson import CodecOptions, RawBSONDocument, encode
+        from mongio.connection import connection
+        from mongio.wire.compression import compress_message, get_compressor
+        from mongio.wire.op_msg import encode_op_msg
+
+        if connection._usual_reply is None:
+            raise SystemExit("the C extensions are not built or MONGIO_NO_SPEEDUPS is set")
+        self.module = connection
+        # A mutated compressor id may name snappy or zstd: their modules are imported on first use, which the
+        # check for memory held after the run would take for a leak.
+        for compression_module in ("snappy", "zstandard"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(compression_module)
+        documents = [encode(document) for document in _every_type_documents()]
+        seeds: list[bytes] = []
+        for body in documents[:6]:
+            seeds.append(_as_bytes(encode_op_msg(9, body, [], 0, checksum=False)))
+        seeds.append(_as_bytes(encode_op_msg(9, documents[1], [("documents", documents[:2])], 0, checksum=False)))
+        seeds.append(_as_bytes(encode_op_msg(9, documents[1], [], 2, checksum=False)))  # moreToCome
+        seeds.append(_as_bytes(encode_op_msg(9, documents[1], [], 0, checksum=True)))
+        seeds.append(_as_bytes(compress_message(seeds[0], get_compressor("zlib"))))
+        self.seeds = [self._answering(seed, 7) for seed in seeds]
+        self.options = [CodecOptions(), CodecOptions(tz_aware=True), CodecOptions(document_class=RawBSONDocument)]
+        # What the inputs made happen, on the compiled side: a short run checks that each one did.
+        self.seen: dict[str, int] = dict.fromkeys(("compiled", "python", "error"), 0)
+
+    @staticmethod
+    def _answering(message: bytes, response_to: int) -> bytes:
+        return message[:8] + struct.pack("<i", response_to) + message[12:]
+
+    def inputs(self) -> Iterator[Any]:
+        rng = self.rng
+        while True:
+            seed = rng.choice(self.seeds)
+            # A third as they are (the usual reply, which the compiled parse takes), the rest mutated.
+            data = bytearray(seed if rng.random() < 0.3 else self.mutator.mutate(seed, self.seeds))
+            if len(data) >= 4 and rng.random() < 0.7:  # keep the length honest so the parsers go deeper
+                data[0:4] = struct.pack("<i", len(data))
+            yield bytes(data), rng.choice((7, 7, 7, 8)), rng.choice(self.options), rng.random() < 0.1
+
+    def _parse(self, item: Any, compiled: bool) -> tuple[Any, ...]:
+        message, expected, options, lazy = item
+        conn: Any = self.module.Connection.__new__(self.module.Connection)
+        conn.name, conn._max_message_size = "fuzz.example:27017", 48_000_000
+        conn._expected_response_to, conn._request_id = expected, expected
+        conn._codec_options, conn._lazy_batch = options, lazy
+        conn._more_to_come, conn._awaiting_reply = False, True
+        usual_reply = self.module._usual_reply
+        if not compiled:
+            self.module._usual_reply = None
+        try:
+            reply = conn._parse_reply(memoryview(message))
+            # repr: a NaN decodes unequal to itself; a raw document compares by its bytes
+            return ("reply", repr(dict(reply)), conn._more_to_come, conn._awaiting_reply)
+        except Exception as error:
+            return ("error", type(error).__name__, str(error))
+        finally:
+            self.module._usual_reply = usual_reply
+
+    def run(self, item: Any) -> None:
+        compiled, python = self._parse(item, True), self._parse(item, False)
+        message, expected, options, lazy = item
+        usual_reply: Any = self.module._usual_reply
+        if compiled[0] == "error":
+            self.seen["error"] += 1
+        elif not lazy and usual_reply(memoryview(message), expected, expected, options) is not None:
+            self.seen["compiled"] += 1
+        else:
+            self.seen["python"] += 1
+        if compiled != python:
+            raise AssertionError(f"compiled {compiled!r:.600} != python {python!r:.600}")
+
+
 class _Transport:
     """What the framing calls on its transport, recorded."""
 
@@ -761,7 +846,7 @@ class Framing(Target):
 
 TARGETS: dict[str, type[Target]] = {
     target.name: target
-    for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Framing, Uri, ExtendedJson)
+    for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Reply, Framing, Uri, ExtendedJson)
 }
 
 

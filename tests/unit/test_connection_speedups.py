@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from mongio.connection import protocol
+from mongio.bson import CodecOptions, RawBSONDocument, decode, encode
+from mongio.bson._decoder import compiled_in_use, use_speedups
+from mongio.connection import connection, protocol
+from mongio.wire.op_msg import encode_op_msg
 from tests.support.protocol_feed import make_protocol
 
 pytestmark = pytest.mark.skipif(
@@ -56,3 +59,32 @@ async def test_a_dropped_protocol_in_a_cycle_through_its_waiter_is_collected() -
     del made, waiter, holder
     gc.collect()
     assert gone() is None and gone_waiter() is None
+
+
+def _reply(document: dict[str, Any], response_to: int, flags: int = 0) -> memoryview:
+    return memoryview(bytes(encode_op_msg(3, encode(document), (), flags, response_to=response_to)))
+
+
+def test_the_usual_reply_is_decoded_compiled_and_anything_else_left_to_the_python_parser() -> None:
+    usual_reply = connection._usual_reply
+    assert usual_reply is not None
+    options = CodecOptions()
+    decode(encode({}), options)  # the options' decoding context, which the compiled parse reads, is made
+    assert usual_reply(_reply({"ok": 1.0, "n": 1}, 7), 7, 7, options) == {"ok": 1.0, "n": 1}
+    assert usual_reply(_reply({"ok": 1.0}, 5), 7, 5, options) == {"ok": 1.0}  # the exchange's first request
+    assert usual_reply(_reply({"ok": 1.0}, 8), 7, 7, options) is None  # another request's reply
+    assert usual_reply(_reply({"ok": 1.0}, 7, flags=2), 7, 7, options) is None  # moreToCome
+    assert usual_reply(_reply({"ok": 1.0}, 7), 7, 7, CodecOptions(tz_aware=True)) is None  # no context yet
+    raw = CodecOptions(document_class=RawBSONDocument)
+    decode(encode({}), raw)
+    assert usual_reply(_reply({"ok": 1.0}, 7), 7, 7, raw) is None  # not a dict
+    was_compiled = compiled_in_use()
+    use_speedups(False)
+    try:
+        assert usual_reply(_reply({"ok": 1.0}, 7), 7, 7, options) is None  # the Python loops are in use
+    finally:
+        use_speedups(was_compiled)
+    broken = bytearray(_reply({"ok": 1.0, "s": "text"}, 7))
+    broken[-3] = 0xFF  # the string's last byte: not UTF-8
+    with pytest.raises(UnicodeDecodeError):  # the loops' error, which the connection turns into InvalidBSON
+        usual_reply(memoryview(bytes(broken)), 7, 7, options)

@@ -12,7 +12,7 @@ import pytest
 from benchmarks import fuzz
 
 from mongio.bson import _decoder
-from mongio.connection import protocol
+from mongio.connection import connection, protocol
 from tests.support.protocol_feed import PythonFramingProtocol
 
 
@@ -20,13 +20,13 @@ from tests.support.protocol_feed import PythonFramingProtocol
 def test_a_short_fuzz_run_finds_nothing(target: str) -> None:
     if target == "bson-entry" and not _decoder.speedups_available():
         pytest.skip("the compiled extension is not built or is switched off")
-    if target == "framing" and protocol._compiled is None:
-        pytest.skip("the compiled extension is not built or is switched off")
+    if target in ("framing", "reply") and connection._usual_reply is None:
+        pytest.skip("the compiled extensions are not built or are switched off")
     result = fuzz.run_target(target, inputs=3000, seconds=None, seed=11, show=3)
     assert result["inputs"] == 3000
     assert result["findings"] == 0, "\n".join(result["examples"])
-    if target == "framing":
-        return  # nothing is expected to escape it: test_the_framing_target_reaches_every_outcome
+    if target in ("framing", "reply"):
+        return  # nothing is expected to escape these: test_the_*_target_reaches_every_outcome_...
     # The inputs reach past the first check: some are accepted, some refused.
     assert 0 < result["expected_errors"] < result["inputs"]
 
@@ -102,3 +102,33 @@ def test_sanitizer_logs_count_errors_and_only_the_extensions_leaks(tmp_path: Any
     reports = fuzz._sanitizer_reports(tmp_path)
     assert len(reports["leaks"]) == 1 and "read_elements" in reports["leaks"][0]
     assert len(reports["errors"]) == 1 and "runtime error" in reports["errors"][0]
+
+
+@pytest.mark.skipif(connection._usual_reply is None, reason="the compiled extensions are not built or are switched off")
+def test_the_reply_target_reaches_every_outcome_and_catches_a_parse_that_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = fuzz.Reply(random.Random(5))
+    inputs = target.inputs()
+    for _ in range(2000):
+        target.run(next(inputs))
+    # Replies the compiled parse decoded, replies it left to the Python parser, and replies refused.
+    assert all(count > 100 for count in target.seen.values()), target.seen
+
+    usual_reply = connection._usual_reply
+    assert usual_reply is not None
+
+    def drops_the_last_field(*args: Any) -> Any:
+        reply = usual_reply(*args)
+        if reply:
+            reply.popitem()
+        return reply
+
+    monkeypatch.setattr(connection, "_usual_reply", drops_the_last_field)
+    differences = 0
+    for _ in range(300):
+        try:
+            target.run(next(inputs))
+        except AssertionError:
+            differences += 1
+    assert differences > 0

@@ -14,6 +14,10 @@
  * attributes the rest of the protocol (Python) reads and writes under the same names. It does only the
  * frequent steps; every rare one (a buffer to replace, a message to hold, a bad length, a message already
  * held, a lost connection) calls the protocol's Python method for it.
+ *
+ * usual_reply: Connection._parse_reply's usual case (an uncompressed OP_MSG reply of one body section,
+ * answering the request sent, decoded into a dict by the compiled BSON loops). Anything else gives None and
+ * the Python parser, the reference, decides.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,10 +36,14 @@ static PyObject *invalid_state_error;   /* asyncio.InvalidStateError */
 static PyObject *cancelled_error;       /* asyncio.CancelledError */
 static PyObject *invalid_operation;     /* mongio.errors.InvalidOperation */
 
+/* Set once by configure_reply(). */
+static PyObject *compiled_read_document; /* mongio.bson._speedups.read_document */
+static PyObject *decoder_module;         /* mongio.bson._decoder: its _read_document is the loops in use */
+
 /* Interned names, made at module init. */
 static PyObject *str_call_soon, *str_call_at, *str_time, *str_cancel, *str_done, *str_deliver, *str_hold,
     *str_bad_length, *str_replace_buffer, *str_take_held, *str_lost_exception, *str_time_out,
-    *str_already_waiting, *kwnames_context;
+    *str_already_waiting, *str_read_document, *str_cache, *str_decode, *kwnames_context;
 
 enum { PENDING = 0, FINISHED = 1, CANCELLED = 2 };
 
@@ -843,6 +851,98 @@ static PyTypeObject FramingType = {
     .tp_members = framing_members,
 };
 
+/* -- usual_reply: the usual reply's parse ------------------------------------------------------------------ */
+
+#define OP_MSG 2013
+#define BODY_OFFSET 21 /* the header, flagBits, the section's kind byte */
+#define REQUIRED_BITS_MASK 0xFFFFu
+
+static int32_t read_int32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* The decoding context of ``codec_options`` when the compiled loops may decode into a plain dict with it
+   (borrowed), else NULL without an error. */
+static PyObject *dict_decoding_context(PyObject *codec_options) {
+    PyObject *current = PyObject_GetAttr(decoder_module, str_read_document);
+    if (current == NULL) {
+        return NULL;
+    }
+    int compiled = current == compiled_read_document;
+    Py_DECREF(current);
+    if (!compiled) {
+        return NULL; /* the Python loops are in use (use_speedups(False)) */
+    }
+    PyObject *cache = PyObject_GetAttr(codec_options, str_cache);
+    if (cache == NULL) {
+        return NULL;
+    }
+    PyObject *ctx = PyDict_Check(cache) ? PyDict_GetItemWithError(cache, str_decode) : NULL;
+    Py_DECREF(cache);
+    /* (..., document_class, document_class is dict, is_raw, ...): see _decoder._context */
+    if (ctx == NULL || !PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) < 4 || PyTuple_GET_ITEM(ctx, 2) != Py_True ||
+        PyTuple_GET_ITEM(ctx, 3) != Py_False) {
+        return NULL;
+    }
+    return ctx;
+}
+
+static PyObject *usual_reply(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "usual_reply() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *message = args[0];
+    long expected = PyLong_AsLong(args[1]);
+    long request = PyLong_AsLong(args[2]);
+    if ((expected == -1 || request == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (compiled_read_document == NULL) {
+        Py_RETURN_NONE;
+    }
+    PyObject *ctx = dict_decoding_context(args[3]);
+    if (ctx == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(ctx);
+    Py_buffer view;
+    if (PyObject_GetBuffer(message, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    const unsigned char *p = view.buf;
+    Py_ssize_t size = view.len;
+    int usual = size >= BODY_OFFSET + 5 && read_int32(p + 12) == OP_MSG &&
+                ((uint32_t)read_int32(p + 16) & REQUIRED_BITS_MASK) == 0 && p[20] == 0 &&
+                read_int32(p + BODY_OFFSET) == size - BODY_OFFSET && p[size - 1] == 0;
+    if (usual) {
+        long response_to = read_int32(p + 8);
+        usual = response_to == expected || response_to == request;
+    }
+    PyBuffer_Release(&view);
+    if (!usual) {
+        Py_DECREF(ctx);
+        Py_RETURN_NONE;
+    }
+    PyObject *body = PySequence_GetSlice(message, BODY_OFFSET, size);
+    PyObject *start = PyLong_FromLong(4);
+    PyObject *end = PyLong_FromSsize_t(size - BODY_OFFSET - 1);
+    PyObject *reply = NULL;
+    if (body != NULL && start != NULL && end != NULL) {
+        PyObject *call_args[4] = {body, start, end, ctx};
+        reply = PyObject_Vectorcall(compiled_read_document, call_args, 4, NULL);
+    }
+    Py_XDECREF(body);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_DECREF(ctx);
+    return reply;
+}
+
 /* -- the module ------------------------------------------------------------------------------------------- */
 
 static PyObject *configure(PyObject *module, PyObject *args) {
@@ -861,10 +961,27 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *configure_reply(PyObject *module, PyObject *args) {
+    PyObject *read_document, *decoder;
+    if (!PyArg_ParseTuple(args, "OO:configure_reply", &read_document, &decoder)) {
+        return NULL;
+    }
+    Py_XSETREF(compiled_read_document, Py_NewRef(read_document));
+    Py_XSETREF(decoder_module, Py_NewRef(decoder));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(current_task, InvalidStateError, CancelledError, InvalidOperation, initial_buffer_size, "
      "keep_buffer_up_to): what the module needs from Python, once, before its classes are used."},
+    {"configure_reply", configure_reply, METH_VARARGS,
+     "configure_reply(read_document, decoder_module): the compiled BSON loop usual_reply decodes with, and\n"
+     "the module whose _read_document says whether the compiled loops are in use."},
+    {"usual_reply", (PyCFunction)(void (*)(void))usual_reply, METH_FASTCALL,
+     "usual_reply(message, expected_response_to, request_id, codec_options): the usual reply decoded (an\n"
+     "uncompressed OP_MSG of one body section answering the request, into a dict by the compiled loops), or\n"
+     "None for anything else. A decoding error propagates as the loops raise it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -891,6 +1008,9 @@ static int intern_names(void) {
     INTERN(str_lost_exception, "lost_exception");
     INTERN(str_time_out, "_time_out");
     INTERN(str_already_waiting, "_already_waiting");
+    INTERN(str_read_document, "_read_document");
+    INTERN(str_cache, "_cache");
+    INTERN(str_decode, "decode");
 #undef INTERN
     PyObject *context = PyUnicode_InternFromString("context");
     if (context == NULL) {

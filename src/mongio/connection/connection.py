@@ -13,11 +13,12 @@ import math
 import ssl
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mongio.bson import decode, encode
-from mongio.bson._decoder import decode_framed
+from mongio.bson import InvalidBSON, _decoder, decode, encode
+from mongio.bson._compiled import load_speedups
+from mongio.bson._decoder import _MALFORMED, _describe, decode_framed
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
@@ -60,6 +61,14 @@ _BODY_KIND_OFFSET = 20
 _BODY_OFFSET = 21
 
 _CURSOR_NOT_FOUND = 43
+
+# The compiled parse of the usual reply (_speedups.c), when both extensions are there; else None, and
+# _parse_any_reply parses every reply.
+_usual_reply: Callable[[memoryview, int, int, CodecOptions], dict[str, Any] | None] | None = None
+_compiled = load_speedups("mongio.connection._speedups")
+if _compiled is not None and _decoder._SPEEDUPS is not None:
+    _compiled.configure_reply(_decoder._SPEEDUPS.read_document, _decoder)
+    _usual_reply = _compiled.usual_reply
 
 
 def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None = None) -> None:
@@ -469,6 +478,21 @@ class Connection:
 
     def _parse_reply(self, message: memoryview) -> dict[str, Any]:
         # Runs inside the protocol's buffer_updated, on a view of its buffer: decode before returning.
+        if _usual_reply is not None and not self._lazy_batch:
+            # The usual reply, compiled; None for anything else, which the Python parser below decides.
+            try:
+                reply = _usual_reply(message, self._expected_response_to, self._request_id, self._codec_options)
+            except InvalidBSON:
+                raise
+            except _MALFORMED as exc:
+                raise InvalidBSON(_describe(exc)) from exc
+            if reply is not None:
+                self._more_to_come = self._awaiting_reply = False
+                return reply
+        return self._parse_any_reply(message)
+
+    def _parse_any_reply(self, message: memoryview) -> dict[str, Any]:
+        """The reply parser in Python: the reference for the compiled usual case, and every other case."""
         size = len(message)
         if size < _BODY_OFFSET + 5:
             body = self._parse_other_reply(message)  # too short to be valid: let the full parser say why
