@@ -27,6 +27,9 @@ Targets:
   reply         the compiled parse of the usual reply (usual_reply) on mutated replies, under varied codec
                 options and request ids, held to the connection's Python parser: the same reply and flags, or
                 the same error
+  request       the compiled encoding of the usual request (encode_request) of generated commands and
+                document sequences, under varied limits, held to encode_command_parts: the same bytes, or
+                the same refusal
   framing       the compiled framing of a connection (get_buffer, buffer_updated, wait_message, ReplyWaiter)
                 fed mutated streams of messages in reads of random sizes, waiters set now and then, parsers
                 that fail; every outcome held to the Python framing's
@@ -640,6 +643,92 @@ class ExtendedJson(Target):
         self.json_util.dumps(value, json_options=options)
 
 
+class Request(Target):
+    """The compiled encoding of the usual request against ``encode_command_parts``, on the same arguments."""
+
+    name = "request"
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        from mongio.bson import CodecOptions, encode
+        from mongio.bson._encoder import _invalid_document, _Refused
+        from mongio.connection import connection
+        from mongio.errors import DocumentTooLarge, InvalidDocument
+        from mongio.wire.op_msg import PackedDocuments, encode_command_parts
+
+        if connection._encode_request is None:
+            raise SystemExit("the C extensions are not built or MONGIO_NO_SPEEDUPS is set")
+        self.encode_request = connection._encode_request
+        self.encode_command_parts = encode_command_parts
+        self.refusals = (_Refused, RecursionError)
+        self.invalid_document = _invalid_document
+        self.expected = (DocumentTooLarge, InvalidDocument)
+        self.packed = PackedDocuments
+        self.documents = list(_every_type_documents())
+        self.encoded = [encode(document) for document in self.documents]
+        self.options = [CodecOptions(), CodecOptions(tz_aware=True)]
+        for options in self.options:  # the encoding context the compiled path reads, made as a first encode makes it
+            encode({}, codec_options=options)
+        self.seen: dict[str, int] = dict.fromkeys(("compiled", "python", "refused"), 0)
+
+    def inputs(self) -> Iterator[Any]:
+        rng = self.rng
+        while True:
+            command: dict[Any, Any] = {rng.choice(("insert", "find", "ping")): "corpus"}
+            command.update(rng.choice(self.documents))
+            if rng.random() < 0.9:
+                command["$db"] = "db"
+            if rng.random() < 0.05:
+                command[rng.choice(("bad\x00key", 7))] = 1  # refused by the encoder
+            sequences: Any = None
+            if rng.random() < 0.6:
+                documents: list[Any] = []
+                for _ in range(rng.randrange(0, 4)):
+                    kind = rng.randrange(4)
+                    data = b"".join(rng.choice(self.encoded) for _ in range(rng.randrange(1, 3)))
+                    if kind == 0:
+                        documents.append(self.packed(data))
+                    elif kind == 1:
+                        documents.append(self.packed(bytearray(data)))
+                    elif kind == 2:
+                        documents.append(data)
+                    else:
+                        documents.append(rng.choice(self.documents))  # a mapping: left to the reference
+                identifier = rng.choice(("documents", "updates", "deletes", "n\x00ul", "é"))
+                sequences = {identifier: documents} if rng.random() < 0.9 else {identifier: documents, "x": []}
+            limits = rng.choice(((16 * 1024 * 1024, 48_000_000), (1000, 48_000_000), (16 * 1024 * 1024, 2000)))
+            yield command, sequences, rng.choice((0, 0, 2, 1 << 16)), rng.choice(self.options), limits
+
+    def _encode(self, item: Any, compiled: bool) -> tuple[Any, ...]:
+        command, sequences, flags, options, (max_bson, max_message) = item
+        parts: Any
+        try:
+            if compiled:
+                try:
+                    parts = self.encode_request(7, command, sequences, flags, options, max_bson, max_message)
+                except self.refusals as refused:
+                    raise self.invalid_document(refused) from None
+                if parts is None:
+                    return ("declined",)
+            else:
+                parts = self.encode_command_parts(
+                    7, "db", command, document_sequences=sequences, flags=flags, codec_options=options,
+                    max_bson_size=max_bson, max_message_size=max_message,
+                )  # fmt: skip
+            return ("message", b"".join(bytes(part) for part in parts))
+        except Exception as error:
+            return ("error", type(error).__name__, str(error))
+
+    def run(self, item: Any) -> None:
+        compiled, python = self._encode(item, True), self._encode(item, False)
+        if compiled[0] == "declined":
+            self.seen["python"] += 1
+            return
+        self.seen["refused" if compiled[0] == "error" else "compiled"] += 1
+        if compiled != python:
+            raise AssertionError(f"compiled {compiled!r:.600} != python {python!r:.600}")
+
+
 class Reply(Target):
     """The compiled parse of the usual reply against ``Connection._parse_any_reply``, on the same message."""
 
@@ -846,7 +935,9 @@ class Framing(Target):
 
 TARGETS: dict[str, type[Target]] = {
     target.name: target
-    for target in (BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Reply, Framing, Uri, ExtendedJson)
+    for target in (
+        BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Request, Reply, Framing, Uri, ExtendedJson
+    )
 }
 
 

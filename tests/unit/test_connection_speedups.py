@@ -15,7 +15,8 @@ import pytest
 from mongio.bson import CodecOptions, RawBSONDocument, decode, encode
 from mongio.bson._decoder import compiled_in_use, use_speedups
 from mongio.connection import connection, protocol
-from mongio.wire.op_msg import encode_op_msg
+from mongio.errors import DocumentTooLarge
+from mongio.wire.op_msg import LARGE_PACKED_SIZE, PackedDocuments, encode_command_parts, encode_op_msg
 from tests.support.protocol_feed import make_protocol
 
 pytestmark = pytest.mark.skipif(
@@ -88,3 +89,27 @@ def test_the_usual_reply_is_decoded_compiled_and_anything_else_left_to_the_pytho
     broken[-3] = 0xFF  # the string's last byte: not UTF-8
     with pytest.raises(UnicodeDecodeError):  # the loops' error, which the connection turns into InvalidBSON
         usual_reply(memoryview(bytes(broken)), 7, 7, options)
+
+
+def test_the_usual_request_is_encoded_compiled_and_anything_else_left_to_the_reference() -> None:
+    encode_request = connection._encode_request
+    assert encode_request is not None
+    options = CodecOptions()
+    encode({}, codec_options=options)  # the options' encoding context, which the compiled path reads, is made
+    limits = (16 * 1024 * 1024, 48_000_000)
+    command = {"insert": "c", "ordered": True, "$db": "db"}
+    packed = PackedDocuments(encode({"_id": 1}) + encode({"_id": 2}))
+    sequences: dict[str, Any] = {"documents": [packed, encode({"_id": 3})]}
+    parts = encode_request(9, command, sequences, 0, options, *limits)
+    reference = encode_command_parts(9, "db", command, document_sequences=sequences, codec_options=options)
+    assert parts is not None and len(parts) == 1
+    assert bytes(parts[0]) == b"".join(bytes(part) for part in reference)
+    assert encode_request(9, {"ping": 1}, None, 0, options, *limits) is None  # no $db: spliced in by the reference
+    assert encode_request(9, command, {"documents": [{"_id": 4}]}, 0, options, *limits) is None  # a mapping
+    large = {"documents": [PackedDocuments(bytes(LARGE_PACKED_SIZE))]}
+    assert encode_request(9, command, large, 0, options, *limits) is None  # a part of its own
+    assert encode_request(9, command, sequences, 0, options, 10, 48_000_000) is None  # a document over the limit
+    with pytest.raises(DocumentTooLarge):  # as the reference says
+        encode_command_parts(9, "db", command, document_sequences=sequences, max_bson_size=10)
+    assert encode_request(9, command, None, 0, options, 16, 30) is None  # the message over the limit
+    assert encode_request(9, command, None, 0, CodecOptions(tz_aware=True), *limits) is None  # no context yet

@@ -20,12 +20,12 @@ from tests.support.protocol_feed import PythonFramingProtocol
 def test_a_short_fuzz_run_finds_nothing(target: str) -> None:
     if target == "bson-entry" and not _decoder.speedups_available():
         pytest.skip("the compiled extension is not built or is switched off")
-    if target in ("framing", "reply") and connection._usual_reply is None:
+    if target in ("framing", "reply", "request") and connection._usual_reply is None:
         pytest.skip("the compiled extensions are not built or are switched off")
     result = fuzz.run_target(target, inputs=3000, seconds=None, seed=11, show=3)
     assert result["inputs"] == 3000
     assert result["findings"] == 0, "\n".join(result["examples"])
-    if target in ("framing", "reply"):
+    if target in ("framing", "reply", "request"):
         return  # nothing is expected to escape these: test_the_*_target_reaches_every_outcome_...
     # The inputs reach past the first check: some are accepted, some refused.
     assert 0 < result["expected_errors"] < result["inputs"]
@@ -125,6 +125,32 @@ def test_the_reply_target_reaches_every_outcome_and_catches_a_parse_that_differs
         return reply
 
     monkeypatch.setattr(connection, "_usual_reply", drops_the_last_field)
+    differences = 0
+    for _ in range(300):
+        try:
+            target.run(next(inputs))
+        except AssertionError:
+            differences += 1
+    assert differences > 0
+
+
+@pytest.mark.skipif(connection._encode_request is None, reason="the compiled extensions are not built or are switched off")
+def test_the_request_target_reaches_every_outcome_and_catches_an_encoding_that_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = fuzz.Request(random.Random(5))
+    inputs = target.inputs()
+    for _ in range(2000):
+        target.run(next(inputs))
+    # Requests encoded compiled, requests left to the reference, and refusals.
+    assert all(count > 50 for count in target.seen.values()), target.seen
+
+    encode_request = target.encode_request
+
+    def flags_dropped(request_id: int, command: Any, sequences: Any, flags: int, *rest: Any) -> Any:
+        return encode_request(request_id, command, sequences, 0, *rest)
+
+    target.encode_request = flags_dropped
     differences = 0
     for _ in range(300):
         try:

@@ -15,6 +15,11 @@
  * frequent steps; every rare one (a buffer to replace, a message to hold, a bad length, a message already
  * held, a lost connection) calls the protocol's Python method for it.
  *
+ * encode_request: Connection._send's usual message (an uncompressed OP_MSG whose command is a dict carrying
+ * its $db, with at most one document sequence of already-encoded documents), encoded by the compiled BSON
+ * loop. Anything else, and any limit exceeded, gives None and wire.op_msg.encode_command_parts, the reference,
+ * encodes it (or says what is wrong).
+ *
  * usual_reply: Connection._parse_reply's usual case (an uncompressed OP_MSG reply of one body section,
  * answering the request sent, decoded into a dict by the compiled BSON loops). Anything else gives None and
  * the Python parser, the reference, decides.
@@ -40,10 +45,18 @@ static PyObject *invalid_operation;     /* mongio.errors.InvalidOperation */
 static PyObject *compiled_read_document; /* mongio.bson._speedups.read_document */
 static PyObject *decoder_module;         /* mongio.bson._decoder: its _read_document is the loops in use */
 
+/* Set once by configure_request(). */
+static PyObject *compiled_write_document; /* mongio.bson._speedups.write_document */
+static PyObject *encoder_module;          /* mongio.bson._encoder: its _write_document is the loop in use */
+static PyObject *packed_documents_type;   /* mongio.wire.op_msg.PackedDocuments */
+static Py_ssize_t command_overhead = 16 * 1024;
+static Py_ssize_t large_packed_size = 128 * 1024;
+
 /* Interned names, made at module init. */
 static PyObject *str_call_soon, *str_call_at, *str_time, *str_cancel, *str_done, *str_deliver, *str_hold,
     *str_bad_length, *str_replace_buffer, *str_take_held, *str_lost_exception, *str_time_out,
-    *str_already_waiting, *str_read_document, *str_cache, *str_decode, *kwnames_context;
+    *str_already_waiting, *str_read_document, *str_cache, *str_decode, *str_write_document, *str_encode, *str_db,
+    *kwnames_context;
 
 enum { PENDING = 0, FINISHED = 1, CANCELLED = 2 };
 
@@ -943,6 +956,170 @@ static PyObject *usual_reply(PyObject *module, PyObject *const *args, Py_ssize_t
     return reply;
 }
 
+/* -- encode_request: the usual request's encoding ----------------------------------------------------------- */
+
+static void write_int32(char *p, uint32_t value) {
+    p[0] = (char)(value & 0xFF);
+    p[1] = (char)((value >> 8) & 0xFF);
+    p[2] = (char)((value >> 16) & 0xFF);
+    p[3] = (char)((value >> 24) & 0xFF);
+}
+
+/* The encoding context of ``codec_options`` when the compiled loop is the one in use (borrowed), else NULL
+   without an error. */
+static PyObject *encoding_context(PyObject *codec_options) {
+    PyObject *current = PyObject_GetAttr(encoder_module, str_write_document);
+    if (current == NULL) {
+        return NULL;
+    }
+    int compiled = current == compiled_write_document;
+    Py_DECREF(current);
+    if (!compiled) {
+        return NULL;
+    }
+    PyObject *cache = PyObject_GetAttr(codec_options, str_cache);
+    if (cache == NULL) {
+        return NULL;
+    }
+    PyObject *ctx = PyDict_Check(cache) ? PyDict_GetItemWithError(cache, str_encode) : NULL;
+    Py_DECREF(cache);
+    return ctx;
+}
+
+/* Append the one document sequence of ``sequences`` (a dict) to ``out``: 1 when done, 0 when it is not the
+   usual shape or breaks a limit (nothing appended that matters: the caller drops ``out``), -1 on error. */
+static int append_sequence(PyObject *out, PyObject *sequences, Py_ssize_t max_bson_size) {
+    Py_ssize_t position = 0;
+    PyObject *identifier, *documents;
+    if (!PyDict_CheckExact(sequences) || PyDict_GET_SIZE(sequences) != 1 ||
+        !PyDict_Next(sequences, &position, &identifier, &documents) || !PyUnicode_Check(identifier) ||
+        !PyList_Check(documents)) {
+        return 0;
+    }
+    Py_ssize_t name_size;
+    const char *name = PyUnicode_AsUTF8AndSize(identifier, &name_size);
+    if (name == NULL) {
+        PyErr_Clear(); /* not encodable: the reference says so */
+        return 0;
+    }
+    if ((Py_ssize_t)strlen(name) != name_size) {
+        return 0; /* a NUL in the identifier */
+    }
+    Py_ssize_t section_start = PyByteArray_GET_SIZE(out);
+    Py_ssize_t size = section_start + 1 + 4 + name_size + 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(documents); i++) {
+        PyObject *document = PyList_GET_ITEM(documents, i);
+        PyObject *data = document;
+        if (Py_IS_TYPE(document, (PyTypeObject *)packed_documents_type) && PyTuple_GET_SIZE(document) == 1) {
+            data = PyTuple_GET_ITEM(document, 0);
+            if (!PyBytes_CheckExact(data) && !PyByteArray_CheckExact(data)) {
+                return 0;
+            }
+            if (Py_SIZE(data) >= large_packed_size) {
+                return 0; /* a part of its own: the reference does that */
+            }
+        } else if (!PyBytes_CheckExact(data) && !PyByteArray_CheckExact(data)) {
+            return 0; /* a mapping to encode */
+        } else if (Py_SIZE(data) > max_bson_size) {
+            return 0;
+        }
+        size += Py_SIZE(data);
+    }
+    if (PyByteArray_Resize(out, size) < 0) {
+        return -1;
+    }
+    char *p = PyByteArray_AS_STRING(out) + section_start;
+    *p++ = 1;
+    write_int32(p, (uint32_t)(size - section_start - 1));
+    p += 4;
+    memcpy(p, name, (size_t)name_size + 1);
+    p += name_size + 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(documents); i++) {
+        PyObject *data = PyList_GET_ITEM(documents, i);
+        if (!PyBytes_CheckExact(data) && !PyByteArray_CheckExact(data)) {
+            data = PyTuple_GET_ITEM(data, 0);
+        }
+        Py_ssize_t length = Py_SIZE(data);
+        memcpy(p, PyBytes_CheckExact(data) ? PyBytes_AS_STRING(data) : PyByteArray_AS_STRING(data), (size_t)length);
+        p += length;
+    }
+    return 1;
+}
+
+static PyObject *encode_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "encode_request() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *command = args[1], *sequences = args[2], *codec_options = args[4];
+    long request_id = PyLong_AsLong(args[0]);
+    long flags = PyLong_AsLong(args[3]);
+    Py_ssize_t max_bson_size = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t max_message_size = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (compiled_write_document == NULL || !PyDict_CheckExact(command)) {
+        Py_RETURN_NONE;
+    }
+    int has_db = PyDict_Contains(command, str_db);
+    if (has_db <= 0) {
+        if (has_db < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE; /* the reference splices $db in */
+    }
+    PyObject *ctx = encoding_context(codec_options);
+    if (ctx == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(ctx);
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, BODY_OFFSET);
+    if (out == NULL) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    char *head = PyByteArray_AS_STRING(out);
+    memset(head, 0, BODY_OFFSET);
+    write_int32(head + 16, (uint32_t)flags);
+    PyObject *call_args[4] = {out, command, ctx, Py_False};
+    PyObject *written = PyObject_Vectorcall(compiled_write_document, call_args, 4, NULL);
+    Py_DECREF(ctx);
+    if (written == NULL) {
+        Py_DECREF(out);
+        return NULL; /* the refusal, which the caller reports as the reference does */
+    }
+    Py_DECREF(written);
+    int usual = PyByteArray_GET_SIZE(out) - BODY_OFFSET <= max_bson_size + command_overhead;
+    if (usual && sequences != Py_None && !(PyDict_Check(sequences) && PyDict_GET_SIZE(sequences) == 0)) {
+        usual = append_sequence(out, sequences, max_bson_size);
+        if (usual < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    Py_ssize_t length = PyByteArray_GET_SIZE(out);
+    if (!usual || length > max_message_size || length > INT32_MAX) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    head = PyByteArray_AS_STRING(out);
+    write_int32(head, (uint32_t)length);
+    write_int32(head + 4, (uint32_t)request_id);
+    write_int32(head + 8, 0);
+    write_int32(head + 12, OP_MSG);
+    PyObject *parts = PyList_New(1);
+    if (parts == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyList_SET_ITEM(parts, 0, out);
+    return parts;
+}
+
 /* -- the module ------------------------------------------------------------------------------------------- */
 
 static PyObject *configure(PyObject *module, PyObject *args) {
@@ -971,6 +1148,24 @@ static PyObject *configure_reply(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *configure_request(PyObject *module, PyObject *args) {
+    PyObject *write_document, *encoder, *packed;
+    Py_ssize_t overhead, large;
+    if (!PyArg_ParseTuple(args, "OOOnn:configure_request", &write_document, &encoder, &packed, &overhead, &large)) {
+        return NULL;
+    }
+    if (!PyType_Check(packed)) {
+        PyErr_SetString(PyExc_TypeError, "configure_request() needs the PackedDocuments class");
+        return NULL;
+    }
+    Py_XSETREF(compiled_write_document, Py_NewRef(write_document));
+    Py_XSETREF(encoder_module, Py_NewRef(encoder));
+    Py_XSETREF(packed_documents_type, Py_NewRef(packed));
+    command_overhead = overhead;
+    large_packed_size = large;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(current_task, InvalidStateError, CancelledError, InvalidOperation, initial_buffer_size, "
@@ -978,6 +1173,13 @@ static PyMethodDef module_methods[] = {
     {"configure_reply", configure_reply, METH_VARARGS,
      "configure_reply(read_document, decoder_module): the compiled BSON loop usual_reply decodes with, and\n"
      "the module whose _read_document says whether the compiled loops are in use."},
+    {"configure_request", configure_request, METH_VARARGS,
+     "configure_request(write_document, encoder_module, PackedDocuments, command_overhead, large_packed_size):\n"
+     "what encode_request encodes with and the limits it keeps."},
+    {"encode_request", (PyCFunction)(void (*)(void))encode_request, METH_FASTCALL,
+     "encode_request(request_id, command, document_sequences, flags, codec_options, max_bson_size,\n"
+     "max_message_size): the usual OP_MSG as a one-part list, or None for anything else (the reference\n"
+     "encode_command_parts encodes it). A refusal of the BSON loop propagates as the loop raises it."},
     {"usual_reply", (PyCFunction)(void (*)(void))usual_reply, METH_FASTCALL,
      "usual_reply(message, expected_response_to, request_id, codec_options): the usual reply decoded (an\n"
      "uncompressed OP_MSG of one body section answering the request, into a dict by the compiled loops), or\n"
@@ -1011,6 +1213,9 @@ static int intern_names(void) {
     INTERN(str_read_document, "_read_document");
     INTERN(str_cache, "_cache");
     INTERN(str_decode, "decode");
+    INTERN(str_write_document, "_write_document");
+    INTERN(str_encode, "encode");
+    INTERN(str_db, "$db");
 #undef INTERN
     PyObject *context = PyUnicode_InternFromString("context");
     if (context == NULL) {

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mongio.bson import InvalidBSON, _decoder, decode, encode
+from mongio.bson import InvalidBSON, _decoder, _encoder, decode, encode
 from mongio.bson._compiled import load_speedups
 from mongio.bson._decoder import _MALFORMED, _describe, decode_framed
+from mongio.bson._encoder import _invalid_document, _Refused
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
@@ -45,7 +46,9 @@ from mongio.wire.header import (
 from mongio.wire.legacy import OpReply, encode_op_query
 from mongio.wire.message import parse_message
 from mongio.wire.op_msg import (
+    COMMAND_OVERHEAD,
     EXHAUST_ALLOWED,
+    LARGE_PACKED_SIZE,
     MORE_TO_COME,
     REQUIRED_BITS_MASK,
     OpMsg,
@@ -62,13 +65,18 @@ _BODY_OFFSET = 21
 
 _CURSOR_NOT_FOUND = 43
 
-# The compiled parse of the usual reply (_speedups.c), when both extensions are there; else None, and
-# _parse_any_reply parses every reply.
+# The compiled parse of the usual reply and encoding of the usual request (_speedups.c), when both extensions
+# are there; else None, and _parse_any_reply parses every reply, encode_command_parts encodes every request.
 _usual_reply: Callable[[memoryview, int, int, CodecOptions], dict[str, Any] | None] | None = None
+_encode_request: Callable[..., list[bytearray] | None] | None = None
 _compiled = load_speedups("mongio.connection._speedups")
 if _compiled is not None and _decoder._SPEEDUPS is not None:
     _compiled.configure_reply(_decoder._SPEEDUPS.read_document, _decoder)
     _usual_reply = _compiled.usual_reply
+    _compiled.configure_request(
+        _decoder._SPEEDUPS.write_document, _encoder, PackedDocuments, COMMAND_OVERHEAD, LARGE_PACKED_SIZE
+    )
+    _encode_request = _compiled.encode_request
 
 
 def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None = None) -> None:
@@ -367,6 +375,23 @@ class Connection:
         request_id = next_request_id()
         # Encoding errors (DocumentTooLarge, InvalidDocument) happen before anything is written: the connection
         # stays usable.
+        if _encode_request is not None and (self.compressor is None or not compress):
+            # The usual message, compiled; None for anything else, which encode_command_parts encodes.
+            try:
+                usual = _encode_request(
+                    request_id,
+                    command,
+                    document_sequences,
+                    flags,
+                    codec_options,
+                    self.max_bson_size,
+                    self._max_message_size,
+                )
+            except (_Refused, RecursionError) as refused:
+                raise _invalid_document(refused) from None
+            if usual is not None:
+                self._write(usual, request_id, expect_reply=not more_to_come)
+                return request_id
         message = encode_command_parts(
             request_id,
             db,
