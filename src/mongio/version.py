@@ -34,5 +34,5 @@ def get_version_string() -> str:
 
 
 def has_c() -> bool:
-    """Whether the C extensions (the BSON codec's loops, a connection's reply path) are in use."""
+    """Whether the C extensions (the BSON codec's loops, a connection's round trip) are in use."""
     return load_speedups() is not None and load_speedups("mongio.connection._speedups") is not None

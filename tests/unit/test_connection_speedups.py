@@ -1,7 +1,8 @@
-"""The compiled per-reply path of a connection (``mongio/connection/_speedups.c``): it is what the protocol
-uses when the extension is built, and it refuses state it cannot work on instead of reading outside a buffer.
-Its behaviour is tested against the Python reference in test_wire_protocol.py and test_reply_waiter.py (both
-run once per implementation) and by the fuzzer's ``framing`` target."""
+"""The compiled round trip of a connection (``mongio/connection/_speedups.c``): it is what the protocol and
+the connection use when the extension is built, and it refuses state it cannot work on instead of reading
+outside a buffer. Its behaviour is tested against the Python reference in test_wire_protocol.py and
+test_reply_waiter.py (both run once per implementation) and by the fuzzer's ``framing``, ``reply`` and
+``request`` targets."""
 
 from __future__ import annotations
 
@@ -19,25 +20,30 @@ from mongio.errors import DocumentTooLarge
 from mongio.wire.op_msg import LARGE_PACKED_SIZE, PackedDocuments, encode_command_parts, encode_op_msg
 from tests.support.protocol_feed import make_protocol
 
-pytestmark = pytest.mark.skipif(
+compiled_only = pytest.mark.skipif(
     protocol._compiled is None, reason="the compiled extension is not built or MONGIO_NO_SPEEDUPS is set"
 )
 
 
+# Not skipped when the extension is missing: a build that silently left it out fails here.
 @pytest.mark.skipif(bool(os.environ.get("MONGIO_NO_SPEEDUPS")), reason="MONGIO_NO_SPEEDUPS is set")
-def test_the_protocol_builds_on_the_compiled_framing() -> None:
+def test_the_protocol_and_connection_build_on_the_compiled_round_trip() -> None:
     compiled: Any = protocol._compiled
     assert compiled is not None
     framing_class: Any = protocol.MessageProtocol.__mro__[1]
     assert framing_class is compiled.Framing
     assert protocol.MessageProtocol.get_buffer is framing_class.get_buffer
+    assert connection._usual_reply is compiled.usual_reply
+    assert connection._encode_request is compiled.encode_request
 
 
+@compiled_only
 async def test_a_compiled_protocol_gives_compiled_waiters() -> None:
     made, _ = make_protocol()
     assert type(made.wait_message(bytes)) is protocol._compiled.ReplyWaiter
 
 
+@compiled_only
 async def test_buffer_state_the_framing_cannot_use_is_refused() -> None:
     made, _ = make_protocol()
     waiter = made.wait_message(bytes)
@@ -51,6 +57,7 @@ async def test_buffer_state_the_framing_cannot_use_is_refused() -> None:
     assert not waiter.done()
 
 
+@compiled_only
 async def test_a_dropped_protocol_in_a_cycle_through_its_waiter_is_collected() -> None:
     made, _ = make_protocol()
     waiter = made.wait_message(bytes)
@@ -66,6 +73,7 @@ def _reply(document: dict[str, Any], response_to: int, flags: int = 0) -> memory
     return memoryview(bytes(encode_op_msg(3, encode(document), (), flags, response_to=response_to)))
 
 
+@compiled_only
 def test_the_usual_reply_is_decoded_compiled_and_anything_else_left_to_the_python_parser() -> None:
     usual_reply = connection._usual_reply
     assert usual_reply is not None
@@ -91,6 +99,7 @@ def test_the_usual_reply_is_decoded_compiled_and_anything_else_left_to_the_pytho
         usual_reply(memoryview(bytes(broken)), 7, 7, options)
 
 
+@compiled_only
 def test_the_usual_request_is_encoded_compiled_and_anything_else_left_to_the_reference() -> None:
     encode_request = connection._encode_request
     assert encode_request is not None

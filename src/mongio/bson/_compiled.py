@@ -1,4 +1,4 @@
-"""Where the codec (and the connection's reply path) find their compiled code: the optional C extensions
+"""Where the codec (and a connection's round trip) find their compiled code: the optional C extensions
 ``mongio.bson._speedups`` and ``mongio.connection._speedups``, unless they were not built or the environment
 sets ``MONGIO_NO_SPEEDUPS``."""
 

@@ -1,5 +1,6 @@
 /*
- * The compiled per-reply path of a connection: ReplyWaiter and the framing core of MessageProtocol.
+ * The compiled round trip of a connection: ReplyWaiter, the framing core of MessageProtocol, and the
+ * usual request's encoding and reply's parse.
  *
  * Every round trip runs the protocol's get_buffer and buffer_updated (from the transport's read callback),
  * its wait_message, and the waiter's future protocol (from asyncio's Task). In Python that is some
@@ -1189,7 +1190,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT, "mongio.connection._speedups",
-    "The compiled per-reply path of a connection (see _speedups.c).", -1, module_methods,
+    "The compiled round trip of a connection (see _speedups.c).", -1, module_methods,
 };
 
 static int intern_names(void) {

@@ -387,7 +387,7 @@ class Connection:
                     self.max_bson_size,
                     self._max_message_size,
                 )
-            except (_Refused, RecursionError) as refused:
+            except (_Refused, RecursionError) as refused:  # as _encoder._append_document reports a refusal
                 raise _invalid_document(refused) from None
             if usual is not None:
                 self._write(usual, request_id, expect_reply=not more_to_come)
@@ -507,6 +507,7 @@ class Connection:
             # The usual reply, compiled; None for anything else, which the Python parser below decides.
             try:
                 reply = _usual_reply(message, self._expected_response_to, self._request_id, self._codec_options)
+            # decode_framed's conversion of the loop's errors, inline as there: this runs once per reply.
             except InvalidBSON:
                 raise
             except _MALFORMED as exc:
