@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -302,6 +303,65 @@ async def test_a_retryable_write_keeps_its_session_while_the_topology_knows_no_d
     assert await executor.execute(InsertOne("db")) == 1
     first, second = conn.sent
     assert first["lsid"] == second["lsid"] and first["txnNumber"] == second["txnNumber"]
+
+
+def _step_down_during_check_out(topology: FakeTopology, pool: FakePool) -> None:
+    """Every selection finds the server primary; every check-out then sees it become Unknown (another
+    operation's error, or a new primary's hello) before it hands out its connection."""
+    real_select = topology.select_server_nowait
+    real_check_out = pool.check_out
+    unknown = ServerDescription(ADDRESS)
+
+    def describe(server: ServerDescription) -> None:
+        topology.server.description = server
+        topology.description = SimpleNamespace(**{**vars(topology.description), "get": lambda _: server})
+
+    def select(*args: Any, **kwargs: Any) -> FakeServer:
+        describe(PRIMARY)
+        return real_select(*args, **kwargs)
+
+    async def check_out(max_wait: float | None = None) -> FakeConnection:
+        conn = await real_check_out(max_wait)
+        describe(unknown)
+        return conn
+
+    topology.select_server_nowait = select  # type: ignore[method-assign]
+    pool.check_out = check_out  # type: ignore[method-assign]
+
+
+async def test_a_retryable_write_is_judged_on_the_server_as_selected_not_as_described_after_check_out() -> None:
+    """Retryable writes specification, "Supported Server Versions": the server selected for the attempt
+    decides. A step-down seen while the write waited for its connection leaves it a retryable write: it
+    carries its txnNumber, and the retry after the server's NotWritablePrimary reuses it."""
+    not_writable = OperationFailure(
+        "not primary", 10107, {"ok": 0, "code": 10107, "errorLabels": ["RetryableWriteError"]}
+    )
+    executor, topology, pool, conn = make_executor([not_writable, {"ok": 1, "n": 1}])
+    _step_down_during_check_out(topology, pool)
+    assert await executor.execute(InsertOne("db")) == 1
+    first, retry = conn.sent
+    assert first["txnNumber"] == retry["txnNumber"] == Int64(1)
+    assert first["lsid"] == retry["lsid"]
+
+
+async def test_the_retry_of_a_write_is_judged_on_its_own_selection() -> None:
+    """The retry, too, is judged on the server selected for it: a change seen during its check-out does not end
+    the operation with the previous error."""
+    executor, topology, pool, conn = make_executor([AutoReconnect("connection reset"), {"ok": 1, "n": 1}])
+    _step_down_during_check_out(topology, pool)
+    assert await executor.execute(InsertOne("db")) == 1
+    assert [sent["txnNumber"] for sent in conn.sent] == [Int64(1), Int64(1)]
+
+
+async def test_a_write_to_a_server_selected_as_standalone_carries_no_transaction_number() -> None:
+    """The rule cuts both ways: a server selected as a standalone gets no txnNumber, whatever it is described
+    as once the connection is ready."""
+    executor, topology, _pool, conn = make_executor([{"ok": 1, "n": 1}])
+    standalone = ServerDescription(ADDRESS, STANDALONE_HELLO)
+    topology.server.description = standalone
+    topology.description.get = lambda _: standalone
+    assert await executor.execute(InsertOne("db")) == 1
+    assert "txnNumber" not in conn.sent[0]
 
 
 async def test_explicit_session_is_bound_to_its_client() -> None:

@@ -599,6 +599,8 @@ class Executor:
         )
         try:
             run.server_address = server.address
+            # The server as selected: every decision of this attempt is judged on this description (and on the
+            # connection's own handshake), never on one that changed while a connection was awaited.
             described = topology.description
             description = described.get(server.address) or server.description
             run.from_mongos = description.server_type is _MONGOS
@@ -623,10 +625,6 @@ class Executor:
                         conn = await pool.check_out(wait)
                 else:
                     conn = await pool.check_out(self._wait_queue_timeout)
-                if topology.description is not described:
-                    # The description changed while a connection was being opened: the server's current one.
-                    described = topology.description
-                    description = described.get(server.address) or server.description
             try:
                 command, server_session, exhaust = self._command_for(
                     topology, run, server, pool, conn, described, description
@@ -665,9 +663,18 @@ class Executor:
         described: TopologyDescription,
         description: ServerDescription,
     ) -> tuple[Command, ServerSession | None, bool]:
-        """The command for ``conn`` (to ``server``, described by ``description`` in the topology's current
-        ``described``): its session and txnNumber, the build, and the fields the executor owns. Returns it with
-        its server session and whether it may open an exhaust stream."""
+        """The command for ``conn`` (to ``server``, described by ``description`` in ``described``, both as
+        they were when the server was selected): its session and txnNumber, the build, and the fields the
+        executor owns. Returns it with its server session and whether it may open an exhaust stream.
+
+        Which facts each decision rests on. The server as selected (``description``, ``described``): session
+        support, a retryable write's eligibility (the retryable writes specification judges the server selected
+        for the attempt: sessions supported and not a standalone; a step-down while the attempt waited for a
+        connection does not make it ineligible, the server's refusal is then retried), ``$readPreference``, the
+        read concern's standalone rule, a transaction's pinning, and the round-trip time ``maxTimeMS`` leaves
+        for. The connection's own handshake (``conn``): the wire version for features (``$clusterTime``,
+        snapshot reads, exhaust getMores, the command's build), compression, and a load balancer's service id.
+        """
         op = run.op
         # Sessions only now that a connection is ours: operations waiting for one hold no server session.
         # One clock reading: the pool's expiry check and the session's last use (it is about to be sent).
@@ -697,6 +704,7 @@ class Executor:
             op,
             run.session,
             description,
+            conn.max_wire_version,
             described.topology_type,
             in_transaction=run.transaction_bound,
             csot_on=run.deadline is not None,
@@ -974,24 +982,26 @@ class Executor:
         op: Operation[Any],
         session: ClientSession | None,
         description: ServerDescription,
+        wire_version: int,
         topology_type: TopologyType,
         *,
         in_transaction: bool = False,
         csot_on: bool = False,
     ) -> None:
         """Add ``$clusterTime``, the concerns, ``$readPreference``, the stable API fields and ``maxTimeMS``
-        (``csot_on``: a CSOT deadline is in force)."""
+        (``csot_on``: a CSOT deadline is in force), for the server ``description`` selected and a connection
+        whose handshake gave ``wire_version``."""
         cluster_time = self.cluster_clock.cluster_time
         if session is not None:
             own = session.cluster_time
             if own is not None and (cluster_time is None or own["clusterTime"] > cluster_time["clusterTime"]):
                 cluster_time = own
-        if cluster_time is not None and description.max_wire_version >= 6:
+        if cluster_time is not None and wire_version >= 6:
             body["$clusterTime"] = cluster_time
         # A transaction's read concern goes on its first command only (already in the body). Without a session,
         # only an operation that takes a read concern can get one.
         if not in_transaction and (session is not None or op.takes_read_concern) and "readConcern" not in body:
-            _add_read_concern(body, op, session, description)
+            _add_read_concern(body, op, session, description, wire_version)
         if csot_on or op.takes_write_concern:
             _add_write_concern(body, op, in_transaction, csot_on)
         if "$readPreference" not in body:
@@ -1245,14 +1255,18 @@ def _raise_operation_error(run: _Execution[Any], exc: MongioError, reported: Bas
 
 
 def _add_read_concern(
-    body: dict[str, Any], op: Operation[Any], session: ClientSession | None, description: ServerDescription
+    body: dict[str, Any],
+    op: Operation[Any],
+    session: ClientSession | None,
+    description: ServerDescription,
+    wire_version: int,
 ) -> None:
     """The read concern outside a transaction: a snapshot session's on every command but getMore and
     killCursors; a read's own, with the causally consistent session's ``afterClusterTime``; and for the
     writes that take one, ``afterClusterTime`` alone in a causally consistent session."""
     if session is not None and session.options.snapshot:
         standalone = description.server_type is ServerType.Standalone
-        if description.max_wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
+        if wire_version < _SNAPSHOT_MIN_WIRE_VERSION:
             raise ConfigurationError("Snapshot reads require MongoDB 5.0 or later")
         if op.command_name not in _NO_SNAPSHOT_COMMANDS:
             body["readConcern"] = session._read_concern(None, standalone=standalone)
