@@ -4,6 +4,7 @@ checked.
 
     python -m spec_runner.cluster.soak [--topology replicaset|sharded|both] [--writers 50] [--faults 100]
                                        [--cancellations 10000] [--seed 1]
+    python -m spec_runner.cluster.soak --pressure [--writers 20] [--max-pool-size 5] [--faults 15]
 
 Each writer inserts documents with unique ids and increments its own counter document (both retryable
 writes); readers read back acknowledged documents (retryable reads); a fault driver injects elections,
@@ -15,6 +16,15 @@ Afterwards: every acknowledged insert is present exactly once, each counter lies
 increments and those plus the ones whose outcome is unknown (more is a write applied twice), no read returned
 a wrong document, no connection is left checked out, every pooled connection answers its own next request,
 and no task outlives the client.
+
+The errors the application saw are counted by class and code, in two groups: those no retry could have
+avoided (a timeout: the operation's timeoutMS ran out, a black hole say; an overload still refused once the
+backoff budget was spent) and those the retry rules should have absorbed (a NotWritablePrimary on a write, for
+one: an election leaves room for the retry within timeoutMS).
+
+``--pressure`` is the pool-pressure run: writers only, more of them than ``--max-pool-size`` connections, and an
+election every second (``--faults`` of them) and no other fault, so writes keep waiting for a connection while
+their primary steps down; a retryable write must see no error at all.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.client import MongoClient
+from mongio.execution.error_labels import is_timeout
 from spec_runner.cluster.deployment import Deployment, replica_set, sharded
 from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
 from spec_runner.cluster.members import Role
@@ -49,6 +60,10 @@ class SoakSettings:
     seed: int = 1
     timeout_ms: int = 5_000
     """The client's timeoutMS: what a black-holed operation costs."""
+    max_pool_size: int = 100
+    pressure: bool = False
+    """Writers only, ``faults`` elections a second apart, no other fault and no cancellation."""
+    election_interval: float = 1.0
 
 
 @dataclass
@@ -66,7 +81,10 @@ class SoakReport:
     stale_replies: int = 0
     leaked_tasks: int = 0
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
-    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    unavoidable_errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    """Errors no retry could have avoided (timeouts, overload past the backoff budget), by class and code."""
+    avoidable_errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    """Errors the retry rules should have absorbed, by class and code."""
     recoveries: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -94,8 +112,12 @@ class SoakReport:
             ("faults injected", sum(self.faults.values())),
         ]
         rows += [(f"  {kind}", count) for kind, count in sorted(self.faults.items())]
-        rows.append(("errors the application saw", sum(self.errors.values())))
-        rows += [(f"  {name}", count) for name, count in sorted(self.errors.items())]
+        seen = sum(self.unavoidable_errors.values()) + sum(self.avoidable_errors.values())
+        rows.append(("errors the application saw", seen))
+        rows.append(("  no retry could avoid (timeout, overload)", sum(self.unavoidable_errors.values())))
+        rows += [(f"    {name}", count) for name, count in sorted(self.unavoidable_errors.items())]
+        rows.append(("  a retry should have avoided", sum(self.avoidable_errors.values())))
+        rows += [(f"    {name}", count) for name, count in sorted(self.avoidable_errors.items())]
         if self.recoveries:
             rows.append(("elections", len(self.recoveries)))
             rows.append(("recovery after election, median (ms)", round(statistics.median(self.recoveries) * 1000, 1)))
@@ -124,13 +146,17 @@ class Soak:
         return self.client.get_database(DATABASE).get_collection(name)
 
     def _saw(self, error: BaseException) -> None:
-        code = getattr(error, "code", None)
-        self.report.errors[type(error).__name__ + (f" (code {code})" if code is not None else "")] += 1
+        name, unavoidable = classify_error(error)
+        counter = self.report.unavoidable_errors if unavoidable else self.report.avoidable_errors
+        counter[name] += 1
 
     async def run(self) -> SoakReport:
         started = time.monotonic()
         self.client = MongoClient(
-            self.deployment.uri, timeoutMS=self.settings.timeout_ms, maxPoolSize=100, heartbeatFrequencyMS=500
+            self.deployment.uri,
+            timeoutMS=self.settings.timeout_ms,
+            maxPoolSize=self.settings.max_pool_size,
+            heartbeatFrequencyMS=500,
         )
         await self.client.aconnect()
         await self._collection(DOCUMENTS).drop()
@@ -138,7 +164,10 @@ class Soak:
         workers = [asyncio.create_task(self._writer(n)) for n in range(self.settings.writers)]
         workers += [asyncio.create_task(self._reader(n)) for n in range(self.settings.readers)]
         try:
-            await asyncio.gather(self._inject_faults(), self._cancel_operations())
+            if self.settings.pressure:
+                await self._elect_every_interval()
+            else:
+                await asyncio.gather(self._inject_faults(), self._cancel_operations())
         finally:
             self.stop.set()
             await asyncio.gather(*workers)
@@ -236,6 +265,12 @@ class Soak:
             await action()
             await asyncio.sleep(0.02 + self.rng.random() * 0.05)
 
+    async def _elect_every_interval(self) -> None:
+        """The pressure run's faults: ``faults`` elections, ``election_interval`` seconds apart."""
+        for _ in range(self.settings.faults):
+            await asyncio.sleep(self.settings.election_interval)
+            await self._election()
+
     def _scripted(self, kind: FaultKind) -> Callable[[], Awaitable[None]]:
         async def inject() -> None:
             target = self._data_member()
@@ -318,6 +353,16 @@ class Soak:
         return sum(1 for identifier, doc in zip(sample, found) if doc is None or doc["_id"] != identifier)
 
 
+def classify_error(error: BaseException) -> tuple[str, bool]:
+    """The error's class and code as the report names it, and whether no retry could have avoided it: a
+    timeout (the operation's time ran out) or an overload the server still refused after the backoffs."""
+    code = getattr(error, "code", None)
+    name = type(error).__name__ + (f" (code {code})" if code is not None else "")
+    labels = getattr(error, "has_error_label", None)
+    overloaded = callable(labels) and labels("SystemOverloadedError")
+    return name, is_timeout(error) or bool(overloaded)
+
+
 async def soak_topology(topology: str, settings: SoakSettings) -> SoakReport:
     """Build a deployment of ``topology``, soak it, stop it."""
     build = replica_set if topology == "replicaset" else sharded
@@ -331,16 +376,25 @@ async def soak_topology(topology: str, settings: SoakSettings) -> SoakReport:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spec_runner.cluster.soak", description=__doc__)
     parser.add_argument("--topology", choices=("replicaset", "sharded", "both"), default="both")
-    parser.add_argument("--writers", type=int, default=50)
+    parser.add_argument("--writers", type=int, default=None, help="50; 20 with --pressure")
     parser.add_argument("--readers", type=int, default=10)
-    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--faults", type=int, default=None, help="100; with --pressure, 15 elections")
     parser.add_argument("--cancellations", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-pool-size", type=int, default=None, help="100; 5 with --pressure")
+    parser.add_argument("--pressure", action="store_true", help="the pool-pressure run (replica set only)")
     args = parser.parse_args(argv)
-    settings = SoakSettings(
-        writers=args.writers, readers=args.readers, faults=args.faults,
-        cancellations=args.cancellations, seed=args.seed,
-    )  # fmt: skip
+    if args.pressure:
+        settings = SoakSettings(
+            writers=args.writers or 20, readers=0, faults=args.faults or 15, cancellations=0,
+            seed=args.seed, max_pool_size=args.max_pool_size or 5, pressure=True,
+        )  # fmt: skip
+        args.topology = "replicaset"
+    else:
+        settings = SoakSettings(
+            writers=args.writers or 50, readers=args.readers, faults=args.faults or 100,
+            cancellations=args.cancellations, seed=args.seed, max_pool_size=args.max_pool_size or 100,
+        )  # fmt: skip
     topologies = ["replicaset", "sharded"] if args.topology == "both" else [args.topology]
     ok = True
     for topology in topologies:

@@ -5,7 +5,9 @@ random points; no acknowledged write lost or applied twice, no wrong read, no le
 from __future__ import annotations
 
 import pytest
-from spec_runner.cluster.soak import SoakSettings, soak_topology
+from spec_runner.cluster.soak import SoakSettings, classify_error, soak_topology
+
+from mongio.errors import OperationFailure, OperationTimeoutError
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -23,3 +25,28 @@ async def test_a_short_soak_loses_and_duplicates_nothing(topology: str) -> None:
     assert report.checked_out_after == 0, report.table()
     assert report.stale_replies == 0, report.table()
     assert report.leaked_tasks <= 1, report.table()  # pytest-asyncio's own runner task may remain
+
+
+async def test_writes_waiting_for_a_connection_through_elections_see_no_error() -> None:
+    """The pool-pressure run, short: more writers than connections, an election every half second. A write
+    that selected the primary and waits for a connection while it steps down is still a retryable write
+    (judged on the server as selected), so the application sees no error at all."""
+    settings = SoakSettings(
+        writers=20, readers=0, faults=4, cancellations=0, max_pool_size=5, pressure=True, election_interval=0.5
+    )
+    report = await soak_topology("replicaset", settings)
+    assert report.faults["election"] == settings.faults
+    assert report.acknowledged_inserts > 0
+    assert sum(report.avoidable_errors.values()) == 0, report.table()
+    assert sum(report.unavoidable_errors.values()) == 0, report.table()
+    assert report.lost_writes == 0 and report.duplicate_writes == 0, report.table()
+
+
+def test_the_soak_tells_errors_no_retry_could_avoid_from_the_others() -> None:
+    not_writable = OperationFailure("not primary", 10107, {"ok": 0, "code": 10107})
+    overloaded = OperationFailure(
+        "overloaded", 462, {"ok": 0, "code": 462, "errorLabels": ["SystemOverloadedError", "RetryableError"]}
+    )
+    assert classify_error(not_writable) == ("OperationFailure (code 10107)", False)
+    assert classify_error(overloaded) == ("OperationFailure (code 462)", True)
+    assert classify_error(OperationTimeoutError("timed out")) == ("OperationTimeoutError", True)
