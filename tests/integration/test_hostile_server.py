@@ -24,6 +24,7 @@ import pytest
 
 from mongio import MongoClient
 from mongio.bson import InvalidBSON, decode
+from mongio.connection import connect
 from mongio.errors import (
     AutoReconnect,
     DocumentTooLarge,
@@ -139,6 +140,27 @@ def test_each_bomb_inflates_to_its_size(compressor: str) -> None:
         inflated = zstandard.ZstdDecompressor().decompress(data)
     assert inflated == bytes(size)
     assert len(data) < size // 20
+
+
+async def test_the_handshake_says_what_it_is_told() -> None:
+    lies = Handshake(
+        max_message_size=10**12, max_bson_size=-1, compressors=["zstd"], set_name="rs", fields={"x": 1}
+    )
+    async with HostileServer(lies) as server:
+        host, port = server.address
+        connection = await connect((host, port))
+        try:
+            hello = await asyncio.wait_for(
+                connection.command("admin", {"hello": 1, "compression": ["zlib", "zstd"]}), SAFETY
+            )
+        finally:
+            connection.close()
+    assert hello["maxMessageSizeBytes"] == 10**12
+    assert hello["maxBsonObjectSize"] == -1
+    assert hello["compression"] == ["zstd"]
+    assert hello["setName"] == "rs"
+    assert hello["hosts"] == [f"{host}:{port}"]
+    assert hello["x"] == 1
 
 
 def test_the_nested_document_is_as_deep_as_asked() -> None:
