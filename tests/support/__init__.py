@@ -3,6 +3,8 @@ helpers from here, never from one another.
 
 ``loopback_peer``: a MongoDB-wire peer of our own on 127.0.0.1 that records what the client sends and answers
 through handler callbacks, with fault injection (see its module documentation).
+``hostile_server``: a server on 127.0.0.1 that answers the handshake from a configurable (possibly lying)
+hello, then misbehaves per command as scripted: bad lengths, compression bombs, invalid BSON, stalls...
 ``virtual_clock``: an event loop whose clock jumps to the next timer when the loop is idle, for tests of
 timeouts and intervals that take no real time.
 ``fake_deployment``: fake replica sets, mongoses and standalones on loopback for the topology tests.
