@@ -99,8 +99,8 @@ class _FramingInPython:
             # The message being received does not fit where it starts, and it must end up in one piece to be
             # parsed in place: move what arrived of it to the front; once that fills the buffer, double the
             # buffer, up to the message's length. The buffer so grows with the bytes that arrived, never
-            # ahead of them to what the header claims: a forged length costs at most twice what was sent,
-            # and a real message's bytes are copied about once on average.
+            # ahead of them to what the header claims: whatever length a header forges, the buffer is at most
+            # twice the bytes sent, and a real message's bytes are copied about once on average.
             if start:
                 self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
                 self._start, self._end = 0, end - start

@@ -52,7 +52,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
 # header claim up to 2 GiB, the most a length field holds. Sending less than a server allows is always safe,
 # and no reply of a real server comes near the ceilings (a reply is one document of at most
 # maxBsonObjectSize, or a batch of them within maxMessageSizeBytes).
-MAX_BSON_SIZE_CEILING = 64 * 1024 * 1024
+MAX_BSON_SIZE_CEILING = 4 * DEFAULT_MAX_BSON_SIZE  # 64 MiB
 MAX_MESSAGE_SIZE_CEILING = 4 * DEFAULT_MAX_MESSAGE_SIZE
 MAX_WRITE_BATCH_SIZE_CEILING = 10 * DEFAULT_MAX_WRITE_BATCH_SIZE
 
