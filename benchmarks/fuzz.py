@@ -869,7 +869,7 @@ class Framing(Target):
         )
         self.seeds = [
             HEADER.pack(size, index, 7, 2013) + bytes((index * 31 + i) % 256 for i in range(size - 16))
-            for index, size in enumerate((16, 17, 21, 60, 300, 4095, 4096, 5000, 9000))
+            for index, size in enumerate((16, 17, 21, 60, 300, 4095, 4096, 5000, 9000, 40_000))
         ]
 
     def inputs(self) -> Iterator[Any]:
@@ -924,7 +924,14 @@ class Framing(Target):
                 offset += count
                 protocol.buffer_updated(count)
             log.append(
-                (protocol._start, protocol._end, protocol._held, protocol._needed, protocol.lost_reason)
+                (
+                    protocol._start,
+                    protocol._end,
+                    protocol._capacity,
+                    protocol._held,
+                    protocol._needed,
+                    protocol.lost_reason,
+                )
             )
         if waiter is not None:
             log.append(_outcome(waiter))

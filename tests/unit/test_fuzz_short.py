@@ -49,6 +49,13 @@ def test_the_framing_target_reaches_every_outcome_and_catches_a_framing_that_dif
     target.implementations["python"] = HoldsOneByteShort
     assert _differences(target, inputs, 2000) > 0
 
+    class GrowsToTheClaimedLength(PythonFramingProtocol):  # type: ignore[misc]
+        def _replace_buffer(self, new: bytearray, start: int, end: int) -> None:
+            super()._replace_buffer(bytearray(max(len(new), self._needed)), start, end)
+
+    target.implementations["python"] = GrowsToTheClaimedLength
+    assert _differences(target, inputs, 2000) > 0
+
 
 class _Crashing(fuzz.Target):
     name = "crashing"

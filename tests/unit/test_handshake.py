@@ -24,6 +24,7 @@ from mongio.connection.handshake import (
     validate_appname,
 )
 from mongio.errors import ConfigurationError
+from mongio.wire.header import MAX_MESSAGE_SIZE_CEILING
 
 NO_DOCKER = "/nonexistent/.dockerenv"
 
@@ -324,4 +325,12 @@ def test_legacy_reply_and_defaults() -> None:
     assert reply.service_id is None and reply.connection_id is None
     arbiter = HelloResponse.from_document({"arbiterOnly": True, "setName": "rs", "ok": 1})
     assert arbiter.is_arbiter
+
+
+def test_reply_size_limits_are_made_sane() -> None:
+    forged = HelloResponse.from_document(
+        {"maxBsonObjectSize": -1, "maxMessageSizeBytes": 10**12, "maxWriteBatchSize": "many", "ok": 1}
+    )
+    limits = (forged.max_bson_object_size, forged.max_message_size_bytes, forged.max_write_batch_size)
+    assert limits == (16 * 1024 * 1024, MAX_MESSAGE_SIZE_CEILING, 100_000)
 

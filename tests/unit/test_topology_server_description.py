@@ -10,6 +10,11 @@ import pytest
 from mongio.errors import ConnectionFailure, NotPrimaryError, OperationFailure
 from mongio.topology.server_description import ServerDescription, format_address, parse_address
 from mongio.topology.server_type import ServerType
+from mongio.wire.header import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_WRITE_BATCH_SIZE,
+    MAX_BSON_SIZE_CEILING,
+)
 
 A = ("a", 27017)
 
@@ -125,6 +130,20 @@ def test_capabilities() -> None:
     assert not arbiter.is_readable and not arbiter.is_data_bearing
     no_sessions = sd({"ok": 1, "setName": "rs", "isWritablePrimary": True})
     assert not no_sessions.retryable_writes_supported
+
+
+def test_size_limits_are_believed_up_to_their_ceilings_and_only_as_positive_integers() -> None:
+    def limits(description: ServerDescription) -> tuple[int, int, int]:
+        return description.max_bson_size, description.max_message_size, description.max_write_batch_size
+
+    real = {"maxBsonObjectSize": 16_777_216, "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 10}
+    assert limits(sd({"ok": 1, **real})) == (16_777_216, 48_000_000, 10)
+    forged = {"maxBsonObjectSize": 10**12, "maxMessageSizeBytes": 0, "maxWriteBatchSize": -5}
+    assert limits(sd({"ok": 1, **forged})) == (
+        MAX_BSON_SIZE_CEILING,
+        DEFAULT_MAX_MESSAGE_SIZE,
+        DEFAULT_MAX_WRITE_BATCH_SIZE,
+    )
 
 
 def test_to_unknown_keeps_address_and_error() -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mongio.connection.protocol import _INITIAL_BUFFER_SIZE, MessageProtocol
 from mongio.connection.transport import format_address, is_unix_socket
 from mongio.errors import AutoReconnect, NetworkTimeout, ProtocolError
 from mongio.wire import HEADER, OP_MSG
@@ -95,27 +97,59 @@ def test_any_split_of_any_messages_frames_them_exactly(sizes: list[int], cuts: l
     asyncio.run(run())
 
 
-async def test_large_message_grows_the_buffer_and_it_shrinks_back_when_idle() -> None:
+def _reads(protocol: MessageProtocol, data: bytes, chunk: int) -> Iterator[int]:
+    """Feed ``data`` in reads of at most ``chunk`` bytes, yielding the bytes fed so far after each read."""
+    for offset in range(0, len(data), chunk):
+        feed(protocol, data[offset : offset + chunk])
+        yield min(offset + chunk, len(data))
+
+
+async def test_large_message_grows_the_buffer_with_its_bytes_and_it_shrinks_back_when_idle() -> None:
     protocol, _ = make_protocol()
     big = message(3, 5_000_000)
     waiter = protocol.wait_message(bytes)
-    feed(protocol, big[:100])
-    buffer = protocol.get_buffer(-1)
-    assert len(buffer) >= len(big) - 100  # room for the whole rest: parsed in one piece
-    feed(protocol, big[100:])
+    for received in _reads(protocol, big[:-1], 65_536):
+        assert protocol._capacity <= max(_INITIAL_BUFFER_SIZE, 2 * received)
+    assert protocol._capacity == len(big)  # doubled up to the message's length, not past it
+    feed(protocol, big[-1:])
     assert await waiter == big
     assert len(protocol.get_buffer(-1)) <= 1024 * 1024
 
 
-@pytest.mark.parametrize("length", [0, 15, -5, 1001])
+@pytest.mark.parametrize("chunk", [1000, 65_536, 1_000_003])
+async def test_a_forged_length_costs_memory_in_proportion_to_the_bytes_that_arrived(chunk: int) -> None:
+    # A header claiming 2 GiB, then 1 MiB of data and nothing more: the buffer follows the data.
+    protocol, transport = make_protocol(max_message_size=2**31 - 1)
+    waiter = protocol.wait_message(bytes)
+    forged = HEADER.pack(2**31 - 1, 1, 0, OP_MSG) + bytes(1024 * 1024 - 16)
+    for received in _reads(protocol, forged, chunk):
+        assert protocol._capacity <= max(_INITIAL_BUFFER_SIZE, 2 * received)
+    assert protocol._needed == 2**31 - 1 and not waiter.done() and not transport.aborted
+
+
+async def test_a_message_behind_another_is_moved_to_the_front_before_the_buffer_grows() -> None:
+    protocol, _ = make_protocol()
+    first, second = message(1, 3000), message(2, 20_000)
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, first + second[:1000])
+    assert await waiter == first
+    waiter = protocol.wait_message(bytes)
+    for received in _reads(protocol, second[1000:-1], 700):
+        assert protocol._capacity <= max(_INITIAL_BUFFER_SIZE, 2 * (1000 + received))
+    feed(protocol, second[-1:])
+    assert await waiter == second
+
+
+@pytest.mark.parametrize("length", [0, 15, -5, 1001, 2**31 - 1, -(2**31)])
 async def test_impossible_length_fails_the_waiter_and_aborts(length: int) -> None:
     protocol, transport = make_protocol(max_message_size=1000)
     waiter = protocol.wait_message(bytes)
     feed(protocol, HEADER.pack(length, 1, 0, OP_MSG))
-    with pytest.raises(ProtocolError, match=r"db\.example:27017"):
+    with pytest.raises(ProtocolError, match=rf"db\.example:27017 sent a message of length {length}; "):
         await waiter
     assert transport.aborted
     assert protocol.lost
+    assert protocol._capacity == _INITIAL_BUFFER_SIZE  # refused at its header: no buffer sized for it
     with pytest.raises(AutoReconnect, match=r"db\.example:27017"):
         await protocol.wait_message(bytes)
 

@@ -554,9 +554,11 @@ static PyObject *framing_get_buffer(Framing *self, PyObject *sizehint) {
     }
     Py_ssize_t needed = self->needed, capacity = self->capacity;
     if (start + needed > capacity) {
-        /* The message being received does not fit where it starts: move it to the front, or into a buffer
-           big enough to take it whole so that it can be parsed in one piece. */
-        if (needed <= capacity) {
+        /* The message being received does not fit where it starts, and it must end up in one piece to be
+           parsed in place: move what arrived of it to the front; once that fills the buffer, double the
+           buffer, up to the message's length. The buffer so grows with the bytes that arrived, never ahead
+           of them to what the header claims (protocol.py's get_buffer says why). */
+        if (start > 0) {
             char *data = buffer_bytes(self);
             if (data == NULL) {
                 return NULL;
@@ -564,8 +566,10 @@ static PyObject *framing_get_buffer(Framing *self, PyObject *sizehint) {
             memmove(data, data + start, (size_t)(end - start));
             self->start = 0;
             self->end = end - start;
-        } else if (replace_buffer(self, needed > 2 * capacity ? needed : 2 * capacity, start, end) < 0) {
-            return NULL;
+        } else if (end == capacity) {
+            if (replace_buffer(self, needed < 2 * capacity ? needed : 2 * capacity, 0, end) < 0) {
+                return NULL;
+            }
         }
     } else if (end == capacity) {
         /* Only with a held message: a TLS layer may still hand over what it had decrypted before reading

@@ -41,6 +41,7 @@ from mongio.wire.header import (
     DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_WRITE_BATCH_SIZE,
     OP_MSG,
+    announced_limits,
     next_request_id,
 )
 from mongio.wire.legacy import OpReply, encode_op_query
@@ -227,11 +228,13 @@ class Connection:
         return self._awaiting_reply
 
     def configure_from_hello(self, hello: Mapping[str, Any], compressor: Compressor | None = None) -> None:
-        """Take the limits and versions a handshake hello reply announces (defaults where it is silent)."""
+        """Take the limits and versions a handshake hello reply announces (defaults where it is silent; the
+        size limits made sane by ``announced_limits``)."""
         self.hello = hello
-        self.max_bson_size = int(hello.get("maxBsonObjectSize", DEFAULT_MAX_BSON_SIZE))
-        self.max_message_size = int(hello.get("maxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE))
-        self.max_write_batch_size = int(hello.get("maxWriteBatchSize", DEFAULT_MAX_WRITE_BATCH_SIZE))
+        limits = announced_limits(hello)  # within ceilings: they bound what a reply's header may claim
+        self.max_bson_size = limits.max_bson_size
+        self.max_message_size = limits.max_message_size
+        self.max_write_batch_size = limits.max_write_batch_size
         self.max_wire_version = int(hello.get("maxWireVersion", 0))
         self.min_wire_version = int(hello.get("minWireVersion", 0))
         self.service_id = hello.get("serviceId")

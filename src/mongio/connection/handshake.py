@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import mongio
 from mongio.bson import encode
 from mongio.errors import ConfigurationError
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
+from mongio.wire.header import announced_limits
 
 __all__ = [
     "DRIVER_NAME",
@@ -407,7 +407,8 @@ class HelloResponse:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> HelloResponse:
-        """Read a hello or legacy hello reply; absent size limits take the server defaults."""
+        """Read a hello or legacy hello reply; size limits absent or not positive integers take the server
+        defaults, and those above their ceilings the ceilings (``announced_limits``)."""
         writable = document.get("isWritablePrimary", document.get("ismaster", False))
         connection_id = document.get("connectionId")
         session_timeout = document.get("logicalSessionTimeoutMinutes")
@@ -415,13 +416,14 @@ class HelloResponse:
         topology_version = document.get("topologyVersion")
         set_name = document.get("setName")
         msg = document.get("msg")
+        limits = announced_limits(document)
         return cls(
             document=document,
             is_writable_primary=bool(writable),
             hello_ok=bool(document.get("helloOk", False)),
-            max_bson_object_size=_int(document.get("maxBsonObjectSize"), DEFAULT_MAX_BSON_SIZE),
-            max_message_size_bytes=_int(document.get("maxMessageSizeBytes"), DEFAULT_MAX_MESSAGE_SIZE),
-            max_write_batch_size=_int(document.get("maxWriteBatchSize"), DEFAULT_MAX_WRITE_BATCH_SIZE),
+            max_bson_object_size=limits.max_bson_size,
+            max_message_size_bytes=limits.max_message_size,
+            max_write_batch_size=limits.max_write_batch_size,
             min_wire_version=_int(document.get("minWireVersion"), 0),
             max_wire_version=_int(document.get("maxWireVersion"), 0),
             compression=_strings(document.get("compression")),

@@ -10,6 +10,10 @@ A message that arrives while nobody waits (the next reply of an exhaust stream, 
 being asked) stays where it is in the buffer, and reading pauses (``transport.pause_reading()``) until a task
 takes it: a server streaming ahead of its consumer fills the socket's buffers and then waits, instead of
 filling the client's memory. Reading resumes once the held message is taken.
+
+Memory follows the bytes that arrived, never what a header claims: a length outside ``HEADER_SIZE`` to
+``max_message_size`` aborts the connection with ``ProtocolError`` as soon as the header is in, and the buffer
+grows for a longer message only as its bytes fill it (doubling, up to the message's length).
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ T = TypeVar("T")
 
 _INT32 = struct.Struct("<i")
 # Big enough for the usual small reply (a hello, a write's acknowledgement) in one read; a larger message
-# grows it once, to its own size, when its header says how big it is. Small, since every connection has one:
-# a client holds at least three (its monitor's, its RTT task's, one pooled).
+# doubles it each time what arrived of it fills it, up to the message's length. Small, since every connection
+# has one: a client holds at least three (its monitor's, its RTT task's, one pooled).
 _INITIAL_BUFFER_SIZE = 4 * 1024
 # A buffer grown for a large reply is given back once it is empty again, so idle pooled connections stay small.
 _KEEP_BUFFER_UP_TO = 1024 * 1024
@@ -90,16 +94,18 @@ class _FramingInPython:
             if self._capacity > _KEEP_BUFFER_UP_TO:
                 self._replace_buffer(bytearray(_INITIAL_BUFFER_SIZE), 0, 0)
             return self._view
-        needed = self._needed
         capacity = self._capacity
-        if start + needed > capacity:
-            # The message being received does not fit where it starts: move it to the front, or into a buffer
-            # big enough to take it whole so that it can be parsed in one piece.
-            if needed <= capacity:
+        if start + self._needed > capacity:
+            # The message being received does not fit where it starts, and it must end up in one piece to be
+            # parsed in place: move what arrived of it to the front; once that fills the buffer, double the
+            # buffer, up to the message's length. The buffer so grows with the bytes that arrived, never
+            # ahead of them to what the header claims: whatever length a header forges, the buffer is at most
+            # twice the bytes sent, and a real message's bytes are copied about once on average.
+            if start:
                 self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
                 self._start, self._end = 0, end - start
-            else:
-                self._replace_buffer(bytearray(max(needed, 2 * capacity)), start, end)
+            elif end == capacity:
+                self._replace_buffer(bytearray(min(self._needed, 2 * capacity)), 0, end)
         elif end == capacity:
             # Only with a held message: a TLS layer may still hand over what it had decrypted before reading
             # paused, and the buffer must have room for it.
@@ -182,7 +188,9 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
     """Frames MongoDB wire messages for one connection and delivers them to a single waiter.
 
     ``address`` only names the peer in error messages. ``max_message_size`` bounds what the peer may send;
-    set it from the handshake's ``maxMessageSizeBytes``.
+    set it from the handshake's ``maxMessageSizeBytes``. It bounds an OP_COMPRESSED message as it is on the
+    wire, with no allowance: a server never sends one longer than its limit (it sends the message
+    uncompressed instead when compressing it would not fit).
     """
 
     def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:

@@ -17,7 +17,7 @@ from mongio.bson.objectid import ObjectId
 # the port a host without one gets are defined once, with the transport that connects to it.
 from mongio.connection.transport import DEFAULT_PORT, Address, format_address
 from mongio.topology.server_type import ServerType
-from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
+from mongio.wire.header import announced_limits
 
 __all__ = [
     "DEFAULT_PORT",
@@ -185,9 +185,7 @@ class ServerDescription:
         self._election_id = election_id if election_id is None else ObjectId(election_id)
         self._min_wire_version = int(doc.get("minWireVersion", 0))
         self._max_wire_version = int(doc.get("maxWireVersion", 0))
-        self._max_bson_size = int(doc.get("maxBsonObjectSize", DEFAULT_MAX_BSON_SIZE))
-        self._max_message_size = int(doc.get("maxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE))
-        self._max_write_batch_size = int(doc.get("maxWriteBatchSize", DEFAULT_MAX_WRITE_BATCH_SIZE))
+        self._max_bson_size, self._max_message_size, self._max_write_batch_size = announced_limits(doc)
         ls_timeout = doc.get("logicalSessionTimeoutMinutes")
         self._ls_timeout_minutes = int(ls_timeout) if ls_timeout is not None else None
         last_write = doc.get("lastWrite") or {}

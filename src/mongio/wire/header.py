@@ -1,12 +1,13 @@
-"""The standard message header every wire message starts with, the opcodes, and request ids."""
+"""The standard message header every wire message starts with, the opcodes, request ids, and the size limits
+a server announces (which bound, among other things, the length a header may claim)."""
 
 from __future__ import annotations
 
 import itertools
 import random
 import struct
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from mongio.errors import ProtocolError
 
@@ -16,11 +17,16 @@ __all__ = [
     "DEFAULT_MAX_WRITE_BATCH_SIZE",
     "HEADER",
     "HEADER_SIZE",
+    "MAX_BSON_SIZE_CEILING",
+    "MAX_MESSAGE_SIZE_CEILING",
+    "MAX_WRITE_BATCH_SIZE_CEILING",
     "OP_COMPRESSED",
     "OP_MSG",
     "OP_QUERY",
     "OP_REPLY",
     "MessageHeader",
+    "ServerLimits",
+    "announced_limits",
     "next_request_id",
     "parse_header",
 ]
@@ -39,6 +45,17 @@ DEFAULT_MAX_BSON_SIZE = 16 * 1024 * 1024
 DEFAULT_MAX_WRITE_BATCH_SIZE = 100_000
 DEFAULT_MAX_MESSAGE_SIZE = 48_000_000
 
+# The most a server's hello is believed for each limit. MongoDB announces exactly the defaults above
+# (maxWriteBatchSize since 3.6; 1,000 before). The ceilings leave room for a server that raises them: four
+# times each size, ten times the batch (a count of statements, whose bytes the message size bounds anyway).
+# A larger claim is lowered to the ceiling: believed, a hello claiming a terabyte would let any later reply's
+# header claim up to 2 GiB, the most a length field holds. Sending less than a server allows is always safe,
+# and no reply of a real server comes near the ceilings (a reply is one document of at most
+# maxBsonObjectSize, or a batch of them within maxMessageSizeBytes).
+MAX_BSON_SIZE_CEILING = 4 * DEFAULT_MAX_BSON_SIZE  # 64 MiB
+MAX_MESSAGE_SIZE_CEILING = 4 * DEFAULT_MAX_MESSAGE_SIZE
+MAX_WRITE_BATCH_SIZE_CEILING = 10 * DEFAULT_MAX_WRITE_BATCH_SIZE
+
 _MAX_REQUEST_ID = 0x7FFFFFFF
 
 
@@ -52,6 +69,36 @@ def positive_ids(start: int) -> Iterator[int]:
 # A random start makes request ids from two clients of one server unlikely to look related in its logs.
 next_request_id: Callable[[], int] = positive_ids(random.randint(1, 1 << 24)).__next__
 """A fresh positive int32 request id (the iterator's own ``__next__``: one call per message, no wrapper)."""
+
+
+class ServerLimits(NamedTuple):
+    """The size limits a server announced in its hello, made sane by ``announced_limits``."""
+
+    max_bson_size: int
+    max_message_size: int
+    max_write_batch_size: int
+
+
+def announced_limits(hello: Mapping[str, Any]) -> ServerLimits:
+    """The ``maxBsonObjectSize``, ``maxMessageSizeBytes`` and ``maxWriteBatchSize`` of a hello reply: a value
+    that is not a positive integer is taken as absent (the server default), one above its ceiling
+    (``MAX_*_CEILING``) is lowered to it."""
+    return ServerLimits(
+        _announced(hello.get("maxBsonObjectSize"), DEFAULT_MAX_BSON_SIZE, MAX_BSON_SIZE_CEILING),
+        _announced(hello.get("maxMessageSizeBytes"), DEFAULT_MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE_CEILING),
+        _announced(
+            hello.get("maxWriteBatchSize"), DEFAULT_MAX_WRITE_BATCH_SIZE, MAX_WRITE_BATCH_SIZE_CEILING
+        ),
+    )
+
+
+def _announced(value: Any, default: int, ceiling: int) -> int:
+    # A double holding a whole number is as good as an integer; a bool is not a size.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return default
+    return min(value, ceiling)
 
 
 class MessageHeader(NamedTuple):
