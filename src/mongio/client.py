@@ -239,7 +239,6 @@ class MongoClient:
         self._read_preference: _ServerMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
-        self._connect_on_open = True if self._options.connect is None else self._options.connect
         # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop: the
         # runtime used last (the fast path), and every live one by loop (changed under the lock only).
         self._runtime: LoopRuntime | None = None
