@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import struct
 import uuid
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,8 +21,16 @@ import pytest
 from mongio import MongoClient
 from mongio.bson.codec_options import TypeEncoder, TypeRegistry
 from mongio.bson.datetime_ms import DatetimeConversion, DatetimeMS
+from mongio.bson.errors import InvalidBSON
+from mongio.bson.raw_bson import RawBSONDocument
 from mongio.connection.handshake import DriverInfo
-from mongio.errors import AutoReconnect, NetworkTimeout, ServerSelectionTimeoutError, WaitQueueTimeoutError
+from mongio.errors import (
+    AutoReconnect,
+    ConfigurationError,
+    NetworkTimeout,
+    ServerSelectionTimeoutError,
+    WaitQueueTimeoutError,
+)
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.options import ConfigurationWarning
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener
@@ -80,9 +90,10 @@ async def client_of(uri: str, **kwargs: Any) -> AsyncIterator[MongoClient]:
 
 
 async def test_appname_and_driver_are_in_the_handshake() -> None:
-    async with LoopbackPeer() as peer, client_of(
-        peer.uri + "?appname=inventory", driver=DriverInfo("orm", "2.1")
-    ) as client:
+    async with (
+        LoopbackPeer() as peer,
+        client_of(peer.uri + "?appname=inventory", driver=DriverInfo("orm", "2.1")) as client,
+    ):
         await client.admin.command("ping")
     hello = handshakes(peer)[0].document
     assert hello["client"]["application"] == {"name": "inventory"}
@@ -157,9 +168,12 @@ def plain_auth_peer() -> LoopbackPeer:
 
 
 async def test_credentials_mechanism_and_source_drive_the_authentication() -> None:
-    async with plain_auth_peer() as peer, client_of(
-        peer.uri, username="alice", password="pencil", authMechanism="PLAIN", authSource="$external"
-    ) as client:
+    async with (
+        plain_auth_peer() as peer,
+        client_of(
+            peer.uri, username="alice", password="pencil", authMechanism="PLAIN", authSource="$external"
+        ) as client,
+    ):
         await client.admin.command("ping")
     start = peer.commands("saslStart")[0].document
     assert start["mechanism"] == "PLAIN"
@@ -292,7 +306,9 @@ async def test_server_selection_timeout_bounds_the_wait_for_a_suitable_server() 
                 await client.admin.command("ping")
 
 
-async def test_selection_waits_for_a_server_that_answers_late_as_server_selection_try_once_false_asks() -> None:
+async def test_selection_waits_for_a_server_that_answers_late_as_server_selection_try_once_false_asks() -> (
+    None
+):
     peer = LoopbackPeer()
     peer.handler = lambda request: (
         Reply(default_reply(request, peer), delay=0.3)
@@ -381,7 +397,9 @@ async def test_local_threshold_decides_whether_a_slow_mongos_gets_operations() -
 
         def slow_handler(request: Request) -> Any:
             result = answer(request, slow, msg="isdbgrid", logicalSessionTimeoutMinutes=30)
-            return Reply(result, delay=0.15) if request.command_name.lower() in ("hello", "ismaster") else result
+            return (
+                Reply(result, delay=0.15) if request.command_name.lower() in ("hello", "ismaster") else result
+            )
 
         slow.handler = slow_handler
         async with fast, slow:
@@ -423,7 +441,9 @@ async def test_server_selector_filters_every_selection() -> None:
 
         hosts = ",".join(f"{peer.address[0]}:{peer.address[1]}" for peer in (first, second))
         known = KnownServers(2)
-        async with client_of(f"mongodb://{hosts}/", server_selector=only_the_second, event_listeners=[known]) as client:
+        async with client_of(
+            f"mongodb://{hosts}/", server_selector=only_the_second, event_listeners=[known]
+        ) as client:
             await client.aconnect()
             async with asyncio.timeout(GUARD):
                 await known.all_known.wait()
@@ -462,7 +482,11 @@ def slow_find_peer(delay: float = 0.1, hello_delay: float = 0.0) -> LoopbackPeer
         result = answer(request, peer)
         if request.command_name == "find":
             return Reply(result, delay=delay)
-        if request.command_name.lower() in ("hello", "ismaster") and hello_delay and request.connection.index > 0:
+        if (
+            request.command_name.lower() in ("hello", "ismaster")
+            and hello_delay
+            and request.connection.index > 0
+        ):
             return Reply(result, delay=hello_delay)
         return result
 
@@ -481,7 +505,10 @@ async def test_max_pool_size_caps_the_connections_of_concurrent_operations() -> 
 
 async def test_min_pool_size_opens_connections_before_any_operation() -> None:
     events = PoolEvents()
-    async with LoopbackPeer() as peer, client_of(peer.uri + "?minPoolSize=3", event_listeners=[events]) as client:
+    async with (
+        LoopbackPeer() as peer,
+        client_of(peer.uri + "?minPoolSize=3", event_listeners=[events]) as client,
+    ):
         await client.aconnect()
         async with asyncio.timeout(GUARD):
             for _ in range(3):
@@ -492,7 +519,10 @@ async def test_min_pool_size_opens_connections_before_any_operation() -> None:
 
 async def test_max_idle_time_closes_a_connection_idle_for_longer() -> None:
     events = PoolEvents()
-    async with LoopbackPeer() as peer, client_of(peer.uri + "?maxIdleTimeMS=50", event_listeners=[events]) as client:
+    async with (
+        LoopbackPeer() as peer,
+        client_of(peer.uri + "?maxIdleTimeMS=50", event_listeners=[events]) as client,
+    ):
         await client.admin.command("ping")
         await asyncio.sleep(0.2)  # longer than maxIdleTimeMS: the pooled connection is now stale
         await client.admin.command("ping")
@@ -510,7 +540,10 @@ async def test_max_connecting_caps_the_connections_being_established_at_once() -
 
 
 async def test_wait_queue_timeout_ends_a_wait_for_a_busy_pool() -> None:
-    async with slow_find_peer(delay=2.0) as peer, client_of(peer.uri, maxPoolSize=1, waitQueueTimeoutMS=100) as client:
+    async with (
+        slow_find_peer(delay=2.0) as peer,
+        client_of(peer.uri, maxPoolSize=1, waitQueueTimeoutMS=100) as client,
+    ):
         busy = asyncio.ensure_future(client.db.coll.find_one())
         await peer.wait_for_requests(len(peer.requests) + 1)
         async with asyncio.timeout(GUARD):
@@ -560,7 +593,10 @@ class MoneyEncoder(TypeEncoder):
 
 
 async def test_type_registry_encodes_the_applications_types() -> None:
-    async with mongos_peer() as peer, client_of(peer.uri, type_registry=TypeRegistry([MoneyEncoder()])) as client:
+    async with (
+        mongos_peer() as peer,
+        client_of(peer.uri, type_registry=TypeRegistry([MoneyEncoder()])) as client,
+    ):
         await client.db.coll.insert_one({"price": Money(250)})
     assert peer.commands("insert")[0].sequences["documents"][0]["price"] == 250
 
@@ -575,3 +611,45 @@ async def test_uuid_representation_decides_how_a_uuid_is_sent() -> None:
     standard, java = (insert.sequences["documents"][0]["u"] for insert in peer.commands("insert"))
     assert (standard.subtype, bytes(standard)) == (4, value.bytes)
     assert java.subtype == 3 and bytes(java) != value.bytes
+
+
+def invalid_utf8_document() -> RawBSONDocument:
+    """``{"s": <the bytes ff fe, which are not UTF-8>}`` as raw BSON, which the peer sends as it is."""
+    body = b"\x02s\x00" + struct.pack("<i", 3) + b"\xff\xfe\x00"
+    return RawBSONDocument(struct.pack("<i", len(body) + 5) + body + b"\x00")
+
+
+async def test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes() -> None:
+    async with document_peer({"_id": 1, "doc": invalid_utf8_document()}) as peer:
+        async with client_of(peer.uri, unicode_decode_error_handler="replace") as client:
+            found = await client.db.coll.find_one()
+            assert found is not None and found["doc"] == {"s": "\ufffd\ufffd"}
+        async with client_of(peer.uri) as client:
+            with pytest.raises(InvalidBSON):
+                await client.db.coll.find_one()
+
+
+@pytest.mark.parametrize(
+    ("query", "kwargs"),
+    [
+        ("authMechanism=GSSAPI&gssapiServiceName=other", {"username": "alice@EXAMPLE.COM"}),
+        (
+            "authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:other",
+            {"username": "alice@EXAMPLE.COM"},
+        ),
+        ("authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test", {}),
+        ("authMechanism=MONGODB-AWS", {}),
+    ],
+)
+async def test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism(
+    query: str, kwargs: dict[str, Any]
+) -> None:
+    mechanism = query.split("&")[0].split("=")[1]
+    async with LoopbackPeer() as peer:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConfigurationWarning)  # gssapiServiceName is deprecated
+            client = MongoClient(f"{peer.uri}?{query}&serverSelectionTimeoutMS=5000", **kwargs)
+        async with client:
+            with pytest.raises(ConfigurationError, match=f"cannot authenticate with {mechanism} yet"):
+                await client.admin.command("ping")
+    assert not peer.commands("ping")
