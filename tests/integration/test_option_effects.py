@@ -398,7 +398,7 @@ async def test_local_threshold_decides_whether_a_slow_mongos_gets_operations() -
         def slow_handler(request: Request) -> Any:
             result = answer(request, slow, msg="isdbgrid", logicalSessionTimeoutMinutes=30)
             return (
-                Reply(result, delay=0.15) if request.command_name.lower() in ("hello", "ismaster") else result
+                Reply(result, delay=0.5) if request.command_name.lower() in ("hello", "ismaster") else result
             )
 
         slow.handler = slow_handler
