@@ -215,23 +215,30 @@ class MongoClient:
         type_registry: Any = None,
         **kwargs: Any,
     ) -> None:
-        # PyMongo's signature: None means the default (dict, naive datetimes, connect on first use).
-        if type_registry is not None:
-            kwargs["type_registry"] = type_registry
+        # PyMongo's signature: None means the default (dict, naive datetimes, connect on first use). The named
+        # arguments join the other keywords, so that every keyword is read from one place, the options'
+        # extras, whatever its case.
+        named = {
+            "document_class": document_class,
+            "tz_aware": tz_aware,
+            "connect": connect,
+            "type_registry": type_registry,
+        }
+        kwargs.update({name: value for name, value in named.items() if value is not None})
+        self._options = ClientOptions.from_uri(host, port, **kwargs)
+        extras = self._options.extras
         # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
         # ones monitoring.register() was given.
-        listeners = adapt_listeners(kwargs.pop("event_listeners", None) or ())
+        listeners = adapt_listeners(extras.get("event_listeners") or ())
         # OpenTelemetry spans: a client option, never a URI option (see mongio.tracing).
-        tracing = client_tracing(kwargs.pop("tracing", None))
-        self._options = ClientOptions.from_uri(host, port, **kwargs)
+        tracing = client_tracing(extras.get("tracing"))
         self._event_listeners = listeners
         self._codec_options = _codec_options(
-            self._options, dict if document_class is None else document_class, bool(tz_aware)
+            self._options, extras.get("document_class") or dict, bool(extras.get("tz_aware"))
         )
         self._read_preference: _ServerMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
-        self._connect_on_open = True if connect is None else connect
         # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop: the
         # runtime used last (the fast path), and every live one by loop (changed under the lock only).
         self._runtime: LoopRuntime | None = None
@@ -402,6 +409,7 @@ class MongoClient:
             local_threshold_ms=options.local_threshold_ms,
             server_selection_timeout=options.server_selection_timeout,
             srv_max_hosts=options.srv_max_hosts,
+            server_selector=options.extras.get("server_selector"),
         )
         holder: list[Topology] = []
 

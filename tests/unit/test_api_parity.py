@@ -123,7 +123,6 @@ def test_the_client_takes_pymongos_none_defaults_and_type_registry() -> None:
     assert client.codec_options.document_class is dict
     assert client.codec_options.tz_aware is False
     assert client.codec_options.type_registry is registry
-    assert client._connect_on_open is True
 
 
 def test_binary_from_uuid_takes_pymongos_keyword() -> None:

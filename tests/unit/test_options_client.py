@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 
+from mongio import MongoClient
 from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options import (
     ClientOptions,
@@ -232,11 +234,50 @@ def test_read_preference_from_options_and_object() -> None:
         build("mongodb://h", read_preference="nearest")
 
 
-def test_proxy_options() -> None:
-    options = build("mongodb://h/?proxyHost=socks.local&proxyUsername=u&proxyPassword=p")
-    assert options.proxy is not None
-    assert (options.proxy.host, options.proxy.port, options.proxy.username) == ("socks.local", 1080, "u")
-    assert build("mongodb://h").proxy is None
+@pytest.mark.parametrize(
+    ("uri", "kwargs", "refused", "missing"),
+    [
+        ("mongodb://h/?proxyHost=socks.local", {}, "proxyHost", "SOCKS5 proxy"),
+        ("mongodb://h/?proxyHost=s&proxyPort=1081&proxyUsername=u&proxyPassword=p", {}, "proxyHost", "SOCKS5"),
+        ("mongodb://h", {"proxyHost": "socks.local", "proxyPort": 1080}, "proxyHost", "SOCKS5 proxy"),
+        ("mongodb://h/?tlsDisableOCSPEndpointCheck=true", {}, "tlsDisableOCSPEndpointCheck", "OCSP"),
+        ("mongodb://h/?tls=true", {"tlsDisableOCSPEndpointCheck": False}, "tlsDisableOCSPEndpointCheck", "OCSP"),
+        ("mongodb://h/?tlsDisableCertificateRevocationCheck=false", {}, "tlsDisableCertificateRevocationCheck", "OCSP"),
+        ("mongodb://h", {"tlsDisableCertificateRevocationCheck": True}, "tlsDisableCertificateRevocationCheck", "OCSP"),
+        ("mongodb://h", {"auto_encryption_opts": object()}, "auto_encryption_opts", "field level encryption"),
+        ("mongodb://h/?serverSelectionTryOnce=true", {}, "serverSelectionTryOnce=true", "single-threaded"),
+        ("mongodb://h", {"serverSelectionTryOnce": True}, "serverSelectionTryOnce=true", "single-threaded"),
+        ("mongodb://h", {"connect": True}, "connect=True", "first operation"),
+    ],
+)
+def test_unsupported_options_are_refused_naming_what_mongio_lacks(
+    uri: str, kwargs: dict[str, Any], refused: str, missing: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        build(uri, **kwargs)
+    assert f"{refused} is not supported" in str(caught.value)
+    assert missing in str(caught.value)
+    with pytest.raises(ConfigurationError, match=refused):
+        MongoClient(uri, **kwargs)
+
+
+def test_what_mongio_does_without_a_refused_option_is_still_accepted() -> None:
+    # None is PyMongo's default for auto_encryption_opts; serverSelectionTryOnce=false is what mongio does.
+    assert build("mongodb://h", auto_encryption_opts=None).extras.get("auto_encryption_opts") is None
+    assert build("mongodb://h/?serverSelectionTryOnce=false").options["serverSelectionTryOnce"] is False
+
+
+@pytest.mark.parametrize(
+    ("uri", "fragment"),
+    [
+        ("mongodb://h/?proxyPort=1080", "proxyPort=1080 is given without proxyHost"),
+        ("mongodb://h/?proxyHost=s&proxyUsername=u", "proxyUsername is given without proxyPassword"),
+        ("mongodb://h/?tlsInsecure=true&tlsDisableOCSPEndpointCheck=true", "cannot both be given"),
+    ],
+)
+def test_refused_options_are_validated_before_the_refusal(uri: str, fragment: str) -> None:
+    with pytest.raises(ConfigurationError, match=fragment):
+        build(uri)
 
 
 def test_uri_warnings_are_reported_once_and_issued() -> None:

@@ -307,3 +307,11 @@ async def test_dnspython_resolver_reads_answers_and_treats_nxdomain_as_empty(
     assert calls[0] == ("_mongodb._tcp.c.example.com", "SRV", 7.0)
     result = await resolve_seedlist("c.example.com", resolver=resolver)
     assert result.seeds == (("a.example.com", 27017),) and result.txt_options == {"replicaSet": "rs0"}
+
+
+async def test_srv_service_name_names_the_records_looked_up() -> None:
+    resolver = FakeResolver(srv={f"_customname._tcp.{CLUSTER}": [("a.example.com", 27017)]})
+    options = await client(f"mongodb+srv://{CLUSTER}/?srvServiceName=customname").resolve(resolver)
+    assert options.seeds == (("a.example.com", 27017),)
+    assert ("SRV", f"_customname._tcp.{CLUSTER}") in resolver.queries
+    assert ("SRV", SRV_NAME) not in resolver.queries

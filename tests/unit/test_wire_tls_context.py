@@ -123,19 +123,6 @@ def test_invalid_certificates_allowed(options: TLSOptions, files: dict[str, Path
     handshake(context, server_context(ca, "other.example.com"), "db.example.com")
 
 
-def test_ocsp_and_revocation_options_are_accepted_and_change_nothing(files: dict[str, Path]) -> None:
-    plain = create_ssl_context(TLSOptions(ca_file=str(files["ca"])))
-    relaxed = create_ssl_context(
-        TLSOptions(
-            ca_file=str(files["ca"]),
-            disable_ocsp_endpoint_check=True,
-            disable_certificate_revocation_check=True,
-        )
-    )
-    for attribute in ("verify_mode", "check_hostname", "verify_flags", "minimum_version", "options"):
-        assert getattr(plain, attribute) == getattr(relaxed, attribute)
-
-
 @pytest.mark.parametrize(("key_file", "password"), [("client", None), ("client_encrypted", "s3cret")])
 def test_client_certificate_is_presented(
     key_file: str, password: str | None, files: dict[str, Path], ca: trustme.CA

@@ -7,10 +7,10 @@ What each relaxation does, exactly:
 - ``tlsAllowInvalidCertificates``: the server certificate is not verified at all (which implies no hostname
   check either).
 - ``tlsInsecure``: both of the above.
-- ``tlsDisableOCSPEndpointCheck`` and ``tlsDisableCertificateRevocationCheck`` are accepted and change nothing:
-  Python's ``ssl`` module neither contacts OCSP responders nor checks stapled OCSP responses, and no CRL is
-  loaded unless ``tlsCRLFile`` names one, so there is no revocation check to turn off.
-- ``tlsCRLFile``: the server certificate is checked against that revocation list.
+- ``tlsCRLFile``: the server certificate is checked against that revocation list, the only revocation check
+  mongio makes. OCSP is not supported (Python's ``ssl`` module neither contacts OCSP responders nor checks
+  stapled OCSP responses), so ``tlsDisableOCSPEndpointCheck`` and ``tlsDisableCertificateRevocationCheck``
+  are refused when the client is made (``mongio.options.client_options.UNSUPPORTED``).
 
 The server name is always sent (SNI) so that proxies and multi-tenant front ends can route the connection,
 even when hostname verification is off.

@@ -4,7 +4,7 @@
 connection string parser alone.
 """
 
-from mongio.options.client_options import ClientOptions, ProxyOptions
+from mongio.options.client_options import ClientOptions
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.read_concern import DEFAULT_READ_CONCERN, ReadConcern
 from mongio.options.read_preference import (
@@ -31,7 +31,6 @@ __all__ = [
     "ParsedURI",
     "Primary",
     "PrimaryPreferred",
-    "ProxyOptions",
     "ReadConcern",
     "ReadPreference",
     "Secondary",

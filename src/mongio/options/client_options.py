@@ -59,9 +59,10 @@ from mongio.server_api import as_server_api
 if TYPE_CHECKING:
     from mongio.options.srv import DnsResolver
 
-__all__ = ["KEYWORD_ONLY", "ClientOptions", "ProxyOptions"]
+__all__ = ["KEYWORD_ONLY", "UNSUPPORTED", "ClientOptions"]
 
-# PyMongo's keyword-only MongoClient settings (not connection string options), by case-folded name.
+# PyMongo's keyword-only MongoClient settings (not connection string options), by case-folded name, and
+# mongio's own ``tracing``. ``MongoClient`` reads each of them from :attr:`ClientOptions.extras`.
 KEYWORD_ONLY = {
     fold_case(name): name
     for name in (
@@ -80,8 +81,37 @@ KEYWORD_ONLY = {
         "auto_encryption_opts",
         "server_selector",
         "read_preference",
+        "tracing",
     )
 }
+
+_PROXY_UNSUPPORTED = (
+    "mongio cannot connect through a SOCKS5 proxy yet; with this option the connections would go straight "
+    "to the server, so it is refused"
+)
+_OCSP_UNSUPPORTED = (
+    "mongio does not check certificate revocation with OCSP yet (neither stapled responses nor OCSP "
+    "responders); revocation is checked only against a tlsCRLFile, so the option cannot have its effect and "
+    "is refused"
+)
+UNSUPPORTED: dict[str, str] = {
+    "auto_encryption_opts": (
+        "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
+        "fields meant to be encrypted would be written in plaintext, so the option is refused"
+    ),
+    "proxyHost": _PROXY_UNSUPPORTED,
+    "proxyPort": _PROXY_UNSUPPORTED,
+    "proxyUsername": _PROXY_UNSUPPORTED,
+    "proxyPassword": _PROXY_UNSUPPORTED,
+    "tlsDisableOCSPEndpointCheck": _OCSP_UNSUPPORTED,
+    "tlsDisableCertificateRevocationCheck": _OCSP_UNSUPPORTED,
+}
+"""The options mongio parses and validates but refuses to build a client with, and why.
+
+An option in this table raises :class:`~mongio.errors.ConfigurationError` naming it and what mongio lacks,
+after the checks of the options given together (a ``proxyPort`` without ``proxyHost`` is reported as such),
+rather than being silently ignored. ``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
+"""
 
 DEFAULT_CONNECT_TIMEOUT = 20.0
 DEFAULT_SERVER_SELECTION_TIMEOUT = 30.0
@@ -90,17 +120,6 @@ DEFAULT_LOCAL_THRESHOLD_MS = 15.0
 DEFAULT_MAX_POOL_SIZE = 100
 DEFAULT_MAX_CONNECTING = 2
 DEFAULT_MAX_ADAPTIVE_RETRIES = 2
-DEFAULT_PROXY_PORT = 1080
-
-
-@dataclass(frozen=True)
-class ProxyOptions:
-    """A SOCKS5 proxy to connect through (``proxyHost``, ``proxyPort``, ``proxyUsername``, ``proxyPassword``)."""
-
-    host: str
-    port: int = DEFAULT_PROXY_PORT
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -157,7 +176,6 @@ class ClientOptions:
     connect_timeout: float | None
     socket_timeout: float | None
     server_selection_timeout: float
-    server_selection_try_once: bool
     heartbeat_frequency: float
     local_threshold_ms: float
     max_pool_size: int | None
@@ -172,7 +190,6 @@ class ClientOptions:
     read_concern: ReadConcern
     write_concern: WriteConcern
     server_monitoring_mode: str
-    proxy: ProxyOptions | None
     max_adaptive_retries: int
     enable_overload_retargeting: bool
     adaptive_retries: bool
@@ -286,6 +303,12 @@ def _keyword_options(
     for name in ("username", "password"):
         if extras.get(name) is not None and not isinstance(extras[name], str):
             raise ConfigurationError(f"{name} must be a str, not {type(extras[name]).__name__}")
+    selector = extras.get("server_selector")
+    if selector is not None and not callable(selector):
+        raise ConfigurationError(
+            f"server_selector must be a callable taking and returning a list of server descriptions, "
+            f"not {selector!r}"
+        )
     if extras.get("server_api") is not None:
         extras["server_api"] = as_server_api(extras["server_api"])
     return options, extras
@@ -369,23 +392,29 @@ def _read_preference(explicit: Any, get: Callable[..., Any]) -> Any:
     return make_read_preference(mode, get("readPreferenceTags"), get("maxStalenessSeconds", -1))
 
 
-def _proxy(get: Callable[..., Any]) -> ProxyOptions | None:
-    """The SOCKS5 proxy options, when ``proxyHost`` is set."""
-    proxy_host = get("proxyHost")
-    if not proxy_host:
-        return None
-    return ProxyOptions(
-        host=proxy_host,
-        port=get("proxyPort", DEFAULT_PROXY_PORT),
-        username=get("proxyUsername") or None,
-        password=get("proxyPassword") or None,
-    )
+def _refuse_unsupported(options: URIOptions, extras: Mapping[str, Any]) -> None:
+    """Raise ``ConfigurationError`` for the first option given that mongio cannot honour (see ``UNSUPPORTED``).
+
+    ``serverSelectionTryOnce=true`` asks for the single-threaded drivers' selection (one scan, then fail at
+    once); mongio always waits for a suitable server up to ``serverSelectionTimeoutMS``, which is what
+    ``serverSelectionTryOnce=false`` asks for, so only ``false`` is accepted.
+    """
+    for name, reason in UNSUPPORTED.items():
+        if name in options or extras.get(name) is not None:
+            raise ConfigurationError(f"{name} is not supported: {reason}")
+    if options.get("serverSelectionTryOnce") is True:
+        raise ConfigurationError(
+            "serverSelectionTryOnce=true is not supported: it is a single-threaded driver's mode; mongio's "
+            "server selection always waits for a suitable server up to serverSelectionTimeoutMS (the "
+            "behaviour of serverSelectionTryOnce=false)"
+        )
 
 
 def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
     merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
     resolved = not sources.is_srv or bool(sources.seeds)
     check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
+    _refuse_unsupported(merged, sources.extras)
     get = merged.get
     extras = dict(sources.extras)
 
@@ -396,6 +425,12 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
     connect = extras.pop("connect", None)
     if connect is not None and not isinstance(connect, bool):
         raise ConfigurationError(f"connect must be True or False, not {connect!r}")
+    if connect is True:
+        # PyMongo's AsyncMongoClient documents connect as not supported and ignores it; mongio refuses it.
+        raise ConfigurationError(
+            "connect=True is not supported: the client connects on its first operation (or at "
+            "`await client.aconnect()`), as PyMongo's AsyncMongoClient does; leave connect out or pass False"
+        )
     return ClientOptions(
         seeds=sources.seeds,
         srv_host=sources.srv_host,
@@ -414,7 +449,6 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         socket_timeout=_seconds_or_none(get("socketTimeoutMS"), None),
         server_selection_timeout=_seconds(get("serverSelectionTimeoutMS"))
         or DEFAULT_SERVER_SELECTION_TIMEOUT,
-        server_selection_try_once=bool(get("serverSelectionTryOnce", True)),
         heartbeat_frequency=_seconds(get("heartbeatFrequencyMS")) or DEFAULT_HEARTBEAT_FREQUENCY,
         local_threshold_ms=float(get("localThresholdMS", DEFAULT_LOCAL_THRESHOLD_MS)),
         max_pool_size=max_pool_size or None,
@@ -429,7 +463,6 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         read_concern=ReadConcern(get("readConcernLevel")),
         write_concern=write_concern,
         server_monitoring_mode=get("serverMonitoringMode", "auto"),
-        proxy=_proxy(get),
         max_adaptive_retries=get("maxAdaptiveRetries", DEFAULT_MAX_ADAPTIVE_RETRIES),
         enable_overload_retargeting=bool(get("enableOverloadRetargeting", False)),
         adaptive_retries=bool(get("adaptiveRetries", False)),

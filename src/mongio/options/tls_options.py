@@ -31,10 +31,6 @@ class TLSOptions:
     """``tlsAllowInvalidHostnames``."""
     allow_invalid_certificates: bool = False
     """``tlsAllowInvalidCertificates``."""
-    disable_ocsp_endpoint_check: bool = False
-    """``tlsDisableOCSPEndpointCheck``."""
-    disable_certificate_revocation_check: bool = False
-    """``tlsDisableCertificateRevocationCheck``."""
 
     @property
     def verifies_certificates(self) -> bool:
@@ -53,8 +49,6 @@ _TLS_OPTION_NAMES = (
     "tlsInsecure",
     "tlsAllowInvalidHostnames",
     "tlsAllowInvalidCertificates",
-    "tlsDisableOCSPEndpointCheck",
-    "tlsDisableCertificateRevocationCheck",
 )
 
 
@@ -80,6 +74,4 @@ def tls_options_from(options: Mapping[str, Any], *, is_srv: bool) -> TLSOptions 
         insecure=insecure,
         allow_invalid_hostnames=insecure or bool(options.get("tlsAllowInvalidHostnames", False)),
         allow_invalid_certificates=insecure or bool(options.get("tlsAllowInvalidCertificates", False)),
-        disable_ocsp_endpoint_check=insecure or bool(options.get("tlsDisableOCSPEndpointCheck", False)),
-        disable_certificate_revocation_check=bool(options.get("tlsDisableCertificateRevocationCheck", False)),
     )

@@ -252,10 +252,13 @@ def select_servers(
     servers = suitable_servers(
         topology_description, read_preference, is_write=is_write, deprioritized=deprioritized
     )
-    if server_selector is not None and servers:
-        servers = server_selector(servers)
+    settings = topology_description.topology_settings
+    # The client's selector (the server_selector keyword), then the caller's.
+    for selector in (settings.server_selector, server_selector):
+        if selector is not None and servers:
+            servers = selector(servers)
     if local_threshold_ms is None:
-        local_threshold_ms = topology_description.topology_settings.local_threshold_ms
+        local_threshold_ms = settings.local_threshold_ms
     return latency_window(servers, local_threshold_ms)
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mongio.errors import ConfigurationError
-from mongio.topology.server_description import Address
+from mongio.topology.server_description import Address, ServerDescription
 from mongio.topology.topology_type import TopologyType
 
 __all__ = [
@@ -39,6 +40,9 @@ class TopologySettings:
     local_threshold_ms: float = DEFAULT_LOCAL_THRESHOLD_MS
     server_selection_timeout: float = DEFAULT_SERVER_SELECTION_TIMEOUT
     srv_max_hosts: int = 0
+    server_selector: Callable[[list[ServerDescription]], list[ServerDescription]] | None = None
+    """The ``server_selector`` keyword: filters the suitable servers of every selection, before the latency
+    window (as PyMongo applies it)."""
 
     def __post_init__(self) -> None:
         if self.direct_connection and len(self.seeds) > 1:
