@@ -12,8 +12,17 @@ from typing import Any
 import pytest
 from benchmarks.driver_workload import TASKS, Workloads, WrongResult
 
-TWEET = {"text": "a tweet", "retweet_count": 3, "user": {"id": 7, "name": "n"}, "entities": {"urls": []}}
-DOCUMENTS = {"tweet": TWEET, "small_doc": {"field1": "x", "n": 1}, "large_doc": {"big": "y" * 100}}
+TWEET: dict[str, Any] = {
+    "text": "a tweet",
+    "retweet_count": 3,
+    "user": {"id": 7, "name": "n"},
+    "entities": {"urls": []},
+}
+DOCUMENTS: dict[str, dict[str, Any]] = {
+    "tweet": TWEET,
+    "small_doc": {"field1": "x", "n": 1},
+    "large_doc": {"big": "y" * 100},
+}
 
 
 @dataclass
