@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 from benchmarks.driver_workload import TASKS, Workloads, WrongResult
+from benchmarks.loopback_responder import Replies
+
+from mongio.bson import decode, encode
 
 TWEET: dict[str, Any] = {
     "text": "a tweet",
@@ -145,3 +148,16 @@ async def test_a_find_task_fails_when_the_last_document_lacks_the_tweet_s_fields
     driver.stored[10].pop("text")
     with pytest.raises(WrongResult, match="the tweet's fields"):
         workloads.check("find_one_by_id", 10, await workloads.work("find_one_by_id", 10)())
+
+
+def test_the_loopback_responder_answers_a_find_by_id_with_that_id() -> None:
+    """So the find checks hold against the loopback responder too (it stores nothing)."""
+    replies = Replies({**TWEET, "_id": 1})
+
+    def answered(query: dict[str, Any]) -> dict[str, Any]:
+        request = b"\x00" * 21 + encode({"find": "corpus", "filter": query, "$db": "perftest"})
+        (document,) = decode(replies.find_reply(request)[5:])["cursor"]["firstBatch"]
+        return dict(document)
+
+    assert answered({"_id": 4321}) == {**TWEET, "_id": 4321}
+    assert answered({}) == {**TWEET, "_id": 1}
