@@ -8,6 +8,7 @@ prints with no output block); when a warning about a coroutine never awaited, or
 comes while it runs (or when the garbage it left is collected); when an exception is only reported as
 unraisable (in a finalizer, a coroutine's cleanup); or when it leaves a name bound to a coroutine nobody
 awaited. ``pycon`` sessions run statement by statement, each compared with what the session shows after it.
+What a block prints is compared with the test server's address written back as the guides write it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _CHECKER = doctest.OutputChecker()
 _OPTIONS = doctest.ELLIPSIS  # "..." in an expected output stands for any text (an ObjectId, a time)
 # Warnings that mean the code is wrong: a coroutine never awaited (RuntimeWarning), an unclosed resource.
 _FAILING_WARNINGS = (RuntimeWarning, ResourceWarning)
-_GUIDE_ADDRESS = code_blocks.GUIDE_URI.removeprefix("mongodb://")
+_GUIDE_HOST, _GUIDE_PORT = code_blocks.GUIDE_URI.removeprefix("mongodb://").rsplit(":", 1)
 
 
 class BlockFailed(AssertionError):
@@ -99,8 +100,8 @@ def as_the_guide_wrote(printed: str, address: tuple[str, int]) -> str:
     """``printed`` with the test server's ``address`` (as ``host:port``, or a ``(host, port)`` pair) written as
     the guides write it, ``localhost:27017``."""
     host, port = address
-    return printed.replace(f"{host}:{port}", _GUIDE_ADDRESS).replace(
-        repr((host, port)), repr(("localhost", 27017))
+    return printed.replace(f"{host}:{port}", f"{_GUIDE_HOST}:{_GUIDE_PORT}").replace(
+        repr((host, port)), repr((_GUIDE_HOST, int(_GUIDE_PORT)))
     )
 
 
