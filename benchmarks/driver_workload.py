@@ -18,7 +18,10 @@ only supplies a client.
 
 Each task runs untimed warm-up iterations first, then timed ones. Wall time (``perf_counter``) and the
 process's CPU time (``process_time``, all threads) are taken around the timed loop only: collection resets
-and document copies happen before the clock starts. The result, one JSON object on stdout, holds every
+and document copies happen before the clock starts. Every iteration's answers are checked after the clock
+stops (:meth:`Workloads.check`): each task keeps the first and last result of its loop (each concurrent
+task its own), and a wrong one (``None``, an error reply, another document) fails the task instead of
+being timed. The result, one JSON object on stdout, holds every
 timed iteration's wall and CPU seconds and its operation count.
 """
 
@@ -37,11 +40,11 @@ import tempfile
 import time
 import traceback
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # imported when the floor runs: the other drivers' processes do not load it
     from benchmarks.floor_client import FloorClient
@@ -129,6 +132,28 @@ def extract_data(target: Path) -> None:
                 wanted.discard(name)
     if wanted:
         raise SystemExit(f"{ARCHIVE} lacks {sorted(wanted)}")
+
+
+class WrongResult(AssertionError):
+    """A task's driver answered something other than what the operation must return."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a task's loop kept to be checked once the clock has stopped: its first and last results (for a
+    concurrency task, one Outcome per concurrent task)."""
+
+    first: Any
+    last: Any
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a find task's loop kept: how many documents it read, and the first and last of them."""
+
+    count: int
+    first: Any
+    last: Any
 
 
 class ClientUnavailable(Exception):
@@ -222,19 +247,27 @@ def server_process_cpu(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-async def timed(
-    work: Callable[[], Coroutine[Any, Any, None]], server_pid: int | None = None
-) -> tuple[float, float, float | None]:
+class Timed(NamedTuple):
+    """One timed run: its wall time, this process's CPU time, the server's CPU time (None when not known),
+    and what the work returned."""
+
+    wall: float
+    cpu: float
+    server: float | None
+    outcome: Any
+
+
+async def timed(work: Callable[[], Coroutine[Any, Any, Any]], server_pid: int | None = None) -> Timed:
     """Run ``work`` once; its wall time, this process's CPU time and, given a pid, the server's CPU time."""
     server_start = server_process_cpu(server_pid)
     cpu_start = time.process_time()
     wall_start = time.perf_counter()
-    await work()
+    outcome = await work()
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
     server_end = server_process_cpu(server_pid)
     server = None if server_start is None or server_end is None else server_end - server_start
-    return wall, cpu, server
+    return Timed(wall, cpu, server, outcome)
 
 
 class Workloads:
@@ -296,58 +329,68 @@ class Workloads:
             self._pending = [dict(self.documents["large_doc"]) for _ in range(ops)]
         gc.collect()
 
-    def work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, None]]:
+    def work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, Any]]:
+        """The timed loop of ``task``: it keeps what :meth:`check` looks at, and checks nothing itself."""
         if self.floor is not None:
             return self._floor_work(task, ops)
         db, coll = self.db, self.coll
 
-        async def run_command() -> None:
+        async def run_command() -> Outcome:
             command = {"hello": True}
-            for _ in range(ops):
-                await db.command(command)
+            first = last = await db.command(command)
+            for _ in range(ops - 1):
+                last = await db.command(command)
+            return Outcome(first, last)
 
-        async def find_one_by_id() -> None:
-            for number in range(1, ops + 1):
-                await coll.find_one({"_id": number})
+        async def find_one_by_id() -> Outcome:
+            first = last = await coll.find_one({"_id": 1})
+            for number in range(2, ops + 1):
+                last = await coll.find_one({"_id": number})
+            return Outcome(first, last)
 
-        async def find_many() -> None:
-            count = len([document async for document in coll.find({})])
-            if count != ops:
-                raise AssertionError(f"find_many read {count} documents, expected {ops}")
+        async def find_many() -> Read:
+            documents = [document async for document in coll.find({})]
+            return Read(len(documents), documents[0], documents[-1])
 
-        async def find_many_streamed() -> None:
+        async def find_many_streamed() -> Read:
             # The same documents, each let go of before the next is taken (a program streaming a result).
-            count = 0
-            async for document in coll.find({}):
-                count += len(document) > 0
-            if count != ops:
-                raise AssertionError(f"find_many_streamed read {count} documents, expected {ops}")
+            documents = aiter(coll.find({}))
+            first = last = await anext(documents)
+            count = 1
+            async for last in documents:
+                count += len(last) > 0
+            return Read(count, first, last)
 
-        def concurrency(tasks: int) -> Callable[[], Coroutine[Any, Any, None]]:
-            async def run() -> None:
+        def concurrency(tasks: int) -> Callable[[], Coroutine[Any, Any, list[Outcome]]]:
+            async def run() -> list[Outcome]:
                 per_task = ops // tasks
 
-                async def worker(first: int) -> None:
-                    for number in range(first, first + per_task):
-                        await coll.find_one({"_id": number})
+                async def worker(first_id: int) -> Outcome:
+                    first = last = await coll.find_one({"_id": first_id})
+                    for number in range(first_id + 1, first_id + per_task):
+                        last = await coll.find_one({"_id": number})
+                    return Outcome(first, last)
 
-                await asyncio.gather(*(worker(1 + index * per_task) for index in range(tasks)))
+                return await asyncio.gather(*(worker(1 + index * per_task) for index in range(tasks)))
 
             return run
 
-        async def insert_one() -> None:
-            for document in self._pending:
-                await coll.insert_one(document)
+        async def insert_one() -> Outcome:
+            documents = iter(self._pending)
+            first = last = await coll.insert_one(next(documents))
+            for document in documents:
+                last = await coll.insert_one(document)
+            return Outcome(first, last)
 
-        async def bulk_insert() -> None:
-            await coll.insert_many(self._pending, ordered=True)
+        async def bulk_insert() -> Any:
+            return await coll.insert_many(self._pending, ordered=True)
 
-        async def client_bulk_insert() -> None:
+        async def client_bulk_insert() -> Any:
             namespace = f"{DATABASE}.{COLLECTION}"
             models = [self.insert_model(document, namespace) for document in self._pending]
-            await self.client.bulk_write(models, ordered=True)
+            return await self.client.bulk_write(models, ordered=True)
 
-        table: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+        table: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
             "run_command": run_command,
             "find_one_by_id": find_one_by_id,
             "find_many": find_many,
@@ -362,7 +405,77 @@ class Workloads:
         }
         return table[task]
 
-    def _floor_work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, None]]:
+    def check(self, task: str, ops: int, outcome: Any) -> None:
+        """Raise :class:`WrongResult` unless what ``task``'s loop of ``ops`` operations kept is right. The floor
+        client checks its own replies (benchmarks.floor_client)."""
+        if self.floor is not None:
+            return
+        checks: dict[str, Callable[[str, int, Any], None]] = {
+            "run_command": self._check_hellos,
+            "find_one_by_id": self._check_found_in_order,
+            "find_many": self._check_read,
+            "find_many_streamed": self._check_read,
+            "concurrency_200x50": self._check_found_per_task,
+            "concurrency_1000x10": self._check_found_per_task,
+            "small_insert_one": self._check_inserted_one,
+            "large_insert_one": self._check_inserted_one,
+            "small_bulk_insert": self._check_inserted_many,
+            "large_bulk_insert": self._check_inserted_many,
+            "client_bulk_insert": self._check_client_bulk_write,
+        }
+        checks[task](task, ops, outcome)
+
+    @staticmethod
+    def _check_hellos(task: str, ops: int, outcome: Outcome) -> None:
+        for reply in (outcome.first, outcome.last):
+            _expect(isinstance(reply, Mapping) and reply.get("ok") == 1, task, "a hello reply", reply)
+            _expect(reply.get("isWritablePrimary") is True, task, "a primary's hello reply", reply)
+
+    def _check_read(self, task: str, ops: int, read: Read) -> None:
+        _expect(read.count == ops, task, f"{ops} documents read", read.count)
+        for document in (read.first, read.last):
+            _expect(isinstance(document, Mapping), task, "a document of the corpus", document)
+            self._expect_tweet(task, document)
+
+    def _check_found_in_order(self, task: str, ops: int, outcome: Outcome) -> None:
+        self._check_found(task, outcome, 1, ops)
+
+    def _check_found_per_task(self, task: str, ops: int, outcomes: list[Outcome]) -> None:
+        tasks = CONCURRENT_TASKS[task]
+        per_task = ops // tasks
+        _expect(len(outcomes) == tasks, task, f"{tasks} results, one per concurrent task", len(outcomes))
+        for index, outcome in enumerate(outcomes):
+            self._check_found(task, outcome, 1 + index * per_task, (index + 1) * per_task)
+
+    def _check_inserted_one(self, task: str, ops: int, outcome: Outcome) -> None:
+        for result, document in ((outcome.first, self._pending[0]), (outcome.last, self._pending[-1])):
+            _expect(result is not None and result.acknowledged, task, "an acknowledged insert", result)
+            _expect(result.inserted_id == document["_id"], task, "the document's _id", result.inserted_id)
+
+    def _check_inserted_many(self, task: str, ops: int, result: Any) -> None:
+        _expect(result is not None and result.acknowledged, task, "an acknowledged insert_many", result)
+        ids = [document["_id"] for document in self._pending]
+        _expect(list(result.inserted_ids) == ids, task, f"the {ops} documents' _ids", result.inserted_ids)
+
+    @staticmethod
+    def _check_client_bulk_write(task: str, ops: int, result: Any) -> None:
+        _expect(result is not None and result.acknowledged, task, "an acknowledged bulk_write", result)
+        _expect(result.inserted_count == ops, task, f"{ops} documents inserted", result.inserted_count)
+
+    def _check_found(self, task: str, outcome: Outcome, first_id: int, last_id: int) -> None:
+        """The first and last documents a find_one loop read are the corpus's tweets with those ``_id``s (the
+        loopback responder too answers with the ``_id`` asked for)."""
+        for document, wanted_id in ((outcome.first, first_id), (outcome.last, last_id)):
+            _expect(isinstance(document, Mapping), task, f"the document with _id {wanted_id}", document)
+            _expect(document.get("_id") == wanted_id, task, f"_id {wanted_id}", document.get("_id"))
+            self._expect_tweet(task, document)
+
+    def _expect_tweet(self, task: str, document: Mapping[str, Any]) -> None:
+        """``document`` holds the tweet the corpus was made of (its own ``_id`` aside)."""
+        fields = {key: value for key, value in document.items() if key != "_id"}
+        _expect(fields == self.documents["tweet"], task, "the tweet's fields", sorted(fields))
+
+    def _floor_work(self, task: str, ops: int) -> Callable[[], Coroutine[Any, Any, Any]]:
         floor = self.floor
         assert floor is not None
         table: dict[str, Callable[[int], Coroutine[Any, Any, None]]] = {
@@ -387,17 +500,18 @@ class Workloads:
         warmup_ops = min(ops, spec.warmup_ops or ops)
         for _ in range(spec.warmup):
             await self.before(spec.name, warmup_ops)
-            await self.work(spec.name, warmup_ops)()
+            self.check(spec.name, warmup_ops, await self.work(spec.name, warmup_ops)())
         walls: list[float] = []
         cpus: list[float] = []
         server_cpus: list[float] = []
         for _ in range(iterations):
             await self.before(spec.name, ops)
-            wall, cpu, server_cpu = await timed(self.work(spec.name, ops), self.server_pid)
-            walls.append(wall)
-            cpus.append(cpu)
-            if server_cpu is not None:
-                server_cpus.append(server_cpu)
+            run = await timed(self.work(spec.name, ops), self.server_pid)
+            self.check(spec.name, ops, run.outcome)
+            walls.append(run.wall)
+            cpus.append(run.cpu)
+            if run.server is not None:
+                server_cpus.append(run.server)
         self._pending = []
         await self.client.drop_database(DATABASE)
         result: dict[str, Any] = {"ops": ops, "unit": spec.unit, "wall": walls, "cpu": cpus}
@@ -454,6 +568,11 @@ async def run_workloads(
     finally:
         await harness.close()
     return result
+
+
+def _expect(condition: bool, task: str, wanted: str, got: Any) -> None:
+    if not condition:
+        raise WrongResult(f"{task}: expected {wanted}, got {got!r:.300}")
 
 
 def parse_tasks(text: str | None) -> list[str]:

@@ -116,9 +116,10 @@ async def _child(driver: str, task: str, ops: int, warmup: int, corpus: int, uri
         # Set up for the larger count in both runs, so that the two differ in the measured operations alone.
         await workloads.setup(task, corpus)
         await workloads.before(task, warmup)
-        await workloads.work(task, warmup)()
+        workloads.check(task, warmup, await workloads.work(task, warmup)())
         await workloads.before(task, ops)
-        await workloads.work(task, ops)()
+        # The check costs the same in both runs (the first and last results, or one per concurrent task).
+        workloads.check(task, ops, await workloads.work(task, ops)())
     finally:
         await harness.close()
 

@@ -7,7 +7,8 @@ number of requests it holds at once, so against it the 200-task workload measure
 driver. This responder answers in a few microseconds whatever it is asked: the workloads then measure how
 many operations each client can drive. It runs in its own process (under uvloop when installed) and
 replies to ``hello`` / ``isMaster`` as a standalone without a ``topologyVersion`` (so monitors poll rather
-than stream), to ``find`` with one batch holding the benchmark's tweet document, to ``insert`` with
+than stream), to ``find`` with one batch holding the benchmark's tweet document (its ``_id`` the one the
+filter asks for, so the workloads can check each answer), to ``insert`` with
 ``n: 1``, to ``listCollections`` with no collections, and to everything else with ``ok: 1``. It never stores anything: it is for timing clients only.
 """
 
@@ -31,6 +32,8 @@ OP_QUERY = 2004
 OP_MSG = 2013
 _HEADER = struct.Struct("<iiii")
 _MORE_TO_COME = 1 << 1
+_INT32 = struct.Struct("<i")
+_INT32_ID = b"\x10_id\x00"  # an int32 element named _id
 
 
 def hello_reply(connection_id: int) -> dict[str, Any]:
@@ -56,6 +59,8 @@ class Replies:
 
     def __init__(self, find_document: dict[str, Any]) -> None:
         self.find = self._body({"cursor": {"firstBatch": [find_document], "id": 0, "ns": "perftest.corpus"}, "ok": 1.0})
+        # Where the document's int32 _id is, to answer each find with the _id its filter asks for.
+        self._find_id = self.find.index(_INT32_ID + _INT32.pack(find_document["_id"])) + len(_INT32_ID)
         self.insert = self._body({"n": 1, "ok": 1.0})
         self.list_collections = self._body(
             {"cursor": {"firstBatch": [], "id": 0, "ns": "perftest.$cmd.listCollections"}, "ok": 1.0}
@@ -66,9 +71,17 @@ class Replies:
     def _body(document: dict[str, Any]) -> bytes:
         return b"\x00\x00\x00\x00\x00" + encode(document)
 
-    def for_command(self, name: bytes, connection_id: int) -> bytes:
-        if name == b"find":
+    def find_reply(self, message: bytes) -> bytes:
+        """The tweet, with the ``_id`` of the request's filter when that is an int32 (``{"_id": n}``)."""
+        found = message.find(_INT32_ID)
+        if found < 0:
             return self.find
+        start = found + len(_INT32_ID)
+        return self.find[: self._find_id] + message[start : start + 4] + self.find[self._find_id + 4 :]
+
+    def for_command(self, name: bytes, connection_id: int, message: bytes) -> bytes:
+        if name == b"find":
+            return self.find_reply(message)
         if name == b"insert":
             return self.insert
         if name == b"listCollections":
@@ -125,7 +138,7 @@ class _Responder(asyncio.BufferedProtocol):
             name = message[name_start : message.index(b"\x00", name_start)]
             if flags & _MORE_TO_COME:
                 return
-            body = self.replies.for_command(name, self.connection_id)
+            body = self.replies.for_command(name, self.connection_id, message)
             self.transport.write(_HEADER.pack(16 + len(body), self.reply_id, request_id, OP_MSG) + body)
         elif op_code == OP_QUERY:
             # The legacy handshake: reply with OP_REPLY holding the hello document.

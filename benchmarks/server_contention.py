@@ -51,7 +51,7 @@ async def measure(driver: str, uri: str, server_pid: int | None, cap: int, ops: 
             await asyncio.gather(*(worker(index * per_task) for index in range(TASKS)))
 
         await run()  # warm-up: opens the connections the cap allows
-        wall, cpu, server_cpu = await timed(run, server_pid)
+        wall, cpu, server_cpu, _ = await timed(run, server_pid)
         done = per_task * TASKS
         return {
             "driver": driver,

@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from spec_runner.model import specs_root
+from spec_runner.fresh_server import fresh_server_matches
+from spec_runner.model import SpecCase, specs_root
 from spec_runner.registry import known_suites
 from spec_runner.runner import Report, collect, format_table, run
 from spec_runner.skiplist import SkipMatches, skip_matches
@@ -35,6 +36,18 @@ def format_skip_matches(matches: SkipMatches, *, verbose: bool = False) -> str:
             lines.append(f"    ... {len(cases) - len(shown)} more (use -v)")
         if verbose:
             lines.append(f"    reason: {matches.reasons[label]}")
+    if matches.unmatched:
+        lines += ["", f"{len(matches.unmatched)} rule(s) and entries skip no test of the selected suites:"]
+        lines.extend(f"    {label}" for label in matches.unmatched)
+    return "\n".join(lines)
+
+
+def format_fresh_server_matches(fresh: dict[str, list[SpecCase]]) -> str:
+    """The tests each fresh-server entry (spec_runner.fresh_server) runs on a server of their own."""
+    lines = ["", "Run on a fresh server (not skipped):"]
+    for label, cases in fresh.items():
+        lines.append(f"{label} -> {len(cases) or 'no'} test(s)")
+        lines.extend(f"    {case.id}" for case in cases)
     return "\n".join(lines)
 
 
@@ -71,10 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.show_skips:
         report = Report()
         cases = collect(args.suites, specs_root(args.specs), report)
-        print(format_skip_matches(skip_matches(cases), verbose=args.verbose))
+        matches = skip_matches(cases)
+        fresh = fresh_server_matches(cases)
+        print(format_skip_matches(matches, verbose=args.verbose))
+        print(format_fresh_server_matches(fresh))
         for error in report.errors:
             print(f"ERROR: {error}", file=sys.stderr)
-        return 0 if not report.errors else 1
+        # Over every suite, an item that takes no test is stale: an error, as it is for the tests.
+        stale = (matches.unmatched or not all(fresh.values())) and not args.suites
+        return 0 if not report.errors and not stale else 1
     topologies: list[str | None] = [args.topology]
     if args.topology == "all" or (args.topology is None and not args.uri):
         # The test server cannot compress: with --compressors, "all" is the harness's topologies.

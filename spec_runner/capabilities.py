@@ -250,25 +250,6 @@ def _server_side_javascript(profile: TestProfile) -> bool:
     return False
 
 
-def _secondary_read(profile: TestProfile) -> bool:
-    """An operation outside any session (so outside a transaction) is sent with read preference mode
-    ``secondary``, which only a secondary member can serve, and is expected to succeed (a session's own
-    operations, such as startTransaction's options, are not reads)."""
-    for op in profile.operations:
-        if op.get("object") in profile.sessions:
-            continue
-        arguments = op.get("arguments") or {}
-        preference = arguments.get("readPreference")
-        if (
-            isinstance(preference, Mapping)
-            and preference.get("mode") == "secondary"
-            and "session" not in arguments
-            and "expectError" not in op
-        ):
-            return True
-    return False
-
-
 def _server_parameter_required(profile: TestProfile, names: Sequence[str]) -> bool:
     """The file's or the test's runOnRequirements need one of the server parameters ``names`` in every
     alternative they give (a parameter the server's getParameter does not know can never be confirmed)."""
@@ -290,7 +271,6 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "client-side-encryption": (_client_side_encryption, frozenset()),
     "server-side-javascript": (_server_side_javascript, frozenset()),
     "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
-    "secondary-read": (_secondary_read, frozenset()),
 }
 """Rule kind -> (its check, the parameters it takes)."""
 

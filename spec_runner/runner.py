@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import traceback
 from contextlib import ExitStack
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_runner.cluster import build_deployment
+from spec_runner.fresh_server import needs_fresh_server
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing
 from spec_runner.registry import known_suites, split_selector
 from spec_runner.server import TestServer, external_uri
@@ -83,7 +85,26 @@ async def _await(awaitable: Any) -> None:
     await awaitable
 
 
-async def _run_all(cases: list[SpecCase], context: RunContext, report: Report, verbose: bool) -> None:
+async def _run_case(case: SpecCase, context: RunContext) -> None:
+    result = case.run(context)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def _run_on_fresh_server(case: SpecCase, context: RunContext) -> None:
+    """Run ``case`` on a test server started for it alone (spec_runner.fresh_server)."""
+    server = await asyncio.to_thread(TestServer().start)
+    try:
+        await _run_case(case, dataclasses.replace(context, uri=server.uri))
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _run_all(
+    cases: list[SpecCase], context: RunContext, report: Report, verbose: bool, own_server: bool = False
+) -> None:
+    """Run ``cases`` one after the other; with ``own_server`` (the server is one this run started), those that
+    need a fresh server get one each."""
     for case in cases:
         tally = report.suites.setdefault(case.suite, SuiteTally())
         tally.files.add(case.file)
@@ -94,9 +115,10 @@ async def _run_all(cases: list[SpecCase], context: RunContext, report: Report, v
             report.skips.append({"suite": case.suite, "file": case.file, "test": case.name, "reason": reason})
             continue
         try:
-            result = case.run(context)
-            if inspect.isawaitable(result):
-                await result
+            if own_server and needs_fresh_server(case):
+                await _run_on_fresh_server(case, context)
+            else:
+                await _run_case(case, context)
         except CaseSkipped as skipped:
             tally.skipped += 1
             report.skips.append(
@@ -138,10 +160,11 @@ def run(
             deployment.client_compressors = list(compressors or ())
             stack.enter_context(deployment)
             uri = deployment.single_mongos_uri
-        elif uri is None and wanted:
+        own_server = deployment is None and uri is None and wanted
+        if own_server:
             uri = stack.enter_context(TestServer()).uri
         context = RunContext(uri=uri, specs_root=root, deployment=deployment)
-        asyncio.run(_run_all(cases, context, report, verbose))
+        asyncio.run(_run_all(cases, context, report, verbose, own_server))
     return report
 
 

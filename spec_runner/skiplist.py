@@ -144,6 +144,11 @@ class SkipMatches:
     by_entry: dict[str, list[SpecCase]] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def unmatched(self) -> list[str]:
+        """The rules and entries that skip none of the cases: stale, when the cases are every spec test."""
+        return [label for label, cases in self.by_entry.items() if not cases]
+
 
 def skip_matches(cases: Iterable[SpecCase], skip_list: SkipList | None = None) -> SkipMatches:
     skip_list = skip_list or load_skip_list()

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from spec_runner.cluster import Deployment, build_deployment
 from spec_runner.cluster.gating import gated_on
+from spec_runner.fresh_server import needs_fresh_server
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing, specs_root
 from spec_runner.registry import known_suites
 from spec_runner.runner import run_case_sync
+from spec_runner.server import TestServer, external_uri
 from spec_runner.skiplist import skip_reason
 
 
@@ -38,7 +40,14 @@ def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
     reason = skip_reason(case)
     if reason is not None:
         pytest.skip(reason)
-    uri = request.getfixturevalue("server_uri") if case.needs_server else None
+    if case.needs_server and needs_fresh_server(case) and external_uri() is None:
+        with TestServer() as server:
+            _run_spec_case(case, server.uri)
+        return
+    _run_spec_case(case, request.getfixturevalue("server_uri") if case.needs_server else None)
+
+
+def _run_spec_case(case: SpecCase, uri: str | None) -> None:
     try:
         run_case_sync(case, RunContext(uri=uri, specs_root=specs_root()))
     except CaseSkipped as skipped:

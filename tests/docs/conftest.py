@@ -26,8 +26,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def guide_blocks() -> dict[str, list[code_blocks.CodeBlock]]:
-    return {page.name: code_blocks.python_blocks(page) for page in code_blocks.guide_pages()}
+def guide_pages() -> dict[str, code_blocks.GuidePage]:
+    return {page.name: code_blocks.guide_page(page) for page in code_blocks.guide_pages()}
 
 
 @pytest.fixture(scope="session")

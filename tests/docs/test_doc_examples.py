@@ -1,57 +1,27 @@
-"""Every ```python block of the guides runs against the test server.
+"""Every runnable block of the guides runs against the test server and prints what the page says it prints.
 
-A page's blocks run in order in one namespace, as a reader would type them into ``python -m asyncio``: top-level
-``await`` works, and the objects a block makes are there for the next one. The guides write the local address
+How blocks are found, and which are run, compared or parsed: :mod:`tests.docs.code_blocks`; how they run
+and what fails them: :mod:`tests.docs.run_blocks`. The guides write the local address
 ``mongodb://localhost:27017``; it is replaced by the test server's URI. Blocks marked
-``<!-- skip-test: reason -->`` are illustrative (a deployment or a package this machine lacks) and are
-counted, with their reasons, in the run's summary instead.
+``<!-- skip-test: reason -->`` are illustrative (a deployment or a package this machine lacks, a shell
+command) and are counted, with their reasons, in the run's summary instead. The tests at the end break a
+page on purpose (a missing ``await``, a changed value, a failing session) and check that the harness
+reports it.
 """
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import contextlib
-import inspect
 import logging
-import types
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from mongio import MongoClient
 from tests.docs import code_blocks
 from tests.docs.conftest import report
+from tests.docs.run_blocks import BlockFailed, run_page
 
 PAGES = [page.name for page in code_blocks.guide_pages()]
-
-
-def _run_block(block: code_blocks.CodeBlock, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-    code = compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    if code.co_flags & inspect.CO_COROUTINE:
-        loop.run_until_complete(types.FunctionType(code, namespace)())
-    else:
-        # No top-level await: the block may run its own loop (asyncio.run(main())), as a script does.
-        exec(code, namespace)
-
-
-async def _database_names(uri: str) -> set[str]:
-    async with MongoClient(uri) as client:
-        return set(await client.list_database_names())
-
-
-async def _drop_databases(uri: str, names: set[str]) -> None:
-    async with MongoClient(uri) as client:
-        for name in sorted(names):
-            await client.drop_database(name)
-
-
-async def _close_clients(namespace: dict[str, Any]) -> None:
-    """Close what the page left open (a closed client's close() does nothing), on the loop it ran on."""
-    for value in list(namespace.values()):
-        if isinstance(value, MongoClient):
-            await value.close()
 
 
 @contextlib.contextmanager
@@ -70,47 +40,185 @@ def _logging_restored() -> Iterator[None]:
                 logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))
 
 
+def _run(blocks: list[code_blocks.CodeBlock], server_uri: str) -> None:
+    with _logging_restored():
+        run_page(blocks, server_uri.rstrip("/"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_is_run_checked_or_marked_not_run(
+    page: str, guide_pages: dict[str, code_blocks.GuidePage]
+) -> None:
+    assert guide_pages[page].problems == []
+
+
 @pytest.mark.server
 @pytest.mark.parametrize("page", PAGES)
-def test_guide_code_blocks_run(page: str, server_uri: str, guide_blocks: dict[str, list[Any]]) -> None:
-    blocks = guide_blocks[page]
+def test_guide_code_blocks_run(
+    page: str, server_uri: str, guide_pages: dict[str, code_blocks.GuidePage]
+) -> None:
+    blocks = guide_pages[page].blocks
     runnable = [block for block in blocks if block.skip_reason is None]
     for block in blocks:
         if block.skip_reason is not None:
             report(f"{block.where}: not run: {block.skip_reason}")
     if not runnable:
-        pytest.skip(f"docs/{page} has no runnable python block")
-    uri = server_uri.rstrip("/")
-    with _logging_restored():
-        _run_page(runnable, uri)
+        pytest.skip(f"docs/{page} has no block to run or check")
+    _run(runnable, server_uri)
 
 
-def _run_page(runnable: list[code_blocks.CodeBlock], uri: str) -> None:
-    namespace: dict[str, Any] = {"__name__": f"docs.{runnable[0].page}"}
-    loop = asyncio.new_event_loop()
-    # The page's databases are dropped afterwards, so the server is left as the page found it.
-    before = loop.run_until_complete(_database_names(uri))
-    try:
-        for block in runnable:
-            block = code_blocks.CodeBlock(
-                block.page, block.line, block.language, block.code.replace(code_blocks.GUIDE_URI, uri), None
-            )
-            try:
-                _run_block(block, namespace, loop)
-            except Exception as error:
-                raise AssertionError(f"{block.where} failed: {error!r}\n{block.code}") from error
-    finally:
-        loop.run_until_complete(_close_clients(namespace))
-        created = loop.run_until_complete(_database_names(uri)) - before
-        loop.run_until_complete(_drop_databases(uri, created))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-
-def test_guides_have_code_and_every_skip_has_a_reason(guide_blocks: dict[str, list[Any]]) -> None:
-    every = [block for blocks in guide_blocks.values() for block in blocks]
+def test_guides_have_code_and_every_skip_has_a_reason(guide_pages: dict[str, code_blocks.GuidePage]) -> None:
+    every = [block for page in guide_pages.values() for block in page.blocks]
     skipped = [block for block in every if block.skip_reason is not None]
-    assert not [block.where for block in skipped if not block.skip_reason.strip()], "a skip-test marker without a reason"
-    ran = len(every) - len(skipped)
-    report(f"guide code blocks: {len(every)} python blocks, {ran} run against the test server, {len(skipped)} marked skip-test")
-    assert ran >= 3 * len(skipped), "most guide code must run"
+    assert not [block.where for block in skipped if not (block.skip_reason or "").strip()], (
+        "a skip-test marker without a reason"
+    )
+    python = [block for block in every if block.language in code_blocks.RUN]
+    ran = [block for block in python if block.skip_reason is None]
+    compared = [block for block in ran if block.output is not None]
+    report(
+        f"guide code blocks: {len(every)} blocks, {len(ran)} of {len(python)} python blocks run against the test "
+        f"server ({len(compared)} with their output compared), {len(skipped)} marked skip-test"
+    )
+    assert len(ran) >= 3 * (len(python) - len(ran)), "most guide code must run"
+
+
+# The harness fails a broken page: each page below is a mutation of what the guides do.
+
+
+def _page(text: str) -> list[code_blocks.CodeBlock]:
+    page = code_blocks.collect("mutation.md", code_blocks.parse_blocks("mutation.md", text))
+    assert page.problems == []
+    return page.blocks
+
+
+def _python(code: str, output: str | None = None) -> str:
+    text = f"```python\n{code}```\n"
+    return text if output is None else f'{text}\n```text title="Output"\n{output}```\n'
+
+
+CLIENT = 'from mongio import MongoClient\n\nclient = MongoClient("mongodb://localhost:27017")\n'
+SCRIPT = (
+    "import asyncio\n\nfrom mongio import MongoClient\n\n\nasync def main() -> None:\n"
+    '    async with MongoClient("mongodb://localhost:27017") as client:\n'
+    "        {}\n\n\nasyncio.run(main())\n"
+)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    "text",
+    [
+        # In a script's coroutine (no top-level await on the page): only a RuntimeWarning would say so.
+        _python(SCRIPT.format('client.docs_mutation.c.insert_one({"x": 1})')),
+        # A statement on a page that awaits elsewhere.
+        _python(
+            CLIENT + "await client.docs_mutation.c.drop()\n" + 'client.docs_mutation.c.insert_one({"x": 1})\n'
+        ),
+        # A coroutine kept in a name.
+        _python(CLIENT + "names = client.list_database_names()\n"),
+    ],
+    ids=["in-a-script", "a-statement", "kept-in-a-name"],
+)
+def test_a_missing_await_fails(text: str, server_uri: str) -> None:
+    with pytest.raises(BlockFailed, match="never awaited"):
+        _run(_page(text), server_uri)
+
+
+@pytest.mark.server
+def test_the_same_blocks_with_their_awaits_pass(server_uri: str) -> None:
+    _run(_page(_python(SCRIPT.format('await client.docs_mutation.c.insert_one({"x": 1})'))), server_uri)
+    _run(_page(_python(CLIENT + "names = await client.list_database_names()\n")), server_uri)
+
+
+@pytest.mark.server
+def test_a_changed_printed_value_fails(server_uri: str) -> None:
+    """The crud guide with the year of Dune changed in its data: the output blocks still say 1965."""
+    text = (code_blocks.DOCS / "crud.md").read_text()
+    assert text.count('"year": 1965') == 1
+    mutated = code_blocks.collect(
+        "crud.md", code_blocks.parse_blocks("crud.md", text.replace('"year": 1965', '"year": 1865'))
+    )
+    with pytest.raises(BlockFailed, match="printed other than its output says"):
+        _run(mutated.blocks, server_uri)
+
+
+@pytest.mark.server
+def test_a_block_that_prints_without_an_output_block_fails(server_uri: str) -> None:
+    with pytest.raises(BlockFailed, match="no output block follows it"):
+        _run(_page(_python("print(6 * 7)\n")), server_uri)
+    _run(_page(_python("print(6 * 7)\n", output="42\n")), server_uri)
+    with pytest.raises(BlockFailed, match="printed other than its output says"):
+        _run(_page(_python("print(6 * 7)\n", output="43\n")), server_uri)
+
+
+SESSION = (
+    "```pycon\n"
+    ">>> from mongio import MongoClient\n"
+    '>>> client = MongoClient("mongodb://localhost:27017")\n'
+    ">>> result = await client.docs_mutation.c.insert_one({{'_id': 1}})\n"
+    ">>> {}\n"
+    "{}"
+    "```\n"
+)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    ("statement", "shown", "problem"),
+    [
+        ("result.inserted_id + 1", "2\n", None),
+        ("await client.docs_mutation.c.find_one()", "{'_id': 1}\n", None),
+        ("result.inserted_idd", "1\n", "failed: AttributeError"),
+        ("result.inserted_id", "2\n", "printed other than its output says"),
+        ("client.docs_mutation.c.find_one()", "{'_id': 1}\n", "printed other than its output says"),
+        (
+            "await client.docs_mutation.c.insert_one({'_id': 1})",
+            "Traceback (most recent call last):\n  ...\nmongio.errors.DuplicateKeyError: E11000 ...\n",
+            None,
+        ),
+        (
+            "await client.docs_mutation.c.insert_one({'_id': 2})",
+            "Traceback (most recent call last):\n  ...\nmongio.errors.DuplicateKeyError: E11000 ...\n",
+            "nothing was raised",
+        ),
+    ],
+    ids=["value", "awaited", "error", "wrong-value", "missing-await", "expected-error", "no-error"],
+)
+def test_a_pycon_session_runs_and_is_compared(
+    statement: str, shown: str, problem: str | None, server_uri: str
+) -> None:
+    blocks = _page(SESSION.format(statement, shown))
+    if problem is None:
+        _run(blocks, server_uri)
+    else:
+        with pytest.raises(BlockFailed, match=problem):
+            _run(blocks, server_uri)
+
+
+def test_a_block_the_tests_do_not_know_is_a_problem_unless_marked() -> None:
+    text = (
+        "```pycon\n>>> 1\n1\n```\n\n```sh\nmake docs\n```\n\n<!-- skip-test: a shell command -->\n"
+        '```sh\nmake docs\n```\n\n```text\nplain text\n```\n\nProse.\n\n```text title="Output"\n1\n```\n'
+        '\n```toml\n[a]\nb = 1\n```\n\n```python\nprint(1)\n```\n```text title="Output"\n1\n```\n'
+    )
+    page = code_blocks.collect("mutation.md", code_blocks.parse_blocks("mutation.md", text))
+    assert page.problems == [
+        "docs/mutation.md:6: a sh block is neither run nor checked: mark it <!-- skip-test: REASON --> if it is "
+        "not meant to be",
+        "docs/mutation.md:15: a text block is neither run nor checked: mark it <!-- skip-test: REASON --> if it "
+        "is not meant to be",
+        "docs/mutation.md:21: an output block that follows no python block",
+    ]
+    assert [(block.language, block.skip_reason, block.output) for block in page.blocks] == [
+        ("pycon", None, None),
+        ("sh", "a shell command", None),
+        ("toml", None, None),
+        ("python", None, "1\n"),
+    ]
+
+
+@pytest.mark.server
+def test_a_toml_block_that_does_not_parse_fails(server_uri: str) -> None:
+    with pytest.raises(BlockFailed, match="not valid TOML"):
+        _run(_page('```toml\n[tool.pytest.ini_options\nasyncio_mode = "auto"\n```\n'), server_uri)

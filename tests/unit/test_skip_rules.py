@@ -1,5 +1,6 @@
 """The skip list's capability rules: each matches the tests that need what the test server cannot do, and not
-their runnable neighbours."""
+their runnable neighbours; and every rule and entry skips a test of the specifications checkout (one that
+skips nothing is stale)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spec_runner.__main__ import format_skip_matches
 from spec_runner.capabilities import CapabilityRule, TestProfile, runs_on_test_server
-from spec_runner.model import CaseSource, SpecCase
-from spec_runner.skiplist import SkipEntry, load_skip_list, parse_skips, skip_matches
+from spec_runner.fresh_server import fresh_server_matches, needs_fresh_server
+from spec_runner.model import CaseSource, SpecCase, specs_root
+from spec_runner.runner import Report, collect
+from spec_runner.skiplist import SkipEntry, load_skip_list, parse_skips, skip_matches, skip_reason
 
 CLIENT = {"client": {"id": "client0"}}
 
@@ -203,36 +207,6 @@ def test_client_side_encryption() -> None:
     assert not rule.matches(profile(entities=[CLIENT]))
 
 
-def test_needs_a_secondary() -> None:
-    rule = real_rule("needs-a-secondary")
-    secondary = {"mode": "secondary"}
-    freeze: dict[str, Any] = {
-        "name": "runCommand",
-        "object": "adminDatabase",
-        "arguments": {
-            "command": {"replSetFreeze": 0},
-            "commandName": "replSetFreeze",
-            "readPreference": secondary,
-        },
-    }
-    assert rule.matches(profile(freeze))
-    # Modes the primary can serve, a read expected to fail, a read in a session, a session's own options.
-    for mode in ("primary", "primaryPreferred", "secondaryPreferred", "nearest"):
-        assert not rule.matches(
-            profile({**freeze, "arguments": {**freeze["arguments"], "readPreference": {"mode": mode}}})
-        )
-    assert not rule.matches(profile({**freeze, "expectError": {"isError": True}}))
-    in_session = {
-        "name": "find",
-        "object": "collection0",
-        "arguments": {"session": "session0", "readPreference": secondary},
-    }
-    assert not rule.matches(profile(in_session))
-    session = {"session": {"id": "session0", "client": "client0"}}
-    start = {"name": "startTransaction", "object": "session0", "arguments": {"readPreference": secondary}}
-    assert not rule.matches(profile(start, entities=[CLIENT, session]))
-
-
 def test_missing_server_parameter() -> None:
     rule = real_rule("missing-server-parameter")
     needs = {"serverParameters": {"enableTestCommands": True, "acceptApiVersion2": True}}
@@ -339,3 +313,50 @@ def test_rule_ids_are_unique() -> None:
     item = {"rule": "r", "kind": "client-side-encryption", "reason": "x"}
     with pytest.raises(ValueError, match="used twice"):
         parse_skips([item, item])
+
+
+def every_spec_case() -> list[SpecCase]:
+    """Every test of the specifications checkout the runner reads (a missing suite is an error)."""
+    report = Report()
+    cases = collect([], specs_root(), report)
+    assert not report.errors, report.errors
+    return cases
+
+
+def test_every_rule_and_entry_skips_a_test_of_the_specifications() -> None:
+    unmatched = skip_matches(every_spec_case()).unmatched
+    assert not unmatched, f"skip-list items matching no spec test (stale: remove them): {unmatched}"
+
+
+def test_every_fresh_server_entry_takes_a_test_of_the_specifications() -> None:
+    stale = [label for label, cases in fresh_server_matches(every_spec_case()).items() if not cases]
+    assert not stale, f"fresh-server entries matching no spec test: {stale}"
+
+
+def test_a_fresh_server_test_is_not_skipped() -> None:
+    cases = every_spec_case()
+    fresh = [case for cases in fresh_server_matches(cases).values() for case in cases]
+    assert fresh and all(needs_fresh_server(case) for case in fresh)
+    assert [case.id for case in fresh if skip_reason(case) is not None] == []
+
+
+def test_a_stale_item_is_reported_unmatched(tmp_path: Path) -> None:
+    """The check above can fail: an entry naming a file that is not there, and a rule of a suite with no test
+    it matches, are reported; the item that matches is not."""
+    skips = parse_skips(
+        [
+            *RULES_YAML,
+            {"suite": "retryable-writes", "file": "gone.json", "reason": "a file no longer in the checkout"},
+            {"rule": "js", "kind": "server-side-javascript", "reason": "no test needs it"},
+        ]
+    )
+    tests = [{"description": "named", "operations": [fail_point("onPrimaryTransactionalWrite")]}]
+    cases = write_case(tmp_path, "retryable-writes", tests)
+    assert skip_matches(cases, skips).unmatched == [
+        "rule opw (fail-point-named)",
+        "rule js (server-side-javascript)",
+        "retryable-writes/gone.json :: *",
+    ]
+    output = format_skip_matches(skip_matches(cases, skips))
+    assert "3 rule(s) and entries skip no test of the selected suites:" in output
+    assert "    retryable-writes/gone.json :: *" in output
