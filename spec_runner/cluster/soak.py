@@ -18,9 +18,11 @@ a wrong document, no connection is left checked out, every pooled connection ans
 and no task outlives the client.
 
 The errors the application saw are counted by class and code, in two groups: those no retry could have
-avoided (a timeout: the operation's timeoutMS ran out, a black hole say; an overload still refused once the
-backoff budget was spent) and those the retry rules should have absorbed (a NotWritablePrimary on a write, for
-one: an election leaves room for the retry within timeoutMS).
+avoided and those the retry rules should have absorbed (a NotWritablePrimary on a write, for one: an election
+leaves room for the retry within timeoutMS). No retry could avoid a timeout (the operation's timeoutMS ran out,
+a black hole say), an overload still refused once the backoff budget was spent, or any error of an operation
+that met an overload on an earlier attempt: from then on it has at most ``maxAdaptiveRetries`` retries in all
+(client backpressure, "Interaction with Other Retry Policies"), so a fault or two more ends it.
 
 ``--pressure`` is the pool-pressure run: writers only, more of them than ``--max-pool-size`` connections, and an
 election every second (``--faults`` of them) and no other fault, so writes keep waiting for a connection while
@@ -36,11 +38,19 @@ import random
 import statistics
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.client import MongoClient
+from mongio.errors import MongioError
+from mongio.events.command import (
+    CommandFailedEvent,
+    CommandListener,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
 from mongio.execution.error_labels import is_timeout
 from spec_runner.cluster.deployment import Deployment, replica_set, sharded
 from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
@@ -127,6 +137,41 @@ class SoakReport:
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
+class OverloadWitness(CommandListener):
+    """Whether each task's latest operation met an overload (``SystemOverloadedError``) on one of its attempts.
+    The executor runs an operation's attempts, and publishes their events, in the task that awaits it."""
+
+    def __init__(self) -> None:
+        # task -> (its latest operation's id, whether an attempt of it was refused as overloaded)
+        self._latest: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[int | None, bool]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def started(self, event: CommandStartedEvent) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            return
+        latest = self._latest.get(task)
+        if latest is None or latest[0] != event.operation_id:
+            self._latest[task] = (event.operation_id, False)
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        task = asyncio.current_task()
+        failure = event.failure
+        labels = failure.get("errorLabels", ()) if isinstance(failure, dict) else ()
+        latest = None if task is None else self._latest.get(task)
+        if task is not None and latest is not None and "SystemOverloadedError" in labels:
+            self._latest[task] = (latest[0], True)
+
+    def overloaded(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether ``task``'s latest operation met an overload."""
+        latest = None if task is None else self._latest.get(task)
+        return latest is not None and latest[1]
+
+
 class Soak:
     """One soak run against a started deployment."""
 
@@ -140,13 +185,16 @@ class Soak:
         self.unknown = collections.Counter[int]()
         self.stop = asyncio.Event()
         self.client: MongoClient | None = None
+        self.overloads = OverloadWitness()
 
     def _collection(self, name: str) -> Any:
         assert self.client is not None
         return self.client.get_database(DATABASE).get_collection(name)
 
-    def _saw(self, error: BaseException) -> None:
-        name, unavoidable = classify_error(error)
+    def _saw(self, error: BaseException, task: asyncio.Task[Any] | None = None) -> None:
+        """Count an error an operation of ``task`` (the current task by default) ended with."""
+        after_overload = self.overloads.overloaded(task or asyncio.current_task())
+        name, unavoidable = classify_error(error, after_overload=after_overload)
         counter = self.report.unavoidable_errors if unavoidable else self.report.avoidable_errors
         counter[name] += 1
 
@@ -157,6 +205,7 @@ class Soak:
             timeoutMS=self.settings.timeout_ms,
             maxPoolSize=self.settings.max_pool_size,
             heartbeatFrequencyMS=500,
+            event_listeners=[self.overloads],
         )
         await self.client.aconnect()
         await self._collection(DOCUMENTS).drop()
@@ -241,7 +290,7 @@ class Soak:
             if task.cancelled():
                 self.report.cancelled += 1
             elif task.exception() is not None:
-                self._saw(task.exception())  # type: ignore[arg-type]
+                self._saw(task.exception(), task)  # type: ignore[arg-type]
 
     # -- the faults ------------------------------------------------------------------------------------
 
@@ -353,14 +402,16 @@ class Soak:
         return sum(1 for identifier, doc in zip(sample, found) if doc is None or doc["_id"] != identifier)
 
 
-def classify_error(error: BaseException) -> tuple[str, bool]:
+def classify_error(error: BaseException, *, after_overload: bool = False) -> tuple[str, bool]:
     """The error's class and code as the report names it, and whether no retry could have avoided it: a
-    timeout (the operation's time ran out) or an overload the server still refused after the backoffs."""
+    timeout (the operation's time ran out), an overload the server still refused after the backoffs, or any
+    error of an operation that met an overload before (``after_overload``: its retries were capped)."""
     code = getattr(error, "code", None)
     name = type(error).__name__ + (f" (code {code})" if code is not None else "")
-    labels = getattr(error, "has_error_label", None)
-    overloaded = callable(labels) and labels("SystemOverloadedError")
-    return name, is_timeout(error) or bool(overloaded)
+    overloaded = isinstance(error, MongioError) and error.has_error_label("SystemOverloadedError")
+    if after_overload and not overloaded and not is_timeout(error):
+        return f"{name} after an overload capped the retries", True
+    return name, is_timeout(error) or overloaded
 
 
 async def soak_topology(topology: str, settings: SoakSettings) -> SoakReport:

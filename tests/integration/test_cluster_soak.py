@@ -50,3 +50,8 @@ def test_the_soak_tells_errors_no_retry_could_avoid_from_the_others() -> None:
     assert classify_error(not_writable) == ("OperationFailure (code 10107)", False)
     assert classify_error(overloaded) == ("OperationFailure (code 462)", True)
     assert classify_error(OperationTimeoutError("timed out")) == ("OperationTimeoutError", True)
+    # An operation that met an overload has at most maxAdaptiveRetries retries: what ends it was unavoidable.
+    assert classify_error(not_writable, after_overload=True) == (
+        "OperationFailure (code 10107) after an overload capped the retries",
+        True,
+    )
