@@ -518,8 +518,13 @@ class MongoClient:
         try:
             async with asyncio.timeout(_CLOSE_FLUSH_TIMEOUT):
                 await runtime.open(self._new_topology)
-        except (MongioError, OSError, TimeoutError) as exc:
-            _log.debug("could not connect to send endSessions while closing the client: %s", exc)
+        except Exception as exc:
+            _log.debug(
+                "could not connect to send endSessions while closing the client: %s: %s",
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
         await runtime.close(_CLOSE_FLUSH_TIMEOUT, functools.partial(self._executor.end_sessions, discover=True))
 
     async def aclose(self) -> None:
@@ -1046,9 +1051,13 @@ _CLOSE_FLUSH_TIMEOUT = 5.0
 
 
 async def _wait_all(closings: list[Awaitable[None]]) -> None:
+    """Wait for every closing. One that failed is logged at debug level with its exception, not raised:
+    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised."""
     results = await asyncio.gather(*closings, return_exceptions=True)
     for result in results:
-        if isinstance(result, BaseException):
+        if isinstance(result, Exception):
+            _log.debug("closing the client failed: %s: %s", type(result).__name__, result, exc_info=result)
+        elif isinstance(result, BaseException):
             raise result
 
 
