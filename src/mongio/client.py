@@ -466,6 +466,13 @@ class MongoClient:
         :class:`~mongio.errors.ClientClosedError`
         (new sessions and first connections from the call on, operations on a connected client once the
         closing has stopped its servers); closing twice is harmless and returns the same closing.
+
+        Operations still in flight when the servers stop end at once with
+        :class:`~mongio.errors.ClientClosedError` naming the closing (its ``__cause__`` is how the operation
+        was cut off): their connections are closed under them, and those waiting for a server or a connection
+        are refused; none is retried. The closing never fails because of what a server sent: an error while
+        killing cursors, ending sessions or closing connections is logged at debug level, with the exception,
+        under the ``mongio`` logger.
         """
         if self._closing is None:
             self._closed = True
