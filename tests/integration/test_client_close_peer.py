@@ -15,6 +15,7 @@ from mongio import MongoClient
 from mongio.bson import encode
 from mongio.errors import AutoReconnect, ClientClosedError
 from mongio.wire import encode_op_msg, next_request_id
+from mongio.write_concern import WriteConcern
 from tests.support.fake_pool import Recorder
 from tests.support.loopback_peer import NO_REPLY, LoopbackPeer, Reply, Request
 
@@ -189,6 +190,35 @@ async def test_close_ends_operations_waiting_for_a_server_or_a_connection() -> N
             *[f"Attempted to check out a connection from closed connection pool {where}"] * 8,
         ]
     )
+
+
+async def test_close_ends_an_unacknowledged_write_waiting_for_a_peer_that_stopped_reading() -> None:
+    reading = asyncio.Event()
+
+    async def handler(request: Request) -> Any:
+        if request.command_name == "insert":
+            await reading.wait()  # the peer reads nothing more on this connection
+        return None
+
+    async with LoopbackPeer(handler) as peer:
+        client = MongoClient(peer.uri, directConnection=True, maxPoolSize=1)
+        await client.aconnect()
+        unacknowledged = client.db.get_collection("coll", write_concern=WriteConcern(w=0))
+        big = "x" * 8_000_000
+        # Each write fills the socket buffers further, until one waits for them to drain.
+        for _ in range(20):
+            stuck = asyncio.create_task(unacknowledged.insert_one({"big": big}))
+            done, _ = await asyncio.wait([stuck], timeout=0.5)
+            if not done:
+                break
+            assert not stuck.result().acknowledged
+        assert not stuck.done()  # still waiting to write when the client closes
+        await client.close()
+        await asyncio.wait([stuck], timeout=SAFETY)
+        reading.set()
+        assert stuck.done()
+        error = stuck.exception()
+        assert isinstance(error, ClientClosedError) and str(error).startswith(f"insert {CLOSED_TEXT}")
 
 
 def test_closing_with_finds_in_flight_under_dev_mode_leaves_no_task_and_no_warning() -> None:
