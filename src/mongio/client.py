@@ -474,6 +474,13 @@ class MongoClient:
         :class:`~mongio.errors.ClientClosedError`
         (new sessions and first connections from the call on, operations on a connected client once the
         closing has stopped its servers); closing twice is harmless and returns the same closing.
+
+        Operations still in flight when the servers stop end at once with
+        :class:`~mongio.errors.ClientClosedError` naming the closing (its ``__cause__`` is how the operation
+        was cut off): their connections are closed under them, and those waiting for a server or a connection
+        are refused; none is retried. The closing never fails because of what a server sent: an error while
+        killing cursors, ending sessions or closing connections is logged at debug level, with the exception,
+        under the ``mongio`` logger.
         """
         if self._closing is None:
             self._closed = True
@@ -526,8 +533,13 @@ class MongoClient:
         try:
             async with asyncio.timeout(_CLOSE_FLUSH_TIMEOUT):
                 await runtime.open(self._new_topology)
-        except (MongioError, OSError, TimeoutError) as exc:
-            _log.debug("could not connect to send endSessions while closing the client: %s", exc)
+        except Exception as exc:
+            _log.debug(
+                "could not connect to send endSessions while closing the client: %s: %s",
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
         await runtime.close(_CLOSE_FLUSH_TIMEOUT, functools.partial(self._executor.end_sessions, discover=True))
 
     async def aclose(self) -> None:
@@ -1054,9 +1066,13 @@ _CLOSE_FLUSH_TIMEOUT = 5.0
 
 
 async def _wait_all(closings: list[Awaitable[None]]) -> None:
+    """Wait for every closing. One that failed is logged at debug level with its exception, not raised:
+    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised."""
     results = await asyncio.gather(*closings, return_exceptions=True)
     for result in results:
-        if isinstance(result, BaseException):
+        if isinstance(result, Exception):
+            _log.debug("closing the client failed: %s: %s", type(result).__name__, result, exc_info=result)
+        elif isinstance(result, BaseException):
             raise result
 
 

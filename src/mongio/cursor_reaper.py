@@ -90,7 +90,15 @@ class CursorReaper:
                 try:
                     await self._kill_cursors(address, namespace, cursor_ids)
                 except Exception as exc:
-                    _log.debug("killCursors for abandoned cursors %s on %s failed: %s", cursor_ids, address, exc)
+                    # Whatever the server sent (or failed to send): the closing and the task carry on.
+                    _log.debug(
+                        "killCursors for abandoned cursors %s on %s failed: %s: %s",
+                        cursor_ids,
+                        address,
+                        type(exc).__name__,
+                        exc,
+                        exc_info=exc,
+                    )
 
     def forget(self) -> None:
         """Stop for good without sending anything: the loop is closed, its task can no longer run."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import os
 from collections.abc import Awaitable, Callable
 
@@ -27,6 +28,8 @@ from mongio.event_loops import loop_gone
 from mongio.topology.topology import Topology
 
 __all__ = ["LoopRuntime"]
+
+_log = logging.getLogger("mongio.client")
 
 # How long a runtime closing because its loop shuts down spends killing queued cursors.
 _SHUTDOWN_FLUSH_TIMEOUT = 1.0
@@ -120,7 +123,9 @@ class LoopRuntime:
         self, flush_timeout: float, end_sessions: Callable[[Topology], Awaitable[None]] | None = None
     ) -> None:
         """Close on the runtime's own loop: send the queued cursor kills (for at most ``flush_timeout``
-        seconds), then ``end_sessions(topology)`` when given, then stop every task and close every connection."""
+        seconds), then ``end_sessions(topology)`` when given, then stop every task and close every connection
+        (operations still running on one fail). Raises nothing but a cancellation: a step that fails (on
+        something a server sent, say) is logged at debug level and the next one runs."""
         stop, keeper = self._stop, self._keeper
         if stop is not None and not stop.done():
             stop.set_result(None)
@@ -133,12 +138,12 @@ class LoopRuntime:
     ) -> None:
         topology = self.topology
         try:
-            await self.cursor_reaper.close(flush_timeout)
+            await _quietly("killing the abandoned cursors", self.cursor_reaper.close(flush_timeout))
             if end_sessions is not None and topology is not None:
-                await end_sessions(topology)
+                await _quietly("ending the server sessions", end_sessions(topology))
         finally:
             if topology is not None:
-                await topology.close()
+                await _quietly("closing the topology", topology.close())
             self._release()
 
     def close_threadsafe(
@@ -165,3 +170,12 @@ class LoopRuntime:
         if not self._released:
             self._released = True
             self._on_released(self)
+
+
+async def _quietly(step: str, closing: Awaitable[None]) -> None:
+    """Await one step of closing; an error is logged at debug level with the exception (so a bug stays
+    traceable) rather than raised, so the steps after it still run. A cancellation goes through."""
+    try:
+        await closing
+    except Exception as exc:
+        _log.debug("%s failed while closing the client: %s: %s", step, type(exc).__name__, exc, exc_info=exc)

@@ -251,6 +251,7 @@ class FakePool:
         self.ready_calls = 0
         self.clears: list[tuple[bool, Any]] = []
         self.closed = False
+        self.interrupted_on_close = False
 
     def generation_for(self, service_id: Any = None) -> int:
         return self.generation
@@ -268,8 +269,9 @@ class FakePool:
         self.generation += 1
         self.clears.append((interrupt_in_use_connections, service_id))
 
-    async def close(self) -> None:
+    async def close(self, interrupt_in_use_connections: bool = False) -> None:
         self.closed = True
+        self.interrupted_on_close = interrupt_in_use_connections
 
     def close_on_closed_loop(self) -> None:
         self.closed = True

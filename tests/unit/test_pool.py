@@ -743,3 +743,69 @@ async def test_a_connection_a_clear_interrupted_is_closed_as_stale() -> None:
     pool.check_in(conn)
     assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["stale"]
     await pool.close()
+
+
+@on_virtual_clock
+async def test_an_interrupting_close_closes_connections_in_use_now_and_reports_them_at_check_in() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    idle, busy = await pool.check_out(), await pool.check_out()
+    pool.check_in(idle)
+    await pool.close(interrupt_in_use_connections=True)
+    assert idle.closed and busy.closed
+    assert "the pool for db.example.com:27017 was closed" in (busy.close_reason or "")
+    # The specification's events: the busy connection's ConnectionClosed comes when it is checked in.
+    assert recorder.types()[-2:] == ["ConnectionClosedEvent", "PoolClosedEvent"]
+    pool.check_in(busy)
+    assert factory.open == 0
+    assert recorder.types()[-2:] == ["ConnectionCheckedInEvent", "ConnectionClosedEvent"]
+    closed = recorder.of("ConnectionClosedEvent")
+    assert [(event.connection_id, event.reason) for event in closed] == [
+        (idle.id, "poolClosed"),
+        (busy.id, "poolClosed"),
+    ]
+
+
+@on_virtual_clock
+async def test_an_interrupting_close_stops_a_pending_establishment_with_pool_closed() -> None:
+    recorder = Recorder()
+    factory = FakeFactory(delay=30)
+    pool = make_pool(factory, recorder=recorder)
+    cancelling_after: list[int] = []
+
+    async def check_out() -> None:
+        try:
+            await pool.check_out()
+        finally:
+            task = asyncio.current_task()
+            assert task is not None
+            cancelling_after.append(task.cancelling())
+
+    task = asyncio.create_task(check_out())
+    await asyncio.sleep(0.01)
+    assert pool.pending_connection_count == 1
+    await pool.close(interrupt_in_use_connections=True)
+    with pytest.raises(PoolClosedError, match="interrupted: the connection pool was closed"):
+        await task
+    assert cancelling_after == [0]  # the interruption is the pool's, not a cancellation of the task
+    assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
+    assert recorder.types()[-3:] == ["PoolClosedEvent", "ConnectionClosedEvent", "ConnectionCheckOutFailedEvent"]
+    assert recorder.of("ConnectionClosedEvent")[-1].reason == "poolClosed"
+    assert recorder.of("ConnectionCheckOutFailedEvent")[-1].reason == "poolClosed"
+
+
+@on_virtual_clock
+async def test_a_close_that_does_not_interrupt_leaves_connections_in_use_and_establishing_alone() -> None:
+    factory = FakeFactory(delay=0.05)
+    pool = make_pool(factory)
+    busy = await pool.check_out()
+    establishing = asyncio.create_task(pool.check_out())
+    await asyncio.sleep(0.01)
+    await pool.close()
+    assert not busy.closed
+    # The establishment runs to its end; the pool, closed meanwhile, then refuses the connection.
+    with pytest.raises(PoolClosedError, match="closed connection pool"):
+        await establishing
+    pool.check_in(busy)
+    assert is_closed(busy)

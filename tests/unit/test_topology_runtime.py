@@ -212,6 +212,8 @@ async def test_removed_member_has_its_monitor_stopped() -> None:
             assert rs[2].address not in topology.servers
             await asyncio.sleep(0.05)
             assert pools.by_address[rs[2].address].closed
+            # A server leaving the topology lets the operations running on it finish.
+            assert not pools.by_address[rs[2].address].interrupted_on_close
 
 
 # -- server selection ------------------------------------------------------------------------------------------
@@ -413,6 +415,26 @@ async def test_application_network_error_cancels_the_check_and_clears_the_pool()
             server = await topology.select_server(is_write=True, timeout=3.0)
             assert server.address == rs[0].address
             server.operation_finished()
+
+
+@on_virtual_clock
+async def test_closing_interrupts_the_pools_and_ignores_the_errors_it_causes() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        pools = Pools()
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0, pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+        assert {address: pool.interrupted_on_close for address, pool in pools.by_address.items()} == {
+            rs[0].address: True,
+            rs[1].address: True,
+        }
+        # The network error of an operation whose connection the closing closed: nothing to learn from it.
+        pool = pools.by_address[rs[0].address]
+        decision = await topology.handle_application_error(
+            rs[0].address, AutoReconnect("connection 1 closed: the pool was closed"), pool.generation
+        )
+        assert not decision.acts and decision.reason == "the topology is closed"
+        assert pool.clears == []
 
 
 # -- idle cost -------------------------------------------------------------------------------------------------

@@ -243,13 +243,16 @@ class Connection:
         self.compressor = compressor
 
     def close(self, reason: str = "closed by the driver") -> None:
-        """Close now. A task awaiting a reply on this connection gets ``AutoReconnect`` naming ``reason``."""
+        """Close now. A task awaiting a reply on this connection, or waiting for its writes to drain, gets
+        ``AutoReconnect`` naming ``reason``."""
         if self._closed:
             return
         self._closed = True
         self._close_reason = reason
         self.ready = False
-        if self._awaiting_reply or self._protocol.lost:
+        protocol = self._protocol
+        # With a write waiting to drain, a graceful close would wait for a peer that may never read.
+        if self._awaiting_reply or protocol.lost or protocol.writing_paused:
             self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
         else:
             self._protocol.close()

@@ -114,15 +114,22 @@ _CLOSED_STATE = PoolState.CLOSED
 
 
 class _Establishing:
-    """A connection being established, so that a clear with ``interrupt_in_use_connections`` can
-    interrupt it (by cancelling the task establishing it, which then converts the cancellation)."""
+    """A connection being established, so that a clear with ``interrupt_in_use_connections``, or a close that
+    interrupts, can interrupt it (by cancelling the task establishing it, which then converts the cancellation
+    into the error ``interrupted_by`` names: ``_STALE`` for the clear, ``_POOL_CLOSED`` for the close)."""
 
-    __slots__ = ("generation", "interrupted", "task")
+    __slots__ = ("generation", "interrupted_by", "task")
 
     def __init__(self, task: asyncio.Task[Any] | None, generation: int) -> None:
         self.task = task
         self.generation = generation
-        self.interrupted = False
+        self.interrupted_by: str | None = None
+
+    def interrupt(self, reason: str) -> None:
+        """Cancel the establishing task, once; ``reason`` is why, for the error the cancellation becomes."""
+        if self.interrupted_by is None and self.task is not None:
+            self.interrupted_by = reason
+            self.task.cancel()
 
 
 class _Grant:
@@ -347,21 +354,27 @@ class Pool(Generic[C]):
                     f"interrupted: the pool for {self._where} was cleared after a server monitor timeout"
                 )
         for record in list(self._establishing):
-            if record.interrupted or record.task is None or record.task is current:
+            if record.task is current:
                 continue
             # An establishing connection's service is unknown until its handshake ends: interrupt them all.
             if up_to_generation is None or record.generation <= up_to_generation:
-                record.interrupted = True
-                record.task.cancel()
+                record.interrupt(_STALE)
 
     def _perished_generation(self, conn: C, up_to_generation: int | None, service_id: Any) -> bool:
         if up_to_generation is not None:
             return conn.generation <= up_to_generation
         return service_id is None or conn.service_id == service_id
 
-    async def close(self) -> None:
+    async def close(self, interrupt_in_use_connections: bool = False) -> None:
         """Close the pool: idle connections now, connections in use when they come back; pending check-outs
-        and later ones fail with :class:`PoolClosedError`. Stops the background task and waits for it."""
+        and later ones fail with :class:`PoolClosedError`. Stops the background task and waits for it.
+
+        ``interrupt_in_use_connections`` (the client is closing) also closes the connections in use now, so a
+        task waiting on one for a reply gets ``AutoReconnect`` saying the pool was closed instead of waiting
+        on; their ``ConnectionClosedEvent`` (``poolClosed``) still comes when they are checked in, as the
+        specification has it. Connections being established are interrupted too: their check-outs fail with
+        :class:`PoolClosedError`.
+        """
         if self._state != PoolState.CLOSED:
             self._state = PoolState.CLOSED
             idle, self._idle = self._idle, deque()
@@ -369,6 +382,8 @@ class Pool(Generic[C]):
                 self._discard(conn, _POOL_CLOSED)
             self._fail_waiters(_CLOSED)
             self._publish.pool_closed()
+        if interrupt_in_use_connections:
+            self._interrupt_for_close()
         task, self._background = self._background, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -378,6 +393,15 @@ class Pool(Generic[C]):
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise
+
+    def _interrupt_for_close(self) -> None:
+        """Close every connection in use and cancel every establishment (see :meth:`close`)."""
+        current = asyncio.current_task()
+        for conn in list(self._in_use):
+            conn.close(f"interrupted: the pool for {self._where} was closed")
+        for record in list(self._establishing):
+            if record.task is not current:
+                record.interrupt(_POOL_CLOSED)
 
     def close_on_closed_loop(self) -> None:
         """:meth:`close` for a pool whose event loop is closed (its tasks are gone): every connection it still
@@ -549,16 +573,19 @@ class Pool(Generic[C]):
             self._establishing.discard(record)
             self._pending -= 1
             self._total -= 1
-            if record.interrupted and task is not None and task.uncancel() == 0:
-                error: BaseException = self._interrupted_error()
-                self._publish.connection_closed(connection_id, _STALE, error)
+            cause = record.interrupted_by
+            if cause is not None and task is not None and task.uncancel() == 0:
+                error: BaseException = self._interrupted_error(cause)
+                self._publish.connection_closed(connection_id, cause, error)
             else:
+                cause = None
                 error = exc
                 if isinstance(exc, Exception):
                     self._report_connect_error(exc, generation)
                 self._publish.connection_closed(connection_id, _ERROR, error)
             if checkout_started is not None:
-                self._publish.connection_check_out_failed(_FAILED_CONN, checkout_started, error)
+                failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
+                self._publish.connection_check_out_failed(failed, checkout_started, error)
                 self._wake_background()
             if self._waiters:
                 self._dispatch()
@@ -568,15 +595,17 @@ class Pool(Generic[C]):
 
         self._establishing.discard(record)
         self._pending -= 1
-        if record.interrupted and task is not None:
+        cause = record.interrupted_by
+        if cause is not None and task is not None:
             # The factory swallowed the interrupting cancellation and finished anyway.
             task.uncancel()
             self._total -= 1
-            conn.close(_CLOSE_TEXT[_STALE])
-            error = self._interrupted_error()
-            self._publish.connection_closed(connection_id, _STALE, error)
+            conn.close(_CLOSE_TEXT[cause])
+            error = self._interrupted_error(cause)
+            self._publish.connection_closed(connection_id, cause, error)
             if checkout_started is not None:
-                self._publish.connection_check_out_failed(_FAILED_CONN, checkout_started, error)
+                failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
+                self._publish.connection_check_out_failed(failed, checkout_started, error)
             if self._waiters:
                 self._dispatch()
             raise error
@@ -597,7 +626,12 @@ class Pool(Generic[C]):
         except Exception:
             _LOGGER.exception("the connection error handler of the pool for %s failed", self._where)
 
-    def _interrupted_error(self) -> PoolClearedError:
+    def _interrupted_error(self, cause: str) -> PoolClearedError | PoolClosedError:
+        """The error of a connection whose establishment a clear (``_STALE``) or a close interrupted."""
+        if cause == _POOL_CLOSED:
+            return PoolClosedError(
+                f"Connection to {self._where} interrupted: the connection pool was closed", self.address
+            )
         return PoolClearedError(
             f"Connection to {self._where} interrupted due to server monitor timeout", self.address
         )

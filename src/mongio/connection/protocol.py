@@ -230,6 +230,11 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
     def lost_reason(self) -> str | None:
         return self._lost_reason
 
+    @property
+    def writing_paused(self) -> bool:
+        """True while the transport holds more unsent data than its high-water mark (``drain()`` waits)."""
+        return self._write_paused
+
     def lost_exception(self) -> ConnectionFailure:
         """A fresh error describing why the connection ended, for a caller that tries to use it."""
         error = self._lost_error

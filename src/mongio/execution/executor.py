@@ -394,6 +394,9 @@ class Executor:
             if run.trace is not None:
                 run.trace.failed(exc)
             if isinstance(exc, MongioError):
+                topology = self._topology
+                if topology is not None and topology.closed and _cut_off_by_closing(exc):
+                    raise _closed_while_running(op.command_name, exc) from exc
                 await self._streamed_reply_failed(exc, address, run.generation, conn)
             raise
         finally:
@@ -564,6 +567,9 @@ class Executor:
                 try:
                     result = await self._attempt(topology, run)
                 except MongioError as exc:
+                    if topology.closed and _cut_off_by_closing(exc):
+                        # Never retried: every server is gone, and the cause is the client's close().
+                        raise _closed_while_running(op.command_name, exc) from exc
                     if run.retry_state is not None and exc is run.retry_state.reported_error:
                         raise  # a retry could not be made: the previous attempt's error, already judged
                     await self._after_failure(topology, run, exc)
@@ -1025,9 +1031,12 @@ class Executor:
     # -- closing -------------------------------------------------------------------------------------------
 
     async def end_sessions(self, topology: Topology, *, discover: bool = False) -> None:
-        """Send ``endSessions`` for every pooled server session (errors ignored), for the client's close(),
-        to the primary, else any server the topology knows of now. ``discover``: the topology was opened only
-        for this and knows no server yet, so wait (briefly) for one."""
+        """Send ``endSessions`` for every pooled server session, for the client's close(), to the primary,
+        else any server the topology knows of now. ``discover``: the topology was opened only for this and
+        knows no server yet, so wait (briefly) for one.
+
+        Never raises but a cancellation: whatever fails (the network, a reply that cannot be decoded, limits
+        a server announced that the command cannot meet) is logged at debug level, with the exception."""
         from mongio.options.read_preference import PrimaryPreferred
 
         if not len(self.session_pool) or topology.closed or not topology.opened:
@@ -1039,7 +1048,8 @@ class Executor:
                 )
             else:
                 server = topology.select_server_nowait(PrimaryPreferred())
-        except MongioError:
+        except Exception as exc:
+            _log_cleanup_failure("selecting a server for endSessions", exc)
             return
         commands = self.session_pool.end_sessions_commands()
         if server is None or server.pool is None or not commands:
@@ -1058,8 +1068,8 @@ class Executor:
                         await self._send_unmanaged(conn, "endSessions", command)
                 finally:
                     pool.check_in(conn)
-        except (MongioError, OSError, TimeoutError) as exc:
-            _log.debug("endSessions failed while closing the client: %s", exc)
+        except Exception as exc:
+            _log_cleanup_failure("endSessions", exc)
         finally:
             server.operation_finished()
 
@@ -1218,6 +1228,25 @@ def _exchange_failed(
             events.failed(exc)
     if span is not None:
         span.failed(exc)
+
+
+def _log_cleanup_failure(what: str, exc: Exception) -> None:
+    """A failure of what closing the client sends, which must not make the closing fail: a debug record
+    carrying the exception (so a bug in the driver stays traceable)."""
+    _log.debug("%s failed while closing the client: %s: %s", what, type(exc).__name__, exc, exc_info=exc)
+
+
+def _cut_off_by_closing(exc: MongioError) -> bool:
+    """Whether ``exc``, raised once the topology closed, is the closing's doing (a connection closed under
+    the operation, a pool or selection that refused it), not an answer the server gave before."""
+    return not isinstance(exc, OperationFailure)
+
+
+def _closed_while_running(command_name: str, exc: MongioError) -> ClientClosedError:
+    """The error of an operation that the client's ``close()`` cut off (``exc``: how it was cut off)."""
+    return ClientClosedError(
+        f"{command_name} did not complete: the client was closed while it was running ({exc})"
+    )
 
 
 def _enter_session(run: _Execution[Any], session: ClientSession) -> None:

@@ -90,7 +90,10 @@ class PoolLike(Protocol):
         error: BaseException | None = None,
     ) -> Any: ...
 
-    def close(self) -> Any: ...
+    def close(self, interrupt_in_use_connections: bool = False) -> Any:
+        """Close the pool; with ``interrupt_in_use_connections`` the connections in use are closed now too
+        (their operations fail at once instead of running on)."""
+        ...
 
     def close_on_closed_loop(self) -> None:
         """Close at once, without scheduling anything on the pool's event loop, which is closed."""
@@ -354,7 +357,11 @@ class Topology:
     async def close(self) -> None:
         """Stop every task this topology started and wait for them, close the pools, publish the closing events.
 
-        Selections still waiting fail with :class:`~mongio.errors.ClientClosedError`.
+        Selections still waiting fail with :class:`~mongio.errors.ClientClosedError`; operations running
+        on a connection of a pool have it closed under them (see :meth:`Pool.close
+        <mongio.connection.pool.Pool.close>`), and operations waiting for one fail. Errors of the closing
+        itself are logged at debug level, never raised: closing the client must not fail on what a server
+        sent.
         """
         if self.closed:
             return
@@ -370,13 +377,23 @@ class Topology:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         for server in self._servers.values():
-            if server.monitor is not None:
-                await server.monitor.close()
-            if server.pool is not None:
-                await _maybe_await(server.pool.close())
+            await self._close_server(server)
         self._finish_closing()
         async with self._condition:
             self._condition.notify_all()
+
+    async def _close_server(self, server: Server) -> None:
+        """Close a server's monitor and pool (its connections in use interrupted), logging what fails."""
+        try:
+            if server.monitor is not None:
+                await server.monitor.close()
+        except Exception:
+            _log.debug("closing the monitor of %s failed", format_address(server.address), exc_info=True)
+        try:
+            if server.pool is not None:
+                await _maybe_await(server.pool.close(interrupt_in_use_connections=True))
+        except Exception:
+            _log.debug("closing the pool of %s failed", format_address(server.address), exc_info=True)
 
     def close_on_closed_loop(self) -> None:
         """:meth:`close` for a topology whose event loop is closed, from anywhere and without awaiting: the
@@ -553,6 +570,9 @@ class Topology:
         network error, or any error before the handshake completed, marks it Unknown, clears the pool and
         cancels the monitor's check. Stale errors change nothing. Returns what was decided.
         """
+        if self.closed:
+            # The error is the closing's own doing (a connection closed under its operation): nothing to learn.
+            return ErrorDecision(reason="the topology is closed")
         if isinstance(error, ApplicationError):
             described: ApplicationError | None = error
         else:
