@@ -339,11 +339,6 @@ async def test_forged_headers_within_the_limit_on_a_pool_of_10_cost_what_arrived
         await assert_still_usable(server, client)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InvalidBSON,
-    reason="issue 37 item 5: close() raises what endSessions' reply failed with",
-)
 async def test_close_does_not_raise_for_an_end_sessions_reply_with_invalid_utf8() -> None:
     async with HostileServer(script={"endSessions": InvalidUtf8()}) as server:
         client = MongoClient(server.uri, directConnection=True)
@@ -364,11 +359,6 @@ async def test_close_does_not_raise_after_a_hello_with_a_negative_size() -> None
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 37 item 7: operations in flight keep waiting after close() returned",
-)
 async def test_close_ends_100_finds_in_flight_on_a_stalled_server() -> None:
     async with HostileServer(script={"find": Stall()}) as server:
         client = MongoClient(server.uri, directConnection=True)
