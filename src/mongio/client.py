@@ -18,6 +18,7 @@ started, on every loop; after that every operation raises :class:`~mongio.errors
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import math
@@ -188,6 +189,9 @@ class MongoClient:
 
     Use ``async with MongoClient(uri) as client:`` or call :meth:`close` when done. Making the client does
     no I/O; the first operation (or ``await client.aconnect()``) starts monitoring on the running loop.
+    ``connect=True`` starts monitoring at once, in the background, when the client is made on a running
+    event loop (a client made outside any loop, at module level say, has no loop to connect on: its first
+    operation connects); a failure there is met again by the first operation.
 
     Retries: reads (``retryReads=true``, the default) and single-document writes (``retryWrites=true``, the
     default; a write goes again with the same ``txnNumber``, so it happens at most once) are retried once
@@ -247,6 +251,8 @@ class MongoClient:
         _LIVE_CLIENTS.add(self)
         self._closed = False
         self._closing: _Closing | None = None
+        # connect=True: the background start of monitoring, stopped by close() if still under way.
+        self._connecting: asyncio.Task[None] | None = None
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
@@ -269,6 +275,41 @@ class MongoClient:
             server_api=self._options.extras.get("server_api"),
             tracing=tracing,
         )
+        if self._options.connect:
+            self._start_connecting()
+
+    def _start_connecting(self) -> None:
+        """``connect=True``: start monitoring on the running loop now, as PyMongo starts connecting in the
+        background; outside any loop the first operation connects."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        # A fresh context: the opening must not inherit a deadline or session of the code making the client.
+        self._connecting = loop.create_task(
+            self._connect_in_background(), name="mongio connect", context=contextvars.Context()
+        )
+
+    async def _connect_in_background(self) -> None:
+        try:
+            await self._open_topology()
+        except MongioError as exc:
+            # Nobody awaits this task: the first operation opens the topology again and raises what it meets.
+            _log.debug("connect=True: could not start monitoring in the background: %s", exc, exc_info=exc)
+
+    def _stop_connecting(self, loop: asyncio.AbstractEventLoop | None) -> Awaitable[None] | None:
+        """Cancel the background start of monitoring if it is still under way; returns what ``loop`` awaits
+        for it to end (``None`` when it is over, or runs on another loop, which is told to cancel it)."""
+        connecting, self._connecting = self._connecting, None
+        if connecting is None or connecting.done():
+            return None
+        connecting_loop = connecting.get_loop()
+        if connecting_loop is loop:
+            connecting.cancel()
+            return _ended(connecting)
+        if not connecting_loop.is_closed():
+            connecting_loop.call_soon_threadsafe(connecting.cancel)
+        return None
 
     def __repr__(self) -> str:
         seeds = ", ".join(f"{host}:{port}" if port else host for host, port in self._options.seeds)
@@ -491,6 +532,9 @@ class MongoClient:
             except RuntimeError:
                 loop = None
             closings = self._close_runtimes(runtimes, loop)
+            connecting = self._stop_connecting(loop)
+            if connecting is not None:
+                closings.append(connecting)
             if not closings or loop is None:
                 # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE
@@ -1063,6 +1107,11 @@ _log = logging.getLogger("mongio.client")
 
 # How long close() spends killing the cursors still queued by the cursor reaper.
 _CLOSE_FLUSH_TIMEOUT = 5.0
+
+
+async def _ended(task: asyncio.Task[None]) -> None:
+    """Wait for ``task`` to end, whatever its outcome (it was cancelled; its errors are its own to log)."""
+    await asyncio.wait([task])
 
 
 async def _wait_all(closings: list[Awaitable[None]]) -> None:

@@ -26,6 +26,7 @@ from mongio.bson.raw_bson import RawBSONDocument
 from mongio.connection.handshake import DriverInfo
 from mongio.errors import (
     AutoReconnect,
+    ClientClosedError,
     ConfigurationError,
     NetworkTimeout,
     ServerSelectionTimeoutError,
@@ -138,6 +139,51 @@ def uuid_oid() -> Any:
     from mongio.bson import ObjectId
 
     return ObjectId()
+
+
+async def test_connect_true_starts_monitoring_before_any_operation() -> None:
+    async with LoopbackPeer() as peer:
+        client = MongoClient(peer.uri, connect=True)
+        try:
+            # The monitor's hello arrives with no operation run (a wait for it, not a timed assertion).
+            await asyncio.wait_for(peer.wait_for_requests(1), 10)
+            assert peer.connections
+            assert _mongio_tasks()
+        finally:
+            await client.close()
+        # close() stopped what connect=True started: nothing of the client's is left running.
+        assert _mongio_tasks() == []
+
+
+async def test_connect_true_closed_at_once_leaves_nothing_running() -> None:
+    async with LoopbackPeer() as peer:
+        client = MongoClient(peer.uri, connect=True)
+        assert _mongio_tasks()  # the background start, not run yet
+        await client.close()
+        assert _mongio_tasks() == []
+        assert peer.connections == []
+        with pytest.raises(ClientClosedError):
+            await client.admin.command("ping")
+
+
+def _mongio_tasks() -> list[asyncio.Task[Any]]:
+    return [task for task in asyncio.all_tasks() if task.get_name().startswith("mongio")]
+
+
+def test_connect_true_outside_a_loop_connects_at_the_first_operation() -> None:
+    async def first_operation(client: MongoClient, peer: LoopbackPeer) -> None:
+        assert peer.connections == []
+        await client.admin.command("ping")
+        assert peer.connections
+        await client.close()
+
+    async def scenario() -> None:
+        async with LoopbackPeer() as peer:
+            # Made where no loop runs (a worker thread here, module level in an application).
+            client = await asyncio.to_thread(MongoClient, peer.uri, connect=True)
+            await first_operation(client, peer)
+
+    asyncio.run(scenario())
 
 
 async def test_connect_false_leaves_every_connection_to_the_first_operation() -> None:

@@ -9,7 +9,7 @@ that does not exist fails :func:`test_every_row_names_a_collected_test`.
 A :class:`Proven` row names a test in which a client built with the option behaves differently from one
 without it (on the wire, in its pool, or in the values it returns). A :class:`Refused` row names the test
 showing the client refuses the option with a ``ConfigurationError`` naming what mongio lacks. Some options are
-accepted in one value and refused in another (``connect``, ``serverSelectionTryOnce``): their row proves the
+accepted in one value and refused in another (``serverSelectionTryOnce``): their row proves the
 accepted value's effect and its note says which value is refused.
 """
 
@@ -164,8 +164,9 @@ OPTION_TABLE: dict[str, Row] = {
     "tz_aware": Proven(f"{EFFECTS}::test_codec_keywords_shape_the_documents_returned"),
     "tzinfo": Proven(f"{EFFECTS}::test_codec_keywords_shape_the_documents_returned"),
     "connect": Proven(
-        f"{EFFECTS}::test_connect_false_leaves_every_connection_to_the_first_operation",
-        "connect=True is refused: the client connects on its first operation, like PyMongo's AsyncMongoClient",
+        f"{EFFECTS}::test_connect_true_starts_monitoring_before_any_operation",
+        "connect=False leaves every connection to the first operation: "
+        "test_connect_false_leaves_every_connection_to_the_first_operation",
     ),
     "type_registry": Proven(f"{EFFECTS}::test_type_registry_encodes_the_applications_types"),
     "datetime_conversion": Proven(f"{EFFECTS}::test_codec_keywords_shape_the_documents_returned"),

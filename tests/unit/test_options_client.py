@@ -247,7 +247,6 @@ def test_read_preference_from_options_and_object() -> None:
         ("mongodb://h", {"auto_encryption_opts": object()}, "auto_encryption_opts", "field level encryption"),
         ("mongodb://h/?serverSelectionTryOnce=true", {}, "serverSelectionTryOnce=true", "single-threaded"),
         ("mongodb://h", {"serverSelectionTryOnce": True}, "serverSelectionTryOnce=true", "single-threaded"),
-        ("mongodb://h", {"connect": True}, "connect=True", "first operation"),
     ],
 )
 def test_unsupported_options_are_refused_naming_what_mongio_lacks(

@@ -425,12 +425,6 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
     connect = extras.pop("connect", None)
     if connect is not None and not isinstance(connect, bool):
         raise ConfigurationError(f"connect must be True or False, not {connect!r}")
-    if connect is True:
-        # PyMongo's AsyncMongoClient documents connect as not supported and ignores it; mongio refuses it.
-        raise ConfigurationError(
-            "connect=True is not supported: the client connects on its first operation (or at "
-            "`await client.aconnect()`), as PyMongo's AsyncMongoClient does; leave connect out or pass False"
-        )
     return ClientOptions(
         seeds=sources.seeds,
         srv_host=sources.srv_host,
