@@ -2,6 +2,12 @@
 
 snappy and zstd come from the optional ``python-snappy`` and ``zstandard`` packages (the ``compression`` extra);
 zlib is always available. A compressor whose package is missing raises ``ConfigurationError`` when asked for.
+
+What a peer sends is not trusted: an OP_COMPRESSED message must use a compressor the connection's handshake
+agreed to, may declare no more than the message limit, and is inflated to at most its declared size plus one
+byte whatever its data would make (snappy's length preamble and a zstd frame's stated size must agree with the
+header before anything is inflated; a zstd frame that states no size may ask for a window of at most 8 MiB).
+Anything else is a ``ProtocolError``.
 """
 
 from __future__ import annotations
