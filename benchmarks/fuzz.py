@@ -33,6 +33,10 @@ Targets:
   framing       the compiled framing of a connection (get_buffer, buffer_updated, wait_message, ReplyWaiter)
                 fed mutated streams of messages in reads of random sizes, waiters set now and then, parsers
                 that fail; every outcome held to the Python framing's
+  decompress-zlib, decompress-snappy, decompress-zstd
+                decompress_message on honest, mutated and bomb OP_COMPRESSED data declaring true, forged and
+                limit-sized sizes: the exact declared size or ProtocolError, and Python allocations bounded by
+                the declared size, never by what the data inflates to
   uri           the connection string parser on mutated URIs
   ejson         Extended JSON loads (canonical and relaxed) on mutated text, and dumps of what it gives
 """
@@ -54,12 +58,14 @@ import subprocess
 import sys
 import time
 import traceback
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+_MiB = 1 << 20
 BUILD = ROOT / "benchmarks" / ".fuzz-build"
 
 _INTERESTING_INT32 = [
@@ -783,6 +789,7 @@ class Reply(Target):
         conn._expected_response_to, conn._request_id = expected, expected
         conn._codec_options, conn._lazy_batch = options, lazy
         conn._more_to_come, conn._awaiting_reply = False, True
+        conn._accepted_compressors = frozenset({2})  # zlib, the compressor of the compressed seed
         usual_reply = self.module._usual_reply
         if not compiled:
             self.module._usual_reply = None
@@ -807,6 +814,102 @@ class Reply(Target):
             self.seen["python"] += 1
         if compiled != python:
             raise AssertionError(f"compiled {compiled!r:.600} != python {python!r:.600}")
+
+
+class Decompress(Target):
+    """``decompress_message`` on OP_COMPRESSED messages of one compressor: honest ones, their data mutated, and
+    bombs (a few hundred KB that inflate to 16-64 MiB), each declaring its true size, one off, zero, a
+    negative size, a small size, or the limit and past it, under varied message limits, now and then on a
+    connection that did not agree to the compressor. The exact declared size comes back or ``ProtocolError``
+    is raised, nothing else; and the Python allocations while it runs stay within the declared size (or the
+    limit, the smaller) twice over plus 2 MiB: never what a bomb inflates to."""
+
+    compressor = ""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        from benchmarks import hostile_decompress as hostile
+        from mongio.bson import encode
+        from mongio.errors import ConfigurationError, ProtocolError
+        from mongio.wire.compression import decompress_message, get_compressor
+
+        try:
+            compressor = get_compressor(self.compressor)
+        except ConfigurationError as missing:
+            raise SystemExit(str(missing)) from None
+        self.expected = (ProtocolError,)
+        self.decompress, self.op_compressed, self.preamble = (
+            decompress_message, hostile.op_compressed, hostile.snappy_preamble
+        )
+        self.id = compressor.id
+        documents = b"".join(encode(document) for document in _every_type_documents())
+        payloads = [b"", b"\x00", bytes(range(256)) * 8, documents, rng.randbytes(5000), b"ab" * 40_000]
+        # (compressed data, the size it inflates to, whether that may be copied for mutation)
+        self.seeds: list[tuple[bytes, int, bool]] = [
+            (compressor.compress(payload), len(payload), True) for payload in payloads
+        ]
+        if self.compressor == "zlib":
+            self.seeds.append((hostile.zlib_bomb(16 * _MiB), 16 * _MiB, False))
+        elif self.compressor == "snappy":
+            self.seeds.append((hostile.snappy_bomb(16 * _MiB), 16 * _MiB, False))
+        else:
+            self.seeds.append((hostile.zstd_bomb(64 * _MiB, states_size=True), 64 * _MiB, False))
+            self.seeds.append((hostile.zstd_bomb(64 * _MiB, states_size=False), 64 * _MiB, False))
+        self.datas = [data for data, _, small in self.seeds if small]
+        self.seen: dict[str, int] = dict.fromkeys(("exact", "refused", "not negotiated"), 0)
+
+    def inputs(self) -> Iterator[Any]:
+        rng = self.rng
+        while True:
+            data, size, small = rng.choice(self.seeds)
+            if small and rng.random() < 0.4:
+                data = self.mutator.mutate(data, self.datas)
+            if self.compressor == "snappy" and rng.random() < 0.2:  # a preamble saying something else
+                stated = rng.choice((0, 1, size + 1, size * 64, 2**32 - 1))
+                data = self.preamble(stated) + data[len(self.preamble(size)) :]
+            limit = rng.choice((4096, 65_536, _MiB, 48_000_000))
+            declared = rng.choice(
+                (size, size, size, size, size - 1, size + 1, 0, -1, -(2**31), 2**31 - 1,
+                 rng.randrange(300), limit - 16, limit - 15)
+            )  # fmt: skip
+            accepted = {self.id} if rng.random() < 0.9 else {rng.choice([i for i in (0, 1, 2, 3) if i != self.id])}
+            yield data, declared, limit, accepted
+
+    def run(self, item: Any) -> None:
+        data, declared, limit, accepted = item
+        message = self.op_compressed(self.id, declared, data)
+        bound = 2 * max(0, min(declared, limit)) + 2 * _MiB
+        tracemalloc.start()
+        try:
+            _, compressor_id, payload = self.decompress(message, limit, accepted)
+        except self.expected as refused:
+            self.seen["not negotiated" if "did not negotiate" in str(refused) else "refused"] += 1
+            raise
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            if peak > bound:
+                raise AssertionError(f"{peak} bytes allocated for a message declaring {declared} (limit {limit})")
+        self.seen["exact"] += 1
+        if self.id not in accepted:
+            raise AssertionError(f"compressor {self.id} accepted by a connection that agreed to {accepted} only")
+        if len(payload) != declared or compressor_id != self.id:
+            raise AssertionError(f"{len(payload)} bytes with compressor {compressor_id} for {declared} declared")
+
+
+class DecompressZlib(Decompress):
+    name = "decompress-zlib"
+    compressor = "zlib"
+
+
+class DecompressSnappy(Decompress):
+    name = "decompress-snappy"
+    compressor = "snappy"
+
+
+class DecompressZstd(Decompress):
+    name = "decompress-zstd"
+    compressor = "zstd"
 
 
 class _Transport:
@@ -943,7 +1046,8 @@ class Framing(Target):
 TARGETS: dict[str, type[Target]] = {
     target.name: target
     for target in (
-        BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Request, Reply, Framing, Uri, ExtendedJson
+        BsonDecode, BsonEncode, InsertPack, BsonEntry, Wire, Request, Reply, Framing, Uri, ExtendedJson,
+        DecompressZlib, DecompressSnappy, DecompressZstd,
     )
 }
 

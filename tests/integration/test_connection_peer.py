@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from mongio.errors import (
 from mongio.wire import (
     COMPRESSOR_IDS,
     HEADER,
+    HEADER_SIZE,
     OP_COMPRESSED,
     OP_MSG,
     OP_QUERY,
@@ -37,6 +39,7 @@ from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Re
 
 async def handshake(conn: Connection, compressors: list[str]) -> dict[str, Any]:
     """The least a test needs of a handshake: hello with the compressors, then apply the reply."""
+    conn.offer_compressors(compressors)
     hello = await conn.command("admin", {"hello": 1, "compression": compressors})
     chosen = negotiate_compressor(compressors, hello.get("compression"))
     conn.configure_from_hello(hello, get_compressor(chosen) if chosen else None)
@@ -123,9 +126,9 @@ async def test_compress_false_sends_one_message_uncompressed() -> None:
     assert [r.compressor_id for r in peer.requests[1:]] == [None, COMPRESSOR_IDS["zstd"]]
 
 
-async def test_compressed_replies_are_decompressed_whatever_the_request_was() -> None:
-    # The server may compress any reply, the handshake's included, with any compressor it supports: the
-    # client must go by the id in each reply's header.
+async def test_compressed_replies_are_decompressed_with_any_compressor_both_sides_agreed_to() -> None:
+    # The server may compress any reply, the handshake's included, with any compressor both sides named: the
+    # client goes by the id in each reply's header, whatever it sent its request with.
     peer: LoopbackPeer
 
     def handler(request: Request) -> Any:
@@ -136,10 +139,64 @@ async def test_compressed_replies_are_decompressed_whatever_the_request_was() ->
     async with LoopbackPeer(handler, compressors=["snappy", "zlib", "zstd"]) as peer:
         conn = await connect(peer.address)
         try:
-            hello = await handshake(conn, ["snappy"])
-            assert hello["compression"] == ["snappy"]
+            hello = await handshake(conn, ["snappy", "zlib", "zstd"])
+            assert hello["compression"] == ["snappy", "zlib", "zstd"]
+            assert conn.compressor is not None and conn.compressor.name == "snappy"
             for n, use in enumerate(["zstd", "zlib", "snappy", False]):
                 assert await conn.command("admin", {"ping": 1, "n": n, "use": use}) == {"ok": 1, "echo": n}
+        finally:
+            conn.close()
+    assert [request.compressor_name for request in peer.requests[1:]] == ["snappy"] * 4
+
+
+@pytest.mark.parametrize(
+    ("offered", "served", "reply_with", "negotiated"),
+    [
+        (["zlib"], ["zlib", "zstd", "snappy"], "zstd", "zlib"),  # the server has it, the client did not offer it
+        (["zlib", "snappy"], ["zlib"], "snappy", "zlib"),  # the client offered it, the server did not list it
+        ([], ["zlib", "zstd", "snappy"], "snappy", "none"),  # no compression at all
+        (["zstd"], ["zstd"], "noop", "zstd"),  # nobody can offer noop
+    ],
+)
+async def test_a_reply_compressed_with_a_compressor_not_agreed_to_closes_the_connection(
+    offered: list[str], served: list[str], reply_with: str, negotiated: str
+) -> None:
+    inner = encode_op_msg(1, encode({"ok": 1}))
+
+    def handler(request: Request) -> Any:
+        if request.command_name != "ping":
+            return None
+        if reply_with == "noop":  # the peer sends noop uncompressed: the message is made here
+            body = struct.pack("<iiB", OP_MSG, len(inner) - HEADER_SIZE, 0) + bytes(inner[HEADER_SIZE:])
+            return Reply(raw=HEADER.pack(HEADER_SIZE + len(body), 9, request.header.request_id, OP_COMPRESSED) + body)
+        return Reply({"ok": 1}, compress=reply_with)
+
+    async with LoopbackPeer(handler, compressors=served) as peer:
+        conn = await connect(peer.address)
+        try:
+            await handshake(conn, offered)
+            expected = rf"compressor {reply_with} \(id {COMPRESSOR_IDS[reply_with]}\), which the handshake did not"
+            with pytest.raises(ProtocolError, match=rf"{expected} negotiate \(negotiated: {negotiated}\)"):
+                await conn.command("admin", {"ping": 1})
+            assert conn.closed
+            with pytest.raises(AutoReconnect):
+                await conn.command("admin", {"ping": 1})
+        finally:
+            conn.close()
+
+
+async def test_a_hello_reply_compressed_with_a_compressor_not_offered_is_refused() -> None:
+    peer: LoopbackPeer
+
+    def handler(request: Request) -> Any:
+        return Reply(default_reply(request, peer), compress="zstd")
+
+    async with LoopbackPeer(handler, compressors=["zlib", "zstd"]) as peer:
+        conn = await connect(peer.address)
+        try:
+            with pytest.raises(ProtocolError, match=r"compressor zstd .* \(negotiated: zlib\)"):
+                await handshake(conn, ["zlib"])
+            assert conn.closed
         finally:
             conn.close()
 

@@ -1,11 +1,13 @@
 """A short run of the fuzzer (``python -m benchmarks.fuzz``) over every target, without sanitizers: the
-compiled codec and the wire, URI and Extended JSON parsers raise only their expected errors and hold no
-memory after a few thousand generated and mutated inputs."""
+compiled codec, the wire, URI and Extended JSON parsers and the decompressors raise only their expected
+errors and hold no memory after a few thousand generated and mutated inputs."""
 
 from __future__ import annotations
 
+import importlib
 import random
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,13 +15,18 @@ from benchmarks import fuzz
 
 from mongio.bson import _decoder
 from mongio.connection import connection, protocol
+from mongio.wire import compression
 from tests.support.protocol_feed import PythonFramingProtocol
+
+_DECOMPRESSORS = {"decompress-zlib": "zlib", "decompress-snappy": "snappy", "decompress-zstd": "zstandard"}
 
 
 @pytest.mark.parametrize("target", sorted(fuzz.TARGETS))
 def test_a_short_fuzz_run_finds_nothing(target: str) -> None:
     if target == "bson-entry" and not _decoder.speedups_available():
         pytest.skip("the compiled extension is not built or is switched off")
+    if target in _DECOMPRESSORS:
+        pytest.importorskip(_DECOMPRESSORS[target])
     if target in ("framing", "reply", "request") and connection._usual_reply is None:
         pytest.skip("the compiled extensions are not built or are switched off")
     result = fuzz.run_target(target, inputs=3000, seconds=None, seed=11, show=3)
@@ -152,6 +159,56 @@ def _differences(target: fuzz.Target, inputs: Iterator[Any], count: int) -> int:
     for _ in range(count):
         try:
             target.run(next(inputs))
+        except AssertionError:
+            found += 1
+    return found
+
+
+def _unbounded_zlib(data: Any, size: int) -> bytes:
+    return zlib.decompress(data)
+
+
+def _unbounded_snappy(data: Any, size: int) -> bytes:
+    return bytes(importlib.import_module("snappy").uncompress(data))
+
+
+def _zstd_trusting_max_output_size(data: Any, size: int, context: Any) -> bytes:
+    # What python-zstandard does with a frame that states its content size: allocates that, whatever the bound.
+    zstandard = importlib.import_module("zstandard")
+    return bytes(zstandard.ZstdDecompressor().decompress(data, max_output_size=size + 1))
+
+
+@pytest.mark.parametrize(
+    ("target", "inflate", "unbounded"),
+    [
+        ("decompress-zlib", "_inflate_zlib", _unbounded_zlib),
+        ("decompress-snappy", "_inflate_snappy", _unbounded_snappy),
+        ("decompress-zstd", "_inflate_zstd", _zstd_trusting_max_output_size),
+    ],
+)
+def test_the_decompress_targets_reach_every_outcome_and_catch_an_unbounded_decompressor(
+    target: str, inflate: str, unbounded: Callable[..., bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip(_DECOMPRESSORS[target])
+    made = fuzz.TARGETS[target](random.Random(5))
+    assert isinstance(made, fuzz.Decompress)
+    inputs = made.inputs()
+    assert _findings(made, inputs, 1500) == 0
+    # Exact sizes returned, forged sizes and corrupt data refused, compressors not agreed to refused.
+    assert all(count > 0 for count in made.seen.values()), made.seen
+
+    monkeypatch.setattr(compression, inflate, unbounded)
+    assert _findings(made, inputs, 1500) > 0
+
+
+def _findings(target: fuzz.Target, inputs: Iterator[Any], count: int) -> int:
+    """How many of the next ``count`` inputs broke the target's invariant (its expected errors are not)."""
+    found = 0
+    for _ in range(count):
+        try:
+            target.run(next(inputs))
+        except target.expected:
+            pass
         except AssertionError:
             found += 1
     return found

@@ -34,7 +34,7 @@ from mongio.errors import (
     OperationFailure,
     ProtocolError,
 )
-from mongio.wire.compression import Compressor
+from mongio.wire.compression import COMPRESSOR_IDS, Compressor, agreed_compressors
 from mongio.wire.cursor_reply import decode_cursor_reply
 from mongio.wire.header import (
     DEFAULT_MAX_BSON_SIZE,
@@ -80,6 +80,10 @@ if _compiled is not None and _decoder._SPEEDUPS is not None:
     _encode_request = _compiled.encode_request
 
 
+def _compressor_ids(names: Sequence[str]) -> frozenset[int]:
+    return frozenset(COMPRESSOR_IDS[name] for name in names if name in COMPRESSOR_IDS)
+
+
 def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None = None) -> None:
     """Raise ``OperationFailure`` (or a subclass) for a reply whose ``ok`` is not 1.
 
@@ -110,6 +114,7 @@ class Connection:
 
     __slots__ = (
         "__weakref__",
+        "_accepted_compressors",
         "_awaiting_reply",
         "_close_reason",
         "_closed",
@@ -118,6 +123,7 @@ class Connection:
         "_lazy_batch",
         "_max_message_size",
         "_more_to_come",
+        "_offered_compressors",
         "_protocol",
         "_receiving",
         "_request_id",
@@ -165,6 +171,9 @@ class Connection:
         self.min_wire_version = 0
         self.compressor: Compressor | None = None
         """The compressor negotiated in the handshake; None sends everything uncompressed."""
+        self._offered_compressors: tuple[str, ...] = ()
+        # The ids of the compressors a compressed reply may use: none until the handshake says otherwise.
+        self._accepted_compressors: frozenset[int] = frozenset()
         self.service_id: Any = None
         """The ``serviceId`` of the hello reply (load-balanced mode)."""
         self.server_connection_id: int | None = None
@@ -227,9 +236,23 @@ class Connection:
         """True from sending a request until its last reply was read."""
         return self._awaiting_reply
 
+    def offer_compressors(self, names: Sequence[str]) -> None:
+        """Name the compressors the handshake's hello offers the server (``compression``).
+
+        Until ``configure_from_hello`` applies the hello's reply, a reply compressed with any of them is
+        accepted: the server may compress even that reply, with the one it picked.
+        """
+        self._offered_compressors = tuple(names)
+        self._accepted_compressors = _compressor_ids(self._offered_compressors)
+
     def configure_from_hello(self, hello: Mapping[str, Any], compressor: Compressor | None = None) -> None:
         """Take the limits and versions a handshake hello reply announces (defaults where it is silent; the
-        size limits made sane by ``announced_limits``)."""
+        size limits made sane by ``announced_limits``).
+
+        ``compressor`` is what this connection compresses its requests with. From now on a compressed reply
+        is accepted only with that compressor or another one both the hello offered (``offer_compressors``)
+        and its reply lists; any other is a ``ProtocolError`` that closes the connection.
+        """
         self.hello = hello
         limits = announced_limits(hello)  # within ceilings: they bound what a reply's header may claim
         self.max_bson_size = limits.max_bson_size
@@ -241,6 +264,12 @@ class Connection:
         connection_id = hello.get("connectionId")
         self.server_connection_id = int(connection_id) if connection_id is not None else None
         self.compressor = compressor
+        # The server may answer with any compressor both sides named (the compression specification), not
+        # only with the one we send with.
+        listed = hello.get("compression")
+        server = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
+        accepted = _compressor_ids(agreed_compressors(self._offered_compressors, server))
+        self._accepted_compressors = accepted if compressor is None else accepted | {compressor.id}
 
     def close(self, reason: str = "closed by the driver") -> None:
         """Close now. A task awaiting a reply on this connection, or waiting for its writes to drain, gets
@@ -559,7 +588,7 @@ class Connection:
         return document
 
     def _parse_other_reply(self, message: memoryview) -> memoryview:
-        parsed = parse_message(message, self._max_message_size)
+        parsed = parse_message(message, self._max_message_size, self._accepted_compressors)
         # A follow-up reply of an exhaust stream answers the previous reply (OP_MSG spec); some servers put
         # the request that opened the stream there instead. Both identify this exchange on this connection.
         if parsed.response_to != self._expected_response_to and parsed.response_to != self._request_id:

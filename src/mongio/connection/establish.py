@@ -91,6 +91,7 @@ async def handshake(
         compressors=settings.compressors,
         auth_fields=auth_fields,
     )
+    conn.offer_compressors(settings.compressors)
     try:
         reply = await conn.command("admin", command, compress=False, deadline=command_deadline())
     except AutoReconnect as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import NamedTuple
 
 from mongio.errors import ProtocolError
@@ -42,12 +43,15 @@ class ParsedMessage(NamedTuple):
 
 
 def parse_message(
-    message: bytes | bytearray | memoryview, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    message: bytes | bytearray | memoryview,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    accepted_compressors: Collection[int] | None = None,
 ) -> ParsedMessage:
     """Parse one complete message (header included); its length must match the header's.
 
     Views in the result point into ``message`` (or into the decompressed copy), so decode them before the
-    buffer is reused. Raises ``ProtocolError`` for anything malformed.
+    buffer is reused. Raises ``ProtocolError`` for anything malformed, and for an OP_COMPRESSED message whose
+    compressor id is not in ``accepted_compressors`` (None: any compressor, as when reading requests).
     """
     view = memoryview(message)
     header = parse_header(view, max_message_size)
@@ -55,10 +59,10 @@ def parse_message(
         raise ProtocolError(f"message header says {header.length} bytes, {len(view)} were given")
     opcode = header.opcode
     compressor_id: int | None = None
-    payload: bytes | memoryview = view[HEADER_SIZE:]
+    payload: bytes | bytearray | memoryview = view[HEADER_SIZE:]
     header_bytes: bytes | memoryview = view[:HEADER_SIZE]
     if opcode == OP_COMPRESSED:
-        opcode, compressor_id, payload = decompress_message(view, max_message_size)
+        opcode, compressor_id, payload = decompress_message(view, max_message_size, accepted_compressors)
         # A checksum covers the message as it would look uncompressed, header included.
         header_bytes = HEADER.pack(HEADER_SIZE + len(payload), header.request_id, header.response_to, opcode)
     content: OpMsg | OpReply | OpQuery
