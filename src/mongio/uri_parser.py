@@ -54,8 +54,9 @@ def parse_userinfo(userinfo: str) -> tuple[str, str]:
 
 
 def parse_host(entity: str, default_port: int | None = DEFAULT_PORT) -> tuple[str, int | None]:
-    """One host as ``(host, port)``: host names lower-cased, ``default_port`` when none is given."""
-    spec = _parse_host_spec(entity)
+    """One host as ``(host, port)``: host names lower-cased, ``default_port`` when none is given. An error
+    hides what may be a password (``user:password@host`` given as a host)."""
+    spec = hiding_secrets(Secrets.of_uri(entity), _parse_host_spec, entity)
     host = spec.host.lower() if spec.type == "hostname" else spec.host
     return host, spec.port if spec.port is not None else default_port
 
@@ -63,7 +64,7 @@ def parse_host(entity: str, default_port: int | None = DEFAULT_PORT) -> tuple[st
 def parse_ipv6_literal_host(entity: str, default_port: int | None) -> tuple[str, int | None]:
     """``[address]:port`` as ``(address, port)``."""
     if not entity.startswith("["):
-        raise ValueError(f"an IPv6 literal must be enclosed in '[' and ']': {entity!r}")
+        raise ValueError("an IPv6 literal must be enclosed in '[' and ']'")  # the entity may hold a password
     return parse_host(entity, default_port)
 
 
