@@ -178,7 +178,9 @@ def _cases() -> Iterator[Case]:
     yield from client("srv-ip", f"mongodb+srv://{AUTH}127.0.0.1")
     yield from uri("option-not-a-pair", f"mongodb://{AUTH}h/?w")
     yield from uri("option-bad-utf8", f"mongodb://{AUTH}h/?appname=%C3")
-    yield from uri("secret-option-bad-utf8", f"mongodb://h/?proxyHost=p&proxyUsername=u&proxyPassword={PW}%C3")
+    yield from uri(
+        "secret-option-bad-utf8", f"mongodb://h/?proxyHost=p&proxyUsername=u&proxyPassword={PW}%C3"
+    )
     yield from uri("tls-ssl-disagree", f"mongodb://{AUTH}h/?tls=true&ssl=false")
     yield from uri("proxy-repeated", f"mongodb://{AUTH}h/?proxyHost=a&proxyHost=b")
     # Values that must never be dropped, even from a connection string.
@@ -203,7 +205,9 @@ def _cases() -> Iterator[Case]:
     yield from strict("bad-proxy-port", "proxyHost=p&proxyPort=70000")
     yield Case("unknown-option-pymongo", lambda: compat.parse_uri(f"mongodb://{AUTH}h/?bogusOption=1"))
     # Options that contradict each other.
-    yield from uri("tls-insecure-conflict", f"mongodb://{AUTH}h/?tlsInsecure=true&tlsAllowInvalidHostnames=true")
+    yield from uri(
+        "tls-insecure-conflict", f"mongodb://{AUTH}h/?tlsInsecure=true&tlsAllowInvalidHostnames=true"
+    )
     yield from uri("tls-off-with-tls-options", f"mongodb://{AUTH}h/?tls=false&tlsCAFile=ca.pem")
     yield from uri("direct-srv", f"mongodb+srv://{AUTH}{CLUSTER}/?directConnection=true")
     yield from uri("direct-two-hosts", f"mongodb://{AUTH}a,b/?directConnection=true")
@@ -221,10 +225,21 @@ def _cases() -> Iterator[Case]:
     yield from uri("tags-primary", f"mongodb://{AUTH}h/?readPreferenceTags=dc:ny")
     # Credentials: what each mechanism requires and forbids.
     yield from client("password-without-username", "mongodb://h", password=PW_DECODED)
-    yield from client("properties-without-mechanism", f"mongodb://h/?authMechanismProperties=SERVICE_NAME:x&{TLS_SECRET}")
-    yield from client("scram-property", f"mongodb://{AUTH}h/?authMechanism=SCRAM-SHA-256&authMechanismProperties=SERVICE_NAME:x")
-    yield from client("gssapi-property", f"mongodb://{AUTH}h/?authMechanism=GSSAPI&authMechanismProperties=AWS_SESSION_TOKEN:{PW}")
-    yield from client("gssapi-canonicalize", f"mongodb://{AUTH}h/?authMechanism=GSSAPI&authMechanismProperties=CANONICALIZE_HOST_NAME:bogus")
+    yield from client(
+        "properties-without-mechanism", f"mongodb://h/?authMechanismProperties=SERVICE_NAME:x&{TLS_SECRET}"
+    )
+    yield from client(
+        "scram-property",
+        f"mongodb://{AUTH}h/?authMechanism=SCRAM-SHA-256&authMechanismProperties=SERVICE_NAME:x",
+    )
+    yield from client(
+        "gssapi-property",
+        f"mongodb://{AUTH}h/?authMechanism=GSSAPI&authMechanismProperties=AWS_SESSION_TOKEN:{PW}",
+    )
+    yield from client(
+        "gssapi-canonicalize",
+        f"mongodb://{AUTH}h/?authMechanism=GSSAPI&authMechanismProperties=CANONICALIZE_HOST_NAME:bogus",
+    )
     yield from client("gssapi-auth-source", f"mongodb://{AUTH}h/?authMechanism=GSSAPI&authSource=admin")
     yield from client("gssapi-no-username", "mongodb://h/?authMechanism=GSSAPI", password=PW_DECODED)
     yield from client("scram-no-username", "mongodb://h/?authMechanism=SCRAM-SHA-256", password=PW_DECODED)
@@ -233,19 +248,44 @@ def _cases() -> Iterator[Case]:
     yield from client("aws-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-AWS")
     yield from client("oidc-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-OIDC")
     oidc = f"mongodb://h/?authMechanism=MONGODB-OIDC&{TLS_SECRET}"
-    yield from client("oidc-two-callbacks", oidc, authMechanismProperties={"OIDC_CALLBACK": _callback, "OIDC_HUMAN_CALLBACK": _callback})
+    yield from client(
+        "oidc-two-callbacks",
+        oidc,
+        authMechanismProperties={"OIDC_CALLBACK": _callback, "OIDC_HUMAN_CALLBACK": _callback},
+    )
     yield from client("oidc-bad-environment", oidc + "&authMechanismProperties=ENVIRONMENT:mars")
-    yield from client("oidc-environment-callback", oidc, authMechanismProperties={"ENVIRONMENT": "test", "OIDC_CALLBACK": _callback})
+    yield from client(
+        "oidc-environment-callback",
+        oidc,
+        authMechanismProperties={"ENVIRONMENT": "test", "OIDC_CALLBACK": _callback},
+    )
     yield from client("oidc-azure-no-resource", oidc + "&authMechanismProperties=ENVIRONMENT:azure")
-    yield from client("oidc-test-resource", oidc + "&authMechanismProperties=ENVIRONMENT:test,TOKEN_RESOURCE:r")
-    yield from client("oidc-username", f"mongodb://alice@h/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test&{TLS_SECRET}")
+    yield from client(
+        "oidc-test-resource", oidc + "&authMechanismProperties=ENVIRONMENT:test,TOKEN_RESOURCE:r"
+    )
+    yield from client(
+        "oidc-username",
+        f"mongodb://alice@h/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test&{TLS_SECRET}",
+    )
     yield from client("oidc-nothing", oidc)
-    yield from client("oidc-resource-alone", oidc, authMechanismProperties={"OIDC_CALLBACK": _callback, "TOKEN_RESOURCE": "r"})
-    yield from client("oidc-allowed-hosts", oidc, authMechanismProperties={"OIDC_HUMAN_CALLBACK": _callback, "ALLOWED_HOSTS": "h"})
+    yield from client(
+        "oidc-resource-alone",
+        oidc,
+        authMechanismProperties={"OIDC_CALLBACK": _callback, "TOKEN_RESOURCE": "r"},
+    )
+    yield from client(
+        "oidc-allowed-hosts",
+        oidc,
+        authMechanismProperties={"OIDC_HUMAN_CALLBACK": _callback, "ALLOWED_HOSTS": "h"},
+    )
     yield Case(
         "unsupported-mechanism",
         lambda: build_credential(
-            mechanism="BOGUS", username="alice", password=PW_DECODED, auth_source=None, database=None,
+            mechanism="BOGUS",
+            username="alice",
+            password=PW_DECODED,
+            auth_source=None,
+            database=None,
             mechanism_properties=None,
         ),
     )
@@ -271,7 +311,9 @@ def _cases() -> Iterator[Case]:
     yield from client("keyword-w-negative", with_password, w=-1)
     yield from client("keyword-w-float", with_password, w=1.5)
     yield from client("keyword-properties", with_password, authMechanismProperties=5)
-    yield from client("keyword-secret-type", "mongodb://h", tlsCertificateKeyFilePassword=PW_DECODED.encode() + b"\0", tls=1)
+    yield from client(
+        "keyword-secret-type", "mongodb://h", tlsCertificateKeyFilePassword=PW_DECODED.encode() + b"\0", tls=1
+    )
     # The PyMongo-shaped helpers.
     yield Case("pymongo-userinfo", lambda: compat.parse_userinfo(f"alice:{PW}%C3"))
     yield Case("pymongo-userinfo-at", lambda: compat.parse_userinfo(f"alice:{PW}@x"))
@@ -412,15 +454,24 @@ def test_every_raise_site_is_reached_with_a_password() -> None:
         (f"mongodb+srv://alice:{PW}@h/db?w=1", "mongodb+srv://alice:***@h/db?w=1"),
         (f"mongodbx://alice:{PW}@h", "mongodbx://alice:***@h"),
         (f"alice:{PW}@h", "alice:***@h"),
-        (f"mongodb:/alice:{PW}@h", "mongodb:***@h"),  # which ":" starts the password is unclear: from the first
+        (
+            f"mongodb:/alice:{PW}@h",
+            "mongodb:***@h",
+        ),  # which ":" starts the password is unclear: from the first
         (f"mongodb://alice:{CUT}@h/db", "mongodb://alice:***@h/db"),
         ("mongodb://alice:p@ss@h", "mongodb://alice:***@h"),
         (f"mongodb://alice:{PW}", "mongodb://alice:***"),
         ("mongodb://alice@h:27017", "mongodb://alice@h:27017"),
         ("mongodb://h:27017,i:27018/?w=1", "mongodb://h:27017,i:27018/?w=1"),
         ("mongodb://h/?readPreferenceTags=dc:ny", "mongodb://h/?readPreferenceTags=dc:ny"),
-        (f"mongodb://h/?proxyHost=p&proxyPassword={PW}&w=1", "mongodb://h/?proxyHost=p&proxyPassword=***&w=1"),
-        (f"mongodb://h/?TLSCERTIFICATEKEYFILEPASSWORD={PW}", "mongodb://h/?TLSCERTIFICATEKEYFILEPASSWORD=***"),
+        (
+            f"mongodb://h/?proxyHost=p&proxyPassword={PW}&w=1",
+            "mongodb://h/?proxyHost=p&proxyPassword=***&w=1",
+        ),
+        (
+            f"mongodb://h/?TLSCERTIFICATEKEYFILEPASSWORD={PW}",
+            "mongodb://h/?TLSCERTIFICATEKEYFILEPASSWORD=***",
+        ),
         (
             f"mongodb://h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:{PW}",
             "mongodb://h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:***",

@@ -163,7 +163,9 @@ class Secrets:
                 values.append(value)
             elif folded == "authmechanismproperties":
                 if isinstance(value, Mapping):
-                    values += [item for name, item in value.items() if str(name).upper() in _SECRET_PROPERTIES]
+                    values += [
+                        item for name, item in value.items() if str(name).upper() in _SECRET_PROPERTIES
+                    ]
                 elif isinstance(value, str):
                     values += [match.group(1) for match in _SECRET_PROPERTY.finditer(value)]
         return cls.of_values(values)
