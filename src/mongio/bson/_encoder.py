@@ -14,12 +14,14 @@ import datetime
 import functools
 import re
 import struct
+import threading
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
+from mongio.bson._limits import MAX_NESTING
 from mongio.bson._type_marker import type_marker as _type_marker
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
@@ -131,6 +133,28 @@ def _name(key: Any, check_keys: bool) -> bytes:
     return name
 
 
+class _Nesting(threading.local):
+    """How many documents and arrays the Python loops are writing in this thread, one inside the other."""
+
+    depth = 0
+
+
+# The writers of documents and arrays count the nesting here rather than in a parameter every writer would pass
+# on: the scope of a Code, a DBRef's document, a mapping or a list given to a custom writer are all counted.
+_NESTING: Final = _Nesting()
+_NESTED_TOO_DEEPLY: Final = "a document nested too deeply to encode"  # as the compiled loops say it
+
+
+def _enter_nesting() -> _Nesting:
+    """Count one more level of nesting (the caller leaves it in a ``finally``); beyond ``MAX_NESTING``, the
+    ``RecursionError`` the compiled loops raise there too."""
+    nesting = _NESTING
+    if nesting.depth > MAX_NESTING:
+        raise RecursionError(_NESTED_TOO_DEEPLY)
+    nesting.depth += 1
+    return nesting
+
+
 def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
     """Append ``doc`` (any mapping) as a BSON document."""
     if type(doc) is not dict and _type_marker(doc) == _RAW_MARKER:
@@ -140,6 +164,7 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
     buf += b"\x00\x00\x00\x00"
     encoders = _ENCODERS
     key: Any = None
+    nesting = _enter_nesting()
     try:
         for key, value in doc.items():
             name = _KEY_NAMES.get(key) if type(key) is str else None
@@ -216,6 +241,8 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
         raise
     except UnicodeEncodeError:
         raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(key)) from None
+    finally:
+        nesting.depth -= 1
     buf += b"\x00"
     _PACK_INTO_INT32(buf, start, len(buf) - start)
 
@@ -229,6 +256,7 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
     buf += b"\x00\x00\x00\x00"
     encoders = _ENCODERS
     index = 0
+    nesting = _enter_nesting()
     try:
         for index, value in enumerate(values):
             name = keys[index]
@@ -279,6 +307,8 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
         raise
     except UnicodeEncodeError:
         raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(index)) from None
+    finally:
+        nesting.depth -= 1
     buf += b"\x00"
     _PACK_INTO_INT32(buf, start, len(buf) - start)
 
