@@ -582,10 +582,12 @@ class Uri(Target):
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
         from mongio.errors import ConfigurationError
+        from mongio.options.secrets import Secrets
         from mongio.options.uri_parser import parse_uri
 
         self.expected = (ConfigurationError,)
         self.parse = parse_uri
+        self.secrets_of = Secrets.of_uri
         self.seeds = [
             text.encode()
             for text in (
@@ -597,6 +599,8 @@ class Uri(Target):
                 "mongodb://u@a/?authMechanism=MONGODB-X509&authSource=$external&appname=x&timeoutMS=0",
                 "mongodb+srv://cluster.example.com/db?retryWrites=false&srvMaxHosts=2",
                 "mongodb://a/?authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:m,CANONICALIZE_HOST_NAME:true",
+                "mongodb://alice:s3cr3tPW%21@h1,h2/db?proxyHost=p&proxyUsername=u&proxyPassword=pr0xyPW",
+                "mongodb://alice:s3cr3t/PW0rd@h/?tlsCertificateKeyFilePassword=k3yPW&w=1",
             )
         ]
 
@@ -608,7 +612,21 @@ class Uri(Target):
 
     def run(self, item: Any) -> None:
         text, strict = item
-        self.parse(text, strict=strict, warn=False)
+        try:
+            parsed = self.parse(text, strict=strict, warn=False)
+        except self.expected as error:
+            self.check_hidden(text, [str(error)])
+            raise
+        self.check_hidden(text, list(parsed.warnings))
+
+    def check_hidden(self, text: str, shown: list[str]) -> None:
+        """What the parser says must not show what mongio.options.secrets takes for the string's password or
+        secret option values (those of four characters or more: a shorter one may recur anywhere)."""
+        found = self.secrets_of(text)
+        secrets = type(found)(frozenset(secret for secret in found.texts if len(secret) >= 4))
+        for message in shown:
+            if secrets.shows_any(message):
+                raise AssertionError(f"a password shows in {message!r}")
 
 
 class ExtendedJson(Target):

@@ -189,9 +189,10 @@ class Secrets:
     def _pattern(self) -> re.Pattern[str]:
         # A secret counts where it is not part of a longer word: the parser cuts a malformed string at
         # separators only, so what it quotes of a password is never glued to letters or digits, and a short
-        # password ("p") leaves the words of the message ("password") alone.
-        alternatives = "|".join(re.escape(secret) for secret in sorted(self.texts, key=len, reverse=True))
-        return re.compile(f"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
+        # password ("p") leaves the words of the message ("password") alone. Only an end that is a letter or a
+        # digit needs the boundary: an escape such as "\x00" is glued to whatever precedes it.
+        alternatives = "|".join(_bounded(secret) for secret in sorted(self.texts, key=len, reverse=True))
+        return re.compile(alternatives)
 
     def hidden_error(self, error: ConfigurationError) -> ConfigurationError:
         """A copy of ``error`` (same class) whose message hides the secrets. Its cause is kept only when
@@ -216,6 +217,17 @@ def _chain_texts(error: BaseException) -> list[str]:
         texts += ["".join(traceback.format_exception_only(current)), repr(current.args)]
         pending += [current.__cause__, current.__context__]
     return texts
+
+
+def _is_word_character(character: str) -> bool:
+    return character.isascii() and character.isalnum()
+
+
+def _bounded(secret: str) -> str:
+    """A pattern for ``secret`` where it does not continue a word (at an end that could)."""
+    before = "(?<![A-Za-z0-9])" if _is_word_character(secret[0]) else ""
+    after = "(?![A-Za-z0-9])" if _is_word_character(secret[-1]) else ""
+    return f"{before}{re.escape(secret)}{after}"
 
 
 _P = ParamSpec("_P")
