@@ -178,21 +178,33 @@ class Secrets:
 
     def hide(self, text: str) -> str:
         """``text`` with every secret (the longest first) replaced by ``***``."""
-        if not self.texts:
-            return text
-        return self._pattern().sub(REDACTED, text)
+        result = text
+        for start, end in reversed(self._places(text)):
+            result = result[:start] + REDACTED + result[end:]
+        return result
 
     def shows_any(self, text: str) -> bool:
         """Whether ``text`` shows one of the secrets."""
-        return bool(self.texts) and self._pattern().search(text) is not None
+        return bool(self._places(text))
 
-    def _pattern(self) -> re.Pattern[str]:
-        # A secret counts where it is not part of a longer word: the parser cuts a malformed string at
-        # separators only, so what it quotes of a password is never glued to letters or digits, and a short
-        # password ("p") leaves the words of the message ("password") alone. Only an end that is a letter or a
-        # digit needs the boundary: an escape such as "\x00" is glued to whatever precedes it.
-        alternatives = "|".join(_bounded(secret) for secret in sorted(self.texts, key=len, reverse=True))
-        return re.compile(alternatives)
+    def _places(self, text: str) -> list[tuple[int, int]]:
+        """Where ``text`` shows a secret, in order, the longest secrets placed first.
+
+        A secret counts where it is not part of a longer word: the parser cuts a malformed string at
+        separators only, so what it quotes of a password is never glued to letters or digits, and a short
+        password ("p") leaves the words of the message ("password") alone. Only an end that is a letter or a
+        digit needs the boundary: an escape such as "\\x00" is glued to whatever precedes it. (Plain string
+        searches rather than a regular expression, which the re module would cache for every new password.)
+        """
+        places: list[tuple[int, int]] = []
+        for secret in sorted(self.texts, key=len, reverse=True):
+            start = text.find(secret)
+            while start >= 0:
+                end = start + len(secret)
+                if _bounded(text, start, end) and all(end <= first or last <= start for first, last in places):
+                    places.append((start, end))
+                start = text.find(secret, start + 1)
+        return sorted(places)
 
     def hidden_error(self, error: ConfigurationError) -> ConfigurationError:
         """A copy of ``error`` (same class) whose message hides the secrets. Its cause is kept only when
@@ -223,11 +235,12 @@ def _is_word_character(character: str) -> bool:
     return character.isascii() and character.isalnum()
 
 
-def _bounded(secret: str) -> str:
-    """A pattern for ``secret`` where it does not continue a word (at an end that could)."""
-    before = "(?<![A-Za-z0-9])" if _is_word_character(secret[0]) else ""
-    after = "(?![A-Za-z0-9])" if _is_word_character(secret[-1]) else ""
-    return f"{before}{re.escape(secret)}{after}"
+def _bounded(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` continues no word: at an end that is a letter or a digit, the character
+    beyond is not one."""
+    if _is_word_character(text[start]) and start > 0 and _is_word_character(text[start - 1]):
+        return False
+    return not (_is_word_character(text[end - 1]) and end < len(text) and _is_word_character(text[end]))
 
 
 _P = ParamSpec("_P")
