@@ -42,7 +42,7 @@ _SECRET_OPTION = re.compile(r"(?i)(?:^|[?&])(?:proxyPassword|tlsCertificateKeyFi
 _SECRET_PROPERTY = re.compile(r"(?i)AWS_SESSION_TOKEN(?::|%3A)([^,&]*)")
 
 # Keyword arguments of MongoClient whose values are secrets, by case-folded name.
-SECRET_KEYWORDS = frozenset(("password", "proxypassword", "tlscertificatekeyfilepassword"))
+_SECRET_KEYWORDS = frozenset(("password", "proxypassword", "tlscertificatekeyfilepassword"))
 _SECRET_PROPERTIES = ("AWS_SESSION_TOKEN",)
 
 
@@ -159,7 +159,7 @@ class Secrets:
         values: list[object] = []
         for key, value in kwargs.items():
             folded = key.lower()
-            if folded in SECRET_KEYWORDS:
+            if folded in _SECRET_KEYWORDS:
                 values.append(value)
             elif folded == "authmechanismproperties":
                 if isinstance(value, Mapping):
