@@ -473,7 +473,7 @@ class BsonEntry(Target):
         while True:
             how = rng.randrange(5)
             if how == 4:
-                yield how, self.mutator.mutate(rng.choice(self.arrays), self.arrays), 0, 0, None, None
+                yield how, self.mutator.mutate(rng.choice(self.arrays), self.arrays), 0, 0, None, None, ()
                 continue
             data: Any = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
             pos = rng.choice((-1, 0, 4, rng.randrange(-8, len(data) + 8)))
@@ -485,6 +485,8 @@ class BsonEntry(Target):
             elif shape == 2:
                 data = bytearray(data)
             end = rng.choice((len(data) - 1, len(data), pos, rng.randrange(-8, len(data) + 8)))
+            # The nesting depth the Python loops pass on (MAX_NESTING is 256 unless changed), now and then.
+            depth = rng.choice(((), (), (), (0,), (255,), (256,), (257,), (-1,), (2**40,), ("x",)))
             yield (
                 how,
                 data,
@@ -492,10 +494,11 @@ class BsonEntry(Target):
                 end,
                 rng.choice(self.contexts),
                 rng.choice(self.encode_contexts),
+                depth,
             )
 
     def run(self, item: Any) -> None:
-        how, data, pos, end, ctx, encode_ctx = item
+        how, data, pos, end, ctx, encode_ctx, depth = item
         if how == 4:
             offsets = self.speedups.document_array_offsets(data)
             if offsets != self.python_offsets(data):
@@ -504,14 +507,14 @@ class BsonEntry(Target):
         if how >= 2:
             data = bytes(data)  # the writers take it as a value: bytes is the BSON binary they know
         if how == 0:
-            self.speedups.read_document(data, pos, end, ctx)
+            self.speedups.read_document(data, pos, end, ctx, *depth)
         elif how == 1:
-            self.speedups.read_array(data, pos, end, ctx)
+            self.speedups.read_array(data, pos, end, ctx, *depth)
         elif how == 2:
             buf = bytearray() if len(data) % 5 else b""
-            self.speedups.write_document(buf, {"a": [1, data, {"b": pos}]}, encode_ctx, False)
+            self.speedups.write_document(buf, {"a": [1, data, {"b": pos}]}, encode_ctx, False, *depth)
         else:
-            self.speedups.write_array(bytearray(), (data, pos, [end]), encode_ctx, bool(pos & 1))
+            self.speedups.write_array(bytearray(), (data, pos, [end]), encode_ctx, bool(pos & 1), *depth)
 
 
 class Wire(Target):
