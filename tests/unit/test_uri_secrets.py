@@ -536,14 +536,14 @@ def test_warnings_hide_the_password() -> None:
 
 
 def test_reprs_hold_no_password() -> None:
-    text = f"mongodb://{AUTH}h/?proxyHost=p&proxyUsername=u&proxyPassword={PW}&tls=true&{TLS_SECRET}"
+    text = f"mongodb://{AUTH}h/?tls=true&{TLS_SECRET}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         options = ClientOptions.from_uri(text)
         parsed = parse_uri(text)
         mongo_client = MongoClient(text, connect=False, password="kw" + PW_DECODED)
     assert options.credential is not None and options.credential.password == PW_DECODED
-    assert options.proxy is not None and options.proxy.password == PW_DECODED
+    assert options.tls is not None and options.tls.certificate_key_file_password == PW_DECODED
     shown = [repr(options), repr(parsed), repr(options.credential), repr(options.options), repr(mongo_client)]
     shown.append(repr(options._sources))
     for item in shown:
