@@ -545,7 +545,8 @@ def test_reprs_hold_no_password() -> None:
     assert options.credential is not None and options.credential.password == PW_DECODED
     assert options.tls is not None and options.tls.certificate_key_file_password == PW_DECODED
     shown = [repr(options), repr(parsed), repr(options.credential), repr(options.options), repr(mongo_client)]
-    shown.append(repr(options._sources))
+    with_keyword = ClientOptions.from_uri(text, password="kw" + PW_DECODED, tlsCertificateKeyFilePassword=PW_DECODED)
+    shown += [repr(with_keyword), repr(with_keyword._sources)]
     for item in shown:
         for marker in MARKERS:
             assert marker not in item, item
