@@ -479,7 +479,7 @@ class BsonEntry(Target):
         while True:
             how = rng.randrange(5)
             if how == 4:
-                yield how, self.mutator.mutate(rng.choice(self.arrays), self.arrays), 0, 0, None, None
+                yield how, self.mutator.mutate(rng.choice(self.arrays), self.arrays), 0, 0, None, None, ()
                 continue
             data: Any = self.mutator.mutate(rng.choice(self.seeds), self.seeds)
             pos = rng.choice((-1, 0, 4, rng.randrange(-8, len(data) + 8)))
@@ -491,6 +491,8 @@ class BsonEntry(Target):
             elif shape == 2:
                 data = bytearray(data)
             end = rng.choice((len(data) - 1, len(data), pos, rng.randrange(-8, len(data) + 8)))
+            # The nesting depth the Python loops pass on (MAX_NESTING is 256 unless changed), now and then.
+            depth = rng.choice(((), (), (), (0,), (255,), (256,), (257,), (-1,), (2**40,), ("x",)))
             yield (
                 how,
                 data,
@@ -498,10 +500,11 @@ class BsonEntry(Target):
                 end,
                 rng.choice(self.contexts),
                 rng.choice(self.encode_contexts),
+                depth,
             )
 
     def run(self, item: Any) -> None:
-        how, data, pos, end, ctx, encode_ctx = item
+        how, data, pos, end, ctx, encode_ctx, depth = item
         if how == 4:
             offsets = self.speedups.document_array_offsets(data)
             if offsets != self.python_offsets(data):
@@ -510,14 +513,14 @@ class BsonEntry(Target):
         if how >= 2:
             data = bytes(data)  # the writers take it as a value: bytes is the BSON binary they know
         if how == 0:
-            self.speedups.read_document(data, pos, end, ctx)
+            self.speedups.read_document(data, pos, end, ctx, *depth)
         elif how == 1:
-            self.speedups.read_array(data, pos, end, ctx)
+            self.speedups.read_array(data, pos, end, ctx, *depth)
         elif how == 2:
             buf = bytearray() if len(data) % 5 else b""
-            self.speedups.write_document(buf, {"a": [1, data, {"b": pos}]}, encode_ctx, False)
+            self.speedups.write_document(buf, {"a": [1, data, {"b": pos}]}, encode_ctx, False, *depth)
         else:
-            self.speedups.write_array(bytearray(), (data, pos, [end]), encode_ctx, bool(pos & 1))
+            self.speedups.write_array(bytearray(), (data, pos, [end]), encode_ctx, bool(pos & 1), *depth)
 
 
 class Wire(Target):
@@ -588,10 +591,12 @@ class Uri(Target):
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
         from mongio.errors import ConfigurationError
+        from mongio.options.secrets import Secrets
         from mongio.options.uri_parser import parse_uri
 
         self.expected = (ConfigurationError,)
         self.parse = parse_uri
+        self.secrets_of = Secrets.of_uri
         self.seeds = [
             text.encode()
             for text in (
@@ -603,6 +608,8 @@ class Uri(Target):
                 "mongodb://u@a/?authMechanism=MONGODB-X509&authSource=$external&appname=x&timeoutMS=0",
                 "mongodb+srv://cluster.example.com/db?retryWrites=false&srvMaxHosts=2",
                 "mongodb://a/?authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:m,CANONICALIZE_HOST_NAME:true",
+                "mongodb://alice:s3cr3tPW%21@h1,h2/db?proxyHost=p&proxyUsername=u&proxyPassword=pr0xyPW",
+                "mongodb://alice:s3cr3t/PW0rd@h/?tlsCertificateKeyFilePassword=k3yPW&w=1",
             )
         ]
 
@@ -614,7 +621,21 @@ class Uri(Target):
 
     def run(self, item: Any) -> None:
         text, strict = item
-        self.parse(text, strict=strict, warn=False)
+        try:
+            parsed = self.parse(text, strict=strict, warn=False)
+        except self.expected as error:
+            self.check_hidden(text, [str(error)])
+            raise
+        self.check_hidden(text, list(parsed.warnings))
+
+    def check_hidden(self, text: str, shown: list[str]) -> None:
+        """What the parser says must not show what mongio.options.secrets takes for the string's password or
+        secret option values (those of four characters or more: a shorter one may recur anywhere)."""
+        found = self.secrets_of(text)
+        secrets = type(found)(frozenset(secret for secret in found.texts if len(secret) >= 4))
+        for message in shown:
+            if secrets.shows_any(message):
+                raise AssertionError(f"a password shows in {message!r}")
 
 
 class ExtendedJson(Target):

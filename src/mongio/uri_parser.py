@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mongio.errors import ConfigurationError, InvalidURI
+from mongio.options.secrets import Secrets, hiding_secrets
 from mongio.options.uri_options import URIOptions
 from mongio.options.uri_parser import DEFAULT_PORT, ParsedURI, emit_warnings, percent_decode
 from mongio.options.uri_parser import parse_host as _parse_host_spec
@@ -49,12 +50,13 @@ def parse_userinfo(userinfo: str) -> tuple[str, str]:
     if "@" in userinfo or userinfo.count(":") > 1 or not userinfo.partition(":")[0]:
         raise InvalidURI("the user information must be a percent-encoded non-empty user name and password")
     user, _, password = userinfo.partition(":")
-    return percent_decode(user, "username"), percent_decode(password, "password")
+    return percent_decode(user, "username"), percent_decode(password, "the password", secret=True)
 
 
 def parse_host(entity: str, default_port: int | None = DEFAULT_PORT) -> tuple[str, int | None]:
-    """One host as ``(host, port)``: host names lower-cased, ``default_port`` when none is given."""
-    spec = _parse_host_spec(entity)
+    """One host as ``(host, port)``: host names lower-cased, ``default_port`` when none is given. An error
+    hides what may be a password (``user:password@host`` given as a host)."""
+    spec = hiding_secrets(Secrets.of_uri(entity), _parse_host_spec, entity)
     host = spec.host.lower() if spec.type == "hostname" else spec.host
     return host, spec.port if spec.port is not None else default_port
 
@@ -62,7 +64,7 @@ def parse_host(entity: str, default_port: int | None = DEFAULT_PORT) -> tuple[st
 def parse_ipv6_literal_host(entity: str, default_port: int | None) -> tuple[str, int | None]:
     """``[address]:port`` as ``(address, port)``."""
     if not entity.startswith("["):
-        raise ValueError(f"an IPv6 literal must be enclosed in '[' and ']': {entity!r}")
+        raise ValueError("an IPv6 literal must be enclosed in '[' and ']'")  # the entity may hold a password
     return parse_host(entity, default_port)
 
 
@@ -90,6 +92,10 @@ def _raw_options(text: str) -> URIOptions:
 def split_options(opts: str, validate: bool = True, warn: bool = False, normalize: bool = True) -> URIOptions:
     """The ``key=value&...`` option text as a case-insensitive mapping: validated (``warn=False``: an unknown
     option or a bad value raises) or, with ``validate=False``, as the strings written."""
+    return hiding_secrets(Secrets.of_options(opts), _split_options, opts, validate, warn)
+
+
+def _split_options(opts: str, validate: bool, warn: bool) -> URIOptions:
     if not validate:
         return _raw_options(opts)
     found: list[str] = []
@@ -144,7 +150,12 @@ def parse_uri(
 ) -> dict[str, Any]:
     """Parse a ``mongodb://`` connection string into PyMongo's dict. ``warn=False`` (PyMongo's default)
     raises :class:`~mongio.errors.ConfigurationError` for an unknown option or a bad value; ``warn=True``
-    warns and leaves it out; ``validate=False`` keeps every option as the string written."""
+    warns and leaves it out; ``validate=False`` keeps every option as the string written. No error shows
+    the password."""
+    return hiding_secrets(Secrets.of_uri(uri), _parse_uri_dict, uri, default_port, validate, warn)
+
+
+def _parse_uri_dict(uri: str, default_port: int | None, validate: bool, warn: bool) -> dict[str, Any]:
     if isinstance(uri, str) and uri.startswith("mongodb+srv://"):
         raise ConfigurationError(
             "mongio.uri_parser.parse_uri does not look up mongodb+srv:// names (the DNS lookups would block): "

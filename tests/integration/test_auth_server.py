@@ -8,6 +8,7 @@ document, stopped, and started again with ``--auth`` on the same path.
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -166,3 +167,86 @@ async def test_negotiation_and_speculative_authentication(
     # Servers since 4.4 answer the speculative saslStart the hello carried: only the proof round trip remains.
     assert "speculativeAuthenticate" in hello
     assert log.names == ["isMaster", "saslContinue"]
+
+
+def _recorder(base: type, sink: list[str]) -> Any:
+    """A listener of class ``base`` that describes every event it gets into ``sink``."""
+
+    def describe(self: Any, event: object) -> None:
+        fields = {name: getattr(event, name) for name in dir(event) if not name.startswith("_")}
+        sink.append(f"{event!r} {({name: value for name, value in fields.items() if not callable(value)})!r}")
+
+    methods = {name: describe for name in vars(base) if not name.startswith("_") and callable(vars(base)[name])}
+    return type(f"Recording{base.__name__}", (base,), methods)()
+
+
+def _chained(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is not None and all(current is not item for item in found):
+            found.append(current)
+            pending += [current.__cause__, current.__context__]
+    return found
+
+
+async def test_a_wrong_password_in_the_connection_string_shows_nowhere(
+    auth_server: tuple[str, int], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through MongoClient: the failed SCRAM conversation's error, its chain, every command, pool, server,
+    heartbeat and topology event, every log record at DEBUG and every span leave out the password (as
+    written and decoded) and the client proof derived from it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from mongio import MongoClient
+    from mongio.events.command import CommandListener
+    from mongio.monitoring import (
+        ConnectionPoolListener,
+        ServerHeartbeatListener,
+        ServerListener,
+        TopologyListener,
+    )
+    from mongio.tracing import ENABLED_VARIABLE
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv(ENABLED_VARIABLE, "true")
+    proofs: list[str] = []
+    client_final = ScramConversation.client_final
+
+    def spy(self: ScramConversation, keys: Any) -> bytes:
+        message = client_final(self, keys)
+        proofs.append(message.split(b",p=")[1].decode())
+        return message
+
+    monkeypatch.setattr(ScramConversation, "client_final", spy)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    written, decoded = "Wr0ngS3cr3t%21", "Wr0ngS3cr3t!"
+    host, port = auth_server
+    sink: list[str] = []
+    listeners = [
+        _recorder(base, sink)
+        for base in (CommandListener, ConnectionPoolListener, ServerHeartbeatListener, ServerListener, TopologyListener)
+    ]
+    uri = f"mongodb://{USER}:{written}@{host}:{port}/?serverSelectionTimeoutMS=5000"
+    tracing = {"enabled": True, "tracer_provider": provider, "query_text_max_length": 10000}
+    async with MongoClient(uri, event_listeners=listeners, tracing=tracing) as client:
+        with pytest.raises(AuthenticationFailed) as info:
+            await client.authdb.things.find_one({})
+    provider.shutdown()
+    assert proofs, "the conversation never reached the proof"
+    assert sink and exporter.get_finished_spans() and caplog.records
+    shown = ["".join(traceback.format_exception(info.value))]
+    shown += [f"{item} {item!r} {item.args!r} {getattr(item, 'details', None)!r}" for item in _chained(info.value)]
+    shown += sink
+    shown += [f"{record.getMessage()} {record.args!r} {record.exc_text or ''} {vars(record)!r}" for record in caplog.records]
+    for span in exporter.get_finished_spans():
+        shown.append(f"{span.name} {dict(span.attributes or {})!r} {span.status!r}")
+        shown += [f"{event.name} {dict(event.attributes or {})!r}" for event in span.events]
+    for text in shown:
+        assert written not in text and decoded not in text, text
+        assert all(proof not in text for proof in proofs), text

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 from mongio.bson._compiled import load_speedups
+from mongio.bson._limits import MAX_NESTING, NESTED_TOO_DEEPLY
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, OLD_UUID_SUBTYPE, UUID_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
@@ -132,8 +133,11 @@ def _malformed(what: str) -> InvalidBSON:
     return InvalidBSON(what)
 
 
-def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
-    """Decode the elements from ``pos`` up to ``end`` (the index of the document's trailing NUL)."""
+def _read_document(data: bytes, pos: int, end: int, ctx: _Context, depth: int = 0) -> Any:
+    """Decode the elements from ``pos`` up to ``end`` (the index of the document's trailing NUL); ``depth`` is
+    how deep the document nests (0: an outermost one), refused beyond ``MAX_NESTING``."""
+    if depth > MAX_NESTING:
+        raise InvalidBSON(NESTED_TOO_DEEPLY)
     _options, document_class, is_dict, is_raw, utf8, decoder_map = ctx[:6]
     doc = {} if is_dict else document_class()
     find = data.find
@@ -168,7 +172,7 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
             if is_raw:
                 value = document_class(data[pos : value_end + 1], ctx[0])
             else:
-                value = _read_document(data, pos + 4, value_end, ctx)
+                value = _read_document(data, pos + 4, value_end, ctx, depth + 1)
                 if "$ref" in value:
                     value = _to_dbref(value)
             pos = value_end + 1
@@ -182,7 +186,7 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
             value_end = pos + size - 1
             if size < 5 or value_end >= end or data[value_end]:
                 raise _malformed(f"bad array length {size} for key {key!r}")
-            value = _read_array(data, pos + 4, value_end, ctx)
+            value = _read_array(data, pos + 4, value_end, ctx, depth + 1)
             pos = value_end + 1
         elif kind == 8:
             if pos >= end:
@@ -211,6 +215,8 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
             inc, time = _UNPACK_TIMESTAMP(data, pos)
             value = _TIMESTAMP(time, inc)
             pos += 8
+        elif kind == 15:
+            value, pos = _r_code_with_scope(data, pos, end, ctx, depth + 1)  # its scope nests one level deeper
         else:
             reader = _READERS.get(kind)
             if reader is None:
@@ -224,8 +230,11 @@ def _read_document(data: bytes, pos: int, end: int, ctx: _Context) -> Any:
     return doc
 
 
-def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
-    """Decode an array's elements, ignoring their keys (degenerate keys are accepted)."""
+def _read_array(data: bytes, pos: int, end: int, ctx: _Context, depth: int = 0) -> list[Any]:
+    """Decode an array's elements, ignoring their keys (degenerate keys are accepted); ``depth`` as for
+    :func:`_read_document`."""
+    if depth > MAX_NESTING:
+        raise InvalidBSON(NESTED_TOO_DEEPLY)
     _options, document_class, _is_dict, is_raw, utf8, decoder_map = ctx[:6]
     items: list[Any] = []
     append = items.append
@@ -259,7 +268,7 @@ def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
             if is_raw:
                 value = document_class(data[pos : value_end + 1], ctx[0])
             else:
-                value = _read_document(data, pos + 4, value_end, ctx)
+                value = _read_document(data, pos + 4, value_end, ctx, depth + 1)
                 if "$ref" in value:
                     value = _to_dbref(value)
             pos = value_end + 1
@@ -273,7 +282,7 @@ def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
             value_end = pos + size - 1
             if size < 5 or value_end >= end or data[value_end]:
                 raise _malformed(f"bad array length {size} in an array")
-            value = _read_array(data, pos + 4, value_end, ctx)
+            value = _read_array(data, pos + 4, value_end, ctx, depth + 1)
             pos = value_end + 1
         elif kind == 8:
             if pos >= end:
@@ -295,6 +304,8 @@ def _read_array(data: bytes, pos: int, end: int, ctx: _Context) -> list[Any]:
             pos += 12
         elif kind == 10:
             value = None
+        elif kind == 15:
+            value, pos = _r_code_with_scope(data, pos, end, ctx, depth + 1)  # its scope nests one level deeper
         else:
             reader = _READERS.get(kind)
             if reader is None:
@@ -458,7 +469,7 @@ def _r_symbol(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]
     return Symbol(text), pos
 
 
-def _r_code_with_scope(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[Any, int]:
+def _r_code_with_scope(data: bytes, pos: int, end: int, ctx: _Context, depth: int = 0) -> tuple[Any, int]:
     total = _UNPACK_INT32(data, pos)[0]
     stop = pos + total
     # int32 total + (int32 length, at least a NUL) + a scope of at least 5 bytes.
@@ -474,7 +485,7 @@ def _r_code_with_scope(data: bytes, pos: int, end: int, ctx: _Context) -> tuple[
     if ctx[3]:
         scope = ctx[1](data[scope_start:stop], ctx[0])
     else:
-        scope = _read_document(data, scope_start + 4, scope_end, ctx)
+        scope = _read_document(data, scope_start + 4, scope_end, ctx, depth)
     return _CODE(code, scope), stop
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from mongio.bson._compiled import load_speedups
+from mongio.bson._limits import MAX_NESTING
 from mongio.bson._type_marker import type_marker as _type_marker
 from mongio.bson.binary import OLD_BINARY_SUBTYPE, Binary, UuidRepresentation
 from mongio.bson.code import Code
@@ -131,8 +132,17 @@ def _name(key: Any, check_keys: bool) -> bytes:
     return name
 
 
-def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -> None:
-    """Append ``doc`` (any mapping) as a BSON document."""
+# Raised beyond MAX_NESTING, as the compiled loops raise it; the entry points make it an InvalidDocument.
+_NESTED_TOO_DEEPLY: Final = "a document nested too deeply to encode"
+
+
+def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool, depth: int = 0) -> None:
+    """Append ``doc`` (any mapping) as a BSON document; ``depth`` is how deep it nests (0: outermost), refused
+    beyond ``MAX_NESTING`` as the compiled loops refuse it. The dicts and lists inside are counted; a container
+    another function of ``_ENCODERS`` writes (a Code's scope, a DBRef, another mapping or sequence) counts from 0
+    again in these loops, and the recursion limit bounds it."""
+    if depth > MAX_NESTING:
+        raise RecursionError(_NESTED_TOO_DEEPLY)
     if type(doc) is not dict and _type_marker(doc) == _RAW_MARKER:
         buf += _marked_raw_bytes(doc)
         return
@@ -171,11 +181,11 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
             elif t is dict:
                 buf += b"\x03"
                 buf += name
-                _write_document(buf, value, ctx, check_keys)
+                _write_document(buf, value, ctx, check_keys, depth + 1)
             elif t is list:
                 buf += b"\x04"
                 buf += name
-                _write_array(buf, value, ctx, check_keys)
+                _write_array(buf, value, ctx, check_keys, depth + 1)
             elif t is bool:
                 buf += b"\x08"
                 buf += name
@@ -220,8 +230,11 @@ def _write_document(buf: bytearray, doc: Any, ctx: _Context, check_keys: bool) -
     _PACK_INTO_INT32(buf, start, len(buf) - start)
 
 
-def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_keys: bool) -> None:
-    """Append a list, tuple or generator as a BSON array (a document keyed "0", "1", ...)."""
+def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_keys: bool, depth: int = 0) -> None:
+    """Append a list, tuple or generator as a BSON array (a document keyed "0", "1", ...); ``depth`` as for
+    :func:`_write_document`."""
+    if depth > MAX_NESTING:
+        raise RecursionError(_NESTED_TOO_DEEPLY)
     if not isinstance(values, (list, tuple)):
         values = list(values)
     keys = _index_keys(len(values))
@@ -256,11 +269,11 @@ def _write_array(buf: bytearray, values: Iterable[Any], ctx: _Context, check_key
             elif t is dict:
                 buf += b"\x03"
                 buf += name
-                _write_document(buf, value, ctx, check_keys)
+                _write_document(buf, value, ctx, check_keys, depth + 1)
             elif t is list:
                 buf += b"\x04"
                 buf += name
-                _write_array(buf, value, ctx, check_keys)
+                _write_array(buf, value, ctx, check_keys, depth + 1)
             elif t is bool:
                 buf += b"\x08"
                 buf += name

@@ -260,9 +260,11 @@ decode_key(const Context *c, const unsigned char *start, Py_ssize_t size)
     return text;
 }
 
-/* Nesting deeper than this is refused whatever the recursion limit, so a hostile document cannot exhaust the
- * C stack (MongoDB itself stores no document nested beyond 100 levels). */
-#define MAX_NESTING 10000
+/* Nesting deeper than max_nesting is refused whatever the recursion limit, so a hostile document cannot exhaust
+ * the C stack. Both come from mongio.bson._limits when the module is loaded (MAX_NESTING and NESTED_TOO_DEEPLY),
+ * the one definition the Python loops use too: the two decoders refuse the same documents with the same error. */
+static int max_nesting;
+static PyObject *nested_too_deeply; /* the InvalidBSON message for a document nested deeper */
 
 static PyObject *read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, int array,
                                int depth);
@@ -991,9 +993,9 @@ read_elements(PyObject *data, Py_ssize_t pos, Py_ssize_t end, const Context *c, 
     if (container == NULL) {
         return NULL;
     }
-    if (depth > MAX_NESTING) {
+    if (depth > max_nesting) {
         Py_DECREF(container);
-        PyErr_SetString(PyExc_RecursionError, "BSON nested too deeply to decode");
+        PyErr_SetObject(invalid_bson, nested_too_deeply);
         return NULL;
     }
     if (Py_EnterRecursiveCall(" while decoding nested BSON")) {
@@ -1157,9 +1159,21 @@ fail:
 static PyObject *
 entry(PyObject *const *args, Py_ssize_t nargs, int array)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "expected (data, pos, end, ctx)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (data, pos, end, ctx[, depth])");
         return NULL;
+    }
+    /* The nesting level of what is read (0: an outermost document), as the Python loops count it. */
+    long depth = 0;
+    if (nargs == 5) {
+        depth = PyLong_AsLong(args[4]);
+        if (depth == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (depth < 0 || depth > max_nesting + 1) {
+            PyErr_SetString(PyExc_ValueError, "depth out of range");
+            return NULL;
+        }
     }
     PyObject *data = args[0];
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
@@ -1200,7 +1214,7 @@ entry(PyObject *const *args, Py_ssize_t nargs, int array)
          * for the end of the call instead: the allocations still count, so the next one collects. Only when
          * nothing but the decoder's own code runs meanwhile (dicts, no type decoders, strict UTF-8). */
         int paused = c.is_dict && c.decoder_map == NULL && c.strict && PyGC_Disable();
-        result = read_elements(data, pos, end, &c, array, 0);
+        result = read_elements(data, pos, end, &c, array, (int)depth);
         if (paused) {
             PyGC_Enable();
         }
@@ -2382,8 +2396,14 @@ write_container_led(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *che
             PyErr_SetString(PyExc_TypeError, "leading elements need a dict");
             return -1;
         }
-        PyObject *args[4] = {buf, value, ctx, check_keys_obj};
-        PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 4, NULL);
+        /* The Python loops go on counting from this depth (and hand it back for the dicts and lists inside). */
+        PyObject *level = PyLong_FromLong(depth);
+        if (level == NULL) {
+            return -1;
+        }
+        PyObject *args[5] = {buf, value, ctx, check_keys_obj, level};
+        PyObject *done = PyObject_Vectorcall(array ? python_write_array : python_write_document, args, 5, NULL);
+        Py_DECREF(level);
         Py_XDECREF(done);
         return done == NULL ? -1 : 0;
     }
@@ -2391,7 +2411,7 @@ write_container_led(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *che
     if (check_keys < 0) {
         return -1;
     }
-    if (depth > MAX_NESTING) {
+    if (depth > max_nesting) {
         PyErr_SetString(PyExc_RecursionError, "a document nested too deeply to encode");
         return -1;
     }
@@ -2474,9 +2494,21 @@ write_container(PyObject *buf, PyObject *value, PyObject *ctx, PyObject *check_k
 static PyObject *
 encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "expected (buf, value, ctx, check_keys)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (buf, value, ctx, check_keys[, depth])");
         return NULL;
+    }
+    /* How deep the value nests (0: an outermost document), as the Python loops count it. */
+    long depth = 0;
+    if (nargs == 5) {
+        depth = PyLong_AsLong(args[4]);
+        if (depth == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (depth < 0 || depth > max_nesting + 1) {
+            PyErr_SetString(PyExc_ValueError, "depth out of range");
+            return NULL;
+        }
     }
     if (!PyByteArray_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "the output buffer must be a bytearray");
@@ -2486,7 +2518,7 @@ encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
         PyErr_SetString(PyExc_RuntimeError, "mongio.bson._speedups encodes before configure_encoder()");
         return NULL;
     }
-    if (write_container(args[0], args[1], args[2], args[3], array, 0) < 0) {
+    if (write_container(args[0], args[1], args[2], args[3], array, (int)depth) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -2744,6 +2776,37 @@ static struct PyModuleDef module_def = {
     methods,
 };
 
+/* max_nesting and its message, from mongio.bson._limits (the definition the Python loops share). */
+static int
+load_limits(void)
+{
+    PyObject *limits = PyImport_ImportModule("mongio.bson._limits");
+    if (limits == NULL) {
+        return -1;
+    }
+    PyObject *limit = PyObject_GetAttrString(limits, "MAX_NESTING");
+    nested_too_deeply = limit == NULL ? NULL : PyObject_GetAttrString(limits, "NESTED_TOO_DEEPLY");
+    Py_DECREF(limits);
+    if (nested_too_deeply == NULL || !PyUnicode_Check(nested_too_deeply)) {
+        Py_XDECREF(limit);
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "mongio.bson._limits.NESTED_TOO_DEEPLY must be a str");
+        }
+        return -1;
+    }
+    long value = PyLong_AsLong(limit);
+    Py_DECREF(limit);
+    if (value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (value < 1 || value > 100000) {
+        PyErr_SetString(PyExc_ValueError, "mongio.bson._limits.MAX_NESTING must be between 1 and 100000");
+        return -1;
+    }
+    max_nesting = (int)value;
+    return 0;
+}
+
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
@@ -2791,6 +2854,9 @@ PyInit__speedups(void)
         if (*names[i].slot == NULL) {
             return NULL;
         }
+    }
+    if (load_limits() < 0) {
+        return NULL;
     }
     return PyModule_Create(&module_def);
 }

@@ -32,6 +32,7 @@ from mongio.options.read_preference import (
     make_read_preference,
     read_pref_mode_from_name,
 )
+from mongio.options.secrets import Secrets, hiding_secrets
 from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.options.uri_options import (
     ALIASES,
@@ -133,10 +134,20 @@ class _Sources:
     uri_password: str | None = field(repr=False)
     database: str | None
     userinfo_given: bool
-    uri_options: Mapping[str, Any]
-    keyword_options: Mapping[str, Any]
-    extras: Mapping[str, Any]
+    # Not in repr: they may hold passwords (proxyPassword, tlsCertificateKeyFilePassword, the password keyword).
+    uri_options: Mapping[str, Any] = field(repr=False)
+    keyword_options: Mapping[str, Any] = field(repr=False)
+    extras: Mapping[str, Any] = field(repr=False)
     txt_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def secrets(self) -> Secrets:
+        """The passwords these options hold, for hiding them in errors."""
+        return (
+            Secrets.of_values([self.uri_password])
+            | Secrets.of_keywords(self.uri_options)
+            | Secrets.of_keywords(self.keyword_options)
+            | Secrets.of_keywords(self.extras)
+        )
 
 
 def _seconds(ms: float | None) -> float | None:
@@ -222,11 +233,17 @@ class ClientOptions:
         ``host`` is a connection string, a ``host[:port]`` (``"localhost"`` when omitted), or a list of
         either; ``port`` is the port of entries that give none. Raises
         :class:`~mongio.errors.ConfigurationError` (or its subclass :class:`~mongio.errors.InvalidURI`) for
-        invalid settings; ignored ones are issued as :class:`~mongio.options.ConfigurationWarning`.
+        invalid settings; ignored ones are issued as :class:`~mongio.options.ConfigurationWarning`. No error
+        or warning shows a password (see :mod:`mongio.options.secrets`).
         """
+        entries = [host] if isinstance(host, str) else list(host or [])
+        secrets = Secrets.of_keywords(kwargs)
+        for entry in entries:
+            secrets |= Secrets.of_uri(entry)
         found: list[str] = []
-        sources = _collect_sources(host, port, kwargs, found)
-        options = _build(sources, tuple(found))
+        sources = hiding_secrets(secrets, _collect_sources, host, port, kwargs, found)
+        shown = tuple(secrets.hide(message) for message in found)
+        options = hiding_secrets(secrets, _build, sources, shown)
         for message in options.warnings:
             warnings.warn(message, ConfigurationWarning, stacklevel=2)
         return options
@@ -254,7 +271,7 @@ class ClientOptions:
             warn=found.append,
         )
         sources = replace(self._sources, seeds=result.seeds, txt_options=result.txt_options)
-        options = _build(sources, self.warnings + tuple(found))
+        options = hiding_secrets(sources.secrets(), _build, sources, self.warnings + tuple(found))
         for message in found:
             warnings.warn(message, ConfigurationWarning, stacklevel=2)
         return options
@@ -278,7 +295,7 @@ def _keyword_options(
         folded = ALIASES.get(folded, folded)
         spec = OPTIONS.get(folded)
         if spec is None:
-            raise ConfigurationError(f"Unknown option {key!r} (value {value!r})")
+            raise ConfigurationError(f"Unknown option {key!r}")  # not its value, which may be a mistyped password
         if value is None:
             if spec.none_means_unlimited:
                 options[spec.name] = spec.unlimited_value

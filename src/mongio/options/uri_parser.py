@@ -13,11 +13,12 @@ import ipaddress
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from mongio.errors import ConfigurationError, InvalidURI
+from mongio.options.secrets import Secrets, hiding_secrets, redact_uri
 from mongio.options.uri_options import (
     DEPRECATED_ALIASES,
     NO_REPEAT,
@@ -63,12 +64,16 @@ _DATABASE_FORBIDDEN = frozenset('/\\ "$')
 _HOST_FORBIDDEN = frozenset(" /\\?#@[]")
 
 
-def percent_decode(text: str, what: str) -> str:
-    """Decode ``%XX`` escapes (as UTF-8); ``what`` names the part in the error message."""
+def percent_decode(text: str, what: str, *, secret: bool = False) -> str:
+    """Decode ``%XX`` escapes (as UTF-8); ``what`` names the part in the error message, which quotes
+    ``text`` and the decoding problem unless it is ``secret``."""
     try:
         return unquote(text, errors="strict")
     except UnicodeDecodeError as exc:
-        raise InvalidURI(f"{what} {text!r} is not valid percent-encoded UTF-8: {exc}") from None
+        problem = f"{what} is not valid percent-encoded UTF-8" if secret else (
+            f"{what} {text!r} is not valid percent-encoded UTF-8: {exc}"
+        )
+    raise InvalidURI(problem)  # outside the handler: the decoding error, which holds the bytes, is not chained
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def _split_userinfo(userinfo: str) -> tuple[str, str | None]:
     username = percent_decode(user, "username")
     if not username:
         raise InvalidURI("the user information before '@' gives an empty username")
-    return username, (percent_decode(password, "password") if colon else None)
+    return username, (percent_decode(password, "the password", secret=True) if colon else None)
 
 
 def _check_database(database: str) -> None:
@@ -381,7 +386,7 @@ def _parse(uri: str, strict: bool) -> ParsedURI:
         scheme = "mongodb"
         rest = uri[len(SCHEME) :]
     else:
-        shown = uri.split("://", 1)[0] + "://" if "://" in uri else repr(uri)
+        shown = uri.split("://", 1)[0] + "://" if "://" in uri else repr(redact_uri(uri))
         raise InvalidURI(
             f"invalid connection string scheme {shown}: it must begin with {SCHEME} or {SRV_SCHEME}"
         )
@@ -441,8 +446,14 @@ def parse_uri(uri: str, *, strict: bool = False, warn: bool = True) -> ParsedURI
     :class:`~mongio.options.ConfigurationWarning`. With ``strict``, an invalid option value raises instead
     of being ignored. Credentials are not checked here (a password may still come from a keyword argument):
     :func:`mongio.options.client_options.ClientOptions.from_uri` does that.
+
+    No error or warning shows the password, even of a string too malformed to tell where the password is
+    (see :mod:`mongio.options.secrets`).
     """
-    parsed = _parse(uri, strict)
+    secrets = Secrets.of_uri(uri)
+    parsed = hiding_secrets(secrets, _parse, uri, strict)
+    if secrets:
+        parsed = replace(parsed, warnings=tuple(secrets.hide(message) for message in parsed.warnings))
     if warn:
         emit_warnings(parsed.warnings)
     return parsed
