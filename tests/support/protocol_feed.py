@@ -102,6 +102,7 @@ def feed(protocol: MessageProtocol, data: bytes, chunk: int | None = None) -> No
         count = min(len(buffer), len(data) - offset, chunk or len(data))
         buffer[:count] = data[offset : offset + count]
         protocol.buffer_updated(count)
+        del buffer  # an event loop drops the view it read into before asking for the next one
         offset += count
 
 

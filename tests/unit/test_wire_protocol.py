@@ -116,6 +116,34 @@ async def test_large_message_grows_the_buffer_with_its_bytes_and_it_shrinks_back
     assert len(protocol.get_buffer(-1)) <= 1024 * 1024
 
 
+async def test_the_buffer_grows_in_place_while_nothing_else_holds_it() -> None:
+    # Extended where it is (no second buffer beside it, so the peak is the new size), the bytes already
+    # received kept.
+    protocol, _ = make_protocol()
+    big = message(3, 300_000)
+    waiter = protocol.wait_message(bytes)
+    buffer = protocol._buffer
+    feed(protocol, big[:-1])
+    assert protocol._buffer is buffer and protocol._capacity > _INITIAL_BUFFER_SIZE
+    feed(protocol, big[-1:])
+    assert await waiter == big
+
+
+async def test_a_buffer_still_viewed_elsewhere_grows_into_a_copy() -> None:
+    # A slice of the buffer's view still held (a parsed message keeping it, say) forbids resizing it: the
+    # bytes move to a new buffer, and the slice keeps the old one valid.
+    protocol, _ = make_protocol()
+    big = message(3, 300_000)
+    waiter = protocol.wait_message(bytes)
+    feed(protocol, big[:4096])
+    held = protocol._view[:16]
+    buffer = protocol._buffer
+    feed(protocol, big[4096:-1])
+    assert protocol._buffer is not buffer and bytes(held) == big[:16]
+    feed(protocol, big[-1:])
+    assert await waiter == big
+
+
 @pytest.mark.parametrize("chunk", [1000, 65_536, 1_000_003])
 async def test_a_forged_length_costs_memory_in_proportion_to_the_bytes_that_arrived(chunk: int) -> None:
     # A header claiming 2 GiB, then 1 MiB of data and nothing more: the buffer follows the data.

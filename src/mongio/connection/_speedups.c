@@ -55,7 +55,7 @@ static Py_ssize_t large_packed_size = 128 * 1024;
 
 /* Interned names, made at module init. */
 static PyObject *str_call_soon, *str_call_at, *str_time, *str_cancel, *str_done, *str_deliver, *str_hold,
-    *str_bad_length, *str_replace_buffer, *str_take_held, *str_lost_exception, *str_time_out,
+    *str_bad_length, *str_replace_buffer, *str_grow_buffer, *str_take_held, *str_lost_exception, *str_time_out,
     *str_already_waiting, *str_read_document, *str_cache, *str_decode, *str_write_document, *str_encode, *str_db,
     *kwnames_context;
 
@@ -525,6 +525,22 @@ static int replace_buffer(Framing *self, Py_ssize_t size, Py_ssize_t start, Py_s
     return 0;
 }
 
+/* self._grow_buffer(size): in place when it can be (protocol.py says how). */
+static int grow_buffer(Framing *self, Py_ssize_t size) {
+    PyObject *new_size = PyLong_FromSsize_t(size);
+    if (new_size == NULL) {
+        return -1;
+    }
+    PyObject *args[1] = {new_size};
+    PyObject *outcome = call_method(self, str_grow_buffer, args, 1);
+    Py_DECREF(new_size);
+    if (outcome == NULL) {
+        return -1;
+    }
+    Py_DECREF(outcome);
+    return 0;
+}
+
 /* The receive buffer, checked: the bytes from ``start`` to ``end`` must lie inside it. */
 static char *buffer_bytes(Framing *self) {
     if (self->buffer == NULL || !PyByteArray_CheckExact(self->buffer) || self->view == NULL) {
@@ -567,7 +583,7 @@ static PyObject *framing_get_buffer(Framing *self, PyObject *sizehint) {
             self->start = 0;
             self->end = end - start;
         } else if (end == capacity) {
-            if (replace_buffer(self, needed < 2 * capacity ? needed : 2 * capacity, 0, end) < 0) {
+            if (grow_buffer(self, needed < 2 * capacity ? needed : 2 * capacity) < 0) {
                 return NULL;
             }
         }
@@ -1211,6 +1227,7 @@ static int intern_names(void) {
     INTERN(str_hold, "_hold");
     INTERN(str_bad_length, "_bad_length");
     INTERN(str_replace_buffer, "_replace_buffer");
+    INTERN(str_grow_buffer, "_grow_buffer");
     INTERN(str_take_held, "_take_held");
     INTERN(str_lost_exception, "lost_exception");
     INTERN(str_time_out, "_time_out");

@@ -43,6 +43,8 @@ _INT32 = struct.Struct("<i")
 _INITIAL_BUFFER_SIZE = 4 * 1024
 # A buffer grown for a large reply is given back once it is empty again, so idle pooled connections stay small.
 _KEEP_BUFFER_UP_TO = 1024 * 1024
+# What a growing buffer is extended with, a step at a time (see MessageProtocol._grow_buffer).
+_ZEROS = memoryview(bytes(1024 * 1024))
 
 # The compiled framing and ReplyWaiter (_speedups.c), or None: then _FramingInPython does the same work.
 _compiled = load_speedups("mongio.connection._speedups")
@@ -80,6 +82,7 @@ class _FramingInPython:
     if TYPE_CHECKING:  # MessageProtocol's, declared here for the methods below
 
         def _replace_buffer(self, new: bytearray, start: int, end: int) -> None: ...
+        def _grow_buffer(self, size: int) -> None: ...
         def _hold(self, length: int) -> None: ...
         def _bad_length(self, length: int) -> None: ...
         def _already_waiting(self) -> InvalidOperation: ...
@@ -105,7 +108,7 @@ class _FramingInPython:
                 self._buffer[0 : end - start] = self._buffer[start:end]  # same-size: allowed while exported
                 self._start, self._end = 0, end - start
             elif end == capacity:
-                self._replace_buffer(bytearray(min(self._needed, 2 * capacity)), 0, end)
+                self._grow_buffer(min(self._needed, 2 * capacity))
         elif end == capacity:
             # Only with a held message: a TLS layer may still hand over what it had decrypted before reading
             # paused, and the buffer must have room for it.
@@ -257,6 +260,28 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
         self._view = memoryview(new)
         self._capacity = len(new)
         self._start, self._end = 0, end - start
+
+    def _grow_buffer(self, size: int) -> None:
+        """Make the buffer, whose bytes up to ``_end`` are one message's start, ``size`` bytes long. In place
+        when nothing but the protocol's own view holds the buffer (the usual case): the bytearray is extended
+        by at most a mebibyte at a time, and for a large buffer the allocator moves its pages instead of
+        copying them, so the peak is the new size rather than the old and the new together. Otherwise (a
+        parsed message still holds a view of it), a new buffer with those bytes copied in."""
+        buffer = self._buffer
+        try:
+            self._view.release()
+        except BufferError:  # a slice of the view is still held
+            self._replace_buffer(bytearray(size), self._start, self._end)
+            return
+        try:
+            while len(buffer) < size:
+                buffer += _ZEROS[: size - len(buffer)]
+        except BufferError:  # another view of the buffer is still held
+            self._view = memoryview(buffer)
+            self._replace_buffer(bytearray(size), self._start, self._end)
+            return
+        self._view = memoryview(buffer)
+        self._capacity = size
 
     def _bad_length(self, length: int) -> None:
         self.abort(
