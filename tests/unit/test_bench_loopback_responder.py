@@ -36,12 +36,12 @@ async def test_a_client_runs_the_workloads_commands_against_it() -> None:
         async with MongoClient(f"mongodb://127.0.0.1:{port}/", serverSelectionTimeoutMS=5000) as client:
             assert (await client.perftest.command("hello"))["isWritablePrimary"] is True
             found = await client.perftest.corpus.find_one({"_id": 7})
-            assert found == {**TWEET, "_id": 1}
+            assert found == {**TWEET, "_id": 7}  # a find by _id is answered with that _id
             inserted = await client.perftest.corpus.insert_one({"x": 1})
             assert inserted.acknowledged
             assert await client.perftest.list_collection_names() == []
             results = await asyncio.gather(*(client.perftest.corpus.find_one({"_id": n}) for n in range(300)))
-            assert all(result == {**TWEET, "_id": 1} for result in results)
+            assert all(result == {**TWEET, "_id": n} for n, result in enumerate(results))
     finally:
         task.cancel()
 

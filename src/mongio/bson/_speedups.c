@@ -1156,6 +1156,23 @@ fail:
     return NULL;
 }
 
+/* The optional depth argument of the loops' entry points (a nesting level from 0 to one past the limit, as
+   the Python loops count it), into ``*depth``; -1 with an exception when it is not one. */
+static int
+optional_depth(PyObject *value, long *depth)
+{
+    long given = PyLong_AsLong(value);
+    if (given == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (given < 0 || given > max_nesting + 1) {
+        PyErr_SetString(PyExc_ValueError, "depth out of range");
+        return -1;
+    }
+    *depth = given;
+    return 0;
+}
+
 static PyObject *
 entry(PyObject *const *args, Py_ssize_t nargs, int array)
 {
@@ -1165,15 +1182,8 @@ entry(PyObject *const *args, Py_ssize_t nargs, int array)
     }
     /* The nesting level of what is read (0: an outermost document), as the Python loops count it. */
     long depth = 0;
-    if (nargs == 5) {
-        depth = PyLong_AsLong(args[4]);
-        if (depth == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
-        if (depth < 0 || depth > max_nesting + 1) {
-            PyErr_SetString(PyExc_ValueError, "depth out of range");
-            return NULL;
-        }
+    if (nargs == 5 && optional_depth(args[4], &depth) < 0) {
+        return NULL;
     }
     PyObject *data = args[0];
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
@@ -2500,15 +2510,8 @@ encode_entry(PyObject *const *args, Py_ssize_t nargs, int array)
     }
     /* How deep the value nests (0: an outermost document), as the Python loops count it. */
     long depth = 0;
-    if (nargs == 5) {
-        depth = PyLong_AsLong(args[4]);
-        if (depth == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
-        if (depth < 0 || depth > max_nesting + 1) {
-            PyErr_SetString(PyExc_ValueError, "depth out of range");
-            return NULL;
-        }
+    if (nargs == 5 && optional_depth(args[4], &depth) < 0) {
+        return NULL;
     }
     if (!PyByteArray_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "the output buffer must be a bytearray");
