@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.loopback_responder import hello_reply
 from mongio.bson import decode, encode
 from mongio.wire import OpMsg, OpQuery, encode_op_msg, encode_op_reply, next_request_id, parse_message
 
@@ -97,11 +98,11 @@ class StalledPeer:
         content = parsed.content
         request_id = parsed.header.request_id
         if isinstance(content, OpQuery):  # the first handshake's legacy isMaster
-            return bytes(encode_op_reply(next_request_id(), request_id, [encode(_hello())]))
+            return bytes(encode_op_reply(next_request_id(), request_id, [encode(hello_reply(0))]))
         assert isinstance(content, OpMsg)
         name = next(iter(decode(content.body)), "")
         if name.lower() in ("hello", "ismaster"):
-            return bytes(encode_op_msg(next_request_id(), encode(_hello()), response_to=request_id))
+            return bytes(encode_op_msg(next_request_id(), encode(hello_reply(0)), response_to=request_id))
         if name == "ping":
             return bytes(encode_op_msg(next_request_id(), encode({"ok": 1}), response_to=request_id))
         if name == "find":
@@ -109,21 +110,6 @@ class StalledPeer:
             if self.finds >= self._wanted > 0:
                 self._found.set()
         return None
-
-
-def _hello() -> dict[str, Any]:
-    return {
-        "helloOk": True,
-        "isWritablePrimary": True,
-        "ismaster": True,
-        "maxBsonObjectSize": 16 * 1024 * 1024,
-        "maxMessageSizeBytes": 48_000_000,
-        "maxWriteBatchSize": 100_000,
-        "logicalSessionTimeoutMinutes": 30,
-        "minWireVersion": 0,
-        "maxWireVersion": 21,
-        "ok": 1,
-    }
 
 
 async def probe(finds: int, variant: str, limit: float) -> dict[str, Any]:

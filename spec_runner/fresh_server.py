@@ -8,27 +8,12 @@ databases are not the tests' to throw away.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from spec_runner.model import SpecCase
+from spec_runner.skiplist import SkipEntry
 
-
-@dataclass(frozen=True)
-class FreshServerCase:
-    """The tests of ``suite`` whose file matches the ``file`` glob and description the ``test`` glob."""
-
-    suite: str
-    file: str
-    test: str
-    reason: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.suite}/{self.file} :: {self.test}"
-
-    def matches(self, case: SpecCase) -> bool:
-        return self.suite == case.suite and fnmatchcase(case.file, self.file) and fnmatchcase(case.name, self.test)
+# A fresh-server case is picked out as a skip-list entry is (suite, file and test globs, a reason): the same type.
+FreshServerCase = SkipEntry
 
 
 FRESH_SERVER_CASES: tuple[FreshServerCase, ...] = (
