@@ -34,7 +34,7 @@ def defines_tests(source: str) -> bool:
 
 
 def test_the_checks_see_what_they_look_for() -> None:
-    assert imported_test_modules("from tests.unit.test_pool import make") == ["tests.unit.test_pool"]
+    assert imported_test_modules("from tests.unit.connection.test_pool import make") == ["tests.unit.connection.test_pool"]
     assert imported_test_modules("def f():\n    import tests.integration.test_x as x") == ["tests.integration.test_x"]
     assert imported_test_modules("from tests.support.fake_pool import make_pool") == []
     assert imported_test_modules("from aiohttp.test_utils import TestClient") == []

@@ -166,7 +166,7 @@ limits.MAX_NESTING = 7
 limits.NESTED_TOO_DEEPLY = "seven levels at most"
 sys.modules["mongio.bson._limits"] = limits  # before the codec loads and reads it
 from mongio.bson import InvalidBSON, _decoder, decode
-from tests.unit.test_bson_nesting import nested_bytes
+from tests.unit.bson.test_bson_nesting import nested_bytes
 for compiled in (True, False):
     assert _decoder.use_speedups(compiled) is compiled
     decode(nested_bytes(7, "mixed"))

@@ -11,7 +11,7 @@ from tests.unit import readme_differences
 
 def test_readme_shows_the_generated_list() -> None:
     assert readme_differences.current() == readme_differences.render(), (
-        "README.md's differences list is out of date: run python tests/unit/readme_differences.py --write"
+        "README.md's differences list is out of date: run python tests/unit/compat/readme_differences.py --write"
     )
 
 

@@ -2,7 +2,7 @@
 
 The sharded-cluster tests (reads 2.x, writes 4 and 5) need mongoses and the replica-set retargeting tests
 (reads 3.x) a secondary: test_retry_topologies.py runs them against loopback peers. Writes 1 needs the MMAPv1
-storage engine; it is a unit test in tests/unit/test_executor.py.
+storage engine; it is a unit test in tests/unit/execution/test_executor.py.
 
 Several tests set a second fail point once the first attempt has failed or succeeded and before the retry: the
 command listener does it with a blocking one-shot command, so the fail point is in place before the driver

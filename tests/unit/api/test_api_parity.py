@@ -1,4 +1,4 @@
-"""mongio's public async API and ``mongio.bson`` match PyMongo's member by member (tests/unit/api_parity.py
+"""mongio's public async API and ``mongio.bson`` match PyMongo's member by member (tests/unit/api/api_parity.py
 says how they are compared), except for the differences declared in src/mongio/compat/differences.yaml: a
 difference not declared there fails, naming it, and so does a declared one that no longer exists."""
 

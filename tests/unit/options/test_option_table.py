@@ -29,9 +29,9 @@ from mongio.options.uri_options import ALIASES, DEPRECATED_ALIASES, OPTIONS, fol
 
 ROOT = Path(__file__).resolve().parents[2]
 
-EFFECTS = "tests/integration/test_option_effects.py"
-TLS = "tests/integration/test_option_effects_tls.py"
-REFUSALS = "tests/unit/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
+EFFECTS = "tests/integration/api/test_option_effects.py"
+TLS = "tests/integration/api/test_option_effects_tls.py"
+REFUSALS = "tests/unit/options/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
 MECHANISMS_REFUSED = f"{EFFECTS}::test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism"
 
 
@@ -107,8 +107,8 @@ OPTION_TABLE: dict[str, Row] = {
         "false is what mongio does; true (the single-threaded drivers' mode) is refused",
     ),
     "socketTimeoutMS": Proven(f"{EFFECTS}::test_socket_timeout_ends_a_read_the_server_never_answers"),
-    "srvMaxHosts": Proven("tests/unit/test_srv.py::test_srv_max_hosts_applies_to_client_seeds"),
-    "srvServiceName": Proven("tests/unit/test_srv.py::test_srv_service_name_names_the_records_looked_up"),
+    "srvMaxHosts": Proven("tests/unit/options/test_srv.py::test_srv_max_hosts_applies_to_client_seeds"),
+    "srvServiceName": Proven("tests/unit/options/test_srv.py::test_srv_service_name_names_the_records_looked_up"),
     "tls": Proven(f"{TLS}::test_tls_and_its_alias_ssl_turn_encryption_on"),
     "tlsAllowInvalidCertificates": Proven(
         f"{TLS}::test_allow_invalid_certificates_and_insecure_accept_an_untrusted_server"
@@ -131,19 +131,19 @@ OPTION_TABLE: dict[str, Row] = {
     "waitQueueTimeoutMS": Proven(f"{EFFECTS}::test_wait_queue_timeout_ends_a_wait_for_a_busy_pool"),
     "wTimeoutMS": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command"),
     "zlibCompressionLevel": Proven(f"{EFFECTS}::test_zlib_compression_level_changes_the_bytes_sent"),
-    "timeoutMS": Proven("tests/integration/test_client_options.py::test_csot_sends_max_time_ms"),
+    "timeoutMS": Proven("tests/integration/api/test_client_options.py::test_csot_sends_max_time_ms"),
     "maxAdaptiveRetries": Proven(
-        "tests/integration/test_backpressure.py::"
+        "tests/integration/prose/test_backpressure.py::"
         "test_prose_3_and_4_overload_errors_are_retried_max_adaptive_retries_times"
     ),
     "enableOverloadRetargeting": Proven(
-        "tests/integration/test_retry_topologies.py::test_reads_prose_3_replica_set_retargeting"
+        "tests/integration/prose/test_retry_topologies.py::test_reads_prose_3_replica_set_retargeting"
     ),
     "adaptiveRetries": Proven(
-        "tests/integration/test_backpressure.py::test_overload_retries_backoffs_and_token_bucket_match_the_specification"
+        "tests/integration/prose/test_backpressure.py::test_overload_retries_backoffs_and_token_bucket_match_the_specification"
     ),
     "pymongoTypes": Proven(
-        "tests/integration/test_pymongo_types_server.py::test_a_typed_client_reads_and_writes_pymongo_values"
+        "tests/integration/api/test_pymongo_types_server.py::test_a_typed_client_reads_and_writes_pymongo_values"
     ),
     "fsync": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command"),
     "uuidRepresentation": Proven(f"{EFFECTS}::test_uuid_representation_decides_how_a_uuid_is_sent"),
@@ -151,7 +151,7 @@ OPTION_TABLE: dict[str, Row] = {
     "ssl": Proven(f"{TLS}::test_tls_and_its_alias_ssl_turn_encryption_on"),
     "j": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command"),
     "pymongo_types": Proven(
-        "tests/unit/test_pymongo_types.py::test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given"
+        "tests/unit/compat/test_pymongo_types.py::test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given"
     ),
     "wtimeout": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command", "deprecated: warns"),
     "gssapiServiceName": Refused(
@@ -160,7 +160,7 @@ OPTION_TABLE: dict[str, Row] = {
     # -- keyword-only settings --
     "username": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),
     "password": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),
-    "document_class": Proven("tests/integration/test_client_options.py::test_document_class_and_tz_aware"),
+    "document_class": Proven("tests/integration/api/test_client_options.py::test_document_class_and_tz_aware"),
     "tz_aware": Proven(f"{EFFECTS}::test_codec_keywords_shape_the_documents_returned"),
     "tzinfo": Proven(f"{EFFECTS}::test_codec_keywords_shape_the_documents_returned"),
     "connect": Proven(
@@ -174,16 +174,16 @@ OPTION_TABLE: dict[str, Row] = {
         f"{EFFECTS}::test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes"
     ),
     "event_listeners": Proven(
-        "tests/integration/test_client_options.py::test_event_listeners_reach_commands_pools_and_sdam"
+        "tests/integration/api/test_client_options.py::test_event_listeners_reach_commands_pools_and_sdam"
     ),
     "server_api": Proven(
-        "tests/integration/test_server_api.py::test_every_command_carries_the_declared_api_version"
+        "tests/integration/api/test_server_api.py::test_every_command_carries_the_declared_api_version"
     ),
     "driver": Proven(f"{EFFECTS}::test_appname_and_driver_are_in_the_handshake"),
     "auto_encryption_opts": Refused(REFUSALS, "until mongio supports client-side field level encryption"),
     "server_selector": Proven(f"{EFFECTS}::test_server_selector_filters_every_selection"),
     "read_preference": Proven(f"{EFFECTS}::test_read_preference_options_reach_a_mongos"),
-    "tracing": Proven("tests/integration/test_tracing.py::test_bulk_write_is_one_operation"),
+    "tracing": Proven("tests/integration/api/test_tracing.py::test_bulk_write_is_one_operation"),
 }
 
 

@@ -1,8 +1,8 @@
 """README.md's "Differences from PyMongo" list, generated from ``src/mongio/compat/differences.yaml``.
 
 The list between the ``differences:start`` and ``differences:end`` markers is one bullet per entry that has a
-``readme`` text, in the file's order. ``python tests/unit/readme_differences.py --write`` rewrites it after
-the list changed; tests/unit/test_readme_differences.py fails while README and the list disagree.
+``readme`` text, in the file's order. ``python tests/unit/compat/readme_differences.py --write`` rewrites it after
+the list changed; tests/unit/compat/test_readme_differences.py fails while README and the list disagree.
 """
 
 from __future__ import annotations

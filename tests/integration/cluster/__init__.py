@@ -1,0 +1,1 @@
+"""mongio against the loopback cluster harness (spec_runner.cluster)."""

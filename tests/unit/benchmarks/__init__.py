@@ -1,0 +1,1 @@
+"""The benchmark and fuzzing scripts' bookkeeping and checks."""

@@ -1,0 +1,1 @@
+"""mongio.bson: the codec, the value types, Extended JSON."""

@@ -1,0 +1,1 @@
+"""PyMongo compatibility: the PyMongo-typed mode, PyMongo's names and objects, the differences."""

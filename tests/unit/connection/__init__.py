@@ -1,0 +1,1 @@
+"""mongio.connection: connections, the pool, the handshake, authentication."""

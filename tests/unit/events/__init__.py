@@ -1,0 +1,1 @@
+"""mongio.events: command events, logs, listeners."""

@@ -1,0 +1,1 @@
+"""mongio.execution: the executor, retries, the operation timeout."""

@@ -1,0 +1,1 @@
+"""mongio.gridfs without a server."""

@@ -1,0 +1,1 @@
+"""mongio.operations: the commands each operation builds and how replies become results."""

@@ -1,0 +1,1 @@
+"""mongio.options: client options, the connection string, SRV, concerns, the stable API."""

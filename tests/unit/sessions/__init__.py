@@ -1,0 +1,1 @@
+"""mongio.sessions: sessions, their pool, transactions."""

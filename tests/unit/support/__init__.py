@@ -1,0 +1,1 @@
+"""The tests' own support code (tests/support)."""

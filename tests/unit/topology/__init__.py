@@ -1,0 +1,1 @@
+"""mongio.topology: descriptions, monitoring, server selection."""

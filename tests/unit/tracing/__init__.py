@@ -1,0 +1,1 @@
+"""mongio.tracing: OpenTelemetry spans."""

@@ -1,0 +1,1 @@
+"""mongio.wire: message formats, compression, cursor replies."""
