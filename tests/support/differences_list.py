@@ -1,6 +1,7 @@
 """The machine-readable list of differences from PyMongo (``src/mongio/compat/differences.yaml``) and the
 generated blocks that show it in Markdown files: README.md's "Differences from PyMongo" list
-(tests/unit/compat/readme_differences.py) and the documentation's migration guide (tests/docs/migrating_differences.py).
+(tests/unit/compat/readme_differences.py) and the documentation's migration guide
+(tests/docs/migrating_differences.py).
 
 A generated block sits between a start and an end marker line in its file; the file's other text is written
 by hand. Each user renders its block from :func:`entries` and checks that the file holds it.

@@ -27,7 +27,7 @@ from mongio.connection.establish import ConnectionSettings, establish
 from mongio.embedded import EmbeddedServer
 from mongio.errors import ClientClosedError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 pytestmark = pytest.mark.server
 
 

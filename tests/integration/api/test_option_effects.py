@@ -1,8 +1,9 @@
 """Each client option changes what the client does: shown against loopback peers that record every message.
 
 Every test here builds a ``MongoClient`` from options exactly as an application does and asserts what the
-option changes on the wire, in the pool or in the values returned. ``tests/unit/options/test_option_table.py`` maps
-every option to the test that proves its effect (or to its refusal).
+option changes on the wire, in the pool or in the values returned.
+``tests/unit/options/test_option_table.py`` maps every option to the test that proves its effect (or to its
+refusal).
 """
 
 from __future__ import annotations

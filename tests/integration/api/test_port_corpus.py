@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import pytest
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "ports" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[2] / "ports" / "programs"
 pytestmark = pytest.mark.server
 
 RUN_TIMEOUT_SECONDS = 60

@@ -2,7 +2,8 @@
 balances with the jitter injected, and inserts that stay exactly-once while connections keep failing.
 
 Prose test 5 (``baseBackoffMS``) needs the server parameter ``externalClientBaseBackoffMS``, which SecantusDB
-does not have; the unit tests check the driver's side (tests/unit/execution/test_executor.py, test_retry_policy.py).
+does not have; the unit tests check the driver's side (tests/unit/execution/test_executor.py,
+test_retry_policy.py).
 """
 
 from __future__ import annotations

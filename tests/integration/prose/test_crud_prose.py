@@ -1,8 +1,8 @@
 """The CRUD specification's prose tests (crud/tests/README.md) against the test server.
 
 Those needing ``maxWriteBatchSize + 1`` (100,001) operations per run (3, 5, 6) are covered by the batch
-planning unit tests instead (tests/unit/operations/test_operations_client_bulk.py): against the test server each would
-take about 16 seconds. Tests 10 and 13 were removed; 11 and 12 are unit tests.
+planning unit tests instead (tests/unit/operations/test_operations_client_bulk.py): against the test server
+each would take about 16 seconds. Tests 10 and 13 were removed; 11 and 12 are unit tests.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """README.md's "Differences from PyMongo" list, generated from ``src/mongio/compat/differences.yaml``.
 
 The list between the ``differences:start`` and ``differences:end`` markers is one bullet per entry that has a
-``readme`` text, in the file's order. ``python tests/unit/compat/readme_differences.py --write`` rewrites it after
-the list changed; tests/unit/compat/test_readme_differences.py fails while README and the list disagree.
+``readme`` text, in the file's order. ``python tests/unit/compat/readme_differences.py --write`` rewrites it
+after the list changed; tests/unit/compat/test_readme_differences.py fails while README and the list
+disagree.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script from anywhere: the repository's root is the import root
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from tests.support.differences_list import LIST, ROOT, GeneratedBlock, bullet, entries
 

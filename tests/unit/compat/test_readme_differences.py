@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.unit import readme_differences
+from tests.unit.compat import readme_differences
 
 
 def test_readme_shows_the_generated_list() -> None:

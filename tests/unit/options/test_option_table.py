@@ -27,7 +27,7 @@ from mongio import MongoClient
 from mongio.options.client_options import KEYWORD_ONLY, UNSUPPORTED
 from mongio.options.uri_options import ALIASES, DEPRECATED_ALIASES, OPTIONS, fold_case
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 EFFECTS = "tests/integration/api/test_option_effects.py"
 TLS = "tests/integration/api/test_option_effects_tls.py"

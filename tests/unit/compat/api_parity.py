@@ -6,8 +6,8 @@ kind (coroutine function, plain method, async generator, property, class or stat
 attribute), and each method must take the same parameters: same names in the same order, same kinds
 (positional, keyword-only, ``*args``, ``**kwargs``) and the same defaults. A difference is named by a key
 ``Class.member: what`` (``what`` is ``missing``, ``kind``, ``signature``, or ``addition`` for a public member
-only mongio's class has; the constructor is the member ``__init__``); tests/unit/api/test_api_parity.py checks the keys against those declared in
-``src/mongio/compat/differences.yaml``.
+only mongio's class has; the constructor is the member ``__init__``); tests/unit/compat/test_api_parity.py
+checks the keys against those declared in ``src/mongio/compat/differences.yaml``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""mongio's public async API and ``mongio.bson`` match PyMongo's member by member (tests/unit/api/api_parity.py
-says how they are compared), except for the differences declared in src/mongio/compat/differences.yaml: a
-difference not declared there fails, naming it, and so does a declared one that no longer exists."""
+"""mongio's public async API and ``mongio.bson`` match PyMongo's member by member
+(tests/unit/compat/api_parity.py says how they are compared), except for the differences declared in
+src/mongio/compat/differences.yaml: a difference not declared there fails, naming it, and so does a declared
+one that no longer exists."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 pytest.importorskip("pymongo")
 
-from tests.unit import api_parity, readme_differences
+from tests.unit.compat import api_parity, readme_differences
 
 
 def declared() -> dict[str, str]:
