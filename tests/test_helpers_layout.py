@@ -92,6 +92,14 @@ def test_the_layout_renames_paths_and_module_names_but_nothing_longer() -> None:
     )
 
 
+def test_a_moved_module_still_names_the_same_folders_from_its_own_place(tmp_path: Path) -> None:
+    module = tmp_path / "test_m.py"
+    module.write_text('ROOT = Path(__file__).resolve().parents[2] / "src"\nUP = Path(__file__).parents[0]\n')
+    layout.shift_parents(module, 1)
+    shifted = 'ROOT = Path(__file__).resolve().parents[3] / "src"\nUP = Path(__file__).parents[1]\n'
+    assert module.read_text() == shifted
+
+
 def test_every_test_module_sits_in_the_folder_its_name_gives_it() -> None:
     misplaced = [f"{move.source} belongs in {move.target}" for move in layout.misplaced(layout.REPO)]
     assert misplaced == [], "run python tests/layout.py"
