@@ -75,17 +75,20 @@ class Socks5Proxy:
         self.authentications: list[tuple[str, str]] = []
         """Every username and password a client sent (accepted or not)."""
         self._server: asyncio.Server | None = None
+        self._port: int | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.StreamWriter] = set()  # both ends of every connection, closed by stop()
         self._stopping = asyncio.Event()
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "the proxy is not started"
-        return int(self._server.sockets[0].getsockname()[1])
+        """The port it listens (or listened) on."""
+        assert self._port is not None, "the proxy was never started"
+        return self._port
 
     async def start(self) -> Socks5Proxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._port = int(self._server.sockets[0].getsockname()[1])
         return self
 
     async def stop(self) -> None:

@@ -86,7 +86,13 @@ class SocksProxy:
         from python_socks import ProxyConnectionError, ProxyError
 
         if isinstance(error, ProxyConnectionError):
-            reason = error.strerror or (os.strerror(error.errno) if error.errno else str(error.__cause__ or error))
+            # python-socks's own message repeats the proxy's address: the cause says it shorter (a name that
+            # does not resolve by its message, a refused connection by its error number).
+            cause = error.__cause__
+            if isinstance(cause, socket.gaierror):
+                reason = f"cannot resolve {self._options.host!r}: {cause.strerror}"
+            else:
+                reason = os.strerror(error.errno) if error.errno else str(cause or error)
             return f"cannot reach the SOCKS5 proxy {self.name} (to connect to {target}): {reason}"
         if isinstance(error, ProxyError):
             if error.error_code is not None:  # the proxy answered the CONNECT request with a failure
