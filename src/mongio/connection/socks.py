@@ -65,8 +65,8 @@ class SocksProxy:
             self._socks5,
             options.host,
             options.port,
-            options.username,
-            options.password,
+            username=options.username,
+            password=options.password,
             rdns=True,  # the host name goes to the proxy unresolved
             loop=asyncio.get_running_loop(),
         )
