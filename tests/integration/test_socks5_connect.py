@@ -194,6 +194,26 @@ async def test_tls_inside_the_tunnel_checks_the_servers_name(
         conn.close()
 
 
+# -- monitoring and hosts discovered through SRV --------------------------------------------------------------
+
+
+async def test_the_monitor_and_its_round_trip_time_task_connect_through_the_proxy() -> None:
+    async with FakeDeployment(["mongos"]) as mongoses:  # streaming hellos: a round-trip-time task starts
+        name = ("mongos.socks.invalid", mongoses.members[0].port)
+        async with Socks5Proxy(mapping={name: ("127.0.0.1", name[1])}) as proxy:
+            settings = ConnectionSettings(connect_timeout=5, proxy=through(proxy))
+            topology = Topology(
+                TopologySettings(seeds=(name,), heartbeat_frequency=0.5),
+                monitor_connection_factory=monitor_connection_factory(settings),
+                server_monitoring_mode="stream",
+            )
+            async with topology:
+                await proxy.wait_for_requests(2)  # the monitor's connection, then the round-trip-time task's
+                monitor = topology.servers[name].monitor
+                assert monitor is not None and monitor.rtt_monitor is not None
+    assert {(r.host, r.port, r.kind) for r in proxy.requests} == {(*name, "domain")}
+
+
 # -- hosts discovered through SRV -------------------------------------------------------------------------
 
 

@@ -79,12 +79,20 @@ class Socks5Proxy:
         self._connections: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.StreamWriter] = set()  # both ends of every connection, closed by stop()
         self._stopping = asyncio.Event()
+        self._request_arrived = asyncio.Event()
 
     @property
     def port(self) -> int:
         """The port it listens (or listened) on."""
         assert self._port is not None, "the proxy was never started"
         return self._port
+
+    async def wait_for_requests(self, count: int, within: float = 10.0) -> None:
+        """Wait until ``count`` CONNECT requests have arrived in all."""
+        async with asyncio.timeout(within):
+            while len(self.requests) < count:
+                self._request_arrived.clear()
+                await self._request_arrived.wait()
 
     async def start(self) -> Socks5Proxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -197,6 +205,7 @@ class Socks5Proxy:
         (port,) = struct.unpack("!H", await reader.readexactly(2))
         request = SocksRequest(host, port, written)
         self.requests.append(request)
+        self._request_arrived.set()
         return request
 
     def _destination(self, request: SocksRequest) -> tuple[str, int]:
