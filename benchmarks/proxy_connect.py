@@ -150,7 +150,7 @@ async def _run(server: Address, proxy_port: int, rounds: int, per_round: int) ->
     return results
 
 
-def _table(results: dict[str, list[tuple[float, float]]]) -> str:
+def table(results: dict[str, list[tuple[float, float]]]) -> str:
     direct_wall = statistics.median(wall for wall, _ in results["direct"])
     direct_cpu = statistics.median(cpu for _, cpu in results["direct"])
     lines = [
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
             proxy.stop()
             responder.stop()
     print(f"connection establishment (open + hello + close), {args.rounds} rounds x {args.per_round} per way")
-    print(_table(results))
+    print(table(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1), "utf-8")
 
