@@ -82,9 +82,9 @@ async def test_credentials_are_offered_and_sent_as_rfc_1929_asks(peer: LoopbackP
     ("behaviour", "credentials", "given", "fragment"),
     [
         ("refuse", None, None, "could not connect to db.socks.invalid:27017: Connection not allowed by ruleset"),
-        ("serve", ("alice", PASSWORD), None, "refused the handshake for db.socks.invalid:27017"),
+        ("serve", ("alice", PASSWORD), None, "did not complete the handshake for db.socks.invalid:27017"),
         ("serve", ("alice", PASSWORD), ("alice", "wrong"), "check proxyUsername and proxyPassword"),
-        ("drop", None, None, "refused the handshake for db.socks.invalid:27017"),
+        ("drop", None, None, "did not complete the handshake for db.socks.invalid:27017"),
     ],
     ids=["refuses", "demands-authentication", "wrong-password", "drops"],
 )
@@ -139,6 +139,14 @@ async def test_a_server_the_proxy_cannot_reach_fails_naming_both() -> None:
     async with Socks5Proxy() as proxy:  # maps nothing: the name is not loopback, so it refuses to connect
         with pytest.raises(AutoReconnect, match=rf"proxy 127\.0\.0\.1:{proxy.port} could not connect to "):
             await connect(SERVER, connect_timeout=5, proxy=through(proxy))
+
+
+async def test_a_host_name_no_socks5_request_can_carry_fails_naming_it() -> None:
+    long_name = ("a" * 60 + ".") * 5 + "invalid"  # over the 255 bytes of a SOCKS5 domain name
+    async with Socks5Proxy() as proxy:
+        with pytest.raises(AutoReconnect, match=rf"proxy 127\.0\.0\.1:{proxy.port} cannot be asked for {long_name}:1"):
+            await connect((long_name, 1), connect_timeout=5, proxy=through(proxy))
+    assert proxy.greetings and not proxy.requests
 
 
 async def test_a_stalled_proxy_is_given_up_on_after_connect_timeout(peer: LoopbackPeer) -> None:

@@ -38,13 +38,15 @@ class SocksProxy:
 
     def __init__(self, options: ProxyOptions) -> None:
         try:
-            from python_socks import ProxyType
+            from python_socks import ProxyConnectionError, ProxyError, ProxyType
             from python_socks.async_.asyncio import Proxy
         except ImportError as exc:
             raise ConfigurationError(f"proxyHost={options.host!r} needs python-socks: {INSTALL_HINT}") from exc
         self._options = options
         self._proxy_class = Proxy
         self._socks5 = ProxyType.SOCKS5
+        self._unreachable: type[OSError] = ProxyConnectionError
+        self._refused: type[ProxyError] = ProxyError
         self.name = format_address((options.host, options.port))
         """``host:port`` of the proxy, as errors name it."""
 
@@ -78,14 +80,13 @@ class SocksProxy:
             raise NetworkTimeout(
                 f"connecting to {target} through the SOCKS5 proxy {self.name} timed out after {connect_timeout}s"
             ) from exc
-        except Exception as exc:
+        # The library's errors, a socket error it let through, or a host name a SOCKS5 request cannot carry.
+        except (self._unreachable, self._refused, OSError, ValueError) as exc:
             raise AutoReconnect(self._failure(target, exc)) from exc
 
     def _failure(self, target: str, error: Exception) -> str:
         """What went wrong, for the error message: the proxy unreachable, refusing, or failing its handshake."""
-        from python_socks import ProxyConnectionError, ProxyError
-
-        if isinstance(error, ProxyConnectionError):
+        if isinstance(error, self._unreachable):
             # python-socks's own message repeats the proxy's address: the cause says it shorter (a name that
             # does not resolve by its message, a refused connection by its error number).
             cause = error.__cause__
@@ -94,7 +95,7 @@ class SocksProxy:
             else:
                 reason = os.strerror(error.errno) if error.errno else str(cause or error)
             return f"cannot reach the SOCKS5 proxy {self.name} (to connect to {target}): {reason}"
-        if isinstance(error, ProxyError):
+        if isinstance(error, self._refused):
             if error.error_code is not None:  # the proxy answered the CONNECT request with a failure
                 return f"the SOCKS5 proxy {self.name} could not connect to {target}: {error}"
             # The authentication methods or the credentials refused, the connection closed or a reply malformed
@@ -104,7 +105,7 @@ class SocksProxy:
                 if self._options.username is not None
                 else "a proxy that requires authentication needs proxyUsername and proxyPassword"
             )
-            return f"the SOCKS5 proxy {self.name} refused the handshake for {target}: {error} ({hint})"
+            return f"the SOCKS5 proxy {self.name} did not complete the handshake for {target}: {error} ({hint})"
         if isinstance(error, OSError):
             reason = os.strerror(error.errno) if error.errno else str(error)
             return f"the connection to the SOCKS5 proxy {self.name} failed during the handshake for {target}: {reason}"
