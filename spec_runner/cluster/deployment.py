@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ssl
 import threading
 import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
@@ -63,8 +64,20 @@ class Deployment:
     call ``start()``/``stop()``. Every control is synchronous and safe to call from any thread or event loop.
     """
 
-    def __init__(self, topology: str, *, compressors: Sequence[str] = ALL_COMPRESSORS) -> None:
+    def __init__(
+        self,
+        topology: str,
+        *,
+        compressors: Sequence[str] = ALL_COMPRESSORS,
+        ssl_context: ssl.SSLContext | None = None,
+        member_host: str = "127.0.0.1",
+    ) -> None:
         self.topology = topology
+        self.ssl_context = ssl_context
+        """A server-side context: the members then speak TLS only (the test server behind them stays plain)."""
+        self.member_host = member_host
+        """The host name members go by (they listen on 127.0.0.1 whatever it is): a name that resolves nowhere
+        lets a client reach them only through a SOCKS5 proxy that maps it."""
         self.compressors = list(compressors)
         """What the members accept in a hello's ``compression`` list."""
         self.client_compressors: list[str] = []
@@ -91,7 +104,7 @@ class Deployment:
     # -- building ---------------------------------------------------------------------------------------
 
     def _add(self, name: str, role: Role, config: MemberConfig | None = None) -> Member:
-        member = Member(name, free_port(), role, config)
+        member = Member(name, free_port(), role, config, host=self.member_host)
         self.members.append(member)
         return member
 
@@ -105,13 +118,13 @@ class Deployment:
 
     async def _start_proxies(self) -> None:
         for member in self.members:
-            proxy = MemberProxy(self, [member])
+            proxy = MemberProxy(self, [member], ssl_context=self.ssl_context)
             await proxy.start()
             self._proxies[member.name] = proxy
         if self.topology == "load-balanced":
             mongoses = [m for m in self.members if m.role is Role.MONGOS]
             for behind in (mongoses, mongoses[:1]):
-                balancer = MemberProxy(self, behind, port=free_port(), balancer=True)
+                balancer = MemberProxy(self, behind, port=free_port(), balancer=True, ssl_context=self.ssl_context)
                 await balancer.start()
                 self._balancers.append(balancer)
 
@@ -446,11 +459,16 @@ def replica_set(
     *,
     name: str = "rs0",
     compressors: Sequence[str] = ALL_COMPRESSORS,
+    ssl_context: ssl.SSLContext | None = None,
+    member_host: str = "127.0.0.1",
 ) -> Deployment:
     """A replica set: the first electable member primary, the rest secondaries (``MemberConfig`` for
-    arbiters, hidden and tagged members)."""
+    arbiters, hidden and tagged members); with ``ssl_context`` (server-side), its members speak TLS only;
+    ``member_host`` is the host name they go by (see ``Deployment.member_host``)."""
     configs = [MemberConfig() for _ in range(members)] if isinstance(members, int) else list(members)
-    deployment = Deployment("replicaset", compressors=compressors)
+    deployment = Deployment(
+        "replicaset", compressors=compressors, ssl_context=ssl_context, member_host=member_host
+    )
     for index, config in enumerate(configs):
         role = Role.ARBITER if config.arbiter else Role.SECONDARY
         deployment._add(f"{name}-{index}", role, config)

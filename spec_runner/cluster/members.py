@@ -47,9 +47,13 @@ class Member:
     client could see in ``hello``, and ``changed()`` wakes the awaitable ``hello`` requests waiting on it.
     """
 
-    def __init__(self, name: str, port: int, role: Role, config: MemberConfig | None = None) -> None:
+    def __init__(
+        self, name: str, port: int, role: Role, config: MemberConfig | None = None, *, host: str = "127.0.0.1"
+    ) -> None:
         self.name = name
-        self.host = "127.0.0.1"
+        self.host = host
+        """The name the member goes by in ``hello`` replies and URIs; its proxy listens on 127.0.0.1 whatever
+        it is."""
         self.port = port
         self.role = role
         self.config = config or MemberConfig()

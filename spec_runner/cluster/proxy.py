@@ -13,6 +13,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import ssl
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -137,9 +138,17 @@ class MemberProxy:
     """Listens on one member's port; ``stop``/``start`` are the member's death and restart."""
 
     def __init__(
-        self, presenter: Presenter, members: list[Member], *, port: int | None = None, balancer: bool = False
+        self,
+        presenter: Presenter,
+        members: list[Member],
+        *,
+        port: int | None = None,
+        balancer: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.presenter = presenter
+        self._ssl_context = ssl_context
+        """A server-side context: clients then connect with TLS (the test server behind stays plain)."""
         self.members = members
         """The member(s) behind this port: one, or for a load balancer every mongos, in turn."""
         self._turn = itertools.cycle(range(len(members)))
@@ -158,7 +167,9 @@ class MemberProxy:
         return self.members[0]
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._serve, "127.0.0.1", self.port, reuse_address=True, ssl=self._ssl_context
+        )
 
     async def stop(self) -> None:
         """Stop listening and drop every connection (what the client sees when a member dies)."""

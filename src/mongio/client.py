@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
     from mongio.change_stream import ClusterChangeStream
     from mongio.connection.auth.scram import ScramKeyCache
+    from mongio.connection.socks import SocksProxy
     from mongio.cursor import CommandCursor
     from mongio.database import Database
     from mongio.options.protocols import (
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         WriteConcernLike,
         WriteModelLike,
     )
+    from mongio.options.proxy_options import ProxyOptions
     from mongio.sessions.transaction_state import TransactionOptions
 
 __all__ = ["AsyncMongoClient", "MongoClient"]
@@ -103,6 +105,15 @@ _UUID_REPRESENTATIONS = {
     "javalegacy": 5,
     "csharplegacy": 6,
 }
+
+
+def _socks_proxy(options: ProxyOptions | None) -> SocksProxy | None:
+    """The SOCKS5 proxy of a client with ``proxyHost``; its module (and python-socks) is imported only then."""
+    if options is None:
+        return None
+    from mongio.connection.socks import SocksProxy
+
+    return SocksProxy(options)
 
 
 def _codec_options(options: ClientOptions, document_class: Any, tz_aware: bool) -> CodecOptions:
@@ -256,6 +267,7 @@ class MongoClient:
         driver = self._options.extras.get("driver")
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
+        self._proxy = _socks_proxy(self._options.proxy)
         # SCRAM keys this client derived; SCRAM itself is imported only by clients with credentials.
         self._scram_cache: ScramKeyCache | None = None
         if self._options.credential is not None:
@@ -432,6 +444,7 @@ class MongoClient:
             connect_timeout=options.connect_timeout,
             socket_timeout=options.socket_timeout,
             ssl_context=self._ssl_context,
+            proxy=self._proxy,
             scram_cache=self._scram_cache,
         )
         pool_options = PoolOptions.from_uri_options(

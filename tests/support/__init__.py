@@ -9,4 +9,7 @@ hello, then misbehaves per command as scripted: bad lengths, compression bombs, 
 timeouts and intervals that take no real time.
 ``fake_deployment``: fake replica sets, mongoses and standalones on loopback for the topology tests.
 ``recorders``: a command listener that keeps every command event.
+``socks5_proxy``: a SOCKS5 proxy of our own on 127.0.0.1 (CONNECT, optional RFC 1929 authentication, a
+destination mapping), recording what clients asked for; it can refuse, drop or stall.
+``tls_server``: the test server started with TLS only.
 """

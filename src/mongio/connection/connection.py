@@ -14,7 +14,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.bson import InvalidBSON, _decoder, _encoder, decode, encode
 from mongio.bson._compiled import load_speedups
@@ -56,6 +56,9 @@ from mongio.wire.op_msg import (
     PackedDocuments,
     encode_command_parts,
 )
+
+if TYPE_CHECKING:
+    from mongio.connection.socks import SocksProxy
 
 __all__ = ["Connection", "check_command_reply", "connect"]
 
@@ -624,13 +627,15 @@ async def connect(
     connect_timeout: float | None = 20.0,
     socket_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    proxy: SocksProxy | None = None,
 ) -> Connection:
-    """Open a TCP, TLS or Unix-socket stream to ``address`` and wrap it in a ``Connection`` (no handshake yet).
+    """Open a TCP, TLS or Unix-socket stream to ``address`` (through ``proxy``, a SOCKS5 proxy, when given)
+    and wrap it in a ``Connection`` (no handshake yet).
 
     Errors raise ``AutoReconnect`` (``NetworkTimeout`` after ``connect_timeout`` seconds) naming the address.
     """
     transport, protocol = await open_transport(
-        address, connect_timeout=connect_timeout, ssl_context=ssl_context
+        address, connect_timeout=connect_timeout, ssl_context=ssl_context, proxy=proxy
     )
     return Connection(
         transport, protocol, address, id=id, generation=generation, socket_timeout=socket_timeout

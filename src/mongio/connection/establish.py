@@ -29,6 +29,7 @@ from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:
     from mongio.connection.auth.scram import ScramKeyCache
+    from mongio.connection.socks import SocksProxy
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
 
@@ -38,8 +39,9 @@ class ConnectionSettings:
     """Everything a pool needs to make its connections, fixed for the pool's life.
 
     ``metadata`` is shared with the client, so driver info appended later reaches new connections only.
-    ``connect_timeout`` bounds opening the stream and, when no ``deadline`` is given, the handshake and
-    authentication too; ``socket_timeout`` is the connection's later per-reply limit.
+    ``connect_timeout`` bounds opening the stream (reaching a ``proxy`` and its handshake included) and, when
+    no ``deadline`` is given, the handshake and authentication too; ``socket_timeout`` is the connection's later
+    per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``).
     """
 
     metadata: ClientMetadata | None = None
@@ -51,6 +53,7 @@ class ConnectionSettings:
     connect_timeout: float | None = 20.0
     socket_timeout: float | None = None
     ssl_context: ssl.SSLContext | None = None
+    proxy: SocksProxy | None = None
     scram_cache: ScramKeyCache | None = field(default=None, repr=False)
 
 
@@ -161,6 +164,7 @@ async def establish(
         connect_timeout=connect_timeout,
         socket_timeout=settings.socket_timeout,
         ssl_context=settings.ssl_context,
+        proxy=settings.proxy,
     )
     try:
         await handshake(

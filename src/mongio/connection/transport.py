@@ -7,11 +7,14 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from mongio.connection.loop_sockets import forget_socket, record_socket
 from mongio.connection.protocol import MessageProtocol
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
+
+if TYPE_CHECKING:
+    from mongio.connection.socks import SocksProxy
 
 __all__ = ["Address", "format_address", "is_unix_socket", "open_transport"]
 
@@ -60,22 +63,32 @@ async def open_transport(
     connect_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
     protocol_factory: Callable[[], MessageProtocol] | None = None,
+    proxy: SocksProxy | None = None,
 ) -> tuple[asyncio.Transport, MessageProtocol]:
     """Connect to ``address`` and return the transport and its protocol, TLS handshake done when
     ``ssl_context`` is given.
 
     A host name is resolved with ``loop.getaddrinfo`` and every address it resolves to is tried in turn (IPv4
-    and IPv6 alike) until one connects. The whole attempt, resolution and TLS handshake included, is bounded by
-    ``connect_timeout`` seconds (None or 0: no bound, as ``connectTimeoutMS=0`` means). Failures raise
-    ``AutoReconnect`` (``NetworkTimeout`` for the time limit) naming the address and the cause.
+    and IPv6 alike) until one connects; with a ``proxy``, the proxy is asked for the host name instead (see
+    :mod:`mongio.connection.socks`) and TLS runs inside its tunnel. The whole attempt, resolution, proxy and TLS
+    handshake included, is bounded by ``connect_timeout`` seconds (None or 0: no bound, as
+    ``connectTimeoutMS=0`` means). Failures raise ``AutoReconnect`` (``NetworkTimeout`` for the time limit)
+    naming the address and the cause.
     """
     name = format_address(address)
     loop = asyncio.get_running_loop()
     factory = protocol_factory or (lambda: MessageProtocol(name))
+    deadline = loop.time() + connect_timeout if connect_timeout else None
     transport: asyncio.BaseTransport
+    # Reaching the proxy and its handshake raise errors of their own, naming the proxy; what follows (TLS
+    # inside the tunnel) is the server's, as on a direct connection.
+    proxied = await proxy.open_socket(address, connect_timeout or None) if proxy is not None else None
     try:
-        async with asyncio.timeout(connect_timeout or None):
-            if is_unix_socket(address):
+        async with asyncio.timeout_at(deadline):
+            if proxied is not None:
+                _adopt_socket(proxied, loop)
+                transport, protocol = await _wrap_socket(loop, proxied, address[0], factory, ssl_context)
+            elif is_unix_socket(address):
                 transport, protocol = await loop.create_unix_connection(
                     factory, address[0], ssl=ssl_context, server_hostname="localhost" if ssl_context else None
                 )
@@ -135,20 +148,43 @@ async def _open_tcp(
             sock.close()
             forget_socket(sock)
             raise
-        try:
-            # On failure (TLS handshake included) create_connection closes the socket itself.
-            return await loop.create_connection(
-                factory,
-                sock=sock,
-                ssl=ssl_context,
-                # The name given, not the resolved address: it is what SNI and the certificate check need.
-                server_hostname=host if ssl_context is not None else None,
-            )
-        finally:
-            forget_socket(sock)
+        return await _wrap_socket(loop, sock, host, factory, ssl_context)
     if len(errors) == 1:
         raise OSError(errors[0][1])
     raise OSError("; ".join(f"{ip}: {message}" for ip, message in errors))
+
+
+async def _wrap_socket(
+    loop: asyncio.AbstractEventLoop,
+    sock: socket.socket,
+    host: str,
+    factory: Callable[[], MessageProtocol],
+    ssl_context: ssl.SSLContext | None,
+) -> tuple[asyncio.BaseTransport, MessageProtocol]:
+    """A connected socket, recorded and tuned, made into the transport and protocol, TLS handshake done
+    (``host`` is the server's name, for SNI and the certificate check)."""
+    try:
+        # On failure (TLS handshake included) create_connection closes the socket itself.
+        return await loop.create_connection(
+            factory,
+            sock=sock,
+            ssl=ssl_context,
+            # The name given, not the resolved address: it is what SNI and the certificate check need.
+            server_hostname=host if ssl_context is not None else None,
+        )
+    finally:
+        forget_socket(sock)
+
+
+def _adopt_socket(sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+    """Record and tune a socket connected elsewhere (through a proxy); closed if that fails."""
+    record_socket(sock, loop)
+    try:
+        _tune_socket(sock)
+    except BaseException:
+        sock.close()
+        forget_socket(sock)
+        raise
 
 
 def _tune_socket(sock: socket.socket) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.credentials import MongoCredential, build_credential
+from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import (
     _ServerMode,
@@ -37,6 +38,7 @@ from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.options.uri_options import (
     ALIASES,
     DEPRECATED_ALIASES,
+    IGNORED_WHEN_EMPTY,
     OPTIONS,
     ConfigurationWarning,
     FatalOptionError,
@@ -86,10 +88,6 @@ KEYWORD_ONLY = {
     )
 }
 
-_PROXY_UNSUPPORTED = (
-    "mongio cannot connect through a SOCKS5 proxy yet; with this option the connections would go straight "
-    "to the server, so it is refused"
-)
 _OCSP_UNSUPPORTED = (
     "mongio does not check certificate revocation with OCSP yet (neither stapled responses nor OCSP "
     "responders); revocation is checked only against a tlsCRLFile, so the option cannot have its effect and "
@@ -100,17 +98,13 @@ UNSUPPORTED: dict[str, str] = {
         "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
         "fields meant to be encrypted would be written in plaintext, so the option is refused"
     ),
-    "proxyHost": _PROXY_UNSUPPORTED,
-    "proxyPort": _PROXY_UNSUPPORTED,
-    "proxyUsername": _PROXY_UNSUPPORTED,
-    "proxyPassword": _PROXY_UNSUPPORTED,
     "tlsDisableOCSPEndpointCheck": _OCSP_UNSUPPORTED,
     "tlsDisableCertificateRevocationCheck": _OCSP_UNSUPPORTED,
 }
 """The options mongio parses and validates but refuses to build a client with, and why.
 
 An option in this table raises :class:`~mongio.errors.ConfigurationError` naming it and what mongio lacks,
-after the checks of the options given together (a ``proxyPort`` without ``proxyHost`` is reported as such),
+after the checks of the options given together (``tlsInsecure`` with an OCSP option is reported as such),
 rather than being silently ignored. ``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
 """
 
@@ -181,6 +175,7 @@ class ClientOptions:
     direct_connection: bool | None
     load_balanced: bool
     tls: TLSOptions | None
+    proxy: ProxyOptions | None
     appname: str | None
     compressors: tuple[str, ...]
     zlib_compression_level: int
@@ -296,8 +291,8 @@ def _keyword_options(
         spec = OPTIONS.get(folded)
         if spec is None:
             raise ConfigurationError(f"Unknown option {key!r}")  # not its value, which may be a mistyped password
-        if value is None:
-            if spec.none_means_unlimited:
+        if value is None or (spec.name in IGNORED_WHEN_EMPTY and value == ""):
+            if value is None and spec.none_means_unlimited:
                 options[spec.name] = spec.unlimited_value
             continue
         try:
@@ -453,6 +448,7 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         direct_connection=get("directConnection"),
         load_balanced=bool(get("loadBalanced", False)),
         tls=tls_options_from(merged, is_srv=sources.is_srv),
+        proxy=proxy_options_from(merged, sources.seeds),
         appname=get("appname"),
         compressors=tuple(get("compressors", ())),
         zlib_compression_level=get("zlibCompressionLevel", -1),

@@ -470,6 +470,10 @@ NO_REPEAT = frozenset(
     fold_case(name) for name in ("proxyHost", "proxyPort", "proxyUsername", "proxyPassword")
 )
 
+# Options whose empty value is ignored, in a connection string or as a keyword (the SOCKS5 specification's
+# credentials).
+IGNORED_WHEN_EMPTY = frozenset(("proxyUsername", "proxyPassword"))
+
 # Options that only make sense for a ``mongodb+srv://`` connection string.
 SRV_ONLY = ("srvServiceName", "srvMaxHosts")
 

@@ -21,6 +21,7 @@ from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.secrets import Secrets, hiding_secrets, redact_uri
 from mongio.options.uri_options import (
     DEPRECATED_ALIASES,
+    IGNORED_WHEN_EMPTY,
     NO_REPEAT,
     OPTIONS,
     ConfigurationWarning,
@@ -286,7 +287,7 @@ class _OptionReader:
                 raise self.error(f"{spec.name} is given {len(items)} times in the {self.source}")
             self.warn(f"{spec.name} is given {len(items)} times in the {self.source}; the last value is used")
         value = items[-1][1]
-        if spec.name in ("proxyUsername", "proxyPassword") and not value:
+        if spec.name in IGNORED_WHEN_EMPTY and not value:
             return  # the SOCKS5 specification says to ignore empty credentials
         ok, parsed = self.convert(spec.name, value)
         if ok:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 import ssl
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 
 import pytest
 import trustme
-from spec_runner.raw_wire import run_command
-from spec_runner.server import external_uri, find_server_program, free_port
+from spec_runner.server import external_uri
 
 from mongio.connection import TLSOptions, connect, create_ssl_context
 from mongio.errors import AutoReconnect
 from tests.support.loopback_peer import LoopbackPeer
-
-STARTUP_TIMEOUT = 60.0
+from tests.support.tls_server import tls_test_server
 
 
 @pytest.fixture(scope="module")
@@ -46,52 +40,13 @@ def pki(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, s
     return {name: str(path) for name, path in paths.items()}
 
 
-def _probe(port: int, ca_file: str) -> bool:
-    context = ssl.create_default_context(cafile=ca_file)
-    try:
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=2) as raw,
-            context.wrap_socket(raw, server_hostname="localhost") as sock,
-        ):
-            return run_command(sock, {"ping": 1, "$db": "admin"}).get("ok") == 1
-    except (OSError, ValueError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def tls_server_port(pki: dict[str, str]) -> Iterator[int]:
     """A SecantusDB speaking TLS only, with a certificate for "localhost" signed by the test CA."""
     if external_uri() is not None:
         pytest.skip("MONGODB_URI names an external deployment; its TLS setup is not ours to know")
-    port = free_port()
-    argv = [
-        find_server_program(),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--storage-path", ":memory:",
-        "--tls-cert-file", pki["server_cert"],
-        "--tls-key-file", pki["server_key"],
-        "--tls-ca-file", pki["ca"],
-    ]  # fmt: skip
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT
-            while not _probe(port, pki["ca"]):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(
-                        f"TLS test server did not start: {log.read()[-2000:].decode(errors='replace')}"
-                    )
-                time.sleep(0.1)  # synchronous fixture, before any event loop runs
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with tls_test_server(pki["server_cert"], pki["server_key"], pki["ca"]) as port:
+        yield port
 
 
 @pytest.mark.server

@@ -12,12 +12,14 @@ import pytest
 LAZY_MODULES = (
     "mongio.bson.json_util",
     "mongio.change_stream",
+    "mongio.connection.socks",
     "mongio.connection.auth.scram",
     "mongio.events.cmap",
     "mongio.options.srv",
     "mongio.pymongo_types",
     "mongio.topology.sdam_events",
     "mongio.topology.srv_polling",
+    "python_socks",
 )
 
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 EFFECTS = "tests/integration/api/test_option_effects.py"
 TLS = "tests/integration/api/test_option_effects_tls.py"
+SOCKS5 = "tests/integration/prose/test_socks5.py"
 REFUSALS = "tests/unit/options/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
 MECHANISMS_REFUSED = f"{EFFECTS}::test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism"
 
@@ -84,10 +85,10 @@ OPTION_TABLE: dict[str, Row] = {
     "maxConnecting": Proven(f"{EFFECTS}::test_max_connecting_caps_the_connections_being_established_at_once"),
     "maxStalenessSeconds": Proven(f"{EFFECTS}::test_read_preference_options_reach_a_mongos"),
     "minPoolSize": Proven(f"{EFFECTS}::test_min_pool_size_opens_connections_before_any_operation"),
-    "proxyHost": Refused(REFUSALS, "until mongio can connect through a SOCKS5 proxy"),
-    "proxyPort": Refused(REFUSALS, "until mongio can connect through a SOCKS5 proxy"),
-    "proxyUsername": Refused(REFUSALS, "until mongio can connect through a SOCKS5 proxy"),
-    "proxyPassword": Refused(REFUSALS, "until mongio can connect through a SOCKS5 proxy"),
+    "proxyHost": Proven(f"{SOCKS5}::test_readme_rows", "every connection goes through it, the name unresolved"),
+    "proxyPort": Proven(f"{SOCKS5}::test_readme_rows", "the README's two proxies differ by their port"),
+    "proxyUsername": Proven(f"{SOCKS5}::test_readme_rows", "rows 5, 8 and 10: wrong and right credentials"),
+    "proxyPassword": Proven(f"{SOCKS5}::test_readme_rows", "rows 5, 8 and 10: wrong and right credentials"),
     "readConcernLevel": Proven(f"{EFFECTS}::test_read_concern_level_reaches_the_read_command"),
     "readPreference": Proven(f"{EFFECTS}::test_read_preference_options_reach_a_mongos"),
     "readPreferenceTags": Proven(f"{EFFECTS}::test_read_preference_options_reach_a_mongos"),

@@ -237,9 +237,6 @@ def test_read_preference_from_options_and_object() -> None:
 @pytest.mark.parametrize(
     ("uri", "kwargs", "refused", "missing"),
     [
-        ("mongodb://h/?proxyHost=socks.local", {}, "proxyHost", "SOCKS5 proxy"),
-        ("mongodb://h/?proxyHost=s&proxyPort=1081&proxyUsername=u&proxyPassword=p", {}, "proxyHost", "SOCKS5"),
-        ("mongodb://h", {"proxyHost": "socks.local", "proxyPort": 1080}, "proxyHost", "SOCKS5 proxy"),
         ("mongodb://h/?tlsDisableOCSPEndpointCheck=true", {}, "tlsDisableOCSPEndpointCheck", "OCSP"),
         ("mongodb://h/?tls=true", {"tlsDisableOCSPEndpointCheck": False}, "tlsDisableOCSPEndpointCheck", "OCSP"),
         ("mongodb://h/?tlsDisableCertificateRevocationCheck=false", {}, "tlsDisableCertificateRevocationCheck", "OCSP"),
@@ -269,8 +266,6 @@ def test_what_mongio_does_without_a_refused_option_is_still_accepted() -> None:
 @pytest.mark.parametrize(
     ("uri", "fragment"),
     [
-        ("mongodb://h/?proxyPort=1080", "proxyPort=1080 is given without proxyHost"),
-        ("mongodb://h/?proxyHost=s&proxyUsername=u", "proxyUsername is given without proxyPassword"),
         ("mongodb://h/?tlsInsecure=true&tlsDisableOCSPEndpointCheck=true", "cannot both be given"),
     ],
 )

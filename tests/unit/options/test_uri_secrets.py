@@ -51,6 +51,7 @@ RAISE_FILES = tuple(
         "options/uri_options.py",
         "options/credentials.py",
         "options/client_options.py",
+        "options/proxy_options.py",
         "options/srv.py",
         "uri_parser.py",
         "asynchronous/uri_parser.py",
@@ -313,7 +314,14 @@ def _cases() -> Iterator[Case]:
     yield from client("keyword-properties", with_password, authMechanismProperties=5)
     yield from client("keyword-server-selector", with_password, server_selector=PW_DECODED)
     # Options mongio refuses rather than ignores, next to a password (and as the secret itself).
-    yield from client("refused-proxy", f"{with_password}/?proxyHost=p&proxyPort=1080&proxyPassword={PW}&proxyUsername=u")
+    # The proxy options: what RFC 1929 cannot carry, and a socket no proxy reaches (the proxy password too).
+    proxy = "/?proxyHost=p&proxyUsername=u"
+    yield from client("proxy-password-not-ascii", f"mongodb://h{proxy}&proxyPassword={PW}%C3%A9")
+    yield from client("proxy-password-too-long", f"mongodb://h{proxy}&proxyPassword={PW}{'x' * 250}")
+    yield from client("proxy-username-not-ascii", f"{with_password}/?proxyHost=p&proxyUsername=%C3%BC&proxyPassword=x")
+    yield from client("proxy-keyword-password", "mongodb://h", proxyHost="p", proxyUsername="u", proxyPassword=PW + "é")
+    yield from client("proxy-unix-socket", f"mongodb://{AUTH}%2Ftmp%2Fm.sock{proxy}&proxyPassword={PW}")
+    yield from client("proxy-password-alone-keyword", "mongodb://h", proxyPassword=PW_DECODED)
     yield from client("refused-encryption", with_password, auto_encryption_opts={"key": PW_DECODED})
     yield from client("refused-try-once", f"{with_password}/?serverSelectionTryOnce=true")
     yield from client(
