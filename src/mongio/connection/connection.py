@@ -14,7 +14,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongio.bson import InvalidBSON, _decoder, _encoder, decode, encode
 from mongio.bson._compiled import load_speedups
@@ -35,6 +35,9 @@ from mongio.errors import (
     ProtocolError,
 )
 from mongio.wire.compression import COMPRESSOR_IDS, Compressor, agreed_compressors
+
+if TYPE_CHECKING:
+    from mongio.connection.ocsp import RevocationChecker
 from mongio.wire.cursor_reply import decode_cursor_reply
 from mongio.wire.header import (
     DEFAULT_MAX_BSON_SIZE,
@@ -624,14 +627,37 @@ async def connect(
     connect_timeout: float | None = 20.0,
     socket_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    revocation: RevocationChecker | None = None,
 ) -> Connection:
     """Open a TCP, TLS or Unix-socket stream to ``address`` and wrap it in a ``Connection`` (no handshake yet).
 
-    Errors raise ``AutoReconnect`` (``NetworkTimeout`` after ``connect_timeout`` seconds) naming the address.
+    With ``revocation`` (and TLS), the server certificate's revocation is checked after the TLS handshake,
+    within what is left of ``connect_timeout``. Errors raise ``AutoReconnect`` (``NetworkTimeout`` after
+    ``connect_timeout`` seconds) naming the address.
     """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + connect_timeout if connect_timeout else None
     transport, protocol = await open_transport(
         address, connect_timeout=connect_timeout, ssl_context=ssl_context
     )
+    if revocation is not None and ssl_context is not None:
+        await _check_revocation(transport, address, revocation, deadline)
     return Connection(
         transport, protocol, address, id=id, generation=generation, socket_timeout=socket_timeout
     )
+
+
+async def _check_revocation(
+    transport: asyncio.Transport, address: Address, revocation: RevocationChecker, deadline: float | None
+) -> None:
+    """Run the OCSP check on a fresh TLS stream; the stream is closed if it fails (or is cancelled)."""
+    from mongio.connection.ocsp import CertificateRevoked  # loaded already: ``revocation`` comes from there
+
+    try:
+        await revocation.check(transport.get_extra_info("ssl_object"), deadline)
+    except CertificateRevoked as exc:
+        transport.abort()
+        raise AutoReconnect(f"TLS certificate of {format_address(address)} rejected: {exc}") from exc
+    except BaseException:
+        transport.abort()
+        raise

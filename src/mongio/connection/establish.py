@@ -29,6 +29,7 @@ from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:
     from mongio.connection.auth.scram import ScramKeyCache
+    from mongio.connection.ocsp import RevocationChecker
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
 
@@ -39,7 +40,8 @@ class ConnectionSettings:
 
     ``metadata`` is shared with the client, so driver info appended later reaches new connections only.
     ``connect_timeout`` bounds opening the stream and, when no ``deadline`` is given, the handshake and
-    authentication too; ``socket_timeout`` is the connection's later per-reply limit.
+    authentication too; ``socket_timeout`` is the connection's later per-reply limit. ``revocation``, for a
+    TLS client that checks revocation, checks each server certificate with OCSP after the TLS handshake.
     """
 
     metadata: ClientMetadata | None = None
@@ -51,6 +53,7 @@ class ConnectionSettings:
     connect_timeout: float | None = 20.0
     socket_timeout: float | None = None
     ssl_context: ssl.SSLContext | None = None
+    revocation: RevocationChecker | None = field(default=None, repr=False)
     scram_cache: ScramKeyCache | None = field(default=None, repr=False)
 
 
@@ -161,6 +164,7 @@ async def establish(
         connect_timeout=connect_timeout,
         socket_timeout=settings.socket_timeout,
         ssl_context=settings.ssl_context,
+        revocation=settings.revocation,
     )
     try:
         await handshake(

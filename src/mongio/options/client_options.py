@@ -90,11 +90,6 @@ _PROXY_UNSUPPORTED = (
     "mongio cannot connect through a SOCKS5 proxy yet; with this option the connections would go straight "
     "to the server, so it is refused"
 )
-_OCSP_UNSUPPORTED = (
-    "mongio does not check certificate revocation with OCSP yet (neither stapled responses nor OCSP "
-    "responders); revocation is checked only against a tlsCRLFile, so the option cannot have its effect and "
-    "is refused"
-)
 UNSUPPORTED: dict[str, str] = {
     "auto_encryption_opts": (
         "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
@@ -104,8 +99,6 @@ UNSUPPORTED: dict[str, str] = {
     "proxyPort": _PROXY_UNSUPPORTED,
     "proxyUsername": _PROXY_UNSUPPORTED,
     "proxyPassword": _PROXY_UNSUPPORTED,
-    "tlsDisableOCSPEndpointCheck": _OCSP_UNSUPPORTED,
-    "tlsDisableCertificateRevocationCheck": _OCSP_UNSUPPORTED,
 }
 """The options mongio parses and validates but refuses to build a client with, and why.
 

@@ -108,6 +108,7 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
             connect_timeout=settings.connect_timeout,
             socket_timeout=None,
             ssl_context=settings.ssl_context,
+            revocation=settings.revocation,
         )
         loop = asyncio.get_running_loop()
         started = loop.time()
