@@ -67,11 +67,20 @@ class CertificateRevoked(Exception):
 
 @dataclass(frozen=True)
 class RevocationOutcome:
-    """What the check found: ``status`` (None when no conclusive answer was had) and how, in ``detail``."""
+    """What the check found: ``status`` (None when no conclusive answer was had) and how, in ``detail``;
+    ``asked`` is true when responders were asked (a soft failure then means they failed)."""
 
     status: CertificateStatus | None
     detail: str
     from_cache: bool = False
+    asked: bool = False
+
+    @property
+    def log_level(self) -> int:
+        """DEBUG for a good certificate, WARNING when the responders failed, INFO when none could be asked."""
+        if self.status is CertificateStatus.GOOD:
+            return logging.DEBUG
+        return logging.WARNING if self.asked else logging.INFO
 
 
 def _utc_now() -> datetime.datetime:
@@ -170,8 +179,7 @@ class RevocationChecker:
                 f"response (Python's ssl module cannot), so it needs the responder to confirm the "
                 f"certificate is good; it could not: {outcome.detail}"
             )
-        level = logging.DEBUG if outcome.status is CertificateStatus.GOOD else logging.WARNING
-        _log.log(level, "OCSP check of %s: %s", _describe(leaf), outcome.detail)
+        _log.log(outcome.log_level, "OCSP check of %s: %s", _describe(leaf), outcome.detail)
         return outcome
 
     async def _status_of(
@@ -198,9 +206,11 @@ class RevocationChecker:
             urls, build_request(leaf, issuer), leaf, issuer, timeout, self._now
         )
         if answer is None:
-            return RevocationOutcome(None, "no conclusive OCSP answer (" + "; ".join(problems) + ")")
+            return RevocationOutcome(
+                None, "no conclusive OCSP answer (" + "; ".join(problems) + ")", asked=True
+            )
         self.cache.put(key, answer, self._now())
-        return RevocationOutcome(answer.status, _describe_answer(answer, source))
+        return RevocationOutcome(answer.status, _describe_answer(answer, source), asked=True)
 
     def _issuer_of(self, leaf: x509.Certificate, ssl_object: ssl.SSLObject) -> x509.Certificate | None:
         if sys.version_info >= (3, 13):
