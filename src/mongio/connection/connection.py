@@ -651,11 +651,11 @@ async def _check_revocation(
     transport: asyncio.Transport, address: Address, revocation: RevocationChecker, deadline: float | None
 ) -> None:
     """Run the OCSP check on a fresh TLS stream; the stream is closed if it fails (or is cancelled)."""
-    from mongio.connection.ocsp import CertificateRevoked  # loaded already: ``revocation`` comes from there
+    from mongio.connection.ocsp import CertificateRejected  # loaded already: ``revocation`` comes from there
 
     try:
         await revocation.check(transport.get_extra_info("ssl_object"), deadline)
-    except CertificateRevoked as exc:
+    except CertificateRejected as exc:
         transport.abort()
         raise AutoReconnect(f"TLS certificate of {format_address(address)} rejected: {exc}") from exc
     except BaseException:

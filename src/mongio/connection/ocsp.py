@@ -29,7 +29,7 @@ import datetime
 import logging
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -48,7 +48,7 @@ from mongio.connection.ocsp_response import (
     responder_urls,
 )
 
-__all__ = ["REQUEST_TIMEOUT", "CertificateRevoked", "OCSPCache", "RevocationChecker", "RevocationOutcome"]
+__all__ = ["REQUEST_TIMEOUT", "CertificateRejected", "OCSPCache", "RevocationChecker", "RevocationOutcome"]
 
 _log = logging.getLogger("mongio.ocsp")
 
@@ -61,7 +61,7 @@ CACHE_SIZE = 1024
 OCSP_REQUEST_TYPE = "application/ocsp-request"
 
 
-class CertificateRevoked(Exception):
+class CertificateRejected(Exception):
     """The server's certificate is revoked, or is a Must-Staple certificate whose status stayed unconfirmed."""
 
 
@@ -145,24 +145,16 @@ class RevocationChecker:
     """One client's OCSP check of its servers' certificates, with its cache.
 
     ``trusted`` are the DER certificates the client's ``SSLContext`` trusts (``get_ca_certs(binary_form=True)``):
-    where the issuer is looked for before Python 3.13. ``now`` is the clock (UTC) responses are judged by.
+    where the issuer is looked for before Python 3.13.
     """
 
-    def __init__(
-        self,
-        trusted: Sequence[bytes],
-        *,
-        request_timeout: float = REQUEST_TIMEOUT,
-        now: Callable[[], datetime.datetime] = _utc_now,
-    ) -> None:
+    def __init__(self, trusted: Sequence[bytes]) -> None:
         self._trusted_der = tuple(trusted)
         self._trusted: list[x509.Certificate] | None = None
-        self._request_timeout = request_timeout
-        self._now = now
-        self.cache = OCSPCache()
+        self._cache = OCSPCache()
 
     async def check(self, ssl_object: ssl.SSLObject, deadline: float | None = None) -> RevocationOutcome:
-        """Check the certificate ``ssl_object``'s peer presented; raises ``CertificateRevoked``.
+        """Check the certificate ``ssl_object``'s peer presented; raises ``CertificateRejected``.
 
         ``deadline`` (``loop.time()`` terms) bounds the responder requests together with ``REQUEST_TIMEOUT``.
         """
@@ -172,9 +164,9 @@ class RevocationChecker:
         leaf = x509.load_der_x509_certificate(leaf_der)
         outcome = await self._status_of(leaf, ssl_object, deadline)
         if outcome.status is CertificateStatus.REVOKED:
-            raise CertificateRevoked(f"{_describe(leaf)} is revoked: {outcome.detail}")
+            raise CertificateRejected(f"{_describe(leaf)} is revoked: {outcome.detail}")
         if outcome.status is not CertificateStatus.GOOD and must_staple(leaf):
-            raise CertificateRevoked(
+            raise CertificateRejected(
                 f"{_describe(leaf)} has the Must-Staple extension, and mongio cannot read a stapled OCSP "
                 f"response (Python's ssl module cannot), so it needs the responder to confirm the "
                 f"certificate is good; it could not: {outcome.detail}"
@@ -189,7 +181,7 @@ class RevocationChecker:
         if issuer is None:
             return RevocationOutcome(None, _NO_ISSUER)
         key = cert_id(leaf, issuer)
-        cached = self.cache.get(key, self._now())
+        cached = self._cache.get(key, _utc_now())
         if cached is not None:
             return RevocationOutcome(
                 cached.status, _describe_answer(cached, "a cached OCSP answer"), from_cache=True
@@ -197,19 +189,19 @@ class RevocationChecker:
         urls = responder_urls(leaf)
         if not urls:
             return RevocationOutcome(None, "the certificate names no OCSP responder; its status is unchecked")
-        timeout = self._request_timeout
+        timeout = REQUEST_TIMEOUT
         if deadline is not None:
             timeout = min(timeout, deadline - asyncio.get_running_loop().time())
         if timeout <= 0:
             return RevocationOutcome(None, "connectTimeoutMS left no time to ask the OCSP responder")
         answer, source, problems = await _ask_responders(
-            urls, build_request(leaf, issuer), leaf, issuer, timeout, self._now
+            urls, build_request(leaf, issuer), leaf, issuer, timeout
         )
         if answer is None:
             return RevocationOutcome(
                 None, "no conclusive OCSP answer (" + "; ".join(problems) + ")", asked=True
             )
-        self.cache.put(key, answer, self._now())
+        self._cache.put(key, answer, _utc_now())
         return RevocationOutcome(answer.status, _describe_answer(answer, source), asked=True)
 
     def _issuer_of(self, leaf: x509.Certificate, ssl_object: ssl.SSLObject) -> x509.Certificate | None:
@@ -240,7 +232,6 @@ async def _ask_responders(
     leaf: x509.Certificate,
     issuer: x509.Certificate,
     seconds: float,
-    now: Callable[[], datetime.datetime],
 ) -> tuple[StatusAnswer | None, str, list[str]]:
     """The first valid conclusive answer of the responders, all asked at once, and which one gave it; with
     none, what went wrong with each."""
@@ -254,7 +245,7 @@ async def _ask_responders(
 
     async def ask(responder: ResponderURL) -> tuple[StatusAnswer, str]:
         data = await post(responder, request, OCSP_REQUEST_TYPE)
-        return judge_response(data, leaf, issuer, now()), responder.text
+        return judge_response(data, leaf, issuer, _utc_now()), responder.text
 
     tasks = [asyncio.ensure_future(ask(responder)) for responder in responders]
     try:
