@@ -265,3 +265,27 @@ async def test_an_answer_larger_than_the_bound_is_refused_as_it_arrives() -> Non
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_an_answer_is_complete_at_its_content_length_even_if_the_responder_keeps_the_connection() -> None:
+    import asyncio
+
+    release = asyncio.Event()
+
+    async def keep_open(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
+        await writer.drain()
+        await release.wait()  # never closes on its own
+        writer.close()
+
+    server = await asyncio.start_server(keep_open, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with asyncio.timeout(30):  # a guard against hanging, not a measurement
+            body = await ocsp_http.post(ResponderURL.parse(f"http://127.0.0.1:{port}/"), b"req", "x")
+        assert body == b"body"
+    finally:
+        release.set()
+        server.close()
+        await server.wait_closed()

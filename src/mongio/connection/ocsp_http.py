@@ -84,13 +84,28 @@ async def post(url: ResponderURL, body: bytes, content_type: str) -> bytes:
 
 
 async def _read_bounded(reader: asyncio.StreamReader) -> bytes:
-    """Everything the responder sends until it closes, refused past ``MAX_RESPONSE_BYTES``."""
+    """The responder's answer: until its Content-Length is complete, else until it closes; refused past
+    ``MAX_RESPONSE_BYTES`` (a responder keeping the connection open despite ``Connection: close`` is not
+    waited for once its declared body has arrived)."""
     received = bytearray()
     while chunk := await reader.read(_READ_SIZE):
         received += chunk
         if len(received) > MAX_RESPONSE_BYTES:
             raise OCSPHTTPError(f"the OCSP responder sent more than {MAX_RESPONSE_BYTES} bytes")
+        if _declared_body_complete(received):
+            break
     return bytes(received)
+
+
+def _declared_body_complete(received: bytearray) -> bool:
+    end = received.find(b"\r\n\r\n")
+    if end < 0:
+        return False
+    for line in bytes(received[:end]).split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            return len(received) - end - 4 >= int(value.strip())
+    return False
 
 
 def parse_response(raw: bytes, origin: str) -> bytes:
