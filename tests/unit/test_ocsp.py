@@ -3,6 +3,7 @@ the HTTP reader's treatment of a hostile responder."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import importlib.util
 import warnings
@@ -241,7 +242,6 @@ def test_a_malformed_http_answer_is_refused_naming_the_problem(raw: bytes, probl
 
 
 async def test_an_answer_larger_than_the_bound_is_refused_as_it_arrives() -> None:
-    import asyncio
 
     async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(1024)
@@ -267,8 +267,7 @@ async def test_an_answer_larger_than_the_bound_is_refused_as_it_arrives() -> Non
         await server.wait_closed()
 
 
-async def test_an_answer_is_complete_at_its_content_length_even_if_the_responder_keeps_the_connection() -> None:
-    import asyncio
+async def test_an_answer_ends_at_its_content_length_though_the_responder_keeps_the_connection() -> None:
 
     release = asyncio.Event()
 
