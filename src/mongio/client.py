@@ -34,7 +34,7 @@ from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
-from mongio.connection.tls import create_ssl_context
+from mongio.connection.tls import create_revocation_checker, create_ssl_context
 from mongio.errors import ClientClosedError, ConfigurationError, CursorNotFound, InvalidOperation, MongioError
 from mongio.events.command import CommandListener, CommandPublisher
 from mongio.events.listeners import ConnectionPoolListener
@@ -268,6 +268,12 @@ class MongoClient:
         self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._proxy = _socks_proxy(self._options.proxy)
+        # The OCSP check and its cache, shared by every connection of the client (docs/ocsp.md).
+        self._revocation = (
+            create_revocation_checker(self._options.tls, self._ssl_context)
+            if self._options.tls is not None and self._ssl_context is not None
+            else None
+        )
         # SCRAM keys this client derived; SCRAM itself is imported only by clients with credentials.
         self._scram_cache: ScramKeyCache | None = None
         if self._options.credential is not None:
@@ -445,6 +451,7 @@ class MongoClient:
             socket_timeout=options.socket_timeout,
             ssl_context=self._ssl_context,
             proxy=self._proxy,
+            revocation=self._revocation,
             scram_cache=self._scram_cache,
         )
         pool_options = PoolOptions.from_uri_options(

@@ -58,6 +58,7 @@ from mongio.wire.op_msg import (
 )
 
 if TYPE_CHECKING:
+    from mongio.connection.ocsp import RevocationChecker
     from mongio.connection.socks import SocksProxy
 
 __all__ = ["Connection", "check_command_reply", "connect"]
@@ -628,15 +629,38 @@ async def connect(
     socket_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
     proxy: SocksProxy | None = None,
+    revocation: RevocationChecker | None = None,
 ) -> Connection:
     """Open a TCP, TLS or Unix-socket stream to ``address`` (through ``proxy``, a SOCKS5 proxy, when given)
     and wrap it in a ``Connection`` (no handshake yet).
 
-    Errors raise ``AutoReconnect`` (``NetworkTimeout`` after ``connect_timeout`` seconds) naming the address.
+    With ``revocation`` (and TLS), the server certificate's revocation is checked after the TLS handshake,
+    within what is left of ``connect_timeout``. Errors raise ``AutoReconnect`` (``NetworkTimeout`` after
+    ``connect_timeout`` seconds) naming the address.
     """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + connect_timeout if connect_timeout else None
     transport, protocol = await open_transport(
         address, connect_timeout=connect_timeout, ssl_context=ssl_context, proxy=proxy
     )
+    if revocation is not None and ssl_context is not None:
+        await _check_revocation(transport, address, revocation, deadline)
     return Connection(
         transport, protocol, address, id=id, generation=generation, socket_timeout=socket_timeout
     )
+
+
+async def _check_revocation(
+    transport: asyncio.Transport, address: Address, revocation: RevocationChecker, deadline: float | None
+) -> None:
+    """Run the OCSP check on a fresh TLS stream; the stream is closed if it fails (or is cancelled)."""
+    from mongio.connection.ocsp import CertificateRejected  # loaded already: ``revocation`` comes from there
+
+    try:
+        await revocation.check(transport.get_extra_info("ssl_object"), deadline)
+    except CertificateRejected as exc:
+        transport.abort()
+        raise AutoReconnect(f"TLS certificate of {format_address(address)} rejected: {exc}") from exc
+    except BaseException:
+        transport.abort()
+        raise

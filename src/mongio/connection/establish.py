@@ -29,6 +29,7 @@ from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:
     from mongio.connection.auth.scram import ScramKeyCache
+    from mongio.connection.ocsp import RevocationChecker
     from mongio.connection.socks import SocksProxy
 
 __all__ = ["ConnectionSettings", "establish", "handshake"]
@@ -41,7 +42,8 @@ class ConnectionSettings:
     ``metadata`` is shared with the client, so driver info appended later reaches new connections only.
     ``connect_timeout`` bounds opening the stream (reaching a ``proxy`` and its handshake included) and, when
     no ``deadline`` is given, the handshake and authentication too; ``socket_timeout`` is the connection's later
-    per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``).
+    per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``). ``revocation``,
+    for a TLS client that checks revocation, checks each server certificate with OCSP after the TLS handshake.
     """
 
     metadata: ClientMetadata | None = None
@@ -54,6 +56,7 @@ class ConnectionSettings:
     socket_timeout: float | None = None
     ssl_context: ssl.SSLContext | None = None
     proxy: SocksProxy | None = None
+    revocation: RevocationChecker | None = field(default=None, repr=False)
     scram_cache: ScramKeyCache | None = field(default=None, repr=False)
 
 
@@ -165,6 +168,7 @@ async def establish(
         socket_timeout=settings.socket_timeout,
         ssl_context=settings.ssl_context,
         proxy=settings.proxy,
+        revocation=settings.revocation,
     )
     try:
         await handshake(

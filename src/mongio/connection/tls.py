@@ -7,10 +7,11 @@ What each relaxation does, exactly:
 - ``tlsAllowInvalidCertificates``: the server certificate is not verified at all (which implies no hostname
   check either).
 - ``tlsInsecure``: both of the above.
-- ``tlsCRLFile``: the server certificate is checked against that revocation list, the only revocation check
-  mongio makes. OCSP is not supported (Python's ``ssl`` module neither contacts OCSP responders nor checks
-  stapled OCSP responses), so ``tlsDisableOCSPEndpointCheck`` and ``tlsDisableCertificateRevocationCheck``
-  are refused when the client is made (``mongio.options.client_options.UNSUPPORTED``).
+- ``tlsCRLFile``: the server certificate is checked against that revocation list during the handshake.
+- OCSP: after the handshake, the server certificate's OCSP responder is asked whether it is revoked
+  (:mod:`mongio.connection.ocsp`, with ``cryptography``), unless ``tlsDisableOCSPEndpointCheck`` or
+  ``tlsDisableCertificateRevocationCheck`` is true or the certificates are not verified at all. Python's
+  ``ssl`` module can neither ask for nor read a stapled OCSP response; docs/ocsp.md says what is checked.
 
 The server name is always sent (SNI) so that proxies and multi-tenant front ends can route the connection,
 even when hostname verification is off.
@@ -18,12 +19,24 @@ even when hostname verification is off.
 
 from __future__ import annotations
 
+import importlib.util
 import ssl
+import warnings
+from typing import TYPE_CHECKING
 
 from mongio.errors import ConfigurationError
 from mongio.options.tls_options import TLSOptions
+from mongio.options.uri_options import ConfigurationWarning
 
-__all__ = ["TLSOptions", "create_ssl_context"]
+if TYPE_CHECKING:
+    from mongio.connection.ocsp import RevocationChecker
+
+__all__ = ["TLSOptions", "create_revocation_checker", "create_ssl_context"]
+
+OCSP_EXTRA_MISSING = (
+    "the OCSP check of the server certificate's revocation needs the cryptography package: "
+    "pip install 'mongio[ocsp]'"
+)
 
 
 def create_ssl_context(options: TLSOptions) -> ssl.SSLContext:
@@ -62,3 +75,27 @@ def create_ssl_context(options: TLSOptions) -> ssl.SSLContext:
     context.check_hostname = options.verifies_hostnames
     context.verify_mode = ssl.CERT_REQUIRED if options.verifies_certificates else ssl.CERT_NONE
     return context
+
+
+def create_revocation_checker(options: TLSOptions, context: ssl.SSLContext) -> RevocationChecker | None:
+    """The OCSP check for a client with ``options`` and its ``context``, or None when it checks no revocation.
+
+    Without ``cryptography`` installed, a check asked for explicitly (``tlsDisableOCSPEndpointCheck=false``
+    or ``tlsDisableCertificateRevocationCheck=false``) raises ``ConfigurationError``; the default one is not
+    made, with a ``ConfigurationWarning`` saying so (the OCSP specification enables it only where possible).
+    """
+    if not options.checks_ocsp_endpoint:
+        return None
+    if importlib.util.find_spec("cryptography") is None:
+        if options.ocsp_check_requested:
+            raise ConfigurationError(f"OCSP cannot be checked: {OCSP_EXTRA_MISSING}")
+        warnings.warn(
+            f"the server certificates' revocation is not checked: {OCSP_EXTRA_MISSING}, or set "
+            "tlsDisableOCSPEndpointCheck=true to say the check is not wanted",
+            ConfigurationWarning,
+            stacklevel=3,
+        )
+        return None
+    from mongio.connection.ocsp import RevocationChecker  # cryptography: only for clients that check
+
+    return RevocationChecker(context.get_ca_certs(binary_form=True))

@@ -88,24 +88,17 @@ KEYWORD_ONLY = {
     )
 }
 
-_OCSP_UNSUPPORTED = (
-    "mongio does not check certificate revocation with OCSP yet (neither stapled responses nor OCSP "
-    "responders); revocation is checked only against a tlsCRLFile, so the option cannot have its effect and "
-    "is refused"
-)
 UNSUPPORTED: dict[str, str] = {
     "auto_encryption_opts": (
         "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
         "fields meant to be encrypted would be written in plaintext, so the option is refused"
     ),
-    "tlsDisableOCSPEndpointCheck": _OCSP_UNSUPPORTED,
-    "tlsDisableCertificateRevocationCheck": _OCSP_UNSUPPORTED,
 }
 """The options mongio parses and validates but refuses to build a client with, and why.
 
 An option in this table raises :class:`~mongio.errors.ConfigurationError` naming it and what mongio lacks,
-after the checks of the options given together (``tlsInsecure`` with an OCSP option is reported as such),
-rather than being silently ignored. ``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
+after the checks of the options given together, rather than being silently ignored.
+``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
 """
 
 DEFAULT_CONNECT_TIMEOUT = 20.0

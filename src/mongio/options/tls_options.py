@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongio.errors import ConfigurationError
+
 __all__ = ["TLSOptions", "tls_options_from"]
 
 
@@ -31,6 +33,10 @@ class TLSOptions:
     """``tlsAllowInvalidHostnames``."""
     allow_invalid_certificates: bool = False
     """``tlsAllowInvalidCertificates``."""
+    disable_ocsp_endpoint_check: bool | None = None
+    """``tlsDisableOCSPEndpointCheck``: never ask OCSP responders; None when not given (false)."""
+    disable_certificate_revocation_check: bool | None = None
+    """``tlsDisableCertificateRevocationCheck``: check no revocation at all; None when not given (false)."""
 
     @property
     def verifies_certificates(self) -> bool:
@@ -39,6 +45,24 @@ class TLSOptions:
     @property
     def verifies_hostnames(self) -> bool:
         return self.verifies_certificates and not self.allow_invalid_hostnames
+
+    @property
+    def checks_ocsp_endpoint(self) -> bool:
+        """Whether the server certificate's OCSP responder is asked about its revocation (see docs/ocsp.md).
+
+        Off with ``tlsInsecure`` or ``tlsAllowInvalidCertificates`` (the OCSP specification: they disable
+        OCSP), and with either of the two options that turn it off.
+        """
+        return (
+            self.verifies_certificates
+            and not self.disable_ocsp_endpoint_check
+            and not self.disable_certificate_revocation_check
+        )
+
+    @property
+    def ocsp_check_requested(self) -> bool:
+        """True when one of the OCSP options was given as false: the check was asked for explicitly."""
+        return self.disable_ocsp_endpoint_check is False or self.disable_certificate_revocation_check is False
 
 
 _TLS_OPTION_NAMES = (
@@ -49,6 +73,8 @@ _TLS_OPTION_NAMES = (
     "tlsInsecure",
     "tlsAllowInvalidHostnames",
     "tlsAllowInvalidCertificates",
+    "tlsDisableOCSPEndpointCheck",
+    "tlsDisableCertificateRevocationCheck",
 )
 
 
@@ -57,6 +83,7 @@ def tls_options_from(options: Mapping[str, Any], *, is_srv: bool) -> TLSOptions 
 
     TLS is on when ``tls``/``ssl`` is true; when it is not given, TLS is on for ``mongodb+srv`` strings and
     whenever another ``tls*`` option is given (a CA file without TLS would otherwise be silently unused).
+    ``tlsCRLFile`` with ``tlsDisableCertificateRevocationCheck=true`` raises ``ConfigurationError``.
     """
     explicit = options.get("tls")
     if explicit is None:
@@ -65,6 +92,12 @@ def tls_options_from(options: Mapping[str, Any], *, is_srv: bool) -> TLSOptions 
         enabled = bool(explicit)
     if not enabled:
         return None
+    if options.get("tlsCRLFile") is not None and options.get("tlsDisableCertificateRevocationCheck"):
+        # The OCSP specification: with the option true, no revocation is checked, CRLs included.
+        raise ConfigurationError(
+            "tlsCRLFile and tlsDisableCertificateRevocationCheck=true contradict each other: the list is a "
+            "revocation check, which the option turns off; give one or the other"
+        )
     insecure = bool(options.get("tlsInsecure", False))
     return TLSOptions(
         ca_file=options.get("tlsCAFile"),
@@ -74,4 +107,6 @@ def tls_options_from(options: Mapping[str, Any], *, is_srv: bool) -> TLSOptions 
         insecure=insecure,
         allow_invalid_hostnames=insecure or bool(options.get("tlsAllowInvalidHostnames", False)),
         allow_invalid_certificates=insecure or bool(options.get("tlsAllowInvalidCertificates", False)),
+        disable_ocsp_endpoint_check=options.get("tlsDisableOCSPEndpointCheck"),
+        disable_certificate_revocation_check=options.get("tlsDisableCertificateRevocationCheck"),
     )

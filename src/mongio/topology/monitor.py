@@ -109,6 +109,7 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
             socket_timeout=None,
             ssl_context=settings.ssl_context,
             proxy=settings.proxy,
+            revocation=settings.revocation,
         )
         loop = asyncio.get_running_loop()
         started = loop.time()

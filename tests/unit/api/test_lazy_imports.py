@@ -10,6 +10,8 @@ import pytest
 
 # Modules a program that connects without credentials and runs CRUD operations never needs.
 LAZY_MODULES = (
+    "cryptography",
+    "mongio.connection.ocsp",
     "mongio.bson.json_util",
     "mongio.change_stream",
     "mongio.connection.socks",

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EFFECTS = "tests/integration/api/test_option_effects.py"
 TLS = "tests/integration/api/test_option_effects_tls.py"
 SOCKS5 = "tests/integration/prose/test_socks5.py"
+OCSP = "tests/integration/server/test_ocsp.py"
 REFUSALS = "tests/unit/options/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
 MECHANISMS_REFUSED = f"{EFFECTS}::test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism"
 
@@ -125,8 +126,14 @@ OPTION_TABLE: dict[str, Row] = {
         f"{TLS}::test_certificate_key_file_and_its_password_present_the_client_certificate"
     ),
     "tlsCRLFile": Proven(f"{TLS}::test_crl_file_refuses_a_revoked_server_certificate"),
-    "tlsDisableCertificateRevocationCheck": Refused(REFUSALS, "until mongio supports OCSP"),
-    "tlsDisableOCSPEndpointCheck": Refused(REFUSALS, "until mongio supports OCSP"),
+    "tlsDisableCertificateRevocationCheck": Proven(
+        f"{OCSP}::test_the_options_turn_the_responder_check_off",
+        "true: a revoked certificate is accepted and no responder is asked; false: it is refused",
+    ),
+    "tlsDisableOCSPEndpointCheck": Proven(
+        f"{OCSP}::test_the_options_turn_the_responder_check_off",
+        "true: a revoked certificate is accepted and no responder is asked; false: it is refused",
+    ),
     "tlsInsecure": Proven(f"{TLS}::test_allow_invalid_certificates_and_insecure_accept_an_untrusted_server"),
     "w": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command"),
     "waitQueueTimeoutMS": Proven(f"{EFFECTS}::test_wait_queue_timeout_ends_a_wait_for_a_busy_pool"),

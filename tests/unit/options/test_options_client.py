@@ -237,10 +237,6 @@ def test_read_preference_from_options_and_object() -> None:
 @pytest.mark.parametrize(
     ("uri", "kwargs", "refused", "missing"),
     [
-        ("mongodb://h/?tlsDisableOCSPEndpointCheck=true", {}, "tlsDisableOCSPEndpointCheck", "OCSP"),
-        ("mongodb://h/?tls=true", {"tlsDisableOCSPEndpointCheck": False}, "tlsDisableOCSPEndpointCheck", "OCSP"),
-        ("mongodb://h/?tlsDisableCertificateRevocationCheck=false", {}, "tlsDisableCertificateRevocationCheck", "OCSP"),
-        ("mongodb://h", {"tlsDisableCertificateRevocationCheck": True}, "tlsDisableCertificateRevocationCheck", "OCSP"),
         ("mongodb://h", {"auto_encryption_opts": object()}, "auto_encryption_opts", "field level encryption"),
         ("mongodb://h/?serverSelectionTryOnce=true", {}, "serverSelectionTryOnce=true", "single-threaded"),
         ("mongodb://h", {"serverSelectionTryOnce": True}, "serverSelectionTryOnce=true", "single-threaded"),
