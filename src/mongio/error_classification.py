@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from mongio.errors import (
     MAX_TIME_MS_EXPIRED,
+    BulkWriteError,
     ConnectionFailure,
     CursorNotFound,
     DuplicateKeyError,
@@ -87,6 +88,7 @@ __all__ = [
     "application_error_decision",
     "command_error_class",
     "has_error_label",
+    "is_duplicate_key",
     "is_max_time_ms_expired",
     "is_namespace_not_found",
     "is_network_error",
@@ -230,6 +232,16 @@ def is_max_time_ms_expired(error: BaseException) -> bool:
     details = error.details or {}
     wce = details.get("writeConcernError")
     return isinstance(wce, Mapping) and wce.get("code") == MAX_TIME_MS_EXPIRED
+
+
+def is_duplicate_key(error: BaseException) -> bool:
+    """A duplicate key: a ``DuplicateKeyError``, or a bulk write that failed with one."""
+    if isinstance(error, DuplicateKeyError):
+        return True
+    if isinstance(error, BulkWriteError):
+        errors = error.details.get("writeErrors", ()) if isinstance(error.details, Mapping) else ()
+        return any(item.get("code") in DUPLICATE_KEY_CODES for item in errors)
+    return False
 
 
 def is_namespace_not_found(error: OperationFailure) -> bool:

@@ -27,6 +27,7 @@ from mongio.error_classification import (
     application_error_decision,
     command_error_class,
     has_error_label,
+    is_duplicate_key,
     is_max_time_ms_expired,
     is_namespace_not_found,
     is_network_error,
@@ -48,6 +49,7 @@ from mongio.error_classification import (
 )
 from mongio.errors import (
     AutoReconnect,
+    BulkWriteError,
     ConfigurationError,
     CursorNotFound,
     DuplicateKeyError,
@@ -367,6 +369,21 @@ def test_write_concern_error_of_a_reply() -> None:
         }
     )
     assert type(labelled) is WriteConcernError and labelled.has_error_label(RETRYABLE_WRITE_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("error", "duplicate"),
+    [
+        (DuplicateKeyError("dup", 11000), True),
+        (BulkWriteError({"writeErrors": [{"index": 0, "code": 11000}], "nInserted": 0}), True),
+        (BulkWriteError({"writeErrors": [{"index": 0, "code": 2}, {"index": 1, "code": 11001}]}), True),
+        (BulkWriteError({"writeErrors": [{"index": 0, "code": 2}]}), False),
+        (WriteError("bad", 2), False),
+        (OperationFailure("dup", 11000), False),  # by class: the driver raises DuplicateKeyError
+    ],
+)
+def test_duplicate_key(error: BaseException, duplicate: bool) -> None:
+    assert is_duplicate_key(error) is duplicate
 
 
 def test_namespace_not_found() -> None:
