@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.client import MongoClient
+from mongio.error_classification import is_timeout
 from mongio.errors import MongioError
 from mongio.events.command import (
     CommandFailedEvent,
@@ -51,7 +52,6 @@ from mongio.events.command import (
     CommandStartedEvent,
     CommandSucceededEvent,
 )
-from mongio.execution.error_labels import is_timeout
 from spec_runner.cluster.deployment import Deployment, replica_set, sharded
 from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
 from spec_runner.cluster.members import Role

@@ -14,13 +14,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mongio.errors import ConnectionFailure
-from mongio.topology.error_handling import (
-    SYSTEM_OVERLOADED_LABEL,
+from mongio.error_classification import (
+    SYSTEM_OVERLOADED_ERROR,
     ApplicationError,
     ErrorKind,
     application_error_decision,
 )
+from mongio.errors import ConnectionFailure
 from mongio.topology.sdam_events import (
     SdamEvent,
     ServerClosedEvent,
@@ -101,7 +101,7 @@ class SimulatedTopology:
             )
         else:
             # The pool labels network errors and timeouts of connection establishment as possible overload.
-            labels = frozenset() if completed else frozenset({SYSTEM_OVERLOADED_LABEL})
+            labels = frozenset() if completed else frozenset({SYSTEM_OVERLOADED_ERROR})
             error = ApplicationError(
                 kind=ErrorKind.NETWORK if kind == "network" else ErrorKind.TIMEOUT,
                 generation=generation,

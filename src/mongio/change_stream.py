@@ -45,13 +45,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mongio.cursor import CommandCursor
+from mongio.error_classification import is_resumable
 from mongio.errors import InvalidOperation, MongioError
 from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
 from mongio.operations.change_stream_stage import (
     ChangeStreamAggregate,
     change_stream_options,
-    is_resumable,
     resume_options,
 )
 

@@ -1,6 +1,8 @@
 """The driver's error hierarchy. Names follow PyMongo's ``pymongo.errors`` so ``except`` clauses port as they are.
 
 Every error can carry server error labels (``RetryableWriteError``, ``TransientTransactionError``, ...).
+What an error means (retryable, a network error, a state change...) is decided in
+:mod:`mongio.error_classification`.
 """
 
 from __future__ import annotations
@@ -65,13 +67,9 @@ __all__ = [
 ]
 
 
-# Server and driver error labels (the strings the specifications give).
-SYSTEM_OVERLOADED_ERROR = "SystemOverloadedError"
-RETRYABLE_ERROR = "RetryableError"
-OVERLOAD_LABELS = (SYSTEM_OVERLOADED_ERROR, RETRYABLE_ERROR)
+# The codes the errors below are built with (a timeout's stand-in reply, a client bulk write's error). The
+# codes and labels errors are told apart by are in mongio.error_classification.
 MAX_TIME_MS_EXPIRED = 50
-# The codes of a duplicate key, from any command (a write, findAndModify, createIndexes...).
-DUPLICATE_KEY_CODES = frozenset((11000, 11001, 12582))
 MULTIPLE_ERRORS_OCCURRED = 65
 
 

@@ -23,17 +23,8 @@ from mongio.bson._encoder import _invalid_document, _Refused
 from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
-from mongio.errors import (
-    DUPLICATE_KEY_CODES,
-    MAX_TIME_MS_EXPIRED,
-    AutoReconnect,
-    CursorNotFound,
-    DuplicateKeyError,
-    ExecutionTimeout,
-    InvalidOperation,
-    OperationFailure,
-    ProtocolError,
-)
+from mongio.error_classification import command_error_class
+from mongio.errors import AutoReconnect, InvalidOperation, ProtocolError
 from mongio.wire.compression import COMPRESSOR_IDS, Compressor, agreed_compressors
 from mongio.wire.cursor_reply import decode_cursor_reply
 from mongio.wire.header import (
@@ -68,8 +59,6 @@ _INT32 = struct.Struct("<i")
 _BODY_KIND_OFFSET = 20
 _BODY_OFFSET = 21
 
-_CURSOR_NOT_FOUND = 43
-
 # The compiled parse of the usual reply and encoding of the usual request (_speedups.c), when both extensions
 # are there; else None, and _parse_any_reply parses every reply, encode_command_parts encodes every request.
 _usual_reply: Callable[[memoryview, int, int, CodecOptions], dict[str, Any] | None] | None = None
@@ -96,16 +85,9 @@ def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None =
     """
     if reply.get("ok") == 1:
         return
-    message = str(reply.get("errmsg", "command failed"))
     code = reply.get("code")
-    error_class: type[OperationFailure] = OperationFailure
-    if code == MAX_TIME_MS_EXPIRED:
-        error_class = ExecutionTimeout
-    elif code == _CURSOR_NOT_FOUND:
-        error_class = CursorNotFound
-    elif code in DUPLICATE_KEY_CODES:
-        error_class = DuplicateKeyError
-    raise error_class(message, code, reply, max_wire_version)
+    error_class = command_error_class(code)
+    raise error_class(str(reply.get("errmsg", "command failed")), code, reply, max_wire_version)
 
 
 class Connection:

@@ -23,8 +23,9 @@ from mongio.connection.handshake import (
     build_hello,
     server_api_fields,
 )
-from mongio.connection.transport import Address, may_be_overload
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError, MongioError
+from mongio.connection.transport import Address
+from mongio.error_classification import OVERLOAD_LABELS, may_be_overload
+from mongio.errors import AutoReconnect, ConfigurationError, MongioError
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:

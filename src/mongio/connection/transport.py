@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, cast
 
 from mongio.connection.loop_sockets import forget_socket, record_socket
 from mongio.connection.protocol import MessageProtocol
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
+from mongio.error_classification import OVERLOAD_LABELS, may_be_overload
+from mongio.errors import AutoReconnect, NetworkTimeout
 
 if TYPE_CHECKING:
     from mongio.connection.socks import SocksProxy
@@ -36,21 +37,6 @@ def format_address(address: Address) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{port if port is not None else DEFAULT_PORT}"
-
-
-TLS_IO_ERRORS = (ssl.SSLEOFError, ssl.SSLSyscallError, ssl.SSLZeroReturnError)
-"""TLS errors that are I/O failures (a connection cut short), which an overloaded server can cause; other
-``ssl.SSLError`` s are the peers' verdicts (a certificate refused, no common protocol), which it cannot."""
-
-
-def may_be_overload(error: BaseException) -> bool:
-    """False when ``error`` was caused by a TLS verdict rather than by I/O (CMAP backpressure labels)."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ssl.SSLError) and not isinstance(cause, TLS_IO_ERRORS):
-            return False
-        cause = cause.__cause__
-    return True
 
 
 class _ResolutionError(OSError):

@@ -39,6 +39,15 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, 
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.context_vars import reset
+from mongio.error_classification import (
+    TRANSIENT_TRANSACTION_ERROR,
+    AttemptFailure,
+    has_error_label,
+    is_namespace_not_found,
+    is_unreported_timeout,
+    retryable_write_concern_error,
+    unpins_transaction,
+)
 from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
@@ -47,25 +56,17 @@ from mongio.errors import (
     InvalidOperation,
     MongioError,
     OperationFailure,
-    OperationTimeoutError,
 )
 from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
 from mongio.execution.command_events import CommandEvents
-from mongio.execution.error_labels import (
-    TRANSIENT_TRANSACTION_ERROR,
-    UNKNOWN_TRANSACTION_COMMIT_RESULT,
-    AttemptFailure,
-    is_timeout,
-    retryable_write_concern_error,
-)
 from mongio.execution.retry_policy import (
     OperationRetryability,
     RetryOptions,
     RetryState,
     TokenBucket,
 )
-from mongio.operations.base import NAMESPACE_NOT_FOUND, Command, CursorState, Operation, Retryability
+from mongio.operations.base import Command, CursorState, Operation, Retryability
 from mongio.sessions.cluster_time import ClusterClock
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER
@@ -413,7 +414,7 @@ class Executor:
         topology = self._topology
         if topology is not None:
             await topology.handle_application_error(address, exc, generation, service_id=conn.service_id)
-        if csot.is_enabled() and is_timeout(exc) and not isinstance(exc, OperationTimeoutError):
+        if csot.is_enabled() and is_unreported_timeout(exc):
             raise csot.timeout_error(exc) from exc
 
     def _timeout_to_set(self, session: ClientSession | None, level_timeout: float | None) -> float | None:
@@ -839,7 +840,7 @@ class Executor:
             raise
         error = self._take_reply(run, reply, events, span)
         if error is not None:
-            if error.code == NAMESPACE_NOT_FOUND and op.ignores_namespace_not_found:
+            if is_namespace_not_found(error) and op.ignores_namespace_not_found:
                 return op.empty_result()
             raise error
         if run.txn_number is not None and "writeConcernError" in reply:
@@ -936,7 +937,7 @@ class Executor:
         if (
             session is not None
             and (run.pinned_by_session or session._has_pinned_connection())
-            and _unpins_for_retry(op.transaction_command, exc)
+            and unpins_transaction(exc, op.transaction_command)
         ):
             # The transactions specification: unpin before selecting a server for the retry.
             session._unpin()
@@ -1109,16 +1110,6 @@ def _keeps_cursor_open(result: object) -> bool:
     return isinstance(result, CursorState) and result.alive
 
 
-def _unpins_for_retry(transaction_command: str | None, error: MongioError) -> bool:
-    """Whether a sharded transaction's session is unpinned before a retry after ``error``: always for
-    abortTransaction, after an unknown commit result, and after a transient transaction error."""
-    return (
-        transaction_command == "abortTransaction"
-        or error.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT)
-        or error.has_error_label(TRANSIENT_TRANSACTION_ERROR)
-    )
-
-
 def _command_error(reply: Mapping[str, Any], max_wire_version: int | None) -> OperationFailure:
     from mongio.connection.connection import check_command_reply
 
@@ -1271,11 +1262,10 @@ def _raise_operation_error(run: _Execution[Any], exc: MongioError, reported: Bas
     if (
         run.in_transaction
         and session is not None
-        and isinstance(reported, MongioError)
-        and reported.has_error_label(TRANSIENT_TRANSACTION_ERROR)
+        and has_error_label(reported, TRANSIENT_TRANSACTION_ERROR)
     ):
         session._unpin()
-    if csot.is_enabled() and is_timeout(reported) and not isinstance(reported, OperationTimeoutError):
+    if csot.is_enabled() and is_unreported_timeout(reported):
         # A socket read, selection, checkout, or the server's MaxTimeMSExpired.
         raise csot.timeout_error(reported) from reported
     if reported is exc:

@@ -27,15 +27,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongio.error_classification import AttemptFailure, is_retryable_writes_unsupported, labels_to_add
 from mongio.errors import OperationFailure
 from mongio.execution.deadline import timeout_error
-from mongio.execution.error_labels import (
-    RETRYABLE_READ_CODES,
-    RETRYABLE_WRITE_ERROR,
-    AttemptFailure,
-    FailureKind,
-    labels_to_add,
-)
 from mongio.topology.server_description import Address
 
 __all__ = [
@@ -59,7 +53,6 @@ MAX_BACKOFF = 10.0  # seconds
 DEFAULT_MAX_ADAPTIVE_RETRIES = 2
 DEFAULT_RETRY_TOKEN_CAPACITY = 1000
 RETRY_TOKEN_RETURN_RATE = 0.1
-ILLEGAL_OPERATION = 20
 RETRYABLE_WRITES_UNSUPPORTED_MESSAGE = (
     "This MongoDB deployment does not support retryable writes. Please add retryWrites=false to your "
     "connection string."
@@ -218,14 +211,10 @@ def overload_backoff(attempt: int, jitter: float, base_backoff_ms: float | None 
 
 
 def _retryable_writes_unsupported(error: BaseException) -> BaseException:
-    # A server whose storage engine has no transactions (MMAPv1) refuses the txnNumber with
-    # IllegalOperation "Transaction numbers are only allowed on...": tell the user what to do instead.
-    if not isinstance(error, OperationFailure) or error.code != ILLEGAL_OPERATION:
+    # A server that cannot take the txnNumber refuses it: tell the user what to do instead.
+    if not is_retryable_writes_unsupported(error):
         return error
-    details = error.details or {}
-    if not str(details.get("errmsg", "")).startswith("Transaction numbers"):
-        return error
-    replaced = OperationFailure(RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, error.code, details)
+    replaced = OperationFailure(RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, error.code, error.details)
     replaced.__cause__ = error
     return replaced
 
@@ -283,20 +272,16 @@ class RetryState:
 
     def _retryable_by_read_write_rules(self, failure: AttemptFailure) -> bool:
         op = self.operation
-        if not op.retryable or failure.kind in (FailureKind.SELECTION, FailureKind.CLIENT):
+        if not op.retryable or not failure.reached_for_server:
             return False
         if op.transaction_command is not None:
-            return RETRYABLE_WRITE_ERROR in failure.labels
+            return failure.is_write_retryable
         if self.in_transaction:
             return False
         if op.kind is OperationKind.WRITE:
-            return self.options.retry_writes and RETRYABLE_WRITE_ERROR in failure.labels
+            return self.options.retry_writes and failure.is_write_retryable
         if op.kind is OperationKind.READ:
-            if not self.options.retry_reads:
-                return False
-            if failure.kind is not FailureKind.SERVER:
-                return True  # network errors, timeouts and pool clears
-            return failure.code in RETRYABLE_READ_CODES
+            return self.options.retry_reads and failure.is_read_retryable
         return False
 
     def _report(self, failure: AttemptFailure) -> None:

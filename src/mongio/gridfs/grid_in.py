@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from mongio.error_classification import is_duplicate_key
 from mongio.errors import (
     BulkWriteError,
     ConnectionFailure,
-    DuplicateKeyError,
     InvalidOperation,
     OperationFailure,
     OperationTimeoutError,
@@ -50,8 +50,6 @@ __all__ = ["SERVER_FAILURES", "UPLOAD_BATCH_BYTES", "GridIn"]
 UPLOAD_BATCH_BYTES = 4 * 1024 * 1024
 """About how many bytes of chunks one ``insert`` command carries (at least one chunk)."""
 
-DUPLICATE_KEY = 11000
-
 SERVER_FAILURES = (OperationFailure, ConnectionFailure, OperationTimeoutError)
 """The errors of a command that failed against the server (refused, unreachable, out of time): an upload
 that meets one stops without cleaning up after itself."""
@@ -64,15 +62,6 @@ def disallow_transactions(session: ClientSession | None) -> None:
     """GridFS spans two collections and many commands, so it refuses to run inside a transaction."""
     if session is not None and session.in_transaction:
         raise InvalidOperation("GridFS does not support multi-document transactions")
-
-
-def _is_duplicate_key(error: BaseException) -> bool:
-    if isinstance(error, DuplicateKeyError):
-        return True
-    if isinstance(error, BulkWriteError):
-        errors = error.details.get("writeErrors", ()) if isinstance(error.details, Mapping) else ()
-        return any(item.get("code") == DUPLICATE_KEY for item in errors)
-    return False
 
 
 class GridIn:
@@ -256,7 +245,7 @@ class GridIn:
         except SERVER_FAILURES as error:
             details = error.details if isinstance(error, BulkWriteError) else None
             inserted = details.get("nInserted") if isinstance(details, Mapping) else None
-            if _is_duplicate_key(error) and batch[0]["n"] == 0 and not inserted:
+            if is_duplicate_key(error) and batch[0]["n"] == 0 and not inserted:
                 # The first chunk clashed: these chunk numbers belong to a file that has this id already.
                 self._maybe_inserted = False
             self._fail()
@@ -296,7 +285,7 @@ class GridIn:
             await self._files.insert_one(document, session=self._session)
         except SERVER_FAILURES as error:
             self._fail()
-            if _is_duplicate_key(error):
+            if is_duplicate_key(error):
                 raise FileExists(f"file with _id {self._file['_id']!r} already exists") from error
             raise
         except BaseException as error:  # cancelled, or a document the driver could not send: give up

@@ -19,15 +19,8 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, RawBSONDocument, encode
 from mongio.bson._encoder import encode_into
 from mongio.bson.lazy_batch import DocumentBatch
-from mongio.errors import (
-    DUPLICATE_KEY_CODES,
-    DocumentTooLarge,
-    DuplicateKeyError,
-    InvalidOperation,
-    WriteConcernError,
-    WriteError,
-    WTimeoutError,
-)
+from mongio.error_classification import write_concern_error, write_error_class
+from mongio.errors import DocumentTooLarge, InvalidOperation
 from mongio.wire.header import DEFAULT_MAX_BSON_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_WRITE_BATCH_SIZE
 from mongio.wire.op_msg import PackedDocuments
 
@@ -38,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_WRITE_BATCH_SIZE",
-    "NAMESPACE_NOT_FOUND",
     "RAW_DATA_MIN_WIRE_VERSION",
     "RESERVED_MESSAGE_BYTES",
     "Command",
@@ -63,8 +55,6 @@ R = TypeVar("R")
 # apiVersion. The client bulkWrite spec allows exactly this much for the same purpose; the collection-level
 # write commands use the same allowance so one number governs every split.
 RESERVED_MESSAGE_BYTES = 1000
-
-NAMESPACE_NOT_FOUND = 26
 
 # MongoDB 8.2 is the first server to take the rawData option; the CRUD and index specifications forbid
 # sending it to older ones, so it is dropped for them at build time.
@@ -341,28 +331,16 @@ def check_write_reply(reply: Mapping[str, Any]) -> None:
     if write_errors:
         error = write_errors[-1]
         code = error.get("code")
-        message = str(error.get("errmsg", "write error"))
-        if code in DUPLICATE_KEY_CODES:
-            raise DuplicateKeyError(message, code, error)
-        raise WriteError(message, code, error)
+        raise write_error_class(code)(str(error.get("errmsg", "write error")), code, error)
     check_write_concern_reply(reply)
 
 
 def check_write_concern_reply(reply: Mapping[str, Any]) -> None:
     """Raise the reply's write concern error, if it has one: ``WTimeoutError`` when it timed out, else
     ``WriteConcernError``, keeping the reply's top-level error labels (the ones retryable writes look at)."""
-    concern_error = reply.get("writeConcernError")
-    if concern_error:
-        details = dict(concern_error)
-        labels = reply.get("errorLabels")
-        if labels and "errorLabels" not in details:
-            details["errorLabels"] = list(labels)
-        error_class = (
-            WTimeoutError if (concern_error.get("errInfo") or {}).get("wtimeout") else WriteConcernError
-        )
-        raise error_class(
-            str(concern_error.get("errmsg", "write concern error")), concern_error.get("code"), details
-        )
+    error = write_concern_error(reply)
+    if error is not None:
+        raise error
 
 
 def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS) -> tuple[bytes, Any]:

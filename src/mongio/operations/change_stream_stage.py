@@ -1,6 +1,7 @@
-"""The pure rules of change streams: the ``$changeStream`` stage, where a resumed stream starts again, which
-errors it may resume after, and the ``aggregate`` that opens one (it keeps what the stream needs from the
-reply: the ``operationTime`` and the wire version of the server that answered).
+"""The pure rules of change streams: the ``$changeStream`` stage, where a resumed stream starts again, and the
+``aggregate`` that opens one (it keeps what the stream needs from the reply: the ``operationTime`` and the
+wire version of the server that answered). Which errors a stream resumes after is decided in
+:mod:`mongio.error_classification` (:func:`~mongio.error_classification.is_resumable`).
 
 No I/O here; :mod:`mongio.change_stream` runs the stream.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mongio.errors import ConnectionFailure, OperationFailure, OperationTimeoutError
 from mongio.operations.base import ConnectionContext, CursorState
 from mongio.operations.crud import Aggregate
 
@@ -20,40 +20,10 @@ if TYPE_CHECKING:
     from mongio.options.read_preference import _ServerMode
 
 __all__ = [
-    "RESUMABLE_CODES",
-    "RESUMABLE_LABEL",
     "ChangeStreamAggregate",
     "change_stream_options",
-    "is_resumable",
     "resume_options",
 ]
-
-RESUMABLE_LABEL = "ResumableChangeStreamError"
-CURSOR_NOT_FOUND = 43
-# From wire version 9 (MongoDB 4.4) the server labels the errors a change stream may resume after; older
-# servers are judged by the error code alone.
-LABEL_MIN_WIRE_VERSION = 9
-RESUMABLE_CODES = frozenset(
-    {
-        6,  # HostUnreachable
-        7,  # HostNotFound
-        63,  # StaleShardVersion
-        89,  # NetworkTimeout
-        91,  # ShutdownInProgress
-        133,  # FailedToSatisfyReadPreference
-        150,  # StaleEpoch
-        189,  # PrimarySteppedDown
-        234,  # RetryChangeStream
-        262,  # ExceededTimeLimit
-        9001,  # SocketException
-        10107,  # NotWritablePrimary
-        11600,  # InterruptedAtShutdown
-        11602,  # InterruptedDueToReplStateChange
-        13388,  # StaleConfig
-        13435,  # NotPrimaryNoSecondaryOk
-        13436,  # NotPrimaryOrSecondary
-    }
-)
 
 # The stage options that say where a stream starts; a resume replaces all three.
 _START_POINTS = ("resumeAfter", "startAfter", "startAtOperationTime")
@@ -114,22 +84,6 @@ def resume_options(
     else:
         return dict(original)
     return options
-
-
-def is_resumable(error: BaseException, max_wire_version: int | None) -> bool:
-    """Whether a change stream may resume after ``error`` from a ``getMore`` (never after one from its
-    ``aggregate``): any network error, ``CursorNotFound``, and server errors with the
-    ``ResumableChangeStreamError`` label (or, before wire version 9, one of :data:`RESUMABLE_CODES`).
-    Never after the operation's own timeout, whichever PyMongo error class that also derives from."""
-    if isinstance(error, OperationTimeoutError):
-        return False
-    if isinstance(error, OperationFailure):
-        if error.code == CURSOR_NOT_FOUND:
-            return True
-        if max_wire_version is None or max_wire_version >= LABEL_MIN_WIRE_VERSION:
-            return error.has_error_label(RESUMABLE_LABEL)
-        return error.code in RESUMABLE_CODES
-    return isinstance(error, ConnectionFailure)
 
 
 def _token(value: Any, name: str) -> Mapping[str, Any]:

@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongio.bson.timestamp import Timestamp, as_timestamp
 from mongio.context_vars import reset
+from mongio.error_classification import unpins_transaction
 from mongio.errors import ConfigurationError, InvalidOperation, MongioError
 from mongio.event_loops import bind_to_running_loop
 from mongio.execution import deadline as csot
-from mongio.execution.error_labels import TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT
 from mongio.operations.transaction_commands import AbortTransaction, CommitTransaction
 from mongio.options.read_concern import as_read_concern
 from mongio.options.read_preference import as_read_preference
@@ -333,9 +333,7 @@ class ClientSession:
         try:
             await self._client._executor.execute(operation, self)
         except MongioError as exc:
-            if exc.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) or exc.has_error_label(
-                TRANSIENT_TRANSACTION_ERROR
-            ):
+            if unpins_transaction(exc):
                 self._unpin()
             raise
         finally:

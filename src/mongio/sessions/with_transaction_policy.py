@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mongio.errors import OperationFailure, OperationTimeoutError
-from mongio.execution.deadline import timeout_error
-from mongio.execution.error_labels import (
-    MAX_TIME_MS_EXPIRED,
+from mongio.error_classification import (
     TRANSIENT_TRANSACTION_ERROR,
     UNKNOWN_TRANSACTION_COMMIT_RESULT,
+    has_error_label,
+    is_max_time_ms_expired,
 )
+from mongio.execution.deadline import timeout_error
 from mongio.sessions.transaction_state import TxnState
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "StepDecision",
     "WithTransactionRetry",
     "callback_ended_transaction",
-    "is_max_time_ms_expired",
     "transaction_backoff",
 ]
 
@@ -44,22 +42,6 @@ BACKOFF_MAX = 0.5  # seconds
 def transaction_backoff(transaction_attempt: int, jitter: float) -> float:
     """Seconds to wait before running the transaction again: ``jitter * min(5 ms * 1.5^attempt, 500 ms)``."""
     return jitter * min(BACKOFF_INITIAL * 1.5**transaction_attempt, BACKOFF_MAX)
-
-
-def is_max_time_ms_expired(error: BaseException) -> bool:
-    """The server's ``MaxTimeMSExpired`` (code 50), at top level or in a ``writeConcernError``."""
-    if not isinstance(error, OperationFailure) or isinstance(error, OperationTimeoutError):
-        return False
-    if error.code == MAX_TIME_MS_EXPIRED:
-        return True
-    details = error.details or {}
-    wce = details.get("writeConcernError")
-    return isinstance(wce, Mapping) and wce.get("code") == MAX_TIME_MS_EXPIRED
-
-
-def _has_label(error: BaseException, label: str) -> bool:
-    check = getattr(error, "has_error_label", None)
-    return bool(check(label)) if callable(check) else False
 
 
 def callback_ended_transaction(state: TxnState) -> bool:
@@ -118,7 +100,7 @@ class WithTransactionRetry:
     def after_callback_error(self, error: BaseException, now: float) -> StepDecision:
         """The callback raised (the caller has already aborted a transaction still active)."""
         self.last_error = error
-        if _has_label(error, TRANSIENT_TRANSACTION_ERROR):
+        if has_error_label(error, TRANSIENT_TRANSACTION_ERROR):
             if now - self.start < self.timeout:
                 return StepDecision(NextStep.RETRY_TRANSACTION)
             return StepDecision(NextStep.RAISE, self._timeout(error))
@@ -127,10 +109,10 @@ class WithTransactionRetry:
     def after_commit_error(self, error: BaseException, now: float) -> StepDecision:
         """``commit_transaction`` raised."""
         self.last_error = error
-        if not is_max_time_ms_expired(error) and _has_label(error, UNKNOWN_TRANSACTION_COMMIT_RESULT):
+        if not is_max_time_ms_expired(error) and has_error_label(error, UNKNOWN_TRANSACTION_COMMIT_RESULT):
             if now - self.start >= self.timeout:
                 return StepDecision(NextStep.RAISE, self._timeout(error))
             return StepDecision(NextStep.RETRY_COMMIT)
-        if _has_label(error, TRANSIENT_TRANSACTION_ERROR):
+        if has_error_label(error, TRANSIENT_TRANSACTION_ERROR):
             return StepDecision(NextStep.RETRY_TRANSACTION)
         return StepDecision(NextStep.RAISE, error)

@@ -25,13 +25,8 @@ from mongio.bson.int64 import Int64
 from mongio.connection.connection import connect
 from mongio.connection.establish import ConnectionSettings, handshake
 from mongio.connection.handshake import detect_environment
-from mongio.errors import (
-    AutoReconnect,
-    ConfigurationError,
-    ConnectionFailure,
-    NetworkTimeout,
-    OperationFailure,
-)
+from mongio.error_classification import is_network_error
+from mongio.errors import AutoReconnect, ConfigurationError, OperationFailure
 from mongio.topology.heartbeat_events import SdamPublisher
 from mongio.topology.rtt_monitor import (
     MonitorConnection,
@@ -49,8 +44,6 @@ __all__ = [
     "SERVER_MONITORING_MODES",
     "Monitor",
     "is_faas",
-    "is_network_error",
-    "is_network_timeout",
     "monitor_connection_factory",
     "streaming_enabled",
 ]
@@ -79,18 +72,6 @@ def streaming_enabled(mode: str, environ: Mapping[str, str] | None = None) -> bo
     raise ConfigurationError(
         f"serverMonitoringMode must be one of {', '.join(SERVER_MONITORING_MODES)}, not {mode!r}"
     )
-
-
-def is_network_timeout(error: BaseException | None) -> bool:
-    """A timeout waiting for the network (connecting, or waiting for a reply)."""
-    return isinstance(error, NetworkTimeout | TimeoutError)
-
-
-def is_network_error(error: BaseException | None) -> bool:
-    """A network error or timeout, as opposed to a command error or a driver-side problem."""
-    if error is None or isinstance(error, OperationFailure):
-        return False
-    return isinstance(error, ConnectionFailure | OSError | TimeoutError)
 
 
 def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectionFactory:

@@ -23,12 +23,17 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mongio.bson.objectid import ObjectId
+from mongio.error_classification import (
+    ApplicationError,
+    ErrorDecision,
+    application_error_decision,
+    is_network_timeout,
+)
 from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
 from mongio.topology.change_condition import ChangeCondition
-from mongio.topology.error_handling import ApplicationError, ErrorDecision, application_error_decision
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
-from mongio.topology.monitor import Monitor, is_network_timeout, streaming_enabled
+from mongio.topology.monitor import Monitor, streaming_enabled
 from mongio.topology.rtt_monitor import MonitorConnectionFactory
 from mongio.topology.selection import (
     ReadPreferenceLike,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect
+from mongio.error_classification import OVERLOAD_LABELS
+from mongio.errors import AutoReconnect
 from mongio.options.credentials import MongoCredential
 from tests.support.loopback_peer import CLOSE, LoopbackPeer, Request
 

@@ -12,6 +12,12 @@ import pytest
 
 from mongio.client import MongoClient
 from mongio.collection import Collection
+from mongio.error_classification import (
+    TRANSIENT_TRANSACTION_ERROR,
+    UNKNOWN_TRANSACTION_COMMIT_RESULT,
+    AttemptFailure,
+    labels_to_add,
+)
 from mongio.errors import (
     ConnectionFailure,
     InvalidOperation,
@@ -20,12 +26,6 @@ from mongio.errors import (
     PoolClearedError,
 )
 from mongio.execution import deadline as csot
-from mongio.execution.error_labels import (
-    TRANSIENT_TRANSACTION_ERROR,
-    UNKNOWN_TRANSACTION_COMMIT_RESULT,
-    AttemptFailure,
-    labels_to_add,
-)
 from mongio.options.read_preference import Secondary
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions import client_session, with_transaction_policy

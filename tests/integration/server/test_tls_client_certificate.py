@@ -29,7 +29,8 @@ import mongio.connection.establish as establish_module
 from mongio.bson import ObjectId
 from mongio.connection import Connection, TLSOptions, connect, create_ssl_context
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError
+from mongio.error_classification import OVERLOAD_LABELS
+from mongio.errors import AutoReconnect, ConfigurationError
 
 pytestmark = pytest.mark.server
 

@@ -14,6 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mongio.connection.pool import PoolClearedError
+from mongio.error_classification import (
+    NOT_WRITABLE_PRIMARY_CODES,
+    RECOVERING_CODES,
+    RETRYABLE_READ_CODES,
+    RETRYABLE_WRITE_CODES,
+    AttemptFailure,
+    FailureKind,
+    retryable_write_concern_error,
+)
 from mongio.errors import (
     AutoReconnect,
     ConnectionFailure,
@@ -24,12 +33,6 @@ from mongio.errors import (
     WriteConcernError,
 )
 from mongio.execution.deadline import OperationTimeoutError
-from mongio.execution.error_labels import (
-    RETRYABLE_READ_CODES,
-    RETRYABLE_WRITE_CODES,
-    AttemptFailure,
-    FailureKind,
-)
 from mongio.execution.retry_policy import (
     OperationRetryability,
     RetryDecision,
@@ -39,7 +42,6 @@ from mongio.execution.retry_policy import (
     overload_backoff,
 )
 from mongio.options.client_options import ClientOptions
-from mongio.topology.error_handling import NOT_WRITABLE_PRIMARY_CODES, RECOVERING_CODES
 from mongio.topology.server_description import Address
 
 A: Address = ("a", 27017)
@@ -773,8 +775,6 @@ def _wce_reply(code: int, labels: list[str] | None = None) -> dict[str, object]:
     ],
 )
 def test_retryable_write_concern_error(reply: dict[str, object], wire: int, mongos: bool, retryable: bool) -> None:
-    from mongio.execution.error_labels import retryable_write_concern_error
-
     error = retryable_write_concern_error(reply, max_wire_version=wire, from_mongos=mongos)
     if not retryable:
         assert error is None

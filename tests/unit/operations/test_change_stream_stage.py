@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, Timestamp
+from mongio.error_classification import RESUMABLE_CODES, is_resumable
 from mongio.errors import (
     AutoReconnect,
     CursorNotFound,
@@ -18,10 +19,8 @@ from mongio.errors import (
 )
 from mongio.operations.base import ServerLimits
 from mongio.operations.change_stream_stage import (
-    RESUMABLE_CODES,
     ChangeStreamAggregate,
     change_stream_options,
-    is_resumable,
     resume_options,
 )
 from mongio.options.read_concern import ReadConcern

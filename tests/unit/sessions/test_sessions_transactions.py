@@ -10,6 +10,7 @@ import pytest
 
 from mongio.bson.int64 import Int64
 from mongio.bson.timestamp import Timestamp
+from mongio.error_classification import is_max_time_ms_expired
 from mongio.errors import ConfigurationError, ConnectionFailure, InvalidOperation, OperationFailure
 from mongio.execution.deadline import OperationTimeoutError
 from mongio.options.read_concern import ReadConcern
@@ -27,7 +28,6 @@ from mongio.sessions.with_transaction_policy import (
     NextStep,
     WithTransactionRetry,
     callback_ended_transaction,
-    is_max_time_ms_expired,
     transaction_backoff,
 )
 

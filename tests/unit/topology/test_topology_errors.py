@@ -6,6 +6,16 @@ from typing import Any
 
 import pytest
 
+from mongio.error_classification import (
+    SYSTEM_OVERLOADED_ERROR,
+    ApplicationError,
+    ErrorKind,
+    application_error_decision,
+    is_not_writable_primary,
+    is_recovering,
+    is_shutdown,
+    is_state_change_error,
+)
 from mongio.errors import (
     AutoReconnect,
     ConnectionFailure,
@@ -15,16 +25,6 @@ from mongio.errors import (
     PoolClearedError,
     WaitQueueTimeoutError,
     WriteConcernError,
-)
-from mongio.topology.error_handling import (
-    SYSTEM_OVERLOADED_LABEL,
-    ApplicationError,
-    ErrorKind,
-    application_error_decision,
-    is_not_writable_primary,
-    is_recovering,
-    is_shutdown,
-    is_state_change_error,
 )
 from mongio.topology.server_description import Address, ServerDescription
 from mongio.topology.server_type import ServerType
@@ -162,7 +162,7 @@ def test_errors_while_connecting_mark_unknown_unless_overloaded() -> None:
     decision = application_error_decision(td, A, timeout, 0)
     assert decision.mark_unknown is not None and decision.clear_pool
     overloaded = network(
-        ErrorKind.TIMEOUT, completed_handshake=False, labels=frozenset({SYSTEM_OVERLOADED_LABEL})
+        ErrorKind.TIMEOUT, completed_handshake=False, labels=frozenset({SYSTEM_OVERLOADED_ERROR})
     )
     assert not application_error_decision(td, A, overloaded, 0).acts
     # An authentication failure (not a state change) while connecting also marks the server Unknown.
@@ -226,8 +226,8 @@ def test_from_exception_classifies_driver_errors() -> None:
     assert not_primary is not None and not_primary.kind == ErrorKind.COMMAND and not_primary.code == 13435
     timeout = classify(NetworkTimeout("timed out"))
     assert timeout is not None and timeout.kind == ErrorKind.TIMEOUT
-    reset = classify(AutoReconnect("connection reset", error_labels=[SYSTEM_OVERLOADED_LABEL]))
-    assert reset is not None and reset.kind == ErrorKind.NETWORK and SYSTEM_OVERLOADED_LABEL in reset.labels
+    reset = classify(AutoReconnect("connection reset", error_labels=[SYSTEM_OVERLOADED_ERROR]))
+    assert reset is not None and reset.kind == ErrorKind.NETWORK and SYSTEM_OVERLOADED_ERROR in reset.labels
     assert classify(ConnectionFailure("refused")) is not None
     # A bare socket error is a network error; the builtin TimeoutError (an OSError too) is a timeout.
     raw = classify(ConnectionResetError("reset by peer"))
