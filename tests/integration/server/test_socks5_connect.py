@@ -20,7 +20,8 @@ from mongio.connection import connect
 from mongio.connection.establish import ConnectionSettings
 from mongio.connection.socks import SocksProxy
 from mongio.connection.tls import TLSOptions, create_ssl_context
-from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
+from mongio.error_classification import OVERLOAD_LABELS
+from mongio.errors import AutoReconnect, NetworkTimeout
 from mongio.options.proxy_options import ProxyOptions
 from mongio.options.srv import SrvRecord
 from mongio.topology.monitor import monitor_connection_factory

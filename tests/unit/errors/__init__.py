@@ -1,0 +1,1 @@
+"""mongio.errors: the error classes and what each error means (retryable, network, state change)."""
