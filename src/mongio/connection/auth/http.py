@@ -57,13 +57,13 @@ async def _verifying_context() -> ssl.SSLContext:
 def _request_bytes(
     method: str, target: str, host_header: str, headers: Mapping[str, str], body: bytes
 ) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}", f"User-Agent: {_USER_AGENT}"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
-    text = "\r\n".join(lines)
-    if any(ch in text.replace("\r\n", "") for ch in "\r\n\0"):
+    fields = [(f"{method} {target} HTTP/1.1",), ("Host", host_header), ("User-Agent", _USER_AGENT)]
+    fields += [(name, value) for name, value in headers.items()]
+    if any(ch in part for field in fields for part in field for ch in "\r\n\0"):
         raise HttpError("a request header holds a line break or NUL")
-    return text.encode("latin-1") + body
+    lines = [": ".join(field) for field in fields]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + body
 
 
 async def _read_line(reader: asyncio.StreamReader) -> bytes:
