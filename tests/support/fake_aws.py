@@ -86,7 +86,9 @@ def _expected_region(host: str) -> str:
     return labels[1]
 
 
-def recompute_signature(secret_key: str, date: str, region: str, headers: Mapping[str, str], signed: str) -> str:
+def recompute_signature(
+    secret_key: str, date: str, region: str, headers: Mapping[str, str], signed: str
+) -> str:
     """The signature of ``POST /`` with the GetCallerIdentity body and ``headers`` (lower-case names)."""
     body = b"Action=GetCallerIdentity&Version=2011-06-15"
     canonical = "POST\n/\n\n"
@@ -94,7 +96,9 @@ def recompute_signature(secret_key: str, date: str, region: str, headers: Mappin
         canonical += name + ":" + headers[name] + "\n"
     canonical += "\n" + signed + "\n" + hashlib.sha256(body).hexdigest()
     scope = date[:8] + "/" + region + "/sts/aws4_request"
-    to_sign = "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = (
+        "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + hashlib.sha256(canonical.encode()).hexdigest()
+    )
     key = ("AWS4" + secret_key).encode()
     for part in (date[:8], region, "sts", "aws4_request"):
         key = _hmac_sha256(key, part)

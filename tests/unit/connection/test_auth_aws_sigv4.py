@@ -52,7 +52,9 @@ def test_s3_get_object_example_signature() -> None:
     }
     canonical = canonical_request("GET", "/test.txt", "", headers, sorted(headers), b"")
     assert (
-        signature("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "20130524T000000Z", "us-east-1", "s3", canonical)
+        signature(
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "20130524T000000Z", "us-east-1", "s3", canonical
+        )
         == "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
     )
 
@@ -118,6 +120,12 @@ def test_get_caller_identity_signature_is_what_sts_recomputes(token: str | None,
     assert verify_get_caller_identity(keys, signed.authorization, signed.amz_date, token, host, nonce) is None
     # The same request signed with another secret, or for another nonce, is refused.
     keys.add("AKIDEXAMPLE", EXAMPLE_SECRET + "x", token)
-    assert verify_get_caller_identity(keys, signed.authorization, signed.amz_date, token, host, nonce) is not None
+    assert (
+        verify_get_caller_identity(keys, signed.authorization, signed.amz_date, token, host, nonce)
+        is not None
+    )
     keys.add("AKIDEXAMPLE", EXAMPLE_SECRET, token)
-    assert verify_get_caller_identity(keys, signed.authorization, signed.amz_date, token, host, nonce[::-1]) is not None
+    assert (
+        verify_get_caller_identity(keys, signed.authorization, signed.amz_date, token, host, nonce[::-1])
+        is not None
+    )
