@@ -25,6 +25,7 @@ from mongio import MongoClient
 from mongio.connection.auth import aws_credentials
 from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsCredentials, AwsEndpoints
 from mongio.errors import OperationFailure, PyMongoError
+from mongio.monitoring import CommandListener, ConnectionPoolListener
 from tests.support.fake_aws import (
     ECS_RELATIVE_URI,
     WEB_IDENTITY_TOKEN,
@@ -401,6 +402,13 @@ async def test_a_slow_endpoint_runs_into_the_timeout(aws: Aws) -> None:
         await aws.find()
 
 
+async def test_the_connections_time_limit_bounds_the_credential_requests(aws: Aws) -> None:
+    # Each request may take 5 s here; connectTimeoutMS (which bounds the whole handshake) is 300 ms.
+    aws.endpoints.delay = 5
+    with pytest.raises(OperationFailure, match="no AWS credentials before the connection's time limit"):
+        await aws.find(connectTimeoutMS=300)
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
@@ -469,29 +477,43 @@ def _everything_shown(error: BaseException, records: list[logging.LogRecord]) ->
         yield repr(record.args)
 
 
-async def _failure(aws: Aws, **kwargs: Any) -> PyMongoError:
+class EventRecorder(CommandListener, ConnectionPoolListener):
+    """Every command and pool event's ``repr`` and fields, as text."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def _record(self, event: object) -> None:
+        self.texts += [repr(event), repr(vars(event) if hasattr(event, "__dict__") else event)]
+
+    started = succeeded = failed = _record
+    pool_cleared = connection_closed = connection_check_out_failed = _record
+
+
+async def _failure(aws: Aws, recorder: EventRecorder, **kwargs: Any) -> PyMongoError:
     with pytest.raises(PyMongoError) as info:
-        await aws.find(**kwargs)
+        await aws.find(event_listeners=[recorder], **kwargs)
     return info.value
 
 
 async def test_no_secret_in_any_error_or_log_record(aws: Aws, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     records = caplog.records
+    recorder = EventRecorder()
     secrets: list[str] = [WEB_IDENTITY_TOKEN, "s3cr3t-session-token", "s3cr3t-secret-key"]
     failures: list[PyMongoError] = []
     # A signature the member refuses (wrong secret), with a session token.
     aws.keys.add("AKIAREFUSED", "the-real-secret", "s3cr3t-session-token")
     aws.use_environment(("AKIAREFUSED", "s3cr3t-secret-key", "s3cr3t-session-token"))
-    failures.append(await _failure(aws))
+    failures.append(await _failure(aws, recorder))
     # A server nonce that does not extend ours.
     aws.member.server_first = ServerFirst(keep_client_nonce=False)
-    failures.append(await _failure(aws))
+    failures.append(await _failure(aws, recorder))
     aws.member.server_first = ServerFirst()
     aws.clear_environment()
     # Credentials from the endpoints, refused by a member that answers the wrong host.
     aws.member.server_first = ServerFirst(host="sts..com")
-    failures.append(await _failure(aws))
+    failures.append(await _failure(aws, recorder))
     secrets += [key.secret_key for key in aws.endpoints.issued] + [
         str(key.token) for key in aws.endpoints.issued
     ]
@@ -499,16 +521,19 @@ async def test_no_secret_in_any_error_or_log_record(aws: Aws, caplog: pytest.Log
     # STS refusing the web identity token, and the credentials document echoed back as garbage.
     aws.use_web_identity()
     aws.endpoints.fail_status = 403
-    failures.append(await _failure(aws))
+    failures.append(await _failure(aws, recorder))
     aws.endpoints.fail_status = None
     aws.endpoints.body = b'{"Credentials": {"SecretAccessKey": "s3cr3t-secret-key", "SessionToken": "x"}}'
-    failures.append(await _failure(aws))
+    failures.append(await _failure(aws, recorder))
     # A provider whose credentials are refused.
     provider = lambda: AwsCredentials("AKIAPROVIDED", "s3cr3t-secret-key", "s3cr3t-session-token")  # noqa: E731
-    failures.append(await _failure(aws, authMechanismProperties={"AWS_CREDENTIAL_PROVIDER": provider}))
+    failures.append(
+        await _failure(aws, recorder, authMechanismProperties={"AWS_CREDENTIAL_PROVIDER": provider})
+    )
     assert len(failures) == 6
+    assert any("pool_cleared" in text.lower() or "PoolCleared" in text for text in recorder.texts)
     for error in failures:
-        for text in _everything_shown(error, records):
+        for text in [*_everything_shown(error, records), *recorder.texts]:
             for secret in secrets:
                 assert secret not in text, text
     assert "s3cr3t" not in repr(AwsCredentials("AKIA", "s3cr3t-secret-key", "s3cr3t-session-token"))

@@ -117,8 +117,14 @@ class Authenticator:
         self._speculative_mechanism = mechanism
         return fields
 
-    async def authenticate(self, run_command: RunCommand, hello: HelloLike | None) -> None:
-        """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused."""
+    async def authenticate(
+        self, run_command: RunCommand, hello: HelloLike | None, *, deadline: float | None = None
+    ) -> None:
+        """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused.
+
+        ``deadline`` (``loop.time()`` terms) also bounds what a mechanism does besides commands (MONGODB-AWS's
+        credential requests); ``run_command`` bounds the commands themselves.
+        """
         mechanism = negotiate_mechanism(self.credential, hello.sasl_supported_mechs if hello else None)
         self.mechanism = mechanism
         speculative_reply = hello.speculative_authenticate if hello is not None else None
@@ -146,7 +152,7 @@ class Authenticator:
         elif mechanism == "MONGODB-AWS":
             from mongio.connection.auth.aws import authenticate_aws
 
-            await authenticate_aws(self.credential, run_command)
+            await authenticate_aws(self.credential, run_command, deadline=deadline)
         elif mechanism in _NOT_YET:
             raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
         else:

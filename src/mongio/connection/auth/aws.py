@@ -10,6 +10,7 @@ conversation fails for any reason the process's cached credentials are dropped, 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import logging
@@ -101,13 +102,20 @@ async def _converse(run_command: RunCommand, credentials: AwsCredentials) -> Non
         raise AuthenticationFailed(f"{_WHAT}: the server did not end the conversation", details=final)
 
 
-async def authenticate_aws(credential: CredentialLike, run_command: RunCommand) -> None:
-    """Obtain credentials (see :func:`obtain_credentials`) and run the conversation with them."""
+async def authenticate_aws(
+    credential: CredentialLike, run_command: RunCommand, *, deadline: float | None = None
+) -> None:
+    """Obtain credentials (see :func:`obtain_credentials`) within ``deadline`` and run the conversation."""
     provider: Callable[[], Any] | None = credential.mechanism_properties.get("AWS_CREDENTIAL_PROVIDER")
     try:
-        credentials = await obtain_credentials(provider)
+        async with asyncio.timeout_at(deadline):
+            credentials = await obtain_credentials(provider)
     except CredentialsUnavailable as exc:
         raise AuthenticationFailed(f"{_WHAT}: no AWS credentials: {exc}") from exc
+    except TimeoutError:
+        raise AuthenticationFailed(
+            f"{_WHAT}: no AWS credentials before the connection's time limit (connectTimeoutMS or timeoutMS)"
+        ) from None
     try:
         await _converse(run_command, credentials)
     except Exception:
