@@ -119,15 +119,13 @@ async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str], m
         return await _read_chunked(reader, max_body)
     length_text = headers.get("content-length")
     if length_text is None:
-        body = await reader.read(max_body + 1)
-        while body and len(body) <= max_body:
-            more = await reader.read(max_body + 1 - len(body))
-            if not more:
-                break
+        # The body ends with the connection: read what arrives, never more than the limit.
+        body = bytearray()
+        while more := await reader.read(max_body + 1 - len(body)):
             body += more
-        if len(body) > max_body:
-            raise HttpError(f"the server's answer is larger than {max_body} bytes")
-        return body
+            if len(body) > max_body:
+                raise HttpError(f"the server's answer is larger than {max_body} bytes")
+        return bytes(body)
     if not length_text.isdigit():
         raise HttpError(f"the server sent an invalid Content-Length {length_text[:20]!r}")
     length = int(length_text)
