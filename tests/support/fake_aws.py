@@ -7,216 +7,101 @@ credentials registered with a :class:`KeyStore`. Knobs make it slow (``delay``),
 hostile (``body``) or hand out credentials that expire soon (``expires_in``); ``hits`` counts requests by
 route.
 
-:class:`FakeAwsMember` is a handler for :class:`~tests.support.loopback_peer.LoopbackPeer`: it answers
-``saslStart`` / ``saslContinue`` on ``$external`` for MONGODB-AWS as a server would, checking the client nonce
-and gs2-cb-flag, sending its own nonce and STS host, then recomputing the SigV4 signature of the client's
-``GetCallerIdentity`` request with the secret the key store holds for the access key, and checking the
-signed headers, date scope, region and session token. The signature is recomputed here, written apart from
-mongio's signer so that the two check each other.
+:class:`FakeAwsMember` is a handler for :class:`~tests.support.loopback_peer.LoopbackPeer`: a standalone
+server answering ``saslStart`` / ``saslContinue`` on ``$external`` for MONGODB-AWS through the cluster
+harness's :class:`~spec_runner.cluster.aws_sasl.AwsSaslServer`, which recomputes the SigV4 signature with the
+secret the key store holds (the harness's members answer the same way in front of the test server).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
-import hashlib
-import hmac
 import json
-import os
 import secrets
 import ssl
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from mongio.bson import decode, encode
+from spec_runner.cluster.aws_sasl import (
+    AwsConversation,
+    AwsSaslServer,
+    IssuedKey,
+    KeyStore,
+    ServerFirst,
+    verify_get_caller_identity,
+)
+
 from tests.support.loopback_peer import HandlerResult, Reply, Request
 
-__all__ = ["FakeAwsEndpoints", "FakeAwsMember", "IssuedKey", "KeyStore", "ServerFirst"]
+__all__ = [
+    "FakeAwsEndpoints",
+    "FakeAwsMember",
+    "IssuedKey",
+    "KeyStore",
+    "ServerFirst",
+    "verify_get_caller_identity",
+]
 
 ROLE_NAME = "fake-instance-role"
 WEB_IDENTITY_TOKEN = "fake-oidc-id-token-Zm9vYmFy"
 ECS_RELATIVE_URI = "/v2/credentials/fake-task-id"
 
 
-@dataclass(frozen=True)
-class IssuedKey:
-    access_key: str
-    secret_key: str
-    token: str | None
-    expiration: datetime.datetime | None
-
-
-class KeyStore:
-    """The keys the fake STS knows: permanent ones added by the test, temporary ones the endpoints issue."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, IssuedKey] = {}
-
-    def add(self, access_key: str, secret_key: str, token: str | None = None) -> IssuedKey:
-        key = IssuedKey(access_key, secret_key, token, None)
-        self.keys[access_key] = key
-        return key
-
-    def issue(self, expires_in: datetime.timedelta) -> IssuedKey:
-        key = IssuedKey(
-            "ASIA" + secrets.token_hex(8).upper(),
-            "tmp-secret-" + secrets.token_urlsafe(24),
-            "tmp-token-" + secrets.token_urlsafe(32),
-            datetime.datetime.now(datetime.UTC) + expires_in,
-        )
-        self.keys[key.access_key] = key
-        return key
-
-
-# -- an independent SigV4 check of GetCallerIdentity ------------------------------------------------------------
-
-
-def _hmac_sha256(key: bytes, text: str) -> bytes:
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
-
-def _expected_region(host: str) -> str:
-    labels = host.split(".")
-    if host == "sts.amazonaws.com" or len(labels) == 1:
-        return "us-east-1"
-    return labels[1]
-
-
-def recompute_signature(
-    secret_key: str, date: str, region: str, headers: Mapping[str, str], signed: str
-) -> str:
-    """The signature of ``POST /`` with the GetCallerIdentity body and ``headers`` (lower-case names)."""
-    body = b"Action=GetCallerIdentity&Version=2011-06-15"
-    canonical = "POST\n/\n\n"
-    for name in signed.split(";"):
-        canonical += name + ":" + headers[name] + "\n"
-    canonical += "\n" + signed + "\n" + hashlib.sha256(body).hexdigest()
-    scope = date[:8] + "/" + region + "/sts/aws4_request"
-    to_sign = (
-        "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + hashlib.sha256(canonical.encode()).hexdigest()
-    )
-    key = ("AWS4" + secret_key).encode()
-    for part in (date[:8], region, "sts", "aws4_request"):
-        key = _hmac_sha256(key, part)
-    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-
-
-def verify_get_caller_identity(
-    keys: KeyStore, authorization: Any, date: Any, token: Any, host: str, server_nonce: bytes
-) -> str | None:
-    """Why STS would refuse the signed request, or None when it would accept it."""
-    if not isinstance(authorization, str) or not isinstance(date, str):
-        return "missing Authorization or X-Amz-Date"
-    algorithm, _, rest = authorization.partition(" ")
-    fields = dict(part.strip().split("=", 1) for part in rest.split(",") if "=" in part)
-    if algorithm != "AWS4-HMAC-SHA256" or set(fields) != {"Credential", "SignedHeaders", "Signature"}:
-        return "malformed Authorization"
-    access_key, _, scope = fields["Credential"].partition("/")
-    key = keys.keys.get(access_key)
-    if key is None:
-        return "unknown access key"
-    region = _expected_region(host)
-    if scope != f"{date[:8]}/{region}/sts/aws4_request":
-        return f"wrong credential scope {scope!r}"
-    headers = {
-        "content-length": "43",
-        "content-type": "application/x-www-form-urlencoded",
-        "host": host,
-        "x-amz-date": date,
-        "x-mongodb-gs2-cb-flag": "n",
-        "x-mongodb-server-nonce": base64.b64encode(server_nonce).decode(),
-    }
-    if key.token is not None:
-        if token != key.token:
-            return "wrong or missing session token"
-        headers["x-amz-security-token"] = key.token
-    elif token is not None:
-        return "a session token for permanent credentials"
-    expected_signed = ";".join(sorted(headers))
-    if fields["SignedHeaders"] != expected_signed:
-        return f"wrong SignedHeaders {fields['SignedHeaders']!r}"
-    if key.expiration is not None and key.expiration <= datetime.datetime.now(datetime.UTC):
-        return "expired credentials"
-    expected = recompute_signature(key.secret_key, date, region, headers, expected_signed)
-    if not hmac.compare_digest(expected, fields["Signature"]):
-        return "signature mismatch"
-    return None
-
-
-# -- the server side of the SASL conversation ------------------------------------------------------------------
-
-
-@dataclass
-class ServerFirst:
-    """What the member sends in its first message; the defaults are what a real server sends."""
-
-    host: str = "sts.amazonaws.com"
-    nonce_size: int = 64
-    keep_client_nonce: bool = True
-
-
 @dataclass
 class FakeAwsMember:
-    """Answers MONGODB-AWS conversations (as a ``LoopbackPeer`` handler) and a few plain commands."""
+    """A ``LoopbackPeer`` handler: a standalone server that answers MONGODB-AWS conversations (through
+    :class:`AwsSaslServer`) and ``find`` with an empty cursor."""
 
     keys: KeyStore
-    server_first: ServerFirst = field(default_factory=ServerFirst)
     delay: float = 0.0
     """Seconds before answering saslContinue (as a server waiting for STS would)."""
-    accepted: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    _nonces: dict[int, tuple[bytes, str]] = field(default_factory=dict)
+    sasl: AwsSaslServer = field(init=False)
+    _conversations: dict[int, AwsConversation | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sasl = AwsSaslServer(self.keys)
+
+    @property
+    def accepted(self) -> list[str]:
+        return self.sasl.accepted
+
+    @property
+    def refused(self) -> list[str]:
+        return self.sasl.refused
+
+    @property
+    def server_first(self) -> ServerFirst:
+        return self.sasl.server_first
+
+    @server_first.setter
+    def server_first(self, shape: ServerFirst) -> None:
+        self.sasl.server_first = shape
 
     def __call__(self, request: Request) -> HandlerResult:
         name = request.command_name
         if name == "saslStart":
-            return self._start(request)
+            if request.db != "$external":
+                self.sasl.refused.append(f"saslStart on {request.db}")
+                return {
+                    "ok": 0,
+                    "code": 18,
+                    "codeName": "AuthenticationFailed",
+                    "errmsg": "Authentication failed.",
+                }
+            reply, conversation = self.sasl.start(request.document)
+            self._conversations[request.connection.index] = conversation
+            return reply
         if name == "saslContinue":
-            return self._continue(request)
+            document = self.sasl.finish(
+                self._conversations.pop(request.connection.index, None), request.document
+            )
+            return Reply(document, delay=self.delay) if self.delay else document
         if name == "find":
             return {"cursor": {"firstBatch": [], "id": 0, "ns": f"{request.db}.x"}, "ok": 1}
         return None
-
-    def _refuse(self, reason: str) -> dict[str, Any]:
-        self.refused.append(reason)
-        return {"ok": 0, "code": 18, "codeName": "AuthenticationFailed", "errmsg": "Authentication failed."}
-
-    def _start(self, request: Request) -> HandlerResult:
-        document = request.document
-        if request.db != "$external" or document.get("mechanism") != "MONGODB-AWS":
-            return self._refuse(f"saslStart on {request.db} with {document.get('mechanism')}")
-        client = decode(document["payload"])
-        client_nonce = client.get("r")
-        if not isinstance(client_nonce, bytes) or len(client_nonce) != 32 or client.get("p") != 110:
-            return self._refuse("bad client first message")
-        shape = self.server_first
-        head = client_nonce if shape.keep_client_nonce else os.urandom(32)
-        server_nonce = (head + os.urandom(64))[: shape.nonce_size]
-        self._nonces[request.connection.index] = (server_nonce, shape.host)
-        payload = encode({"s": server_nonce, "h": shape.host})
-        return {"conversationId": 1, "done": False, "payload": payload, "ok": 1}
-
-    def _continue(self, request: Request) -> HandlerResult:
-        started = self._nonces.pop(request.connection.index, None)
-        if started is None:
-            return self._refuse("saslContinue without saslStart")
-        server_nonce, host = started
-        message = decode(request.document["payload"])
-        reason = verify_get_caller_identity(
-            self.keys, message.get("a"), message.get("d"), message.get("t"), host, server_nonce
-        )
-        document = (
-            self._refuse(reason)
-            if reason is not None
-            else {"conversationId": 1, "done": True, "payload": b"", "ok": 1}
-        )
-        if reason is None:
-            self.accepted.append(str(message["a"]).split("Credential=", 1)[1].split("/", 1)[0])
-        return Reply(document, delay=self.delay) if self.delay else document
 
 
 # -- the credential endpoints over HTTP -------------------------------------------------------------------------
