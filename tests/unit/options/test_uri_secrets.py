@@ -247,6 +247,11 @@ def _cases() -> Iterator[Case]:
     yield from client("plain-no-password", f"mongodb://alice@h/?authMechanism=PLAIN&{TLS_SECRET}")
     yield from client("x509-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-X509")
     yield from client("aws-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-AWS")
+    yield from client(
+        "aws-provider-not-callable",
+        f"mongodb://h/?authMechanism=MONGODB-AWS&{TLS_SECRET}",
+        authMechanismProperties={"AWS_CREDENTIAL_PROVIDER": PW_DECODED},
+    )
     yield from client("oidc-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-OIDC")
     oidc = f"mongodb://h/?authMechanism=MONGODB-OIDC&{TLS_SECRET}"
     yield from client(
