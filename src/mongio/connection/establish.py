@@ -28,6 +28,7 @@ from mongio.errors import OVERLOAD_LABELS, AutoReconnect, ConfigurationError, Mo
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:
+    from mongio.connection.auth.oidc_cache import OidcTokenCache
     from mongio.connection.auth.scram import ScramKeyCache
     from mongio.connection.socks import SocksProxy
 
@@ -41,7 +42,8 @@ class ConnectionSettings:
     ``metadata`` is shared with the client, so driver info appended later reaches new connections only.
     ``connect_timeout`` bounds opening the stream (reaching a ``proxy`` and its handshake included) and, when
     no ``deadline`` is given, the handshake and authentication too; ``socket_timeout`` is the connection's later
-    per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``).
+    per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``). ``oidc_cache``:
+    the client's MONGODB-OIDC token cache, shared by all its connections.
     """
 
     metadata: ClientMetadata | None = None
@@ -55,6 +57,7 @@ class ConnectionSettings:
     ssl_context: ssl.SSLContext | None = None
     proxy: SocksProxy | None = None
     scram_cache: ScramKeyCache | None = field(default=None, repr=False)
+    oidc_cache: OidcTokenCache | None = field(default=None, repr=False)
 
 
 async def handshake(
@@ -84,7 +87,11 @@ async def handshake(
 
     credential = settings.credential if authenticate else None
     authenticator = (
-        Authenticator(credential, cache=settings.scram_cache) if credential is not None else None
+        Authenticator(
+            credential, cache=settings.scram_cache, oidc_cache=settings.oidc_cache, host=str(conn.address[0])
+        )
+        if credential is not None
+        else None
     )
     auth_fields = authenticator.handshake_fields() if authenticator is not None else None
     command = build_hello(
@@ -121,7 +128,9 @@ async def handshake(
                 db, {**auth_command, **api_fields}, compress=False, deadline=command_deadline(auth_deadline_seconds)
             )
 
-        await authenticator.authenticate(run_command, hello)
+        await authenticator.authenticate(run_command, hello, deadline=deadline)
+        if authenticator.reauthenticates:
+            conn.keep_authenticator(authenticator, api_fields)
     conn.ready = True
     return hello
 
