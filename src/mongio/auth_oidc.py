@@ -80,5 +80,7 @@ class OIDCCallback(abc.ABC):
         """Return a token for ``context``; raise to fail the authentication."""
 
 
-CallbackLike = OIDCCallback | Callable[[OIDCCallbackContext], OIDCCallbackResult | Awaitable[OIDCCallbackResult]]
+CallbackLike = (
+    OIDCCallback | Callable[[OIDCCallbackContext], OIDCCallbackResult | Awaitable[OIDCCallbackResult]]
+)
 """What ``OIDC_CALLBACK`` and ``OIDC_HUMAN_CALLBACK`` accept."""

@@ -62,7 +62,10 @@ class MetadataEndpoint:
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             request_line, *lines = head.strip().split("\r\n")
-            headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+            headers = {
+                name.strip().lower(): value.strip()
+                for name, _, value in (line.partition(":") for line in lines)
+            }
             self.requests.append(Seen(request_line.split(" ")[1], headers))
             answer = self.answer
             if answer.delay:

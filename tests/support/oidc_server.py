@@ -41,7 +41,9 @@ __all__ = ["ISSUER", "OidcServer", "make_jwt"]
 
 ISSUER = "https://idp.test.invalid"
 CLIENT_ID = "mongio-tests"
-_OPEN = frozenset({"hello", "ismaster", "ping", "saslstart", "saslcontinue", "configurefailpoint", "endsessions"})
+_OPEN = frozenset(
+    {"hello", "ismaster", "ping", "saslstart", "saslcontinue", "configurefailpoint", "endsessions"}
+)
 
 
 def _b64(data: bytes) -> str:
@@ -194,7 +196,9 @@ class OidcServer:
         reply["logicalSessionTimeoutMinutes"] = 30
         if self.replica_set is not None:
             host, port = self.peer.address
-            reply.update(setName=self.replica_set, hosts=[f"{host}:{port}"], me=f"{host}:{port}", secondary=False)
+            reply.update(
+                setName=self.replica_set, hosts=[f"{host}:{port}"], me=f"{host}:{port}", secondary=False
+            )
         speculative = request.document.get("speculativeAuthenticate")
         if isinstance(speculative, Mapping) and speculative.get("mechanism") == "MONGODB-OIDC":
             token = decode(bytes(speculative["payload"])).get("jwt")
@@ -242,7 +246,9 @@ class OidcServer:
             self._data.setdefault(namespace, []).extend(docs)
             return {"n": len(docs), "ok": 1}
         if name == "find":
-            return self._first_batch(namespace, list(self._data.get(namespace, [])), document.get("batchSize"))
+            return self._first_batch(
+                namespace, list(self._data.get(namespace, [])), document.get("batchSize")
+            )
         if name == "getmore":
             return self._next_batch(int(document["getMore"]), document.get("batchSize"))
         if name == "killcursors":

@@ -151,7 +151,9 @@ async def test_a_failing_callback_is_an_authentication_error_naming_it() -> None
     def failing(context: OIDCCallbackContext) -> OIDCCallbackResult:
         raise RuntimeError("identity provider down")
 
-    with pytest.raises(AuthenticationFailed, match="OIDC_HUMAN_CALLBACK failed: RuntimeError: identity provider down"):
+    with pytest.raises(
+        AuthenticationFailed, match="OIDC_HUMAN_CALLBACK failed: RuntimeError: identity provider down"
+    ):
         await call_callback(failing, context(), "OIDC_HUMAN_CALLBACK")
 
 

@@ -47,7 +47,9 @@ def context(timeout: float = 5.0, username: str | None = None) -> OIDCCallbackCo
 
 
 def azure(token: str) -> Answer:
-    return Answer(200, json.dumps({"access_token": token, "expires_in": "3599", "token_type": "Bearer"}).encode())
+    return Answer(
+        200, json.dumps({"access_token": token, "expires_in": "3599", "token_type": "Bearer"}).encode()
+    )
 
 
 def oidc_client(server: OidcServer, properties: dict[str, str], **options: Any) -> MongoClient:
@@ -132,9 +134,13 @@ async def test_expiring_tokens_are_fetched_again_from_the_endpoint(
 # -- GCP --------------------------------------------------------------------------------------------------------
 
 
-async def test_gcp_request_is_the_specifications_and_the_body_is_the_token(endpoint: MetadataEndpoint) -> None:
+async def test_gcp_request_is_the_specifications_and_the_body_is_the_token(
+    endpoint: MetadataEndpoint,
+) -> None:
     endpoint.answer = Answer(200, b"gcp-token\n", chunked=True)
-    result = await environment_callback("gcp", RESOURCE, {GCP_ENDPOINT_VARIABLE: endpoint.base_url})(context())
+    result = await environment_callback("gcp", RESOURCE, {GCP_ENDPOINT_VARIABLE: endpoint.base_url})(
+        context()
+    )
     assert result.access_token == "gcp-token"
     (seen,) = endpoint.requests
     path, _, query = seen.target.partition("?")
@@ -154,7 +160,9 @@ async def test_gcp_authenticates_a_client(
 
 async def test_failing_endpoint_error_includes_the_body(endpoint: MetadataEndpoint) -> None:
     endpoint.answer = Answer(503, b"metadata server unavailable")
-    with pytest.raises(OidcTokenError, match="GCP metadata endpoint answered HTTP 503: metadata server unavailable"):
+    with pytest.raises(
+        OidcTokenError, match="GCP metadata endpoint answered HTTP 503: metadata server unavailable"
+    ):
         await environment_callback("gcp", RESOURCE, {GCP_ENDPOINT_VARIABLE: endpoint.base_url})(context())
 
 
@@ -216,7 +224,9 @@ async def test_k8s_default_is_the_service_account_token() -> None:
         await environment_callback("k8s", None, {})(context())
 
 
-async def test_k8s_authenticates_a_client(server: OidcServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_k8s_authenticates_a_client(
+    server: OidcServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "token"
     await asyncio.to_thread(path.write_text, server.issue())
     monkeypatch.delenv("AZURE_FEDERATED_TOKEN_FILE", raising=False)

@@ -58,7 +58,9 @@ class HumanCallback:
     async def __call__(self, context: OIDCCallbackContext) -> OIDCCallbackResult:
         self.calls.append(context)
         key = None if len(self.calls) <= self.good else b"not-the-server-key"
-        return OIDCCallbackResult(access_token=self.server.issue("human", key=key), refresh_token=self.refresh)
+        return OIDCCallbackResult(
+            access_token=self.server.issue("human", key=key), refresh_token=self.refresh
+        )
 
 
 class Events(CommandListener):
@@ -110,7 +112,9 @@ async def test_machine_1_1_callback_is_called_during_authentication(server: Oidc
     assert threading.get_ident() not in callback.threads  # a plain callback runs off the loop
 
 
-async def test_machine_1_1_environment_test_reads_the_token_file(server: OidcServer, token_file: Path) -> None:
+async def test_machine_1_1_environment_test_reads_the_token_file(
+    server: OidcServer, token_file: Path
+) -> None:
     token = server.issue()
     await asyncio.to_thread(token_file.write_text, token + "\n")
     async with client(server, {"ENVIRONMENT": "test"}) as c:
@@ -152,8 +156,12 @@ async def test_machine_2_1_valid_callback_inputs(server: OidcServer) -> None:
 
 
 @pytest.mark.parametrize("returned", [None, {"access_token": "a-dict"}, OIDCCallbackResult(access_token="")])
-async def test_machine_2_2_and_2_3_callback_returns_null_or_missing_data(server: OidcServer, returned: Any) -> None:
-    async with client(server, {"OIDC_CALLBACK": lambda context: returned}, serverSelectionTimeoutMS=2000) as c:
+async def test_machine_2_2_and_2_3_callback_returns_null_or_missing_data(
+    server: OidcServer, returned: Any
+) -> None:
+    async with client(
+        server, {"OIDC_CALLBACK": lambda context: returned}, serverSelectionTimeoutMS=2000
+    ) as c:
         with pytest.raises(AuthenticationFailed, match="OIDC_CALLBACK returned"):
             await c.db.coll.find_one({})
 
@@ -235,7 +243,9 @@ async def test_machine_4_1_an_expired_token_is_replaced_on_the_same_connection(s
         server.revoke(first)  # the server now answers 391 on the connection, as when the token expires
         assert (await c.db.coll.find_one({}))["x"] == 1  # type: ignore[index]
     assert server.accepted == [first, second]
-    used = {r.connection.index for r in server.peer.requests if r.command_name in ("insert", "find", "saslStart")}
+    used = {
+        r.connection.index for r in server.peer.requests if r.command_name in ("insert", "find", "saslStart")
+    }
     assert len(used) == 1  # reauthenticated and retried on the connection that got 391
 
 
@@ -259,7 +269,9 @@ async def test_machine_4_3_write_commands_fail_if_reauthentication_fails(server:
     assert len(callback.calls) == 2
 
 
-async def test_machine_4_4_speculative_authentication_is_ignored_on_reauthentication(server: OidcServer) -> None:
+async def test_machine_4_4_speculative_authentication_is_ignored_on_reauthentication(
+    server: OidcServer,
+) -> None:
     callback = CountingCallback(server.issue())
     cache = OidcTokenCache()
     cache.put(server.issue())

@@ -36,7 +36,9 @@ async def get_metadata(url: str, headers: Mapping[str, str]) -> MetadataResponse
     """``GET url`` with ``headers`` (bound it with ``asyncio.timeout``: metadata endpoints can hang)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
-        raise MetadataError(f"metadata endpoint {url!r} is not an http:// URL")
+        raise MetadataError(
+            f"a metadata endpoint must be an http:// URL with a host, not a {parts.scheme or 'schemeless'} one"
+        )
     host = parts.hostname
     port = parts.port or 80
     target = parts.path or "/"
@@ -88,11 +90,10 @@ async def _read_response(reader: asyncio.StreamReader) -> MetadataResponse:
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     body = b""
     while True:
-        size_line = await reader.readline()
-        try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise MetadataError("the metadata endpoint sent a malformed chunk") from None
+        size_field = (await reader.readline()).split(b";", 1)[0].strip()
+        if not size_field or size_field.strip(b"0123456789abcdefABCDEF") or len(size_field) > 8:
+            raise MetadataError("the metadata endpoint sent a malformed chunk")
+        size = int(size_field, 16)
         if size == 0:
             return body
         if len(body) + size > MAX_BODY:

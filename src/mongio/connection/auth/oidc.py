@@ -82,7 +82,9 @@ class OidcConversation:
         if self._human is None and machine is None:
             if environment is None:
                 raise ConfigurationError("MONGODB-OIDC: either ENVIRONMENT or an OIDC_CALLBACK is required")
-            self._machine: CallbackLike | None = environment_callback(environment, properties.get("TOKEN_RESOURCE"))
+            self._machine: CallbackLike | None = environment_callback(
+                environment, properties.get("TOKEN_RESOURCE")
+            )
         else:
             self._machine = machine
         self._what = (
@@ -114,7 +116,11 @@ class OidcConversation:
         deadline: float | None = None,
     ) -> None:
         """Authenticate after the handshake; ``deadline`` (``loop.time()`` terms) bounds a machine callback."""
-        if speculative_reply is not None and speculative_reply.get("done") is True and self._token is not None:
+        if (
+            speculative_reply is not None
+            and speculative_reply.get("done") is True
+            and self._token is not None
+        ):
             _log.debug("authenticated with MONGODB-OIDC (speculative)")
             return
         self._token = None  # the speculative attempt, if any, did not authenticate (its token stays cached)
@@ -193,7 +199,9 @@ class OidcConversation:
         if self._credential.username:
             principal["n"] = self._credential.username
         what = "MONGODB-OIDC authentication failed"
-        reply = await run_auth_command(run_command, EXTERNAL, {**_sasl_start(encode(principal)), "db": EXTERNAL}, what)
+        reply = await run_auth_command(
+            run_command, EXTERNAL, {**_sasl_start(encode(principal)), "db": EXTERNAL}, what
+        )
         idp_info = _idp_info(payload_bytes(reply, what))
         self._cache.remember_idp_info(idp_info)
 
@@ -239,7 +247,9 @@ def _idp_info(payload: bytes) -> OIDCIdPInfo:
     try:
         document = decode(payload)
     except Exception:
-        raise AuthenticationFailed("MONGODB-OIDC: the server's identity provider information is not BSON") from None
+        raise AuthenticationFailed(
+            "MONGODB-OIDC: the server's identity provider information is not BSON"
+        ) from None
     issuer = document.get("issuer")
     client_id = document.get("clientId")
     scopes = document.get("requestScopes")
@@ -248,6 +258,7 @@ def _idp_info(payload: bytes) -> OIDCIdPInfo:
     if client_id is not None and not isinstance(client_id, str):
         raise AuthenticationFailed("MONGODB-OIDC: the server's identity provider clientId is not a string")
     if scopes is not None and (not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)):
-        raise AuthenticationFailed("MONGODB-OIDC: the server's identity provider requestScopes is not a list of strings")
+        raise AuthenticationFailed(
+            "MONGODB-OIDC: the server's identity provider requestScopes is not a list of strings"
+        )
     return OIDCIdPInfo(issuer=issuer, client_id=client_id, request_scopes=tuple(scopes) if scopes else None)
-

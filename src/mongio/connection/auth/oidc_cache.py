@@ -137,7 +137,9 @@ class OidcTokenCache:
             return lock
 
 
-async def call_callback(callback: CallbackLike, context: OIDCCallbackContext, what: str) -> OIDCCallbackResult:
+async def call_callback(
+    callback: CallbackLike, context: OIDCCallbackContext, what: str
+) -> OIDCCallbackResult:
     """Call an OIDC callback within ``context.timeout_seconds``: a coroutine function on the loop, a plain
     function in a worker thread (whose late result is then dropped). Its result is checked; any failure is an
     ``OidcTokenError`` naming ``what`` (the callback's kind)."""
@@ -151,7 +153,9 @@ async def call_callback(callback: CallbackLike, context: OIDCCallbackContext, wh
                 if inspect.isawaitable(result):
                     result = await result
     except TimeoutError:
-        raise OidcTokenError(f"MONGODB-OIDC: the {what} did not return within {context.timeout_seconds:g} s") from None
+        raise OidcTokenError(
+            f"MONGODB-OIDC: the {what} did not return within {context.timeout_seconds:g} s"
+        ) from None
     except OidcTokenError:
         raise
     except Exception as exc:
@@ -169,7 +173,9 @@ def checked_result(result: object, what: str) -> OIDCCallbackResult:
         raise OidcTokenError(f"MONGODB-OIDC: the {what} returned no access_token")
     expires = result.expires_in_seconds
     if expires is not None and (not isinstance(expires, int | float) or expires < 0):
-        raise OidcTokenError(f"MONGODB-OIDC: the {what} returned expires_in_seconds {expires!r} (must be >= 0)")
+        raise OidcTokenError(
+            f"MONGODB-OIDC: the {what} returned expires_in_seconds {expires!r} (must be >= 0)"
+        )
     if result.refresh_token is not None and not isinstance(result.refresh_token, str):
         raise OidcTokenError(f"MONGODB-OIDC: the {what} returned a refresh_token that is not a string")
     return result

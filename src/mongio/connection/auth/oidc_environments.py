@@ -66,7 +66,9 @@ def environment_callback(
         return lambda context: _read_token_file(_k8s_token_file(environ))
     if environment == "azure":
         resource = _resource(environment, token_resource)
-        return lambda context: _azure_token(resource, context, environ.get(AZURE_ENDPOINT_VARIABLE) or _AZURE_BASE)
+        return lambda context: _azure_token(
+            resource, context, environ.get(AZURE_ENDPOINT_VARIABLE) or _AZURE_BASE
+        )
     if environment == "gcp":
         resource = _resource(environment, token_resource)
         return lambda context: _gcp_token(resource, context, environ.get(GCP_ENDPOINT_VARIABLE) or _GCP_BASE)
@@ -145,7 +147,9 @@ async def _get(url: str, headers: Mapping[str, str], context: OIDCCallbackContex
             f"MONGODB-OIDC: the {cloud} metadata endpoint did not answer within {context.timeout_seconds:g} s"
         ) from None
     except OSError as exc:
-        raise OidcTokenError(f"MONGODB-OIDC: the {cloud} metadata endpoint cannot be reached: {exc}") from None
+        raise OidcTokenError(
+            f"MONGODB-OIDC: the {cloud} metadata endpoint cannot be reached: {exc}"
+        ) from None
     if response.status != 200:
         shown = response.body[:_SHOWN_BODY].decode("utf-8", "replace")
         raise OidcTokenError(
