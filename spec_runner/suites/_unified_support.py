@@ -10,6 +10,7 @@ import atexit
 import dataclasses
 import functools
 import inspect
+import os
 import shutil
 import subprocess
 import tempfile
@@ -59,6 +60,12 @@ async def run_unified(
     if context.uri is None:
         raise RuntimeError("the unified suites need a server (no URI in the run context)")
     uri = context.uri
+    deployment = context.deployment
+    if deployment is not None and deployment.oidc is not None and _wants_oidc(test_file, test):
+        # The harness's members speak MONGODB-OIDC: the runner and the test's clients authenticate with the
+        # token file of its identity provider (ENVIRONMENT:test).
+        uri = deployment.oidc_uri
+        os.environ["OIDC_TOKEN_FILE"] = deployment.oidc.token_file
     internal = InternalClient(uri)
     try:
         facts = await server_facts(internal)
@@ -87,6 +94,11 @@ def _wants_standalone(test_file: UnifiedTestFile, test: UnifiedTest, facts: Serv
         return False
     requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
     return any("single" in (requirement.get("topologies") or ()) for requirement in requirements)
+
+
+def _wants_oidc(test_file: UnifiedTestFile, test: UnifiedTest) -> bool:
+    requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
+    return any(requirement.get("authMechanism") == "MONGODB-OIDC" for requirement in requirements)
 
 
 def _wants_auth(test_file: UnifiedTestFile, test: UnifiedTest, facts: ServerFacts) -> bool:

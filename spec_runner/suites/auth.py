@@ -1,8 +1,9 @@
-"""The authentication specification's connection string tests (``tests/legacy``).
+"""The authentication specification's connection string tests (``tests/legacy``) and its unified-format
+files (``tests/unified``: MONGODB-OIDC, run against the cluster harness, whose members speak OIDC; elsewhere
+their ``auth``/``authMechanism`` requirements skip them unless the deployment offers MONGODB-OIDC).
 
 A URI is valid when a client's options can be built from it; the credential built is compared with the
-expected one. (The unified-format files under ``tests/unified`` need the unified runner and are not
-collected here.)
+expected one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file, unique_names
+from spec_runner.suites._unified_support import unified_collector
 
 NAME = "auth"
 
@@ -64,7 +66,11 @@ def _bind(case: Mapping[str, Any]) -> Callable[[RunContext], None]:
     return lambda _context: _run(case)
 
 
+_collect_unified = unified_collector(NAME, ("unified",))
+
+
 def collect(tests_dir: Path) -> Iterator[SpecCase]:
+    yield from _collect_unified(tests_dir)
     for path in sorted((tests_dir / "legacy").glob("*.json")):
         spec = json.loads(path.read_text(encoding="utf-8"))
         tests = spec.get("tests", [])
