@@ -355,6 +355,25 @@ async def test_human_1_2_single_principal_explicit_username(server: OidcServer) 
     assert human.calls[0].username == "test_user1@idp"
 
 
+@pytest.mark.parametrize("user", ["test_user1@idp", "test_user2@idp"])
+async def test_human_1_3_and_1_4_multiple_principals_user_1_and_2(user: str) -> None:
+    async with OidcServer(known_principals=frozenset({"test_user1@idp", "test_user2@idp"})) as server:
+        human = HumanCallback(server)
+        async with client(server, {"OIDC_HUMAN_CALLBACK": human}, username=user) as c:
+            assert await c.db.coll.find_one({}) is None
+        assert server.principal_requests == [user] and human.calls[0].username == user
+
+
+async def test_human_2_1_valid_callback_inputs(server: OidcServer) -> None:
+    human = HumanCallback(server)
+    async with client(server, {"OIDC_HUMAN_CALLBACK": human}, username="test_user1@idp") as c:
+        await c.db.coll.find_one({})
+    (context,) = human.calls
+    assert context.version == 1 and context.username == "test_user1@idp"
+    assert context.timeout_seconds == 300 and context.refresh_token is None
+    assert context.idp_info is not None and context.idp_info.issuer == ISSUER
+
+
 async def test_human_1_5_multiple_principals_no_user_fails() -> None:
     async with OidcServer(known_principals=frozenset({"test_user1@idp", "test_user2@idp"})) as server:
         human = HumanCallback(server)
