@@ -393,6 +393,21 @@ async def test_human_1_6_allowed_hosts_blocked(server: OidcServer) -> None:
     assert human.calls == [] and server.sasl_starts == 0
 
 
+async def test_human_cached_token_is_not_sent_speculatively_to_a_host_outside_allowed_hosts(
+    server: OidcServer,
+) -> None:
+    cache = OidcTokenCache()
+    cache.put(server.issue())  # obtained from an allowed host
+    human = HumanCallback(server)
+    properties = {"OIDC_HUMAN_CALLBACK": human, "ALLOWED_HOSTS": ["*.mongodb.net"]}
+    credential = MongoCredential("MONGODB-OIDC", "$external", None, None, properties)
+    with pytest.raises(ConfigurationError, match="not in ALLOWED_HOSTS"):
+        await establish(server.peer.address, ConnectionSettings(credential=credential, oidc_cache=cache))
+    (hello,) = server.peer.requests
+    assert "speculativeAuthenticate" not in hello.document
+    assert human.calls == [] and server.accepted == []
+
+
 def test_human_1_7_allowed_hosts_in_the_connection_string_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="ALLOWED_HOSTS"):
         MongoClient(

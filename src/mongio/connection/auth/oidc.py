@@ -101,8 +101,8 @@ class OidcConversation:
     def speculative_command(self) -> dict[str, Any] | None:
         """The hello's ``speculativeAuthenticate`` (with ``db``), only when the client has a cached token."""
         token = self._cache.token
-        if token is None:
-            return None
+        if token is None or (self._human is not None and not self._host_allowed()):
+            return None  # a human flow's token never goes to a host outside ALLOWED_HOSTS, not even here
         self._token = token
         return {**_sasl_start(jwt_payload(token)), "db": EXTERNAL}
 
@@ -159,10 +159,10 @@ class OidcConversation:
         await self._one_step(run_command, token)
 
     async def _authenticate_human(self, run_command: RunCommand, callback: CallbackLike) -> None:
-        allowed = tuple(self._credential.mechanism_properties.get("ALLOWED_HOSTS") or ())
-        if self._host is None or not host_allowed(self._host, allowed):
+        if not self._host_allowed():
+            allowed = list(self._credential.mechanism_properties.get("ALLOWED_HOSTS") or ())
             raise ConfigurationError(
-                f"MONGODB-OIDC: host {self._host!r} is not in ALLOWED_HOSTS {list(allowed)}; the "
+                f"MONGODB-OIDC: host {self._host!r} is not in ALLOWED_HOSTS {allowed}; the "
                 "OIDC_HUMAN_CALLBACK was not called"
             )
         cached = self._cache.token
@@ -180,6 +180,10 @@ class OidcConversation:
                 return
             self._cache.forget_refresh_token(refresh_token)
         await self._two_step(run_command, callback)
+
+    def _host_allowed(self) -> bool:
+        allowed = tuple(self._credential.mechanism_properties.get("ALLOWED_HOSTS") or ())
+        return self._host is not None and host_allowed(self._host, allowed)
 
     async def _one_step_unless_refused(self, run_command: RunCommand, token: CachedToken) -> bool:
         """One-step with ``token``: True when it authenticated; False (``token`` invalidated) when the server
