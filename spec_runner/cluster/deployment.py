@@ -28,6 +28,7 @@ from spec_runner.cluster.members import (
     replica_set_hello,
 )
 from spec_runner.cluster.messages import Message, parse_reply_document
+from spec_runner.cluster.oidc import OidcProvider
 from spec_runner.cluster.proxy import ExternalSasl, MemberProxy
 from spec_runner.raw_wire import command_once
 from spec_runner.server import TestServer, free_port
@@ -87,6 +88,9 @@ class Deployment:
         self.server: TestServer | None = None
         self.backend_address: tuple[str, int] = ("127.0.0.1", 0)
         self._backend_hello: dict[str, Any] = {}
+        self._backend_parameters: dict[str, Any] = {}
+        self.oidc: OidcProvider | None = None
+        """While running: the identity provider the members accept MONGODB-OIDC tokens of (``oidc_uri``)."""
         self._harness: HarnessLoop | None = None
         self._proxies: dict[str, MemberProxy] = {}
         # Load balancers: one in front of every mongos, one in front of the first only (the unified format's
@@ -114,6 +118,10 @@ class Deployment:
         self.server = TestServer().start()
         self.backend_address = (self.server.host, self.server.port)
         self._backend_hello = command_once(self.server.host, self.server.port, {"hello": 1, "$db": "admin"})
+        self._backend_parameters = command_once(
+            self.server.host, self.server.port, {"getParameter": "*", "$db": "admin"}
+        )
+        self.oidc = OidcProvider()
         self._harness = HarnessLoop()
         self._harness.call(self._start_proxies())
         return self
@@ -138,6 +146,9 @@ class Deployment:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.oidc is not None:
+            self.oidc.close()
+            self.oidc = None
 
     async def _stop_proxies(self) -> None:
         for proxy in [*self._proxies.values(), *self._balancers]:
@@ -173,6 +184,14 @@ class Deployment:
             options["compressors"] = ",".join(self.client_compressors)
         query = "&".join(f"{key}={value}" for key, value in options.items())
         return f"mongodb://{hosts}/" + (f"?{query}" if query else "")
+
+    @property
+    def oidc_uri(self) -> str:
+        """``single_mongos_uri`` for a client that authenticates with MONGODB-OIDC (``ENVIRONMENT:test``: the
+        process's ``OIDC_TOKEN_FILE`` must name ``oidc.token_file``)."""
+        assert self.oidc is not None, "start the deployment first"
+        separator = "&" if "?" in self.single_mongos_uri else "?"
+        return self.single_mongos_uri + separator + "&".join(f"{k}={v}" for k, v in self.oidc.uri_options.items())
 
     @property
     def single_mongos_uri(self) -> str:
@@ -212,13 +231,25 @@ class Deployment:
 
     def hello(self, member: Member, request: Mapping[str, Any], connection_id: int, load_balanced: bool) -> dict[str, Any]:
         if member.role is Role.MONGOS:
-            return mongos_hello(member, self._backend_hello, request, connection_id, load_balanced=load_balanced)
-        assert self.replica_set is not None
-        return replica_set_hello(member, self.replica_set, self._backend_hello, request, connection_id)
+            reply = mongos_hello(member, self._backend_hello, request, connection_id, load_balanced=load_balanced)
+        else:
+            assert self.replica_set is not None
+            reply = replica_set_hello(member, self.replica_set, self._backend_hello, request, connection_id)
+        speculative = self.oidc.speculative(request) if self.oidc is not None else None
+        if speculative is not None:
+            reply["speculativeAuthenticate"] = speculative
+        return reply
 
     def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
-        """A mongos answers ``config.shards`` with the one shard, a replica set: the test server."""
+        """A mongos answers ``config.shards`` with the one shard, a replica set: the test server. Every member
+        answers MONGODB-OIDC conversations itself, and ``getParameter: "*"`` offers that mechanism."""
         document = request.document
+        if self.oidc is not None:
+            own = self.oidc.answer(document)
+            if own is not None:
+                return own
+            if document.get("getParameter") == "*" and self._backend_parameters.get("ok") == 1:
+                return self._parameters_with_oidc()
         if member.role is Role.MONGOS and document.get("checkMetadataConsistency") is not None:
             # A consistent cluster: an empty cursor.
             namespace = f"{document.get('$db', 'admin')}.$cmd.checkMetadataConsistency"
@@ -239,6 +270,13 @@ class Deployment:
 
     def sasl_server(self, mechanism: str) -> ExternalSasl | None:
         return self._sasl_servers.get(mechanism)
+
+    def _parameters_with_oidc(self) -> dict[str, Any]:
+        parameters = dict(self._backend_parameters)
+        mechanisms = parameters.get("authenticationMechanisms")
+        listed = mechanisms.split(",") if isinstance(mechanisms, str) else list(mechanisms or [])
+        parameters["authenticationMechanisms"] = [*listed, "MONGODB-OIDC"]
+        return parameters
 
     def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
         lsid = command.get("lsid")

@@ -10,6 +10,7 @@ import atexit
 import dataclasses
 import functools
 import inspect
+import os
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +37,8 @@ from spec_runner.unified.loader import UnifiedTest, UnifiedTestFile
 from spec_runner.unified.requirements import ServerFacts
 from spec_runner.unified.runner import run_test, skip_reason
 
+_TOKEN_FILE = "OIDC_TOKEN_FILE"
+
 OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_gridfs, ops_runner, ops_session, special)
 """Imported for their ``@operation`` registrations."""
 
@@ -54,11 +57,37 @@ async def run_unified(
     With ``standalone``, a test whose requirements the run's server does not meet but which can run on a
     single server goes to the standalone server of ``standalone_uri`` instead; with ``auth``, one that needs
     authentication goes to the server of ``auth_uri``. ``client_defaults`` are URI options given to every
-    client entity that does not set them.
+    client entity that does not set them. A MONGODB-OIDC test on the cluster harness runs against its
+    ``oidc_uri``.
     """
     if context.uri is None:
         raise RuntimeError("the unified suites need a server (no URI in the run context)")
-    uri = context.uri
+    deployment = context.deployment
+    if deployment is not None and deployment.oidc is not None and _wants_oidc(test_file, test):
+        # The harness's members speak MONGODB-OIDC: the runner and the test's clients authenticate with the
+        # token file of its identity provider (ENVIRONMENT:test), for this test only.
+        previous = os.environ.get(_TOKEN_FILE)
+        os.environ[_TOKEN_FILE] = deployment.oidc.token_file
+        try:
+            await _run_unified_at(deployment.oidc_uri, context, test_file, test, standalone, client_defaults, auth)
+        finally:
+            if previous is None:
+                os.environ.pop(_TOKEN_FILE, None)
+            else:
+                os.environ[_TOKEN_FILE] = previous
+        return
+    await _run_unified_at(context.uri, context, test_file, test, standalone, client_defaults, auth)
+
+
+async def _run_unified_at(
+    uri: str,
+    context: RunContext,
+    test_file: UnifiedTestFile,
+    test: UnifiedTest,
+    standalone: bool,
+    client_defaults: Mapping[str, Any] | None,
+    auth: bool,
+) -> None:
     internal = InternalClient(uri)
     try:
         facts = await server_facts(internal)
@@ -87,6 +116,11 @@ def _wants_standalone(test_file: UnifiedTestFile, test: UnifiedTest, facts: Serv
         return False
     requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
     return any("single" in (requirement.get("topologies") or ()) for requirement in requirements)
+
+
+def _wants_oidc(test_file: UnifiedTestFile, test: UnifiedTest) -> bool:
+    requirements = [*(test_file.run_on_requirements or ()), *(test.run_on_requirements or ())]
+    return any(requirement.get("authMechanism") == "MONGODB-OIDC" for requirement in requirements)
 
 
 def _wants_auth(test_file: UnifiedTestFile, test: UnifiedTest, facts: ServerFacts) -> bool:

@@ -1,9 +1,10 @@
-"""The authentication specification's connection string tests (``tests/legacy``) and the MONGODB-AWS
-scenarios of ``tests/mongodb-aws.md``.
+"""The authentication specification's connection string tests (``tests/legacy``), its unified-format
+files (``tests/unified``: MONGODB-OIDC, run against the cluster harness, whose members speak OIDC; elsewhere
+their ``auth``/``authMechanism`` requirements skip them unless the deployment offers MONGODB-OIDC), and the
+MONGODB-AWS scenarios of ``tests/mongodb-aws.md``.
 
 A URI is valid when a client's options can be built from it; the credential built is compared with the
-expected one. (The unified-format files under ``tests/unified`` need the unified runner and are not
-collected here.)
+expected one.
 
 Each scenario of ``mongodb-aws.md`` (a ``##`` section, and the numbered custom-provider tests) is one case:
 authenticate with MONGODB-AWS to the deployment of ``MONGODB_URI`` and run a ``find``, with the credentials
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file, unique_names
+from spec_runner.suites._unified_support import unified_collector
 
 NAME = "auth"
 
@@ -110,7 +112,11 @@ def _collect_aws(tests_dir: Path) -> Iterator[SpecCase]:
         yield SpecCase(suite=NAME, file=file, name=name, run=_run_aws_scenario, needs_server=True)
 
 
+_collect_unified = unified_collector(NAME, ("unified",))
+
+
 def collect(tests_dir: Path) -> Iterator[SpecCase]:
+    yield from _collect_unified(tests_dir)
     yield from _collect_aws(tests_dir)
     for path in sorted((tests_dir / "legacy").glob("*.json")):
         spec = json.loads(path.read_text(encoding="utf-8"))

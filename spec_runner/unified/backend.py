@@ -485,6 +485,22 @@ def missing_environment_value(path: str) -> Any:
     raise UnifiedTestError(f"{path}: $$placeholder needs a value from the test environment, and there is none")
 
 
+def environment_value(uri_credential: Any) -> Callable[[str], Any]:
+    """The test environment's values: a MONGODB-OIDC run's ``authMechanismProperties`` are those of the
+    run's own URI (its ENVIRONMENT, TOKEN_RESOURCE); nothing else is provided."""
+
+    def provide(path: str) -> Any:
+        if (
+            path == "uriOptions.authMechanismProperties"
+            and uri_credential is not None
+            and uri_credential.mechanism == "MONGODB-OIDC"
+        ):
+            return dict(uri_credential.mechanism_properties)
+        return missing_environment_value(path)
+
+    return provide
+
+
 async def _ready_a_connection(client: Any) -> None:
     """Open a pooled connection for a client the test does not observe (a ``setupClient``), so a fail point
     it sets later takes one round trip, as it would through a client that had been in use; best effort."""
@@ -621,7 +637,9 @@ class MongioBackend:
             log_recorder.attach()
             self._log_recorders.append(log_recorder)
         kwargs: dict[str, Any] = dict(
-            resolve_placeholders(options.get("uriOptions", {}), missing_environment_value, "uriOptions")
+            resolve_placeholders(
+                options.get("uriOptions", {}), environment_value(self.internal.options.credential), "uriOptions"
+            )
         )
         given = {key.lower() for key in kwargs}
         for key, value in self.client_defaults.items():

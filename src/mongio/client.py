@@ -69,6 +69,7 @@ from mongio.tracing import client_tracing
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
     from mongio.change_stream import ClusterChangeStream
+    from mongio.connection.auth.oidc_cache import OidcTokenCache
     from mongio.connection.auth.scram import ScramKeyCache
     from mongio.connection.socks import SocksProxy
     from mongio.cursor import CommandCursor
@@ -280,6 +281,12 @@ class MongoClient:
             from mongio.connection.auth.scram import ScramKeyCache
 
             self._scram_cache = ScramKeyCache()
+        # The MONGODB-OIDC Client Cache: one access token for all this client's connections.
+        self._oidc_cache: OidcTokenCache | None = None
+        if self._options.credential is not None and self._options.credential.mechanism == "MONGODB-OIDC":
+            from mongio.connection.auth.oidc_cache import OidcTokenCache
+
+            self._oidc_cache = OidcTokenCache()
         timeout_ms = self._options.timeout_ms
         self._executor = Executor(
             self,
@@ -453,6 +460,7 @@ class MongoClient:
             proxy=self._proxy,
             revocation=self._revocation,
             scram_cache=self._scram_cache,
+            oidc_cache=self._oidc_cache,
         )
         pool_options = PoolOptions.from_uri_options(
             options.options,

@@ -12,4 +12,7 @@ timeouts and intervals that take no real time.
 ``socks5_proxy``: a SOCKS5 proxy of our own on 127.0.0.1 (CONNECT, optional RFC 1929 authentication, a
 destination mapping), recording what clients asked for; it can refuse, drop or stall.
 ``tls_server``: the test server started with TLS only.
+``oidc_server``: a server on 127.0.0.1 configured for MONGODB-OIDC: verifies the signed tokens it issues (one-step,
+two-step, speculative), answers 391 once a connection's token is revoked, and keeps failCommand fail points.
+``metadata_endpoint``: a fake Azure / GCP metadata endpoint on 127.0.0.1 (slow, failing, hanging up, chunked).
 """

@@ -24,7 +24,7 @@ from mongio.bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import Address, format_address, open_transport
 from mongio.error_classification import command_error_class
-from mongio.errors import AutoReconnect, InvalidOperation, ProtocolError
+from mongio.errors import AutoReconnect, ConfigurationError, InvalidOperation, ProtocolError
 from mongio.wire.compression import COMPRESSOR_IDS, Compressor, agreed_compressors
 from mongio.wire.cursor_reply import decode_cursor_reply
 from mongio.wire.header import (
@@ -49,6 +49,7 @@ from mongio.wire.op_msg import (
 )
 
 if TYPE_CHECKING:
+    from mongio.connection.auth import Authenticator as Reauthenticator
     from mongio.connection.ocsp import RevocationChecker
     from mongio.connection.socks import SocksProxy
 
@@ -101,6 +102,8 @@ class Connection:
     __slots__ = (
         "__weakref__",
         "_accepted_compressors",
+        "_auth_fields",
+        "_authenticator",
         "_awaiting_reply",
         "_close_reason",
         "_closed",
@@ -179,6 +182,8 @@ class Connection:
         self._request_id = 0  # the request that opened the current exchange
         self._codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS
         self._lazy_batch = False  # the reply being received may leave its cursor's batch undecoded
+        self._authenticator: Reauthenticator | None = None
+        self._auth_fields: Mapping[str, Any] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("ready" if self.ready else "pending")
@@ -256,6 +261,33 @@ class Connection:
         server = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
         accepted = _compressor_ids(agreed_compressors(self._offered_compressors, server))
         self._accepted_compressors = accepted if compressor is None else accepted | {compressor.id}
+
+    # -- reauthentication -----------------------------------------------------------------------------------
+
+    def keep_authenticator(self, authenticator: Reauthenticator, auth_fields: Mapping[str, Any]) -> None:
+        """Keep the handshake's ``authenticator`` (whose mechanism can reauthenticate) for ``reauthenticate()``;
+        ``auth_fields`` go on each of its commands (a declared stable API version)."""
+        self._authenticator = authenticator
+        self._auth_fields = dict(auth_fields)
+
+    @property
+    def can_reauthenticate(self) -> bool:
+        """True when the server's ReauthenticationRequired (391) can be answered on this connection."""
+        return self._authenticator is not None
+
+    async def reauthenticate(self, deadline: float | None = None) -> None:
+        """Run the authentication conversation again, without a hello (auth.md, "Reauthentication").
+
+        ``deadline`` (``loop.time()`` terms, an operation's) bounds the callback and each command; without one
+        each command has ``socket_timeout``. Raises ``AuthenticationFailed`` when the server refuses."""
+        authenticator = self._authenticator
+        if authenticator is None:
+            raise ConfigurationError(f"connection {self.id} to {self.name} cannot reauthenticate")
+
+        async def run_command(db: str, command: dict[str, Any]) -> Mapping[str, Any]:
+            return await self.command(db, {**command, **self._auth_fields}, compress=False, deadline=deadline)
+
+        await authenticator.reauthenticate(run_command, deadline=deadline)
 
     def close(self, reason: str = "closed by the driver") -> None:
         """Close now. A task awaiting a reply on this connection, or waiting for its writes to drain, gets

@@ -29,6 +29,7 @@ from mongio.errors import AutoReconnect, ConfigurationError, MongioError
 from mongio.wire.compression import get_compressor, negotiate_compressor
 
 if TYPE_CHECKING:
+    from mongio.connection.auth.oidc_cache import OidcTokenCache
     from mongio.connection.auth.scram import ScramKeyCache
     from mongio.connection.ocsp import RevocationChecker
     from mongio.connection.socks import SocksProxy
@@ -45,6 +46,7 @@ class ConnectionSettings:
     no ``deadline`` is given, the handshake and authentication too; ``socket_timeout`` is the connection's later
     per-reply limit. ``proxy``: the SOCKS5 proxy every connection goes through (``proxyHost``). ``revocation``,
     for a TLS client that checks revocation, checks each server certificate with OCSP after the TLS handshake.
+    ``oidc_cache``: the client's MONGODB-OIDC token cache, shared by all its connections.
     """
 
     metadata: ClientMetadata | None = None
@@ -59,6 +61,7 @@ class ConnectionSettings:
     proxy: SocksProxy | None = None
     revocation: RevocationChecker | None = field(default=None, repr=False)
     scram_cache: ScramKeyCache | None = field(default=None, repr=False)
+    oidc_cache: OidcTokenCache | None = field(default=None, repr=False)
 
 
 async def handshake(
@@ -88,7 +91,11 @@ async def handshake(
 
     credential = settings.credential if authenticate else None
     authenticator = (
-        Authenticator(credential, cache=settings.scram_cache) if credential is not None else None
+        Authenticator(
+            credential, cache=settings.scram_cache, oidc_cache=settings.oidc_cache, host=str(conn.address[0])
+        )
+        if credential is not None
+        else None
     )
     auth_fields = authenticator.handshake_fields() if authenticator is not None else None
     command = build_hello(
@@ -126,6 +133,8 @@ async def handshake(
             )
 
         await authenticator.authenticate(run_command, hello, deadline=deadline)
+        if authenticator.reauthenticates:
+            conn.keep_authenticator(authenticator, api_fields)
     conn.ready = True
     return hello
 

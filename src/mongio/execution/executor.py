@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
+from mongio.connection.auth.base import REAUTHENTICATION_REQUIRED
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.context_vars import reset
 from mongio.error_classification import (
@@ -636,7 +637,18 @@ class Executor:
                 command, server_session, exhaust = self._command_for(
                     topology, run, server, pool, conn, described, description
                 )
-                result = await self._exchange(topology, run, pool, conn, command, server_session, exhaust)
+                try:
+                    result = await self._exchange(topology, run, pool, conn, command, server_session, exhaust)
+                except OperationFailure as exc:
+                    # --- Reauthentication (auth.md): on ReauthenticationRequired the connection authenticates
+                    # again (MONGODB-OIDC) and the command runs once more on it, retryable or not. ---
+                    if exc.code != REAUTHENTICATION_REQUIRED or not conn.can_reauthenticate:
+                        raise
+                    await conn.reauthenticate(run.deadline)
+                    command, server_session, exhaust = self._command_for(
+                        topology, run, server, pool, conn, described, description
+                    )
+                    result = await self._exchange(topology, run, pool, conn, command, server_session, exhaust)
                 if (
                     pin is not None
                     and _keeps_cursor_open(result)

@@ -225,6 +225,11 @@ def _check_oidc(username: str | None, password: str | None, properties: dict[str
     ]
     if len(callbacks) > 1:
         raise _fail(mech, "OIDC_CALLBACK and OIDC_HUMAN_CALLBACK cannot both be given")
+    for name in callbacks:
+        if not _is_callback(properties[name]):
+            raise _fail(
+                mech, f"{name} must be an OIDCCallback or a callable, not {type(properties[name]).__name__}"
+            )
     if environment is not None:
         if environment not in _OIDC_ENVIRONMENTS:
             raise _fail(
@@ -246,6 +251,9 @@ def _check_oidc(username: str | None, password: str | None, properties: dict[str
             raise _fail(mech, "either ENVIRONMENT or an OIDC_CALLBACK / OIDC_HUMAN_CALLBACK is required")
         if "TOKEN_RESOURCE" in properties:
             raise _fail(mech, "TOKEN_RESOURCE requires ENVIRONMENT azure or gcp")
+    if "ALLOWED_HOSTS" in properties and "OIDC_HUMAN_CALLBACK" not in callbacks:
+        # The list only restricts where a human callback's tokens may go; anywhere else it would be ignored.
+        raise _fail(mech, "ALLOWED_HOSTS can only be used with OIDC_HUMAN_CALLBACK")
     if "ALLOWED_HOSTS" in properties:
         hosts = properties["ALLOWED_HOSTS"]
         if not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
@@ -253,3 +261,9 @@ def _check_oidc(username: str | None, password: str | None, properties: dict[str
         properties["ALLOWED_HOSTS"] = tuple(hosts)
     elif "OIDC_HUMAN_CALLBACK" in callbacks:
         properties["ALLOWED_HOSTS"] = DEFAULT_ALLOWED_HOSTS
+
+
+def _is_callback(value: Any) -> bool:
+    from mongio.auth_oidc import OIDCCallback
+
+    return isinstance(value, OIDCCallback) or callable(value)

@@ -284,6 +284,14 @@ def _cases() -> Iterator[Case]:
         oidc,
         authMechanismProperties={"OIDC_HUMAN_CALLBACK": _callback, "ALLOWED_HOSTS": "h"},
     )
+    yield from client(
+        "oidc-allowed-hosts-without-human-callback",
+        oidc,
+        authMechanismProperties={"OIDC_CALLBACK": _callback, "ALLOWED_HOSTS": ["h"]},
+    )
+    yield from client(
+        "oidc-callback-not-callable", oidc, authMechanismProperties={"OIDC_CALLBACK": "not-a-callback"}
+    )
     yield Case(
         "unsupported-mechanism",
         lambda: build_credential(

@@ -1,5 +1,6 @@
 """Authentication of a new connection: mechanism negotiation, speculative authentication and the
-conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS), all run through an injected
+conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, MONGODB-OIDC), all run
+through an injected
 ``async run_command(db, command) -> reply`` so no mechanism touches a socket.
 
 For one connection::
@@ -8,7 +9,9 @@ For one connection::
     hello = await conn.command("admin", {**hello_command, **authenticator.handshake_fields()})
     await authenticator.authenticate(run_command, HelloResponse.from_document(hello))
 
-``authenticate(credential, run_command, hello_response)`` does the same without speculation.
+``authenticate(credential, run_command, hello_response)`` does the same without speculation. After the
+server answers an operation with ReauthenticationRequired (391), ``authenticator.reauthenticate(run_command)``
+runs the conversation again on the same connection (MONGODB-OIDC only: ``reauthenticates``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from mongio.errors import ConfigurationError
 
 if TYPE_CHECKING:
     # SCRAM (hashing, SASLprep) is imported by the first conversation: clients without credentials never need it.
+    from mongio.connection.auth.oidc import OidcConversation
+    from mongio.connection.auth.oidc_cache import OidcTokenCache
     from mongio.connection.auth.scram import ScramConversation, ScramKeyCache
 
 __all__ = [
@@ -40,7 +45,8 @@ __all__ = [
 ]
 
 _SCRAM = ("SCRAM-SHA-1", "SCRAM-SHA-256")
-_NOT_YET = ("GSSAPI", "MONGODB-OIDC")
+_NOT_YET = ("GSSAPI",)
+_OIDC = "MONGODB-OIDC"
 
 
 class HelloLike(Protocol):
@@ -59,7 +65,9 @@ class Authenticator:
     ``handshake_fields()`` gives what the hello must carry (``saslSupportedMechs`` for a credential without a
     mechanism, ``speculativeAuthenticate`` for SCRAM and X.509); ``authenticate()`` then finishes the job,
     skipping the first round trip when the hello's reply answered the speculative step. ``nonce`` fixes the
-    SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache.
+    SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache. ``oidc_cache`` is the
+    client's MONGODB-OIDC token cache (a fresh one when not given) and ``host`` the server's host name, which a
+    human OIDC callback's ``ALLOWED_HOSTS`` must match.
     """
 
     def __init__(
@@ -68,12 +76,20 @@ class Authenticator:
         *,
         cache: ScramKeyCache | None = None,
         nonce: str | None = None,
+        oidc_cache: OidcTokenCache | None = None,
+        host: str | None = None,
     ) -> None:
         self.credential = credential
         self.cache = cache
         self._nonce = nonce
         self._speculative_mechanism: str | None = None
         self._conversation: ScramConversation | None = None
+        self._oidc: OidcConversation | None = None
+        if credential.mechanism.upper() == _OIDC:
+            from mongio.connection.auth.oidc import OidcConversation
+            from mongio.connection.auth.oidc_cache import OidcTokenCache
+
+            self._oidc = OidcConversation(credential, oidc_cache or OidcTokenCache(), host=host)
         self.used_speculative = False
         """True after ``authenticate()`` when the hello's speculative reply was used."""
         self.mechanism: str | None = None
@@ -112,18 +128,31 @@ class Authenticator:
             fields["speculativeAuthenticate"] = self._conversation.speculative_command()
         elif mechanism == "MONGODB-X509":
             fields["speculativeAuthenticate"] = speculative_x509_command(self.credential.username)
+        elif self._oidc is not None and (oidc_command := self._oidc.speculative_command()) is not None:
+            fields["speculativeAuthenticate"] = oidc_command
         else:
             return fields
         self._speculative_mechanism = mechanism
         return fields
+
+    @property
+    def reauthenticates(self) -> bool:
+        """Whether ``reauthenticate()`` can answer a ReauthenticationRequired error (MONGODB-OIDC only)."""
+        return self._oidc is not None
+
+    async def reauthenticate(self, run_command: RunCommand, *, deadline: float | None = None) -> None:
+        """Authenticate the connection again, without a hello (after ReauthenticationRequired, 391)."""
+        if self._oidc is None:
+            raise ConfigurationError(f"{self.credential.mechanism} cannot reauthenticate a connection")
+        await self._oidc.reauthenticate(run_command, deadline=deadline)
 
     async def authenticate(
         self, run_command: RunCommand, hello: HelloLike | None, *, deadline: float | None = None
     ) -> None:
         """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused.
 
-        ``deadline`` (``loop.time()`` terms) also bounds what a mechanism does besides commands (MONGODB-AWS's
-        credential requests); ``run_command`` bounds the commands themselves.
+        ``deadline`` (``loop.time()`` terms) also bounds what a mechanism waits for besides the server
+        (MONGODB-AWS's credential requests, an OIDC machine callback); ``run_command`` bounds the commands themselves.
         """
         mechanism = negotiate_mechanism(self.credential, hello.sasl_supported_mechs if hello else None)
         self.mechanism = mechanism
@@ -153,6 +182,9 @@ class Authenticator:
             from mongio.connection.auth.aws import authenticate_aws
 
             await authenticate_aws(self.credential, run_command, deadline=deadline)
+        elif mechanism == _OIDC:
+            assert self._oidc is not None
+            await self._oidc.authenticate(run_command, speculative_reply=speculative_reply, deadline=deadline)
         elif mechanism in _NOT_YET:
             raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
         else:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from mongio.errors import AuthenticationFailed, OperationFailure
 
 __all__ = [
+    "REAUTHENTICATION_REQUIRED",
     "AuthenticationFailed",
     "CredentialLike",
     "RunCommand",
@@ -22,6 +23,8 @@ RunCommand = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 """``await run_command(db, command)``: run one command on the connection being authenticated."""
 
 _AUTHENTICATION_FAILED = 18
+REAUTHENTICATION_REQUIRED = 391
+"""The server's ReauthenticationRequired: the connection's credential expired; authenticate again and retry."""
 
 
 class CredentialLike(Protocol):
