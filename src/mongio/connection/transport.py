@@ -9,9 +9,9 @@ import ssl
 from collections.abc import Callable
 from typing import cast
 
-from mongio.connection.loop_sockets import forget_socket, record_socket
 from mongio.connection.protocol import MessageProtocol
 from mongio.errors import OVERLOAD_LABELS, AutoReconnect, NetworkTimeout
+from mongio.loop_runtime.sockets import forget_socket, record_socket
 
 __all__ = ["Address", "format_address", "is_unix_socket", "open_transport"]
 
