@@ -18,13 +18,13 @@ async def test_the_oldest_waiter_still_waiting_is_served_first() -> None:
         queue.join(waiter)
     queue.leave(first)
     second.cancel()  # its task is leaving the queue, and has not yet
-    assert len(queue) == 3
+    assert queue.waiting == 3
     assert queue.oldest() is third
     assert queue.serve_oldest("a connection")
-    assert third.result() == "a connection" and len(queue) == 2
+    assert third.result() == "a connection" and queue.waiting == 2
     assert list(queue) == [fourth]  # the cancelled one is passed over, the served one gone
     assert queue.drain() == [fourth]
-    assert len(queue) == 0 and queue.oldest() is None and not queue.serve_oldest("nothing")
+    assert queue.waiting == 0 and queue.oldest() is None and not queue.serve_oldest("nothing")
 
 
 async def test_waiters_leaving_newest_first_keep_the_queue_bounded_by_those_still_waiting() -> None:
@@ -35,7 +35,7 @@ async def test_waiters_leaving_newest_first_keep_the_queue_bounded_by_those_stil
     staying = waiters[::3]
     for waiter in reversed([waiter for index, waiter in enumerate(waiters) if index % 3]):
         queue.leave(waiter)
-    assert len(queue) == len(staying) == 1000
+    assert queue.waiting == len(staying) == 1000
     # The entries of waiters that left are dropped in bulk once they outnumber the others.
     assert len(queue._order) <= 2 * len(staying) + 32
     assert list(queue) == staying

@@ -236,7 +236,7 @@ class Pool(Generic[C]):
         return (
             f"<Pool {self._where} {self._state} generation={self._generation} total={self._total} "
             f"idle={len(self._idle)} in_use={len(self._in_use)} pending={self._pending} "
-            f"waiting={len(self._queue)}>"
+            f"waiting={self._queue.waiting}>"
         )
 
     # Introspection.
@@ -278,7 +278,7 @@ class Pool(Generic[C]):
 
     @property
     def wait_queue_length(self) -> int:
-        return len(self._queue)
+        return self._queue.waiting
 
     # State changes.
 
@@ -449,7 +449,7 @@ class Pool(Generic[C]):
         if observed:
             started = time.monotonic()
             publish.connection_check_out_started()
-        if self._state is _READY and not self._queue and self._idle:
+        if self._state is _READY and not self._queue.waiting and self._idle:
             conn = self._take_idle()
             if conn is not None:
                 self._in_use.add(conn)
@@ -461,7 +461,7 @@ class Pool(Generic[C]):
             started = time.monotonic()
         if self._state != PoolState.READY:
             raise self._refused(started)
-        if not self._queue and self._may_open_another():
+        if not self._queue.waiting and self._may_open_another():
             self._pending += 1
             self._total += 1
             return await self._open_for_checkout(started)
@@ -492,7 +492,7 @@ class Pool(Generic[C]):
         if conn.in_exchange:
             # The unread reply would be the next command's answer: this connection cannot be reused.
             conn.close("returned to the pool with a reply unread")
-        if not self._release(conn) and self._queue:
+        if not self._release(conn) and self._queue.waiting:
             self._dispatch()  # closed, not handed over: its slot may go to a waiter
 
     async def _wait(self, started: float, max_wait: float | None, observed: bool) -> C:
@@ -546,7 +546,7 @@ class Pool(Generic[C]):
             raise self._refused(started)
         self._in_use.add(conn)
         self._publish.connection_checked_out(conn.id, started)
-        if self._queue:
+        if self._queue.waiting:
             self._dispatch()  # the pending slot is free again
         return conn
 
@@ -583,7 +583,7 @@ class Pool(Generic[C]):
                 failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
                 self._publish.connection_check_out_failed(failed, checkout_started, error)
                 self._wake_background()
-            if self._queue:
+            if self._queue.waiting:
                 self._dispatch()
             if error is exc:
                 raise
@@ -602,7 +602,7 @@ class Pool(Generic[C]):
             if checkout_started is not None:
                 failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
                 self._publish.connection_check_out_failed(failed, checkout_started, error)
-            if self._queue:
+            if self._queue.waiting:
                 self._dispatch()
             raise error
         if self._load_balanced:
@@ -695,7 +695,7 @@ class Pool(Generic[C]):
         if reason is not None:
             self._discard(conn, reason)
             return False
-        if self._queue.serve_oldest(conn):
+        if self._queue.waiting and self._queue.serve_oldest(conn):
             self._in_use.add(conn)
             return True
         if self._max_idle is None:
@@ -766,7 +766,7 @@ class Pool(Generic[C]):
             self._release(grant)
         else:
             return
-        if self._queue:
+        if self._queue.waiting:
             self._dispatch()
 
     def _expire(self, waiter: asyncio.Future[Any]) -> None:
@@ -807,7 +807,7 @@ class Pool(Generic[C]):
         message = (
             f"Timed out while checking out a connection from connection pool {self._where} after "
             f"{(time.monotonic() - started) * 1000:.0f} ms ({limit}); maxPoolSize={size}, "
-            f"{len(self._in_use)} in use, {self._pending} being established, {len(self._queue)} still waiting"
+            f"{len(self._in_use)} in use, {self._pending} being established, {self._queue.waiting} still waiting"
         )
         if self._load_balanced:
             message += ". " + self._in_use_by_purpose(size)
@@ -863,7 +863,7 @@ class Pool(Generic[C]):
                 return
             try:
                 self._prune_idle()
-                if self._queue:
+                if self._queue.waiting:
                     self._dispatch()
                 await self._fill()
             except Exception:
@@ -886,7 +886,7 @@ class Pool(Generic[C]):
             except Exception:
                 return
             self._release(conn)
-            if self._queue:
+            if self._queue.waiting:
                 self._dispatch()
 
 

@@ -34,17 +34,18 @@ class WaitQueue(Generic[T]):
     A waiter :meth:`join` s the queue and, however its wait ends without it being served (cancelled, timed
     out), :meth:`leave` s it. The server either serves the oldest waiter (:meth:`oldest` and
     :meth:`serve_oldest`), wakes waiters without taking them out (iterating), or empties the queue
-    (:meth:`drain`). ``len()`` counts the waiters still waiting.
+    (:meth:`drain`).
     """
 
-    __slots__ = ("_order", "_waiting")
+    __slots__ = ("_order", "_waiting", "waiting")
 
     def __init__(self) -> None:
         self._order: deque[asyncio.Future[T]] = deque()
         self._waiting: set[asyncio.Future[T]] = set()
-
-    def __len__(self) -> int:
-        return len(self._waiting)
+        self.waiting = 0
+        """How many waiters are still waiting (to be read only). A plain attribute rather than ``len()``: the
+        pool reads it at every check-out and check-in, where calling ``__len__`` would cost more than the
+        rest of the test."""
 
     def __iter__(self) -> Iterator[asyncio.Future[T]]:
         """The waiters still waiting whose futures are not done yet, oldest first (for waking them in place;
@@ -56,11 +57,13 @@ class WaitQueue(Generic[T]):
         """Put ``waiter`` at the end of the queue."""
         self._order.append(waiter)
         self._waiting.add(waiter)
+        self.waiting = len(self._waiting)
 
     def leave(self, waiter: asyncio.Future[T]) -> None:
         """Take ``waiter`` out of the queue (if still in it) in constant time on average."""
         waiting = self._waiting
         waiting.discard(waiter)
+        self.waiting = len(waiting)
         order = self._order
         if len(order) > 2 * len(waiting) + _COMPACT_AFTER:
             # In place: a pass over the queue further up the stack may hold this same deque.
@@ -87,6 +90,7 @@ class WaitQueue(Generic[T]):
             return False
         self._order.popleft()
         self._waiting.discard(waiter)
+        self.waiting = len(self._waiting)
         waiter.set_result(result)
         return True
 
@@ -94,4 +98,5 @@ class WaitQueue(Generic[T]):
         """Empty the queue; returns the waiters that were still waiting, oldest first."""
         order, waiting = self._order, self._waiting
         self._order, self._waiting = deque(), set()
+        self.waiting = 0
         return [waiter for waiter in order if waiter in waiting and not waiter.done()]

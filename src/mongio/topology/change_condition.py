@@ -34,7 +34,7 @@ class ChangeCondition(asyncio.Condition):
 
     def __repr__(self) -> str:
         state = "locked" if self.locked() else "unlocked"
-        return f"<{type(self).__name__} [{state}, waiters:{len(self._sleeping)}]>"
+        return f"<{type(self).__name__} [{state}, waiters:{self._sleeping.waiting}]>"
 
     async def wait(self) -> Literal[True]:
         """Release the lock, wait for a ``notify``, take the lock again and return True. The lock is taken
@@ -79,4 +79,4 @@ class ChangeCondition(asyncio.Condition):
 
     def notify_all(self) -> None:
         """Wake every waiting task. The lock must be held."""
-        self.notify(len(self._sleeping))
+        self.notify(self._sleeping.waiting)
