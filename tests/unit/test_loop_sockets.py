@@ -82,3 +82,27 @@ async def test_a_protocol_let_go_of_closes_its_socket_and_later_closes_touch_no_
         assert not transport.is_closing()  # neither reached the transport (which would schedule on the loop)
     finally:
         listener.close()
+
+
+def test_a_connection_closed_after_its_loop_closed_lets_itself_go() -> None:
+    """A coroutine of a loop closed without shutting down, finalized by the garbage collector before anyone
+    let go of the loop, closes its connection: the protocol closes its socket directly, and neither fails
+    the waiter nor schedules anything on the closed loop (which would raise)."""
+    from mongio.connection.protocol import MessageProtocol
+
+    loop = asyncio.new_event_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+
+        async def connect() -> tuple[asyncio.BaseTransport, MessageProtocol]:
+            return await loop.create_connection(lambda: MessageProtocol("test"), *listener.getsockname()[:2])
+
+        transport, protocol = loop.run_until_complete(connect())
+        sock = transport.get_extra_info("socket")
+        loop.close()
+        protocol.close()
+        assert protocol.lost and protocol.transport is None
+        assert sock.fileno() == -1
+    finally:
+        listener.close()
+        loop.close()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from mongio.bson._compiled import load_speedups
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
+from mongio.loop_runtime.bound import loop_gone
 from mongio.loop_runtime.sockets import close_transport_socket, forget_connection, record_connection
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
 
@@ -380,16 +381,26 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
 
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
-        reason = str(error) if error is not None else "closed by the driver"
-        self._mark_lost(reason, error)
-        if self.transport is not None:
-            self.transport.abort()
+        self._end_connection(error, flush=False)
 
     def close(self) -> None:
         """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
-        self._mark_lost("closed by the driver", None)
-        if self.transport is not None:
-            self.transport.close()
+        self._end_connection(None, flush=True)
+
+    def _end_connection(self, error: BaseException | None, *, flush: bool) -> None:
+        if loop_gone(self.loop):
+            # Closed without anyone letting go of it yet (see loop_gone's module): nothing may be scheduled
+            # on the loop, a waiter's future included.
+            self.let_go()
+            return
+        self._mark_lost(str(error) if error is not None else "closed by the driver", error)
+        transport = self.transport
+        if transport is None:
+            return
+        if flush:
+            transport.close()
+        else:
+            transport.abort()
 
     def let_go(self) -> None:
         """End the connection without its event loop, which will never run again here (the loop runtime

@@ -2,10 +2,10 @@
 when that loop closes or the process forks.
 
 - :mod:`~mongio.loop_runtime.runtime`: :class:`LoopRuntime` (one client's topology and cursor reaper on
-  one loop) and :class:`LoopRuntimes` (a client's runtimes, by loop). The only code that asks whether a
-  loop can still run.
+  one loop) and :class:`LoopRuntimes` (a client's runtimes, by loop), which decide when to let go of a loop.
 - :mod:`~mongio.loop_runtime.bound`: :class:`LoopBound`, the one method (``let_go``) through which the
-  runtime lets go of what lives on a loop that will never run again.
+  runtime lets go of what lives on a loop that will never run again, and :func:`loop_gone`, the one test
+  of whether a loop can still run.
 - :mod:`~mongio.loop_runtime.sockets`: the record of the sockets and connections opened on each loop.
 - :mod:`~mongio.loop_runtime.fork`: the process's one fork hook.
 - :mod:`~mongio.loop_runtime.wait_queue`: fair, cancellation-safe waiting (the pool's wait queue and the

@@ -3,12 +3,14 @@
 A child has copies of its parent's objects but only the thread that forked. So, right after ``os.fork()``:
 
 - the ObjectId's random bytes and counter are drawn anew (a child must not mint its parent's ids);
-- the socket record's lock is renewed (another thread of the parent may have held it at the fork);
+- every connection and socket in the socket record is let go of (they are the parent's, on its loops: the
+  child's copies of the sockets are closed and nothing touches the loops, whose epoll sets the two
+  processes share), and the record's lock is renewed;
 - every object registered with :func:`renew_in_forked_children` renews itself: clients renew their locks,
   server session pools forget the sessions the parent goes on using.
 
-The loops and their runtimes are not touched here: a runtime finds itself stranded (made in another process)
-at its client's next use, and lets go of its loop then, where the client's listeners may be told.
+The runtimes are not let go of here: a runtime finds itself stranded (made in another process) at its
+client's next use, and lets go of its pools and tasks then, where the client's listeners may be told.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import weakref
 from typing import Protocol
 
 from mongio.bson.objectid import reset_after_fork as _reset_object_ids
-from mongio.loop_runtime.sockets import renew_lock_after_fork as _renew_socket_record_lock
+from mongio.loop_runtime.sockets import let_go_after_fork as _let_go_of_the_parents_connections
 
 __all__ = ["RenewedAfterFork", "renew_in_forked_children"]
 
@@ -42,7 +44,7 @@ def renew_in_forked_children(renewed: RenewedAfterFork) -> None:
 
 def _after_fork_in_child() -> None:
     _reset_object_ids()
-    _renew_socket_record_lock()
+    _let_go_of_the_parents_connections()
     for renewed in list(_RENEWED):
         renewed.renew_after_fork()
 

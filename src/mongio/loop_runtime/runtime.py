@@ -1,5 +1,5 @@
-"""What a client keeps on one event loop, so that one client object works on any loop, and the one place
-that decides a loop will never run again.
+"""What a client keeps on one event loop, so that one client object works on any loop, and what decides
+to let go of a loop that will never run again.
 
 A :class:`~mongio.client.MongoClient` is loop-free: its options, its server session pool, its cluster time
 and its last topology description can be used from anywhere. What asyncio ties to a loop (connections and
@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mongio.cursor_reaper import CursorReaper, KillCursors
+from mongio.loop_runtime.bound import loop_gone
 from mongio.loop_runtime.fork import renew_in_forked_children
 from mongio.loop_runtime.sockets import let_go_of_loop
 
@@ -45,13 +46,6 @@ _log = logging.getLogger("mongio.client")
 
 # How long a runtime closing because its loop shuts down spends killing queued cursors.
 _SHUTDOWN_FLUSH_TIMEOUT = 1.0
-
-
-def _loop_gone(loop: asyncio.AbstractEventLoop, made_in_pid: int) -> bool:
-    """Whether ``loop`` can never again run anything for an object made in process ``made_in_pid``: it is
-    closed, or this process is a child forked since (the loop, even one running at the fork, is the
-    parent's, and the epoll set under it is shared with the parent). The one such test of the package."""
-    return loop.is_closed() or made_in_pid != os.getpid()
 
 
 class LoopRuntime:
@@ -99,7 +93,7 @@ class LoopRuntime:
     def stranded(self) -> bool:
         """The runtime's loop can never run its tasks here: it is closed, or this process is a child forked
         from the one the runtime was made in (the loop, even one that was running then, is the parent's)."""
-        return _loop_gone(self.loop, self._pid)
+        return loop_gone(self.loop, self._pid)
 
     @property
     def running(self) -> bool:
@@ -312,7 +306,7 @@ def cancel_from_anywhere(
     if task_loop is caller:
         task.cancel()
         return _ended(task)
-    if not _loop_gone(task_loop, os.getpid()):
+    if not loop_gone(task_loop):
         task_loop.call_soon_threadsafe(task.cancel)
     return None
 

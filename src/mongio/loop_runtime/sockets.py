@@ -30,10 +30,10 @@ __all__ = [
     "close_transport_socket",
     "forget_connection",
     "forget_socket",
+    "let_go_after_fork",
     "let_go_of_loop",
     "record_connection",
     "record_socket",
-    "renew_lock_after_fork",
 ]
 
 
@@ -47,15 +47,24 @@ class LoopConnection(LoopBound, Protocol):
 _lock = threading.Lock()
 
 
-def renew_lock_after_fork() -> None:
-    """In the child of a fork (the runtime's fork hook calls it): a lock held by another thread of the parent
-    at the fork would stay held forever in the child, which has only the forking thread."""
-    global _lock
-    _lock = threading.Lock()
-
-
 _sockets: weakref.WeakKeyDictionary[socket.socket, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 _connections: weakref.WeakSet[LoopConnection] = weakref.WeakSet()
+
+
+def let_go_after_fork() -> None:
+    """In the child of a fork (the runtime's fork hook calls it, with no other thread running): every
+    connection and socket recorded is the parent's, on a loop of the parent, so each is let go of at once
+    (the child's copy of its socket closed, its transport never touched: the epoll set under the parent's
+    loop is shared with the child). The lock is renewed: another thread of the parent may have held it."""
+    global _lock
+    _lock = threading.Lock()
+    connections, sockets = list(_connections), list(_sockets)
+    _connections.clear()
+    _sockets.clear()
+    for protocol in connections:
+        protocol.let_go()
+    for sock in sockets:
+        sock.close()
 
 
 def record_socket(sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
