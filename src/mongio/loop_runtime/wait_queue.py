@@ -84,15 +84,16 @@ class WaitQueue(Generic[T]):
 
     def serve_oldest(self, result: T) -> bool:
         """Take the oldest waiter still waiting out of the queue and resolve it with ``result``; False when
-        nobody waits."""
-        waiter = self.oldest()
-        if waiter is None:
-            return False
-        self._order.popleft()
-        self._waiting.discard(waiter)
-        self.waiting = len(self._waiting)
-        waiter.set_result(result)
-        return True
+        nobody waits. (The pass of :meth:`oldest` written out: this runs at every check-in a waiter takes.)"""
+        order, waiting = self._order, self._waiting
+        while order:
+            waiter = order.popleft()
+            if waiter in waiting and not waiter.done():
+                waiting.discard(waiter)
+                self.waiting = len(waiting)
+                waiter.set_result(result)
+                return True
+        return False
 
     def drain(self) -> list[asyncio.Future[T]]:
         """Empty the queue; returns the waiters that were still waiting, oldest first."""
