@@ -22,9 +22,6 @@ import contextvars
 import functools
 import logging
 import math
-import os
-import threading
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -43,7 +40,7 @@ from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
-from mongio.loop_runtime import LoopRuntime
+from mongio.loop_runtime import LoopRuntimes, cancel_from_anywhere
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite, ClientBulkWriteBatch
 from mongio.operations.collections import DropDatabase, ListDatabases
@@ -255,12 +252,8 @@ class MongoClient:
         self._read_preference: _ServerMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
-        # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop: the
-        # runtime used last (the fast path), and every live one by loop (changed under the lock only).
-        self._runtime: LoopRuntime | None = None
-        self._runtimes: dict[asyncio.AbstractEventLoop, LoopRuntime] = {}
-        self._runtimes_lock = threading.Lock()
-        _LIVE_CLIENTS.add(self)
+        # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop.
+        self._runtimes = LoopRuntimes(self._kill_abandoned_cursors)
         self._closed = False
         self._closing: _Closing | None = None
         # connect=True: the background start of monitoring, stopped by close() if still under way.
@@ -328,13 +321,7 @@ class MongoClient:
         connecting, self._connecting = self._connecting, None
         if connecting is None or connecting.done():
             return None
-        connecting_loop = connecting.get_loop()
-        if connecting_loop is loop:
-            connecting.cancel()
-            return _ended(connecting)
-        if not connecting_loop.is_closed():
-            connecting_loop.call_soon_threadsafe(connecting.cancel)
-        return None
+        return cancel_from_anywhere(connecting, loop)
 
     def __repr__(self) -> str:
         seeds = ", ".join(f"{host}:{port}" if port else host for host, port in self._options.seeds)
@@ -382,53 +369,19 @@ class MongoClient:
         """The topology of the running event loop, started there on first use."""
         if self._closed:
             raise self._closed_error()
-        loop = asyncio.get_running_loop()
-        runtime = self._runtime
-        if runtime is None or runtime.loop is not loop or runtime.closed:
-            runtime = self._runtime = self._runtime_for(loop)
+        runtime = self._runtimes.for_loop(asyncio.get_running_loop())
         topology = await runtime.open(self._new_topology)
         if self._closed:
             raise self._closed_error()
         self._executor.attach(topology)
         return topology
 
-    def _renew_lock_after_fork(self) -> None:
-        """In the child of a fork: the lock may have been held by a thread of the parent, which the child
-        does not have."""
-        self._runtimes_lock = threading.Lock()
-        self._executor.renew_locks_after_fork()
-
-    def _runtime_for(self, loop: asyncio.AbstractEventLoop) -> LoopRuntime:
-        """The runtime of ``loop``, made when it has none; runtimes whose loop closed are let go of first."""
-        runtime = self._runtimes.get(loop)
-        if runtime is not None and not runtime.closed:
-            return runtime
-        with self._runtimes_lock:
-            stale = [other for other in self._runtimes.values() if other.loop_gone()]
-            for other in stale:
-                del self._runtimes[other.loop]
-            runtime = self._runtimes.get(loop)
-            if runtime is None or runtime.closed:
-                runtime = LoopRuntime(loop, self._kill_abandoned_cursors, self._forget_runtime)
-                self._runtimes[loop] = runtime
-        for other in stale:
-            other.close_on_closed_loop()
-        return runtime
-
     @property
     def _topology(self) -> Topology | None:
         """The started topology of the running event loop (else of the loop that used the client last), for
         tools and tests that look at the pools and monitors; ``None`` before the client started there."""
-        try:
-            runtime = self._runtimes.get(asyncio.get_running_loop()) or self._runtime
-        except RuntimeError:
-            runtime = self._runtime
+        runtime = self._runtimes.current()
         return None if runtime is None else runtime.topology
-
-    def _forget_runtime(self, runtime: LoopRuntime) -> None:
-        with self._runtimes_lock:
-            if self._runtimes.get(runtime.loop) is runtime:
-                del self._runtimes[runtime.loop]
 
     async def _new_topology(self) -> Topology:
         options = self._options
@@ -439,10 +392,7 @@ class MongoClient:
     def _abandon_server_cursor(self, address: Address | None, namespace: str, cursor_id: int) -> None:
         """Queue a server cursor for killing by the cursor reaper of the running loop's runtime, else of the
         runtime used last (safe from a finalizer and from any thread)."""
-        try:
-            runtime = self._runtimes.get(asyncio.get_running_loop()) or self._runtime
-        except RuntimeError:
-            runtime = self._runtime
+        runtime = self._runtimes.current()
         if runtime is not None and not runtime.closed:
             runtime.cursor_reaper.abandon(address, namespace, cursor_id)
 
@@ -553,13 +503,11 @@ class MongoClient:
         """
         if self._closing is None:
             self._closed = True
-            with self._runtimes_lock:
-                runtimes = list(self._runtimes.values())
             try:
                 loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
             except RuntimeError:
                 loop = None
-            closings = self._close_runtimes(runtimes, loop)
+            closings = self._close_runtimes(loop)
             connecting = self._stop_connecting(loop)
             if connecting is not None:
                 closings.append(connecting)
@@ -571,37 +519,22 @@ class MongoClient:
                 self._closing = _Closing(loop.create_task(_wait_all(closings)))
         return self._closing
 
-    def _close_runtimes(
-        self, runtimes: list[LoopRuntime], loop: asyncio.AbstractEventLoop | None
-    ) -> list[Awaitable[None]]:
-        """Close every runtime: the one of ``loop`` (the caller's) on it; one on another thread's running
-        loop through that loop; one of a closed loop at once. Returns what ``loop`` is to await (a runtime on
-        a loop that is open but not running closes when that loop shuts down).
+    def _close_runtimes(self, loop: asyncio.AbstractEventLoop | None) -> list[Awaitable[None]]:
+        """Close every runtime (see :meth:`LoopRuntimes.close_all`); returns what ``loop`` (the caller's) is
+        to await.
 
         ``endSessions`` is sent once (the sessions specification asks it of every client's shutdown): from
         the caller's runtime, else from one on another thread's running loop, else, when server sessions are
         pooled and the caller runs a loop, from a runtime opened there for it (the loops that used the
         sessions have shut down, closing their runtimes, and the sessions outlive them)."""
-        closings: list[Awaitable[None]] = []
-        running = [runtime for runtime in runtimes if not runtime.loop_gone() and runtime.loop.is_running()]
-        sender = next((runtime for runtime in running if runtime.loop is loop), None) or next(iter(running), None)
-        for runtime in runtimes:
-            end_sessions = self._executor.end_sessions if runtime is sender else None
-            if runtime.loop_gone():
-                runtime.close_on_closed_loop()
-            elif runtime.loop is loop:
-                closings.append(runtime.close(_CLOSE_FLUSH_TIMEOUT, end_sessions))
-            elif runtime.loop.is_running():
-                closing = runtime.close_threadsafe(_CLOSE_FLUSH_TIMEOUT, end_sessions)
-                if loop is not None:
-                    closings.append(asyncio.wrap_future(closing, loop=loop))
-        if sender is None and loop is not None and len(self._executor.session_pool):
+        closings, sent = self._runtimes.close_all(loop, _CLOSE_FLUSH_TIMEOUT, self._executor.end_sessions)
+        if not sent and loop is not None and len(self._executor.session_pool):
             closings.append(self._end_sessions_from_a_new_runtime(loop))
         return closings
 
     async def _end_sessions_from_a_new_runtime(self, loop: asyncio.AbstractEventLoop) -> None:
         """Open a runtime on ``loop`` only to send ``endSessions``, then close it (see :meth:`_close_runtimes`)."""
-        runtime = self._runtime_for(loop)
+        runtime = self._runtimes.for_loop(loop)
         try:
             async with asyncio.timeout(_CLOSE_FLUSH_TIMEOUT):
                 await runtime.open(self._new_topology)
@@ -658,7 +591,7 @@ class MongoClient:
     def topology_description(self) -> TopologyDescription:
         """The current description of the deployment (type Unknown until the client has started), as the
         event loop that used the client last sees it."""
-        runtime = self._runtime
+        runtime = self._runtimes.last
         if runtime is not None and runtime.topology is not None and not runtime.topology.closed:
             return runtime.topology.description
         from mongio.topology.topology_description import initial_topology_description
@@ -1137,11 +1070,6 @@ _log = logging.getLogger("mongio.client")
 _CLOSE_FLUSH_TIMEOUT = 5.0
 
 
-async def _ended(task: asyncio.Task[None]) -> None:
-    """Wait for ``task`` to end, whatever its outcome (it was cancelled; its errors are its own to log)."""
-    await asyncio.wait([task])
-
-
 async def _wait_all(closings: list[Awaitable[None]]) -> None:
     """Wait for every closing. One that failed is logged at debug level with its exception, not raised:
     ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised."""
@@ -1154,17 +1082,3 @@ async def _wait_all(closings: list[Awaitable[None]]) -> None:
 
 
 AsyncMongoClient = MongoClient
-
-
-# Every client of the process, for the child of a fork: a lock that another thread of the parent held at the
-# fork stays held in the child, which has only the forking thread, so each client gets a new one there.
-_LIVE_CLIENTS: weakref.WeakSet[MongoClient] = weakref.WeakSet()
-
-
-def _renew_locks_after_fork() -> None:
-    for client in list(_LIVE_CLIENTS):
-        client._renew_lock_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_locks_after_fork)

@@ -100,8 +100,9 @@ class CursorReaper:
                         exc_info=exc,
                     )
 
-    def forget(self) -> None:
-        """Stop for good without sending anything: the loop is closed, its task can no longer run."""
+    def let_go(self) -> None:
+        """Stop for good without sending anything: the loop will never run the task again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`)."""
         self._closed = True
         self._pending.clear()
         self._task = self._wakeup = None

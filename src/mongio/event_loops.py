@@ -9,25 +9,17 @@ loop (a session, an open cursor, a change stream). Each keeps the loop it was fi
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 
 from mongio.errors import EventLoopMismatchError
 
-__all__ = ["bind_to_running_loop", "describe_loop", "loop_gone"]
+__all__ = ["bind_to_running_loop", "describe_loop"]
 
 
 def describe_loop(loop: asyncio.AbstractEventLoop) -> str:
     """A loop as an error message names it: its class, identity and state."""
     state = "closed" if loop.is_closed() else ("running" if loop.is_running() else "not running")
     return f"{type(loop).__name__} at {id(loop):#x} ({state})"
-
-
-def loop_gone(loop: asyncio.AbstractEventLoop, made_in_pid: int) -> bool:
-    """Whether ``loop`` can never again run anything for an object made in process ``made_in_pid``: it is
-    closed, or this process is a child forked since (the loop, even one running at the fork, is the
-    parent's, and the epoll set under it is shared with the parent)."""
-    return loop.is_closed() or made_in_pid != os.getpid()
 
 
 def bind_to_running_loop(

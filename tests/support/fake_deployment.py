@@ -273,7 +273,7 @@ class FakePool:
         self.closed = True
         self.interrupted_on_close = interrupt_in_use_connections
 
-    def close_on_closed_loop(self) -> None:
+    def let_go(self) -> None:
         self.closed = True
 
     async def check_out(self, max_wait: float | None = None) -> Any:

@@ -14,7 +14,7 @@ from mongio.bson._type_marker import type_marker
 from mongio.bson.errors import InvalidId
 from mongio.bson.tz_util import utc
 
-__all__ = ["ObjectId", "utc"]
+__all__ = ["ObjectId", "reset_after_fork", "utc"]
 
 _COUNTER_LIMIT: Final = 0xFFFFFF
 _OBJECTID_MARKER: Final = 7
@@ -31,8 +31,9 @@ def _fresh_process_state() -> tuple[bytes, itertools.count[int]]:
 _random, _counter = _fresh_process_state()
 
 
-def _after_fork_in_child() -> None:
-    # A forked child would otherwise share the parent's random value and counter and mint duplicates.
+def reset_after_fork() -> None:
+    """Draw the process's random bytes and counter anew: a forked child calls it (mongio's runtime does, in
+    its fork hook) so as not to share its parent's and mint the same ids."""
     global _random, _counter
     _random, _counter = _fresh_process_state()
 
@@ -41,10 +42,6 @@ def generation_state() -> tuple[bytes, itertools.count[int]]:
     """The process's random bytes and counter, for the compiled encoder to make ids as ``ObjectId()`` does
     (read anew at every use: a forked child gets fresh ones)."""
     return _random, _counter
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class ObjectId:

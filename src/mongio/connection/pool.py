@@ -7,8 +7,9 @@ cannot interrupt halfway.
 
 - Idle connections are reused last-in first-out: the most recently used stay warm, the others age out
   under ``maxIdleTimeMS``.
-- Waiters are futures in a FIFO deque: a checked-in connection, or the right to open a new one, goes to
-  the oldest waiter. A waiter that times out or is cancelled leaves the queue at once, and a connection
+- Waiters are futures in a FIFO :class:`~mongio.loop_runtime.wait_queue.WaitQueue`: a checked-in
+  connection, or the right to open a new one, goes to the oldest waiter. A waiter that times out or is
+  cancelled leaves the queue at once (in constant time, however many leave together), and a connection
   handed to a task that was cancelled before it could take it goes back to the pool.
 - The pool does not know how connections are made: it calls the injected ``connect(connection_id,
   generation)`` factory (TCP, TLS, handshake and authentication live there) and needs only the small
@@ -40,6 +41,7 @@ from mongio.errors import (
 )
 from mongio.events.listeners import CmapPublisher
 from mongio.events.reasons import Address, ConnectionCheckOutFailedReason, ConnectionClosedReason
+from mongio.loop_runtime.wait_queue import WaitQueue
 
 __all__ = [
     "ConnectFactory",
@@ -149,10 +151,6 @@ _TIMED_OUT = _Grant("timed out")
 _CLEARED = _Grant("pool cleared")
 _CLOSED = _Grant("pool closed")
 
-# How many entries of waiters that left the queue early the wait queue's deque may hold beyond twice the
-# waiters still in it before it is compacted (see Pool._abandon).
-_COMPACT_AFTER = 32
-
 
 def _format_address(address: Address) -> str:
     host, port = address
@@ -203,6 +201,9 @@ class Pool(Generic[C]):
         self._max_idle = opts.max_idle_time_seconds
         self._wait_timeout = opts.wait_queue_timeout
         self._load_balanced = opts.load_balanced
+        # Neither load-balanced nor with an idle limit: a connection's generation and state alone say whether
+        # it is usable (see _perished).
+        self._plain = not self._load_balanced and self._max_idle is None
 
         self._state = PoolState.PAUSED
         self._generation = 0
@@ -218,15 +219,10 @@ class Pool(Generic[C]):
         self._total = 0  # idle + in use + pending (pending includes slots granted to waiters)
         self._pending = 0
         self._establishing: set[_Establishing] = set()
-        # Set once close_on_closed_loop() dropped the connections still checked out.
+        # Set once let_go() dropped the connections still checked out.
         self._let_go = False
-        # The wait queue, in arrival order. A waiter that leaves it early (its task cancelled, its wait timed
-        # out) is only taken out of ``_waiting``: finding it in the deque would cost a pass over the waiters
-        # ahead of it, and a crowd of waiters cancelled at once, last first, would stall the loop for the
-        # square of their number. Passes over the queue drop such entries as they meet them, and
-        # ``_abandon`` compacts the deque once they outnumber the live waiters.
-        self._waiters: deque[asyncio.Future[Any]] = deque()
-        self._waiting: set[asyncio.Future[Any]] = set()  # the waiters still to be served
+        # Check-outs waiting for a connection or for the right to open one, served oldest first.
+        self._queue: WaitQueue[Any] = WaitQueue()
         self._next_id = 1
         self._clear_cause: BaseException | None = None
 
@@ -240,7 +236,7 @@ class Pool(Generic[C]):
         return (
             f"<Pool {self._where} {self._state} generation={self._generation} total={self._total} "
             f"idle={len(self._idle)} in_use={len(self._in_use)} pending={self._pending} "
-            f"waiting={len(self._waiting)}>"
+            f"waiting={self._queue.waiting}>"
         )
 
     # Introspection.
@@ -282,7 +278,7 @@ class Pool(Generic[C]):
 
     @property
     def wait_queue_length(self) -> int:
-        return len(self._waiting)
+        return self._queue.waiting
 
     # State changes.
 
@@ -403,10 +399,12 @@ class Pool(Generic[C]):
             if record.task is not current:
                 record.interrupt(_POOL_CLOSED)
 
-    def close_on_closed_loop(self) -> None:
-        """:meth:`close` for a pool whose event loop is closed (its tasks are gone): every connection it still
-        counts is closed at once (their sockets directly) with its ``ConnectionClosedEvent``, and nothing is
-        scheduled on the closed loop. Waiters of that loop are forgotten, not failed."""
+    def let_go(self) -> None:
+        """:meth:`close` for a pool whose event loop will never run again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`): every connection it still counts is closed at once
+        with its ``ConnectionClosedEvent`` (the runtime let go of their protocols first, so their sockets are
+        closed directly), the background task and the waiters of that loop are forgotten, not cancelled or
+        failed, and nothing is scheduled on the loop."""
         if self._state == PoolState.CLOSED and not self._in_use:
             return
         was_open = self._state != PoolState.CLOSED
@@ -418,8 +416,7 @@ class Pool(Generic[C]):
         in_use, self._in_use = list(self._in_use), set()
         for conn in [conn for conn, _since in idle] + in_use:
             self._discard(conn, _POOL_CLOSED)
-        self._waiters.clear()
-        self._waiting.clear()
+        self._queue.drain()
         self._establishing.clear()
         if was_open:
             self._publish.pool_closed()
@@ -452,7 +449,7 @@ class Pool(Generic[C]):
         if observed:
             started = time.monotonic()
             publish.connection_check_out_started()
-        if self._state is _READY and not self._waiting and self._idle:
+        if self._state is _READY and not self._queue.waiting and self._idle:
             conn = self._take_idle()
             if conn is not None:
                 self._in_use.add(conn)
@@ -464,7 +461,7 @@ class Pool(Generic[C]):
             started = time.monotonic()
         if self._state != PoolState.READY:
             raise self._refused(started)
-        if not self._waiting and self._may_open_another():
+        if not self._queue.waiting and self._may_open_another():
             self._pending += 1
             self._total += 1
             return await self._open_for_checkout(started)
@@ -495,15 +492,14 @@ class Pool(Generic[C]):
         if conn.in_exchange:
             # The unread reply would be the next command's answer: this connection cannot be reused.
             conn.close("returned to the pool with a reply unread")
-        if not self._release(conn) and self._waiters:
+        if not self._release(conn) and self._queue.waiting:
             self._dispatch()  # closed, not handed over: its slot may go to a waiter
 
     async def _wait(self, started: float, max_wait: float | None, observed: bool) -> C:
         timeout = self._wait_timeout if max_wait is None else max_wait
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
-        self._waiters.append(waiter)
-        self._waiting.add(waiter)
+        self._queue.join(waiter)
         # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them. With nothing free
         # (the usual reason to wait) there is nothing to hand out: the call is saved.
         if self._idle or self._may_open_another():
@@ -520,7 +516,7 @@ class Pool(Generic[C]):
                 # Granted just before the cancellation arrived: the grant must not be lost.
                 self._give_back(waiter.result())
             else:
-                self._abandon(waiter)
+                self._queue.leave(waiter)
             self._publish.connection_check_out_failed(_FAILED_CONN, started)
             raise
         if timer is not None:
@@ -550,7 +546,7 @@ class Pool(Generic[C]):
             raise self._refused(started)
         self._in_use.add(conn)
         self._publish.connection_checked_out(conn.id, started)
-        if self._waiters:
+        if self._queue.waiting:
             self._dispatch()  # the pending slot is free again
         return conn
 
@@ -587,7 +583,7 @@ class Pool(Generic[C]):
                 failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
                 self._publish.connection_check_out_failed(failed, checkout_started, error)
                 self._wake_background()
-            if self._waiters:
+            if self._queue.waiting:
                 self._dispatch()
             if error is exc:
                 raise
@@ -606,7 +602,7 @@ class Pool(Generic[C]):
             if checkout_started is not None:
                 failed = _FAILED_CLOSED if cause == _POOL_CLOSED else _FAILED_CONN
                 self._publish.connection_check_out_failed(failed, checkout_started, error)
-            if self._waiters:
+            if self._queue.waiting:
                 self._dispatch()
             raise error
         if self._load_balanced:
@@ -639,16 +635,22 @@ class Pool(Generic[C]):
     # Synchronous bookkeeping.
 
     def _perished(self, conn: C, idle_since: float | None) -> str | None:
-        """Why ``conn`` may not be used any more, or ``None``."""
+        """Why ``conn`` may not be used any more, or ``None``: the pool's one test of a connection, run at
+        every check-out and check-in. ``idle_since`` is when it became idle (``None``: it is in use).
+
+        The usual case (open, of the pool's generation, no idle limit, not load-balanced) is answered by the
+        first test alone, as cheaply as the test can be written."""
+        if conn.generation == self._generation and self._plain and not conn.closed:
+            return None
+        if conn.closed:
+            # Broken by an error of its own, which (not the pool clear the error may have caused) closes it;
+            # unless a clear interrupted it.
+            return _STALE if conn in self._interrupted else _ERROR
         if self._load_balanced:
             entry = self._service_generations.get(conn.service_id)
             current = entry[0] if entry is not None else 0
         else:
             current = self._generation
-        if conn.closed:
-            # Broken by an error of its own, which (not the pool clear the error may have caused) closes it;
-            # unless a clear interrupted it.
-            return _STALE if conn in self._interrupted else _ERROR
         if conn.generation != current:
             return _STALE
         # Written as _next_expiry computes it, so the background task never finds an expiry due that
@@ -671,15 +673,6 @@ class Pool(Generic[C]):
         idle = self._idle
         while idle:
             conn, since = idle.pop()
-            # _perished's usual answer without its call (this runs for every check-out): outside load-balanced
-            # mode, with no idle limit, an open connection of the current generation is usable.
-            if (
-                self._max_idle is None
-                and not self._load_balanced
-                and conn.generation == self._generation
-                and not conn.closed
-            ):
-                return conn
             reason = self._perished(conn, since)
             if reason is None:
                 return conn
@@ -698,20 +691,13 @@ class Pool(Generic[C]):
         if self._state is _CLOSED_STATE:
             self._discard(conn, _POOL_CLOSED)
             return False
-        # _perished's usual answer without its call (this runs for every check-in), as in _take_idle.
-        if self._load_balanced or conn.generation != self._generation or conn.closed:
-            reason = self._perished(conn, None)
-            if reason is not None:
-                self._discard(conn, reason)
-                return False
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if waiter in self._waiting and not waiter.done():  # else it left the queue, or its task is leaving it
-                self._waiting.discard(waiter)
-                self._in_use.add(conn)
-                waiter.set_result(conn)
-                return True
+        reason = self._perished(conn, None)
+        if reason is not None:
+            self._discard(conn, reason)
+            return False
+        if self._queue.waiting and self._queue.serve_oldest(conn):
+            self._in_use.add(conn)
+            return True
         if self._max_idle is None:
             self._idle.append((conn, 0.0))
             return False
@@ -754,26 +740,18 @@ class Pool(Generic[C]):
     def _dispatch(self) -> None:
         """Serve waiters in arrival order: an idle connection, else a slot to open one, while either is
         available."""
-        waiters, waiting = self._waiters, self._waiting
-        while waiters:
-            waiter = waiters[0]
-            if waiter not in waiting or waiter.done():  # it left the queue, or its task is leaving it
-                waiters.popleft()
-                continue
+        queue = self._queue
+        while queue.oldest() is not None:
             if self._idle:
                 conn = self._take_idle()
                 if conn is not None:
-                    waiters.popleft()
-                    waiting.discard(waiter)
+                    queue.serve_oldest(conn)
                     self._in_use.add(conn)
-                    waiter.set_result(conn)
                     continue
             if self._may_open_another():
-                waiters.popleft()
-                waiting.discard(waiter)
+                queue.serve_oldest(_PERMIT)
                 self._pending += 1
                 self._total += 1
-                waiter.set_result(_PERMIT)
                 continue
             return
 
@@ -788,32 +766,17 @@ class Pool(Generic[C]):
             self._release(grant)
         else:
             return
-        if self._waiters:
+        if self._queue.waiting:
             self._dispatch()
 
     def _expire(self, waiter: asyncio.Future[Any]) -> None:
         if not waiter.done():
-            self._abandon(waiter)
+            self._queue.leave(waiter)
             waiter.set_result(_TIMED_OUT)
 
-    def _abandon(self, waiter: asyncio.Future[Any]) -> None:
-        """Take ``waiter`` out of the wait queue, in constant time (see ``_waiters``); compact the deque once
-        more than half of it is such entries, which keeps the cost of a waiter leaving constant on average."""
-        waiting = self._waiting
-        waiting.discard(waiter)
-        waiters = self._waiters
-        if len(waiters) > 2 * len(waiting) + _COMPACT_AFTER:
-            # In place: a pass over the queue further up the stack would hold this same deque.
-            live = [entry for entry in waiters if entry in waiting and not entry.done()]
-            waiters.clear()
-            waiters.extend(live)
-
     def _fail_waiters(self, grant: _Grant) -> None:
-        waiters, self._waiters = self._waiters, deque()
-        waiting, self._waiting = self._waiting, set()
-        for waiter in waiters:
-            if waiter in waiting and not waiter.done():
-                waiter.set_result(grant)
+        for waiter in self._queue.drain():
+            waiter.set_result(grant)
 
     def _refused(self, started: float) -> MongioError:
         """The error for a check-out the pool's state refuses, its failure event published."""
@@ -844,7 +807,7 @@ class Pool(Generic[C]):
         message = (
             f"Timed out while checking out a connection from connection pool {self._where} after "
             f"{(time.monotonic() - started) * 1000:.0f} ms ({limit}); maxPoolSize={size}, "
-            f"{len(self._in_use)} in use, {self._pending} being established, {len(self._waiting)} still waiting"
+            f"{len(self._in_use)} in use, {self._pending} being established, {self._queue.waiting} still waiting"
         )
         if self._load_balanced:
             message += ". " + self._in_use_by_purpose(size)
@@ -900,7 +863,7 @@ class Pool(Generic[C]):
                 return
             try:
                 self._prune_idle()
-                if self._waiters:
+                if self._queue.waiting:
                     self._dispatch()
                 await self._fill()
             except Exception:
@@ -923,7 +886,7 @@ class Pool(Generic[C]):
             except Exception:
                 return
             self._release(conn)
-            if self._waiters:
+            if self._queue.waiting:
                 self._dispatch()
 
 

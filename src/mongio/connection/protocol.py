@@ -19,17 +19,15 @@ grows for a longer message only as its bytes fill it (doubling, up to the messag
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mongio.bson._compiled import load_speedups
-from mongio.connection.loop_sockets import forget_connection, record_connection
 from mongio.connection.reply_waiter import ReplyWaiter
 from mongio.errors import AutoReconnect, ConnectionFailure, InvalidOperation, NetworkTimeout, ProtocolError
-from mongio.event_loops import loop_gone
+from mongio.loop_runtime.bound import loop_gone
+from mongio.loop_runtime.sockets import close_transport_socket, forget_connection, record_connection
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE, HEADER_SIZE
 
 __all__ = ["MessageProtocol"]
@@ -201,9 +199,6 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
         self.max_message_size = max_message_size
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
-        # A child forked from this process inherits the connection, whose loop is the parent's: the child must
-        # close its copy of the socket without touching that loop (whose epoll set the two processes share).
-        self._pid = os.getpid()
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._capacity = _INITIAL_BUFFER_SIZE  # len(self._buffer), kept: get_buffer runs once per read
@@ -386,33 +381,39 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
 
     def abort(self, error: BaseException | None = None) -> None:
         """End the connection now, dropping unsent data; a waiting task gets ``error`` (or ``AutoReconnect``)."""
-        reason = str(error) if error is not None else "closed by the driver"
-        if loop_gone(self.loop, self._pid):
-            self._close_on_closed_loop(reason, error)
-            return
-        self._mark_lost(reason, error)
-        if self.transport is not None:
-            self.transport.abort()
+        self._end_connection(error, flush=False)
 
     def close(self) -> None:
         """End the connection after unsent data is flushed; only for a connection with nothing in flight."""
-        if loop_gone(self.loop, self._pid):
-            self._close_on_closed_loop("closed by the driver", None)
-            return
-        self._mark_lost("closed by the driver", None)
-        if self.transport is not None:
-            self.transport.close()
+        self._end_connection(None, flush=True)
 
-    def _close_on_closed_loop(self, reason: str, error: BaseException | None) -> None:
-        # Nothing may be scheduled on a closed loop: a waiter of that loop is dropped rather than failed,
-        # and the socket is closed here.
-        self._lost_reason = self._lost_reason or reason
+    def _end_connection(self, error: BaseException | None, *, flush: bool) -> None:
+        if loop_gone(self.loop):
+            # Closed without anyone letting go of it yet (see loop_gone's module): nothing may be scheduled
+            # on the loop, a waiter's future included.
+            self.let_go()
+            return
+        self._mark_lost(str(error) if error is not None else "closed by the driver", error)
+        transport = self.transport
+        if transport is None:
+            return
+        if flush:
+            transport.close()
+        else:
+            transport.abort()
+
+    def let_go(self) -> None:
+        """End the connection without its event loop, which will never run again here (the loop runtime
+        calls it; see :class:`~mongio.loop_runtime.bound.LoopBound`): a waiter of that loop is dropped rather
+        than failed, the socket is closed directly, and the transport is let go of, so a later ``close`` or
+        ``abort`` (a pool letting go, a coroutine of the loop finalized) touches nothing of the loop."""
+        self._lost_reason = self._lost_reason or "the event loop of the connection will never run again"
         self.lost = True
-        self._lost_error = self._lost_error or error
         self._waiter = self._parser = self._timer = self._drain_waiter = self._closed_waiter = None
         self._connection_lost = True
-        if self.transport is not None:
-            close_socket_of_closed_loop(self.transport)
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            close_transport_socket(transport)
 
     def _mark_lost(self, reason: str, error: BaseException | None) -> None:
         if self._lost_reason is not None:
@@ -428,23 +429,3 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
                 waiter.set_exception(error)
             else:
                 waiter.set_exception(self.lost_exception())
-
-
-def close_socket_of_closed_loop(transport: asyncio.BaseTransport) -> None:
-    """Close the socket under ``transport``, whose event loop is already closed.
-
-    asyncio closes a transport's socket only from a callback of its loop, which a closed loop never runs:
-    the socket would stay open until the transport's finalizer closes it with a ``ResourceWarning``. Here the
-    socket is closed at once and the transport left without one, so nothing touches the closed loop. The
-    attributes are asyncio's own (a selector transport's ``_sock``, under the TLS layer's
-    ``_ssl_protocol._transport``); a transport without them (another loop implementation) is left to its
-    finalizer.
-    """
-    inner: Any = transport
-    ssl_protocol = getattr(inner, "_ssl_protocol", None)
-    if ssl_protocol is not None:
-        inner = getattr(ssl_protocol, "_transport", None)
-    sock = getattr(inner, "_sock", None)
-    if isinstance(sock, socket.socket):
-        sock.close()
-        inner._sock = None

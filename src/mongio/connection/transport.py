@@ -9,10 +9,10 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from mongio.connection.loop_sockets import forget_socket, record_socket
 from mongio.connection.protocol import MessageProtocol
 from mongio.error_classification import OVERLOAD_LABELS, may_be_overload
 from mongio.errors import AutoReconnect, NetworkTimeout
+from mongio.loop_runtime.sockets import forget_socket, record_socket
 
 if TYPE_CHECKING:
     from mongio.connection.socks import SocksProxy

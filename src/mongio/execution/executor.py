@@ -1035,12 +1035,6 @@ class Executor:
         if csot_on:
             _add_max_time(body, op, description)
 
-    def renew_locks_after_fork(self) -> None:
-        """In the child of a fork: see :meth:`TokenBucket.renew_lock_after_fork` (the session pool renews its
-        own)."""
-        if self._token_bucket is not None:
-            self._token_bucket.renew_lock_after_fork()
-
     # -- closing -------------------------------------------------------------------------------------------
 
     async def end_sessions(self, topology: Topology, *, discover: bool = False) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 from mongio.error_classification import AttemptFailure, is_retryable_writes_unsupported, labels_to_add
 from mongio.errors import OperationFailure
 from mongio.execution.deadline import timeout_error
+from mongio.loop_runtime.fork import renew_in_forked_children
 from mongio.topology.server_description import Address
 
 __all__ = [
@@ -69,7 +70,7 @@ class TokenBucket:
     retry that fails with a non-overload error gives back 1. Safe to share between threads.
     """
 
-    __slots__ = ("_capacity", "_lock", "_tokens")
+    __slots__ = ("__weakref__", "_capacity", "_lock", "_tokens")
 
     def __init__(self, capacity: float = DEFAULT_RETRY_TOKEN_CAPACITY) -> None:
         if capacity < 0:
@@ -77,9 +78,11 @@ class TokenBucket:
         self._capacity = round(capacity * _TOKEN_SCALE)
         self._tokens = self._capacity
         self._lock = threading.Lock()
+        renew_in_forked_children(self)
 
-    def renew_lock_after_fork(self) -> None:
-        """In the child of a fork, whose parent may have held the lock in a thread the child does not have."""
+    def renew_after_fork(self) -> None:
+        """In the child of a fork (the loop runtime's fork hook calls it), whose parent may have held the lock
+        in a thread the child does not have."""
         self._lock = threading.Lock()
 
     @property

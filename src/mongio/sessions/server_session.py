@@ -10,23 +10,22 @@ pure: time comes from a clock the client injects (``time.monotonic`` by default)
 sessions on close is returned as ``endSessions`` commands for the caller to send.
 
 A forked child process must not reuse the ids its parent goes on using: every pool is emptied in the child
-right after ``os.fork()`` (without ``endSessions``, which would end the parent's sessions too), and sessions
+right after ``os.fork()`` by the loop runtime's fork hook (without ``endSessions``, which would end the parent's sessions too), and sessions
 the parent had checked out are not taken back by the child's pool (driver sessions specification).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from mongio.bson.binary import Binary
 from mongio.bson.int64 import Int64
+from mongio.loop_runtime.fork import renew_in_forked_children
 
 __all__ = ["END_SESSIONS_BATCH_SIZE", "ServerSession", "ServerSessionPool"]
 
@@ -86,7 +85,7 @@ class ServerSessionPool:
         self._generation = 0
         # Server sessions are plain data, shared by the client's event loops, which may run in threads.
         self._lock = threading.Lock()
-        _LIVE_POOLS.add(self)
+        renew_in_forked_children(self)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -123,9 +122,9 @@ class ServerSessionPool:
                 return
             self._sessions.appendleft(session)
 
-    def reset(self) -> None:
-        """Forget every pooled session without ending it (after a fork); sessions checked out now are not
-        taken back."""
+    def renew_after_fork(self) -> None:
+        """Forget every pooled session without ending it (in a forked child, which the loop runtime's fork
+        hook calls it in); sessions checked out now are not taken back."""
         self._lock = threading.Lock()  # a lock held in the parent at the fork stays held in the child
         self._generation += 1
         self._sessions.clear()
@@ -148,15 +147,3 @@ def _fresh_since(now: float, timeout_minutes: float | None) -> float | None:
         return None
     return now - (timeout_minutes * 60.0 - _EXPIRY_MARGIN)
 
-
-# Every pool of the process, for the reset in a forked child.
-_LIVE_POOLS: weakref.WeakSet[ServerSessionPool] = weakref.WeakSet()
-
-
-def _reset_pools_after_fork() -> None:
-    for pool in list(_LIVE_POOLS):
-        pool.reset()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_pools_after_fork)

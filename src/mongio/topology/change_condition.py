@@ -6,15 +6,18 @@ when thousands of tasks wait for a server (a deployment out of reach) and are ca
 request server or a task group may cancel them, every cancellation walks the waiters still ahead of it and
 the loop stalls for the square of their number (20,000 waiting selections: 5.4 seconds).
 
-This subclass keeps the futures in a dict instead (insertion-ordered, so ``notify`` still wakes the longest
-waiting first), from which a finished wait removes its own in constant time. The lock and everything else
-are ``asyncio.Condition``'s own.
+This subclass keeps the futures in a :class:`~mongio.loop_runtime.wait_queue.WaitQueue` instead (the pool's
+wait queue too), in arrival order, so ``notify`` still wakes the longest waiting first, and from which a
+finished wait removes its own in constant time. The lock and everything else are ``asyncio.Condition``'s
+own.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Literal
+
+from mongio.loop_runtime.wait_queue import WaitQueue
 
 __all__ = ["ChangeCondition"]
 
@@ -27,11 +30,11 @@ class ChangeCondition(asyncio.Condition):
 
     def __init__(self) -> None:
         super().__init__()
-        self._sleeping: dict[asyncio.Future[bool], None] = {}
+        self._sleeping: WaitQueue[bool] = WaitQueue()
 
     def __repr__(self) -> str:
         state = "locked" if self.locked() else "unlocked"
-        return f"<{type(self).__name__} [{state}, waiters:{len(self._sleeping)}]>"
+        return f"<{type(self).__name__} [{state}, waiters:{self._sleeping.waiting}]>"
 
     async def wait(self) -> Literal[True]:
         """Release the lock, wait for a ``notify``, take the lock again and return True. The lock is taken
@@ -39,13 +42,13 @@ class ChangeCondition(asyncio.Condition):
         if not self.locked():
             raise RuntimeError("cannot wait on un-acquired lock")
         woken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._sleeping[woken] = None
+        self._sleeping.join(woken)
         self.release()
         try:
             await woken
             return True
         finally:
-            del self._sleeping[woken]
+            self._sleeping.leave(woken)
             await self._take_lock_back()
 
     async def _take_lock_back(self) -> None:
@@ -71,10 +74,9 @@ class ChangeCondition(asyncio.Condition):
         for woken in self._sleeping:
             if remaining <= 0:
                 return
-            if not woken.done():
-                woken.set_result(False)
-                remaining -= 1
+            woken.set_result(False)
+            remaining -= 1
 
     def notify_all(self) -> None:
         """Wake every waiting task. The lock must be held."""
-        self.notify(len(self._sleeping))
+        self.notify(self._sleeping.waiting)

@@ -239,15 +239,16 @@ class Monitor:
             await self._rtt_monitor.close()
         await wait_sockets_closed(self._dropped)
 
-    def close_on_closed_loop(self) -> None:
-        """:meth:`close` once the monitor's event loop is closed: its tasks can no longer run and are only
-        forgotten, and the connections' sockets are closed directly."""
+    def let_go(self) -> None:
+        """:meth:`close` once the monitor's event loop will never run again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`): its tasks are only forgotten, and its connections,
+        which the runtime let go of first, are dropped."""
         self._stopped = True
         self._task = None
         self._drop_connection("the event loop closed")
         self._dropped.clear()
         if self._rtt_monitor is not None:
-            self._rtt_monitor.close_on_closed_loop()
+            self._rtt_monitor.let_go()
 
     # -- the loop ------------------------------------------------------------------------------------------
 

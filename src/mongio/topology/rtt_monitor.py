@@ -186,8 +186,10 @@ class RttMonitor:
         self._drop_connection("the client is closing")
         await wait_sockets_closed(self._dropped)
 
-    def close_on_closed_loop(self) -> None:
-        """:meth:`close` once the event loop is closed: the task is forgotten, the socket closed directly."""
+    def let_go(self) -> None:
+        """:meth:`close` once the event loop will never run again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`): the task is forgotten, the connection (which the
+        runtime let go of first) dropped."""
         self._stopped = True
         self._task = None
         self._drop_connection("the event loop closed")

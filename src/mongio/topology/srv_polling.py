@@ -80,8 +80,9 @@ class SrvPoller:
             task.cancel()
         return task
 
-    def forget(self) -> None:
-        """Let go of the task without cancelling it: its event loop is closed and can no longer run it."""
+    def let_go(self) -> None:
+        """Let go of the task without cancelling it: its event loop will never run it again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`)."""
         self._task = None
 
     async def close(self) -> None:

@@ -31,6 +31,7 @@ from mongio.error_classification import (
 )
 from mongio.errors import ClientClosedError, ConfigurationError, MongioError, ServerSelectionTimeoutError
 from mongio.events.logs import LogMessage, format_error
+from mongio.loop_runtime.bound import LoopBound
 from mongio.topology.change_condition import ChangeCondition
 from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublisher
 from mongio.topology.monitor import Monitor, streaming_enabled
@@ -77,8 +78,9 @@ _POOL_READY_TYPES = frozenset(
 _MODE_NAMES = ("primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest")
 
 
-class PoolLike(Protocol):
-    """What the topology needs of a connection pool (``mongio.connection.pool`` provides one)."""
+class PoolLike(LoopBound, Protocol):
+    """What the topology needs of a connection pool (``mongio.connection.pool`` provides one), ``let_go``
+    included."""
 
     @property
     def generation(self) -> int: ...
@@ -98,10 +100,6 @@ class PoolLike(Protocol):
     def close(self, interrupt_in_use_connections: bool = False) -> Any:
         """Close the pool; with ``interrupt_in_use_connections`` the connections in use are closed now too
         (their operations fail at once instead of running on)."""
-        ...
-
-    def close_on_closed_loop(self) -> None:
-        """Close at once, without scheduling anything on the pool's event loop, which is closed."""
         ...
 
     async def check_out(self, max_wait: float | None = None) -> Connection:
@@ -400,21 +398,22 @@ class Topology:
         except Exception:
             _log.debug("closing the pool of %s failed", format_address(server.address), exc_info=True)
 
-    def close_on_closed_loop(self) -> None:
-        """:meth:`close` for a topology whose event loop is closed, from anywhere and without awaiting: the
-        tasks (which that loop can no longer run) are forgotten, every pool and monitoring connection is
-        closed directly, and the closing events are published. Nothing is scheduled on the closed loop."""
+    def let_go(self) -> None:
+        """:meth:`close` for a topology whose event loop will never run again (see
+        :class:`~mongio.loop_runtime.bound.LoopBound`), from anywhere and without awaiting: the tasks are
+        forgotten, the SRV poller, monitors and pools let go of, and the closing events are published.
+        Nothing is scheduled on the loop."""
         if self.closed:
             return
         self.closed = True
         self._retired.clear()
         if self._srv_poller is not None:
-            self._srv_poller.forget()
+            self._srv_poller.let_go()
         for server in self._servers.values():
             if server.monitor is not None:
-                server.monitor.close_on_closed_loop()
+                server.monitor.let_go()
             if server.pool is not None:
-                server.pool.close_on_closed_loop()
+                server.pool.let_go()
         self._finish_closing()
 
     def _finish_closing(self) -> None:

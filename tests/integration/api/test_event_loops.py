@@ -401,7 +401,7 @@ def fork_and_wait() -> None:
 
 # Another thread forks while this one is inside the client's bookkeeping (holding its locks): the child
 # has only the forking thread, so a lock copied held would never be released there.
-with client._runtimes_lock, client._executor._token_bucket._lock:
+with client._runtimes._lock, client._executor._token_bucket._lock:
     forker = threading.Thread(target=fork_and_wait)
     forker.start()
     forker.join(60)

@@ -186,7 +186,7 @@ def test_reset_forgets_sessions_and_refuses_those_checked_out_before() -> None:
     pool = ServerSessionPool(FakeClock())
     pooled, out = pool.acquire(TIMEOUT_MINUTES), pool.acquire(TIMEOUT_MINUTES)
     pool.release(pooled, TIMEOUT_MINUTES)
-    pool.reset()
+    pool.renew_after_fork()
     assert len(pool) == 0
     pool.release(out, TIMEOUT_MINUTES)
     assert len(pool) == 0
