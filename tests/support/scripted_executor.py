@@ -124,6 +124,7 @@ class FakeTopology:
 class FakeClient:
     def __init__(self, topology: FakeTopology) -> None:
         self.topology = topology
+        self.executor: Any = None  # the executor sessions made for this client reach (when a test sets one)
 
     async def _open_topology(self) -> Any:
         if self.topology.closed:

@@ -19,6 +19,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from mongio.sessions.operation_session import EXECUTOR_METHODS
+
 # PyMongo module -> mongio module holding the same public classes.
 MODULES = {
     "pymongo.asynchronous.mongo_client": "mongio.asynchronous.mongo_client",
@@ -38,6 +40,14 @@ MODULES = {
     "pymongo.read_preferences": "mongio.read_preferences",
     "pymongo.collation": "mongio.collation",
     "bson": "mongio.bson",
+}
+
+# Members of mongio's classes that are public within the package but not API, so not compared (nor shown in
+# the API pages, see docs/_ext/internal_members.py): what the executor asks of a session (the methods
+# OperationSession declares) and the client's accessor of its executor.
+PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
+    "ClientSession": EXECUTOR_METHODS,
+    "MongoClient": frozenset({"executor"}),
 }
 
 # Classes a PyMongo module holds that are not its API (imported helpers, typing aliases, internals); the
@@ -188,8 +198,9 @@ def compare(short: str, theirs: type, ours: type) -> dict[str, str]:
         signatures = signature_text(theirs, name), signature_text(ours, name)
         if None not in signatures and signatures[0] != signatures[1]:
             found[f"{key}: signature"] = f"PyMongo {signatures[0]}, mongio {signatures[1]}"
+    internal = PACKAGE_INTERNAL_MEMBERS.get(ours.__name__, frozenset())
     for name in dir(ours):
-        if not name.startswith("_") and not hasattr(theirs, name):
+        if not name.startswith("_") and not hasattr(theirs, name) and name not in internal:
             found[f"{short}.{name}: addition"] = f"only in mongio ({member_kind(ours, name)})"
     return found
 

@@ -281,7 +281,7 @@ async def test_without_session_support_no_lsid_and_explicit_sessions_refused() -
     executor, topology, _, conn = make_executor([{"ok": 1}, {"ok": 1}])
     topology.description.logical_session_timeout_minutes = None
     client: Any = executor._client
-    client._executor = executor
+    client.executor = executor
     await executor.execute(RunCommand("db", "ping"))
     assert "lsid" not in conn.sent[0]
     explicit = ClientSession(client, SessionOptions())
@@ -373,7 +373,7 @@ async def test_explicit_session_is_bound_to_its_client() -> None:
 
     executor, _, _, conn = make_executor([{"ok": 1, "operationTime": Timestamp(5, 1)}])
     client: Any = executor._client
-    client._executor = executor
+    client.executor = executor
     session = ClientSession(client, SessionOptions())
     await executor.execute(RunCommand("db", "ping"), session)
     assert conn.sent[0]["lsid"] == session.session_id

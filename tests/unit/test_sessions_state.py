@@ -47,7 +47,7 @@ class FakeClient:
     read_preference = Primary()
 
     def __init__(self) -> None:
-        self._executor = FakeExecutor()
+        self.executor = FakeExecutor()
 
 
 class FakePool:

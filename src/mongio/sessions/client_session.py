@@ -289,7 +289,7 @@ class ClientSession:
         if self._transaction.active:
             raise InvalidOperation("Transaction already in progress")
         client = self._client
-        if client._executor.sessions_known_unsupported():
+        if client.executor.sessions_known_unsupported():
             raise ConfigurationError(
                 "Transactions are not supported by this deployment: its servers do not support sessions "
                 "(they report no logicalSessionTimeoutMinutes)"
@@ -311,7 +311,7 @@ class ClientSession:
         self.unpin()
         self._transaction.start(options)
         server_session.next_txn_number()
-        tracing = client._executor.tracing
+        tracing = client.executor.tracing
         if tracing is not None:
             self._end_transaction_span()
             self._transaction_span = tracing.start_transaction()
@@ -331,7 +331,7 @@ class ClientSession:
         server_session = self.checked_server_session()
         operation = CommitTransaction(transaction, server_session.txn_number)
         try:
-            await self._client._executor.execute(operation, self)
+            await self._client.executor.execute(operation, self)
         except MongioError as exc:
             if exc.has_error_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) or exc.has_error_label(
                 TRANSIENT_TRANSACTION_ERROR
@@ -353,7 +353,7 @@ class ClientSession:
         server_session = self.checked_server_session()
         operation = AbortTransaction(transaction, server_session.txn_number)
         try:
-            await self._client._executor.execute(operation, self)
+            await self._client.executor.execute(operation, self)
         except MongioError:
             pass
         finally:
@@ -479,7 +479,7 @@ class ClientSession:
 
     def _operation_timeout(self) -> float | None:
         """The seconds the session's operations may take when no ``timeout()`` block is in force."""
-        return self._client._executor.operation_timeout(None, self)
+        return self._client.executor.operation_timeout(None, self)
 
     # -- ending ------------------------------------------------------------------------------------------
 
@@ -494,7 +494,7 @@ class ClientSession:
         self.unpin()
         server_session, self._server_session = self._server_session, None
         if server_session is not None:
-            self._client._executor.release_server_session(server_session)
+            self._client.executor.release_server_session(server_session)
 
     async def __aenter__(self) -> ClientSession:
         return self
@@ -511,9 +511,12 @@ class ClientSession:
     async def _itself(self) -> ClientSession:
         return self
 
-    # -- for the executor ----------------------------------------------------------------------------------
+    # -- for the executor: what OperationSession declares (public within the package, not API) ---------------
 
     def check_usable(self, client: object) -> None:
+        """Raise unless an operation of ``client`` may run in this session now: the session has not ended, was
+        started by ``client``, and the operation sets no timeout of its own inside ``with_transaction``; binds
+        the session to the running event loop."""
         if self._ended:
             raise InvalidOperation(
                 "this session has ended (end_session() was called or its async with block exited); "
@@ -575,6 +578,7 @@ class ClientSession:
         return pinned[1] if pinned is not None and pinned[0] is pool else None
 
     def has_pinned_connection(self) -> bool:
+        """Whether a load-balanced transaction holds a connection."""
         return self._pinned_connection is not None
 
     def pin_transaction(self, address: Address | None = None, pool: Any = None, conn: Any = None) -> None:
@@ -658,10 +662,12 @@ class ClientSession:
             )
 
     def checked_server_session(self) -> ServerSession:
+        """The server session the session's commands carry, taken from the client's pool at the first one;
+        raises once the session has ended."""
         if self._ended:
             raise InvalidOperation("this session has ended; start a new one with client.start_session()")
         if self._server_session is None:
-            self._server_session = self._client._executor.acquire_server_session()
+            self._server_session = self._client.executor.acquire_server_session()
         return self._server_session
 
     @property
