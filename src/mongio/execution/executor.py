@@ -454,7 +454,9 @@ class Executor:
         # CSOT's computedServerSelectionTimeout: selection, then checkout and any connection opened for it,
         # end by min(serverSelectionTimeoutMS, the time left). Without CSOT neither bounds the checkout.
         selection_end = 0.0 if attempt.deadline is None else csot.selection_deadline(self._selection_timeout)
-        server = await self._select(topology, run)
+        server = self._select_now(topology, run)
+        if server is None:
+            server = await self._select_waiting(topology, run)
         try:
             attempt.server_address = server.address
             # The server as selected: every decision of this attempt is judged on this description (and on the
@@ -465,7 +467,13 @@ class Executor:
             pool = server.pool
             if pool is None:
                 raise ConnectionFailure(f"no connection pool for {server.address}")
-            conn = await self._connection(run, attempt, pool, selection_end)
+            holders = run.pin is not None or run.session is not None
+            conn = _held_connection(run, pool) if holders else None
+            if conn is None:
+                if attempt.deadline is None:
+                    conn = await pool.check_out(self._wait_queue_timeout)
+                else:
+                    conn = await self._check_out_by(pool, selection_end)
             try:
                 command, server_session, exhaust = self._commands.command_for(
                     topology, run, attempt, server, pool, conn, described, description
@@ -473,7 +481,8 @@ class Executor:
                 result: R = await self._exchange.round_trip(
                     topology, run, attempt, pool, conn, command, server_session, exhaust
                 )
-                _keep_for_cursor(topology, run, pool, conn, result)
+                if run.pin is not None:
+                    _keep_for_cursor(topology, run, pool, conn, result)
             except MongioError as exc:
                 if attempt.sent:
                     # The pool is cleared (when the error calls for it) before this connection goes back in.
@@ -482,26 +491,11 @@ class Executor:
                     )
                 raise
             finally:
-                _check_in_unless_held(run, pool, conn)
+                if not holders or not _held(run, conn):
+                    pool.check_in(conn)
         finally:
             server.operation_finished()
         return result
-
-    def _connection(
-        self, run: OperationRun[Any], attempt: Attempt, pool: PoolLike, selection_end: float
-    ) -> Awaitable[Connection]:
-        """The attempt's connection: a load-balanced transaction's or cursor's own (every command of a
-        transaction on its first connection, every command of a cursor on the one its first command used),
-        else one checked out of ``pool`` (under CSOT by ``selection_end``)."""
-        session = run.session
-        conn = session.pinned_connection_from(pool) if session is not None and run.transaction_bound else None
-        if conn is None and run.pin is not None:
-            conn = run.pin.connection_from(pool)
-        if conn is not None:
-            return _ready(conn)
-        if attempt.deadline is None:
-            return pool.check_out(self._wait_queue_timeout)
-        return self._check_out_by(pool, selection_end)
 
     async def _check_out_by(self, pool: PoolLike, selection_end: float) -> Connection:
         """A connection of ``pool`` checked out, and any connection opened for it established, under CSOT by
@@ -525,11 +519,11 @@ class Executor:
 
     # -- server selection ------------------------------------------------------------------------------------------
 
-    async def _select(self, topology: Topology, run: OperationRun[Any]) -> Server:
-        """The server for the attempt: the one imposed (a cursor's, a transaction's mongos), else one the
-        operation's read preference selects, at once when the current description has one, else waiting
-        (bounded by serverSelectionTimeoutMS and the CSOT time left)."""
-        op = run.op
+    def _select_now(self, topology: Topology, run: OperationRun[Any]) -> Server | None:
+        """The server for the attempt when no waiting is needed: the one imposed (a cursor's, a transaction's
+        mongos), else a suitable one of the current description; ``None``: :meth:`_select_waiting` must wait
+        for one (or log the selection, which only it does). With a single server the answer is kept for the
+        description it was given for: a description is immutable, and answers the same question alike."""
         if run.address is not None:
             server = topology.get_server(run.address)
             if server is None:
@@ -537,42 +531,11 @@ class Executor:
                 raise AutoReconnect(f"the server {address[0]}:{address[1]} is no longer part of the topology")
             server.operation_count += 1
             return server
-        in_transaction = run.transaction_bound
-        # Inside a transaction every command goes to the primary (a non-primary one was refused before).
-        read_preference = None if in_transaction else op.read_preference
-        is_write = op.takes_write_concern
-        if in_transaction:
-            pass
-        elif op.has_write_stage and op.may_use_secondary:
-            # $out/$merge may run on a secondary only when every server is 5.0+ (wire version 13).
-            common = topology.description.common_wire_version
-            is_write = common is None or common < 13
-        elif is_write:
-            read_preference = None
-        if not SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
-            server = self._select_nowait(topology, read_preference, is_write, run.deprioritized)
-            if server is not None:
-                return server
-        limit = self._selection_timeout
-        left = csot.remaining()
-        if left is not None and left < limit:
-            limit = max(left, 0.0)
-        return await topology.select_server(
-            read_preference,
-            is_write=is_write,
-            deprioritized=run.deprioritized,
-            timeout=limit,
-            operation=op.command_name,
-            operation_id=run.operation_id,
-        )
-
-    def _select_nowait(
-        self, topology: Topology, read_preference: Any, is_write: bool, deprioritized: tuple[Address, ...]
-    ) -> Server | None:
-        """A suitable server of the current description, without waiting (``None``: none yet). With a single
-        server the answer is kept for the description it was given for: a description is immutable, and the
-        same one answers the same question alike."""
+        if SERVER_SELECTION_LOGGER.isEnabledFor(_DEBUG):
+            return None
+        read_preference, is_write = _selection_criteria(topology, run)
         description = topology.description
+        deprioritized = run.deprioritized
         last = self._last_selection
         if (
             last is not None
@@ -596,6 +559,23 @@ class Executor:
         ):
             self._last_selection = (description, read_preference, is_write, server)
         return server
+
+    async def _select_waiting(self, topology: Topology, run: OperationRun[Any]) -> Server:
+        """A server the operation's read preference selects, waiting for one (bounded by
+        serverSelectionTimeoutMS and the CSOT time left)."""
+        read_preference, is_write = _selection_criteria(topology, run)
+        limit = self._selection_timeout
+        left = csot.remaining()
+        if left is not None and left < limit:
+            limit = max(left, 0.0)
+        return await topology.select_server(
+            read_preference,
+            is_write=is_write,
+            deprioritized=run.deprioritized,
+            timeout=limit,
+            operation=run.op.command_name,
+            operation_id=run.operation_id,
+        )
 
     def renew_locks_after_fork(self) -> None:
         """In the child of a fork: see :meth:`TokenBucket.renew_lock_after_fork` (the session pool renews its
@@ -653,11 +633,38 @@ class Executor:
         await self._exchange.send_unmanaged(conn, name, command, next(self._operation_ids))
 
 
-def _ready(conn: Connection) -> Awaitable[Connection]:
-    """``conn``, as an awaitable (a connection already held: nothing to wait for)."""
-    future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
-    future.set_result(conn)
-    return future
+def _selection_criteria(topology: Topology, run: OperationRun[Any]) -> tuple[Any, bool]:
+    """The read preference and write-ness the server of ``run``'s next attempt is selected by."""
+    op = run.op
+    if run.transaction_bound:
+        # Inside a transaction every command goes to the primary (a non-primary one was refused before).
+        return None, op.takes_write_concern
+    if op.has_write_stage and op.may_use_secondary:
+        # $out/$merge may run on a secondary only when every server is 5.0+ (wire version 13).
+        common = topology.description.common_wire_version
+        return op.read_preference, common is None or common < 13
+    if op.takes_write_concern:
+        return None, True
+    return op.read_preference, False
+
+
+def _held_connection(run: OperationRun[Any], pool: PoolLike) -> Any:
+    """A load-balanced transaction's or cursor's own connection of ``pool`` (every command of a transaction
+    goes on its first connection, every command of a cursor on the one its first command used), else
+    ``None``."""
+    session = run.session
+    conn = session.pinned_connection_from(pool) if session is not None and run.transaction_bound else None
+    if conn is None and run.pin is not None:
+        conn = run.pin.connection_from(pool)
+    return conn
+
+
+def _held(run: OperationRun[Any], conn: Connection) -> bool:
+    """Whether a load-balanced transaction or cursor keeps ``conn`` beyond this command (it does not go back
+    to its pool)."""
+    session = run.session
+    pin = run.pin
+    return (session is not None and session.holds(conn)) or (pin is not None and pin.holds(conn))
 
 
 def _keep_for_cursor(
@@ -671,15 +678,6 @@ def _keep_for_cursor(
     session = run.session
     if (session is None or not session.holds(conn)) and topology.settings.load_balanced:
         pin.hold(pool, conn)
-
-
-def _check_in_unless_held(run: OperationRun[Any], pool: PoolLike, conn: Connection) -> None:
-    """The attempt's connection back to its pool, unless a load-balanced transaction or cursor keeps it
-    beyond this command."""
-    session = run.session
-    pin = run.pin
-    if (session is None or not session.holds(conn)) and (pin is None or not pin.holds(conn)):
-        pool.check_in(conn)
 
 
 def _log_cleanup_failure(what: str, exc: Exception) -> None:
