@@ -51,11 +51,9 @@ class CommandExchange:
         server_session: ServerSession | None,
         exhaust: bool,
     ) -> Any:
-        """Send the command, receive the reply, publish its events, take what the reply tells the clocks and
-        the session, and make the reply the result (an ``ok: 0`` reply raises its error, unless a
-        NamespaceNotFound the operation ignores). ``exhaust`` sends the command with that flag (an exhaust
-        cursor's getMore): further replies may follow the first, and the connection then stays with the
-        cursor's pin."""
+        """Send the command, receive the reply, publish its events, give the reply to the clocks and the
+        session, and make it the result (an ``ok: 0`` reply raises its error unless the operation ignores it).
+        ``exhaust``: an exhaust getMore, whose connection stays with the cursor while the server streams."""
         op = run.op
         events: CommandEvents | None = None
         span: CommandSpan | None = None
@@ -97,7 +95,11 @@ class CommandExchange:
             raise error
         if run.txn_number is not None and "writeConcernError" in reply:
             await _raise_write_concern_retry(topology, run, attempt, reply, conn)
-        return _result(run, pool, conn, command, reply, exhaust)
+        result = op.handle_response(reply, conn)
+        if exhaust and conn.more_to_come:
+            assert run.pin is not None
+            run.pin.hold_stream(pool, conn, command.body)
+        return result
 
     def observers(
         self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
@@ -183,23 +185,6 @@ async def _send_waiting(
         more_to_come=True,
         deadline=attempt.deadline,
     )
-
-
-def _result(
-    run: OperationRun[Any],
-    pool: PoolLike,
-    conn: Connection,
-    command: Command,
-    reply: dict[str, Any],
-    exhaust: bool,
-) -> Any:
-    """The operation's result from its reply; the connection of an exhaust stream the server goes on with
-    stays with the cursor until the last batch."""
-    result = run.op.handle_response(reply, conn)
-    if exhaust and conn.more_to_come:
-        assert run.pin is not None
-        run.pin.hold_stream(pool, conn, command.body)
-    return result
 
 
 def _exchange_failed(
