@@ -12,6 +12,7 @@ from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.sessions.operation_session import EXECUTOR_METHODS, OperationSession
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
 
 MONGOS_A = ("a.example", 27017)
@@ -70,6 +71,13 @@ def session(**options: Any) -> ClientSession:
 class Insert(Operation[Any]):
     command_name = "insert"
     takes_write_concern = True
+
+
+def test_the_session_provides_every_method_the_executor_contract_declares() -> None:
+    declared: OperationSession = session()  # the type checker compares ClientSession with the Protocol
+    assert {"begin_operation", "take_from_reply", "pin_transaction", "holds", "unpin"} <= EXECUTOR_METHODS
+    missing = sorted(name for name in EXECUTOR_METHODS if not callable(getattr(declared, name, None)))
+    assert not missing, f"ClientSession lacks {missing}"
 
 
 def test_a_transaction_stays_pinned_to_its_first_server_and_connection_until_unpinned() -> None:
