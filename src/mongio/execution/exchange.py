@@ -5,6 +5,8 @@ the reply (``{}`` for an unacknowledged write), publishes the command's started 
 (:class:`~mongio.execution.command_events.CommandEvents`, which also write the command log messages) and ends
 its tracing span, gives the reply to the cluster clock and the session, and makes it the operation's result.
 Whatever cuts a round trip off, a cancellation included, a started command's events end with a failure.
+:meth:`CommandExchange.streamed_reply` reads an exhaust cursor's next reply, which comes without a request,
+with the same observers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.errors import ConnectionFailure, OperationFailure
 from mongio.events.command import CommandPublisher
+from mongio.execution import deadline as csot
 from mongio.execution.command_events import CommandEvents
 from mongio.execution.error_labels import retryable_write_concern_error
 from mongio.operations.base import NAMESPACE_NOT_FOUND, Command
@@ -100,6 +103,32 @@ class CommandExchange:
             assert run.pin is not None
             run.pin.hold_stream(pool, conn, command.body)
         return result
+
+    async def streamed_reply(
+        self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
+    ) -> Any:
+        """The next reply of an exhaust stream (nothing is sent), made into the operation's result, with the
+        events and span of the getMore that opened the stream, as if it had been sent again."""
+        op = run.op
+        events, span = None, None
+        if run.trace is not None or self.publisher.enabled:
+            events, span = self.observers(run, conn, address, command)
+        if events is not None:
+            events.started(conn.request_id)
+        try:
+            reply = await conn.receive(
+                codec_options=op.codec_options, check=False, deadline=csot.current_deadline()
+            )
+        except (Exception, asyncio.CancelledError) as exc:
+            if events is not None:
+                events.failed(exc)
+            if span is not None:
+                span.failed(exc)
+            raise
+        error = self.take_reply(run, conn.max_wire_version, reply, events, span)
+        if error is not None:
+            raise error
+        return op.handle_response(reply, conn)
 
     def observers(
         self, run: OperationRun[Any], conn: Connection, address: Address, command: Command

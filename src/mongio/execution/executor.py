@@ -360,7 +360,8 @@ class Executor:
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
         try:
-            return await self._streamed_reply(run, conn, address, Command(command))
+            result: R = await self._exchange.streamed_reply(run, conn, address, Command(command))
+            return result
         except BaseException as exc:
             if run.trace is not None:
                 run.trace.failed(exc)
@@ -375,32 +376,6 @@ class Executor:
                 pin.stream_ended()
             if run.trace is not None:
                 run.trace.end()
-
-    async def _streamed_reply(
-        self, run: OperationRun[R], conn: Connection, address: Address, command: Command
-    ) -> R:
-        """Receive the stream's next reply, with the events and span of the getMore that opened it."""
-        op = run.op
-        exchange = self._exchange
-        events, span = None, None
-        if run.trace is not None or exchange.publisher.enabled:
-            events, span = exchange.observers(run, conn, address, command)
-        if events is not None:
-            events.started(conn.request_id)
-        try:
-            reply = await conn.receive(
-                codec_options=op.codec_options, check=False, deadline=csot.current_deadline()
-            )
-        except (Exception, asyncio.CancelledError) as exc:
-            if events is not None:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
-            raise
-        error = exchange.take_reply(run, conn.max_wire_version, reply, events, span)
-        if error is not None:
-            raise error
-        return op.handle_response(reply, conn)
 
     # -- the retry loop and one attempt ----------------------------------------------------------------------
 
