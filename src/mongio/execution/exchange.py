@@ -25,7 +25,7 @@ from mongio.sessions.cluster_time import ClusterClock
 
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
-    from mongio.execution.operation_run import Attempt, OperationRun
+    from mongio.execution.operation_run import Attempt, OperationIds, OperationRun
     from mongio.sessions.server_session import ServerSession
     from mongio.topology.server_description import Address
     from mongio.topology.topology import PoolLike, Topology
@@ -37,11 +37,14 @@ __all__ = ["CommandExchange"]
 class CommandExchange:
     """The round trips of one client's commands; owned by its executor, which shares its cluster clock."""
 
-    __slots__ = ("cluster_clock", "publisher")
+    __slots__ = ("_operation_ids", "cluster_clock", "publisher")
 
-    def __init__(self, publisher: CommandPublisher, cluster_clock: ClusterClock) -> None:
+    def __init__(
+        self, publisher: CommandPublisher, cluster_clock: ClusterClock, operation_ids: OperationIds
+    ) -> None:
         self.publisher = publisher
         self.cluster_clock = cluster_clock
+        self._operation_ids = operation_ids
 
     async def round_trip(
         self,
@@ -140,7 +143,14 @@ class CommandExchange:
         events = None
         if publisher.enabled:
             events = CommandEvents(
-                publisher, op.command_name, op.database, run.operation_id, address, conn, body, sequences
+                publisher,
+                op.command_name,
+                op.database,
+                self._operation_ids.of(run),
+                address,
+                conn,
+                body,
+                sequences,
             )
         trace = run.trace
         span = None if trace is None else trace.command(op.command_name, op.database, body, sequences, conn)
@@ -174,12 +184,11 @@ class CommandExchange:
             span.succeeded(reply)
         return None
 
-    async def send_unmanaged(
-        self, conn: Connection, name: str, command: dict[str, Any], operation_id: int
-    ) -> None:
+    async def send_unmanaged(self, conn: Connection, name: str, command: dict[str, Any]) -> None:
         """Send a command outside any session and retry loop, with its command events."""
         events = None
         if self.publisher.enabled:
+            operation_id = self._operation_ids.new()
             events = CommandEvents(self.publisher, name, "admin", operation_id, conn.address, conn, command)
         request_id = await conn.send("admin", command)
         if events is not None:

@@ -34,15 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import itertools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from mongio.connection.handshake import ServerApiLike, server_api_fields
-from mongio.context_vars import reset
 from mongio.errors import AutoReconnect, ClientClosedError, ConnectionFailure, InvalidOperation, MongioError
 from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
@@ -55,7 +52,7 @@ from mongio.execution.failed_attempts import (
     prepare_retry,
     streamed_reply_failed,
 )
-from mongio.execution.operation_run import Attempt, OperationRun
+from mongio.execution.operation_run import Attempt, OperationIds, OperationRun
 from mongio.execution.retry_policy import RetryOptions, TokenBucket
 from mongio.operations.base import Command, CursorState, Operation
 from mongio.sessions.cluster_time import ClusterClock
@@ -83,11 +80,6 @@ _DEBUG = logging.DEBUG
 _MONGOS = ServerType.Mongos
 # Server selection for the commands of close() (endSessions): short, since the client is going away.
 _CLOSE_TIMEOUT = 5.0
-# The operationId every command of one operation made of several shares (the batches of a bulk write), with
-# the executor and the task it was taken for: a task started meanwhile inherits the variable, not the id.
-_SHARED_OPERATION_ID: contextvars.ContextVar[tuple[Any, asyncio.Task[Any] | None, int] | None] = (
-    contextvars.ContextVar("mongio_shared_operation_id", default=None)
-)
 
 
 class Answered(NamedTuple, Generic[R]):
@@ -140,8 +132,8 @@ class Executor:
         self._commands = CommandAssembler(
             self.cluster_clock, self.session_pool, self._api_fields, retry_options.retry_writes
         )
-        self._exchange = CommandExchange(publisher, self.cluster_clock)
-        self._operation_ids = itertools.count(1)
+        self._operation_ids = OperationIds()
+        self._exchange = CommandExchange(publisher, self.cluster_clock, self._operation_ids)
         # The last server selected without waiting, for a topology of one server: (description, read
         # preference, is_write, server). Selection is pure, so an unchanged description needs none.
         self._last_selection: tuple[TopologyDescription, Any, bool, Server] | None = None
@@ -208,9 +200,7 @@ class Executor:
     ) -> Coroutine[Any, Any, R]:
         """Run ``operation`` and return its result (await the coroutine returned): :meth:`execute_answered`
         without the server."""
-        return self._execute(
-            OperationRun(operation, session, address, self._operation_id()), level_timeout, pin
-        )
+        return self._execute(OperationRun(operation, session, address), level_timeout, pin)
 
     async def execute_answered(
         self,
@@ -231,7 +221,7 @@ class Executor:
         cursor's connection holder: in load-balanced mode a command that leaves a server cursor open keeps
         its connection there, and a command given a pin that holds one is sent over that connection.
         """
-        run = OperationRun(operation, session, address, self._operation_id())
+        run = OperationRun(operation, session, address)
         result = await self._execute(run, level_timeout, pin)
         assert run.server_address is not None  # the address of the attempt that succeeded
         # tuple.__new__: the pair as the NamedTuple, without the Python-level __new__ NamedTuple makes.
@@ -299,7 +289,7 @@ class Executor:
         (the batches of a bulk write), as :meth:`execute` would give a single command, one operationId
         for all their command events (command monitoring specification), and one tracing span (named
         ``operation_name``, else after the first command)."""
-        token = _SHARED_OPERATION_ID.set((self, asyncio.current_task(), next(self._operation_ids)))
+        token = self._operation_ids.share()
         tracing = self._tracing
         traced = contextlib.nullcontext() if tracing is None else tracing.operation_scope(operation_name)
         try:
@@ -310,15 +300,7 @@ class Executor:
                     with csot.timeout(self.operation_timeout(level_timeout, session)):
                         yield
         finally:
-            reset(_SHARED_OPERATION_ID, token)
-
-    def _operation_id(self) -> int:
-        """The operationId of the command events: the one shared by the commands of a bulk write (see
-        :meth:`timeout_scope`), else a new one."""
-        shared = _SHARED_OPERATION_ID.get()
-        if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
-            return shared[2]
-        return next(self._operation_ids)
+            self._operation_ids.unshare(token)
 
     # -- an exhaust cursor's streamed replies --------------------------------------------------------------------
 
@@ -356,7 +338,7 @@ class Executor:
         self, op: Operation[R], session: OperationSession | None, pin: ConnectionPin, address: Address
     ) -> R:
         conn, command = pin.stream()
-        run = OperationRun(op, session, address, self._operation_id())
+        run = OperationRun(op, session, address)
         if self._tracing is not None:
             run.trace = self._tracing.start_operation(op, session)
         try:
@@ -488,7 +470,7 @@ class Executor:
             run.retry_state = new_retry_state(
                 run, topology, self._retry_options, self._token_bucket, self.retry_random
             )
-        backoff = prepare_retry(run, attempt, exc)
+        backoff = prepare_retry(run, attempt, exc, self._operation_ids)
         if backoff > 0:
             await self.backoff_sleep(backoff)
 
@@ -549,7 +531,7 @@ class Executor:
             deprioritized=run.deprioritized,
             timeout=limit,
             operation=run.op.command_name,
-            operation_id=run.operation_id,
+            operation_id=self._operation_ids.of(run),
         )
 
     def renew_locks_after_fork(self) -> None:
@@ -605,7 +587,7 @@ class Executor:
 
     async def _send_unmanaged(self, conn: Connection, name: str, command: dict[str, Any]) -> None:
         """Send a command outside any session and retry loop, with its command events."""
-        await self._exchange.send_unmanaged(conn, name, command, next(self._operation_ids))
+        await self._exchange.send_unmanaged(conn, name, command)
 
 
 def _selection_criteria(topology: Topology, run: OperationRun[Any]) -> tuple[Any, bool]:

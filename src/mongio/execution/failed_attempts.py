@@ -33,7 +33,7 @@ from mongio.topology.topology_type import TopologyType
 
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
-    from mongio.execution.operation_run import Attempt, OperationRun
+    from mongio.execution.operation_run import Attempt, OperationIds, OperationRun
     from mongio.topology.server_description import Address
     from mongio.topology.topology import Topology
 
@@ -79,7 +79,9 @@ def new_retry_state(
     )
 
 
-def prepare_retry(run: OperationRun[Any], attempt: Attempt, exc: MongioError) -> float:
+def prepare_retry(
+    run: OperationRun[Any], attempt: Attempt, exc: MongioError, operation_ids: OperationIds
+) -> float:
     """Label the failed attempt's error and let the retry rules (``run.retry_state``) decide: raise the
     operation's error, or prepare the next attempt (the transaction unpinned if it must be, the servers to
     avoid noted) and return the backoff to wait first, in seconds."""
@@ -116,7 +118,7 @@ def prepare_retry(run: OperationRun[Any], attempt: Attempt, exc: MongioError) ->
         _log.debug(
             "retrying %s (operation %d, retry %d) after %s: %s; backoff %.3f s",
             op.command_name,
-            run.operation_id,
+            operation_ids.of(run),
             retry_state.attempt,
             type(exc).__name__,
             decision.reason,

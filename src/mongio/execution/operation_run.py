@@ -1,9 +1,15 @@
 """What one operation carries through the executor: :class:`OperationRun`, made when the operation starts and
-kept across its attempts, and :class:`Attempt`, made for each attempt and dropped when the next begins."""
+kept across its attempts, and :class:`Attempt`, made for each attempt and dropped when the next begins; and
+:class:`OperationIds`, which gives an operation its operationId (command monitoring) when first asked."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import itertools
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from mongio.context_vars import reset
 
 if TYPE_CHECKING:
     from mongio.execution.connection_pin import ConnectionPin
@@ -14,9 +20,16 @@ if TYPE_CHECKING:
     from mongio.topology.server_description import Address
     from mongio.tracing.spans import OperationSpan
 
-__all__ = ["Attempt", "OperationRun"]
+__all__ = ["Attempt", "OperationIds", "OperationRun"]
 
 R = TypeVar("R")
+
+# The operationId every command of one operation made of several shares (the batches of a bulk write), with
+# the OperationIds that gave it and the task it was given for: a task started meanwhile inherits the variable,
+# not the id.
+_SHARED_OPERATION_ID: contextvars.ContextVar[tuple[OperationIds, asyncio.Task[Any] | None, int] | None] = (
+    contextvars.ContextVar("mongio_shared_operation_id", default=None)
+)
 
 
 class OperationRun(Generic[R]):
@@ -43,13 +56,11 @@ class OperationRun(Generic[R]):
         "txn_number",
     )
 
-    def __init__(
-        self, op: Operation[R], session: OperationSession | None, address: Address | None, operation_id: int
-    ) -> None:
+    def __init__(self, op: Operation[R], session: OperationSession | None, address: Address | None) -> None:
         self.op = op
         self.session = session
         self.address = address  # the server every attempt goes to, when one is imposed
-        self.operation_id = operation_id
+        self.operation_id = 0  # none yet: OperationIds.of gives one when an event or a log first needs it
         self.trace: OperationSpan | None = None  # the operation's tracing span, when the client traces
         self.acknowledged = op.acknowledged
         # An ordinary command inside the session's transaction; ``transaction_bound`` also covers the
@@ -80,3 +91,39 @@ class Attempt:
         self.from_mongos = False
         self.sent = False  # whether the command may have been written (judged by the retry rules)
         self.generation = 0  # the pool generation of the attempt's connection
+
+
+class OperationIds:
+    """The operationIds of one client's operations, which their command events and logs carry: one per
+    operation, shared by the commands of an operation made of several (:meth:`share`). An operation takes its
+    id when first asked (:meth:`of`), so one that nobody observes costs none."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def of(self, run: OperationRun[Any]) -> int:
+        """The operationId of ``run``: the shared one when a :meth:`share` block of its task is open, else a
+        new one; the same for all its commands. Call it in the operation's own task."""
+        operation_id = run.operation_id
+        if not operation_id:
+            shared = _SHARED_OPERATION_ID.get()
+            if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
+                operation_id = shared[2]
+            else:
+                operation_id = next(self._next)
+            run.operation_id = operation_id
+        return operation_id
+
+    def new(self) -> int:
+        """A new operationId (for a command sent outside any operation)."""
+        return next(self._next)
+
+    def share(self) -> contextvars.Token[Any]:
+        """Give the operations the current task runs from now on one operationId, until :meth:`unshare`."""
+        return _SHARED_OPERATION_ID.set((self, asyncio.current_task(), next(self._next)))
+
+    def unshare(self, token: contextvars.Token[Any]) -> None:
+        """End what :meth:`share` (which returned ``token``) began."""
+        reset(_SHARED_OPERATION_ID, token)
