@@ -1,7 +1,8 @@
 """A griffe extension for the documentation build: the API pages leave out the members that are public within
 the package but not API. They are the methods :class:`mongio.sessions.operation_session.OperationSession`
 declares (what the executor asks of a session) on ``ClientSession``, and ``MongoClient.executor``;
-tests/unit/api_parity.py leaves the same ones out of its comparison with PyMongo."""
+tests/docs/public_api.py declares the same ones (PACKAGE_INTERNAL_MEMBERS) for the checks of the API pages and of
+the comparison with PyMongo."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from mongio.sessions.operation_session import EXECUTOR_METHODS
+from tests.docs.public_api import PACKAGE_INTERNAL_MEMBERS
 
 # PyMongo module -> mongio module holding the same public classes.
 MODULES = {
@@ -40,14 +40,6 @@ MODULES = {
     "pymongo.read_preferences": "mongio.read_preferences",
     "pymongo.collation": "mongio.collation",
     "bson": "mongio.bson",
-}
-
-# Members of mongio's classes that are public within the package but not API, so not compared (nor shown in
-# the API pages, see docs/_ext/internal_members.py): what the executor asks of a session (the methods
-# OperationSession declares) and the client's accessor of its executor.
-PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
-    "ClientSession": EXECUTOR_METHODS,
-    "MongoClient": frozenset({"executor"}),
 }
 
 # Classes a PyMongo module holds that are not its API (imported helpers, typing aliases, internals); the

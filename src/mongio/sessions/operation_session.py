@@ -6,7 +6,8 @@ its read concern) and takes from a reply, whether an operation runs inside its t
 transaction is pinned (a mongos, or a load balancer's connection), are the session's to answer.
 
 The methods are public within the package, not part of the user API: they are not documented for users and
-not compared with PyMongo's session (``tests/unit/api_parity.py`` leaves out :data:`EXECUTOR_METHODS`).
+not compared with PyMongo's session (``tests/docs/public_api.py`` lists :data:`EXECUTOR_METHODS` among the
+package-internal members).
 """
 
 from __future__ import annotations
