@@ -87,7 +87,7 @@ UNIT = Tree(
         Folder(
             "execution",
             "mongio.execution: the executor, retries, the operation timeout.",
-            ("test_executor*", "test_execution_*", "test_csot_executor*", "test_retry_*", "test_deadline*"),
+            ("test_executor*", "test_execution_*", "test_csot_executor*", "test_retry_*", "test_deadline*", "test_operation_run*"),
         ),
         Folder(
             "loop_runtime",

@@ -321,7 +321,7 @@ class ChangeStream(Generic[_T]):
         """The timeout each call of the stream gets: what is left of an enclosing ``timeout()`` block, else
         the database's or collection's timeout, else the session's ``default_timeout_ms``, else the client's
         ``timeoutMS``. ``max_await_time_ms`` must be shorter, or no ``getMore`` could end in time."""
-        value: float | None = self._client._executor.operation_timeout(
+        value: float | None = self._client.executor.operation_timeout(
             self._level_timeout, self._explicit_session, deadline=csot.current_deadline()
         )
         max_await = self._max_await_time_ms

@@ -365,6 +365,12 @@ class MongoClient:
     def _closed_error(self) -> ClientClosedError:
         return ClientClosedError(f"{self!r} was closed; make a new client to run more operations")
 
+    @property
+    def executor(self) -> Executor:
+        """Internal, not part of the API: the executor that runs this client's operations, the one way the
+        package's databases, collections, cursors, change streams and sessions reach it."""
+        return self._executor
+
     async def _open_topology(self) -> Topology:
         """The topology of the running event loop, started there on first use."""
         if self._closed:

@@ -207,7 +207,7 @@ class Collection(Generic[_D]):
         # Read by every operation: kept here, where one attribute read finds them (on Python 3.11 each read
         # of an attribute of a class with __getattr__, as Collection and Database are, takes the slow path).
         self._database_name = database.name
-        self._executor = database._executor
+        self._executor = database.client.executor
         self._name = validate_collection_name(name)
         self._codec_options = database.codec_options.resolve(codec_options)
         self._read_preference = (

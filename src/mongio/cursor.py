@@ -205,7 +205,7 @@ class _CursorBase(Generic[_T]):
         deadline = csot.current_deadline()
         if deadline is None:
             deadline = self._made_under
-        value = self._client._executor.operation_timeout(self._level_timeout, self._session, deadline=deadline)
+        value = self._client.executor.operation_timeout(self._level_timeout, self._session, deadline=deadline)
         mode = self._timeout_mode
         if value is None:
             if mode is not None:
@@ -287,7 +287,7 @@ class _CursorBase(Generic[_T]):
     # -- running ----------------------------------------------------------------------------------------------
 
     async def _execute(self, operation: Operation[Any], address: Any = None) -> Any:
-        return await self._client._executor.execute(
+        return await self._client.executor.execute(
             operation, self._session, address=address, level_timeout=self._level_timeout, pin=self._pin
         )
 
@@ -340,7 +340,7 @@ class _CursorBase(Generic[_T]):
             with self._timeout_scope(first=True):
                 state: CursorState
                 # getMore and killCursors must go to the server that created the cursor.
-                state, self._address = await self._client._executor.execute_answered(
+                state, self._address = await self._client.executor.execute_answered(
                     operation, self._session, level_timeout=self._level_timeout, pin=self._pin
                 )
         except Exception:
@@ -376,7 +376,7 @@ class _CursorBase(Generic[_T]):
             state: CursorState
             if self._pin.streaming:
                 # The server is streaming this cursor's batches: the next one is read, nothing is sent.
-                state = await self._client._executor.receive_streamed(
+                state = await self._client.executor.receive_streamed(
                     operation, self._session, self._pin, self._address, level_timeout=self._level_timeout
                 )
             else:
@@ -947,7 +947,7 @@ class Cursor(_CursorBase[_T]):
         """The server's query plan for this query (``explain``), at the given verbosity; ``max_time_ms``
         bounds the explain command itself (the query's own ``max_time_ms`` stays inside it)."""
         explained = Explain(self._find_operation(), verbosity=verbosity, max_time_ms=max_time_ms)
-        result: dict[str, Any] = await self._client._executor.execute(
+        result: dict[str, Any] = await self._client.executor.execute(
             explained, self._explicit_session, level_timeout=self._level_timeout
         )
         return result
@@ -970,7 +970,7 @@ class Cursor(_CursorBase[_T]):
             read_concern=collection.read_concern,
             codec_options=collection.codec_options,
         )
-        values: list[Any] = await self._client._executor.execute(
+        values: list[Any] = await self._client.executor.execute(
             operation, self._explicit_session, level_timeout=self._level_timeout
         )
         return values

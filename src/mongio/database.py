@@ -76,7 +76,7 @@ class Database(Generic[_D]):
         self._client = client
         self._name = name
         # The client's, for good: every operation of this database and its collections runs there.
-        self._executor = client._executor
+        self._executor = client.executor
         self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
         self._read_preference: _ServerMode = (
             client.read_preference if read_preference is None else as_read_preference(read_preference)

@@ -8,6 +8,16 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+from mongio.sessions.operation_session import EXECUTOR_METHODS
+
+# Members of mongio's classes that are public within the package but not API: what the executor asks of a
+# session (the methods OperationSession declares) and the client's accessor of its executor. The API pages
+# leave them out (docs/_ext/internal_members.py), and so does the comparison with PyMongo.
+PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
+    "ClientSession": EXECUTOR_METHODS,
+    "MongoClient": frozenset({"executor"}),
+}
+
 PUBLIC_MODULES = (
     "mongio",
     "mongio.errors",
@@ -70,7 +80,7 @@ def _function_of(member: Any) -> Any:
 def public_members(cls: type) -> Iterator[tuple[str, Any]]:
     """The public methods and properties of a class, its mongio base classes' included (those of builtins
     and the standard library, such as ``Exception`` or ``enum``, are theirs to document)."""
-    seen: set[str] = set()
+    seen: set[str] = set(PACKAGE_INTERNAL_MEMBERS.get(cls.__name__, ()))
     for klass in cls.__mro__:
         if not klass.__module__.startswith("mongio"):
             continue

@@ -133,6 +133,10 @@ class FakeClient:
         self.abandoned: list[tuple[Any, str, int, Any]] = []
 
     @property
+    def executor(self) -> FakeExecutor:
+        return self._executor
+
+    @property
     def calls(self) -> list[Call]:
         return self._executor.calls
 

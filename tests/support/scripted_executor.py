@@ -124,6 +124,7 @@ class FakeTopology:
 class FakeClient:
     def __init__(self, topology: FakeTopology) -> None:
         self.topology = topology
+        self.executor: Any = None  # the executor sessions made for this client reach (when a test sets one)
 
     async def _open_topology(self) -> Any:
         if self.topology.closed:
@@ -146,14 +147,19 @@ class InsertOne(Operation[int]):
         return int(reply["n"])
 
 
-def make_executor(replies: list[Any]) -> tuple[Executor, FakeTopology, FakePool, FakeConnection]:
+def make_executor(
+    replies: list[Any],
+    *,
+    publisher: CommandPublisher | None = None,
+    retry_options: RetryOptions | None = None,
+) -> tuple[Executor, FakeTopology, FakePool, FakeConnection]:
     conn = FakeConnection(replies)
     pool = FakePool(conn)
     topology = FakeTopology(FakeServer(pool, ServerDescription(ADDRESS, PRIMARY_HELLO)))
     executor = Executor(
         FakeClient(topology),
-        retry_options=RetryOptions(),
-        publisher=CommandPublisher(),
+        retry_options=RetryOptions() if retry_options is None else retry_options,
+        publisher=CommandPublisher() if publisher is None else publisher,
     )
     executor.attach(topology)  # type: ignore[arg-type]
     return executor, topology, pool, conn

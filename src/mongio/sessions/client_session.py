@@ -217,7 +217,7 @@ class ClientSession:
     @property
     def session_id(self) -> Mapping[str, Any]:
         """The ``lsid`` document; taking it gives the session its server session if it had none yet."""
-        return self._checked_server_session().session_id
+        return self.checked_server_session().session_id
 
     @property
     def cluster_time(self) -> Mapping[str, Any] | None:
@@ -289,7 +289,7 @@ class ClientSession:
         if self._transaction.active:
             raise InvalidOperation("Transaction already in progress")
         client = self._client
-        if client._executor.sessions_known_unsupported():
+        if client.executor.sessions_known_unsupported():
             raise ConfigurationError(
                 "Transactions are not supported by this deployment: its servers do not support sessions "
                 "(they report no logicalSessionTimeoutMinutes)"
@@ -307,11 +307,11 @@ class ClientSession:
                 read_preference=client.read_preference,
             ),
         )
-        server_session = self._checked_server_session()
-        self._unpin()
+        server_session = self.checked_server_session()
+        self.unpin()
         self._transaction.start(options)
         server_session.next_txn_number()
-        tracing = client._executor.tracing
+        tracing = client.executor.tracing
         if tracing is not None:
             self._end_transaction_span()
             self._transaction_span = tracing.start_transaction()
@@ -328,13 +328,13 @@ class ClientSession:
         if not transaction.begin_commit():
             self._end_transaction_span()
             return
-        server_session = self._checked_server_session()
+        server_session = self.checked_server_session()
         operation = CommitTransaction(transaction, server_session.txn_number)
         try:
-            await self._client._executor.execute(operation, self)
+            await self._client.executor.execute(operation, self)
         except MongioError as exc:
             if unpins_transaction(exc):
-                self._unpin()
+                self.unpin()
             raise
         finally:
             self._end_transaction_span()
@@ -345,17 +345,17 @@ class ClientSession:
         self._check_not_ended()
         transaction = self._transaction
         if not transaction.begin_abort():
-            self._unpin()
+            self.unpin()
             self._end_transaction_span()
             return
-        server_session = self._checked_server_session()
+        server_session = self.checked_server_session()
         operation = AbortTransaction(transaction, server_session.txn_number)
         try:
-            await self._client._executor.execute(operation, self)
+            await self._client.executor.execute(operation, self)
         except MongioError:
             pass
         finally:
-            self._unpin()
+            self.unpin()
             self._end_transaction_span()
 
     async def with_transaction(
@@ -477,7 +477,7 @@ class ClientSession:
 
     def _operation_timeout(self) -> float | None:
         """The seconds the session's operations may take when no ``timeout()`` block is in force."""
-        return self._client._executor.operation_timeout(None, self)
+        return self._client.executor.operation_timeout(None, self)
 
     # -- ending ------------------------------------------------------------------------------------------
 
@@ -489,10 +489,10 @@ class ClientSession:
         if self._transaction.active:
             await self.abort_transaction()
         self._ended = True
-        self._unpin()
+        self.unpin()
         server_session, self._server_session = self._server_session, None
         if server_session is not None:
-            self._client._executor.release_server_session(server_session)
+            self._client.executor.release_server_session(server_session)
 
     async def __aenter__(self) -> ClientSession:
         return self
@@ -509,9 +509,12 @@ class ClientSession:
     async def _itself(self) -> ClientSession:
         return self
 
-    # -- for the executor ----------------------------------------------------------------------------------
+    # -- for the executor: what OperationSession declares (public within the package, not API) ---------------
 
-    def _check_usable(self, client: object) -> None:
+    def check_usable(self, client: object) -> None:
+        """Raise unless an operation of ``client`` may run in this session now: the session has not ended, was
+        started by ``client``, and the operation sets no timeout of its own inside ``with_transaction``; binds
+        the session to the running event loop."""
         if self._ended:
             raise InvalidOperation(
                 "this session has ended (end_session() was called or its async with block exited); "
@@ -534,7 +537,7 @@ class ClientSession:
             self._loop, "this session", "start a session with client.start_session() on this loop"
         )
 
-    def _begin_operation(self, op: Operation[Any]) -> bool:
+    def begin_operation(self, op: Operation[Any]) -> bool:
         """Before the first attempt of an operation other than commit and abort: whether it runs inside the
         transaction. A transaction that ended is left behind (and its pinning with it); inside one, a read
         preference other than primary is refused, and the operation's own write concern gives way to the
@@ -542,7 +545,7 @@ class ClientSession:
         transaction = self._transaction
         transaction.before_operation()
         if not transaction.active:
-            self._unpin()
+            self.unpin()
             return False
         if not op.takes_write_concern and transaction.options.read_preference is not None:
             check_read_preference(transaction.options.read_preference)
@@ -552,30 +555,31 @@ class ClientSession:
             op.use_transaction_write_concern()
         return True
 
-    def _transaction_fields(self) -> dict[str, Any]:
+    def transaction_fields(self) -> dict[str, Any]:
         """What a command inside the transaction carries besides ``lsid``: ``txnNumber``, ``autocommit`` and,
         on the first, ``startTransaction`` with the read concern (``afterClusterTime`` when causal)."""
-        server_session = self._checked_server_session()
+        server_session = self.checked_server_session()
         after = self._operation_time if self._options.causal_consistency else None
         return self._transaction.command_fields(server_session.txn_number, after_cluster_time=after)
 
-    def _transaction_sent(self) -> None:
+    def transaction_sent(self) -> None:
         """The operation whose command started the transaction is over (after all its attempts)."""
         self._transaction.first_command_done()
 
-    def _transaction_server(self) -> Address | None:
+    def transaction_server(self) -> Address | None:
         """The mongos a sharded transaction runs on, once its first command chose one."""
         return self._pinned_address
 
-    def _pinned_connection_from(self, pool: object) -> Any:
+    def pinned_connection_from(self, pool: object) -> Any:
         """A load-balanced transaction's connection when it belongs to ``pool`` (else ``None``)."""
         pinned = self._pinned_connection
         return pinned[1] if pinned is not None and pinned[0] is pool else None
 
-    def _has_pinned_connection(self) -> bool:
+    def has_pinned_connection(self) -> bool:
+        """Whether a load-balanced transaction holds a connection."""
         return self._pinned_connection is not None
 
-    def _pin(self, address: Address | None = None, pool: Any = None, conn: Any = None) -> None:
+    def pin_transaction(self, address: Address | None = None, pool: Any = None, conn: Any = None) -> None:
         """Pin the transaction to the mongos at ``address`` (sharded) or to ``conn`` of ``pool`` (load
         balanced), unless it is pinned already: every later command of the transaction goes there."""
         if address is not None and self._pinned_address is None:
@@ -584,7 +588,7 @@ class ClientSession:
             self._pinned_connection = (pool, conn)
             pool.pin(conn, "transaction")
 
-    def _take_from_reply(self, reply: Mapping[str, Any], *, in_transaction: bool) -> None:
+    def take_from_reply(self, reply: Mapping[str, Any], *, in_transaction: bool) -> None:
         """What a reply tells the session: its cluster and operation times, a snapshot session's point in
         time (from its first read), a sharded transaction's recovery token."""
         self._advance_from_reply(reply)
@@ -595,7 +599,7 @@ class ClientSession:
             if recovery_token is not None:
                 self._transaction.recovery_token = recovery_token
 
-    def _read_concern(self, document: dict[str, Any] | None, *, standalone: bool) -> dict[str, Any] | None:
+    def read_concern_for(self, document: dict[str, Any] | None, *, standalone: bool) -> dict[str, Any] | None:
         """The read concern of a read outside a transaction: ``document`` (the operation's) with this
         session's ``afterClusterTime`` (causal consistency; never for a standalone, which has no cluster
         times) or its snapshot (``level: snapshot``, with ``atClusterTime`` once known)."""
@@ -610,7 +614,7 @@ class ClientSession:
             snapshot_time=self._snapshot_time,
         )
 
-    def _after_cluster_time(self) -> Timestamp | None:
+    def after_cluster_time(self) -> Timestamp | None:
         """The ``afterClusterTime`` a causally consistent session's commands wait for (``None``: none)."""
         return self._operation_time if self._options.causal_consistency else None
 
@@ -625,7 +629,7 @@ class ClientSession:
         self._ended = True
         return server_session
 
-    def _transaction_trace(self) -> Any:
+    def transaction_trace(self) -> Any:
         """The OpenTelemetry span of the transaction under way (the parent of its operations' spans), or
         ``None``."""
         return self._transaction_span
@@ -635,7 +639,7 @@ class ClientSession:
         if span is not None:
             span.end()
 
-    def _unpin(self) -> None:
+    def unpin(self) -> None:
         """Forget the mongos of a sharded transaction and give back a load-balanced transaction's connection."""
         self._pinned_address = None
         pinned, self._pinned_connection = self._pinned_connection, None
@@ -643,7 +647,7 @@ class ClientSession:
             pool, conn = pinned
             pool.check_in(conn)
 
-    def _holds(self, conn: object) -> bool:
+    def holds(self, conn: object) -> bool:
         """Whether ``conn`` is this session's pinned connection (the executor must not check it in)."""
         pinned = self._pinned_connection
         return pinned is not None and pinned[1] is conn
@@ -655,11 +659,13 @@ class ClientSession:
                 "start a new one with client.start_session()"
             )
 
-    def _checked_server_session(self) -> ServerSession:
+    def checked_server_session(self) -> ServerSession:
+        """The server session the session's commands carry, taken from the client's pool at the first one;
+        raises once the session has ended."""
         if self._ended:
             raise InvalidOperation("this session has ended; start a new one with client.start_session()")
         if self._server_session is None:
-            self._server_session = self._client._executor.acquire_server_session()
+            self._server_session = self._client.executor.acquire_server_session()
         return self._server_session
 
     @property

@@ -35,7 +35,7 @@ from mongio.version import __version__
 if TYPE_CHECKING:
     from mongio.connection.connection import Connection
     from mongio.operations.base import DocumentSequence, Operation
-    from mongio.sessions.client_session import ClientSession
+    from mongio.sessions.operation_session import OperationSession
 
 __all__ = ["TRACER_NAME", "CommandSpan", "OperationSpan", "Tracing"]
 
@@ -70,7 +70,7 @@ class Tracing:
         self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider=settings.tracer_provider)
         self._query_text_max_length = settings.query_text_max_length
 
-    def start_operation(self, op: Operation[Any], session: ClientSession | None) -> OperationSpan:
+    def start_operation(self, op: Operation[Any], session: OperationSession | None) -> OperationSpan:
         """The span of the driver operation ``op`` is part of: a new one (child of the session's transaction
         span, else of the current span), or the open :meth:`operation_scope`'s."""
         scope = _OPEN_SCOPE.get()
@@ -81,11 +81,11 @@ class Tracing:
         return self._new_operation(op, session, None, held=False)
 
     def _new_operation(
-        self, op: Operation[Any], session: ClientSession | None, name: str | None, *, held: bool
+        self, op: Operation[Any], session: OperationSession | None, name: str | None, *, held: bool
     ) -> OperationSpan:
         if name is None:
             name = _RUN_COMMAND if op.is_user_command else (op.operation_name or op.command_name)
-        parent = None if session is None else session._transaction_trace()
+        parent = None if session is None else session.transaction_trace()
         context = None if parent is None else trace.set_span_in_context(parent)
         database = op.database
         span = self._tracer.start_span(

@@ -27,8 +27,9 @@ from mongio.events.command import (
     CommandStartedEvent,
     CommandSucceededEvent,
 )
-from mongio.execution.executor import Answered, Executor, read_preference_document
-from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions, TokenBucket
+from mongio.execution.command_assembly import read_preference_document
+from mongio.execution.executor import Answered, Executor
+from mongio.execution.retry_policy import RETRYABLE_WRITES_UNSUPPORTED_MESSAGE, RetryOptions
 from mongio.operations.base import Command, ConnectionContext, Retryability, check_write_reply
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.run_command import RunCommand
@@ -187,9 +188,8 @@ async def test_a_command_cancelled_after_its_started_event_gets_a_failed_event(
 ) -> None:
     # Command monitoring: every started event is followed by a succeeded or a failed one, and so is the
     # "Command started" log message; a cancellation while the reply is awaited is such an end.
-    executor, _, pool, _ = make_executor(["block"])
     listener = RecordingListener()
-    executor._publisher = CommandPublisher([listener])
+    executor, _, pool, _ = make_executor(["block"], publisher=CommandPublisher([listener]))
     task = asyncio.ensure_future(executor.execute(RunCommand("db", "ping")))
     await listener.started_event.wait()
     with caplog.at_level(logging.DEBUG, logger=COMMAND_LOGGER_NAME):
@@ -202,10 +202,11 @@ async def test_a_command_cancelled_after_its_started_event_gets_a_failed_event(
     assert pool.checked_out == pool.checked_in == 1
 
 
-async def test_a_command_outside_the_retry_loop_cancelled_after_its_started_event_gets_a_failed_event() -> None:
-    executor, _, _, conn = make_executor(["block"])
+async def test_a_command_outside_the_retry_loop_cancelled_after_its_started_event_gets_a_failed_event() -> (
+    None
+):
     listener = RecordingListener()
-    executor._publisher = CommandPublisher([listener])
+    executor, _, _, conn = make_executor(["block"], publisher=CommandPublisher([listener]))
     task = asyncio.ensure_future(executor._send_unmanaged(conn, "endSessions", {"endSessions": []}))  # type: ignore[arg-type]
     await listener.started_event.wait()
     task.cancel()
@@ -280,7 +281,7 @@ async def test_without_session_support_no_lsid_and_explicit_sessions_refused() -
     executor, topology, _, conn = make_executor([{"ok": 1}, {"ok": 1}])
     topology.description.logical_session_timeout_minutes = None
     client: Any = executor._client
-    client._executor = executor
+    client.executor = executor
     await executor.execute(RunCommand("db", "ping"))
     assert "lsid" not in conn.sent[0]
     explicit = ClientSession(client, SessionOptions())
@@ -329,7 +330,9 @@ def _step_down_during_check_out(topology: FakeTopology, pool: FakePool) -> None:
     pool.check_out = check_out  # type: ignore[method-assign]
 
 
-async def test_a_retryable_write_is_judged_on_the_server_as_selected_not_as_described_after_check_out() -> None:
+async def test_a_retryable_write_is_judged_on_the_server_as_selected_not_as_described_after_check_out() -> (
+    None
+):
     """Retryable writes specification, "Supported Server Versions": the server selected for the attempt
     decides. A step-down seen while the write waited for its connection leaves it a retryable write: it
     carries its txnNumber, and the retry after the server's NotWritablePrimary reuses it."""
@@ -370,7 +373,7 @@ async def test_explicit_session_is_bound_to_its_client() -> None:
 
     executor, _, _, conn = make_executor([{"ok": 1, "operationTime": Timestamp(5, 1)}])
     client: Any = executor._client
-    client._executor = executor
+    client.executor = executor
     session = ClientSession(client, SessionOptions())
     await executor.execute(RunCommand("db", "ping"), session)
     assert conn.sent[0]["lsid"] == session.session_id
@@ -396,8 +399,9 @@ async def test_succeeded_event_keeps_the_reply_as_received() -> None:
         def succeeded(self, event: CommandSucceededEvent) -> None:
             replies.append(event.reply)
 
-    executor, _, _, _ = make_executor([{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}])
-    executor._publisher = CommandPublisher([Keep()])
+    executor, _, _, _ = make_executor(
+        [{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}], publisher=CommandPublisher([Keep()])
+    )
     result = await executor.execute(Reworks("db", "update"))
     assert result["upserted"] == 4
     assert replies == [{"ok": 1, "upserted": [{"index": 0, "_id": 4}]}]
@@ -430,9 +434,7 @@ class FixedJitter(random.Random):
 
 
 def make_with(options: RetryOptions, replies: list[Any]) -> tuple[Executor, FakeConnection, list[float]]:
-    executor, _, _, conn = make_executor(replies)
-    executor._retry_options = options
-    executor._token_bucket = TokenBucket() if options.adaptive_retries else None
+    executor, _, _, conn = make_executor(replies, retry_options=options)
     slept: list[float] = []
 
     async def record(delay: float) -> None:
@@ -465,8 +467,9 @@ async def test_a_write_concern_error_without_the_label_is_the_result() -> None:
 
 
 async def test_a_write_concern_error_is_not_retried_without_a_transaction_number() -> None:
-    executor, _, _, conn = make_executor([RETRYABLE_WCE, {"ok": 1, "n": 1}])
-    executor._retry_writes = False
+    executor, _, _, conn = make_executor(
+        [RETRYABLE_WCE, {"ok": 1, "n": 1}], retry_options=RetryOptions(retry_writes=False)
+    )
     with pytest.raises(WriteConcernError):
         await executor.execute(CheckedInsert("db"))
     assert len(conn.sent) == 1

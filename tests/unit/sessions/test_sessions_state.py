@@ -12,6 +12,7 @@ from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
 from mongio.options.write_concern import WriteConcern
 from mongio.sessions.client_session import ClientSession, SessionOptions
+from mongio.sessions.operation_session import EXECUTOR_METHODS, OperationSession
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
 
 MONGOS_A = ("a.example", 27017)
@@ -47,7 +48,7 @@ class FakeClient:
     read_preference = Primary()
 
     def __init__(self) -> None:
-        self._executor = FakeExecutor()
+        self.executor = FakeExecutor()
 
 
 class FakePool:
@@ -72,22 +73,29 @@ class Insert(Operation[Any]):
     takes_write_concern = True
 
 
+def test_the_session_provides_every_method_the_executor_contract_declares() -> None:
+    declared: OperationSession = session()  # the type checker compares ClientSession with the Protocol
+    assert {"begin_operation", "take_from_reply", "pin_transaction", "holds", "unpin"} <= EXECUTOR_METHODS
+    missing = sorted(name for name in EXECUTOR_METHODS if not callable(getattr(declared, name, None)))
+    assert not missing, f"ClientSession lacks {missing}"
+
+
 def test_a_transaction_stays_pinned_to_its_first_server_and_connection_until_unpinned() -> None:
     s = session()
     s.start_transaction()
     pool, other_pool, conn = FakePool(), FakePool(), object()
-    s._pin(MONGOS_A, pool, conn)
-    s._pin(MONGOS_B, other_pool, object())  # a later command does not move the pin
-    assert s._transaction_server() == MONGOS_A
-    assert s._pinned_connection_from(pool) is conn
-    assert s._pinned_connection_from(other_pool) is None
-    assert s._holds(conn) and s._has_pinned_connection()
+    s.pin_transaction(MONGOS_A, pool, conn)
+    s.pin_transaction(MONGOS_B, other_pool, object())  # a later command does not move the pin
+    assert s.transaction_server() == MONGOS_A
+    assert s.pinned_connection_from(pool) is conn
+    assert s.pinned_connection_from(other_pool) is None
+    assert s.holds(conn) and s.has_pinned_connection()
     # The pool counts it as held by a transaction (the wait queue timeout message says so).
     assert pool.pinned == {conn: "transaction"} and other_pool.pinned == {}
-    s._unpin()
+    s.unpin()
     # The connection goes back to its pool; the next transaction chooses again.
     assert pool.checked_in == [conn] and other_pool.checked_in == [] and pool.pinned == {}
-    assert s._transaction_server() is None and not s._holds(conn)
+    assert s.transaction_server() is None and not s.holds(conn)
 
 
 def test_an_operation_outside_the_transaction_unpins_and_one_inside_drops_its_write_concern() -> None:
@@ -96,48 +104,48 @@ def test_an_operation_outside_the_transaction_unpins_and_one_inside_drops_its_wr
     s.start_transaction()
     write = Insert("db", write_concern=WriteConcern(w=0))
     assert not write.acknowledged
-    assert s._begin_operation(write)
+    assert s.begin_operation(write)
     assert write.write_concern is None and is_acknowledged(write)
-    s._pin(MONGOS_A, pool, conn)
-    s._transaction_sent()
+    s.pin_transaction(MONGOS_A, pool, conn)
+    s.transaction_sent()
     s._transaction.begin_commit()
-    assert not s._begin_operation(RunCommand("db", "ping"))
-    assert pool.checked_in == [conn] and s._transaction_server() is None
+    assert not s.begin_operation(RunCommand("db", "ping"))
+    assert pool.checked_in == [conn] and s.transaction_server() is None
 
 
 def test_a_reply_gives_the_recovery_token_only_inside_a_transaction() -> None:
     s = session()
-    s._take_from_reply({"ok": 1, "recoveryToken": {"t": 1}}, in_transaction=False)
+    s.take_from_reply({"ok": 1, "recoveryToken": {"t": 1}}, in_transaction=False)
     assert s._transaction.recovery_token is None
-    s._take_from_reply({"ok": 1, "recoveryToken": {"t": 2}}, in_transaction=True)
+    s.take_from_reply({"ok": 1, "recoveryToken": {"t": 2}}, in_transaction=True)
     assert s._transaction.recovery_token == {"t": 2}
 
 
 def test_a_snapshot_session_reads_at_its_first_reads_time() -> None:
     s = session(snapshot=True)
     first, later = Timestamp(10, 1), Timestamp(20, 1)
-    s._take_from_reply({"ok": 1, "cursor": {"atClusterTime": first}}, in_transaction=False)
-    s._take_from_reply({"ok": 1, "cursor": {"atClusterTime": later}}, in_transaction=False)
+    s.take_from_reply({"ok": 1, "cursor": {"atClusterTime": first}}, in_transaction=False)
+    s.take_from_reply({"ok": 1, "cursor": {"atClusterTime": later}}, in_transaction=False)
     assert s.snapshot_time == first
-    assert s._read_concern(None, standalone=False) == {"level": "snapshot", "atClusterTime": first}
+    assert s.read_concern_for(None, standalone=False) == {"level": "snapshot", "atClusterTime": first}
 
 
 def test_a_causal_session_waits_for_its_operation_time_except_on_a_standalone() -> None:
     s = session()
-    assert s._read_concern({"level": "majority"}, standalone=False) == {"level": "majority"}
-    s._take_from_reply({"ok": 1, "operationTime": Timestamp(5, 1)}, in_transaction=False)
-    assert s._after_cluster_time() == Timestamp(5, 1)
-    assert s._read_concern({"level": "majority"}, standalone=False) == {
+    assert s.read_concern_for({"level": "majority"}, standalone=False) == {"level": "majority"}
+    s.take_from_reply({"ok": 1, "operationTime": Timestamp(5, 1)}, in_transaction=False)
+    assert s.after_cluster_time() == Timestamp(5, 1)
+    assert s.read_concern_for({"level": "majority"}, standalone=False) == {
         "level": "majority",
         "afterClusterTime": Timestamp(5, 1),
     }
-    assert s._read_concern(None, standalone=True) is None
-    assert session(causal_consistency=False)._after_cluster_time() is None
+    assert s.read_concern_for(None, standalone=True) is None
+    assert session(causal_consistency=False).after_cluster_time() is None
 
 
 def test_an_abandoned_session_hands_its_server_session_over_once() -> None:
     s = session()
-    server_session = s._checked_server_session()
+    server_session = s.checked_server_session()
     assert s._abandon() is server_session
     assert s.has_ended
     assert s._abandon() is None
