@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable,
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from mongio.api_base import ChangeStreamSource
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
@@ -176,7 +177,7 @@ class _Closing(Coroutine[Any, Any, None]):
 _NOTHING_TO_CLOSE = _Closing(None)
 
 
-class MongoClient:
+class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
     """A client for a MongoDB deployment (``AsyncMongoClient`` is the same class, under PyMongo's name).
 
     ``host`` is a connection string (``mongodb://`` or ``mongodb+srv://``), a ``host[:port]``, or a list of
@@ -607,26 +608,6 @@ class MongoClient:
         return self._options
 
     @property
-    def codec_options(self) -> CodecOptions:
-        """The codec options documents are decoded and encoded with."""
-        return self._codec_options
-
-    @property
-    def read_preference(self) -> _ServerMode:
-        """The client's read preference, the default of its databases."""
-        return self._read_preference
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        """The client's read concern, the default of its databases."""
-        return self._read_concern
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        """The client's write concern, the default of its databases."""
-        return self._write_concern
-
-    @property
     def topology_description(self) -> TopologyDescription:
         """The current description of the deployment (type Unknown until the client has started), as the
         event loop that used the client last sees it."""
@@ -974,54 +955,10 @@ class MongoClient:
             raise
         batch.cursor_exhausted()
 
-    def watch(
-        self,
-        pipeline: Sequence[Mapping[str, Any]] | None = None,
-        full_document: str | None = None,
-        resume_after: Mapping[str, Any] | None = None,
-        max_await_time_ms: int | None = None,
-        batch_size: int | None = None,
-        collation: Any = None,
-        start_at_operation_time: Any = None,
-        session: ClientSession | None = None,
-        start_after: Mapping[str, Any] | None = None,
-        comment: Any = None,
-        full_document_before_change: str | None = None,
-        show_expanded_events: bool | None = None,
-    ) -> ClusterChangeStream[Any]:
-        """Watch the changes to every collection of every database (``admin``, ``local``, ``config`` and
-        system collections excepted): returns the change stream (on ``admin``), opened by awaiting or
-        entering it as with :meth:`Collection.watch <mongio.collection.Collection.watch>`. The arguments are those of
-        :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
-
-            async with await client.watch() as stream:
-                async for change in stream:
-                    print(change["ns"], change["operationType"])
-        """
+    def _change_stream_origin(self) -> tuple[type[ClusterChangeStream[Any]], MongoClient, str, str | None]:
         from mongio.change_stream import ClusterChangeStream  # on first use: most programs never watch
 
-        stream: ClusterChangeStream[Any] = ClusterChangeStream(
-            self,
-            "admin",
-            None,
-            pipeline,
-            full_document=full_document,
-            resume_after=resume_after,
-            max_await_time_ms=max_await_time_ms,
-            batch_size=batch_size,
-            collation=collation,
-            start_at_operation_time=start_at_operation_time,
-            session=session,
-            start_after=start_after,
-            comment=comment,
-            full_document_before_change=full_document_before_change,
-            show_expanded_events=show_expanded_events,
-            all_changes_for_cluster=True,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            codec_options=self._codec_options,
-        )
-        return stream
+        return ClusterChangeStream, self, "admin", None
 
     # -- sessions ----------------------------------------------------------------------------------------------
 
