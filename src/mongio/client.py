@@ -62,7 +62,7 @@ from mongio.topology.monitor import monitor_connection_factory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
-from mongio.topology.topology import Topology
+from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from mongio.tracing import client_tracing
@@ -453,9 +453,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
             srv_max_hosts=options.srv_max_hosts,
             server_selector=options.extras.get("server_selector"),
         )
-        holder: list[Topology] = []
-
-        def make_pool(address: Address) -> Pool[Any]:
+        def make_pool(address: Address, on_connect_error: ConnectErrorHook) -> Pool[Any]:
             async def connect(connection_id: int, generation: int) -> Any:
                 # Under CSOT a connection opened for an operation must be ready by the end of the operation's
                 # computedServerSelectionTimeout (within connectTimeoutMS for the stream). One opened by
@@ -478,12 +476,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
                     auth_timeout=auth_timeout,
                 )
 
-            def on_connect_error(error: BaseException, generation: int) -> None:
-                holder[0].report_connect_error(address, error, generation)
-
             return Pool(address, connect, pool_options, on_connect_error=on_connect_error)
 
-        topology = Topology(
+        return Topology(
             topology_settings,
             monitor_connection_factory=monitor_connection_factory(settings),
             pool_factory=make_pool,
@@ -495,8 +490,6 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
             # A declared API version goes on the monitors' hello commands too.
             monitor_command_fields=server_api_fields(options.extras.get("server_api")),
         )
-        holder.append(topology)
-        return topology
 
     async def aconnect(self) -> None:
         """Start monitoring the deployment now rather than at the first operation."""
