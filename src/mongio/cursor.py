@@ -654,7 +654,7 @@ class Cursor(_CursorBase[_T]):
         timeout_mode: TimeoutMode | str | None = None,
     ) -> None:
         super().__init__(collection.database.client, session, collection.codec_options)
-        self._level_timeout = collection._timeout
+        self._level_timeout = collection.timeout
         if timeout_mode is not None:
             self._timeout_mode = TimeoutMode(timeout_mode)
         if snapshot:
@@ -705,7 +705,7 @@ class Cursor(_CursorBase[_T]):
         only then (see :meth:`_kill_left_open`); its option dict only if something reads it."""
         cursor: Cursor[Any] = cls.__new__(cls)
         _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
-        cursor._level_timeout = collection._timeout
+        cursor._level_timeout = collection.timeout
         cursor._collection = collection
         # The options as given; _spec merges them with the defaults only if something reads it.
         cursor._find_one_options = options
