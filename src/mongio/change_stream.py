@@ -42,7 +42,7 @@ import asyncio
 import math
 from collections.abc import Generator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from mongio.cursor import CommandCursor
 from mongio.error_classification import is_resumable
@@ -129,6 +129,8 @@ class ChangeStream(Generic[_T]):
     how to keep a resume token.
     """
 
+    # Whether the stream is of the whole deployment (the $changeStream stage's allChangesForCluster).
+    _all_changes_for_cluster: ClassVar[bool] = False
     # Read by the finalizer, which also runs for a stream whose __init__ refused its arguments before setting
     # them: no session then, so nothing to give back.
     _session: Any = None
@@ -152,7 +154,6 @@ class ChangeStream(Generic[_T]):
         comment: Any = None,
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
-        all_changes_for_cluster: bool = False,
         level_timeout: float | None = None,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
@@ -179,7 +180,7 @@ class ChangeStream(Generic[_T]):
             start_after=start_after,
             start_at_operation_time=start_at_operation_time,
             show_expanded_events=show_expanded_events,
-            all_changes_for_cluster=all_changes_for_cluster,
+            all_changes_for_cluster=self._all_changes_for_cluster,
         )
         self._batch_size = batch_size
         self._max_await_time_ms = max_await_time_ms
@@ -530,6 +531,8 @@ class DatabaseChangeStream(ChangeStream[_T]):
 class ClusterChangeStream(ChangeStream[_T]):
     """The change stream of :meth:`MongoClient.watch`: every collection of every database (``admin``,
     ``local`` and ``config`` excepted)."""
+
+    _all_changes_for_cluster = True
 
 
 # PyMongo's async names.

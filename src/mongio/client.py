@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable,
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from mongio.api_base import ChangeStreamSource
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
@@ -58,7 +59,7 @@ from mongio.topology.monitor import monitor_connection_factory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
-from mongio.topology.topology import Topology
+from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from mongio.tracing import client_tracing
@@ -185,7 +186,7 @@ class _Closing(Coroutine[Any, Any, None]):
 _NOTHING_TO_CLOSE = _Closing(None)
 
 
-class MongoClient:
+class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
     """A client for a MongoDB deployment (``AsyncMongoClient`` is the same class, under PyMongo's name).
 
     ``host`` is a connection string (``mongodb://`` or ``mongodb+srv://``), a ``host[:port]``, or a list of
@@ -436,9 +437,7 @@ class MongoClient:
             srv_max_hosts=options.srv_max_hosts,
             server_selector=options.extras.get("server_selector"),
         )
-        holder: list[Topology] = []
-
-        def make_pool(address: Address) -> Pool[Any]:
+        def make_pool(address: Address, on_connect_error: ConnectErrorHook) -> Pool[Any]:
             async def connect(connection_id: int, generation: int) -> Any:
                 # Under CSOT a connection opened for an operation must be ready by the end of the operation's
                 # computedServerSelectionTimeout (within connectTimeoutMS for the stream). One opened by
@@ -461,12 +460,9 @@ class MongoClient:
                     auth_timeout=auth_timeout,
                 )
 
-            def on_connect_error(error: BaseException, generation: int) -> None:
-                holder[0].report_connect_error(address, error, generation)
-
             return Pool(address, connect, pool_options, on_connect_error=on_connect_error)
 
-        topology = Topology(
+        return Topology(
             topology_settings,
             monitor_connection_factory=monitor_connection_factory(settings),
             pool_factory=make_pool,
@@ -478,8 +474,6 @@ class MongoClient:
             # A declared API version goes on the monitors' hello commands too.
             monitor_command_fields=server_api_fields(options.extras.get("server_api")),
         )
-        holder.append(topology)
-        return topology
 
     async def aconnect(self) -> None:
         """Start monitoring the deployment now rather than at the first operation."""
@@ -572,26 +566,6 @@ class MongoClient:
     def options(self) -> ClientOptions:
         """Every setting of this client, typed."""
         return self._options
-
-    @property
-    def codec_options(self) -> CodecOptions:
-        """The codec options documents are decoded and encoded with."""
-        return self._codec_options
-
-    @property
-    def read_preference(self) -> _ServerMode:
-        """The client's read preference, the default of its databases."""
-        return self._read_preference
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        """The client's read concern, the default of its databases."""
-        return self._read_concern
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        """The client's write concern, the default of its databases."""
-        return self._write_concern
 
     @property
     def topology_description(self) -> TopologyDescription:
@@ -941,54 +915,10 @@ class MongoClient:
             raise
         batch.cursor_exhausted()
 
-    def watch(
-        self,
-        pipeline: Sequence[Mapping[str, Any]] | None = None,
-        full_document: str | None = None,
-        resume_after: Mapping[str, Any] | None = None,
-        max_await_time_ms: int | None = None,
-        batch_size: int | None = None,
-        collation: Any = None,
-        start_at_operation_time: Any = None,
-        session: ClientSession | None = None,
-        start_after: Mapping[str, Any] | None = None,
-        comment: Any = None,
-        full_document_before_change: str | None = None,
-        show_expanded_events: bool | None = None,
-    ) -> ClusterChangeStream[Any]:
-        """Watch the changes to every collection of every database (``admin``, ``local``, ``config`` and
-        system collections excepted): returns the change stream (on ``admin``), opened by awaiting or
-        entering it as with :meth:`Collection.watch <mongio.collection.Collection.watch>`. The arguments are those of
-        :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
-
-            async with await client.watch() as stream:
-                async for change in stream:
-                    print(change["ns"], change["operationType"])
-        """
+    def _change_stream_origin(self) -> tuple[type[ClusterChangeStream[Any]], MongoClient, str, str | None]:
         from mongio.change_stream import ClusterChangeStream  # on first use: most programs never watch
 
-        stream: ClusterChangeStream[Any] = ClusterChangeStream(
-            self,
-            "admin",
-            None,
-            pipeline,
-            full_document=full_document,
-            resume_after=resume_after,
-            max_await_time_ms=max_await_time_ms,
-            batch_size=batch_size,
-            collation=collation,
-            start_at_operation_time=start_at_operation_time,
-            session=session,
-            start_after=start_after,
-            comment=comment,
-            full_document_before_change=full_document_before_change,
-            show_expanded_events=show_expanded_events,
-            all_changes_for_cluster=True,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            codec_options=self._codec_options,
-        )
-        return stream
+        return ClusterChangeStream, self, "admin", None
 
     # -- sessions ----------------------------------------------------------------------------------------------
 

@@ -12,9 +12,10 @@ concerns and read preference, and retries when allowed)::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from mongio.api_base import AGGREGATE_OPTIONS, ChangeStreamSource, DerivedScope
 from mongio.cursor import (
     SINGLE_BATCH_OPTIONS,
     CommandCursor,
@@ -25,13 +26,11 @@ from mongio.cursor import (
 )
 from mongio.errors import ConfigurationError
 from mongio.execution.connection_pin import ConnectionPin
-from mongio.execution.deadline import TimeoutMode, level_timeout
-from mongio.operations.base import Operation
+from mongio.execution.deadline import TimeoutMode
 from mongio.operations.bulk import BulkWrite
 from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
 from mongio.operations.count_command import Count
 from mongio.operations.crud import (
-    Aggregate,
     CountDocuments,
     Delete,
     Distinct,
@@ -68,13 +67,11 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
-from mongio.options.read_concern import as_read_concern
-from mongio.options.read_preference import as_read_preference
-from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
     from mongio.change_stream import CollectionChangeStream
+    from mongio.client import MongoClient
     from mongio.database import Database
     from mongio.options.protocols import (
         CodecOptionsLike,
@@ -93,30 +90,13 @@ if TYPE_CHECKING:
 __all__ = ["Collection", "ReturnDocument"]
 
 _D = TypeVar("_D")
-_R = TypeVar("_R")
 
 # Keyword arguments PyMongo passes through to commands under the server's names; ours take snake_case.
-_AGGREGATE_OPTIONS = {
-    "allowDiskUse": "allow_disk_use",
-    "allow_disk_use": "allow_disk_use",
-    "batchSize": "batch_size",
-    "batch_size": "batch_size",
-    "bypassDocumentValidation": "bypass_document_validation",
-    "bypass_document_validation": "bypass_document_validation",
-    "collation": "collation",
-    "hint": "hint",
-    "maxTimeMS": "max_time_ms",
-    "max_time_ms": "max_time_ms",
-    "maxAwaitTimeMS": "max_await_time_ms",
-    "max_await_time_ms": "max_await_time_ms",
-    "rawData": "raw_data",
-    "raw_data": "raw_data",
-}
 # An aggregate that cannot write: the aggregation options but those of a write stage, plus ``let``.
 _LIST_SEARCH_INDEXES_OPTIONS = {
     **{
         key: name
-        for key, name in _AGGREGATE_OPTIONS.items()
+        for key, name in AGGREGATE_OPTIONS.items()
         if name not in ("bypass_document_validation", "raw_data")
     },
     "let": "let",
@@ -166,7 +146,7 @@ def _options(kwargs: Mapping[str, Any], names: Mapping[str, str], method: str) -
     return options
 
 
-class Collection(Generic[_D]):
+class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"], Generic[_D]):
     """A collection of a :class:`~mongio.database.Database`: ``client.db.coll`` or ``db["coll"]``.
 
     Making one does no I/O. It carries codec options, read preference, read concern and write concern,
@@ -204,19 +184,17 @@ class Collection(Generic[_D]):
                 "`await database.create_collection(name, ...)` to create a collection."
             )
         self._database = database
+        self._client = database.client
         # Read by every operation: kept here, where one attribute read finds them (on Python 3.11 each read
         # of an attribute of a class with __getattr__, as Collection and Database are, takes the slow path).
         self._database_name = database.name
+        # The client's, for good: every operation of this collection runs there.
         self._executor = database.client.executor
         self._name = validate_collection_name(name)
-        self._codec_options = database.codec_options.resolve(codec_options)
-        self._read_preference = (
-            database.read_preference if read_preference is None else as_read_preference(read_preference)
+        # Each option given, else the database's (its timeout included).
+        self._inherit_options(
+            database, database.timeout, codec_options, read_preference, write_concern, read_concern, timeout
         )
-        self._write_concern = database.write_concern if write_concern is None else as_write_concern(write_concern)
-        self._read_concern = database.read_concern if read_concern is None else as_read_concern(read_concern)
-        # The timeoutMS set on this collection or its database (seconds, math.inf for none); None: the client's.
-        self._timeout: float | None = database._timeout if timeout is None else level_timeout(timeout)
 
     # -- identity and options ---------------------------------------------------------------------------------
 
@@ -235,49 +213,28 @@ class Collection(Generic[_D]):
         """The database this collection belongs to."""
         return self._database
 
-    @property
-    def codec_options(self) -> CodecOptions:
-        """How documents are decoded (document class, time zones, UUIDs...)."""
-        return self._codec_options
-
-    @property
-    def read_preference(self) -> _ServerMode:
-        """Which members reads go to."""
-        return self._read_preference
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        """The read concern sent with reads."""
-        return self._read_concern
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        """The write concern sent with writes."""
-        return self._write_concern
-
-    def with_options(
+    def _with_options(
         self,
-        codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
-        write_concern: WriteConcern | WriteConcernLike | None = None,
-        read_concern: ReadConcern | ReadConcernLike | None = None,
-        timeout: float | None = None,
+        codec_options: CodecOptions,
+        read_preference: _ServerMode | ReadPreferenceLike,
+        write_concern: WriteConcern | WriteConcernLike,
+        read_concern: ReadConcern | ReadConcernLike,
+        timeout: float | None,
     ) -> Collection[_D]:
-        """The same collection with some options changed; the others are kept.
-
-        ``fast = coll.with_options(write_concern=WriteConcern(w=1))``; ``timeout`` (seconds, 0 for no limit)
-        bounds each operation as ``timeoutMS`` does unless a :func:`mongio.timeout` block is in force.
-        """
-        collection: Collection[_D] = Collection(
+        return Collection(
             self._database,
             self._name,
-            codec_options=self._codec_options.resolve(codec_options),
-            read_preference=self._read_preference if read_preference is None else read_preference,
-            write_concern=self._write_concern if write_concern is None else write_concern,
-            read_concern=self._read_concern if read_concern is None else read_concern,
+            codec_options=codec_options,
+            read_preference=read_preference,
+            write_concern=write_concern,
+            read_concern=read_concern,
+            timeout=timeout,
         )
-        collection._timeout = self._timeout if timeout is None else level_timeout(timeout)
-        return collection
+
+    def _change_stream_origin(self) -> tuple[type[CollectionChangeStream[_D]], MongoClient, str, str | None]:
+        from mongio.change_stream import CollectionChangeStream  # on first use: most programs never watch
+
+        return CollectionChangeStream, self._client, self._database_name, self._name
 
     def __getattr__(self, name: str) -> Collection[_D]:
         """A sub-collection: ``coll.archive`` is the collection ``"<coll>.archive"``."""
@@ -290,20 +247,19 @@ class Collection(Generic[_D]):
         return self[name]
 
     def __getitem__(self, name: str) -> Collection[_D]:
-        collection: Collection[_D] = Collection(
+        return Collection(
             self._database,
             f"{self._name}.{name}",
             codec_options=self._codec_options,
             read_preference=self._read_preference,
             write_concern=self._write_concern,
             read_concern=self._read_concern,
+            timeout=self._timeout,
         )
-        collection._timeout = self._timeout
-        return collection
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Collection):
-            return self._database == other._database and self._name == other._name
+            return self._database == other.database and self._name == other.name
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -334,29 +290,6 @@ class Collection(Generic[_D]):
 
     def __repr__(self) -> str:
         return f"Collection({self._database!r}, {self._name!r})"
-
-    # -- running ----------------------------------------------------------------------------------------------
-
-    @property
-    def _client(self) -> Any:
-        return self._database.client
-
-    def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
-        """The coroutine that runs ``operation`` under this collection's timeout: the executor's own, handed
-        back rather than awaited here (one coroutine level less for every operation; await it at once)."""
-        return self._executor.execute(operation, session, level_timeout=self._timeout)
-
-    def _command_cursor(
-        self, operation: Operation[Any], session: Any, **cursor_options: Any
-    ) -> CommandCursor[Any]:
-        return CommandCursor(
-            self._database.client,
-            operation,
-            session=session,
-            codec_options=self._codec_options,
-            level_timeout=self._timeout,
-            **cursor_options,
-        )
 
     # -- writes -----------------------------------------------------------------------------------------------
 
@@ -1000,91 +933,7 @@ class Collection(Generic[_D]):
 
         ``timeout_mode`` (:class:`~mongio.TimeoutMode`) says how a ``timeoutMS`` bounds the cursor.
         """
-        timeout_mode = kwargs.pop("timeout_mode", None)
-        options: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            name = _AGGREGATE_OPTIONS.get(key)
-            if name is None:
-                extra[key] = value
-            else:
-                options[name] = value
-        operation = Aggregate(
-            self._database_name,
-            self._name,
-            pipeline,
-            let=let,
-            comment=comment,
-            extra=extra or None,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            write_concern=self._write_concern,
-            codec_options=self._codec_options,
-            **options,
-        )
-        return self._command_cursor(
-            operation,
-            session,
-            batch_size=options.get("batch_size") or 0,
-            max_await_time_ms=operation.max_await_time_ms,
-            comment=comment,
-            timeout_mode=timeout_mode,
-        )
-
-    def watch(
-        self,
-        pipeline: Sequence[Mapping[str, Any]] | None = None,
-        full_document: str | None = None,
-        resume_after: Mapping[str, Any] | None = None,
-        max_await_time_ms: int | None = None,
-        batch_size: int | None = None,
-        collation: Any = None,
-        start_at_operation_time: Any = None,
-        session: ClientSession | None = None,
-        start_after: Mapping[str, Any] | None = None,
-        comment: Any = None,
-        full_document_before_change: str | None = None,
-        show_expanded_events: bool | None = None,
-    ) -> CollectionChangeStream[_D]:
-        """Watch the changes to this collection: returns a change stream (see :mod:`mongio.change_stream`)
-        whose ``aggregate`` runs when it is awaited (PyMongo's ``await coll.watch()``), entered
-        (``async with coll.watch()``, Motor's way) or first asked for a change. ::
-
-            async with await coll.watch([{"$match": {"operationType": "insert"}}]) as stream:
-                async for change in stream:
-                    ...
-
-        ``pipeline`` stages follow the ``$changeStream`` stage. ``full_document`` (``"updateLookup"``,
-        ``"whenAvailable"``, ``"required"``) and ``full_document_before_change`` ask for post- and pre-images;
-        ``resume_after``, ``start_after`` (a resume token) or ``start_at_operation_time`` (a ``Timestamp``)
-        say where to start; ``max_await_time_ms`` is how long each ``getMore`` waits for changes. Prefer this
-        to an ``aggregate`` with ``$changeStream``: only a stream made here resumes after errors. The
-        collection's read concern must be ``majority`` or unset.
-        """
-        from mongio.change_stream import CollectionChangeStream  # on first use: most programs never watch
-
-        stream: CollectionChangeStream[_D] = CollectionChangeStream(
-            self._database.client,
-            self._database_name,
-            self._name,
-            pipeline,
-            full_document=full_document,
-            resume_after=resume_after,
-            max_await_time_ms=max_await_time_ms,
-            batch_size=batch_size,
-            collation=collation,
-            start_at_operation_time=start_at_operation_time,
-            session=session,
-            start_after=start_after,
-            comment=comment,
-            full_document_before_change=full_document_before_change,
-            show_expanded_events=show_expanded_events,
-            level_timeout=self._timeout,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            codec_options=self._codec_options,
-        )
-        return stream
+        return self._aggregate(self._database_name, self._name, pipeline, session, let, comment, kwargs)
 
     # -- indexes ----------------------------------------------------------------------------------------------
 

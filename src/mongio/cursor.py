@@ -187,6 +187,21 @@ class _CursorBase(Generic[_T]):
     def _received(self, count: int) -> None:
         """Told how many documents each batch brought (a find cursor counts them against its limit)."""
 
+    def _accept_raw_batch(
+        self: _CursorBase[bytes], state: CursorState, accept: Callable[[CursorState], None]
+    ) -> None:
+        """A raw batch cursor's ``_accept``: the bookkeeping (id, namespace, limits counted in documents) done
+        by ``accept``, the batch's documents (RawBSONDocuments, decoded with :func:`raw_batch_codec_options`)
+        joined into one item."""
+        documents = state.batch
+        accept(state._replace(batch=[]))
+        if documents:
+            data = self._data
+            assert isinstance(data, collections.deque)  # a raw batch cursor's replies are decoded whole
+            data.append(b"".join(document.raw for document in documents))
+            self._retrieved += len(documents)
+            self._received(len(documents))
+
     def _tailable(self) -> bool:
         return False
 
@@ -654,7 +669,7 @@ class Cursor(_CursorBase[_T]):
         timeout_mode: TimeoutMode | str | None = None,
     ) -> None:
         super().__init__(collection.database.client, session, collection.codec_options)
-        self._level_timeout = collection._timeout
+        self._level_timeout = collection.timeout
         if timeout_mode is not None:
             self._timeout_mode = TimeoutMode(timeout_mode)
         if snapshot:
@@ -705,7 +720,7 @@ class Cursor(_CursorBase[_T]):
         only then (see :meth:`_kill_left_open`); its option dict only if something reads it."""
         cursor: Cursor[Any] = cls.__new__(cls)
         _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
-        cursor._level_timeout = collection._timeout
+        cursor._level_timeout = collection.timeout
         cursor._collection = collection
         # The options as given; _spec merges them with the defaults only if something reads it.
         cursor._find_one_options = options
@@ -1083,19 +1098,6 @@ def raw_batch_codec_options(codec_options: CodecOptions) -> CodecOptions:
     return codec_options.with_options(document_class=RawBSONDocument)
 
 
-def _accept_raw(cursor: _CursorBase[bytes], state: CursorState, accept: Any) -> None:
-    # The cursor's own bookkeeping (id, namespace, limits counted in documents) with the batch joined into one
-    # item; the documents are RawBSONDocuments, decoded with raw_batch_codec_options.
-    documents = state.batch
-    accept(state._replace(batch=[]))
-    if documents:
-        data = cursor._data
-        assert isinstance(data, collections.deque)  # a raw batch cursor's replies are decoded whole
-        data.append(b"".join(document.raw for document in documents))
-        cursor._retrieved += len(documents)
-        cursor._received(len(documents))
-
-
 class RawBatchCursor(Cursor[bytes]):
     """The cursor of :meth:`Collection.find_raw_batches <mongio.collection.Collection.find_raw_batches>`: each
     item is one batch as the server sent it, the BSON of its documents back to back (``bytes``), for code that
@@ -1112,7 +1114,7 @@ class RawBatchCursor(Cursor[bytes]):
         return self._plain_collection
 
     def _accept(self, state: CursorState) -> None:
-        _accept_raw(self, state, super()._accept)
+        self._accept_raw_batch(state, super()._accept)
 
     def clone(self) -> RawBatchCursor:
         """A new, unrun raw batch cursor with the same query, options and session."""
@@ -1147,4 +1149,4 @@ class RawBatchCommandCursor(CommandCursor[bytes]):
         return cursor
 
     def _accept(self, state: CursorState) -> None:
-        _accept_raw(self, state, super()._accept)
+        self._accept_raw_batch(state, super()._accept)

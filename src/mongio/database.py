@@ -10,21 +10,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from mongio.api_base import ChangeStreamSource, DerivedScope
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
 from mongio.collection import Collection
-from mongio.cursor import CommandCursor, ObjectCommandCursor
+from mongio.cursor import CommandCursor
 from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
-from mongio.execution.deadline import level_timeout
-from mongio.operations.base import Operation
 from mongio.operations.collections import Create, Drop, ListCollections
-from mongio.operations.crud import Aggregate
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
-from mongio.options.read_concern import as_read_concern
 from mongio.options.read_preference import as_read_preference
-from mongio.options.write_concern import as_write_concern
 
 if TYPE_CHECKING:
     from mongio.change_stream import DatabaseChangeStream
@@ -43,12 +39,11 @@ if TYPE_CHECKING:
 __all__ = ["CollectionInvalid", "Database"]
 
 _D = TypeVar("_D")
-_R = TypeVar("_R")
 
 _INVALID_DATABASE_CHARACTERS = frozenset(' ."$/\\\x00')
 
 
-class Database(Generic[_D]):
+class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Generic[_D]):
     """A database of a :class:`~mongio.client.MongoClient`: ``client.shop`` or ``client["shop"]``.
 
     Making one does no I/O. It carries codec options, read preference, read concern and write concern,
@@ -77,16 +72,9 @@ class Database(Generic[_D]):
         self._name = name
         # The client's, for good: every operation of this database and its collections runs there.
         self._executor = client.executor
-        self._codec_options: CodecOptions = client.codec_options.resolve(codec_options)
-        self._read_preference: _ServerMode = (
-            client.read_preference if read_preference is None else as_read_preference(read_preference)
-        )
-        self._write_concern: WriteConcern = (
-            client.write_concern if write_concern is None else as_write_concern(write_concern)
-        )
-        self._read_concern: ReadConcern = client.read_concern if read_concern is None else as_read_concern(read_concern)
-        # The timeoutMS of this database (seconds, math.inf for none) when set here; None: the client's.
-        self._timeout: float | None = level_timeout(timeout)
+        # Each option given, else the client's; a timeout only when given (None: the client's timeoutMS,
+        # which its executor applies after a session's default).
+        self._inherit_options(client, None, codec_options, read_preference, write_concern, read_concern, timeout)
 
     # -- identity and options ---------------------------------------------------------------------------------
 
@@ -100,49 +88,22 @@ class Database(Generic[_D]):
         """The client this database belongs to."""
         return self._client
 
-    @property
-    def codec_options(self) -> CodecOptions:
-        """How documents are decoded (document class, time zones, UUIDs...)."""
-        return self._codec_options
-
-    @property
-    def read_preference(self) -> _ServerMode:
-        """Which members reads go to."""
-        return self._read_preference
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        """The read concern sent with reads."""
-        return self._read_concern
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        """The write concern sent with writes."""
-        return self._write_concern
-
-    def with_options(
+    def _with_options(
         self,
-        codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
-        write_concern: WriteConcern | WriteConcernLike | None = None,
-        read_concern: ReadConcern | ReadConcernLike | None = None,
-        timeout: float | None = None,
+        codec_options: CodecOptions,
+        read_preference: _ServerMode | ReadPreferenceLike,
+        write_concern: WriteConcern | WriteConcernLike,
+        read_concern: ReadConcern | ReadConcernLike,
+        timeout: float | None,
     ) -> Database[_D]:
-        """The same database with some options changed; the others are kept.
-
-        ``timeout`` (seconds; 0 for no limit) bounds each operation on it as ``timeoutMS`` does, unless a
-        :func:`mongio.timeout` block is in force; once set it cannot be unset, only changed.
-        """
-        database: Database[_D] = Database(
-            self._client,
-            self._name,
-            self._codec_options.resolve(codec_options),
-            self._read_preference if read_preference is None else read_preference,
-            self._write_concern if write_concern is None else write_concern,
-            self._read_concern if read_concern is None else read_concern,
+        return Database(
+            self._client, self._name, codec_options, read_preference, write_concern, read_concern, timeout
         )
-        database._timeout = self._timeout if timeout is None else level_timeout(timeout)
-        return database
+
+    def _change_stream_origin(self) -> tuple[type[DatabaseChangeStream[_D]], MongoClient, str, str | None]:
+        from mongio.change_stream import DatabaseChangeStream  # on first use: most programs never watch
+
+        return DatabaseChangeStream, self._client, self._name, None
 
     def get_collection(
         self,
@@ -181,7 +142,7 @@ class Database(Generic[_D]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Database):
-            return self._client == other._client and self._name == other._name
+            return self._client == other.client and self._name == other.name
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -211,39 +172,6 @@ class Database(Generic[_D]):
 
     def __repr__(self) -> str:
         return f"Database({self._client!r}, {self._name!r})"
-
-    # -- running ----------------------------------------------------------------------------------------------
-
-    def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
-        """The coroutine that runs ``operation`` under this database's timeout: the executor's own, handed back
-        rather than awaited here (one coroutine level less for every operation; await it at once)."""
-        return self._executor.execute(operation, session, level_timeout=self._timeout)
-
-    def _command_cursor(
-        self,
-        operation: Operation[Any],
-        session: Any,
-        item: Callable[[Mapping[str, Any]], Any] | None = None,
-        **cursor_options: Any,
-    ) -> CommandCursor[Any]:
-        if item is not None:
-            return ObjectCommandCursor(
-                self._client,
-                operation,
-                item,
-                session=session,
-                codec_options=operation.codec_options,
-                level_timeout=self._timeout,
-                **cursor_options,
-            )
-        return CommandCursor(
-            self._client,
-            operation,
-            session=session,
-            codec_options=operation.codec_options,
-            level_timeout=self._timeout,
-            **cursor_options,
-        )
 
     # -- commands ---------------------------------------------------------------------------------------------
 
@@ -537,96 +465,9 @@ class Database(Generic[_D]):
 
         ``async for op in client.admin.aggregate([{"$currentOp": {}}]): ...``
         """
-        comment = kwargs.pop("comment", None)
         let = kwargs.pop("let", None)
-        timeout_mode = kwargs.pop("timeout_mode", None)
-        options: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        names = {
-            "allowDiskUse": "allow_disk_use",
-            "batchSize": "batch_size",
-            "maxTimeMS": "max_time_ms",
-            "maxAwaitTimeMS": "max_await_time_ms",
-            "collation": "collation",
-            "hint": "hint",
-            "bypassDocumentValidation": "bypass_document_validation",
-            "rawData": "raw_data",
-        }
-        for key, value in kwargs.items():
-            name = names.get(key) or (key if key in names.values() else None)
-            if name is None:
-                extra[key] = value
-            else:
-                options[name] = value
-        operation = Aggregate(
-            self._name,
-            None,
-            pipeline,
-            let=let,
-            comment=comment,
-            extra=extra or None,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            write_concern=self._write_concern,
-            codec_options=self._codec_options,
-            **options,
-        )
-        return self._command_cursor(
-            operation,
-            session,
-            batch_size=options.get("batch_size") or 0,
-            max_await_time_ms=operation.max_await_time_ms,
-            comment=comment,
-            timeout_mode=timeout_mode,
-        )
-
-    def watch(
-        self,
-        pipeline: Sequence[Mapping[str, Any]] | None = None,
-        full_document: str | None = None,
-        resume_after: Mapping[str, Any] | None = None,
-        max_await_time_ms: int | None = None,
-        batch_size: int | None = None,
-        collation: Any = None,
-        start_at_operation_time: Any = None,
-        session: ClientSession | None = None,
-        start_after: Mapping[str, Any] | None = None,
-        comment: Any = None,
-        full_document_before_change: str | None = None,
-        show_expanded_events: bool | None = None,
-    ) -> DatabaseChangeStream[_D]:
-        """Watch the changes to every collection of this database (system collections excepted): returns
-        the change stream, opened by awaiting or entering it. The arguments are those of
-        :meth:`Collection.watch <mongio.collection.Collection.watch>`. ::
-
-            async with await client.shop.watch() as stream:
-                async for change in stream:
-                    print(change["ns"]["coll"], change["operationType"])
-        """
-        from mongio.change_stream import DatabaseChangeStream  # on first use: most programs never watch
-
-        stream: DatabaseChangeStream[_D] = DatabaseChangeStream(
-            self._client,
-            self._name,
-            None,
-            pipeline,
-            full_document=full_document,
-            resume_after=resume_after,
-            max_await_time_ms=max_await_time_ms,
-            batch_size=batch_size,
-            collation=collation,
-            start_at_operation_time=start_at_operation_time,
-            session=session,
-            start_after=start_after,
-            comment=comment,
-            full_document_before_change=full_document_before_change,
-            show_expanded_events=show_expanded_events,
-            level_timeout=self._timeout,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            codec_options=self._codec_options,
-        )
-        return stream
+        comment = kwargs.pop("comment", None)
+        return self._aggregate(self._name, None, pipeline, session, let, comment, kwargs)
 
     async def dereference(
         self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any

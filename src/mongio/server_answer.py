@@ -41,7 +41,7 @@ class ServerAnswer(Generic[_T]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ServerAnswer):
-            other = other._value
+            other = other.value
         return bool(self._value == other)
 
     def __hash__(self) -> int:

@@ -16,7 +16,7 @@ from mongio.topology.rtt_monitor import MonitorConnectionFactory
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
-from mongio.topology.topology import Topology
+from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from mongio.wire import HEADER_SIZE, OpMsg, encode_op_msg, next_request_id, parse_message
@@ -243,10 +243,12 @@ class FakeDeployment:
 
 
 class FakePool:
-    """Records what the topology asks of a pool."""
+    """Records what the topology asks of a pool; ``on_connect_error`` is the topology's hook for the errors
+    of connections being established."""
 
-    def __init__(self, address: Address) -> None:
+    def __init__(self, address: Address, on_connect_error: ConnectErrorHook) -> None:
         self.address = address
+        self.on_connect_error = on_connect_error
         self.generation = 0
         self.ready_calls = 0
         self.clears: list[tuple[bool, Any]] = []
@@ -290,8 +292,8 @@ class Pools:
     def __init__(self) -> None:
         self.by_address: dict[Address, FakePool] = {}
 
-    def __call__(self, address: Address) -> FakePool:
-        pool = self.by_address[address] = FakePool(address)
+    def __call__(self, address: Address, on_connect_error: ConnectErrorHook) -> FakePool:
+        pool = self.by_address[address] = FakePool(address, on_connect_error)
         return pool
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mongio.connection.establish import ConnectionSettings
 from mongio.topology.monitor import monitor_connection_factory
-from mongio.topology.rtt_monitor import MonitorConnection, MonitorConnectionFactory
+from mongio.topology.rtt_monitor import MonitorConnection, MonitorConnectionFactory, OpenedCallback
 from mongio.topology.server_description import Address
 
 
@@ -24,9 +24,9 @@ class CountingFactory:
         self.opened: list[tuple[Address, MonitorConnection]] = []
         self.most_open = 0
 
-    async def __call__(self, address: Address) -> MonitorConnection:
+    async def __call__(self, address: Address, opened: OpenedCallback | None = None) -> MonitorConnection:
         target = ("127.0.0.1", address[1]) if self._loopback else address
-        connection = await self._factory(target)
+        connection = await self._factory(target, opened)
         self.opened.append((address, connection))
         self.most_open = max(self.most_open, self.open_to(address))
         return connection

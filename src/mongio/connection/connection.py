@@ -122,6 +122,7 @@ class Connection:
         "created",
         "generation",
         "hello",
+        "hello_round_trip",
         "id",
         "last_used",
         "max_bson_size",
@@ -168,6 +169,8 @@ class Connection:
         self.server_connection_id: int | None = None
         self.hello: Mapping[str, Any] | None = None
         """The handshake's hello reply."""
+        self.hello_round_trip: float | None = None
+        """How long the handshake's hello took (seconds), the connection's set-up excluded; None until known."""
         self.ready = False
         """True once the handshake (and authentication) completed; False again once closed."""
         now = time.monotonic()
@@ -236,15 +239,18 @@ class Connection:
         self._offered_compressors = tuple(names)
         self._accepted_compressors = _compressor_ids(self._offered_compressors)
 
-    def configure_from_hello(self, hello: Mapping[str, Any], compressor: Compressor | None = None) -> None:
+    def configure_from_hello(
+        self, hello: Mapping[str, Any], compressor: Compressor | None = None, round_trip: float | None = None
+    ) -> None:
         """Take the limits and versions a handshake hello reply announces (defaults where it is silent; the
-        size limits made sane by ``announced_limits``).
+        size limits made sane by ``announced_limits``); ``round_trip`` is how long that hello took.
 
         ``compressor`` is what this connection compresses its requests with. From now on a compressed reply
         is accepted only with that compressor or another one both the hello offered (``offer_compressors``)
         and its reply lists; any other is a ``ProtocolError`` that closes the connection.
         """
         self.hello = hello
+        self.hello_round_trip = round_trip
         limits = announced_limits(hello)  # within ceilings: they bound what a reply's header may claim
         self.max_bson_size = limits.max_bson_size
         self.max_message_size = limits.max_message_size

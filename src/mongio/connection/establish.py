@@ -106,6 +106,8 @@ async def handshake(
         auth_fields=auth_fields,
     )
     conn.offer_compressors(settings.compressors)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     try:
         reply = await conn.command("admin", command, compress=False, deadline=command_deadline())
     except AutoReconnect as exc:
@@ -116,12 +118,13 @@ async def handshake(
             for label in OVERLOAD_LABELS:
                 exc._add_error_label(label)
         raise
+    round_trip = loop.time() - started
     hello = HelloResponse.from_document(reply)
     if settings.load_balanced and hello.service_id is None:
         raise ConfigurationError(LOAD_BALANCER_NOT_SUPPORTED)
     chosen = negotiate_compressor(settings.compressors, hello.compression)
     compressor = get_compressor(chosen, settings.zlib_compression_level) if chosen is not None else None
-    conn.configure_from_hello(reply, compressor)
+    conn.configure_from_hello(reply, compressor, round_trip)
 
     if authenticator is not None and not hello.is_arbiter:
         # A declared stable API version goes on the authentication commands too, as on every command.

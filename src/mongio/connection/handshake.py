@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import mongio
 from mongio.bson import encode
 from mongio.errors import ConfigurationError
+from mongio.version import __version__
 from mongio.wire.header import announced_limits
 
 __all__ = [
@@ -278,7 +278,7 @@ class ClientMetadata:
     def untruncated(self) -> dict[str, Any]:
         """The whole document before any truncation."""
         names = [DRIVER_NAME]
-        versions = [mongio.__version__]
+        versions = [__version__]
         platforms = [_platform_string()]
         for info in self._driver_info:
             names.append(info.name)

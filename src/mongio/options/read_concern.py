@@ -42,7 +42,7 @@ class ReadConcern:
         return self._level is None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ReadConcern) and other._level == self._level
+        return isinstance(other, ReadConcern) and other.level == self._level
 
     def __hash__(self) -> int:
         return hash(("ReadConcern", self._level))

@@ -125,10 +125,10 @@ class _ServerMode:
         if not isinstance(other, _ServerMode):
             return NotImplemented
         return (self._mode, self.tag_sets, self._max_staleness, self._hedge) == (
-            other._mode,
+            other.mode,
             other.tag_sets,
-            other._max_staleness,
-            other._hedge,
+            other.max_staleness,
+            other.hedge,
         )
 
     def __hash__(self) -> int:

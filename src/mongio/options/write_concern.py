@@ -88,7 +88,7 @@ class WriteConcern:
         return value if isinstance(value, bool) else None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, WriteConcern) and other._document == self._document
+        return isinstance(other, WriteConcern) and other.document == self._document
 
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._document.items())))

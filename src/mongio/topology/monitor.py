@@ -31,9 +31,9 @@ from mongio.topology.heartbeat_events import SdamPublisher
 from mongio.topology.rtt_monitor import (
     MonitorConnection,
     MonitorConnectionFactory,
+    OpenedCallback,
     RttMonitor,
     open_timed,
-    record_hello_duration,
     wait_sockets_closed,
 )
 from mongio.topology.selection import RoundTripTimeTracker
@@ -82,7 +82,7 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
     """
     ids = itertools.count(1)
 
-    async def open_monitor_connection(address: Address) -> MonitorConnection:
+    async def open_monitor_connection(address: Address, opened: OpenedCallback | None = None) -> MonitorConnection:
         connection = await connect(
             address,
             id=next(ids),
@@ -92,16 +92,13 @@ def monitor_connection_factory(settings: ConnectionSettings) -> MonitorConnectio
             proxy=settings.proxy,
             revocation=settings.revocation,
         )
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        if opened is not None:
+            opened(connection)
         try:
             await handshake(connection, settings, authenticate=False)
         except BaseException as exc:
             connection.close(f"the monitoring handshake failed: {type(exc).__name__}")
-            # The heartbeat failure names the connection it happened on, even one that never finished opening.
-            exc.monitor_connection_id = connection.id  # type: ignore[attr-defined]
             raise
-        record_hello_duration(connection, loop.time() - started)
         return connection
 
     return open_monitor_connection
@@ -161,6 +158,9 @@ class Monitor:
         self._use_hello = self._api_declared
         self._description = ServerDescription(address)
         self._connection: MonitorConnection | None = None
+        # The connection being opened (connected, its handshake not yet answered): a heartbeat failing there
+        # names it.
+        self._opening: MonitorConnection | None = None
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rtt_monitor: RttMonitor | None = None
@@ -369,7 +369,11 @@ class Monitor:
             if publisher is not None:
                 publisher.heartbeat_started(self._address, False, log=False)
             attempt.start = loop.time()
-            connection, handshake_time = await open_timed(self._factory, self._address, self._connect_timeout)
+            self._opening = None
+            connection, handshake_time = await open_timed(
+                self._factory, self._address, self._connect_timeout, self._connection_opening
+            )
+            self._opening = None
             if self._check_cancelled or self._stopped:
                 connection.close("the check was cancelled")
                 raise AutoReconnect("the check was cancelled while connecting")
@@ -404,6 +408,9 @@ class Monitor:
             self.rtt.add_sample(loop.time() - attempt.start)
         return reply
 
+    def _connection_opening(self, connection: MonitorConnection) -> None:
+        self._opening = connection
+
     def _check_failed(
         self, exc: Exception, duration: float, awaited: bool, publisher: SdamPublisher | None
     ) -> ServerDescription:
@@ -414,7 +421,7 @@ class Monitor:
             if connection is not None:
                 ids = (connection.id, connection.server_connection_id)
             else:
-                ids = (getattr(exc, "monitor_connection_id", None), None)
+                ids = (None if self._opening is None else self._opening.id, None)
             publisher.heartbeat_failed(self._address, duration, exc, awaited, *ids)
         self._drop_connection(f"the check failed: {exc}")
         self.rtt.reset()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -22,7 +21,6 @@ __all__ = [
     "MonitorConnectionFactory",
     "RttMonitor",
     "open_timed",
-    "record_hello_duration",
     "wait_sockets_closed",
 ]
 
@@ -38,6 +36,8 @@ class MonitorConnection(Protocol):
     id: int
     server_connection_id: int | None
     hello: Mapping[str, Any] | None
+    # How long the handshake's hello took (seconds), when the connection measured it.
+    hello_round_trip: float | None
 
     @property
     def closed(self) -> bool: ...
@@ -60,47 +60,41 @@ class MonitorConnection(Protocol):
     def close(self, reason: str = ...) -> None: ...
 
 
-MonitorConnectionFactory = Callable[[Address], Awaitable[MonitorConnection]]
-"""Opens a monitoring connection to an address: connected, handshaked with ``hello`` (client metadata, no
-authentication, no ``saslSupportedMechs``), and outside any pool."""
+OpenedCallback = Callable[[MonitorConnection], None]
 
 
-# The handshake hello's own round trip, per connection, as the factory measured it (connections keep no
-# spare attribute for it).
-_HELLO_DURATIONS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+class MonitorConnectionFactory(Protocol):
+    """Opens a monitoring connection to an address: connected, handshaked with ``hello`` (client metadata, no
+    authentication, no ``saslSupportedMechs``), and outside any pool. ``opened``, when given, is told of the
+    connection as soon as it is connected, before its handshake: a heartbeat whose handshake fails names the
+    connection it failed on."""
 
-
-def record_hello_duration(connection: Any, seconds: float) -> None:
-    """Tell :func:`open_timed` how long ``connection``'s handshake ``hello`` took (factories call this)."""
-    try:
-        _HELLO_DURATIONS[connection] = seconds
-    except TypeError:
-        pass  # an object that cannot be weakly referenced: the whole opening time will do
+    def __call__(self, address: Address, opened: OpenedCallback | None = None, /) -> Awaitable[MonitorConnection]: ...
 
 
 async def open_timed(
-    factory: MonitorConnectionFactory, address: Address, connect_timeout: float | None
+    factory: MonitorConnectionFactory,
+    address: Address,
+    connect_timeout: float | None,
+    opened: OpenedCallback | None = None,
 ) -> tuple[MonitorConnection, float]:
     """Open a connection through ``factory`` within ``connect_timeout`` and return it with the handshake's
-    round trip time.
+    round trip time; ``opened`` is passed on to the factory.
 
-    The time is the handshake ``hello`` alone when the factory reported it through
-    :func:`record_hello_duration`, else the whole opening, which overstates it by the TCP (and TLS) set-up.
+    The time is the handshake ``hello`` alone when the connection measured it (``hello_round_trip``), else
+    the whole opening, which overstates it by the TCP (and TLS) set-up.
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
     if connect_timeout:
         async with asyncio.timeout(connect_timeout):
-            connection = await factory(address)
+            connection = await factory(address, opened)
     else:
-        connection = await factory(address)
+        connection = await factory(address, opened)
     elapsed = loop.time() - start
-    try:
-        hello_duration = _HELLO_DURATIONS.pop(connection, None)
-    except TypeError:
-        hello_duration = None
-    if hello_duration is not None and hello_duration >= 0:
-        elapsed = hello_duration
+    hello_round_trip = connection.hello_round_trip
+    if hello_round_trip is not None and hello_round_trip >= 0:
+        elapsed = hello_round_trip
     return connection, elapsed
 
 

@@ -17,6 +17,7 @@ loop wakes up to poll.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -115,7 +116,12 @@ class PoolLike(LoopBound, Protocol):
         ...
 
 
-PoolFactory = Callable[[Address], PoolLike]
+ConnectErrorHook = Callable[[BaseException, int], None]
+"""How a pool reports a connection that failed while being established: ``(error, generation)``."""
+
+PoolFactory = Callable[[Address, ConnectErrorHook], PoolLike]
+"""Makes the pool of a server: its address, and the hook through which the pool reports a connection that
+failed while being established to the topology (:meth:`Topology.report_connect_error`)."""
 
 
 class Server:
@@ -200,8 +206,8 @@ class Topology:
     """The deployment as the client sees it, kept current in the background.
 
     ``monitor_connection_factory`` opens handshaked, unauthenticated monitoring connections (required
-    unless load balanced); ``pool_factory`` makes the connection pool of each server (none when omitted,
-    which suits tests). ``server_monitoring_mode`` is ``"auto"``, ``"stream"`` or ``"poll"``;
+    unless load balanced); ``pool_factory`` makes the connection pool of each server, given the hook its
+    connection errors go to (none when omitted, which suits tests). ``server_monitoring_mode`` is ``"auto"``, ``"stream"`` or ``"poll"``;
     ``connect_timeout`` is ``connectTimeoutMS`` in seconds (0 or None: no limit). ``listeners`` may hold
     :class:`~mongio.topology.heartbeat_events.ServerListener`, ``TopologyListener`` and
     ``ServerHeartbeatListener`` instances. ``srv_host`` (with ``srv_service_name`` and an optional
@@ -497,7 +503,9 @@ class Topology:
                 self._servers[address] = self._start_server(address)
 
     def _start_server(self, address: Address) -> Server:
-        pool = self._pool_factory(address) if self._pool_factory is not None else None
+        pool = None
+        if self._pool_factory is not None:
+            pool = self._pool_factory(address, functools.partial(self.report_connect_error, address))
         server = Server(self, address, pool, None)
         if not self.settings.load_balanced:
             assert self._factory is not None

@@ -26,7 +26,7 @@ from mongio.topology.heartbeat_events import (
 from mongio.topology.server_description import Address
 from mongio.topology.server_type import ServerType
 from mongio.topology.settings import TopologySettings
-from mongio.topology.topology import Topology
+from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from tests.support.monitor_connections import CountingFactory
@@ -181,11 +181,11 @@ async def test_real_pools_follow_the_topology(server_address: tuple[str, int]) -
     settings = ConnectionSettings(connect_timeout=5.0)
     pools: dict[Address, Pool[Connection]] = {}
 
-    def make_pool(where: Address) -> Pool[Connection]:
+    def make_pool(where: Address, on_connect_error: ConnectErrorHook) -> Pool[Connection]:
         async def connect(connection_id: int, generation: int) -> Connection:
             return await establish(where, settings, id=connection_id, generation=generation)
 
-        pool = pools[where] = Pool(where, connect)
+        pool = pools[where] = Pool(where, connect, on_connect_error=on_connect_error)
         return pool
 
     topology = Topology(

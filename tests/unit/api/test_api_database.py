@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import pytest
@@ -48,6 +49,32 @@ def test_names_and_options_inherit_from_the_client() -> None:
         _ = db._hidden
     with pytest.raises(NotImplementedError):
         bool(db)
+
+
+def test_a_timeout_set_on_a_database_is_kept_by_its_collections_and_copies() -> None:
+    _, _, db = make()
+    assert db.timeout is None and db.orders.timeout is None  # the client's timeoutMS applies
+    limited = db.with_options(timeout=2.5)
+    assert limited.timeout == 2.5
+    assert limited.orders.timeout == 2.5 and limited.orders.archive.timeout == 2.5
+    assert limited.orders.with_options(write_concern=WriteConcern(w=1)).timeout == 2.5
+    assert limited.get_collection("orders", timeout=0).timeout == math.inf
+    assert limited.with_options(timeout=1).timeout == 1.0
+    assert limited.with_options(read_preference=Secondary()).timeout == 2.5
+    with pytest.raises(ValueError, match="non-negative"):
+        db.with_options(timeout=-1)
+
+
+def test_watch_makes_the_stream_of_a_database_or_a_collection() -> None:
+    _, _, db = make()
+    database_stream = db.watch()
+    collection_stream = db.orders.watch(batch_size=10)
+    assert type(database_stream).__name__ == "DatabaseChangeStream"
+    assert type(collection_stream).__name__ == "CollectionChangeStream"
+    assert repr(database_stream).startswith("<DatabaseChangeStream db ")
+    assert repr(collection_stream).startswith("<CollectionChangeStream db.orders ")
+    with pytest.raises(TypeError, match="batch_size"):
+        db.orders.watch(batch_size="10")  # type: ignore[arg-type]
 
 
 def test_a_database_is_not_iterable() -> None:

@@ -286,3 +286,16 @@ def test_srv_needs_resolution_before_seeds() -> None:
     assert options.srv_max_hosts == 2
     with pytest.raises(InvalidURI):
         build("mongodb+srv://cluster.example.com/?srvMaxHosts=2&replicaSet=rs")
+
+
+def test_the_clients_options_pass_to_its_databases_but_not_its_timeout() -> None:
+    client = MongoClient("mongodb://h/?readPreference=secondary&w=2&readConcernLevel=majority&timeoutMS=500")
+    database = client.shop
+    assert database.read_preference == client.read_preference and client.read_preference.mongos_mode == "secondary"
+    assert database.write_concern == client.write_concern and client.write_concern.document == {"w": 2}
+    assert database.read_concern == client.read_concern and client.read_concern.level == "majority"
+    # The client's timeoutMS applies after a session's default_timeout_ms, so a database does not copy it.
+    assert database.timeout is None
+    stream = client.watch()
+    assert type(stream).__name__ == "ClusterChangeStream"
+    assert repr(stream).startswith("<ClusterChangeStream admin ")

@@ -60,3 +60,16 @@ async def test_load_balanced_connect_errors_clear_only_the_service_the_hello_nam
         assert pool.clears == [(False, "service-1")]
         assert topology.description.topology_type == TopologyType.LoadBalanced
         assert topology.description.server_descriptions()[balancer].server_type == ServerType.LoadBalancer
+
+
+@on_virtual_clock
+async def test_the_pool_reports_its_connect_errors_through_the_hook_the_topology_gave_it() -> None:
+    async with FakeDeployment(["primary", "secondary"]) as rs:
+        pools = Pools()
+        topology = make_topology([rs[0].address], CountingFactory(), heartbeat=10.0, pool_factory=pools)
+        async with topology:
+            await wait_for(topology, fully_discovered(rs))
+            pool = pools.by_address[rs[0].address]
+            pool.on_connect_error(AutoReconnect("reset while connecting"), pool.generation)
+            assert pool.clears == [(False, None)]
+            assert topology.description.server_descriptions()[rs[0].address].server_type is ServerType.Unknown

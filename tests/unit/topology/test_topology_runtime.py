@@ -898,18 +898,30 @@ async def test_a_server_of_the_wrong_replica_set_never_gets_a_ready_pool() -> No
 
 
 @on_virtual_clock
-async def test_handshake_round_trip_excludes_connecting_when_the_factory_reports_it() -> None:
-    from mongio.topology.rtt_monitor import open_timed, record_hello_duration
+async def test_a_monitoring_connection_carries_its_handshake_round_trip() -> None:
+    async with FakeDeployment(["primary"]) as rs:
+        factory = CountingFactory()
+        connection = await factory(rs[0].address)
+        try:
+            assert connection.hello is not None
+            assert connection.hello_round_trip is not None and connection.hello_round_trip >= 0
+        finally:
+            connection.close()
+
+
+@on_virtual_clock
+async def test_handshake_round_trip_excludes_connecting_when_the_connection_measured_it() -> None:
+    from mongio.topology.rtt_monitor import open_timed
 
     class Opened:
         closed = False
 
-    async def slow_factory(address: Address) -> Any:
+        def __init__(self, hello_round_trip: float | None) -> None:
+            self.hello_round_trip = hello_round_trip
+
+    async def slow_factory(address: Address, opened: Any = None) -> Any:
         await asyncio.sleep(0.2)  # connecting (and TLS) take long; the hello itself was quick
-        connection = Opened()
-        if address[1] == 1:
-            record_hello_duration(connection, 0.001)
-        return connection
+        return Opened(0.001 if address[1] == 1 else None)
 
     _, reported = await open_timed(slow_factory, ("h", 1), 5.0)
     _, measured = await open_timed(slow_factory, ("h", 2), 5.0)
