@@ -66,6 +66,10 @@ def answering(raw: bytes, *, then_stall: bool = False, seen: list[bytes] | None 
     return serve
 
 
+async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await asyncio.Event().wait()
+
+
 def response(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
     return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
 
@@ -126,9 +130,6 @@ async def test_an_answer_ends_at_its_content_length_though_the_server_keeps_the_
 
 
 async def test_the_callers_own_bound_applies_without_a_time_limit() -> None:
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.Event().wait()
-
     async with serving(silent) as base:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.2):
@@ -148,9 +149,6 @@ async def test_chunked_bodies_are_joined_and_bounded() -> None:
 
 
 async def test_a_silent_server_runs_into_the_time_limit() -> None:
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.Event().wait()
-
     async with serving(silent) as base:
         with pytest.raises(HttpError, match=r"no complete answer within 0\.2 s"):
             await http_request("GET", base + "/", time_limit=0.2)
