@@ -69,7 +69,7 @@ UNIT = Tree(
         ),
         Folder(
             "connection",
-            "mongio.connection: connections, the pool, the handshake, authentication.",
+            "mongio.connection: connections, the pool, the handshake, authentication, the HTTP client.",
             (
                 "test_connection_*",
                 "test_pool*",
@@ -77,6 +77,7 @@ UNIT = Tree(
                 "test_handshake*",
                 "test_reply_waiter*",
                 "test_ocsp*",
+                "test_http*",
             ),
         ),
         Folder(

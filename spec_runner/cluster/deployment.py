@@ -28,6 +28,7 @@ from spec_runner.cluster.members import (
     replica_set_hello,
 )
 from spec_runner.cluster.messages import Message, parse_reply_document
+from spec_runner.cluster.oidc import MECHANISM as OIDC_MECHANISM
 from spec_runner.cluster.oidc import OidcProvider
 from spec_runner.cluster.proxy import ExternalSasl, MemberProxy
 from spec_runner.raw_wire import command_once
@@ -122,6 +123,7 @@ class Deployment:
             self.server.host, self.server.port, {"getParameter": "*", "$db": "admin"}
         )
         self.oidc = OidcProvider()
+        self.accept_external_auth(OIDC_MECHANISM, self.oidc)
         self._harness = HarnessLoop()
         self._harness.call(self._start_proxies())
         return self
@@ -147,6 +149,7 @@ class Deployment:
             self.server.stop()
             self.server = None
         if self.oidc is not None:
+            self.accept_external_auth(OIDC_MECHANISM, None)
             self.oidc.close()
             self.oidc = None
 
@@ -231,25 +234,16 @@ class Deployment:
 
     def hello(self, member: Member, request: Mapping[str, Any], connection_id: int, load_balanced: bool) -> dict[str, Any]:
         if member.role is Role.MONGOS:
-            reply = mongos_hello(member, self._backend_hello, request, connection_id, load_balanced=load_balanced)
-        else:
-            assert self.replica_set is not None
-            reply = replica_set_hello(member, self.replica_set, self._backend_hello, request, connection_id)
-        speculative = self.oidc.speculative(request) if self.oidc is not None else None
-        if speculative is not None:
-            reply["speculativeAuthenticate"] = speculative
-        return reply
+            return mongos_hello(member, self._backend_hello, request, connection_id, load_balanced=load_balanced)
+        assert self.replica_set is not None
+        return replica_set_hello(member, self.replica_set, self._backend_hello, request, connection_id)
 
     def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
-        """A mongos answers ``config.shards`` with the one shard, a replica set: the test server. Every member
-        answers MONGODB-OIDC conversations itself, and ``getParameter: "*"`` offers that mechanism."""
+        """A mongos answers ``config.shards`` with the one shard, a replica set: the test server. ``getParameter:
+        "*"`` offers the mechanisms the members answer on ``$external`` themselves."""
         document = request.document
-        if self.oidc is not None:
-            own = self.oidc.answer(document)
-            if own is not None:
-                return own
-            if document.get("getParameter") == "*" and self._backend_parameters.get("ok") == 1:
-                return self._parameters_with_oidc()
+        if self._sasl_servers and document.get("getParameter") == "*" and self._backend_parameters.get("ok") == 1:
+            return self._parameters_with_external_auth()
         if member.role is Role.MONGOS and document.get("checkMetadataConsistency") is not None:
             # A consistent cluster: an empty cursor.
             namespace = f"{document.get('$db', 'admin')}.$cmd.checkMetadataConsistency"
@@ -271,11 +265,11 @@ class Deployment:
     def sasl_server(self, mechanism: str) -> ExternalSasl | None:
         return self._sasl_servers.get(mechanism)
 
-    def _parameters_with_oidc(self) -> dict[str, Any]:
+    def _parameters_with_external_auth(self) -> dict[str, Any]:
         parameters = dict(self._backend_parameters)
         mechanisms = parameters.get("authenticationMechanisms")
         listed = mechanisms.split(",") if isinstance(mechanisms, str) else list(mechanisms or [])
-        parameters["authenticationMechanisms"] = [*listed, "MONGODB-OIDC"]
+        parameters["authenticationMechanisms"] = [*listed, *(m for m in self._sasl_servers if m not in listed)]
         return parameters
 
     def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:

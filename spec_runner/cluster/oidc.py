@@ -1,8 +1,9 @@
 """The harness's MONGODB-OIDC identity provider: what makes its members answer as servers configured for OIDC.
 
-The test server has SCRAM only, so the members answer ``saslStart``/``saslContinue`` for MONGODB-OIDC on
-``$external`` themselves, and a hello's OIDC ``speculativeAuthenticate``: a token is accepted when it is an HS256
-JWT signed with this provider's key that has not expired. ``token_file`` holds one such token, for
+The test server has SCRAM only, so the deployment registers this provider as the members' answer to MONGODB-OIDC on
+``$external`` (``Deployment.accept_external_auth``, as for any mechanism the members answer themselves): the
+proxies ask it for ``saslStart``/``saslContinue`` and a hello's ``speculativeAuthenticate``. A token is accepted
+when it is an HS256 JWT signed with this provider's key that has not expired. ``token_file`` holds one such token, for
 ``ENVIRONMENT:test`` (``OIDC_TOKEN_FILE``); ``uri_options`` are the connection string options of a client that
 authenticates with it. Authentication is offered, not required: clients without credentials keep working, as the
 other suites need. ``failCommand`` fail points apply to ``saslStart`` as to any command (the proxy checks them
@@ -68,36 +69,30 @@ class OidcProvider:
         body = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
         return bool(body.get("exp", 0) > time.time())
 
-    # -- what a member answers ----------------------------------------------------------------------------
+    # -- what a member answers (an ExternalSasl the deployment registers for MONGODB-OIDC) ----------------
 
-    def answer(self, command: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The reply to an OIDC ``saslStart``/``saslContinue`` on ``$external``; ``None`` for anything else."""
-        name = next(iter(command), "")
-        if command.get("$db") != "$external" or name not in ("saslStart", "saslContinue"):
-            return None
-        if name == "saslStart" and command.get("mechanism") != MECHANISM:
-            return None
+    def start(self, command: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+        """The reply to ``saslStart`` (or a hello's speculative one): done when it carries a valid token, the
+        provider's information when it carries none (the two-step conversation's principal step)."""
+        payload = _payload(command)
+        if payload is None:
+            return _refused("the SASL payload is not a BSON document"), None
+        if "jwt" not in payload:
+            info = {"issuer": _ISSUER, "clientId": "harness"}
+            return {"conversationId": 1, "done": False, "payload": encode(info), "ok": 1.0}, None
+        return self._verdict(payload), None
+
+    def finish(self, state: None, command: Mapping[str, Any]) -> dict[str, Any]:
+        """The reply to the ``saslContinue`` carrying the token after the principal step."""
         payload = _payload(command)
         if payload is None:
             return _refused("the SASL payload is not a BSON document")
-        if name == "saslStart" and "jwt" not in payload:
-            # The two-step conversation's principal step: this provider's information.
-            info = {"issuer": _ISSUER, "clientId": "harness"}
-            return {"conversationId": 1, "done": False, "payload": encode(info), "ok": 1.0}
+        return self._verdict(payload)
+
+    def _verdict(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         if not self.valid(payload.get("jwt")):
             return _refused("Authentication failed.")
         return {"conversationId": 1, "done": True, "payload": b"", "ok": 1.0}
-
-    def speculative(self, hello: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The ``speculativeAuthenticate`` of a hello's reply when it carried a valid OIDC token, else ``None``
-        (a refused speculative attempt is answered with nothing, as servers do)."""
-        speculative = hello.get("speculativeAuthenticate")
-        if not isinstance(speculative, Mapping) or speculative.get("mechanism") != MECHANISM:
-            return None
-        reply = self.answer({"saslStart": 1, **speculative, "$db": speculative.get("db")})
-        if reply is None or reply.get("ok") != 1.0 or not reply.get("done"):
-            return None
-        return {"conversationId": 1, "done": True, "payload": b""}
 
 
 def _payload(command: Mapping[str, Any]) -> dict[str, Any] | None:

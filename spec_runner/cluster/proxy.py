@@ -49,7 +49,9 @@ _connection_ids = itertools.count(1)
 class ExternalSasl(Protocol):
     """A SASL mechanism the members answer themselves on ``$external`` (the test server has only SCRAM):
     ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers the
-    ``saslContinue`` that follows with it (see :mod:`spec_runner.cluster.aws_sasl`)."""
+    ``saslContinue`` that follows with it (see :mod:`spec_runner.cluster.aws_sasl`,
+    :mod:`spec_runner.cluster.oidc`). A hello's ``speculativeAuthenticate`` is the same ``saslStart``, given
+    to ``start``; its reply goes back in the hello's, unless it refuses."""
 
     def start(self, command: Mapping[str, Any]) -> tuple[dict[str, Any], Any]: ...
 
@@ -282,17 +284,32 @@ class MemberProxy:
     def _sasl(self, connection: ClientConnection, name: str, command: Mapping[str, Any]) -> dict[str, Any] | None:
         """The member's own answer to a conversation on ``$external`` (``None``: the test server's)."""
         if name == "saslstart":
-            server = self.presenter.sasl_server(str(command.get("mechanism")))
-            if server is None:
-                return None
-            reply, state = server.start(command)
-            connection.sasl = (server, state)
-            return reply
+            return self._sasl_start(connection, command)
         if connection.sasl is None:
             return None
         server, state = connection.sasl
         connection.sasl = None
         return server.finish(state, command)
+
+    def _sasl_start(self, connection: ClientConnection, command: Mapping[str, Any]) -> dict[str, Any] | None:
+        server = self.presenter.sasl_server(str(command.get("mechanism")))
+        if server is None:
+            return None
+        reply, state = server.start(command)
+        connection.sasl = (server, state)
+        return reply
+
+    def _speculative(self, connection: ClientConnection, hello: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The ``speculativeAuthenticate`` of a handshake's reply: its ``saslStart`` answered by the member when
+        it answers that mechanism on ``$external``; nothing when refused, as servers do."""
+        speculative = hello.get("speculativeAuthenticate")
+        if not isinstance(speculative, Mapping) or speculative.get("db") != "$external":
+            return None
+        reply = self._sasl_start(connection, {**speculative, "$db": "$external"})
+        if reply is None or not reply.get("ok"):
+            connection.sasl = None
+            return None
+        return {key: value for key, value in reply.items() if key != "ok"}
 
     async def _answer(self, connection: ClientConnection, request: Message, document: dict[str, Any]) -> bool:
         if not request.more_to_come:
@@ -368,6 +385,9 @@ class MemberProxy:
                     return False
             load_balanced = connection.load_balanced and self.balancer
             reply = self.presenter.hello(member, document, connection.connection_id, load_balanced)
+            speculative = self._speculative(connection, document) if previous is None else None
+            if speculative is not None:
+                reply["speculativeAuthenticate"] = speculative
             common = [name for name in document.get("compression") or () if name in self.presenter.compressors]
             if common:
                 reply["compression"] = common

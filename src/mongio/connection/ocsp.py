@@ -31,10 +31,11 @@ import ssl
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from mongio.connection.ocsp_http import OCSPHTTPError, ResponderURL, post
+from mongio.connection.http import HttpError, http_request
 from mongio.connection.ocsp_response import (
     CertID,
     CertificateStatus,
@@ -59,6 +60,8 @@ CACHE_SIZE = 1024
 """The most answers one client's cache keeps (one per distinct server certificate it met)."""
 
 OCSP_REQUEST_TYPE = "application/ocsp-request"
+MAX_RESPONSE_BYTES = 256 * 1024
+"""The most body an OCSP answer may hold; real ones are a few kilobytes."""
 
 
 class CertificateRejected(Exception):
@@ -236,16 +239,17 @@ async def _ask_responders(
     """The first valid conclusive answer of the responders, all asked at once, and which one gave it; with
     none, what went wrong with each."""
     problems: list[str] = []
-    responders: list[ResponderURL] = []
+    responders: list[str] = []
     for url in urls:
-        try:
-            responders.append(ResponderURL.parse(url))
-        except OCSPHTTPError as exc:
-            problems.append(str(exc))
+        problem = unusable_responder(url)
+        if problem is None:
+            responders.append(url)
+        else:
+            problems.append(problem)
 
-    async def ask(responder: ResponderURL) -> tuple[StatusAnswer, str]:
-        data = await post(responder, request, OCSP_REQUEST_TYPE)
-        return judge_response(data, leaf, issuer, _utc_now()), responder.text
+    async def ask(responder: str) -> tuple[StatusAnswer, str]:
+        data = await ask_responder(responder, request)
+        return judge_response(data, leaf, issuer, _utc_now()), responder
 
     tasks = [asyncio.ensure_future(ask(responder)) for responder in responders]
     try:
@@ -253,7 +257,7 @@ async def _ask_responders(
             for finished in asyncio.as_completed(tasks):
                 try:
                     answer, source = await finished
-                except (OCSPHTTPError, InvalidResponse) as exc:
+                except (HttpError, InvalidResponse) as exc:
                     problems.append(str(exc))
                     continue
                 except Exception as exc:  # a hostile answer breaking the parser is as inconclusive as any
@@ -269,6 +273,39 @@ async def _ask_responders(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return None, "", problems
+
+
+def unusable_responder(url: str) -> str | None:
+    """Why the responder ``url`` (from a certificate) cannot be asked, or ``None``: responders are asked in plain
+    HTTP (RFC 6960, appendix A.1), so only an ``http://`` URL with a host and a valid port is."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # refuses a port that is not a number in range
+    except ValueError as exc:
+        return f"invalid OCSP responder URL {url!r}: {exc}"
+    if parts.scheme.lower() != "http" or not parts.hostname or port == 0:
+        return f"OCSP responder URL {url!r} is not an http:// URL with a host"
+    return None
+
+
+async def ask_responder(url: str, request: bytes) -> bytes:
+    """The body of the responder's ``200`` answer to the DER ``request``; ``HttpError`` naming the responder for
+    a failure, another status or a malformed or oversized answer. No time limit of its own: the caller bounds
+    all responders together."""
+    try:
+        response = await http_request(
+            "POST",
+            url,
+            headers={"Content-Type": OCSP_REQUEST_TYPE},
+            body=request,
+            time_limit=None,
+            max_body=MAX_RESPONSE_BYTES,
+        )
+    except HttpError as exc:
+        raise HttpError(f"the OCSP responder {url} failed: {exc}") from None
+    if response.status != 200:
+        raise HttpError(f"the OCSP responder {url} answered HTTP {response.status}")
+    return response.body
 
 
 def _describe(cert: x509.Certificate) -> str:

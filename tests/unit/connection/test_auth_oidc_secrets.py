@@ -2,8 +2,9 @@
 
 ``CASES`` provoke the mechanism's failures (refused tokens, failing, slow and hostile callbacks and metadata
 endpoints, failed reauthentication, the human flow's refused refresh) while the tokens in play carry a marker.
-Every ``raise`` of the OIDC modules (``RAISE_FILES``) must be reached by a case
-(``test_every_oidc_raise_site_is_reached``): a new raise site without a case fails it.
+Every ``raise`` of the OIDC modules and of the HTTP client the metadata endpoints are asked through
+(``RAISE_FILES``) must be reached by a case (``test_every_oidc_raise_site_is_reached``): a new raise site
+without a case fails it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import ast
 import asyncio
 import json
 import logging
+import socket
+import struct
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,10 +30,10 @@ from mongio import MongoClient
 from mongio.auth_oidc import OIDCCallbackContext, OIDCCallbackResult, OIDCIdPInfo
 from mongio.bson import encode
 from mongio.connection.auth import Authenticator
-from mongio.connection.auth.metadata_http import MetadataResponse, get_metadata
 from mongio.connection.auth.oidc import OidcConversation, _idp_info
 from mongio.connection.auth.oidc_cache import OidcTokenCache, call_callback
 from mongio.connection.auth.oidc_environments import environment_callback
+from mongio.connection.http import HttpError, HttpResponse, http_request
 from mongio.errors import ConfigurationError, MongioError
 from mongio.events.command import (
     CommandFailedEvent,
@@ -47,9 +50,9 @@ REFRESH = "refr3shSECRET"
 MARKERS = (MARKER, REFRESH, "SECRET")
 
 SRC = Path(mongio.__file__).resolve().parent
-RAISE_FILES = tuple(
-    SRC / "connection/auth" / name
-    for name in ("oidc.py", "oidc_cache.py", "oidc_environments.py", "metadata_http.py")
+RAISE_FILES = (
+    *(SRC / "connection/auth" / name for name in ("oidc.py", "oidc_cache.py", "oidc_environments.py")),
+    SRC / "connection/http.py",
 )
 # Raise sites no case can reach, with why.
 UNREACHABLE = {
@@ -196,44 +199,53 @@ def _metadata(
     return run
 
 
-async def metadata_not_http(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
-    await get_metadata(f"https://{MARKER}.invalid/", {})
+def _gcp_endpoint(base: str) -> Callable[[OidcServer, MetadataEndpoint, Events], Awaitable[object]]:
+    async def run(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
+        await environment_callback("gcp", "resource", {"MONGIO_OIDC_GCP_ENDPOINT": base})(context(5))
+
+    return run
 
 
-async def metadata_status_line(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
-    reader = asyncio.StreamReader()
-    reader.feed_data(f"garbage {MARKER}\r\n\r\n".encode())
-    reader.feed_eof()
-    from mongio.connection.auth import metadata_http
+def _raw_reply(raw: bytes) -> Callable[[OidcServer, MetadataEndpoint, Events], Awaitable[object]]:
+    """A GCP metadata endpoint that answers ``raw`` (or resets the connection when it is empty)."""
 
-    await metadata_http._read_response(reader)
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        if not raw:
+            writer.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )  # closing now sends a reset
+        else:
+            writer.write(raw)
+            await writer.drain()
+        writer.close()
+
+    async def run(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
+        listener = await asyncio.start_server(answer, "127.0.0.1", 0)
+        try:
+            await _gcp_endpoint(f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}")(
+                server, endpoint, events
+            )
+        finally:
+            listener.close()
+            await listener.wait_closed()
+
+    return run
 
 
-async def metadata_bad_chunk(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
-    reader = asyncio.StreamReader()
-    reader.feed_data(f"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{MARKER}\r\n".encode())
-    reader.feed_eof()
-    from mongio.connection.auth import metadata_http
-
-    await metadata_http._read_response(reader)
+async def metadata_unreachable(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
+    async with MetadataEndpoint() as closed:
+        base = closed.base_url
+    await _gcp_endpoint(base)(server, endpoint, events)
 
 
-async def metadata_long_head(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
-    reader = asyncio.StreamReader(limit=1 << 20)
-    reader.feed_data(b"HTTP/1.1 200 OK\r\nX: " + MARKER.encode() * 4000 + b"\r\n\r\n")
-    reader.feed_eof()
-    from mongio.connection.auth import metadata_http
-
-    await metadata_http._read_response(reader)
+async def header_injection(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
+    await http_request("GET", endpoint.base_url, headers={"Authorization": f"Bearer {MARKER}\r\nX: y"})
 
 
-async def metadata_head_over_limit(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
-    reader = asyncio.StreamReader(limit=1024)
-    reader.feed_data(b"HTTP/1.1 200 OK\r\nX: " + MARKER.encode() * 400 + b"\r\n\r\n")
-    reader.feed_eof()
-    from mongio.connection.auth import metadata_http
-
-    await metadata_http._read_response(reader)
+_OK = b"HTTP/1.1 200 OK\r\n"
+_CHUNKED = _OK + b"Transfer-Encoding: chunked\r\n\r\n"
+_SECRET = MARKER.encode()
 
 
 async def token_file_missing(server: OidcServer, endpoint: MetadataEndpoint, events: Events) -> None:
@@ -290,11 +302,23 @@ def _cases() -> Iterator[Case]:
         "metadata-azure-no-token", _metadata(Answer(200, json.dumps({"refresh": MARKER}).encode()), "azure")
     )
     yield Case("metadata-azure-empty-token", _metadata(Answer(200, b'{"access_token": ""}'), "azure"))
-    yield Case("metadata-not-http-url", metadata_not_http)
-    yield Case("metadata-not-http-reply", metadata_status_line)
-    yield Case("metadata-bad-chunk", metadata_bad_chunk)
-    yield Case("metadata-long-head", metadata_long_head)
-    yield Case("metadata-head-over-limit", metadata_head_over_limit)
+    yield Case("metadata-not-http-url", _gcp_endpoint(f"ftp://127.0.0.1/{MARKER}"))
+    yield Case("metadata-malformed-url", _gcp_endpoint(f"http://127.0.0.1:99999/{MARKER}"))
+    yield Case("metadata-unreachable", metadata_unreachable)
+    yield Case("metadata-reset", _raw_reply(b""))
+    yield Case("metadata-header-injection", header_injection)
+    yield Case("metadata-not-http-reply", _raw_reply(b"garbage " + _SECRET + b"\r\n\r\n"))
+    yield Case("metadata-long-header-line", _raw_reply(_OK + b"X: " + _SECRET * 4000 + b"\r\n\r\n"))
+    yield Case("metadata-cut-in-headers", _raw_reply(_OK + b"X: " + _SECRET))
+    yield Case("metadata-header-without-colon", _raw_reply(_OK + _SECRET + b"\r\n\r\n"))
+    yield Case("metadata-too-many-headers", _raw_reply(_OK + (b"X: " + _SECRET + b"\r\n") * 101 + b"\r\n"))
+    yield Case("metadata-bad-chunk", _raw_reply(_CHUNKED + _SECRET + b"\r\n"))
+    yield Case("metadata-cut-in-chunk", _raw_reply(_CHUNKED + b"ff\r\n" + _SECRET))
+    yield Case("metadata-bad-length", _raw_reply(_OK + b"Content-Length: " + _SECRET + b"\r\n\r\n"))
+    yield Case("metadata-cut-in-body", _raw_reply(_OK + b"Content-Length: 100\r\n\r\n" + _SECRET))
+    yield Case(
+        "metadata-oversized-unframed", _raw_reply(_OK + b"Connection: close\r\n\r\n" + _SECRET * 100_000)
+    )
     yield Case("token-file-missing", token_file_missing)
     yield Case("token-file-unset", token_file_unset)
     yield Case("token-file-empty", token_file_empty)
@@ -319,7 +343,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 async def _provoke(case: Case) -> tuple[BaseException, Events]:
     events = Events()
     async with OidcServer() as server, MetadataEndpoint() as endpoint:
-        with pytest.raises((MongioError, OSError)) as info:
+        with pytest.raises((MongioError, HttpError, OSError)) as info:
             await case.run(server, endpoint, events)
     return info.value, events
 
@@ -352,7 +376,7 @@ def test_reprs_hold_no_token() -> None:
         repr(OIDCCallbackResult(access_token=MARKER, refresh_token=REFRESH)),
         repr(context()),
         repr(OIDCIdPInfo(issuer="https://i")),
-        repr(MetadataResponse(200, MARKER.encode())),
+        repr(HttpResponse(200, {"x-token": MARKER}, MARKER.encode())),
     ]
     for text in shown:
         for marker in MARKERS:

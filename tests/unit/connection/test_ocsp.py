@@ -1,5 +1,5 @@
 """The OCSP pieces without a network: the options, the cache's validity rules, the judging of responses, and
-the HTTP reader's treatment of a hostile responder."""
+how a responder is asked (the HTTP client itself: test_http.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
-from mongio.connection import ocsp_http
-from mongio.connection.ocsp import OCSPCache
-from mongio.connection.ocsp_http import OCSPHTTPError, ResponderURL, parse_response
+from mongio.connection.http import HttpError
+from mongio.connection.ocsp import MAX_RESPONSE_BYTES, OCSPCache, ask_responder, unusable_responder
 from mongio.connection.ocsp_response import (
     CertificateStatus,
     InvalidResponse,
@@ -199,46 +198,27 @@ def test_a_tampered_signature_is_refused(authority: Authority) -> None:
 
 
 def test_responder_urls_other_than_plain_http_are_refused() -> None:
-    assert ResponderURL.parse("http://ocsp.example.com/x?y=1").path == "/x?y=1"
-    assert ResponderURL.parse("http://[::1]:8080").host_header == "[::1]:8080"
-    for url in ("https://ocsp.example.com/", "ldap://x", "http:///nohost", "http://h:99999/"):
-        with pytest.raises(OCSPHTTPError):
-            ResponderURL.parse(url)
+    assert unusable_responder("http://ocsp.example.com/x?y=1") is None
+    assert unusable_responder("http://[::1]:8080") is None
+    for url in ("https://ocsp.example.com/", "ldap://x", "http:///nohost", "http://h:99999/", "http://h:0/"):
+        assert unusable_responder(url) is not None, url
 
 
-@pytest.mark.parametrize(
-    ("raw", "body"),
-    [
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", b"abc"),
-        (b"HTTP/1.0 200 OK\r\n\r\nuntil the end", b"until the end"),
-        (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
-            b"abcde",
-        ),
-    ],
-)
-def test_the_http_answer_body_is_read(raw: bytes, body: bytes) -> None:
-    assert parse_response(raw, "r") == body
+async def test_a_responder_answering_another_status_is_named() -> None:
+    async def failing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
 
-
-@pytest.mark.parametrize(
-    ("raw", "problem"),
-    [
-        (b"HTTP/1.1 500 Oops\r\n\r\n", "HTTP 500"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "Content-Length says"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 3", "no complete HTTP header"),
-        (b"SMTP ready\r\n\r\n", "no HTTP status line"),
-        (b"HTTP/1.1 200 OK\r\nbroken\r\n\r\n", "malformed HTTP header"),
-        (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n0\r\n\r\n",
-            "invalid chunk size",
-        ),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nff\r\nabc\r\n", "truncated"),
-    ],
-)
-def test_a_malformed_http_answer_is_refused_naming_the_problem(raw: bytes, problem: str) -> None:
-    with pytest.raises(OCSPHTTPError, match=problem):
-        parse_response(raw, "r")
+    server = await asyncio.start_server(failing, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    try:
+        with pytest.raises(HttpError, match=f"the OCSP responder {url} answered HTTP 500"):
+            await ask_responder(url, b"req")
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_an_answer_larger_than_the_bound_is_refused_as_it_arrives() -> None:
@@ -258,33 +238,8 @@ async def test_an_answer_larger_than_the_bound_is_refused_as_it_arrives() -> Non
     server = await asyncio.start_server(flood, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        with pytest.raises(OCSPHTTPError, match=f"more than {ocsp_http.MAX_RESPONSE_BYTES} bytes"):
-            await ocsp_http.post(
-                ResponderURL.parse(f"http://127.0.0.1:{port}/"), b"req", "application/ocsp-request"
-            )
+        with pytest.raises(HttpError, match=f"larger than {MAX_RESPONSE_BYTES} bytes"):
+            await ask_responder(f"http://127.0.0.1:{port}/", b"req")
     finally:
-        server.close()
-        await server.wait_closed()
-
-
-async def test_an_answer_ends_at_its_content_length_though_the_responder_keeps_the_connection() -> None:
-
-    release = asyncio.Event()
-
-    async def keep_open(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(1024)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
-        await writer.drain()
-        await release.wait()  # never closes on its own
-        writer.close()
-
-    server = await asyncio.start_server(keep_open, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with asyncio.timeout(30):  # a guard against hanging, not a measurement
-            body = await ocsp_http.post(ResponderURL.parse(f"http://127.0.0.1:{port}/"), b"req", "x")
-        assert body == b"body"
-    finally:
-        release.set()
         server.close()
         await server.wait_closed()

@@ -28,44 +28,33 @@ def sasl_start(payload: dict[str, object]) -> dict[str, object]:
 
 def test_the_token_file_authenticates_and_a_forged_token_does_not(provider: OidcProvider) -> None:
     token = Path(provider.token_file).read_text()
-    assert provider.answer(sasl_start({"jwt": token})) == {
-        "conversationId": 1, "done": True, "payload": b"", "ok": 1.0,
-    }  # fmt: skip
+    assert provider.start(sasl_start({"jwt": token})) == (
+        {"conversationId": 1, "done": True, "payload": b"", "ok": 1.0}, None,
+    )  # fmt: skip
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
-    refused = provider.answer(sasl_start({"jwt": forged}))
-    assert refused is not None and refused["code"] == 18
+    refused, _ = provider.start(sasl_start({"jwt": forged}))
+    assert refused["code"] == 18
 
 
 def test_an_expired_token_is_refused(provider: OidcProvider) -> None:
-    refused = provider.answer(sasl_start({"jwt": provider.issue("old", -1.0)}))
-    assert refused is not None and refused["code"] == 18
+    refused, _ = provider.start(sasl_start({"jwt": provider.issue("old", -1.0)}))
+    assert refused["code"] == 18
 
 
-def test_the_principal_step_names_the_provider(provider: OidcProvider) -> None:
-    reply = provider.answer(sasl_start({"n": "user"}))
-    assert reply is not None and reply["done"] is False
+def test_the_principal_step_names_the_provider_then_the_token_is_checked(provider: OidcProvider) -> None:
+    reply, state = provider.start(sasl_start({"n": "user"}))
+    assert reply["ok"] == 1.0 and reply["done"] is False
     assert decode(reply["payload"])["issuer"] == "https://oidc.harness.invalid"
-
-
-def test_other_commands_and_mechanisms_are_not_answered(provider: OidcProvider) -> None:
-    assert provider.answer({"find": "c", "$db": "db"}) is None
-    assert provider.answer({**sasl_start({}), "mechanism": "SCRAM-SHA-256"}) is None
-    assert provider.answer({**sasl_start({"jwt": "x"}), "$db": "admin"}) is None
-
-
-def test_speculative_authentication_only_with_a_valid_token(provider: OidcProvider) -> None:
     token = Path(provider.token_file).read_text()
-    command = {"saslStart": 1, "mechanism": "MONGODB-OIDC", "db": "$external"}
-    assert provider.speculative(
-        {"hello": 1, "speculativeAuthenticate": {**command, "payload": encode({"jwt": token})}}
-    )
-    assert (
-        provider.speculative(
-            {"hello": 1, "speculativeAuthenticate": {**command, "payload": encode({"jwt": "x"})}}
-        )
-        is None
-    )
-    assert provider.speculative({"hello": 1}) is None
+    done = provider.finish(state, {"saslContinue": 1, "payload": encode({"jwt": token})})
+    assert done["ok"] == 1.0 and done["done"] is True
+    assert provider.finish(state, {"saslContinue": 1, "payload": encode({"jwt": "x.y.z"})})["code"] == 18
+
+
+def test_a_payload_that_is_not_bson_is_refused(provider: OidcProvider) -> None:
+    refused, _ = provider.start({**sasl_start({}), "payload": b"not bson"})
+    assert refused["code"] == 18
+    assert provider.finish(None, {"saslContinue": 1, "payload": "text"})["code"] == 18
 
 
 def test_close_removes_the_token_file() -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from mongio.connection.auth.http import HttpError, HttpResponse, http_request
+from mongio.connection.http import HttpError, HttpResponse, http_request
 
 __all__ = [
     "CREDENTIAL_CACHE",

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from mongio.auth_oidc import OIDCCallbackContext, OIDCCallbackResult
-from mongio.connection.auth.metadata_http import get_metadata
+from mongio.connection.http import HttpError, http_request
 from mongio.errors import AuthenticationFailed, ConfigurationError
 
 __all__ = [
@@ -137,19 +137,12 @@ async def _gcp_token(resource: str, context: OIDCCallbackContext, base: str) -> 
 
 
 async def _get(url: str, headers: Mapping[str, str], context: OIDCCallbackContext, cloud: str) -> bytes:
-    """The body of a 200 reply; any other status is an error that includes the body (as the specification
-    asks: it explains the failure)."""
+    """The body of a 200 reply, within the callback's timeout; any other status is an error that includes the
+    body (as the specification asks: it explains the failure)."""
     try:
-        async with asyncio.timeout(context.timeout_seconds):
-            response = await get_metadata(url, headers)
-    except TimeoutError:
-        raise OidcTokenError(
-            f"MONGODB-OIDC: the {cloud} metadata endpoint did not answer within {context.timeout_seconds:g} s"
-        ) from None
-    except OSError as exc:
-        raise OidcTokenError(
-            f"MONGODB-OIDC: the {cloud} metadata endpoint cannot be reached: {exc}"
-        ) from None
+        response = await http_request("GET", url, headers=headers, time_limit=context.timeout_seconds)
+    except HttpError as exc:
+        raise OidcTokenError(f"MONGODB-OIDC: the {cloud} metadata endpoint failed: {exc}") from None
     if response.status != 200:
         shown = response.body[:_SHOWN_BODY].decode("utf-8", "replace")
         raise OidcTokenError(

@@ -1,11 +1,14 @@
-"""A small asynchronous HTTP/1.1 client for the credential and metadata endpoints authentication talks to
-(AWS STS, ECS and EC2 instance metadata; cloud metadata services for other mechanisms).
+"""mongio's one HTTP client: asynchronous HTTP/1.1 for the few HTTP services the driver talks to besides
+MongoDB (AWS STS, ECS and EC2 instance metadata for MONGODB-AWS; the Azure and GCP metadata endpoints for
+MONGODB-OIDC; OCSP responders, RFC 6960 appendix A.1). mongio depends on no HTTP library.
 
-One request per connection (``Connection: close``), on asyncio streams, within one timeout. The answer is
-treated as hostile: the status line and each header are bounded, so are the number of headers and the
-body; a ``Content-Length`` larger than the limit is refused before anything is read, and a body without one
-is read only up to the limit, so memory follows what arrived, never what a header claims. ``https`` URLs
-verify the server's certificate (the system's trust store unless a context is given).
+One request per connection (``Connection: close``), on asyncio streams, within one timeout (or the caller's).
+The answer is treated as hostile: the status line and each header are bounded, so are the number of headers
+and the body; a ``Content-Length`` larger than the limit is refused before anything is read, and a body without
+one is read only up to the limit, so memory follows what arrived, never what a header claims. An answer ends
+at its ``Content-Length`` even when the server keeps the connection open. ``https`` URLs verify the server's
+certificate (the system's trust store unless a context is given). Errors name the problem, never the request's
+headers or body nor the bytes of the answer, which may carry credentials.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-__all__ = ["HttpError", "HttpResponse", "http_request"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_BODY", "HttpError", "HttpResponse", "http_request"]
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a whole request may take (the authentication specification's read timeout for ECS and EC2)."""
 MAX_BODY = 1 << 20
-"""Bytes of body accepted by default: credential documents are a few kilobytes."""
+"""Bytes of body accepted by default: credential documents and metadata tokens are a few kilobytes."""
 _MAX_LINE = 8 << 10
 _MAX_HEADERS = 100
 _USER_AGENT = "mongio"
@@ -35,7 +38,8 @@ class HttpError(Exception):
 
 @dataclass(frozen=True)
 class HttpResponse:
-    """A complete answer: ``headers`` are keyed by lower-case name."""
+    """A complete answer: ``headers`` are keyed by lower-case name (neither is in the ``repr``: they may hold
+    a token)."""
 
     status: int
     headers: Mapping[str, str] = field(repr=False)
@@ -80,7 +84,7 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
     status_line = await _read_line(reader)
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() or len(parts[1]) != 3:
-        raise HttpError(f"the server's status line is not HTTP/1.x: {status_line[:80]!r}")
+        raise HttpError(f"the server's status line is not HTTP/1.x ({len(status_line)} bytes)")
     headers: dict[str, str] = {}
     for _ in range(_MAX_HEADERS + 1):
         line = await _read_line(reader)
@@ -97,11 +101,10 @@ async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
     body = bytearray()
     while True:
         size_line = (await _read_line(reader)).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise HttpError("the server sent a malformed chunk size") from None
-        if size < 0 or len(body) + size > max_body:
+        if not size_line or size_line.strip(b"0123456789abcdefABCDEF"):
+            raise HttpError("the server sent a malformed chunk size")
+        size = int(size_line, 16)
+        if len(body) + size > max_body:
             raise HttpError(f"the server's answer is larger than {max_body} bytes")
         if size == 0:
             while await _read_line(reader):  # trailers
@@ -127,7 +130,7 @@ async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str], m
                 raise HttpError(f"the server's answer is larger than {max_body} bytes")
         return bytes(body)
     if not length_text.isdigit():
-        raise HttpError(f"the server sent an invalid Content-Length {length_text[:20]!r}")
+        raise HttpError("the server sent a Content-Length that is not a number of bytes")
     length = int(length_text)
     if length > max_body:
         raise HttpError(f"the server announced {length} bytes, more than the {max_body} accepted")
@@ -147,11 +150,15 @@ async def _exchange(
     max_body: int,
     ssl_context: ssl.SSLContext | None,
 ) -> HttpResponse:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        given_port = parts.port
+    except ValueError as exc:
+        raise HttpError(f"cannot request a malformed URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise HttpError(f"cannot request {parts.scheme}://{parts.hostname or ''}: only http and https URLs")
     secure = parts.scheme == "https"
-    port = parts.port or (443 if secure else 80)
+    port = given_port or (443 if secure else 80)
     context = (ssl_context or await _verifying_context()) if secure else None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host_header = parts.netloc.rpartition("@")[2]
@@ -192,11 +199,13 @@ async def http_request(
     *,
     headers: Mapping[str, str] | None = None,
     body: bytes = b"",
-    time_limit: float = DEFAULT_TIMEOUT,
+    time_limit: float | None = DEFAULT_TIMEOUT,
     max_body: int = MAX_BODY,
     ssl_context: ssl.SSLContext | None = None,
 ) -> HttpResponse:
-    """Send one request and return the whole answer, within ``time_limit`` seconds.
+    """Send one request and return the whole answer (whatever its status), within ``time_limit`` seconds;
+    ``None`` when the caller bounds the request itself (``asyncio.timeout``; cancelling closes the connection).
+    At most ``max_body`` bytes of body are accepted.
 
     Raises ``HttpError`` naming what went wrong (connection refused, timeout, malformed or oversized
     answer); the request's headers and body never appear in it, as they may carry tokens.
@@ -205,5 +214,6 @@ async def http_request(
         async with asyncio.timeout(time_limit):
             return await _exchange(method, url, headers or {}, body, max_body, ssl_context)
     except TimeoutError:
-        host = urlsplit(url).hostname
-        raise HttpError(f"{method} to {host} got no complete answer within {time_limit:g} s") from None
+        if time_limit is None:
+            raise  # the caller's own bound ran out: theirs to report
+        raise HttpError(f"{method} to {urlsplit(url).hostname} got no complete answer within {time_limit:g} s") from None

@@ -1,4 +1,5 @@
-"""The authentication HTTP client against loopback servers that answer well, slowly, hugely or wrongly."""
+"""mongio's HTTP client (authentication's endpoints, OCSP responders) against loopback servers that answer well,
+slowly, hugely or wrongly."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import trustme
 
-from mongio.connection.auth.http import HttpError, http_request
+from mongio.connection.http import HttpError, http_request
 
 Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -63,6 +64,10 @@ def answering(raw: bytes, *, then_stall: bool = False, seen: list[bytes] | None 
             await asyncio.Event().wait()
 
     return serve
+
+
+async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await asyncio.Event().wait()
 
 
 def response(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
@@ -118,6 +123,19 @@ async def test_a_body_without_length_ends_with_the_connection() -> None:
         assert (await http_request("GET", base + "/")).body == b"all of it"
 
 
+async def test_an_answer_ends_at_its_content_length_though_the_server_keeps_the_connection() -> None:
+    async with serving(answering(response(b"body"), then_stall=True)) as base:
+        answer = await http_request("POST", base + "/", body=b"req", time_limit=60)
+    assert answer.body == b"body"
+
+
+async def test_the_callers_own_bound_applies_without_a_time_limit() -> None:
+    async with serving(silent) as base:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await http_request("GET", base + "/", time_limit=None)
+
+
 async def test_chunked_bodies_are_joined_and_bounded() -> None:
     chunked = (
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\n\r\n"
@@ -131,9 +149,6 @@ async def test_chunked_bodies_are_joined_and_bounded() -> None:
 
 
 async def test_a_silent_server_runs_into_the_time_limit() -> None:
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.Event().wait()
-
     async with serving(silent) as base:
         with pytest.raises(HttpError, match=r"no complete answer within 0\.2 s"):
             await http_request("GET", base + "/", time_limit=0.2)
@@ -146,9 +161,18 @@ async def test_a_silent_server_runs_into_the_time_limit() -> None:
         (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 20_000 + b"\r\n\r\n", "longer than"),
         (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", "more than 100 headers"),
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "without a colon"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", "invalid Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", "Content-Length that is not a number"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "after 5 of 10 bytes"),
         (b"HTTP/1.1 200 OK\r\n", "before the end of its headers"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+            "malformed chunk size",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n0\r\n\r\n",
+            "malformed chunk size",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nff\r\nabc", "in the middle of a chunk"),
     ],
 )
 async def test_malformed_answers_are_refused_naming_the_problem(raw: bytes, problem: str) -> None:
@@ -173,6 +197,29 @@ async def test_header_injection_is_refused() -> None:
 async def test_only_http_urls_with_a_host(url: str) -> None:
     with pytest.raises(HttpError, match="only http and https"):
         await http_request("GET", url)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/", "http://[::1/"])
+async def test_a_malformed_url_is_refused(url: str) -> None:
+    with pytest.raises(HttpError, match="malformed URL"):
+        await http_request("GET", url)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Token: tok3nSECRET\r\n\r\nabcde",
+        b"tok3nSECRET\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: tok3nSECRET\r\n\r\n",
+    ],
+)
+async def test_neither_errors_nor_reprs_show_what_the_server_sent(raw: bytes) -> None:
+    async with serving(answering(raw)) as base:
+        try:
+            shown = repr(await http_request("GET", base + "/", time_limit=60))
+        except HttpError as exc:
+            shown = str(exc)
+    assert shown and "tok3nSECRET" not in shown
 
 
 async def test_https_verifies_the_certificate() -> None:
