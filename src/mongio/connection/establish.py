@@ -88,7 +88,9 @@ async def handshake(
 
     credential = settings.credential if authenticate else None
     authenticator = (
-        Authenticator(credential, cache=settings.scram_cache) if credential is not None else None
+        Authenticator(credential, cache=settings.scram_cache, address=conn.address)
+        if credential is not None
+        else None
     )
     auth_fields = authenticator.handshake_fields() if authenticator is not None else None
     command = build_hello(

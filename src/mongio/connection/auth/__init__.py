@@ -1,5 +1,5 @@
 """Authentication of a new connection: mechanism negotiation, speculative authentication and the
-conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509), all run through an injected
+conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, GSSAPI), all run through an injected
 ``async run_command(db, command) -> reply`` so no mechanism touches a socket.
 
 For one connection::
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 _SCRAM = ("SCRAM-SHA-1", "SCRAM-SHA-256")
-_NOT_YET = ("GSSAPI", "MONGODB-AWS", "MONGODB-OIDC")
+_NOT_YET = ("MONGODB-AWS", "MONGODB-OIDC")
 
 
 class HelloLike(Protocol):
@@ -59,7 +59,8 @@ class Authenticator:
     ``handshake_fields()`` gives what the hello must carry (``saslSupportedMechs`` for a credential without a
     mechanism, ``speculativeAuthenticate`` for SCRAM and X.509); ``authenticate()`` then finishes the job,
     skipping the first round trip when the hello's reply answered the speculative step. ``nonce`` fixes the
-    SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache.
+    SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache. ``address`` is the
+    server the connection reached (GSSAPI names its service principal after that host).
     """
 
     def __init__(
@@ -68,8 +69,10 @@ class Authenticator:
         *,
         cache: ScramKeyCache | None = None,
         nonce: str | None = None,
+        address: tuple[str, int | None] | None = None,
     ) -> None:
         self.credential = credential
+        self.address = address
         self.cache = cache
         self._nonce = nonce
         self._speculative_mechanism: str | None = None
@@ -143,10 +146,21 @@ class Authenticator:
             await authenticate_x509(self.credential, run_command, speculative_reply=speculative_reply)
         elif mechanism == "PLAIN":
             await authenticate_plain(self.credential, run_command)
+        elif mechanism == "GSSAPI":
+            await self._authenticate_gssapi(run_command)
         elif mechanism in _NOT_YET:
             raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
         else:
             raise ConfigurationError(f"unknown authentication mechanism {mechanism!r}")
+
+
+    async def _authenticate_gssapi(self, run_command: RunCommand) -> None:
+        # Kerberos (python-gssapi) is imported by the first GSSAPI conversation only.
+        from mongio.connection.auth.gssapi import authenticate_gssapi, server_host
+
+        if self.address is None:
+            raise ConfigurationError("GSSAPI needs the address of the server to name its service principal")
+        await authenticate_gssapi(self.credential, run_command, server_host(self.address))
 
 
 async def authenticate(
