@@ -84,6 +84,10 @@ class KerberosRealm:
         """A fresh ticket for ``USER`` in the realm's credential cache."""
         self.k5.kinit(USER, self.user_password)
 
+    @property
+    def has_ticket_cache(self) -> bool:
+        return os.path.exists(self.ccache)
+
     def kdestroy(self) -> None:
         if os.path.exists(self.ccache):
             os.unlink(self.ccache)
@@ -167,7 +171,8 @@ class _Exchange:
 class GssapiMember:
     """The handler of a ``LoopbackPeer`` that authenticates GSSAPI with ``keytab_path``'s keys.
 
-    ``delay`` postpones every ``saslStart``/``saslContinue`` reply (seconds); ``offer`` is the security layer offer sent wrapped (RFC 4752).
+    ``delay`` postpones every ``saslStart``/``saslContinue`` reply (seconds); ``offer`` is the security layer offer sent wrapped (RFC 4752),
+    with its last byte flipped after wrapping when ``tamper_offer``.
     ``authenticated`` lists ``(initiator principal, authorization id)`` per success; ``targets`` the service
     principal each established context was for; ``answers`` the client's unwrapped security layer answers.
     """
@@ -175,6 +180,7 @@ class GssapiMember:
     keytab_path: str
     delay: float = 0.0
     offer: bytes = NO_LAYER_OFFER
+    tamper_offer: bool = False
     authenticated: list[tuple[str, str]] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     answers: list[bytes] = field(default_factory=list)
@@ -212,8 +218,10 @@ class GssapiMember:
             return await self._step(exchange, payload)
         if not exchange.offered:
             exchange.offered = True
-            wrapped = await asyncio.to_thread(exchange.context.wrap, self.offer, False)
-            return {"conversationId": 1, "payload": wrapped.message, "done": False, "ok": 1}
+            wrapped = bytes((await asyncio.to_thread(exchange.context.wrap, self.offer, False)).message)
+            if self.tamper_offer:
+                wrapped = wrapped[:-1] + bytes((wrapped[-1] ^ 0xFF,))
+            return {"conversationId": 1, "payload": wrapped, "done": False, "ok": 1}
         return await self._check_answer(exchange, payload)
 
     async def _step(self, exchange: _Exchange, token: bytes) -> dict[str, Any]:
