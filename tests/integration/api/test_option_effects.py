@@ -679,11 +679,6 @@ async def test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes() 
 @pytest.mark.parametrize(
     ("query", "kwargs"),
     [
-        ("authMechanism=GSSAPI&gssapiServiceName=other", {"username": "alice@EXAMPLE.COM"}),
-        (
-            "authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:other",
-            {"username": "alice@EXAMPLE.COM"},
-        ),
         ("authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test", {}),
         ("authMechanism=MONGODB-AWS", {}),
     ],

@@ -60,12 +60,14 @@ OPTION_TABLE: dict[str, Row] = {
     "appname": Proven(f"{EFFECTS}::test_appname_and_driver_are_in_the_handshake"),
     "authMechanism": Proven(
         f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication",
-        "GSSAPI, MONGODB-AWS and MONGODB-OIDC are refused at authentication (see authMechanismProperties)",
+        "GSSAPI runs against a real KDC in tests/integration/server/test_auth_gssapi_kdc.py; MONGODB-AWS and "
+        "MONGODB-OIDC are refused at authentication (see authMechanismProperties)",
     ),
     "authMechanismProperties": Refused(
         MECHANISMS_REFUSED,
         "only GSSAPI, MONGODB-AWS and MONGODB-OIDC take properties (any other mechanism refuses them when the "
-        "client is made); mongio cannot run those mechanisms yet and refuses them when it authenticates",
+        "client is made); GSSAPI's are proven in tests/integration/server/test_auth_gssapi_kdc.py; mongio cannot "
+        "run the other two yet and refuses them when it authenticates",
     ),
     "authSource": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),
     "compressors": Proven(f"{EFFECTS}::test_compressors_are_offered_and_used"),
@@ -162,8 +164,10 @@ OPTION_TABLE: dict[str, Row] = {
         "tests/unit/compat/test_pymongo_types.py::test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given"
     ),
     "wtimeout": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command", "deprecated: warns"),
-    "gssapiServiceName": Refused(
-        MECHANISMS_REFUSED, "deprecated SERVICE_NAME of GSSAPI, which mongio refuses"
+    "gssapiServiceName": Proven(
+        "tests/integration/server/test_auth_gssapi_kdc.py::"
+        "test_the_deprecated_gssapi_service_name_picks_the_service",
+        "deprecated: warns, and becomes authMechanismProperties=SERVICE_NAME",
     ),
     # -- keyword-only settings --
     "username": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),
