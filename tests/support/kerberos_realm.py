@@ -21,6 +21,7 @@ threads, like the driver's, so the peer never blocks the loop it shares with the
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import socket
@@ -71,6 +72,16 @@ class KerberosRealm:
     k5: Any
     keytab_path: str
     env: Mapping[str, str]
+
+    @property
+    def directory(self) -> str:
+        """The realm's temporary directory (its configuration, database, caches)."""
+        return str(self.k5.tmpdir)
+
+    @property
+    def kdc_port(self) -> int:
+        """The KDC's TCP and UDP port on 127.0.0.1."""
+        return int(self.k5.portbase)
 
     @property
     def ccache(self) -> str:
@@ -165,6 +176,18 @@ class _Exchange:
     offered: bool = False
     initiator: str | None = None
     target: str | None = None
+    text: bool = False
+    """The client sent base64 text payloads (as PyMongo does), so the replies are base64 text too."""
+
+
+def _payload(request: Request) -> bytes:
+    payload = request.document.get("payload", b"")
+    return base64.b64decode(payload) if isinstance(payload, str) else bytes(payload)
+
+
+def _reply(exchange: _Exchange, payload: bytes, *, done: bool = False) -> dict[str, Any]:
+    sent: bytes | str = base64.b64encode(payload).decode() if exchange.text else payload
+    return {"conversationId": 1, "payload": sent, "done": done, "ok": 1}
 
 
 @dataclass
@@ -207,13 +230,14 @@ class GssapiMember:
         )
         exchange = _Exchange(gssapi.SecurityContext(creds=credentials, usage="accept"))
         self._exchanges[request.connection.index] = exchange
-        return await self._step(exchange, bytes(request.document["payload"]))
+        exchange.text = isinstance(request.document.get("payload"), str)
+        return await self._step(exchange, _payload(request))
 
     async def _continue(self, request: Request) -> dict[str, Any]:
         exchange = self._exchanges.get(request.connection.index)
         if exchange is None or request.document.get("conversationId") != 1:
             return {**_FAILED, "errmsg": "no such conversation"}
-        payload = bytes(request.document["payload"])
+        payload = _payload(request)
         if not exchange.context.complete:
             return await self._step(exchange, payload)
         if not exchange.offered:
@@ -221,7 +245,7 @@ class GssapiMember:
             wrapped = bytes((await asyncio.to_thread(exchange.context.wrap, self.offer, False)).message)
             if self.tamper_offer:
                 wrapped = wrapped[:-1] + bytes((wrapped[-1] ^ 0xFF,))
-            return {"conversationId": 1, "payload": wrapped, "done": False, "ok": 1}
+            return _reply(exchange, wrapped)
         return await self._check_answer(exchange, payload)
 
     async def _step(self, exchange: _Exchange, token: bytes) -> dict[str, Any]:
@@ -236,7 +260,7 @@ class GssapiMember:
             exchange.initiator = str(exchange.context.initiator_name)
             exchange.target = str(exchange.context.target_name)
             self.targets.append(exchange.target)
-        return {"conversationId": 1, "payload": produced or b"", "done": False, "ok": 1}
+        return _reply(exchange, produced or b"")
 
     async def _check_answer(self, exchange: _Exchange, payload: bytes) -> dict[str, Any]:
         from gssapi.raw.misc import GSSError
@@ -248,7 +272,7 @@ class GssapiMember:
             return dict(_FAILED)
         answer = bytes(unwrapped.message)
         self.answers.append(answer)
-        if len(answer) < 4 or answer[0] != 0x01 or answer[1:4] != b"\x00\x00\x00":
+        if len(answer) < 4 or answer[0] != 0x01:
             self.failures.append(f"bad security layer answer {answer[:4]!r}")
             return dict(_FAILED)
         authorization_id = answer[4:].decode("utf-8")
@@ -257,4 +281,4 @@ class GssapiMember:
             self.failures.append(f"authorization id {authorization_id!r} is not {exchange.initiator!r}")
             return dict(_FAILED)
         self.authenticated.append((exchange.initiator, authorization_id))
-        return {"conversationId": 1, "payload": b"", "done": True, "ok": 1}
+        return _reply(exchange, b"", done=True)

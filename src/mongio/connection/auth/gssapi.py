@@ -263,7 +263,8 @@ async def authenticate_gssapi(
     """
     if not credential.username:
         raise ConfigurationError("GSSAPI needs a username (the Kerberos principal)")
-    kerberos = library if library is not None else python_gssapi()
+    # Importing python-gssapi loads the Kerberos libraries: tens of milliseconds the first time, off the loop too.
+    kerberos = library if library is not None else await asyncio.to_thread(python_gssapi)
     properties = GssapiProperties.from_mapping(credential.mechanism_properties)
     service = await service_name_for(host, properties, resolver)
     await _Conversation(run_command, credential.username, service).run(kerberos, credential.password)
