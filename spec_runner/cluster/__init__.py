@@ -14,7 +14,10 @@
 What is real: each member's ``hello`` (setName, hosts, primary, me, setVersion, electionId, tags, lastWrite,
 streaming with topologyVersion and moreToCome, ``msg: "isdbgrid"``, ``serviceId``), the errors a secondary
 answers writes and primary-only reads with, ``failCommand`` per member, compression (OP_COMPRESSED with
-snappy, zlib and zstd, which the test server lacks), and connections dropping when a member dies.
+snappy, zlib and zstd, which the test server lacks), connections dropping when a member dies, and
+authentication on ``$external`` for a mechanism the deployment accepts (``rs.accept_external_auth(
+"MONGODB-AWS", AwsSaslServer(keys))``: the members answer the conversation themselves, the test server
+having only SCRAM).
 
 What is not: the members share the one test server's data. Nothing is replicated, so a write acknowledged by
 one member is visible on all at once, there is no rollback after a failover, no replication lag in the data

@@ -28,7 +28,7 @@ from spec_runner.cluster.members import (
     replica_set_hello,
 )
 from spec_runner.cluster.messages import Message, parse_reply_document
-from spec_runner.cluster.proxy import MemberProxy
+from spec_runner.cluster.proxy import ExternalSasl, MemberProxy
 from spec_runner.raw_wire import command_once
 from spec_runner.server import TestServer, free_port
 
@@ -100,6 +100,8 @@ class Deployment:
         # here, as a real server answers them from its transaction table.
         self._writes: dict[str, tuple[int, bytes]] = {}
         self._injected: collections.Counter[FaultKind] = collections.Counter()  # by replaced fault plans
+        # Mechanism -> who answers its conversations on $external instead of the test server.
+        self._sasl_servers: dict[str, ExternalSasl] = {}
 
     # -- building ---------------------------------------------------------------------------------------
 
@@ -226,6 +228,17 @@ class Deployment:
             cursor = {"firstBatch": [shard], "id": Int64(0), "ns": "config.shards"}
             return {"cursor": cursor, "ok": 1.0}
         return None
+
+    def accept_external_auth(self, mechanism: str, server: ExternalSasl | None) -> None:
+        """Make every member answer ``mechanism``'s conversations on ``$external`` with ``server``, as a
+        server configured for it would (``None``: forward them to the test server again)."""
+        if server is None:
+            self._sasl_servers.pop(mechanism, None)
+        else:
+            self._sasl_servers[mechanism] = server
+
+    def sasl_server(self, mechanism: str) -> ExternalSasl | None:
+        return self._sasl_servers.get(mechanism)
 
     def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
         lsid = command.get("lsid")

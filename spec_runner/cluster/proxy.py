@@ -42,7 +42,18 @@ from spec_runner.cluster.messages import (
 )
 
 _HELLO_NAMES = frozenset({"hello", "ismaster"})
+_SASL_NAMES = frozenset({"saslstart", "saslcontinue"})
 _connection_ids = itertools.count(1)
+
+
+class ExternalSasl(Protocol):
+    """A SASL mechanism the members answer themselves on ``$external`` (the test server has only SCRAM):
+    ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers the
+    ``saslContinue`` that follows with it (see :mod:`spec_runner.cluster.aws_sasl`)."""
+
+    def start(self, command: Mapping[str, Any]) -> tuple[dict[str, Any], Any]: ...
+
+    def finish(self, state: Any, command: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
 class Presenter(Protocol):
@@ -56,6 +67,10 @@ class Presenter(Protocol):
 
     def extra_reply(self, member: Member, request: Message) -> dict[str, Any] | None:
         """A reply the deployment gives itself instead of forwarding (``None``: forward)."""
+        ...
+
+    def sasl_server(self, mechanism: str) -> ExternalSasl | None:
+        """Who answers a conversation of ``mechanism`` on ``$external`` (``None``: forward it)."""
         ...
 
     def session_lock(self, command: Mapping[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -92,6 +107,8 @@ class ClientConnection:
         self.load_balanced = False
         self.closed = False
         self.exchanging = False
+        self.sasl: tuple[ExternalSasl, Any] | None = None
+        """The conversation a member answers itself: who answers it and its state after ``saslStart``."""
         self._backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def note_handshake(self, request: Mapping[str, Any], offered: list[str]) -> list[str]:
@@ -250,6 +267,10 @@ class MemberProxy:
         refused = refusal(member, document)
         if refused is not None:
             return await self._answer(connection, request, labelled_refusal(member, document, refused))
+        if name in _SASL_NAMES and document.get("$db") == "$external":
+            answered = self._sasl(connection, name, document)
+            if answered is not None:
+                return await self._answer(connection, request, answered)
         own = self.presenter.extra_reply(member, request)
         if own is not None:
             return await self._answer(connection, request, own)
@@ -257,6 +278,21 @@ class MemberProxy:
             await self._abort_on_backend(connection, document)
             return await self._answer(connection, request, _no_such_transaction())
         return await self._forward(connection, request, action, fault)
+
+    def _sasl(self, connection: ClientConnection, name: str, command: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The member's own answer to a conversation on ``$external`` (``None``: the test server's)."""
+        if name == "saslstart":
+            server = self.presenter.sasl_server(str(command.get("mechanism")))
+            if server is None:
+                return None
+            reply, state = server.start(command)
+            connection.sasl = (server, state)
+            return reply
+        if connection.sasl is None:
+            return None
+        server, state = connection.sasl
+        connection.sasl = None
+        return server.finish(state, command)
 
     async def _answer(self, connection: ClientConnection, request: Message, document: dict[str, Any]) -> bool:
         if not request.more_to_come:

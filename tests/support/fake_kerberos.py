@@ -9,6 +9,7 @@ the context token, the wrapped security layer offer, then ``done``; ``fault`` pi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,15 +63,18 @@ class FakeContext:
 
 @dataclass
 class FakeKerberos:
-    """Opens ``FakeContext``s; ``fail="open"`` makes acquiring credentials fail."""
+    """Opens ``FakeContext``s; ``fail="open"`` makes acquiring credentials fail, ``slow`` makes it take that many
+    seconds (a KDC that does not answer)."""
 
     steps: int = 1
     fail: str | None = None
+    slow: float = 0.0
     calls: list[tuple[str, int]] = field(default_factory=list)
     opened: list[tuple[str, str | None, ServiceName]] = field(default_factory=list)
 
     def open_context(self, user: str, password: str | None, service: ServiceName) -> SecurityContext:
         self.calls.append(("open", threading.get_ident()))
+        time.sleep(self.slow)
         if self.fail == "open":
             raise KerberosError("Preauthentication failed")
         self.opened.append((user, password, service))

@@ -127,7 +127,7 @@ async def handshake(
                 db, {**auth_command, **api_fields}, compress=False, deadline=command_deadline(auth_deadline_seconds)
             )
 
-        await authenticator.authenticate(run_command, hello)
+        await authenticator.authenticate(run_command, hello, deadline=deadline)
     conn.ready = True
     return hello
 

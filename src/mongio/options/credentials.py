@@ -203,6 +203,13 @@ def _source(
                 f"a {given} cannot be given: AWS credentials come from the environment, the AWS SDK "
                 "or an AWS_CREDENTIAL_PROVIDER mechanism property",
             )
+        provider = properties.get("AWS_CREDENTIAL_PROVIDER")
+        if provider is not None and not callable(provider):
+            raise _fail(
+                mech,
+                f"AWS_CREDENTIAL_PROVIDER must be a function or coroutine function returning credentials, "
+                f"got {type(provider).__name__}",
+            )
     else:  # MONGODB-OIDC
         _check_oidc(username, password, properties)
     return source

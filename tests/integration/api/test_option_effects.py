@@ -680,7 +680,6 @@ async def test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes() 
     ("query", "kwargs"),
     [
         ("authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test", {}),
-        ("authMechanism=MONGODB-AWS", {}),
     ],
 )
 async def test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism(

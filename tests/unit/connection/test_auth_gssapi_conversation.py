@@ -270,6 +270,14 @@ async def test_a_misbehaving_server_is_an_authentication_failure(fault: str, pro
         await authenticate_gssapi(credential(), FakeGssapiServer(fault=fault), "db", library=FakeKerberos())
 
 
+async def test_a_kerberos_call_past_the_deadline_fails_naming_the_time_limit() -> None:
+    server = FakeGssapiServer()
+    deadline = asyncio.get_running_loop().time() + 0.05
+    with pytest.raises(AuthenticationFailed, match="acquiring credentials: no answer before the connection's time"):
+        await authenticate_gssapi(credential(), server, "db", library=FakeKerberos(slow=0.5), deadline=deadline)
+    assert server.commands == []
+
+
 async def test_an_endless_context_exchange_stops() -> None:
     server = FakeGssapiServer(fault="endless")
     with pytest.raises(AuthenticationFailed, match="not established in 10 steps"):

@@ -253,6 +253,11 @@ def _cases() -> Iterator[Case]:
     yield from client("plain-no-password", f"mongodb://alice@h/?authMechanism=PLAIN&{TLS_SECRET}")
     yield from client("x509-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-X509")
     yield from client("aws-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-AWS")
+    yield from client(
+        "aws-provider-not-callable",
+        f"mongodb://h/?authMechanism=MONGODB-AWS&{TLS_SECRET}",
+        authMechanismProperties={"AWS_CREDENTIAL_PROVIDER": PW_DECODED},
+    )
     yield from client("oidc-password", f"mongodb://{AUTH}h/?authMechanism=MONGODB-OIDC")
     oidc = f"mongodb://h/?authMechanism=MONGODB-OIDC&{TLS_SECRET}"
     yield from client(
@@ -366,6 +371,7 @@ def _gssapi(
     properties: dict[str, Any] | None = None,
     server: Callable[[], FakeGssapiServer] = FakeGssapiServer,
     kerberos: Callable[[], FakeKerberos] = FakeKerberos,
+    timeout: float | None = None,
 ) -> Callable[[], object]:
     """A GSSAPI conversation against a fresh scripted server and Kerberos library each time it runs."""
     credential = MongoCredential(
@@ -375,7 +381,12 @@ def _gssapi(
         password=PW_DECODED,
         mechanism_properties=properties or {},
     )
-    return lambda: asyncio.run(authenticate_gssapi(credential, server(), "h", library=kerberos()))
+
+    async def conversation() -> None:
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        await authenticate_gssapi(credential, server(), "h", library=kerberos(), deadline=deadline)
+
+    return lambda: asyncio.run(conversation())
 
 
 def _gssapi_cases() -> Iterator[Case]:
@@ -389,6 +400,7 @@ def _gssapi_cases() -> Iterator[Case]:
         yield Case(f"gssapi-server-{fault}", _gssapi(server=partial(FakeGssapiServer, fault=fault)), failed)
     endless = _gssapi(server=partial(FakeGssapiServer, fault="endless"), kerberos=partial(FakeKerberos, steps=100))
     yield Case("gssapi-endless", endless, failed)
+    yield Case("gssapi-deadline", _gssapi(kerberos=partial(FakeKerberos, slow=0.2), timeout=0.01), failed)
     for name, offer in (("size", b"\x01"), ("layers", b"\x04\0\0\0")):
         yield Case(f"gssapi-offer-{name}", _gssapi(server=partial(FakeGssapiServer, offer=offer)), failed)
 

@@ -1,5 +1,5 @@
 """Authentication of a new connection: mechanism negotiation, speculative authentication and the
-conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, GSSAPI), all run through an injected
+conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, GSSAPI), all run through an injected
 ``async run_command(db, command) -> reply`` so no mechanism touches a socket.
 
 For one connection::
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 _SCRAM = ("SCRAM-SHA-1", "SCRAM-SHA-256")
-_NOT_YET = ("MONGODB-AWS", "MONGODB-OIDC")
+_NOT_YET = ("MONGODB-OIDC",)
 
 
 class HelloLike(Protocol):
@@ -120,8 +120,14 @@ class Authenticator:
         self._speculative_mechanism = mechanism
         return fields
 
-    async def authenticate(self, run_command: RunCommand, hello: HelloLike | None) -> None:
-        """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused."""
+    async def authenticate(
+        self, run_command: RunCommand, hello: HelloLike | None, *, deadline: float | None = None
+    ) -> None:
+        """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused.
+
+        ``deadline`` (``loop.time()`` terms) also bounds what a mechanism does besides commands (MONGODB-AWS's
+        credential requests, GSSAPI's Kerberos calls); ``run_command`` bounds the commands themselves.
+        """
         mechanism = negotiate_mechanism(self.credential, hello.sasl_supported_mechs if hello else None)
         self.mechanism = mechanism
         speculative_reply = hello.speculative_authenticate if hello is not None else None
@@ -147,20 +153,24 @@ class Authenticator:
         elif mechanism == "PLAIN":
             await authenticate_plain(self.credential, run_command)
         elif mechanism == "GSSAPI":
-            await self._authenticate_gssapi(run_command)
+            await self._authenticate_gssapi(run_command, deadline)
+        elif mechanism == "MONGODB-AWS":
+            from mongio.connection.auth.aws import authenticate_aws
+
+            await authenticate_aws(self.credential, run_command, deadline=deadline)
         elif mechanism in _NOT_YET:
             raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
         else:
             raise ConfigurationError(f"unknown authentication mechanism {mechanism!r}")
 
 
-    async def _authenticate_gssapi(self, run_command: RunCommand) -> None:
+    async def _authenticate_gssapi(self, run_command: RunCommand, deadline: float | None) -> None:
         # Kerberos (python-gssapi) is imported by the first GSSAPI conversation only.
         from mongio.connection.auth.gssapi import authenticate_gssapi, server_host
 
         if self.address is None:
             raise ConfigurationError("GSSAPI needs the address of the server to name its service principal")
-        await authenticate_gssapi(self.credential, run_command, server_host(self.address))
+        await authenticate_gssapi(self.credential, run_command, server_host(self.address), deadline=deadline)
 
 
 async def authenticate(

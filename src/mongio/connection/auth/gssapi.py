@@ -176,8 +176,11 @@ def security_layer_reply(offer: bytes, authorization_id: str) -> bytes:
 class _Conversation:
     """One connection's GSSAPI exchange: the context, and the failure text naming the user and service."""
 
-    def __init__(self, run_command: RunCommand, username: str, service: ServiceName) -> None:
+    def __init__(
+        self, run_command: RunCommand, username: str, service: ServiceName, deadline: float | None = None
+    ) -> None:
         self._run_command = run_command
+        self._deadline = deadline
         self._username = username
         self._service = service
         self._conversation_id: Any = None
@@ -233,11 +236,18 @@ class _Conversation:
         return reply
 
     async def _kerberos(self, step: str, call: Callable[[], _T]) -> _T:
-        """``call()`` in a worker thread; a library refusal becomes ``AuthenticationFailed`` naming ``step``."""
+        """``call()`` in a worker thread, within the deadline; a library refusal, or no answer in time, becomes
+        ``AuthenticationFailed`` naming ``step``. (A call past the deadline is left to finish in its thread: the
+        library cannot be interrupted, and the Kerberos configuration bounds its own network waits.)"""
         try:
-            return await asyncio.to_thread(call)
+            async with asyncio.timeout_at(self._deadline):
+                return await asyncio.to_thread(call)
         except KerberosError as exc:
             raise AuthenticationFailed(f"{self.what}: {step}: {exc}") from None
+        except TimeoutError:
+            raise AuthenticationFailed(
+                f"{self.what}: {step}: no answer before the connection's time limit (connectTimeoutMS or timeoutMS)"
+            ) from None
 
 
 def server_host(address: tuple[str, int | None]) -> str:
@@ -254,8 +264,11 @@ async def authenticate_gssapi(
     *,
     resolver: HostResolver | None = None,
     library: KerberosLibrary | None = None,
+    deadline: float | None = None,
 ) -> None:
     """Authenticate ``credential`` to the server reached at ``host`` (the name the client connected to).
+
+    ``deadline`` (``loop.time()`` terms) bounds each Kerberos call; the commands are bounded by ``run_command``.
 
     ``resolver`` replaces the system resolver for canonicalization, ``library`` python-gssapi (tests).
     Raises ``ConfigurationError`` when python-gssapi is missing, ``AuthenticationFailed`` naming the user,
@@ -267,5 +280,6 @@ async def authenticate_gssapi(
     kerberos = library if library is not None else await asyncio.to_thread(python_gssapi)
     properties = GssapiProperties.from_mapping(credential.mechanism_properties)
     service = await service_name_for(host, properties, resolver)
-    await _Conversation(run_command, credential.username, service).run(kerberos, credential.password)
+    conversation = _Conversation(run_command, credential.username, service, deadline)
+    await conversation.run(kerberos, credential.password)
     _log.debug("authenticated user %r with GSSAPI to service %r", credential.username, str(service))
