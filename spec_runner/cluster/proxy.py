@@ -48,8 +48,9 @@ _connection_ids = itertools.count(1)
 
 class ExternalSasl(Protocol):
     """A SASL mechanism the members answer themselves on ``$external`` (the test server has only SCRAM):
-    ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers the
-    ``saslContinue`` that follows with it (see :mod:`spec_runner.cluster.aws_sasl`)."""
+    ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers each
+    ``saslContinue`` that follows with it, until a reply is ``done`` or refuses (see
+    :mod:`spec_runner.cluster.aws_sasl`, :mod:`spec_runner.cluster.gssapi_sasl`)."""
 
     def start(self, command: Mapping[str, Any]) -> tuple[dict[str, Any], Any]: ...
 
@@ -291,8 +292,10 @@ class MemberProxy:
         if connection.sasl is None:
             return None
         server, state = connection.sasl
-        connection.sasl = None
-        return server.finish(state, command)
+        reply = server.finish(state, command)
+        if reply.get("done") or not reply.get("ok"):
+            connection.sasl = None  # GSSAPI takes several saslContinues; the end or a refusal closes it
+        return reply
 
     async def _answer(self, connection: ClientConnection, request: Message, document: dict[str, Any]) -> bool:
         if not request.more_to_come:

@@ -6,10 +6,11 @@
 The realm's ``krb5.conf`` turns off the library's own host name canonicalization (``dns_canonicalize_hostname``,
 ``rdns``), so the service principal is exactly the one the driver names.
 
-:class:`GssapiMember` answers ``saslStart``/``saslContinue`` as a MongoDB server configured for Kerberos does:
-a python-gssapi acceptor (``SecurityContext(usage="accept")``) with the service keytab, the RFC 4752 security
-layer offer wrapped for the client, and the client's wrapped answer checked. Its Kerberos calls run in worker
-threads, like the driver's, so the peer never blocks the loop it shares with the client.
+:class:`GssapiMember` answers ``saslStart``/``saslContinue`` as a MongoDB server configured for Kerberos does,
+through the cluster harness's ``GssapiSaslServer`` (spec_runner/cluster/gssapi_sasl.py): a python-gssapi acceptor
+(``SecurityContext(usage="accept")``) with the service keytab, the RFC 4752 security layer offer wrapped for the
+client, and the client's wrapped answer checked. Its Kerberos calls run in worker threads, like the driver's, so
+the peer never blocks the loop it shares with the client.
 
     realm = start_realm(tmp_path)
     with realm_environment(realm):
@@ -21,7 +22,6 @@ threads, like the driver's, so the peer never blocks the loop it shares with the
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import shutil
 import socket
@@ -29,6 +29,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from spec_runner.cluster.gssapi_sasl import NO_LAYER_OFFER, GssapiExchange, GssapiSaslServer
 
 from tests.support.loopback_peer import HandlerResult, Reply, Request
 
@@ -47,9 +49,6 @@ REALM = "KRBTEST.COM"
 USER = f"user@{REALM}"
 SERVICE_PRINCIPAL = f"mongodb/localhost@{REALM}"
 OTHER_SERVICE_PRINCIPAL = f"other/localhost@{REALM}"
-# RFC 4752's offer: "no security layer" only, and a maximum message size the server could receive.
-NO_LAYER_OFFER = bytes((0x01, 0x00, 0x10, 0x00))
-_FAILED = {"ok": 0, "code": 18, "codeName": "AuthenticationFailed", "errmsg": "Authentication failed."}
 
 
 def missing_kerberos() -> str | None:
@@ -169,116 +168,50 @@ def realm_environment(realm: KerberosRealm) -> Iterator[None]:
 
 
 @dataclass
-class _Exchange:
-    """One connection's acceptor side."""
-
-    context: Any
-    offered: bool = False
-    initiator: str | None = None
-    target: str | None = None
-    text: bool = False
-    """The client sent base64 text payloads (as PyMongo does), so the replies are base64 text too."""
-
-
-def _payload(request: Request) -> bytes:
-    payload = request.document.get("payload", b"")
-    return base64.b64decode(payload) if isinstance(payload, str) else bytes(payload)
-
-
-def _reply(exchange: _Exchange, payload: bytes, *, done: bool = False) -> dict[str, Any]:
-    sent: bytes | str = base64.b64encode(payload).decode() if exchange.text else payload
-    return {"conversationId": 1, "payload": sent, "done": done, "ok": 1}
-
-
-@dataclass
 class GssapiMember:
-    """The handler of a ``LoopbackPeer`` that authenticates GSSAPI with ``keytab_path``'s keys.
+    """The handler of a ``LoopbackPeer`` answering GSSAPI conversations with ``keytab_path``'s keys: the
+    harness's :class:`GssapiSaslServer`, its blocking calls in worker threads, one conversation per connection.
 
-    ``delay`` postpones every ``saslStart``/``saslContinue`` reply (seconds); ``offer`` is the security layer offer sent wrapped (RFC 4752),
-    with its last byte flipped after wrapping when ``tamper_offer``.
-    ``authenticated`` lists ``(initiator principal, authorization id)`` per success; ``targets`` the service
-    principal each established context was for; ``answers`` the client's unwrapped security layer answers.
+    ``delay`` postpones every ``saslStart``/``saslContinue`` reply (seconds); ``offer`` and ``tamper_offer`` are
+    the server's (see ``GssapiSaslServer``), whose records ``authenticated``, ``targets``, ``answers`` and
+    ``failures`` this member shows.
     """
 
     keytab_path: str
     delay: float = 0.0
     offer: bytes = NO_LAYER_OFFER
     tamper_offer: bool = False
-    authenticated: list[tuple[str, str]] = field(default_factory=list)
-    targets: list[str] = field(default_factory=list)
-    answers: list[bytes] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    _exchanges: dict[int, _Exchange] = field(default_factory=dict)
+    server: GssapiSaslServer = field(init=False)
+    _exchanges: dict[int, GssapiExchange | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.server = GssapiSaslServer(self.keytab_path, offer=self.offer, tamper_offer=self.tamper_offer)
+
+    @property
+    def authenticated(self) -> list[tuple[str, str]]:
+        return self.server.authenticated
+
+    @property
+    def targets(self) -> list[str]:
+        return self.server.targets
+
+    @property
+    def answers(self) -> list[bytes]:
+        return self.server.answers
+
+    @property
+    def failures(self) -> list[str]:
+        return self.server.failures
 
     async def __call__(self, request: Request) -> HandlerResult:
         name = request.command_name
-        if name == "saslStart":
-            reply = await self._start(request)
-        elif name == "saslContinue":
-            reply = await self._continue(request)
+        connection = request.connection.index
+        if name == "saslStart" and request.db == "$external":
+            reply, exchange = await asyncio.to_thread(self.server.start, request.document)
+            self._exchanges[connection] = exchange
+        elif name == "saslContinue" and request.db == "$external":
+            exchange = self._exchanges.get(connection)
+            reply = await asyncio.to_thread(self.server.finish, exchange, request.document)
         else:
             return None
         return Reply(reply, delay=self.delay)
-
-    async def _start(self, request: Request) -> dict[str, Any]:
-        import gssapi
-
-        if request.document.get("mechanism") != "GSSAPI" or request.db != "$external":
-            return {**_FAILED, "errmsg": "expected GSSAPI on $external"}
-        credentials = await asyncio.to_thread(
-            gssapi.Credentials, usage="accept", store={"keytab": self.keytab_path}
-        )
-        exchange = _Exchange(gssapi.SecurityContext(creds=credentials, usage="accept"))
-        self._exchanges[request.connection.index] = exchange
-        exchange.text = isinstance(request.document.get("payload"), str)
-        return await self._step(exchange, _payload(request))
-
-    async def _continue(self, request: Request) -> dict[str, Any]:
-        exchange = self._exchanges.get(request.connection.index)
-        if exchange is None or request.document.get("conversationId") != 1:
-            return {**_FAILED, "errmsg": "no such conversation"}
-        payload = _payload(request)
-        if not exchange.context.complete:
-            return await self._step(exchange, payload)
-        if not exchange.offered:
-            exchange.offered = True
-            wrapped = bytes((await asyncio.to_thread(exchange.context.wrap, self.offer, False)).message)
-            if self.tamper_offer:
-                wrapped = wrapped[:-1] + bytes((wrapped[-1] ^ 0xFF,))
-            return _reply(exchange, wrapped)
-        return await self._check_answer(exchange, payload)
-
-    async def _step(self, exchange: _Exchange, token: bytes) -> dict[str, Any]:
-        from gssapi.raw.misc import GSSError
-
-        try:
-            produced = await asyncio.to_thread(exchange.context.step, token)
-        except GSSError as exc:
-            self.failures.append(str(exc.gen_message()))
-            return dict(_FAILED)
-        if exchange.context.complete:
-            exchange.initiator = str(exchange.context.initiator_name)
-            exchange.target = str(exchange.context.target_name)
-            self.targets.append(exchange.target)
-        return _reply(exchange, produced or b"")
-
-    async def _check_answer(self, exchange: _Exchange, payload: bytes) -> dict[str, Any]:
-        from gssapi.raw.misc import GSSError
-
-        try:
-            unwrapped = await asyncio.to_thread(exchange.context.unwrap, payload)
-        except GSSError as exc:
-            self.failures.append(str(exc.gen_message()))
-            return dict(_FAILED)
-        answer = bytes(unwrapped.message)
-        self.answers.append(answer)
-        if len(answer) < 4 or answer[0] != 0x01:
-            self.failures.append(f"bad security layer answer {answer[:4]!r}")
-            return dict(_FAILED)
-        authorization_id = answer[4:].decode("utf-8")
-        assert exchange.initiator is not None
-        if authorization_id != exchange.initiator:
-            self.failures.append(f"authorization id {authorization_id!r} is not {exchange.initiator!r}")
-            return dict(_FAILED)
-        self.authenticated.append((exchange.initiator, authorization_id))
-        return _reply(exchange, b"", done=True)
