@@ -20,6 +20,7 @@ import pytest
 
 from mongio import MongoClient
 from mongio.errors import AuthenticationFailed
+from mongio.monitoring import CommandListener, ConnectionPoolListener
 from mongio.options import ConfigurationWarning
 from tests.support.kerberos_realm import (
     REALM,
@@ -236,3 +237,54 @@ async def test_a_tampered_security_layer_offer_fails_its_integrity_check(kerbero
         error = await refused(uri(peer))
     assert "unwrapping the server's security layer offer" in str(error)
     assert gssapi_member.answers == []
+
+
+# -- secrets -------------------------------------------------------------------------------------------------
+
+
+class EventRecorder(CommandListener, ConnectionPoolListener):
+    """Every command and pool event, as text."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def _record(self, event: object) -> None:
+        self.texts += [repr(event), repr(vars(event) if hasattr(event, "__dict__") else event)]
+
+    started = succeeded = failed = _record
+    pool_cleared = connection_closed = connection_check_out_failed = _record
+
+
+async def test_no_password_or_kerberos_token_in_any_error_log_record_or_event(
+    kerberos_env: KerberosRealm, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    recorder = EventRecorder()
+    wrong = "Wr0ngK3rbPass"
+    shown_texts: list[str] = []
+    tokens: list[bytes] = []
+    # A successful conversation (its tokens carry the service ticket), a wrong password, a refused service,
+    # a tampered security layer offer: each through a client with the recorder.
+    password = kerberos_env.user_password
+    for tamper_offer, given_password, properties in (
+        (False, password, ""),
+        (False, wrong, ""),
+        (False, password, "SERVICE_NAME:nosuch"),
+        (True, password, ""),
+    ):
+        gssapi_member = GssapiMember(kerberos_env.keytab_path, tamper_offer=tamper_offer)
+        async with LoopbackPeer(gssapi_member) as peer:
+            address = uri(peer, password=given_password, properties=properties)
+            try:
+                async with MongoClient(address, event_listeners=[recorder]) as client:
+                    await client.admin.command("ping")
+            except AuthenticationFailed as error:
+                shown_texts.append(shown(error, caplog))
+            tokens += [bytes(request.document["payload"]) for request in peer.commands("saslStart")]
+    assert len(shown_texts) == 3
+    assert tokens and recorder.texts
+    texts = [*shown_texts, *recorder.texts, *(record.getMessage() for record in caplog.records)]
+    for text in texts:
+        assert wrong not in text and kerberos_env.user_password not in text
+        for token in tokens:
+            assert repr(token)[2:40] not in text and token.hex()[:40] not in text
