@@ -10,6 +10,11 @@ $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c src/mongio/connect
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	@# python-gssapi builds against the system's Kerberos: only where krb5-config exists, never failing setup.
+	if command -v krb5-config >/dev/null 2>&1; then \
+	    $(BIN)/pip install --quiet -e '.[gssapi]' \
+	        || echo "python-gssapi could not be built: the GSSAPI tests will be skipped" >&2; \
+	fi
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -48,10 +48,11 @@ _connection_ids = itertools.count(1)
 
 class ExternalSasl(Protocol):
     """A SASL mechanism the members answer themselves on ``$external`` (the test server has only SCRAM):
-    ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers the
-    ``saslContinue`` that follows with it (see :mod:`spec_runner.cluster.aws_sasl`,
-    :mod:`spec_runner.cluster.oidc`). A hello's ``speculativeAuthenticate`` is the same ``saslStart``, given
-    to ``start``; its reply goes back in the hello's, unless it refuses."""
+    ``start`` answers ``saslStart`` and returns the conversation's state, ``finish`` answers each
+    ``saslContinue`` that follows with it, until a reply is ``done`` or refuses (see
+    :mod:`spec_runner.cluster.aws_sasl`, :mod:`spec_runner.cluster.oidc`, :mod:`spec_runner.cluster.gssapi_sasl`).
+    A hello's ``speculativeAuthenticate`` is the same ``saslStart``, given to ``start``; its reply goes back in
+    the hello's, unless it refuses."""
 
     def start(self, command: Mapping[str, Any]) -> tuple[dict[str, Any], Any]: ...
 
@@ -288,8 +289,10 @@ class MemberProxy:
         if connection.sasl is None:
             return None
         server, state = connection.sasl
-        connection.sasl = None
-        return server.finish(state, command)
+        reply = server.finish(state, command)
+        if reply.get("done") or not reply.get("ok"):
+            connection.sasl = None  # GSSAPI takes several saslContinues; the end or a refusal closes it
+        return reply
 
     def _sasl_start(self, connection: ClientConnection, command: Mapping[str, Any]) -> dict[str, Any] | None:
         server = self.presenter.sasl_server(str(command.get("mechanism")))

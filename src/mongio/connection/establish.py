@@ -92,7 +92,7 @@ async def handshake(
     credential = settings.credential if authenticate else None
     authenticator = (
         Authenticator(
-            credential, cache=settings.scram_cache, oidc_cache=settings.oidc_cache, host=str(conn.address[0])
+            credential, cache=settings.scram_cache, oidc_cache=settings.oidc_cache, address=conn.address
         )
         if credential is not None
         else None

@@ -12,7 +12,6 @@ import asyncio
 import datetime
 import struct
 import uuid
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,7 +27,6 @@ from mongio.connection.handshake import DriverInfo
 from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
-    ConfigurationError,
     NetworkTimeout,
     ServerSelectionTimeoutError,
     WaitQueueTimeoutError,
@@ -676,26 +674,3 @@ async def test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes() 
                 await client.db.coll.find_one()
 
 
-@pytest.mark.parametrize(
-    ("query", "kwargs"),
-    [
-        ("authMechanism=GSSAPI&gssapiServiceName=other", {"username": "alice@EXAMPLE.COM"}),
-        (
-            "authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:other",
-            {"username": "alice@EXAMPLE.COM"},
-        ),
-        ("authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:test", {}),
-    ],
-)
-async def test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism(
-    query: str, kwargs: dict[str, Any]
-) -> None:
-    mechanism = query.split("&")[0].split("=")[1]
-    async with LoopbackPeer() as peer:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConfigurationWarning)  # gssapiServiceName is deprecated
-            client = MongoClient(f"{peer.uri}?{query}&serverSelectionTimeoutMS=5000", **kwargs)
-        async with client:
-            with pytest.raises(ConfigurationError, match=f"cannot authenticate with {mechanism} yet"):
-                await client.admin.command("ping")
-    assert not peer.commands("ping")

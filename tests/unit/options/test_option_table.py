@@ -34,7 +34,6 @@ TLS = "tests/integration/api/test_option_effects_tls.py"
 SOCKS5 = "tests/integration/prose/test_socks5.py"
 OCSP = "tests/integration/server/test_ocsp.py"
 REFUSALS = "tests/unit/options/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
-MECHANISMS_REFUSED = f"{EFFECTS}::test_mechanisms_mongio_cannot_run_yet_are_refused_naming_the_mechanism"
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,16 @@ OPTION_TABLE: dict[str, Row] = {
     "appname": Proven(f"{EFFECTS}::test_appname_and_driver_are_in_the_handshake"),
     "authMechanism": Proven(
         f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication",
-        "GSSAPI, MONGODB-AWS and MONGODB-OIDC are refused at authentication (see authMechanismProperties)",
+        "GSSAPI runs against a real KDC in tests/integration/server/test_auth_gssapi_kdc.py, MONGODB-AWS against "
+        "loopback AWS endpoints in tests/unit/connection/test_auth_aws.py and MONGODB-OIDC against a loopback "
+        "identity server in tests/unit/connection/test_auth_oidc_prose.py",
     ),
-    "authMechanismProperties": Refused(
-        MECHANISMS_REFUSED,
+    "authMechanismProperties": Proven(
+        "tests/integration/server/test_auth_gssapi_kdc.py::test_service_name_picks_the_service",
         "only GSSAPI, MONGODB-AWS and MONGODB-OIDC take properties (any other mechanism refuses them when the "
-        "client is made); mongio cannot run those mechanisms yet and refuses them when it authenticates",
+        "client is made); MONGODB-OIDC's ENVIRONMENT is proven in tests/unit/connection/"
+        "test_auth_oidc_environments.py::test_azure_5_1_no_username_authenticates and MONGODB-AWS's "
+        "AWS_CREDENTIAL_PROVIDER in tests/unit/connection/test_auth_aws.py::test_custom_provider_1_authenticates",
     ),
     "authSource": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),
     "compressors": Proven(f"{EFFECTS}::test_compressors_are_offered_and_used"),
@@ -162,8 +165,10 @@ OPTION_TABLE: dict[str, Row] = {
         "tests/unit/compat/test_pymongo_types.py::test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given"
     ),
     "wtimeout": Proven(f"{EFFECTS}::test_write_concern_options_reach_the_write_command", "deprecated: warns"),
-    "gssapiServiceName": Refused(
-        MECHANISMS_REFUSED, "deprecated SERVICE_NAME of GSSAPI, which mongio refuses"
+    "gssapiServiceName": Proven(
+        "tests/integration/server/test_auth_gssapi_kdc.py::"
+        "test_the_deprecated_gssapi_service_name_picks_the_service",
+        "deprecated: warns, and becomes authMechanismProperties=SERVICE_NAME",
     ),
     # -- keyword-only settings --
     "username": Proven(f"{EFFECTS}::test_credentials_mechanism_and_source_drive_the_authentication"),

@@ -19,6 +19,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -29,11 +30,13 @@ import mongio
 from mongio import MongoClient
 from mongio import uri_parser as compat
 from mongio.asynchronous import uri_parser as async_compat
-from mongio.errors import ConfigurationError
+from mongio.connection.auth.gssapi import authenticate_gssapi
+from mongio.errors import AuthenticationFailed, ConfigurationError
 from mongio.options import ClientOptions, parse_uri
-from mongio.options.credentials import build_credential
+from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.secrets import REDACTED, Secrets, password_span, redact_uri
 from mongio.options.srv import SrvRecord
+from tests.support.fake_kerberos import FakeGssapiServer, FakeKerberos
 
 PW = "s3cr3tPW%21"  # the password as a connection string writes it
 PW_DECODED = "s3cr3tPW!"
@@ -55,12 +58,15 @@ RAISE_FILES = tuple(
         "options/srv.py",
         "uri_parser.py",
         "asynchronous/uri_parser.py",
+        "connection/auth/gssapi.py",
     )
 )
 # Raise sites no connection string or credential reaches, with why.
 UNREACHABLE = {
     # SRV polling runs after construction, on names only; no connection string or credential is at hand.
     ("options/srv.py", "rescan"),
+    # The system resolver raises rather than answer an empty list; the lookup is of a host name, no credential.
+    ("connection/auth/gssapi.py", "forward"),
 }
 
 
@@ -364,6 +370,47 @@ def _cases() -> Iterator[Case]:
         "srv-resolved-direct",
         _resolve(srv + "/?loadBalanced=true", FakeResolver(srv=((f"a.{CLUSTER}", 1), (f"b.{CLUSTER}", 1)))),
     )
+    yield from _gssapi_cases()
+
+
+def _gssapi(
+    *,
+    username: str | None = "alice@EXAMPLE.COM",
+    properties: dict[str, Any] | None = None,
+    server: Callable[[], FakeGssapiServer] = FakeGssapiServer,
+    kerberos: Callable[[], FakeKerberos] = FakeKerberos,
+    timeout: float | None = None,
+) -> Callable[[], object]:
+    """A GSSAPI conversation against a fresh scripted server and Kerberos library each time it runs."""
+    credential = MongoCredential(
+        mechanism="GSSAPI",
+        source="$external",
+        username=username,
+        password=PW_DECODED,
+        mechanism_properties=properties or {},
+    )
+
+    async def conversation() -> None:
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        await authenticate_gssapi(credential, server(), "h", library=kerberos(), deadline=deadline)
+
+    return lambda: asyncio.run(conversation())
+
+
+def _gssapi_cases() -> Iterator[Case]:
+    """GSSAPI authentication failing in each of its ways, with a password in the credential."""
+    failed = AuthenticationFailed
+    yield Case("gssapi-unnormalized-property", _gssapi(properties={"CANONICALIZE_HOST_NAME": "x"}))
+    yield Case("gssapi-auth-no-username", _gssapi(username=None))
+    for call in ("open", "step", "unwrap", "wrap"):
+        yield Case(f"gssapi-kerberos-{call}", _gssapi(kerberos=partial(FakeKerberos, fail=call)), failed)
+    for fault in ("refuse", "done-early", "no-payload", "not-done"):
+        yield Case(f"gssapi-server-{fault}", _gssapi(server=partial(FakeGssapiServer, fault=fault)), failed)
+    endless = _gssapi(server=partial(FakeGssapiServer, fault="endless"), kerberos=partial(FakeKerberos, steps=100))
+    yield Case("gssapi-endless", endless, failed)
+    yield Case("gssapi-deadline", _gssapi(kerberos=partial(FakeKerberos, slow=0.2), timeout=0.01), failed)
+    for name, offer in (("size", b"\x01"), ("layers", b"\x04\0\0\0")):
+        yield Case(f"gssapi-offer-{name}", _gssapi(server=partial(FakeGssapiServer, offer=offer)), failed)
 
 
 CASES = list(_cases())

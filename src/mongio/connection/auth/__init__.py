@@ -1,6 +1,6 @@
 """Authentication of a new connection: mechanism negotiation, speculative authentication and the
-conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, MONGODB-OIDC), all run
-through an injected
+conversations (SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, MONGODB-OIDC, GSSAPI), all
+run through an injected
 ``async run_command(db, command) -> reply`` so no mechanism touches a socket.
 
 For one connection::
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 _SCRAM = ("SCRAM-SHA-1", "SCRAM-SHA-256")
-_NOT_YET = ("GSSAPI",)
 _OIDC = "MONGODB-OIDC"
 
 
@@ -66,8 +65,9 @@ class Authenticator:
     mechanism, ``speculativeAuthenticate`` for SCRAM and X.509); ``authenticate()`` then finishes the job,
     skipping the first round trip when the hello's reply answered the speculative step. ``nonce`` fixes the
     SCRAM client nonce (tests only); ``cache`` replaces the process-wide SCRAM key cache. ``oidc_cache`` is the
-    client's MONGODB-OIDC token cache (a fresh one when not given) and ``host`` the server's host name, which a
-    human OIDC callback's ``ALLOWED_HOSTS`` must match.
+    client's MONGODB-OIDC token cache (a fresh one when not given). ``address`` is the server the connection
+    reached: GSSAPI names its service principal after its host, which a human OIDC callback's ``ALLOWED_HOSTS``
+    must match.
     """
 
     def __init__(
@@ -77,9 +77,10 @@ class Authenticator:
         cache: ScramKeyCache | None = None,
         nonce: str | None = None,
         oidc_cache: OidcTokenCache | None = None,
-        host: str | None = None,
+        address: tuple[str, int | None] | None = None,
     ) -> None:
         self.credential = credential
+        self.address = address
         self.cache = cache
         self._nonce = nonce
         self._speculative_mechanism: str | None = None
@@ -89,7 +90,9 @@ class Authenticator:
             from mongio.connection.auth.oidc import OidcConversation
             from mongio.connection.auth.oidc_cache import OidcTokenCache
 
-            self._oidc = OidcConversation(credential, oidc_cache or OidcTokenCache(), host=host)
+            self._oidc = OidcConversation(
+                credential, oidc_cache or OidcTokenCache(), host=None if address is None else str(address[0])
+            )
         self.used_speculative = False
         """True after ``authenticate()`` when the hello's speculative reply was used."""
         self.mechanism: str | None = None
@@ -152,7 +155,8 @@ class Authenticator:
         """Finish authentication after the handshake; raises ``AuthenticationFailed`` when refused.
 
         ``deadline`` (``loop.time()`` terms) also bounds what a mechanism waits for besides the server
-        (MONGODB-AWS's credential requests, an OIDC machine callback); ``run_command`` bounds the commands themselves.
+        (MONGODB-AWS's credential requests, an OIDC machine callback, GSSAPI's Kerberos calls); ``run_command``
+        bounds the commands themselves.
         """
         mechanism = negotiate_mechanism(self.credential, hello.sasl_supported_mechs if hello else None)
         self.mechanism = mechanism
@@ -178,6 +182,8 @@ class Authenticator:
             await authenticate_x509(self.credential, run_command, speculative_reply=speculative_reply)
         elif mechanism == "PLAIN":
             await authenticate_plain(self.credential, run_command)
+        elif mechanism == "GSSAPI":
+            await self._authenticate_gssapi(run_command, deadline)
         elif mechanism == "MONGODB-AWS":
             from mongio.connection.auth.aws import authenticate_aws
 
@@ -185,10 +191,17 @@ class Authenticator:
         elif mechanism == _OIDC:
             assert self._oidc is not None
             await self._oidc.authenticate(run_command, speculative_reply=speculative_reply, deadline=deadline)
-        elif mechanism in _NOT_YET:
-            raise ConfigurationError(f"mongio cannot authenticate with {mechanism} yet")
         else:
             raise ConfigurationError(f"unknown authentication mechanism {mechanism!r}")
+
+
+    async def _authenticate_gssapi(self, run_command: RunCommand, deadline: float | None) -> None:
+        # Kerberos (python-gssapi) is imported by the first GSSAPI conversation only.
+        from mongio.connection.auth.gssapi import authenticate_gssapi, server_host
+
+        if self.address is None:
+            raise ConfigurationError("GSSAPI needs the address of the server to name its service principal")
+        await authenticate_gssapi(self.credential, run_command, server_host(self.address), deadline=deadline)
 
 
 async def authenticate(
