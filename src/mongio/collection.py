@@ -94,6 +94,7 @@ __all__ = ["Collection", "ReturnDocument"]
 
 _D = TypeVar("_D")
 _R = TypeVar("_R")
+_CC = TypeVar("_CC", bound=CommandCursor[Any])
 
 # Keyword arguments PyMongo passes through to commands under the server's names; ours take snake_case.
 _AGGREGATE_OPTIONS = {
@@ -347,9 +348,10 @@ class Collection(Generic[_D]):
         return self._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(
-        self, operation: Operation[Any], session: Any, **cursor_options: Any
-    ) -> CommandCursor[Any]:
-        return CommandCursor(
+        self, cursor_class: type[_CC], operation: Operation[Any], session: Any, **cursor_options: Any
+    ) -> _CC:
+        """An unrun ``cursor_class`` running ``operation`` on this collection's client, under its timeout."""
+        return cursor_class(
             self._database.client,
             operation,
             session=session,
@@ -639,45 +641,29 @@ class Collection(Generic[_D]):
             cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
             return await cursor._first_document()
         # One find, run with no cursor: a single batch leaves nothing to fetch, and the executor gives this one
-        # command the timeout the cursor would have settled (its lifetime's, maxTimeMS sent).
-        operation = self._single_batch_find(filter, kwargs)
+        # command the timeout the cursor would have settled (its lifetime's, maxTimeMS sent). The options are
+        # those a find cursor hands to Find as given.
+        operation = Find(
+            self._database_name,
+            self._name,
+            filter,
+            limit=-1,
+            read_preference=self._read_preference,
+            read_concern=self._read_concern,
+            codec_options=self._codec_options,
+            **kwargs,
+        )
         pin = ConnectionPin()
         state, address = await self._executor.execute_answered(
             operation, session, level_timeout=self._timeout, pin=pin
         )
         batch = state.batch
         if state.id:
-            # The server kept a cursor open anyway: the cursor this find would have had takes it, to kill it.
-            left_open: Cursor[_D] = Cursor._for_find_one(self, filter, session, kwargs, operation)
+            # The server kept a cursor open anyway: the cursor of this find_one takes it, to kill it.
+            left_open: Cursor[_D] = self.find(filter, limit=-1, session=session, **kwargs)
             await left_open._kill_left_open(state, address, pin)
         document: _D | None = batch[0] if batch else None
         return document
-
-    def _single_batch_find(self, filter: Mapping[str, Any] | None, options: dict[str, Any]) -> Find:
-        """The ``find`` of :meth:`find_one`: ``limit`` -1 and the options of ``SINGLE_BATCH_OPTIONS`` given by
-        name, as ``self.find(filter, limit=-1, **options)`` would build it, but from the options given alone
-        (passing every option, unset ones included, would cost a good part of a find_one's CPU)."""
-        if not options:
-            return Find.first_match(
-                self._database_name,
-                self._name,
-                filter,
-                read_preference=self._read_preference,
-                read_concern=self._read_concern,
-                codec_options=self._codec_options,
-            )
-        if "sort" in options and not options["sort"]:
-            options["sort"] = None  # an empty sort means none, as in Cursor.__init__
-        return Find(
-            self._database_name,
-            self._name,
-            filter,
-            limit=-1,
-            **options,
-            read_preference=self._read_preference,
-            read_concern=self._read_concern,
-            codec_options=self._codec_options,
-        )
 
     def find_raw_batches(self, *args: Any, **kwargs: Any) -> RawBatchCursor:
         """Like :meth:`find`, but each item is a whole batch from the server as ``bytes`` (the BSON of its
@@ -698,8 +684,8 @@ class Collection(Generic[_D]):
         """Like :meth:`aggregate` (same options, ``let`` included), but each item is a whole batch of results
         as ``bytes`` (the BSON of its documents back to back)."""
         raw = self.with_options(codec_options=raw_batch_codec_options(self._codec_options))
-        cursor = raw.aggregate(pipeline, session=session, comment=comment, **kwargs)
-        return RawBatchCommandCursor.of(cursor)
+        cursor: RawBatchCommandCursor = raw._aggregate(RawBatchCommandCursor, pipeline, session, None, comment, kwargs)
+        return cursor
 
     async def _find_and_modify(self, filter: Mapping[str, Any], session: Any, **arguments: Any) -> _D | None:
         operation = FindAndModify(
@@ -1000,6 +986,18 @@ class Collection(Generic[_D]):
 
         ``timeout_mode`` (:class:`~mongio.TimeoutMode`) says how a ``timeoutMS`` bounds the cursor.
         """
+        return self._aggregate(CommandCursor, pipeline, session, let, comment, kwargs)
+
+    def _aggregate(
+        self,
+        cursor_class: type[_CC],
+        pipeline: Sequence[Mapping[str, Any]],
+        session: ClientSession | None,
+        let: Mapping[str, Any] | None,
+        comment: Any,
+        kwargs: dict[str, Any],
+    ) -> _CC:
+        """The unrun ``cursor_class`` of an aggregation, given :meth:`aggregate`'s arguments."""
         timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -1023,6 +1021,7 @@ class Collection(Generic[_D]):
             **options,
         )
         return self._command_cursor(
+            cursor_class,
             operation,
             session,
             batch_size=options.get("batch_size") or 0,
@@ -1194,7 +1193,7 @@ class Collection(Generic[_D]):
             codec_options=self._codec_options,
         )
         return self._command_cursor(
-            operation, session, comment=comment, timeout_mode=timeout_mode, batch_size=batch_size or 0
+            CommandCursor, operation, session, comment=comment, timeout_mode=timeout_mode, batch_size=batch_size or 0
         )
 
     def _primary(self) -> _ServerMode | None:
@@ -1263,6 +1262,7 @@ class Collection(Generic[_D]):
             **options,
         )
         return self._command_cursor(
+            CommandCursor,
             operation,
             session,
             batch_size=options.get("batch_size") or 0,
@@ -1350,7 +1350,7 @@ class Collection(Generic[_D]):
             comment=comment,
             codec_options=self._codec_options,
         )
-        cursor: CommandCursor[Any] = self._command_cursor(operation, session)
+        cursor: CommandCursor[Any] = self._command_cursor(CommandCursor, operation, session)
         async with cursor:
             async for info in cursor:
                 options: dict[str, Any] = dict(info.get("options") or {})
