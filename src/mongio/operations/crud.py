@@ -302,7 +302,6 @@ class Find(_ReadOperation):
         database: str,
         collection: str,
         filter: Mapping[str, Any] | None = None,
-        *,
         limit: int = 0,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
@@ -310,7 +309,8 @@ class Find(_ReadOperation):
         **options: Unpack[FindOptions],
     ) -> None:
         # The options come as one mapping, checked by _add_options only when some are given: a find_one (one
-        # find per call, usually with a filter alone) then pays for no keyword default of the two dozen.
+        # find per call, usually with a filter alone) then pays for no keyword default of the two dozen. The
+        # others may be given by position, the cheaper call to a class, which find_one makes.
         body: dict[str, Any] = {
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
