@@ -83,6 +83,31 @@ _RUN_STATE = (
     "_keeps_documents",
 )
 
+# What Cursor.__init__ puts in its option dict for an option not given (by the names of Find's FindOptions),
+# which Find would take by default: it is left out of the Find the cursor builds.
+_NOT_GIVEN: dict[str, Any] = {
+    "projection": None,
+    "skip": 0,
+    "batch_size": 0,
+    "no_cursor_timeout": None,
+    "cursor_type": CursorType.NON_TAILABLE,
+    "sort": None,
+    "allow_partial_results": None,
+    "oplog_replay": None,
+    "collation": None,
+    "hint": None,
+    "max_scan": None,
+    "max_time_ms": None,
+    "max_await_time_ms": None,
+    "max": None,
+    "min": None,
+    "return_key": None,
+    "show_record_id": None,
+    "comment": None,
+    "allow_disk_use": None,
+    "let": None,
+    "raw_data": None,
+}
 # The options find_one takes by name without a cursor (its common ones): each goes to Find as given.
 SINGLE_BATCH_OPTIONS = frozenset({"projection", "sort", "hint", "comment", "collation", "max_time_ms", "let"})
 
@@ -670,13 +695,21 @@ class Cursor(_CursorBase[_T]):
 
     def _find_operation(self) -> Find:
         collection = self._collection
+        # Only the options given go to Find, the others by position: each passed by name costs its matching,
+        # and the two dozen a cursor holds would make up most of the cost of making a cursor. The one that is
+        # the very object Find takes by default is left out (identity, so that a value merely equal to it, 0.0
+        # or False, is still checked).
+        spec = self._spec
+        given = {name: spec[name] for name, default in _NOT_GIVEN.items() if spec[name] is not default}
         return Find(
             collection.database.name,
             collection.name,
-            **self._spec,
-            read_preference=collection.read_preference,
-            read_concern=collection.read_concern,
-            codec_options=collection.codec_options,
+            spec["filter"],
+            spec["limit"],
+            collection.read_preference,
+            collection.read_concern,
+            collection.codec_options,
+            **given,
         )
 
     def _first_operation(self) -> Operation[CursorState]:

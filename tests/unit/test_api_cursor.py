@@ -378,7 +378,9 @@ async def test_cursor_left_open_at_its_limit_is_killed() -> None:
     assert client.sessions[0].has_ended
 
 
-async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancelled_first_command_hands_the_session_to_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     gate = asyncio.Event()
     client = FakeClient(respond=CursorServer(documents(3)))
     original = client._executor.execute_answered
@@ -408,7 +410,9 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypat
 async def test_a_clone_is_made_by_the_constructor_with_every_option_and_the_session() -> None:
     _, _, coll = setup(5)
     session = object()
-    cursor: Cursor[Any] = coll.find({"a": 1}, projection=["x"], skip=1, session=session, timeout_mode="iteration")
+    cursor: Cursor[Any] = coll.find(
+        {"a": 1}, projection=["x"], skip=1, session=session, timeout_mode="iteration"
+    )
     cursor.sort("x", -1).limit(3).add_option(CursorType.TAILABLE_AWAIT).max_await_time_ms(20).comment("c")
     clone = cursor.clone()
     assert type(clone) is Cursor and clone is not cursor
@@ -440,3 +444,14 @@ def test_aggregate_raw_batches_makes_its_cursor_by_its_own_constructor() -> None
     cursor = coll.aggregate_raw_batches([{"$match": {}}], batchSize=2)
     assert type(cursor) is RawBatchCommandCursor
     assert cursor._batch_size == 2 and cursor._codec_options.document_class is RawBSONDocument
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"skip": 0.0}, "skip must be an int"), ({"batch_size": False}, "batch_size must be an int")],
+)
+def test_a_value_equal_to_an_options_default_is_still_checked(options: dict[str, Any], message: str) -> None:
+    # The cursor leaves out of its Find only the very objects Find takes by default, not values equal to them.
+    _, _, coll = setup(1)
+    with pytest.raises(TypeError, match=message):
+        coll.find({}, **options)
