@@ -181,10 +181,12 @@ class DerivedScope(OptionScope):
         operation: Operation[Any],
         session: Any,
         item: Callable[[Mapping[str, Any]], Any] | None = None,
+        *,
+        cursor_class: type[CommandCursor[Any]] = CommandCursor,
         **cursor_options: Any,
     ) -> CommandCursor[Any]:
-        """A cursor over what ``operation`` answers (each document made into ``item`` when given), run under
-        this object's timeout."""
+        """A ``cursor_class`` over what ``operation`` answers (each document made into ``item`` when given), run
+        under this object's timeout."""
         if item is not None:
             return ObjectCommandCursor(
                 self._client,
@@ -195,7 +197,7 @@ class DerivedScope(OptionScope):
                 level_timeout=self._timeout,
                 **cursor_options,
             )
-        return CommandCursor(
+        return cursor_class(
             self._client,
             operation,
             session=session,
@@ -213,10 +215,11 @@ class DerivedScope(OptionScope):
         let: Mapping[str, Any] | None,
         comment: Any,
         kwargs: dict[str, Any],
+        cursor_class: type[CommandCursor[Any]] = CommandCursor,
     ) -> CommandCursor[Any]:
-        """The cursor of an ``aggregate`` on ``collection`` (``None``: the database, ``{aggregate: 1}``) with
-        this object's options; ``kwargs`` are the command's options (see ``AGGREGATE_OPTIONS``), others
-        going into the command as given, and ``timeout_mode``."""
+        """The ``cursor_class`` of an ``aggregate`` on ``collection`` (``None``: the database,
+        ``{aggregate: 1}``) with this object's options; ``kwargs`` are the command's options (see
+        ``AGGREGATE_OPTIONS``), others going into the command as given, and ``timeout_mode``."""
         timeout_mode = kwargs.pop("timeout_mode", None)
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -242,6 +245,7 @@ class DerivedScope(OptionScope):
         return self._command_cursor(
             operation,
             session,
+            cursor_class=cursor_class,
             batch_size=options.get("batch_size") or 0,
             max_await_time_ms=operation.max_await_time_ms,
             comment=comment,

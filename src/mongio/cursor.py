@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import copy
-import functools
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -54,6 +52,7 @@ __all__ = ["CommandCursor", "Cursor", "CursorType", "RawBatchCommandCursor", "Ra
 
 _T = TypeVar("_T")
 _Self = TypeVar("_Self", bound="_CursorBase[Any]")
+_C = TypeVar("_C", bound="Cursor[Any]")
 
 # The cursor flags of OP_QUERY, which PyMongo's add_option/remove_option take.
 _TAILABLE = 2
@@ -84,12 +83,11 @@ _RUN_STATE = (
     "_keeps_documents",
 )
 
-# The options of a find cursor that was given none (Cursor.__init__'s defaults, by the names Find takes).
-_DEFAULT_SPEC: dict[str, Any] = {
-    "filter": None,
+# What Cursor.__init__ puts in its option dict for an option not given (by the names of Find's FindOptions),
+# which Find would take by default: it is left out of the Find the cursor builds.
+_NOT_GIVEN: dict[str, Any] = {
     "projection": None,
     "skip": 0,
-    "limit": 0,
     "batch_size": 0,
     "no_cursor_timeout": None,
     "cursor_type": CursorType.NON_TAILABLE,
@@ -684,8 +682,8 @@ class Cursor(_CursorBase[_T]):
             "batch_size": batch_size,
             "no_cursor_timeout": no_cursor_timeout or None,
             "cursor_type": cursor_type,
-            # An empty sort means none, as in PyMongo (ODMs pass one when no order was asked for).
-            "sort": sort or None,
+            # An empty sort means none, as in PyMongo (ODMs pass one when no order was asked for): Find says so.
+            "sort": sort,
             "allow_partial_results": allow_partial_results or None,
             "oplog_replay": oplog_replay or None,
             "collation": collation,
@@ -705,35 +703,6 @@ class Cursor(_CursorBase[_T]):
         # Built now so that a bad value fails at the call that gave it; kept for the first run.
         self._prepared: Find | None = self._find_operation()
 
-    @classmethod
-    def _for_find_one(
-        cls,
-        collection: Collection[Any],
-        filter: Mapping[str, Any] | None,
-        session: Any,
-        options: dict[str, Any],
-        operation: Find,
-    ) -> Cursor[Any]:
-        """The cursor of a ``find_one`` whose ``find`` (``operation``: ``limit`` -1 and the options of
-        :data:`SINGLE_BATCH_OPTIONS` given by name) the server answered with a cursor left open: what
-        ``Cursor(collection, filter, session=session, limit=-1, **options)`` makes, with that ``find``. Made
-        only then (see :meth:`_kill_left_open`); its option dict only if something reads it."""
-        cursor: Cursor[Any] = cls.__new__(cls)
-        _CursorBase.__init__(cursor, collection.database.client, session, collection.codec_options)
-        cursor._level_timeout = collection.timeout
-        cursor._collection = collection
-        # The options as given; _spec merges them with the defaults only if something reads it.
-        cursor._find_one_options = options
-        cursor._find_one_filter = filter
-        cursor._prepared = operation
-        return cursor
-
-    @functools.cached_property
-    def _spec(self) -> dict[str, Any]:
-        """The cursor's options by the names Find takes them. ``__init__`` sets them; a ``find_one`` cursor
-        (whose Find is built from the options given) makes them here, for the few things that read them."""
-        return {**_DEFAULT_SPEC, **self._find_one_options, "filter": self._find_one_filter, "limit": -1}
-
     @property
     def collection(self) -> Collection[Any]:
         """The collection this cursor reads."""
@@ -741,13 +710,21 @@ class Cursor(_CursorBase[_T]):
 
     def _find_operation(self) -> Find:
         collection = self._collection
+        # Only the options given go to Find, the others by position: each passed by name costs its matching,
+        # and the two dozen a cursor holds would make up most of the cost of making a cursor. The one that is
+        # the very object Find takes by default is left out (identity, so that a value merely equal to it, 0.0
+        # or False, is still checked).
+        spec = self._spec
+        given = {name: spec[name] for name, default in _NOT_GIVEN.items() if spec[name] is not default}
         return Find(
             collection.database.name,
             collection.name,
-            **self._spec,
-            read_preference=collection.read_preference,
-            read_concern=collection.read_concern,
-            codec_options=collection.codec_options,
+            spec["filter"],
+            spec["limit"],
+            collection.read_preference,
+            collection.read_concern,
+            collection.codec_options,
+            **given,
         )
 
     def _first_operation(self) -> Operation[CursorState]:
@@ -763,9 +740,6 @@ class Cursor(_CursorBase[_T]):
 
     _limit = 0
     _single_batch = False
-    # A find_one cursor's options as given to it, and its filter (what _spec is made from).
-    _find_one_options: dict[str, Any]
-    _find_one_filter: Mapping[str, Any] | None
 
     def _take_implicit_session(self) -> None:
         # A single batch (find_one) has no getMore to tie to its find: the server session the executor takes
@@ -943,13 +917,17 @@ class Cursor(_CursorBase[_T]):
 
     def clone(self) -> Cursor[_T]:
         """A new, unrun cursor with the same query, options and session."""
-        other: Cursor[_T] = Cursor.__new__(Cursor)
-        _CursorBase.__init__(other, self._client, self._explicit_session, self._codec_options)
-        other._collection = self._collection
-        other._spec = copy.copy(self._spec)
-        other._prepared = None
-        other._level_timeout = self._level_timeout
-        other._timeout_mode = self._timeout_mode
+        return self._remade(Cursor, self._collection)
+
+    def _remade(self, cursor_class: type[_C], source: Any) -> _C:
+        """A new, unrun ``cursor_class`` with this cursor's query, options, session and timeout mode, made by
+        its constructor from ``source`` (what that constructor takes first: the collection to read) and the
+        builder method of the one option the constructor does not take."""
+        options = dict(self._spec)
+        max_await_time_ms = options.pop("max_await_time_ms")
+        other = cursor_class(source, session=self._explicit_session, timeout_mode=self._timeout_mode, **options)
+        if max_await_time_ms is not None:
+            other.max_await_time_ms(max_await_time_ms)
         return other
 
     async def rewind(self) -> Cursor[_T]:
@@ -1118,35 +1096,17 @@ class RawBatchCursor(Cursor[bytes]):
 
     def clone(self) -> RawBatchCursor:
         """A new, unrun raw batch cursor with the same query, options and session."""
-        other = Cursor.clone(self)
-        # Cursor.clone makes a plain Cursor over the raw-decoding collection; only the batching differs.
-        other.__class__ = RawBatchCursor
-        assert isinstance(other, RawBatchCursor)
-        other._plain_collection = self._plain_collection
-        return other
+        return self._remade(RawBatchCursor, self._plain_collection)
 
     async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
         """The server's query plan for this query, decoded as the collection decodes documents."""
-        plain = Cursor.clone(self)
-        plain._collection = self._plain_collection
-        return await plain.explain(verbosity, max_time_ms)
+        return await self._remade(Cursor, self._plain_collection).explain(verbosity, max_time_ms)
 
 
 class RawBatchCommandCursor(CommandCursor[bytes]):
     """The cursor of :meth:`Collection.aggregate_raw_batches
     <mongio.collection.Collection.aggregate_raw_batches>`: each item is one batch of results as the server sent
     it, the BSON of its documents back to back (``bytes``)."""
-
-    @classmethod
-    def of(cls, cursor: CommandCursor[Any]) -> RawBatchCommandCursor:
-        """The raw batch form of an unrun command cursor whose command decodes its reply with
-        :func:`raw_batch_codec_options`."""
-        if cursor._started:
-            raise InvalidOperation("the cursor has already run")
-        # Same state and command; only how batches are handed out differs.
-        cursor.__class__ = cls
-        assert isinstance(cursor, cls)
-        return cursor
 
     def _accept(self, state: CursorState) -> None:
         self._accept_raw_batch(state, super()._accept)

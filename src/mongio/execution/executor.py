@@ -232,8 +232,7 @@ class Executor:
         run = OperationRun(operation, session, address)
         result = await self._execute(run, level_timeout, pin)
         assert run.server_address is not None  # the address of the attempt that succeeded
-        # tuple.__new__: the pair as the NamedTuple, without the Python-level __new__ NamedTuple makes.
-        return tuple.__new__(Answered, (result, run.server_address))
+        return Answered(result, run.server_address)
 
     def _execute(
         self, run: OperationRun[R], level_timeout: float | None, pin: ConnectionPin | None

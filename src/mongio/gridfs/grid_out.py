@@ -476,8 +476,4 @@ class GridOutCursor(Cursor[Any]):
 
     def clone(self) -> GridOutCursor:
         """A new, unread cursor with the same query and options."""
-        other = GridOutCursor.__new__(GridOutCursor)
-        base = super().clone()
-        other.__dict__.update(base.__dict__)
-        other._root_collection = self._root_collection
-        return other
+        return self._remade(GridOutCursor, self._root_collection)

@@ -185,9 +185,8 @@ def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> C
         batch = cursor.get(batch_field)  # also what refuses a cursor field that is not a document
         if batch is None:
             batch = cursor.get("nextBatch" if batch_field == "firstBatch" else "firstBatch", [])
-        # Membership tests rather than get() calls, and the tuple made without the generated __new__ of the
-        # named tuple (a Python-level call): a find_one parses one cursor reply per call. A snapshot read's
-        # atClusterTime is in the cursor, or else beside it.
+        # Membership tests rather than get() calls: a find_one parses one cursor reply per call. A snapshot
+        # read's atClusterTime is in the cursor, or else beside it.
         holder = cursor if "atClusterTime" in cursor else reply
         fields = (
             int(cursor["id"]) if "id" in cursor else 0,
@@ -196,7 +195,8 @@ def parse_cursor(reply: Mapping[str, Any], batch_field: str = "firstBatch") -> C
             cursor["postBatchResumeToken"] if "postBatchResumeToken" in cursor else None,  # noqa: SIM401 (no call)
             holder["atClusterTime"] if "atClusterTime" in holder else None,  # noqa: SIM401
         )
-        return tuple.__new__(CursorState, fields)
+        # _make: the named tuple's own constructor from its fields, a call cheaper than a class call.
+        return CursorState._make(fields)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise InvalidOperation(f"the reply is not a cursor: {reply!r}") from exc
 
@@ -249,12 +249,12 @@ class Operation(Generic[R]):
     def __init__(
         self,
         database: str,
-        *,
         read_preference: _ServerMode | None = None,
         read_concern: ReadConcern | None = None,
         write_concern: WriteConcern | None = None,
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
+        # Positional or by name: a find calls it with positions, the cheaper call (one find per find_one).
         self.database = database
         self.read_preference = read_preference
         self.read_concern = read_concern

@@ -8,7 +8,7 @@ Arguments are checked and the constant part of each command is assembled when th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64, encode
 from mongio.bson._encoder import encode_insert_document
@@ -66,6 +66,7 @@ __all__ = [
     "Explain",
     "Find",
     "FindAndModify",
+    "FindOptions",
     "GetMore",
     "Insert",
     "KillCursors",
@@ -108,11 +109,6 @@ class CursorType:
     TAILABLE = 2
     TAILABLE_AWAIT = 34
     EXHAUST = 64
-
-
-# find_one's cursor type, read per call: a module constant (an attribute read off a class object is not
-# specialized on Python 3.11).
-_NON_TAILABLE = CursorType.NON_TAILABLE
 
 
 def _mapping(value: Any, name: str) -> Mapping[str, Any]:
@@ -190,9 +186,8 @@ class _ReadOperation(Operation[Any]):
 
     def build(self, context: ConnectionContext) -> Command:
         body = dict(self._body)
-        # for_server only ever removes rawData; and the tuple is made without the generated __new__ of the
-        # named tuple (a Python-level call): a find_one builds one find per call.
-        return tuple.__new__(Command, (for_server(body, context) if "rawData" in body else body, None))
+        # for_server only ever removes rawData.
+        return Command(for_server(body, context) if "rawData" in body else body)
 
 
 def _add_limit(body: dict[str, Any], limit: int, batch_size: int, single_batch: bool) -> int:
@@ -256,28 +251,91 @@ def _add_cursor_type(body: dict[str, Any], cursor_type: int, limit: int) -> None
             body["awaitData"] = True
 
 
+class FindOptions(TypedDict, total=False):
+    """The options of a ``find`` besides its filter and limit, by the names :class:`Find` takes them (each as
+    ``find()`` documents it; left out: not sent)."""
+
+    projection: Any
+    sort: Any
+    skip: int
+    batch_size: int
+    single_batch: bool
+    hint: Any
+    min: Mapping[str, Any] | None
+    max: Mapping[str, Any] | None
+    return_key: bool | None
+    show_record_id: bool | None
+    allow_disk_use: bool | None
+    no_cursor_timeout: bool | None
+    cursor_type: int
+    allow_partial_results: bool | None
+    oplog_replay: bool | None
+    max_time_ms: int | None
+    max_await_time_ms: int | None
+    max_scan: int | None
+    collation: Any
+    let: Mapping[str, Any] | None
+    comment: Any
+    raw_data: bool | None
+
+
 class Find(_ReadOperation):
     """``find``; the reply becomes a :class:`~mongio.operations.base.CursorState`.
 
     ``limit`` < 0 asks for a single batch of ``-limit`` documents; ``limit`` 0 and ``batch_size`` 0 mean no
-    limit and the server's batch size. ``cursor_type`` is a :class:`CursorType`. ``max_await_time_ms`` is not
-    part of ``find``: it is kept here for the cursor's ``getMore`` commands, as are ``batch_size`` and
-    ``comment``. A find cursor sets :attr:`~mongio.operations.base.Operation.lazy_batch` on the ``Find`` it
-    runs, when it decides how to receive its first batch.
+    limit and the server's batch size. The other options are those of :class:`FindOptions`: ``cursor_type``
+    is a :class:`CursorType`, an empty ``sort`` means none. ``max_await_time_ms`` is not part of ``find``: it
+    is kept here for the cursor's ``getMore`` commands, as are ``batch_size`` and ``comment``. A find cursor
+    sets :attr:`~mongio.operations.base.Operation.lazy_batch` on the ``Find`` it runs, when it decides how to
+    receive its first batch.
     """
 
     command_name = "find"
+    # What a find given no option but its filter and limit has; a find given options sets its own.
+    batch_size = 0
+    comment: Any = None
+    cursor_type = CursorType.NON_TAILABLE
+    max_await_time_ms: int | None = None
 
     def __init__(
         self,
         database: str,
         collection: str,
         filter: Mapping[str, Any] | None = None,
+        limit: int = 0,
+        read_preference: _ServerMode | None = None,
+        read_concern: ReadConcern | None = None,
+        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
+        **options: Unpack[FindOptions],
+    ) -> None:
+        # The options come as one mapping, checked by _add_options only when some are given: a find_one (one
+        # find per call, usually with a filter alone) then pays for no keyword default of the two dozen. The
+        # others may be given by position, the cheaper call to a class, which find_one makes.
+        body: dict[str, Any] = {
+            "find": collection,
+            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
+        }
+        Operation.__init__(self, database, read_preference, read_concern, None, codec_options)
+        self._body = body
+        self.collection = collection
+        if options:
+            self.limit = self._add_options(body, limit, **options)
+        elif limit == -1 and type(limit) is int:
+            # find_one's: written out, as _add_limit would.
+            body["limit"] = self.limit = 1
+            body["singleBatch"] = True
+        else:
+            self.limit = _add_limit(body, limit, 0, False)
+        self.single_batch = "singleBatch" in body
+
+    def _add_options(
+        self,
+        body: dict[str, Any],
+        limit: int,
         *,
         projection: Any = None,
         sort: Any = None,
         skip: int = 0,
-        limit: int = 0,
         batch_size: int = 0,
         single_batch: bool = False,
         hint: Any = None,
@@ -297,17 +355,12 @@ class Find(_ReadOperation):
         let: Mapping[str, Any] | None = None,
         comment: Any = None,
         raw_data: bool | None = None,
-        read_preference: _ServerMode | None = None,
-        read_concern: ReadConcern | None = None,
-        codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
-    ) -> None:
-        body: dict[str, Any] = {
-            "find": collection,
-            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
-        }
+    ) -> int:
+        """Check the options given to ``__init__`` and put them in the command (an unknown name is a
+        ``TypeError``); returns the limit, made positive."""
         if projection is not None:
             body["projection"] = _projection(projection)
-        if sort is not None:
+        if sort:
             body["sort"] = index_document(sort, "sort")
         if skip or type(skip) is not int:
             body["skip"] = _int(skip, "skip")
@@ -329,54 +382,13 @@ class Find(_ReadOperation):
                 let=let,
                 raw_data=raw_data,
             )
-        super().__init__(
-            database, read_preference=read_preference, read_concern=read_concern, codec_options=codec_options
-        )
-        self._body = body
-        self.collection = collection
+        if max_await_time_ms is not None:
+            _int(max_await_time_ms, "max_await_time_ms")
         self.batch_size = batch_size
-        self.limit = limit
-        self.single_batch = "singleBatch" in body
         self.comment = comment
         self.cursor_type = cursor_type
         self.max_await_time_ms = max_await_time_ms if cursor_type == CursorType.TAILABLE_AWAIT else None
-        if max_await_time_ms is not None:
-            _int(max_await_time_ms, "max_await_time_ms")
-
-    @classmethod
-    def first_match(
-        cls,
-        database: str,
-        collection: str,
-        filter: Mapping[str, Any] | None,
-        *,
-        read_preference: _ServerMode | None,
-        read_concern: ReadConcern | None,
-        codec_options: CodecOptions,
-    ) -> Find:
-        """``Find(database, collection, filter, limit=-1, ...)`` with no other option (a plain ``find_one``),
-        made without the option checks of ``__init__``, which would be most of its cost: the same
-        attributes, set directly."""
-        find = cls.__new__(cls)
-        find._body = {
-            "find": collection,
-            "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
-            "limit": 1,
-            "singleBatch": True,
-        }
-        find.database = database
-        find.read_preference = read_preference
-        find.read_concern = read_concern
-        find.write_concern = None
-        find.codec_options = codec_options
-        find.collection = collection
-        find.batch_size = 0
-        find.limit = 1
-        find.single_batch = True
-        find.comment = None
-        find.cursor_type = _NON_TAILABLE
-        find.max_await_time_ms = None
-        return find
+        return limit
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         return parse_cursor(reply)

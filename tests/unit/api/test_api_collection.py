@@ -247,6 +247,58 @@ async def test_find_one_with_an_empty_sort_sends_none_and_checks_its_options() -
     assert len(client.calls) == 1
 
 
+# Each is checked by Find's own constructor, whichever of find(), find_one() (with or without a cursor) or a
+# cursor's builder gives it: find_one builds the same Find, so it must refuse each alike.
+_BAD_FIND_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"projection": 5}, TypeError, "projection must be a mapping"),
+    ({"sort": 5}, TypeError, "sort"),
+    ({"hint": 5}, TypeError, "hint"),
+    ({"max_time_ms": "soon"}, TypeError, "max_time_ms must be an int"),
+    ({"max_time_ms": -1}, ValueError, "max_time_ms must be >= 0"),
+    ({"collation": 5}, TypeError, "collation must be a mapping"),
+    ({"let": [1]}, TypeError, "let must be a mapping"),
+    ({"skip": -1}, ValueError, "skip must be >= 0"),
+    ({"batch_size": "10"}, TypeError, "batch_size must be an int"),
+    ({"raw_data": 1}, TypeError, "raw_data must be True, False or None"),
+]
+
+
+@pytest.mark.parametrize(("options", "error", "message"), _BAD_FIND_OPTIONS)
+async def test_find_one_refuses_a_bad_option_as_find_does(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    client = FakeClient(respond=CursorServer(documents(2)))
+    coll = client["db"]["coll"]
+    with pytest.raises(error) as from_find:
+        coll.find({"a": 1}, **options)
+    with pytest.raises(error) as from_find_one:
+        await coll.find_one({"a": 1}, **options)
+    with pytest.raises(error) as from_find_one_by_id:
+        await coll.find_one(1, **options)
+    assert message in str(from_find.value)
+    assert str(from_find_one.value) == str(from_find_one_by_id.value) == str(from_find.value)
+    assert client.calls == []  # refused before anything was sent
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"projection": ["x"]},
+        {"sort": [("x", -1)], "hint": "x_1", "comment": {"c": 1}, "max_time_ms": 5},
+        {"sort": {}, "collation": {"locale": "fr"}, "let": {"v": 1}},
+    ],
+)
+async def test_find_one_sends_the_find_of_find_with_limit_minus_one(options: dict[str, Any]) -> None:
+    client = FakeClient(respond=CursorServer(documents(2)))
+    coll = client["db"]["coll"]
+    await coll.find_one({"a": 1}, **options)
+    await coll.find({"a": 1}, limit=-1, **options).to_list()
+    by_find_one, by_find = client.calls
+    assert by_find_one.body == by_find.body
+    assert by_find_one.body["singleBatch"] is True and by_find_one.body["limit"] == 1
+
+
 async def test_find_one_kills_under_its_explicit_session_and_leaves_it_open() -> None:
     recorder = QueuedReplies(find={"cursor": {"id": 7, "ns": "db.coll", "firstBatch": [{"_id": 1}]}})
     client = FakeClient(respond=recorder)

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from mongio.cursor import CommandCursor, Cursor
+from mongio.bson import RawBSONDocument
+from mongio.cursor import CommandCursor, Cursor, RawBatchCommandCursor, RawBatchCursor
 from mongio.errors import CursorNotFound, InvalidOperation, OperationFailure
 from mongio.execution.executor import Answered
+from mongio.gridfs.grid_out import GridOutCursor
 from mongio.operations.base import Operation
 from mongio.operations.crud import CursorType
 from tests.support.fake_client import ADDRESS, CursorServer, FakeClient, documents
@@ -376,7 +378,9 @@ async def test_cursor_left_open_at_its_limit_is_killed() -> None:
     assert client.sessions[0].has_ended
 
 
-async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancelled_first_command_hands_the_session_to_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     gate = asyncio.Event()
     client = FakeClient(respond=CursorServer(documents(3)))
     original = client._executor.execute_answered
@@ -403,16 +407,51 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(monkeypat
     assert not cursor.alive
 
 
-def test_a_find_one_cursor_has_the_options_of_the_cursor_find_would_make() -> None:
-    coll = FakeClient()["db"]["coll"]
-    options: dict[str, Any] = {"projection": {"x": 1}, "sort": [], "comment": "c", "max_time_ms": 5}
-    given = dict(options)
-    operation = coll._single_batch_find({"a": 1}, given)
-    single = Cursor._for_find_one(coll, {"a": 1}, None, given, operation)
-    general: Cursor[Any] = Cursor(coll, {"a": 1}, limit=-1, **options)
-    # find_one builds its find from the options given, and its cursor's option dict only when read: both
-    # must match what the general constructor makes.
-    assert single._spec == general._spec
-    assert single._tailable() is False and repr(single) == repr(general)
-    assert single._prepared is operation and general._prepared is not None
-    assert operation.body == general._prepared.body == single._find_operation().body
+async def test_a_clone_is_made_by_the_constructor_with_every_option_and_the_session() -> None:
+    _, _, coll = setup(5)
+    session = object()
+    cursor: Cursor[Any] = coll.find(
+        {"a": 1}, projection=["x"], skip=1, session=session, timeout_mode="iteration"
+    )
+    cursor.sort("x", -1).limit(3).add_option(CursorType.TAILABLE_AWAIT).max_await_time_ms(20).comment("c")
+    clone = cursor.clone()
+    assert type(clone) is Cursor and clone is not cursor
+    assert clone._spec == cursor._spec and clone._spec is not cursor._spec
+    assert clone.session is session and clone._timeout_mode is cursor._timeout_mode
+    assert clone._find_operation().body == cursor._find_operation().body
+    assert clone._find_operation().max_await_time_ms == 20
+    # The clone checks what the constructor checks: an option that is wrong is refused by both alike.
+    cursor._spec["skip"] = -1
+    with pytest.raises(ValueError, match="skip must be >= 0"):
+        cursor.clone()
+
+
+def test_the_clones_of_raw_batch_and_gridfs_cursors_keep_their_kind_and_collection() -> None:
+    _, _, coll = setup(5)
+    raw = coll.find_raw_batches({"a": 1}, batch_size=2)
+    raw_clone = raw.clone()
+    assert type(raw_clone) is RawBatchCursor and raw_clone.collection is coll
+    assert raw_clone._spec == raw._spec and raw_clone._codec_options == raw._codec_options
+    files = GridOutCursor(coll, {"filename": "a"}, limit=2)
+    files_clone = files.clone()
+    assert type(files_clone) is GridOutCursor and files_clone._root_collection is coll
+    assert files_clone.collection.full_name == files.collection.full_name == "db.coll.files"
+    assert files_clone._spec == files._spec
+
+
+def test_aggregate_raw_batches_makes_its_cursor_by_its_own_constructor() -> None:
+    _, _, coll = setup(5)
+    cursor = coll.aggregate_raw_batches([{"$match": {}}], batchSize=2)
+    assert type(cursor) is RawBatchCommandCursor
+    assert cursor._batch_size == 2 and cursor._codec_options.document_class is RawBSONDocument
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"skip": 0.0}, "skip must be an int"), ({"batch_size": False}, "batch_size must be an int")],
+)
+def test_a_value_equal_to_an_options_default_is_still_checked(options: dict[str, Any], message: str) -> None:
+    # The cursor leaves out of its Find only the very objects Find takes by default, not values equal to them.
+    _, _, coll = setup(1)
+    with pytest.raises(TypeError, match=message):
+        coll.find({}, **options)

@@ -117,19 +117,24 @@ def test_find_defaults_send_only_filter() -> None:
 
 
 @pytest.mark.parametrize("filter", [None, {}, {"_id": 1}, RawBSONDocument(encode({"x": 1}))])
-def test_a_first_match_find_is_the_find_of_limit_minus_one(filter: Any) -> None:
+def test_a_find_given_options_or_none_is_the_same_find(filter: Any) -> None:
     options: dict[str, Any] = {
         "read_preference": ReadPreference.SECONDARY,
         "read_concern": ReadConcern("majority"),
         "codec_options": CodecOptions(tz_aware=True),
     }
-    quick = Find.first_match("db", "coll", filter, **options)
-    full = Find("db", "coll", filter, limit=-1, **options)
-    assert type(quick) is Find
-    assert vars(quick) == vars(full)
-    assert body(quick) == body(full)
+    # find_one's find (no option) takes a shorter way through the constructor than one given its defaults.
+    plain = Find("db", "coll", filter, limit=-1, **options)
+    defaults = Find("db", "coll", filter, limit=-1, skip=0, batch_size=0, cursor_type=CursorType.NON_TAILABLE, **options)
+    for attribute in ("limit", "single_batch", "batch_size", "comment", "cursor_type", "max_await_time_ms"):
+        assert getattr(plain, attribute) == getattr(defaults, attribute)
+    assert body(plain) == body(defaults) == {"find": "coll", "filter": dict(filter or {}), "limit": 1, "singleBatch": True}
     with pytest.raises(TypeError, match="filter must be a mapping"):
-        Find.first_match("db", "coll", 5, **options)  # type: ignore[arg-type]
+        Find("db", "coll", 5, limit=-1, **options)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limit must be an int"):
+        Find("db", "coll", filter, limit="1", **options)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        Find("db", "coll", filter, colour="red")  # type: ignore[call-arg]
 
 
 def test_negative_limit_is_a_single_batch() -> None:
