@@ -643,7 +643,7 @@ class Topology:
             coroutine = self.handle_application_error(address, error, generation, completed_handshake=False)
             self._track(loop.create_task(coroutine, name=name))
             return
-        service_id = error._failed_service_id if isinstance(error, MongioError) else None
+        service_id = error.failed_service_id if isinstance(error, MongioError) else None
         if service_id is not None:
             # Load balanced: the error came after the hello, which told the connection's service.
             server = self._servers.get(address)
