@@ -57,6 +57,7 @@ from mongio.operations.change_stream_stage import (
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
+    from mongio.cursor_client import CursorClient
     from mongio.options.read_concern import ReadConcern
     from mongio.options.read_preference import _ServerMode
     from mongio.sessions.client_session import ClientSession
@@ -138,7 +139,7 @@ class ChangeStream(Generic[_T]):
 
     def __init__(
         self,
-        client: Any,
+        client: CursorClient,
         database: str,
         collection: str | None,
         pipeline: Sequence[Mapping[str, Any]] | None = None,
@@ -255,7 +256,7 @@ class ChangeStream(Generic[_T]):
     async def _run_aggregate(self, options: Mapping[str, Any]) -> None:
         if self._session is None:
             # One session for the stream's life: a resume must run in the session of the cursor it replaces.
-            self._session = self._client._implicit_session()
+            self._session = self._client.implicit_session()
         operation = self._aggregate(options)
         cursor = _StreamCursor(
             self._client,
@@ -501,7 +502,7 @@ class ChangeStream(Generic[_T]):
         session, self._session = self._session, None
         if session is None or session is self._explicit_session:
             return
-        self._client._close_abandoned_cursor(None, "", 0, session)
+        self._client.close_abandoned_cursor(None, "", 0, session)
 
     def __del__(self) -> None:
         try:

@@ -311,7 +311,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
 
     async def _connect_in_background(self) -> None:
         try:
-            await self._open_topology()
+            await self.open_topology()
         except MongioError as exc:
             # Nobody awaits this task: the first operation opens the topology again and raises what it meets.
             _log.debug("connect=True: could not start monitoring in the background: %s", exc, exc_info=exc)
@@ -363,7 +363,8 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
 
     # -- starting and stopping -------------------------------------------------------------------------------
 
-    def _closed_error(self) -> ClientClosedError:
+    def closed_error(self) -> ClientClosedError:
+        """Internal, not part of the API: the error an operation of the closed client raises."""
         return ClientClosedError(f"{self!r} was closed; make a new client to run more operations")
 
     @property
@@ -372,14 +373,14 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         package's databases, collections, cursors, change streams and sessions reach it."""
         return self._executor
 
-    async def _open_topology(self) -> Topology:
-        """The topology of the running event loop, started there on first use."""
+    async def open_topology(self) -> Topology:
+        """Internal, not part of the API: the topology of the running event loop, started there on first use."""
         if self._closed:
-            raise self._closed_error()
+            raise self.closed_error()
         runtime = self._runtimes.for_loop(asyncio.get_running_loop())
         topology = await runtime.open(self._new_topology)
         if self._closed:
-            raise self._closed_error()
+            raise self.closed_error()
         self._executor.attach(topology)
         return topology
 
@@ -477,7 +478,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
 
     async def aconnect(self) -> None:
         """Start monitoring the deployment now rather than at the first operation."""
-        await self._open_topology()
+        await self.open_topology()
 
     def close(self) -> Coroutine[Any, Any, None]:
         """Kill the server cursors of cursors dropped while open, end the pooled server sessions
@@ -552,7 +553,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         await self.close()
 
     async def __aenter__(self) -> MongoClient:
-        await self._open_topology()
+        await self.open_topology()
         return self
 
     async def __aexit__(
@@ -619,19 +620,19 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
     async def _writable_server(self) -> Any:
         """The description of the server writes go to, selected as for a write (waits for one, up to
         ``serverSelectionTimeoutMS``)."""
-        topology = await self._open_topology()
+        topology = await self.open_topology()
         server = await topology.select_server(is_write=True, operation="serverProperty")
         server.operation_finished()
         return server.description
 
     async def _address_answer(self) -> Address | None:
-        await self._open_topology()
+        await self.open_topology()
         self._check_single_address()
         address: Address | None = (await self._writable_server()).address
         return address
 
     async def _after_connecting(self, read: Callable[[], _V]) -> _V:
-        await self._open_topology()
+        await self.open_topology()
         return read()
 
     @property
@@ -861,7 +862,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
             codec_options=self._codec_options,
         )
         # The results cursor of each batch is drained in the batch's session, on the batch's server.
-        own_session = self._implicit_session() if session is None and concern.acknowledged else None
+        own_session = self.implicit_session() if session is None and concern.acknowledged else None
         run_in = session if session is not None else own_session
         # Load balanced: a batch's results cursor lives on the connection that opened it.
         pin = ConnectionPin()
@@ -938,23 +939,25 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         :meth:`ClientSession.start_transaction` and :meth:`ClientSession.with_transaction`.
         """
         if self._closed:
-            raise self._closed_error()
+            raise self.closed_error()
         options = SessionOptions(
             causal_consistency, default_transaction_options, snapshot, default_timeout_ms, snapshot_time
         )
         return ClientSession(self, options)
 
-    def _implicit_session(self) -> ClientSession:
-        """A session the driver makes for one cursor's life (not causally consistent)."""
+    def implicit_session(self) -> ClientSession:
+        """Internal, not part of the API: a session the driver makes for one cursor's life (not causally
+        consistent)."""
         return ClientSession(self, SessionOptions(causal_consistency=False), implicit=True)
 
-    def _close_abandoned_cursor(
+    def close_abandoned_cursor(
         self, address: Address | None, namespace: str, cursor_id: int, session: ClientSession | None
     ) -> None:
-        """A cursor was garbage-collected (or cancelled mid-fetch) with a server cursor or an implicit session
-        still open. Its server session is given back at once; the server cursor is queued for the cursor
-        reaper's task, which kills it on the client's loop (this may run in a finalizer: nothing is awaited)."""
-        server_session = session._abandon() if session is not None else None
+        """Internal, not part of the API: a cursor was garbage-collected (or cancelled mid-fetch) with a server
+        cursor or an implicit session still open. Its server session is given back at once; the server cursor
+        is queued for the cursor reaper's task, which kills it on the client's loop (this may run in a
+        finalizer: nothing is awaited)."""
+        server_session = session.abandon() if session is not None else None
         if server_session is not None:
             self._executor.release_server_session(server_session)
         if cursor_id:

@@ -306,7 +306,7 @@ class _CursorBase(Generic[_T]):
 
     def _take_implicit_session(self) -> None:
         if self._session is None:
-            self._session = self._client._implicit_session()
+            self._session = self._client.implicit_session()
 
     async def _release_session(self) -> None:
         session = self._session
@@ -607,7 +607,7 @@ class _CursorBase(Generic[_T]):
         self._id = 0
         if not cursor_id and session is None:
             return
-        self._client._close_abandoned_cursor(self._address, self._namespace, cursor_id, session)
+        self._client.close_abandoned_cursor(self._address, self._namespace, cursor_id, session)
 
     def __del__(self) -> None:
         # The class holds both flags, so a cursor whose __init__ failed has them too.

@@ -628,7 +628,7 @@ def retryable_write_concern_error(
     if RETRYABLE_WRITE_ERROR not in failure.labels | added:
         return None
     for label in added:
-        error._add_error_label(label)
+        error.add_error_label(label)
     return error
 
 

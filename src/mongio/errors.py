@@ -87,25 +87,35 @@ class MongioError(Exception):
     # (authentication), which tells the pool whose connections to clear; ``None`` otherwise.
     _service_id: Any = None
 
-    def _attribute_to_service(self, service_id: Any) -> None:
+    # attribute_to_service, failed_service_id, add_error_label and remove_error_label are public within the
+    # package, not API (PyMongo keeps its label methods private): the modules that classify errors and
+    # establish connections call them; tests/docs/public_api.py declares them package-internal.
+
+    def attribute_to_service(self, service_id: Any) -> None:
         """Record that this error ended the establishment of a connection to load-balanced ``service_id``
         after its hello had named the service."""
         self._service_id = service_id
 
     @property
-    def _failed_service_id(self) -> Any:
-        """The service set by :meth:`_attribute_to_service`, or None."""
+    def failed_service_id(self) -> Any:
+        """The service set by :meth:`attribute_to_service`, or None."""
         return self._service_id
 
     def has_error_label(self, label: str) -> bool:
         """Whether the error carries this label (e.g. ``"TransientTransactionError"``)."""
         return label in self._error_labels
 
-    def _add_error_label(self, label: str) -> None:
+    def add_error_label(self, label: str) -> None:
+        """Give the error ``label`` (a label the driver decides, such as ``"RetryableWriteError"``)."""
         self._error_labels.add(label)
 
-    def _remove_error_label(self, label: str) -> None:
+    def remove_error_label(self, label: str) -> None:
+        """Take ``label`` off the error, if it has it."""
         self._error_labels.discard(label)
+
+    # PyMongo's names of the two label methods, for code ported from PyMongo that calls them.
+    _add_error_label = add_error_label
+    _remove_error_label = remove_error_label
 
     @property
     def error_labels(self) -> frozenset[str]:
@@ -497,7 +507,7 @@ class ExecutionOperationTimeout(OperationTimeoutError, ExecutionTimeout):
         code, reply = _timeout_reply(message, cause)
         ExecutionTimeout.__init__(self, message, code, reply)
         for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
-            self._add_error_label(label)
+            self.add_error_label(label)
         self.cause = cause
 
 
@@ -508,7 +518,7 @@ class WriteConcernOperationTimeout(OperationTimeoutError, WTimeoutError):
         code, reply = _timeout_reply(message, cause)
         WTimeoutError.__init__(self, message, code, reply)
         for label in _labels_of(cause):  # labels the driver added to the cause are not in its reply
-            self._add_error_label(label)
+            self.add_error_label(label)
         self.cause = cause
 
 

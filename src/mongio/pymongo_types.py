@@ -137,7 +137,7 @@ class PyMongoTypedCodecOptions(CodecOptions):
         bson = _pymongo()[0]
         return (bson.ObjectId, bson.Timestamp, bson.Int64)
 
-    def _new_object_id(self) -> Any:
+    def new_object_id(self) -> Any:
         return _pymongo()[0].ObjectId()
 
     def _packs_inserts(self) -> bool:

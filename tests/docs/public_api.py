@@ -8,15 +8,40 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+from mongio.cursor_client import CURSOR_CLIENT_METHODS
+from mongio.execution.executor import ClientLike
 from mongio.sessions.operation_session import EXECUTOR_METHODS
 
+
+def _declared_methods(protocol: type) -> frozenset[str]:
+    """The public methods a Protocol declares."""
+    return frozenset(name for name in vars(protocol) if not name.startswith("_"))
+
+
 # Members of mongio's classes that are public within the package but not API: what the executor asks of a
-# session (the methods OperationSession declares) and the client's accessor of its executor. The API pages
-# leave them out (docs/_ext/internal_members.py), and so does the comparison with PyMongo.
+# session (the methods OperationSession declares) and what the client asks of it when a cursor is dropped;
+# what the executor asks of the client (ClientLike), what cursors and change streams ask of it
+# (CursorClient) and its accessor of its executor; the error methods the driver labels errors with; the
+# codec options' hook that makes the driver's ObjectIds; the bucket's index check shared with an upload. The API
+# pages leave them out (docs/_ext/internal_members.py), and so does the comparison with PyMongo. A class's
+# entry covers its subclasses too (see package_internal).
 PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
-    "ClientSession": EXECUTOR_METHODS,
-    "MongoClient": frozenset({"executor"}),
+    "ClientSession": EXECUTOR_METHODS | {"abandon"},
+    "MongoClient": frozenset({"executor"}) | CURSOR_CLIENT_METHODS | _declared_methods(ClientLike),
+    "MongioError": frozenset(
+        {"add_error_label", "remove_error_label", "attribute_to_service", "failed_service_id"}
+    ),
+    "CodecOptions": frozenset({"new_object_id"}),
+    "GridIn": frozenset({"share_index_check"}),
 }
+
+
+def package_internal(cls: type) -> frozenset[str]:
+    """The package-internal members of ``cls``: those declared for it or for a class it derives from."""
+    return frozenset().union(
+        *(PACKAGE_INTERNAL_MEMBERS.get(klass.__name__, frozenset()) for klass in cls.__mro__)
+    )
+
 
 PUBLIC_MODULES = (
     "mongio",
@@ -80,7 +105,7 @@ def _function_of(member: Any) -> Any:
 def public_members(cls: type) -> Iterator[tuple[str, Any]]:
     """The public methods and properties of a class, its mongio base classes' included (those of builtins
     and the standard library, such as ``Exception`` or ``enum``, are theirs to document)."""
-    seen: set[str] = set(PACKAGE_INTERNAL_MEMBERS.get(cls.__name__, ()))
+    seen: set[str] = set(package_internal(cls))
     for klass in cls.__mro__:
         if not klass.__module__.startswith("mongio"):
             continue

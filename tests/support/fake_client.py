@@ -140,12 +140,12 @@ class FakeClient:
     def calls(self) -> list[Call]:
         return self._executor.calls
 
-    def _implicit_session(self) -> FakeSession:
+    def implicit_session(self) -> FakeSession:
         session = FakeSession(implicit=True)
         self.sessions.append(session)
         return session
 
-    def _close_abandoned_cursor(self, address: Any, namespace: str, cursor_id: int, session: Any) -> None:
+    def close_abandoned_cursor(self, address: Any, namespace: str, cursor_id: int, session: Any) -> None:
         self.abandoned.append((address, namespace, cursor_id, session))
 
     def __getitem__(self, name: str) -> Database[dict[str, Any]]:

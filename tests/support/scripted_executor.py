@@ -126,12 +126,12 @@ class FakeClient:
         self.topology = topology
         self.executor: Any = None  # the executor sessions made for this client reach (when a test sets one)
 
-    async def _open_topology(self) -> Any:
+    async def open_topology(self) -> Any:
         if self.topology.closed:
             raise ClientClosedError("closed")
         return self.topology
 
-    def _closed_error(self) -> ClientClosedError:
+    def closed_error(self) -> ClientClosedError:
         return ClientClosedError("closed")
 
 

@@ -295,14 +295,15 @@ class CodecOptions:
         these; a subclass whose raw class is another library's passes options that library understands."""
         return self
 
-    def _new_object_id(self) -> Any:
-        """A new ObjectId of the class these options decode ObjectIds to, for an ``_id`` the driver
-        generates (an inserted document's, a GridFS file's)."""
+    def new_object_id(self) -> Any:
+        """Internal, not part of the API: a new ObjectId of the class these options decode ObjectIds to, for
+        an ``_id`` the driver generates (an inserted document's, a GridFS file's). The PyMongo-typed mode's
+        options (:mod:`mongio.pymongo_types`) make PyMongo's."""
         return ObjectId()
 
     def _packs_inserts(self) -> bool:
         """Whether an insert's documents may be encoded in one compiled pass, which makes the ids it generates
-        as ``ObjectId()`` does; False when :meth:`_new_object_id` makes ids of another class."""
+        as ``ObjectId()`` does; False when :meth:`new_object_id` makes ids of another class."""
         return True
 
     def resolve(self, given: Any) -> CodecOptions:

@@ -116,7 +116,7 @@ async def handshake(
         # during authentication below are not labelled.
         if may_be_overload(exc):
             for label in OVERLOAD_LABELS:
-                exc._add_error_label(label)
+                exc.add_error_label(label)
         raise
     round_trip = loop.time() - started
     hello = HelloResponse.from_document(reply)
@@ -195,6 +195,6 @@ async def establish(
     except BaseException as exc:
         conn.close(f"the handshake failed: {type(exc).__name__}")
         if isinstance(exc, MongioError) and conn.service_id is not None:
-            exc._attribute_to_service(conn.service_id)  # the hello answered: the error is that service's
+            exc.attribute_to_service(conn.service_id)  # the hello answered: the error is that service's
         raise
     return conn

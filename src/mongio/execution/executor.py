@@ -98,11 +98,13 @@ class Answered(NamedTuple, Generic[R]):
 
 
 class ClientLike(Protocol):
-    """What the executor needs of its client."""
+    """What the executor needs of its client (:class:`~mongio.MongoClient` provides it). The methods are public
+    within the package, not part of the user API (``tests/docs/public_api.py`` lists them among the
+    package-internal members of ``MongoClient``)."""
 
-    async def _open_topology(self) -> Topology: ...
+    async def open_topology(self) -> Topology: ...
 
-    def _closed_error(self) -> ClientClosedError: ...
+    def closed_error(self) -> ClientClosedError: ...
 
 
 class Executor:
@@ -259,7 +261,7 @@ class Executor:
         around the retry loop."""
         topology = self._topology
         if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
-            topology = await self._client._open_topology()
+            topology = await self._client.open_topology()
         timeout = self._timeout_to_set(run.session, level_timeout)
         if timeout is None:
             return await self._run(topology, run, pin)
@@ -334,7 +336,7 @@ class Executor:
         topology = self._topology
         if topology is None or topology.closed:
             pin.discard("the client was closed")
-            raise self._client._closed_error()
+            raise self._client.closed_error()
         timeout = self._timeout_to_set(session, level_timeout)
         if timeout is None:
             return await self._receive_streamed(operation, session, pin, address)

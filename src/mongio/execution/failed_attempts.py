@@ -97,9 +97,9 @@ def prepare_retry(
     )
     decision = retry_state.on_failure(failure, remaining=csot.remaining())
     for label in decision.add_labels:
-        exc._add_error_label(label)
+        exc.add_error_label(label)
     for label in decision.remove_labels:
-        exc._remove_error_label(label)
+        exc.remove_error_label(label)
     if not decision.retry:
         _raise_operation_error(run, exc, decision.error if decision.error is not None else exc)
     op.retrying(after_overload=failure.is_retryable_overload)

@@ -131,7 +131,7 @@ class GridFSBucket:
         ``metadata`` instead.
         """
         extra = _deprecated_fields(content_type, aliases)
-        file_id = self._files.codec_options._new_object_id()
+        file_id = self._files.codec_options.new_object_id()
         return self._open_upload(file_id, filename, chunk_size_bytes, metadata, session, extra)
 
     def open_upload_stream_with_id(
@@ -170,7 +170,7 @@ class GridFSBucket:
             fields["metadata"] = metadata
         fields.update(extra)
         upload = GridIn(self._root, session=session, **fields)
-        upload._indexes = self._indexes  # one index check per bucket, not per upload
+        upload.share_index_check(self._indexes)
         return upload
 
     async def upload_from_stream(
@@ -190,7 +190,7 @@ class GridFSBucket:
         the chunks already stored are left, as the GridFS specification requires. ``metadata``,
         ``content_type`` and ``aliases`` as for :meth:`open_upload_stream`."""
         extra = _deprecated_fields(content_type, aliases)
-        file_id: ObjectId = self._files.codec_options._new_object_id()  # PyMongo's in the PyMongo-typed mode
+        file_id: ObjectId = self._files.codec_options.new_object_id()  # PyMongo's in the PyMongo-typed mode
         await self._upload(file_id, filename, source, chunk_size_bytes, metadata, session, extra)
         return file_id
 

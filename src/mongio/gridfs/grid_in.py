@@ -85,7 +85,7 @@ class GridIn:
     ) -> None:
         disallow_transactions(session)
         fields = {_FIELD_NAMES.get(key, key): value for key, value in kwargs.items()}
-        file_id = fields.pop("_id") if "_id" in fields else root_collection.codec_options._new_object_id()
+        file_id = fields.pop("_id") if "_id" in fields else root_collection.codec_options.new_object_id()
         chunk_size = validate_chunk_size(fields.pop("chunkSize", DEFAULT_CHUNK_SIZE))
         self._chunks = root_collection["chunks"]
         self._files = root_collection["files"]
@@ -108,6 +108,11 @@ class GridIn:
         self._finished = False
         # A command of the upload failed on the server: the upload is over, its chunks stay (see the module).
         self._failed = False
+
+    def share_index_check(self, guard: IndexGuard) -> None:
+        """Internal, not part of the API: check the indexes through the bucket's ``guard`` (once per bucket)
+        rather than through this upload's own (once per upload)."""
+        self._indexes = guard
 
     # -- the file's fields ------------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ class GridFS:
         """A :class:`GridIn` for a new file, with the files document's fields as keywords (``filename``,
         ``chunk_size``, ``metadata``, ``encoding``, ``_id``, ``session``...)."""
         upload = GridIn(self._root, **kwargs)
-        upload._indexes = self._indexes
+        upload.share_index_check(self._indexes)
         return upload
 
     async def put(self, data: Any, **kwargs: Any) -> Any:

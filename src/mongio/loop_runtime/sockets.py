@@ -121,4 +121,6 @@ def close_transport_socket(transport: asyncio.BaseTransport) -> None:
     sock = getattr(inner, "_sock", None)
     if isinstance(sock, socket.socket):
         sock.close()
+        # asyncio offers no public way to detach a transport's socket without its loop: its own attribute is
+        # cleared, so the transport's finalizer finds no socket to close (or warn about) again.
         inner._sock = None

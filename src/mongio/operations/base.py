@@ -360,7 +360,7 @@ def encode_insert(document: Any, codec_options: CodecOptions = DEFAULT_CODEC_OPT
         )
     if "_id" in document:
         return encode(document, codec_options=codec_options, max_size=None), document["_id"]
-    oid = codec_options._new_object_id()
+    oid = codec_options.new_object_id()
     # The _id element goes first, then the document's own elements: the document is appended whole and its
     # length prefix cut out, instead of building a reordered copy of it.
     out = bytearray(_ID_ELEMENT_HEAD)

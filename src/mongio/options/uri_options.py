@@ -538,10 +538,9 @@ class URIOptions(Mapping[str, Any]):
 
     def merged(self, overrides: Mapping[str, Any]) -> URIOptions:
         """A copy with ``overrides`` (canonical names) taking precedence."""
-        result = URIOptions(self._values)
-        for key, value in overrides.items():
-            result._values[result._key(key)] = value
-        return result
+        # Each entry is set under its canonical name in order, so an override replaces the entry it names
+        # whatever spelling (alias, case) it uses.
+        return URIOptions({**self._values, **overrides})
 
 
 def _is_secret(name: str) -> bool:

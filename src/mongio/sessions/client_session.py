@@ -618,10 +618,11 @@ class ClientSession:
         """The ``afterClusterTime`` a causally consistent session's commands wait for (``None``: none)."""
         return self._operation_time if self._options.causal_consistency else None
 
-    def _abandon(self) -> ServerSession | None:
-        """The cursor holding this implicit session was abandoned: the session ends at once, without a
-        command or an await (this may run in a finalizer). Returns its server session, for the pool, when it
-        had one (and was not ended already); else ``None`` and the session is left as it is."""
+    def abandon(self) -> ServerSession | None:
+        """Internal, not part of the API (the client calls it): the cursor holding this implicit session was
+        abandoned, so the session ends at once, without a command or an await (this may run in a finalizer).
+        Returns its server session, for the pool, when it had one (and was not ended already); else ``None``
+        and the session is left as it is."""
         server_session = self._server_session
         if server_session is None or self._ended:
             return None

@@ -197,6 +197,13 @@ class Monitor:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def unfinished_tasks(self) -> list[asyncio.Task[None]]:
+        """The monitor's task and its round trip time task, those that have not finished."""
+        found = [self._task] if self._task is not None and not self._task.done() else []
+        if self._rtt_monitor is not None:
+            found.extend(self._rtt_monitor.unfinished_tasks())
+        return found
+
     def start(self) -> None:
         """Start the monitor task (once); needs a running event loop."""
         if self._task is None and not self._stopped:

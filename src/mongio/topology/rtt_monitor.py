@@ -152,6 +152,11 @@ class RttMonitor:
     def started(self) -> bool:
         return self._task is not None
 
+    def unfinished_tasks(self) -> list[asyncio.Task[None]]:
+        """The round trip time task, while it has not finished."""
+        task = self._task
+        return [task] if task is not None and not task.done() else []
+
     @property
     def connection(self) -> MonitorConnection | None:
         """The connection the pings use, while one is open."""

@@ -66,6 +66,11 @@ class SrvPoller:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def unfinished_tasks(self) -> list[asyncio.Task[None]]:
+        """The polling task, while it has not finished."""
+        task = self._task
+        return [task] if task is not None and not task.done() else []
+
     def start(self) -> None:
         """Start polling (once); needs a running event loop."""
         if self._task is None:

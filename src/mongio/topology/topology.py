@@ -312,15 +312,10 @@ class Topology:
         """Every task this topology started that has not finished (monitors, round trip times, SRV polling)."""
         found: list[asyncio.Future[Any]] = [task for task in self._retired if not task.done()]
         for server in self._servers.values():
-            monitor = server.monitor
-            if monitor is None:
-                continue
-            for task in (monitor._task, monitor.rtt_monitor._task if monitor.rtt_monitor else None):
-                if task is not None and not task.done():
-                    found.append(task)
-        poller = self._srv_poller
-        if poller is not None and poller._task is not None and not poller._task.done():
-            found.append(poller._task)
+            if server.monitor is not None:
+                found.extend(server.monitor.unfinished_tasks())
+        if self._srv_poller is not None:
+            found.extend(self._srv_poller.unfinished_tasks())
         return found
 
     async def wait_for_description(
@@ -643,7 +638,7 @@ class Topology:
             coroutine = self.handle_application_error(address, error, generation, completed_handshake=False)
             self._track(loop.create_task(coroutine, name=name))
             return
-        service_id = error._failed_service_id if isinstance(error, MongioError) else None
+        service_id = error.failed_service_id if isinstance(error, MongioError) else None
         if service_id is not None:
             # Load balanced: the error came after the hello, which told the connection's service.
             server = self._servers.get(address)

@@ -19,7 +19,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from tests.docs.public_api import PACKAGE_INTERNAL_MEMBERS
+from tests.docs.public_api import package_internal
 
 # PyMongo module -> mongio module holding the same public classes.
 MODULES = {
@@ -190,7 +190,7 @@ def compare(short: str, theirs: type, ours: type) -> dict[str, str]:
         signatures = signature_text(theirs, name), signature_text(ours, name)
         if None not in signatures and signatures[0] != signatures[1]:
             found[f"{key}: signature"] = f"PyMongo {signatures[0]}, mongio {signatures[1]}"
-    internal = PACKAGE_INTERNAL_MEMBERS.get(ours.__name__, frozenset())
+    internal = package_internal(ours)
     for name in dir(ours):
         if not name.startswith("_") and not hasattr(theirs, name) and name not in internal:
             found[f"{short}.{name}: addition"] = f"only in mongio ({member_kind(ours, name)})"

@@ -199,7 +199,7 @@ def test_a_timeout_over_a_server_error_keeps_the_labels_the_driver_added() -> No
     from mongio.execution.deadline import timeout_error
 
     cause = errors.WriteConcernError("wc", 64, {"ok": 1, "code": 64})
-    cause._add_error_label("UnknownTransactionCommitResult")
+    cause.add_error_label("UnknownTransactionCommitResult")
     error = timeout_error(cause)
     assert isinstance(error, errors.WTimeoutError)
     assert error.has_error_label("UnknownTransactionCommitResult")

@@ -195,7 +195,7 @@ def test_children_of_a_typed_client_stay_typed_whatever_options_they_are_given()
         plain = MongoClient("mongodb://127.0.0.1:1/", connect=False)
         print(type(plain.get_database("d", codec_options=CodecOptions(tz_aware=True)).codec_options).__name__)
         keyword = MongoClient("mongodb://127.0.0.1:1/", pymongo_types=True, connect=False)
-        print(isinstance(keyword.codec_options, Typed), type(keyword.codec_options._new_object_id()).__module__)
+        print(isinstance(keyword.codec_options, Typed), type(keyword.codec_options.new_object_id()).__module__)
         """
     )
     assert out.splitlines() == ["True True", "True True", "False True", "CodecOptions", "True bson.objectid"]

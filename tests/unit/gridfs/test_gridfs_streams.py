@@ -183,6 +183,29 @@ async def test_writes_of_any_sizes_become_exact_chunks_in_bounded_batches(
     assert store.chunks.indexes == [{"key": {"files_id": 1, "n": 1}, "unique": True}]
 
 
+class RecordingGuard:
+    """An index check that records the sessions it was asked to check in, and checks nothing."""
+
+    def __init__(self) -> None:
+        self.sessions: list[Any] = []
+
+    async def ensure(self, session: Any = None) -> None:
+        self.sessions.append(session)
+
+
+async def test_an_upload_given_a_shared_index_check_uses_it_instead_of_its_own() -> None:
+    store = FakeStore()
+    shared = RecordingGuard()
+    upload = make_in(store, _id="f", filename="x", chunk_size=4)
+    upload.share_index_check(shared)  # type: ignore[arg-type]
+    await upload.write(b"0123456789")
+    await upload.close()
+    assert shared.sessions and set(shared.sessions) == {None}
+    # The upload's own check would have made the indexes of the empty bucket.
+    assert store.files.indexes == [] and store.chunks.indexes == []
+    assert len(store.chunks.documents) == 3
+
+
 async def test_a_failed_batch_leaves_what_was_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     """GridFS, File Upload / Operation Failure: a chunk insert the server fails is raised without deleting
     the chunks sent before, even when it happens inside the upload's ``async with`` block."""

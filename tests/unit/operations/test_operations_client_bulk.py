@@ -478,7 +478,7 @@ def _client_over(replies: list[Any]) -> tuple[Any, Any]:
     async def open_topology() -> Any:
         return topology
 
-    client._open_topology = open_topology  # type: ignore[method-assign]
+    client.open_topology = open_topology  # type: ignore[method-assign]
     executor = Executor(client, retry_options=RetryOptions(), publisher=CommandPublisher())
     executor.attach(topology)  # type: ignore[arg-type]
     client._executor = executor

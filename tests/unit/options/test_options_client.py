@@ -17,6 +17,7 @@ from mongio.options import (
     SecondaryPreferred,
     WriteConcern,
 )
+from mongio.options.uri_options import URIOptions
 
 
 def build(host: object = None, **kwargs: object) -> ClientOptions:
@@ -45,6 +46,13 @@ def test_keyword_wins_over_uri_whatever_its_case(key: str) -> None:
     assert options.max_pool_size == 5
     assert options.replica_set == "b"
     assert options.options["maxPoolSize"] == 5
+
+
+def test_merged_options_replace_the_entry_an_alias_or_other_case_names() -> None:
+    given = URIOptions({"tls": False, "maxPoolSize": 10, "replicaSet": "a"})
+    merged = given.merged({"SSL": True, "maxpoolsize": 5})
+    assert dict(merged) == {"tls": True, "maxPoolSize": 5, "replicaSet": "a"}
+    assert dict(given) == {"tls": False, "maxPoolSize": 10, "replicaSet": "a"}  # the original is left as it was
 
 
 def test_keyword_list_replaces_uri_list() -> None:

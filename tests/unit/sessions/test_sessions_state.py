@@ -146,9 +146,9 @@ def test_a_causal_session_waits_for_its_operation_time_except_on_a_standalone() 
 def test_an_abandoned_session_hands_its_server_session_over_once() -> None:
     s = session()
     server_session = s.checked_server_session()
-    assert s._abandon() is server_session
+    assert s.abandon() is server_session
     assert s.has_ended
-    assert s._abandon() is None
+    assert s.abandon() is None
     unused = session()
-    assert unused._abandon() is None  # never used: nothing to give back, and it stays usable
+    assert unused.abandon() is None  # never used: nothing to give back, and it stays usable
     assert not unused.has_ended

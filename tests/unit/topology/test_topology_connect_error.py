@@ -55,7 +55,7 @@ async def test_load_balanced_connect_errors_clear_only_the_service_the_hello_nam
         assert pool.clears == []
         # Failed after the hello, during authentication: that service's connections go, nothing else changes.
         during_auth = AutoReconnect("reset during authentication")
-        during_auth._attribute_to_service("service-1")
+        during_auth.attribute_to_service("service-1")
         topology.report_connect_error(balancer, during_auth, 0)
         assert pool.clears == [(False, "service-1")]
         assert topology.description.topology_type == TopologyType.LoadBalanced
