@@ -15,13 +15,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from mongio.errors import ConfigurationError
+from mongio.events.logs import format_error
 from mongio.topology.server_description import Address, ServerDescription
 from mongio.topology.server_type import ServerType
-from mongio.topology.topology_description import TopologyDescription
+from mongio.topology.topology_description import TopologyDescription, wire_version_problem
 from mongio.topology.topology_type import TopologyType
 
 __all__ = [
     "IDLE_WRITE_PERIOD",
+    "MODE_NAMES",
     "SMALLEST_MAX_STALENESS",
     "ReadPreferenceLike",
     "RoundTripTimeTracker",
@@ -30,6 +32,7 @@ __all__ = [
     "has_readable_server",
     "has_writable_server",
     "latency_window",
+    "rejection_reasons",
     "select_servers",
     "suitable_servers",
     "validate_max_staleness",
@@ -44,6 +47,7 @@ PRIMARY_PREFERRED = 1
 SECONDARY = 2
 SECONDARY_PREFERRED = 3
 NEAREST = 4
+MODE_NAMES = ("primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest")
 
 ServerSelector = Callable[[list[ServerDescription]], list[ServerDescription]]
 """An application's extra filter: gets the suitable servers and returns those still acceptable."""
@@ -101,6 +105,42 @@ def validate_max_staleness(
         )
 
 
+def _staleness_estimator(
+    topology_description: TopologyDescription,
+) -> Callable[[ServerDescription], float | None]:
+    """A function giving a secondary's estimated staleness in seconds (the Max Staleness specification's
+    formulas), or ``None`` when nothing proves it fresh (no ``lastWriteDate`` to compare)."""
+    heartbeat = topology_description.heartbeat_frequency
+    all_servers = topology_description.server_descriptions().values()
+    primary = next((sd for sd in all_servers if sd.server_type == ServerType.RSPrimary), None)
+    if primary is not None and topology_description.topology_type == TopologyType.ReplicaSetWithPrimary:
+        known_primary = primary
+
+        def against_primary(sd: ServerDescription) -> float | None:
+            if sd.last_write_date is None or known_primary.last_write_date is None:
+                return None
+            return (
+                (sd.last_update_time - sd.last_write_date)
+                - (known_primary.last_update_time - known_primary.last_write_date)
+                + heartbeat
+            )
+
+        return against_primary
+    writes = [
+        sd.last_write_date
+        for sd in all_servers
+        if sd.server_type == ServerType.RSSecondary and sd.last_write_date is not None
+    ]
+    newest = max(writes) if writes else None
+
+    def against_newest_secondary(sd: ServerDescription) -> float | None:
+        if sd.last_write_date is None or newest is None:
+            return None
+        return newest - sd.last_write_date + heartbeat
+
+    return against_newest_secondary
+
+
 def _staleness_filter(
     topology_description: TopologyDescription,
     candidates: list[ServerDescription],
@@ -109,38 +149,14 @@ def _staleness_filter(
     """Keep the candidates whose estimated replication lag is at most ``max_staleness`` seconds."""
     if max_staleness is None or max_staleness <= 0:
         return candidates
-    heartbeat = topology_description.heartbeat_frequency
-    all_servers = topology_description.server_descriptions().values()
-    primary = next((sd for sd in all_servers if sd.server_type == ServerType.RSPrimary), None)
+    staleness = _staleness_estimator(topology_description)
     fresh: list[ServerDescription] = []
-    if primary is not None and topology_description.topology_type == TopologyType.ReplicaSetWithPrimary:
-        for sd in candidates:
-            if sd.server_type != ServerType.RSSecondary:
-                fresh.append(sd)
-                continue
-            if sd.last_write_date is None or primary.last_write_date is None:
-                continue  # nothing proves this secondary fresh enough
-            staleness = (
-                (sd.last_update_time - sd.last_write_date)
-                - (primary.last_update_time - primary.last_write_date)
-                + heartbeat
-            )
-            if staleness <= max_staleness:
-                fresh.append(sd)
-        return fresh
-    writes = [
-        sd.last_write_date
-        for sd in all_servers
-        if sd.server_type == ServerType.RSSecondary and sd.last_write_date is not None
-    ]
-    newest = max(writes) if writes else None
     for sd in candidates:
         if sd.server_type != ServerType.RSSecondary:
             fresh.append(sd)
             continue
-        if sd.last_write_date is None or newest is None:
-            continue
-        if newest - sd.last_write_date + heartbeat <= max_staleness:
+        estimate = staleness(sd)
+        if estimate is not None and estimate <= max_staleness:
             fresh.append(sd)
     return fresh
 
@@ -260,6 +276,174 @@ def select_servers(
     if local_threshold_ms is None:
         local_threshold_ms = settings.local_threshold_ms
     return latency_window(servers, local_threshold_ms)
+
+
+def rejection_reasons(
+    topology_description: TopologyDescription,
+    read_preference: ReadPreferenceLike | None = None,
+    *,
+    is_write: bool = False,
+    deprioritized: Collection[Address] = (),
+    server_selector: ServerSelector | None = None,
+    local_threshold_ms: float | None = None,
+) -> dict[Address, str]:
+    """Why :func:`select_servers` would not return each server of the topology that it leaves out.
+
+    Each reason names the step that rejected the server: unusable (Unknown with its last error, an
+    unsupported wire version), the wrong type for the topology or the read preference, too stale for
+    ``maxStalenessSeconds``, no matching tag set, the primary or secondary fallback of a ``*Preferred`` mode,
+    deprioritized, refused by a custom server selector, or outside the latency window. It repeats the
+    selection's steps one server at a time, so it is for a failed selection's error and for log messages,
+    never for a selection that succeeds. A reason reads after the server's type, as the timeout error shows
+    it: ``RSSecondary, a write needs the primary``.
+    """
+    mode, tag_sets, max_staleness = _criteria(read_preference)
+    reasons: dict[Address, str] = {}
+    candidates: list[ServerDescription] = []
+    for sd in topology_description.server_descriptions().values():
+        reason = _unusable_reason(sd) or _type_reason(topology_description.topology_type, sd, mode, is_write)
+        if reason is None:
+            candidates.append(sd)
+        else:
+            reasons[sd.address] = reason
+    replica_set = topology_description.topology_type in (
+        TopologyType.ReplicaSetWithPrimary,
+        TopologyType.ReplicaSetNoPrimary,
+    )
+    if replica_set and not is_write and mode != PRIMARY:
+        reasons.update(
+            _read_preference_reasons(topology_description, candidates, mode, tag_sets, max_staleness)
+        )
+    kept = [sd for sd in candidates if sd.address not in reasons]
+    try:
+        suitable = suitable_servers(
+            topology_description, read_preference, is_write=is_write, deprioritized=deprioritized
+        )
+    except ConfigurationError as exc:
+        return {sd.address: str(exc) for sd in kept} | reasons
+    suitable_addresses = {sd.address for sd in suitable}
+    for sd in kept:
+        if sd.address not in suitable_addresses:
+            reasons[sd.address] = (
+                "deprioritized: it failed an earlier attempt of this operation and other servers are suitable"
+                if sd.address in deprioritized
+                else "not suitable"
+            )
+    settings = topology_description.topology_settings
+    for selector in (settings.server_selector, server_selector):
+        if selector is not None and suitable:
+            accepted = {sd.address for sd in selector(suitable)}
+            for sd in suitable:
+                if sd.address not in accepted:
+                    reasons[sd.address] = "refused by the custom server selector"
+            suitable = [sd for sd in suitable if sd.address in accepted]
+    if local_threshold_ms is None:
+        local_threshold_ms = settings.local_threshold_ms
+    reasons.update(_latency_reasons(suitable, local_threshold_ms))
+    return reasons
+
+
+def _unusable_reason(sd: ServerDescription) -> str | None:
+    """Why the client cannot use ``sd`` whatever the operation: not known, or speaking unsupported wire versions."""
+    if sd.server_type == ServerType.Unknown:
+        if sd.error is not None:
+            return f"error: {format_error(sd.error)}"
+        return "not reached yet: no check has succeeded"
+    problem = wire_version_problem(sd)
+    if problem is not None:
+        return f"incompatible: it {problem}"
+    return None
+
+
+def _type_reason(topology_type: TopologyType, sd: ServerDescription, mode: int, is_write: bool) -> str | None:
+    """Why a known server's type rules it out for this topology and operation, or ``None``."""
+    server_type = sd.server_type
+    if topology_type == TopologyType.Unknown:
+        return "the topology's type is still Unknown"
+    if topology_type in (TopologyType.Single, TopologyType.LoadBalanced):
+        return None
+    if topology_type == TopologyType.Sharded:
+        return None if server_type == ServerType.Mongos else "not a mongos"
+    if server_type == ServerType.RSPrimary:
+        return (
+            "read preference secondary reads only from secondaries"
+            if mode == SECONDARY and not is_write
+            else None
+        )
+    if is_write or mode == PRIMARY:
+        needs = "a write" if is_write else "a read with read preference primary"
+        return f"{needs} needs the primary"
+    if server_type != ServerType.RSSecondary:
+        return "it serves no reads"
+    return None
+
+
+def _read_preference_reasons(
+    topology_description: TopologyDescription,
+    candidates: list[ServerDescription],
+    mode: int,
+    tag_sets: Sequence[Mapping[str, Any]],
+    max_staleness: float | None,
+) -> dict[Address, str]:
+    """Why candidates of a suitable type in a replica set fail a non-primary read preference: the
+    ``*Preferred`` fallback, ``maxStalenessSeconds``, then the tag sets."""
+    reasons: dict[Address, str] = {}
+    primaries = [sd for sd in candidates if sd.server_type == ServerType.RSPrimary]
+    secondaries = [sd for sd in candidates if sd.server_type == ServerType.RSSecondary]
+    if mode == PRIMARY_PREFERRED and primaries:
+        for sd in secondaries:
+            reasons[sd.address] = "read preference primaryPreferred reads from the primary while there is one"
+        return reasons
+    pool = primaries + secondaries if mode == NEAREST else secondaries
+    fresh = _staleness_filter(topology_description, pool, max_staleness)
+    if len(fresh) < len(pool):
+        staleness = _staleness_estimator(topology_description)
+        for sd in pool:
+            if sd not in fresh:
+                reasons[sd.address] = _stale_reason(staleness(sd), max_staleness)
+    tagged = _tag_filter(fresh, tag_sets)
+    for sd in fresh:
+        if sd not in tagged:
+            reasons[sd.address] = _tag_reason(sd, tagged, tag_sets)
+    if mode == SECONDARY_PREFERRED and tagged:
+        for sd in primaries:
+            reasons[sd.address] = (
+                "read preference secondaryPreferred reads from a secondary while one is eligible"
+            )
+    return reasons
+
+
+def _stale_reason(estimate: float | None, max_staleness: float | None) -> str:
+    if estimate is None:
+        return "stale: its staleness cannot be estimated (no lastWriteDate to compare)"
+    return f"stale: estimated {estimate:g} s behind, more than maxStalenessSeconds {max_staleness:g}"
+
+
+def _tag_reason(
+    sd: ServerDescription, tagged: list[ServerDescription], tag_sets: Sequence[Mapping[str, Any]]
+) -> str:
+    tags = dict(sd.tags)
+    if not tagged:
+        return f"its tags {tags} match none of the tag sets {[dict(tag_set) for tag_set in tag_sets]}"
+    chosen = next(
+        dict(tag_set) for tag_set in tag_sets if all(tagged[0].tags.get(k) == v for k, v in tag_set.items())
+    )
+    return f"its tags {tags} do not match {chosen}, the first tag set other servers match"
+
+
+def _latency_reasons(servers: Sequence[ServerDescription], local_threshold_ms: float) -> dict[Address, str]:
+    in_window = {sd.address for sd in latency_window(servers, local_threshold_ms)}
+    if len(in_window) == len(servers):
+        return {}
+    fastest = min(sd.round_trip_time or 0.0 for sd in servers)
+    return {
+        sd.address: (
+            f"outside the latency window: round trip {(sd.round_trip_time or 0.0) * 1000:g} ms, more than "
+            f"localThresholdMS {local_threshold_ms:g} ms above the fastest server's {fastest * 1000:g} ms"
+        )
+        for sd in servers
+        if sd.address not in in_window
+    }
 
 
 def choose_server(

@@ -38,10 +38,12 @@ from mongio.topology.heartbeat_events import SERVER_SELECTION_LOGGER, SdamPublis
 from mongio.topology.monitor import Monitor, streaming_enabled
 from mongio.topology.rtt_monitor import MonitorConnectionFactory
 from mongio.topology.selection import (
+    MODE_NAMES,
     ReadPreferenceLike,
     RoundTripTimeTracker,
     ServerSelector,
     choose_server,
+    rejection_reasons,
     select_servers,
 )
 from mongio.topology.server_description import Address, ServerDescription, format_address
@@ -76,7 +78,6 @@ _POOL_READY_TYPES = frozenset(
         ServerType.LoadBalancer,
     }
 )
-_MODE_NAMES = ("primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest")
 
 
 class PoolLike(LoopBound, Protocol):
@@ -171,7 +172,7 @@ def _describe_read_preference(read_preference: ReadPreferenceLike | None) -> str
     if read_preference is None:
         return "read preference primary"
     mode = read_preference.mode
-    text = f"read preference {_MODE_NAMES[mode] if 0 <= mode < len(_MODE_NAMES) else mode}"
+    text = f"read preference {MODE_NAMES[mode] if 0 <= mode < len(MODE_NAMES) else mode}"
     tag_sets = [dict(tags) for tags in (read_preference.tag_sets or ())]
     if tag_sets and tag_sets != [{}]:
         text += f", tag sets {tag_sets}"
@@ -181,17 +182,25 @@ def _describe_read_preference(read_preference: ReadPreferenceLike | None) -> str
     return text
 
 
-def describe_topology(description: TopologyDescription) -> str:
-    """A short text of the topology for error messages: its type and each server's address, type and error."""
+def describe_topology(description: TopologyDescription, reasons: Mapping[Address, str] | None = None) -> str:
+    """A short text of the topology for error messages: its type, each server's address, type and error (or
+    the reason selection rejected it, from ``reasons``), and why recently removed servers left."""
     servers = sorted(description.server_descriptions().values(), key=lambda sd: format_address(sd.address))
     parts = []
     for sd in servers:
         part = f"{format_address(sd.address)} ({sd.server_type.name}"
-        if sd.error is not None:
+        reason = None if reasons is None else reasons.get(sd.address)
+        if reason is not None:
+            part += f", {reason}"
+        elif sd.error is not None:
             part += f", error: {format_error(sd.error)}"
         parts.append(part + ")")
     listed = ", ".join(parts) if parts else "none"
     text = f"topology type {description.topology_type.name}, servers: {listed}"
+    removed = description.removed_servers
+    if removed:
+        gone = ", ".join(f"{format_address(address)} ({why})" for address, why in removed.items())
+        text += f"; removed from the topology: {gone}"
     if description.compatibility_error is not None:
         text += f"; {description.compatibility_error}"
     return text
@@ -803,7 +812,9 @@ class Topology:
                         return server
                     remaining = deadline - loop.time()
                     if remaining <= 0:
-                        raise self._selection_error(read_preference, is_write, server_selector, limit)
+                        raise self._selection_error(
+                            read_preference, is_write, server_selector, deprioritized, limit
+                        )
                     self.request_check_all()
                     if not told_waiting and SERVER_SELECTION_LOGGER.isEnabledFor(_INFO):
                         told_waiting = True
@@ -825,8 +836,19 @@ class Topology:
         read_preference: ReadPreferenceLike | None,
         is_write: bool,
         server_selector: ServerSelector | None,
+        deprioritized: Collection[Address],
         timeout: float,
     ) -> ServerSelectionTimeoutError:
+        """The timeout error, naming why each server was rejected (worked out only now, never while
+        selection succeeds)."""
+        description = self.description
+        reasons = rejection_reasons(
+            description,
+            read_preference,
+            is_write=is_write,
+            deprioritized=deprioritized,
+            server_selector=server_selector,
+        )
         wanted = (
             "a writable server" if is_write else f"a server for {_describe_read_preference(read_preference)}"
         )
@@ -834,7 +856,7 @@ class Topology:
             wanted += " accepted by the custom server selector"
         return ServerSelectionTimeoutError(
             f"No server available: found no {wanted.removeprefix('a ')} within {timeout:g} s; "
-            f"{describe_topology(self.description)}"
+            f"{describe_topology(description, reasons)}"
         )
 
     # -- selection logging -------------------------------------------------------------------------------------

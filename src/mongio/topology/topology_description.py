@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mongio.topology.selection import ReadPreferenceLike
 
 __all__ = [
+    "MAX_REMOVAL_REASONS",
     "MAX_SUPPORTED_WIRE_VERSION",
     "MIN_SUPPORTED_WIRE_VERSION",
     "TopologyDescription",
@@ -31,6 +32,7 @@ __all__ = [
     "is_stale_server_description",
     "updated_topology_description",
     "updated_topology_description_srv_polling",
+    "wire_version_problem",
 ]
 
 # MongoDB 4.2 through 8.2.
@@ -65,13 +67,18 @@ _TOPOLOGY_FOR_SERVER_TYPE = {
     ServerType.RSOther: TopologyType.ReplicaSetNoPrimary,
 }
 
+# How many removed addresses a description remembers the reason for (the most recent ones): enough for any
+# seed list a person types, and a bound on what a hostile host list can make the client keep.
+MAX_REMOVAL_REASONS = 32
+
 
 class TopologyDescription:
     """An immutable snapshot of the deployment: its type, its servers and what the primaries reported.
 
     ``server_descriptions()`` maps each address the client monitors to that server's description. The
     ``max_set_version`` / ``max_election_id`` pair is the greatest ``(electionId, setVersion)`` a primary
-    has reported, used to recognise stale primaries.
+    has reported, used to recognise stale primaries. ``removed_servers`` says why recently removed
+    addresses left, so that a selection error can explain an empty topology.
     """
 
     __slots__ = (
@@ -79,6 +86,7 @@ class TopologyDescription:
         "_ls_timeout_minutes",
         "_max_election_id",
         "_max_set_version",
+        "_removed",
         "_replica_set_name",
         "_server_descriptions",
         "_topology_settings",
@@ -93,6 +101,7 @@ class TopologyDescription:
         max_set_version: int | None,
         max_election_id: ObjectId | None,
         topology_settings: TopologySettings,
+        removed: Mapping[Address, str] | None = None,
     ) -> None:
         self._topology_type = topology_type
         self._server_descriptions = dict(server_descriptions)
@@ -100,6 +109,7 @@ class TopologyDescription:
         self._max_set_version = max_set_version
         self._max_election_id = max_election_id
         self._topology_settings = topology_settings
+        self._removed: Mapping[Address, str] = removed if removed is not None else {}
         self._incompatible_err = self._compatibility_error()
         self._ls_timeout_minutes = self._session_timeout()
 
@@ -108,20 +118,9 @@ class TopologyDescription:
             # A load balancer is never checked, so it has no wire versions to compare.
             return None
         for sd in self._server_descriptions.values():
-            if not sd.is_server_type_known:
-                continue
-            if sd.min_wire_version > MAX_SUPPORTED_WIRE_VERSION:
-                return (
-                    f"Server at {format_address(sd.address)} requires wire version {sd.min_wire_version}, but "
-                    f"this version of {_DRIVER_NAME} only supports up to {MAX_SUPPORTED_WIRE_VERSION}."
-                )
-            if sd.max_wire_version < MIN_SUPPORTED_WIRE_VERSION:
-                release = _WIRE_VERSION_RELEASES[MIN_SUPPORTED_WIRE_VERSION]
-                return (
-                    f"Server at {format_address(sd.address)} reports wire version {sd.max_wire_version}, but "
-                    f"this version of {_DRIVER_NAME} requires at least {MIN_SUPPORTED_WIRE_VERSION} "
-                    f"(MongoDB {release})."
-                )
+            problem = wire_version_problem(sd)
+            if problem is not None:
+                return f"Server at {format_address(sd.address)} {problem}."
         return None
 
     def _session_timeout(self) -> int | None:
@@ -158,6 +157,12 @@ class TopologyDescription:
     def max_election_id(self) -> ObjectId | None:
         """The electionId of the most recent trusted primary."""
         return self._max_election_id
+
+    @property
+    def removed_servers(self) -> dict[Address, str]:
+        """Why each recently removed address left the topology (a new dict; at most the last
+        ``MAX_REMOVAL_REASONS``). An address that rejoins is forgotten."""
+        return dict(self._removed)
 
     @property
     def topology_settings(self) -> TopologySettings:
@@ -261,6 +266,7 @@ class TopologyDescription:
             self._max_set_version,
             self._max_election_id,
             self._topology_settings,
+            self._removed,
         )
 
     def _comparison_key(self) -> tuple[Any, ...]:
@@ -287,6 +293,47 @@ class TopologyDescription:
             f"<TopologyDescription id: {self._topology_type.name}, "
             f"replica_set_name: {self._replica_set_name!r}, servers: {servers!r}>"
         )
+
+
+def wire_version_problem(server: ServerDescription) -> str | None:
+    """Why the driver cannot talk to a known ``server`` (its wire versions are out of range), or ``None``."""
+    if not server.is_server_type_known:
+        return None
+    if server.min_wire_version > MAX_SUPPORTED_WIRE_VERSION:
+        return (
+            f"requires wire version {server.min_wire_version}, but "
+            f"this version of {_DRIVER_NAME} only supports up to {MAX_SUPPORTED_WIRE_VERSION}"
+        )
+    if server.max_wire_version < MIN_SUPPORTED_WIRE_VERSION:
+        release = _WIRE_VERSION_RELEASES[MIN_SUPPORTED_WIRE_VERSION]
+        return (
+            f"reports wire version {server.max_wire_version}, but "
+            f"this version of {_DRIVER_NAME} requires at least {MIN_SUPPORTED_WIRE_VERSION} "
+            f"(MongoDB {release})"
+        )
+    return None
+
+
+def _remembered_removals(
+    previous: Mapping[Address, str], kept: Mapping[Address, Any], reasons: Mapping[Address, str]
+) -> Mapping[Address, str]:
+    """The removal reasons the next description keeps: the previous ones for addresses still absent, then
+    this update's ``reasons``, the oldest dropped beyond ``MAX_REMOVAL_REASONS``."""
+    if not reasons and not any(address in kept for address in previous):
+        return previous
+    merged = {
+        address: why for address, why in previous.items() if address not in kept and address not in reasons
+    }
+    merged.update(reasons)
+    if len(merged) > MAX_REMOVAL_REASONS:
+        merged = dict(list(merged.items())[-MAX_REMOVAL_REASONS:])
+    return merged
+
+
+def _set_name_mismatch(expected: str | None, server: ServerDescription) -> str:
+    found = server.replica_set_name
+    reported = "no replica set name" if found is None else f"replica set name {found!r}"
+    return f"it reports {reported}, but the client's replicaSet option asks for {expected!r}"
 
 
 def initial_topology_description(settings: TopologySettings) -> TopologyDescription:
@@ -344,6 +391,8 @@ def updated_topology_description(
 
     sds = td.server_descriptions()
     sds[address] = server_description
+    # Why each server this update removes had to go, for the selection error's explanation.
+    removed: dict[Address, str] = {}
 
     if topology_type == TopologyType.Single:
         expected = settings.replica_set_name
@@ -354,10 +403,14 @@ def updated_topology_description(
                 f"{'no replica set' if found is None else repr(found)}"
             )
             sds[address] = server_description.to_unknown(error)
-        return TopologyDescription(topology_type, sds, set_name, max_set_version, max_election_id, settings)
+        return TopologyDescription(
+            topology_type, sds, set_name, max_set_version, max_election_id, settings, td.removed_servers
+        )
 
     if topology_type == TopologyType.LoadBalanced:
-        return TopologyDescription(topology_type, sds, set_name, max_set_version, max_election_id, settings)
+        return TopologyDescription(
+            topology_type, sds, set_name, max_set_version, max_election_id, settings, td.removed_servers
+        )
 
     if topology_type == TopologyType.Unknown:
         if server_type == ServerType.Standalone:
@@ -366,38 +419,54 @@ def updated_topology_description(
             else:
                 # A seed brought up as a standalone while the others still form the set the user meant.
                 del sds[address]
+                removed[address] = (
+                    "it is a standalone server, and a seed list of several servers must name "
+                    "members of one replica set or mongos routers"
+                )
         elif server_type in _TOPOLOGY_FOR_SERVER_TYPE:
             topology_type = _TOPOLOGY_FOR_SERVER_TYPE[server_type]
 
     if topology_type == TopologyType.Sharded:
         if server_type not in (ServerType.Mongos, ServerType.Unknown):
             del sds[address]
+            removed[address] = (
+                f"it is a {server_type.name}, but the topology is a sharded cluster of mongos routers"
+            )
 
     elif topology_type == TopologyType.ReplicaSetNoPrimary:
         if server_type in (ServerType.Standalone, ServerType.Mongos):
             del sds[address]
+            removed[address] = _not_a_member(server_type)
         elif server_type == ServerType.RSPrimary:
             topology_type, set_name, max_set_version, max_election_id = _update_rs_from_primary(
-                sds, set_name, server_description, max_set_version, max_election_id
+                sds, removed, set_name, server_description, max_set_version, max_election_id
             )
         elif server_type in _RS_MEMBER_TYPES:
-            topology_type, set_name = _update_rs_without_primary(sds, set_name, server_description)
+            topology_type, set_name = _update_rs_without_primary(sds, removed, set_name, server_description)
 
     elif topology_type == TopologyType.ReplicaSetWithPrimary:
         if server_type in (ServerType.Standalone, ServerType.Mongos):
             del sds[address]
+            removed[address] = _not_a_member(server_type)
             topology_type = _check_has_primary(sds)
         elif server_type == ServerType.RSPrimary:
             topology_type, set_name, max_set_version, max_election_id = _update_rs_from_primary(
-                sds, set_name, server_description, max_set_version, max_election_id
+                sds, removed, set_name, server_description, max_set_version, max_election_id
             )
         elif server_type in _RS_MEMBER_TYPES:
-            topology_type = _update_rs_with_primary_from_member(sds, set_name, server_description)
+            topology_type = _update_rs_with_primary_from_member(sds, removed, set_name, server_description)
         else:
             # Unknown or RSGhost: perhaps the primary just went away.
             topology_type = _check_has_primary(sds)
 
-    return TopologyDescription(topology_type, sds, set_name, max_set_version, max_election_id, settings)
+    remembered = _remembered_removals(td.removed_servers, sds, removed)
+    return TopologyDescription(
+        topology_type, sds, set_name, max_set_version, max_election_id, settings, remembered
+    )
+
+
+def _not_a_member(server_type: ServerType) -> str:
+    return f"it is a {server_type.name} server, not a replica set member"
 
 
 def _check_has_primary(sds: Mapping[Address, ServerDescription]) -> TopologyType:
@@ -425,6 +494,7 @@ def _tuple_text(election_id: ObjectId | None, set_version: int | None) -> str:
 
 def _update_rs_from_primary(
     sds: dict[Address, ServerDescription],
+    removed: dict[Address, str],
     replica_set_name: str | None,
     server_description: ServerDescription,
     max_set_version: int | None,
@@ -437,6 +507,7 @@ def _update_rs_from_primary(
     elif replica_set_name != server_description.replica_set_name:
         # A primary of some other set: not one of ours.
         del sds[address]
+        removed[address] = _set_name_mismatch(replica_set_name, server_description)
         return _check_has_primary(sds), replica_set_name, max_set_version, max_election_id
 
     election_id = server_description.election_id
@@ -491,12 +562,16 @@ def _update_rs_from_primary(
     for other in list(sds):
         if other not in members:
             del sds[other]
+            removed[other] = f"the primary {format_address(address)} does not list it among the set's hosts"
 
     return _check_has_primary(sds), replica_set_name, max_set_version, max_election_id
 
 
 def _update_rs_without_primary(
-    sds: dict[Address, ServerDescription], replica_set_name: str | None, server_description: ServerDescription
+    sds: dict[Address, ServerDescription],
+    removed: dict[Address, str],
+    replica_set_name: str | None,
+    server_description: ServerDescription,
 ) -> tuple[TopologyType, str | None]:
     """updateRSWithoutPrimary: learn members from a non-primary, never removing any but the reporter."""
     address = server_description.address
@@ -505,6 +580,7 @@ def _update_rs_without_primary(
         replica_set_name = server_description.replica_set_name
     elif replica_set_name != server_description.replica_set_name:
         del sds[address]
+        removed[address] = _set_name_mismatch(replica_set_name, server_description)
         return topology_type, replica_set_name
 
     for member in sorted(server_description.all_hosts - sds.keys(), key=format_address):
@@ -515,18 +591,30 @@ def _update_rs_without_primary(
     me = server_description.me
     if me is not None and me != address:
         del sds[address]
+        removed[address] = _known_as(me)
     return topology_type, replica_set_name
 
 
 def _update_rs_with_primary_from_member(
-    sds: dict[Address, ServerDescription], replica_set_name: str | None, server_description: ServerDescription
+    sds: dict[Address, ServerDescription],
+    removed: dict[Address, str],
+    replica_set_name: str | None,
+    server_description: ServerDescription,
 ) -> TopologyType:
     """updateRSWithPrimaryFromMember: drop a member of another set or one known by another name."""
     address = server_description.address
     me = server_description.me
-    if replica_set_name != server_description.replica_set_name or (me is not None and me != address):
+    if replica_set_name != server_description.replica_set_name:
         del sds[address]
+        removed[address] = _set_name_mismatch(replica_set_name, server_description)
+    elif me is not None and me != address:
+        del sds[address]
+        removed[address] = _known_as(me)
     return _check_has_primary(sds)
+
+
+def _known_as(me: Address) -> str:
+    return f"it calls itself {format_address(me)} (the 'me' field of its hello reply), the address it is known by"
 
 
 def updated_topology_description_srv_polling(
@@ -546,9 +634,11 @@ def updated_topology_description_srv_polling(
     if set(sds) == set(seeds):
         return td
     wanted = set(seeds)
+    removed: dict[Address, str] = {}
     for address in list(sds):
         if address not in wanted:
             del sds[address]
+            removed[address] = "its host is no longer in the SRV records"
     new_hosts = [address for address in seeds if address not in sds]
     max_hosts = td.topology_settings.srv_max_hosts
     if max_hosts and len(sds) + len(new_hosts) > max_hosts:
@@ -563,4 +653,5 @@ def updated_topology_description_srv_polling(
         td.max_set_version,
         td.max_election_id,
         td.topology_settings,
+        _remembered_removals(td.removed_servers, sds, removed),
     )

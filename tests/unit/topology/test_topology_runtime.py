@@ -235,7 +235,7 @@ async def test_selection_times_out_with_an_error_that_explains_why() -> None:
             assert "writable server" in message
             assert "ReplicaSetNoPrimary" in message
             for member in rs.members:
-                assert f"{member.host} (RSSecondary)" in message
+                assert f"{member.host} (RSSecondary, a write needs the primary)" in message
 
             with pytest.raises(ServerSelectionTimeoutError) as caught:
                 await topology.select_server(Secondary(tag_sets=[{"dc": "mars"}]), timeout=0.2)
