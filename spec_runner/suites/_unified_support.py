@@ -25,6 +25,7 @@ from spec_runner.unified import (
     ops_collection,
     ops_crud,
     ops_cursor,
+    ops_encryption,
     ops_gridfs,
     ops_runner,
     ops_session,
@@ -36,7 +37,7 @@ from spec_runner.unified.loader import UnifiedTest, UnifiedTestFile
 from spec_runner.unified.requirements import ServerFacts
 from spec_runner.unified.runner import run_test, skip_reason
 
-OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_gridfs, ops_runner, ops_session, special)
+OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_encryption, ops_gridfs, ops_runner, ops_session, special)
 """Imported for their ``@operation`` registrations."""
 
 

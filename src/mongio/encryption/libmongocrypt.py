@@ -32,6 +32,7 @@ __all__ = [
     "KmsRequest",
     "is_libmongocrypt_error",
     "load",
+    "version",
 ]
 
 EXTRA_MISSING = (
@@ -51,6 +52,7 @@ class _Binding:
     explicit_options: Any
     error: type[Exception]
     callback_base: type
+    version: Callable[[], str]
 
 
 @functools.cache
@@ -58,7 +60,7 @@ def load() -> _Binding:
     """pymongocrypt's classes, imported on first call; ``ConfigurationError`` naming the extra without it."""
     try:
         from pymongocrypt.asynchronous.state_machine import AsyncMongoCryptCallback
-        from pymongocrypt.binding import lib
+        from pymongocrypt.binding import lib, libmongocrypt_version
         from pymongocrypt.errors import MongoCryptError
         from pymongocrypt.mongocrypt import MongoCrypt
         from pymongocrypt.options import DataKeyOpts, ExplicitEncryptOpts, MongoCryptOptions
@@ -72,7 +74,17 @@ def load() -> _Binding:
         explicit_options=ExplicitEncryptOpts,
         error=MongoCryptError,
         callback_base=AsyncMongoCryptCallback,
+        version=libmongocrypt_version,
     )
+
+
+def version() -> str | None:
+    """libmongocrypt's version, or None without the ``mongio[encryption]`` extra."""
+    try:
+        binding = load()
+    except ConfigurationError:
+        return None
+    return str(binding.version())
 
 
 def is_libmongocrypt_error(error: BaseException) -> bool:
