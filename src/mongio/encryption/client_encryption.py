@@ -146,8 +146,8 @@ class ClientEncryption:
                 kms_provider, master_key, list(key_alt_names) if key_alt_names else None, key_material
             )
             await self.__key_vault.insert_one(RawBSONDocument(key_document))
-        key_id = decode(key_document, self.__codec_options)["_id"]
-        return key_id  # type: ignore[no-any-return]
+        # A Binary whatever the codec options' UUID representation, as PyMongo returns it.
+        return RawBSONDocument(key_document, self.__raw_codec_options)["_id"]  # type: ignore[no-any-return]
 
     async def get_key(self, id: Any) -> RawBSONDocument | None:
         """The key document whose ``_id`` is ``id``, or None."""
