@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import ssl
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -50,18 +49,27 @@ class RewrapManyDataKeyResult:
     bulk_write_result: BulkWriteResult | None = None
 
 
-@contextmanager
-def _as_encryption_errors() -> Iterator[None]:
-    """Failures of an encryption step as ``EncryptionError`` (the specification's wrapping); BSON errors
-    (the value cannot be encoded) and timeouts keep their own class."""
-    try:
-        yield
-    except (EncryptionError, BSONError):
-        raise
-    except Exception as exc:
+class _AsEncryptionErrors:
+    """Failures of an encryption step as ``EncryptionError`` (the specification's wrapping); BSON errors (the
+    value cannot be encoded) and timeouts keep their own class. A class rather than a generator context
+    manager: it wraps every value encrypted."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, EncryptionError | BSONError):
+            return
         if isinstance(exc, MongioError) and exc.timeout:
-            raise
+            return
         raise EncryptionError(exc) from exc
+
+
+_as_encryption_errors = _AsEncryptionErrors()
 
 
 def _key_id_bytes(key_id: Any) -> bytes | None:
@@ -141,7 +149,7 @@ class ClientEncryption:
         key vault and return its ``_id`` (a UUID Binary). ``key_material``: 96 bytes to use instead of
         random ones."""
         crypt = self.__open()
-        with _as_encryption_errors():
+        with _as_encryption_errors:
             key_document = await crypt.create_data_key(
                 kms_provider, master_key, list(key_alt_names) if key_alt_names else None, key_material
             )
@@ -204,7 +212,7 @@ class ClientEncryption:
         if master_key is not None and provider is None:
             raise ConfigurationError("rewrap_many_data_key: a master_key needs its provider")
         crypt = self.__open()
-        with _as_encryption_errors():
+        with _as_encryption_errors:
             rewrapped = await crypt.rewrap_many_data_key(filter, provider, master_key)
         if rewrapped is None:
             return RewrapManyDataKeyResult()
@@ -283,7 +291,7 @@ class ClientEncryption:
         crypt = self.__open()
         if not isinstance(value, bytes) or getattr(value, "subtype", None) != 6:
             raise TypeError("decrypt takes an encrypted value: a Binary of subtype 6")
-        with _as_encryption_errors():
+        with _as_encryption_errors:
             decrypted = await crypt.decrypt(bytes(encode({"v": value}, codec_options=self.__codec_options)))
         return decode(decrypted, self.__codec_options)["v"]
 
@@ -341,5 +349,5 @@ class ClientEncryption:
         if (options.key_id is None) == (options.key_alt_name is None):
             raise EncryptionError(ValueError("encrypt needs exactly one of key_id and key_alt_name"))
         value = bytes(encode(document, codec_options=self.__codec_options))
-        with _as_encryption_errors():
+        with _as_encryption_errors:
             return await crypt.encrypt(value, options)

@@ -15,10 +15,10 @@ this module has its own loop and asks :meth:`EncryptionIO.kms_credentials` inste
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol
 
 from mongio.bson import encode
 from mongio.errors import ConfigurationError, EncryptionError
@@ -92,14 +92,27 @@ def is_libmongocrypt_error(error: BaseException) -> bool:
     return isinstance(error, load().error)
 
 
-@contextmanager
-def _translated() -> Iterator[None]:
-    """libmongocrypt's errors as :class:`EncryptionError` (their text names the problem, never a secret)."""
-    error_class = load().error
-    try:
-        yield
-    except error_class as exc:
-        raise EncryptionError(exc) from exc
+class _Translating:
+    """Turns libmongocrypt's errors into :class:`EncryptionError` (their text names the problem, never a
+    secret). A class rather than a generator context manager: it wraps every value encrypted."""
+
+    __slots__ = ("__error_class",)
+
+    def __init__(self, error_class: type[Exception]) -> None:
+        self.__error_class = error_class
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is not None and isinstance(exc, self.__error_class):
+            raise EncryptionError(exc) from exc
+
+
+def _translated() -> _Translating:
+    return _Translating(load().error)
 
 
 class KmsRequest:
@@ -189,8 +202,7 @@ class CryptOptions:
         return f"CryptOptions(providers={sorted(self.kms_providers)}, key_expiration_ms={self.key_expiration_ms})"
 
 
-@dataclass(frozen=True)
-class ExplicitOptions:
+class ExplicitOptions(NamedTuple):
     """One explicit encryption: exactly one of ``key_id`` (the UUID's 16 bytes) and ``key_alt_name``."""
 
     algorithm: str
@@ -254,8 +266,17 @@ class Crypt:
             bypass_encryption=options.bypass_encryption,
             key_expiration_ms=options.key_expiration_ms,
         )
-        with _translated():
+        self.__translating = _Translating(binding.error)
+        with self.__translating:
             self.__crypt = binding.mongo_crypt(crypt_options, _callback(binding))
+        lib = binding.lib
+        self.__steps: dict[int, Callable[[Any], Any]] = {
+            lib.MONGOCRYPT_CTX_NEED_MONGO_COLLINFO: self.__answer_collection_info,
+            lib.MONGOCRYPT_CTX_NEED_MONGO_MARKINGS: self.__answer_markings,
+            lib.MONGOCRYPT_CTX_NEED_MONGO_KEYS: self.__answer_keys,
+            lib.MONGOCRYPT_CTX_NEED_KMS: self.__answer_kms,
+            lib.MONGOCRYPT_CTX_NEED_KMS_CREDENTIALS: self.__answer_credentials,
+        }
 
     async def create_data_key(
         self,
@@ -267,7 +288,7 @@ class Crypt:
         """A new data key document (BSON), its material encrypted by the provider's master key."""
         names = [_encode_document({"keyAltName": name}) for name in key_alt_names or ()]
         material = _encode_document({"keyMaterial": key_material}) if key_material is not None else None
-        with _translated():
+        with self.__translating:
             options = self.__binding.data_key_options(master_key, names, material)
             context = self.__crypt.data_key_context(provider, options)
         return await self.__finish(context, "creating a data key")
@@ -276,7 +297,7 @@ class Crypt:
         self, filter_document: Mapping[str, Any], provider: str | None, master_key: Mapping[str, Any] | None
     ) -> bytes | None:
         """``{"v": [rewrapped key documents]}`` (BSON), or None when no key matched."""
-        with _translated():
+        with self.__translating:
             context = self.__crypt.rewrap_many_data_key_context(filter_document, provider, master_key)
         result = await self.__finish_optional(context)
         return result
@@ -290,7 +311,7 @@ class Crypt:
         )
         range_options = _encode_document(options.range_options) if options.range_options else None
         string_options = _encode_document(options.string_options) if options.string_options else None
-        with _translated():
+        with self.__translating:
             explicit = self.__binding.explicit_options(
                 options.algorithm,
                 options.key_id,
@@ -306,19 +327,19 @@ class Crypt:
 
     async def decrypt(self, value_document: bytes) -> bytes:
         """``{"v": value}`` (BSON) for ``{"v": ciphertext}`` (BSON)."""
-        with _translated():
+        with self.__translating:
             context = self.__crypt.explicit_decryption_context(value_document)
         return await self.__finish(context, "decrypting a value")
 
     async def encrypt_command(self, database: str, command: bytes) -> bytes:
         """The command (BSON) with the fields its schema names encrypted (automatic encryption)."""
-        with _translated():
+        with self.__translating:
             context = self.__crypt.encryption_context(database, command)
         return await self.__finish(context, "encrypting a command")
 
     async def decrypt_reply(self, reply: bytes) -> bytes:
         """The reply (BSON) with every encrypted value decrypted (automatic decryption)."""
-        with _translated():
+        with self.__translating:
             context = self.__crypt.decryption_context(reply)
         return await self.__finish(context, "decrypting a reply")
 
@@ -333,18 +354,12 @@ class Crypt:
         return result
 
     async def __finish_optional(self, context: Any) -> bytes | None:
-        with context, _translated():
+        with context, self.__translating:
             return await self.__run(context)
 
     async def __run(self, context: Any) -> bytes | None:
         lib = self.__binding.lib
-        steps: dict[int, Callable[[Any], Any]] = {
-            lib.MONGOCRYPT_CTX_NEED_MONGO_COLLINFO: self.__answer_collection_info,
-            lib.MONGOCRYPT_CTX_NEED_MONGO_MARKINGS: self.__answer_markings,
-            lib.MONGOCRYPT_CTX_NEED_MONGO_KEYS: self.__answer_keys,
-            lib.MONGOCRYPT_CTX_NEED_KMS: self.__answer_kms,
-            lib.MONGOCRYPT_CTX_NEED_KMS_CREDENTIALS: self.__answer_credentials,
-        }
+        steps = self.__steps
         while True:
             state = context.state
             if state == lib.MONGOCRYPT_CTX_ERROR:
