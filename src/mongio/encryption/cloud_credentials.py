@@ -64,6 +64,8 @@ class OnDemandCredentials:
 
     gcp_metadata_host: str | None = None
     azure_imds_url: str = AZURE_IMDS_URL
+    timeout: float = _TIMEOUT
+    """Seconds each metadata request may take (the specification's 10)."""
     _azure: _AzureToken | None = field(default=None, repr=False)
     _azure_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
@@ -100,7 +102,7 @@ class OnDemandCredentials:
                 "GET",
                 url,
                 headers={"Metadata-Flavor": "Google"},
-                time_limit=_TIMEOUT,
+                time_limit=self.timeout,
                 max_body=_MAX_TOKEN_DOCUMENT,
             )
         except HttpError as exc:
@@ -129,7 +131,7 @@ class OnDemandCredentials:
                 "GET",
                 url,
                 headers={"Metadata": "true", "Accept": "application/json"},
-                time_limit=_TIMEOUT,
+                time_limit=self.timeout,
                 max_body=_MAX_TOKEN_DOCUMENT,
             )
         except HttpError as exc:
