@@ -24,7 +24,7 @@ from mongio import MongoClient
 from mongio.bson import ObjectId
 from mongio.bson.binary import Binary
 from mongio.bson.codec_options import CodecOptions
-from mongio.encryption import Algorithm, ClientEncryption, libmongocrypt
+from mongio.encryption import Algorithm, ClientEncryption, QueryType, RangeOpts, libmongocrypt
 from mongio.errors import ConfigurationError, EncryptionError, InvalidOperation
 from tests.support.fake_kms import FakeAwsKms, KmsCertificates
 
@@ -325,3 +325,34 @@ async def test_prose_24_a_kms_that_keeps_failing_is_an_encryption_error(
     async with aws_encryption(key_client, namespace, certificates) as encryption:
         with pytest.raises(EncryptionError, match="last attempt failed"):
             await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
+
+
+async def test_queryable_encryption_payloads_are_made_with_their_options(
+    local_encryption: ClientEncryption,
+) -> None:
+    key_id = await local_encryption.create_data_key("local")
+    indexed = await local_encryption.encrypt(
+        "v", Algorithm.INDEXED, key_id=key_id, contention_factor=2, query_type=QueryType.EQUALITY
+    )
+    unindexed = await local_encryption.encrypt("v", Algorithm.UNINDEXED, key_id=key_id)
+    range_opts = RangeOpts(min=0, max=200, sparsity=1, trim_factor=1)
+    ranged = await local_encryption.encrypt(
+        6, Algorithm.RANGE, key_id=key_id, contention_factor=0, range_opts=range_opts
+    )
+    for payload in (indexed, unindexed, ranged):
+        assert isinstance(payload, Binary) and payload.subtype == 6
+    assert await local_encryption.decrypt(unindexed) == "v"
+    expression = await local_encryption.encrypt_expression(
+        {"$and": [{"age": {"$gte": 5}}, {"age": {"$lt": 10}}]},
+        Algorithm.RANGE,
+        key_id=key_id,
+        query_type=QueryType.RANGE,
+        contention_factor=0,
+        range_opts=range_opts,
+    )
+    bounds = expression["$and"]
+    assert bounds[0]["age"]["$gte"].subtype == 6
+    with pytest.raises(EncryptionError, match="min"):  # libmongocrypt checks the value against the range
+        await local_encryption.encrypt(
+            500, Algorithm.RANGE, key_id=key_id, contention_factor=0, range_opts=range_opts
+        )
