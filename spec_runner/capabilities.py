@@ -9,7 +9,6 @@ needs something the test server cannot do. Pure logic: no server, no driver.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -269,12 +268,6 @@ def _client_side_encryption(profile: TestProfile) -> bool:
     )
 
 
-def _encryption_extra_missing(profile: TestProfile) -> bool:
-    """The test declares encryption (see ``_client_side_encryption``) and this Python has no pymongocrypt
-    (the ``mongio[encryption]`` extra)."""
-    return _client_side_encryption(profile) and importlib.util.find_spec("pymongocrypt") is None
-
-
 def _automatic_encryption(profile: TestProfile) -> bool:
     """A client entity with autoEncryptOpts is declared."""
     return any("autoEncryptOpts" in options for options in profile.clients.values())
@@ -324,7 +317,6 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "argument-on": (_argument_on, frozenset({"argument", "operations"})),
     "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
     "client-side-encryption": (_client_side_encryption, frozenset()),
-    "encryption-extra-missing": (_encryption_extra_missing, frozenset()),
     "automatic-encryption": (_automatic_encryption, frozenset()),
     "kms-provider-used": (_kms_provider_used, frozenset({"providers"})),
     "server-side-javascript": (_server_side_javascript, frozenset()),
