@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import ssl
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from mongio.bson.codec_options import CodecOptions
 from mongio.bson.errors import BSONError
 from mongio.client import MongoClient
 from mongio.collection import Collection
-from mongio.connection.tls import create_ssl_context
 from mongio.cursor import Cursor
 from mongio.database import Database
 from mongio.encryption import cloud_credentials
@@ -32,7 +30,6 @@ from mongio.errors import (
 )
 from mongio.operations.models import UpdateOne
 from mongio.operations.results import BulkWriteResult, DeleteResult
-from mongio.options.tls_options import TLSOptions
 from mongio.read_concern import ReadConcern
 from mongio.write_concern import WriteConcern
 
@@ -82,10 +79,6 @@ def _key_id_bytes(key_id: Any) -> bytes | None:
     raise TypeError("key_id must be a uuid.UUID or a Binary of subtype 4 (UUID)")
 
 
-def _default_kms_context() -> ssl.SSLContext:
-    return create_ssl_context(TLSOptions())
-
-
 class ClientEncryption:
     """Explicit client-side field level encryption and Queryable Encryption payloads, and the key vault.
 
@@ -126,7 +119,6 @@ class ClientEncryption:
         io = ClientCryptIO(
             self.__key_vault,
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
-            default_kms_context=_default_kms_context,
             credentials=cloud_credentials.OnDemandCredentials(),
         )
         self.__crypt: Crypt | None = Crypt(

@@ -103,21 +103,20 @@ class ClientCryptIO:
         key_vault: Collection[Any],
         *,
         kms_tls_contexts: Mapping[str, ssl.SSLContext],
-        default_kms_context: Callable[[], ssl.SSLContext],
         metadata_database: Callable[[str], Any] | None = None,
         analyzer: QueryAnalyzer | None = None,
         credentials: cloud_credentials.OnDemandCredentials | None = None,
     ) -> None:
         self.__key_vault = key_vault.with_options(codec_options=_RAW, read_concern=ReadConcern("majority"))
         self.__kms_tls_contexts = dict(kms_tls_contexts)
-        self.__default_kms_context = default_kms_context
+        self.__default_kms_context: ssl.SSLContext | None = None
         self.__metadata_database = metadata_database
         self.__analyzer = analyzer
         self.__credentials = credentials or cloud_credentials.OnDemandCredentials()
 
     async def kms_exchange(self, request: KmsRequest) -> None:
         host, port = _kms_address(request.endpoint)
-        context = self.__kms_tls_contexts.get(request.provider) or self.__default_kms_context()
+        context = self.__kms_tls_contexts.get(request.provider) or await self.__default_context()
         if request.backoff_seconds:
             await asyncio.sleep(request.backoff_seconds)
         try:
@@ -130,6 +129,13 @@ class ClientCryptIO:
             raise EncryptionError(ConnectionError(f"KMS {host}:{port}: {exc.verify_message}")) from None
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError) as exc:
             request.fail(f"KMS {host}:{port}: {exc.__class__.__name__}: {exc}")
+
+    async def __default_context(self) -> ssl.SSLContext:
+        """The system's trust store, for providers without TLS options: loaded once, in a worker thread
+        (it reads files)."""
+        if self.__default_kms_context is None:
+            self.__default_kms_context = await asyncio.to_thread(create_ssl_context, TLSOptions())
+        return self.__default_kms_context
 
     async def collection_info(self, database: str, filter_bson: bytes) -> list[bytes]:
         if self.__metadata_database is None:

@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
-from mongio.bson import ObjectId
+from mongio.bson import ObjectId, decode, encode
 from mongio.bson.binary import Binary
 from mongio.bson.codec_options import CodecOptions
 from mongio.encryption import Algorithm, ClientEncryption, QueryType, RangeOpts, libmongocrypt
+from mongio.encryption.crypt_io import ClientCryptIO
+from mongio.encryption.libmongocrypt import Crypt, CryptOptions
 from mongio.errors import ConfigurationError, EncryptionError, InvalidOperation
 from tests.support.fake_kms import FakeAwsKms, KmsCertificates
 
@@ -356,3 +358,29 @@ async def test_queryable_encryption_payloads_are_made_with_their_options(
         await local_encryption.encrypt(
             500, Algorithm.RANGE, key_id=key_id, contention_factor=0, range_opts=range_opts
         )
+
+
+async def test_the_crypt_decrypts_every_encrypted_value_of_a_reply(
+    local_encryption: ClientEncryption, key_client: MongoClient, namespace: str
+) -> None:
+    """The step automatic decryption will run on each reply: libmongocrypt's decryption context, its keys
+    read from the key vault through the same I/O as explicit encryption."""
+    key_id = await local_encryption.create_data_key("local")
+    ssn = await local_encryption.encrypt("123", DETERMINISTIC, key_id=key_id)
+    note = await local_encryption.encrypt({"a": 1}, RANDOM, key_id=key_id)
+    database, _, collection = namespace.partition(".")
+    io = ClientCryptIO(key_client[database][collection], kms_tls_contexts={})
+    crypt = Crypt(CryptOptions(kms_providers={"local": {"key": LOCAL_KEY}}), io)
+    try:
+        reply = {
+            "cursor": {"firstBatch": [{"_id": 1, "ssn": ssn, "notes": [note, "plain"]}], "id": 0},
+            "ok": 1,
+        }
+        decrypted = decode(await crypt.decrypt_reply(bytes(encode(reply))))
+        with pytest.raises(
+            EncryptionError, match="automatic encryption"
+        ):  # no metadata client or analyzer here
+            await crypt.encrypt_command(database, bytes(encode({"find": "c", "filter": {}})))
+    finally:
+        crypt.close()
+    assert decrypted["cursor"]["firstBatch"] == [{"_id": 1, "ssn": "123", "notes": [{"a": 1}, "plain"]}]
