@@ -30,7 +30,6 @@ __all__ = [
     "EncryptionIO",
     "ExplicitOptions",
     "KmsRequest",
-    "is_libmongocrypt_error",
     "load",
     "version",
 ]
@@ -85,11 +84,6 @@ def version() -> str | None:
     except ConfigurationError:
         return None
     return str(binding.version())
-
-
-def is_libmongocrypt_error(error: BaseException) -> bool:
-    """Whether ``error`` is libmongocrypt's own (only meaningful once :func:`load` has succeeded)."""
-    return isinstance(error, load().error)
 
 
 class _Translating:
@@ -363,6 +357,7 @@ class Crypt:
         while True:
             state = context.state
             if state == lib.MONGOCRYPT_CTX_ERROR:
+                # The binding's own reader of the context's status (it raises its error, translated here).
                 context._raise_from_status()
             if state == lib.MONGOCRYPT_CTX_READY:
                 return bytes(context.finish())

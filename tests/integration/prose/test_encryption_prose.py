@@ -27,7 +27,13 @@ from mongio.bson.codec_options import CodecOptions
 from mongio.encryption import Algorithm, ClientEncryption, QueryType, RangeOpts, libmongocrypt
 from mongio.encryption.crypt_io import ClientCryptIO
 from mongio.encryption.libmongocrypt import Crypt, CryptOptions
-from mongio.errors import ConfigurationError, EncryptionError, InvalidOperation
+from mongio.errors import (
+    ConfigurationError,
+    EncryptedCollectionError,
+    EncryptionError,
+    InvalidOperation,
+    OperationFailure,
+)
 from tests.support.fake_kms import FakeAwsKms, KmsCertificates
 
 pytestmark = [
@@ -384,3 +390,23 @@ async def test_the_crypt_decrypts_every_encrypted_value_of_a_reply(
     finally:
         crypt.close()
     assert decrypted["cursor"]["firstBatch"] == [{"_id": 1, "ssn": "123", "notes": [{"a": 1}, "plain"]}]
+
+
+async def test_create_encrypted_collection_makes_the_missing_keys_and_reports_them_on_failure(
+    local_encryption: ClientEncryption, key_client: MongoClient, namespace: str
+) -> None:
+    database = key_client[namespace.partition(".")[0]]
+    fields = {"fields": [{"path": "ssn", "bsonType": "string", "keyId": None}]}
+    try:
+        collection, made = await local_encryption.create_encrypted_collection(
+            database, "patients", fields, "local"
+        )
+    except EncryptedCollectionError as exc:  # a server without Queryable Encryption refuses encryptedFields
+        made = exc.encrypted_fields
+        assert isinstance(exc.cause, OperationFailure)
+    else:
+        assert collection.name == "patients"
+    key_id = made["fields"][0]["keyId"]
+    assert isinstance(key_id, Binary) and key_id.subtype == 4
+    assert await local_encryption.get_key(key_id) is not None
+    assert fields["fields"][0]["keyId"] is None  # the caller's document is left as it was
