@@ -54,6 +54,7 @@ class FakeAwsKms:
     server_errors: int = 0
     requests: int = 0
     bodies: list[bytes] = field(default_factory=list, repr=False)
+    headers: list[bytes] = field(default_factory=list, repr=False)
     _server: asyncio.Server | None = field(default=None, repr=False)
 
     @property
@@ -79,6 +80,7 @@ class FakeAwsKms:
                 self.drop_connections -= 1
                 return
             head = await reader.readuntil(b"\r\n\r\n")
+            self.headers.append(head)
             headers = {
                 name.strip().lower(): value.strip()
                 for name, _, value in (

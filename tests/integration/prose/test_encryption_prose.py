@@ -410,3 +410,31 @@ async def test_create_encrypted_collection_makes_the_missing_keys_and_reports_th
     assert isinstance(key_id, Binary) and key_id.subtype == 4
     assert await local_encryption.get_key(key_id) is not None
     assert fields["fields"][0]["keyId"] is None  # the caller's document is left as it was
+
+
+async def test_prose_10_a_kms_certificate_for_another_host_name(
+    key_client: MongoClient, namespace: str, tmp_path: Path
+) -> None:
+    wrong_name = KmsCertificates.make(str(tmp_path), names=("kms.wrong-host.invalid",))
+    async with FakeAwsKms(wrong_name) as kms, aws_encryption(key_client, namespace, wrong_name) as encryption:
+        with pytest.raises(EncryptionError, match=r"IP address mismatch|Hostname mismatch"):
+            await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
+    assert kms.requests == 0
+
+
+async def test_a_named_aws_provider_uses_its_credentials_and_tls_options(
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeAwsKms
+) -> None:
+    async with ClientEncryption(
+        {"aws:name1": {"accessKeyId": "AKIANAMED", "secretAccessKey": "named-secret"}},
+        namespace,
+        key_client,
+        None,
+        kms_tls_options={"aws:name1": {"tlsCAFile": certificates.ca_file}},
+    ) as encryption:
+        key_id = await encryption.create_data_key(
+            "aws:name1", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint}
+        )
+        assert present(await encryption.get_key(key_id))["masterKey"]["provider"] == "aws:name1"
+        assert await encryption.decrypt(await encryption.encrypt("n", RANDOM, key_id=key_id)) == "n"
+    assert b"AKIANAMED" in b"".join(fake_kms.headers)
