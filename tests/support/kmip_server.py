@@ -10,6 +10,8 @@ listens on 127.0.0.1:PORT, and serves until it is terminated. :class:`KmipServer
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -47,8 +49,9 @@ class KmipServerProcess:
 
     def start(self) -> KmipServerProcess:
         command = [sys.executable, "-m", "tests.support.kmip_server", str(self.directory), str(self.port)]
+        # A session of its own: PyKMIP's server runs its connections in child processes, stopped with it.
         self._process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
         )
         assert self._process.stdout is not None
         line = self._process.stdout.readline()  # blocks until the server listens, or the process ends
@@ -59,7 +62,9 @@ class KmipServerProcess:
 
     def stop(self) -> None:
         if self._process is not None:
-            self._process.kill()  # PyKMIP's server only stops between connections; it keeps no state worth saving
+            # Its whole process group: PyKMIP's server only stops between connections, and keeps no state
+            # worth saving.
+            os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait(timeout=10)
             self._process = None
 
