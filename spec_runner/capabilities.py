@@ -37,6 +37,7 @@ class TestProfile:
     entity_kinds: frozenset[str] = field(default_factory=frozenset)
     requirements: Sequence[Sequence[Mapping[str, Any]]] = ()  # the file's, then the test's runOnRequirements
     sessions: frozenset[str] = field(default_factory=frozenset)  # the session entities' ids
+    key_providers: frozenset[str] = field(default_factory=frozenset)  # initialData's masterKey providers
 
     @classmethod
     def of(cls, document: Mapping[str, Any], test: Mapping[str, Any]) -> TestProfile:
@@ -68,6 +69,7 @@ class TestProfile:
             entity_kinds=frozenset(kinds),
             requirements=requirements,
             sessions=frozenset(sessions),
+            key_providers=frozenset(_master_key_providers(document.get("initialData") or ())),
         )
 
     def client_retries_writes(self, name: Any) -> bool:
@@ -128,6 +130,32 @@ def _retryable_write_concern_error(data: Mapping[str, Any]) -> bool:
     if isinstance(labels, list):  # the fail point's labels replace the server's own
         return "RetryableWriteError" in labels
     return error.get("code") in RETRYABLE_WRITE_ERROR_CODES
+
+
+def _master_key_providers(value: Any) -> Iterator[str]:
+    """The ``provider`` of every ``masterKey`` document inside ``value`` (data keys in initial data)."""
+    if isinstance(value, Mapping):
+        master_key = value.get("masterKey")
+        if isinstance(master_key, Mapping) and isinstance(master_key.get("provider"), str):
+            yield master_key["provider"]
+        for child in value.values():
+            yield from _master_key_providers(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _master_key_providers(child)
+
+
+def _provider_values(value: Any) -> Iterator[str]:
+    """Every string given as ``kmsProvider`` or ``provider`` inside an operation's arguments."""
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            if key in ("kmsProvider", "provider") and isinstance(child, str):
+                yield child
+            else:
+                yield from _provider_values(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _provider_values(child)
 
 
 def _contains_key(value: Any, key: str) -> bool:
@@ -240,6 +268,26 @@ def _client_side_encryption(profile: TestProfile) -> bool:
     )
 
 
+def _automatic_encryption(profile: TestProfile) -> bool:
+    """A client entity with autoEncryptOpts is declared."""
+    return any("autoEncryptOpts" in options for options in profile.clients.values())
+
+
+_DECRYPTS_DATA_KEYS = frozenset({"encrypt", "decrypt", "rewrapManyDataKey"})
+
+
+def _kms_provider_used(profile: TestProfile, providers: Sequence[str]) -> bool:
+    """An operation names a KMS provider of a kind in ``providers`` (``aws``, ``aws:name1``...), or decrypts
+    data keys (encrypt, decrypt, rewrapManyDataKey) while the initial data holds keys of such a provider."""
+    wanted = set(providers)
+    for op in profile.operations:
+        if any(name.partition(":")[0] in wanted for name in _provider_values(op.get("arguments") or {})):
+            return True
+    if any(op.get("name") in _DECRYPTS_DATA_KEYS for op in profile.operations):
+        return any(name.partition(":")[0] in wanted for name in profile.key_providers)
+    return False
+
+
 def _server_side_javascript(profile: TestProfile) -> bool:
     """An operation's arguments hold a ``$where`` query, or a mapReduce is expected to return documents."""
     for op in profile.operations:
@@ -269,6 +317,8 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "argument-on": (_argument_on, frozenset({"argument", "operations"})),
     "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
     "client-side-encryption": (_client_side_encryption, frozenset()),
+    "automatic-encryption": (_automatic_encryption, frozenset()),
+    "kms-provider-used": (_kms_provider_used, frozenset({"providers"})),
     "server-side-javascript": (_server_side_javascript, frozenset()),
     "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
 }

@@ -191,6 +191,7 @@ INTEGRATION = Tree(
                 "test_backpressure*",
                 "test_establish_backpressure_*",
                 "test_write_concern_*",
+                "test_encryption_*",
             ),
         ),
         Folder(

@@ -26,6 +26,7 @@ from spec_runner.unified import (
     ops_collection,
     ops_crud,
     ops_cursor,
+    ops_encryption,
     ops_gridfs,
     ops_runner,
     ops_session,
@@ -39,7 +40,16 @@ from spec_runner.unified.runner import run_test, skip_reason
 
 _TOKEN_FILE = "OIDC_TOKEN_FILE"
 
-OPERATION_MODULES = (ops_collection, ops_crud, ops_cursor, ops_gridfs, ops_runner, ops_session, special)
+OPERATION_MODULES = (
+    ops_collection,
+    ops_crud,
+    ops_cursor,
+    ops_encryption,
+    ops_gridfs,
+    ops_runner,
+    ops_session,
+    special,
+)
 """Imported for their ``@operation`` registrations."""
 
 

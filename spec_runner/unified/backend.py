@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 from mongio.connection.connection import Connection
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.tls import create_ssl_context
-from mongio.errors import OperationFailure
+from mongio.encryption import libmongocrypt
+from mongio.errors import MongioError, OperationFailure
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.execution import deadline
 from mongio.options import ClientOptions, ReadConcern, WriteConcern
 from mongio.options.read_preference import make_read_preference, read_pref_mode_from_name
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener, TopologyListener
+from spec_runner.unified import encryption_entities
 from spec_runner.unified import events as recorded
 from spec_runner.unified.entities import CURSOR_KINDS, EntityKind
 from spec_runner.unified.errors import UnifiedTestError
@@ -169,6 +171,7 @@ async def server_facts(internal: InternalClient) -> ServerFacts:
         parameters: dict[str, Any] | None = await internal.command("admin", {"getParameter": "*"})
     except OperationFailure:
         parameters = None
+    crypt_version = libmongocrypt.version()
     shards = None
     if hello.get("msg") == "isdbgrid":
         shards = await internal.find_all("config", "shards")
@@ -179,6 +182,8 @@ async def server_facts(internal: InternalClient) -> ServerFacts:
         shards=shards,
         load_balanced=internal.options.load_balanced,
         auth_enabled=internal.options.credential is not None,
+        csfle_available=crypt_version is not None,
+        libmongocrypt_version=crypt_version,
     )
     _FACTS[internal.uri] = facts
     return facts
@@ -584,6 +589,7 @@ class MongioBackend:
             "collection": self._collection,
             "session": self._session,
             "bucket": self._bucket,
+            "clientEncryption": self._client_encryption,
         }
         maker = makers.get(description.kind)
         if maker is None:
@@ -749,6 +755,22 @@ class MongioBackend:
                 raise UnifiedTestError(f"bucket {description.id}: unsupported option {key!r}")
         owner = context.entities.entity(description.options["database"]).extras.get("client")
         context.entities.add(description.id, EntityKind.BUCKET, bucket_class(database, **kwargs), client=owner)
+
+    async def _client_encryption(self, description: EntityDescription, context: OperationContext) -> None:
+        options = dict(description.options["clientEncryptionOpts"])
+        key_vault_client = context.entities.client(options["keyVaultClient"])
+        client_encryption_class = driver_api("mongio.encryption", "ClientEncryption")
+        kwargs = encryption_entities.client_encryption_options(options, key_vault_client)
+        try:
+            client_encryption = client_encryption_class(**kwargs)
+        except (ValueError, TypeError, MongioError) as exc:
+            # The options the test gives are refused (a provider without its required fields, none at all).
+            raise UnifiedTestError(
+                f"clientEncryption {description.id}: its kmsProviders are refused: {exc}"
+            ) from exc
+        context.entities.add(
+            description.id, EntityKind.CLIENT_ENCRYPTION, client_encryption, client=options["keyVaultClient"]
+        )
 
     # -- fail points ----------------------------------------------------------------------------------------
 

@@ -207,7 +207,7 @@ def _csfle_supported(facts: ServerFacts) -> bool:
 
 def _unmet_csfle(csfle: Any, facts: ServerFacts) -> str | None:
     if not facts.csfle_available:
-        return "csfle (the driver has no client-side encryption support available)"
+        return "csfle (no libmongocrypt: the mongio[encryption] extra, pymongocrypt, is not installed)"
     if facts.version < (4, 2, 0):
         return f"csfle (needs server 4.2.0, server is {format_version(facts.version)})"
     if isinstance(csfle, Mapping) and "minLibmongocryptVersion" in csfle:

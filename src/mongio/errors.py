@@ -401,9 +401,10 @@ class ClientBulkWriteException(OperationFailure):
 
 
 class EncryptionError(MongioError):
-    """An error from client-side field level encryption (PyMongo's name and base; mongio has no
-    client-side encryption, so it never raises this: it exists so ported ``except`` clauses still compile).
-    ``cause`` is the underlying error."""
+    """An error of client-side field level encryption (PyMongo's name and base): libmongocrypt's own
+    errors, and the failures of the steps it asked for (a KMS exchange, a key vault read, on-demand
+    credentials) while encrypting, decrypting or making and rewrapping data keys. ``cause`` is the
+    underlying error. Messages name the problem, never key material or the values encrypted."""
 
     def __init__(self, cause: Exception) -> None:
         super().__init__(str(cause))
@@ -421,7 +422,8 @@ class EncryptionError(MongioError):
 
 
 class EncryptedCollectionError(EncryptionError):
-    """Creating an encrypted collection failed (PyMongo's name; never raised by mongio)."""
+    """Creating an encrypted collection failed (PyMongo's name): ``encrypted_fields`` holds the
+    ``encryptedFields`` with the data keys made before the failure, so they can be reused or deleted."""
 
     def __init__(self, cause: Exception, encrypted_fields: Mapping[str, Any]) -> None:
         super().__init__(cause)

@@ -91,7 +91,8 @@ KEYWORD_ONLY = {
 UNSUPPORTED: dict[str, str] = {
     "auto_encryption_opts": (
         "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
-        "fields meant to be encrypted would be written in plaintext, so the option is refused"
+        "fields meant to be encrypted would be written in plaintext, so the option is refused (explicit "
+        "encryption works: mongio.encryption.ClientEncryption, docs/encryption.md)"
     ),
 }
 """The options mongio parses and validates but refuses to build a client with, and why.

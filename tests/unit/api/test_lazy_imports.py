@@ -15,12 +15,15 @@ LAZY_MODULES = (
     "mongio.bson.json_util",
     "mongio.change_stream",
     "mongio.connection.socks",
+    "mongio.encryption.client_encryption",
+    "mongio.encryption.libmongocrypt",
     "mongio.connection.auth.scram",
     "mongio.events.cmap",
     "mongio.options.srv",
     "mongio.pymongo_types",
     "mongio.topology.sdam_events",
     "mongio.topology.srv_polling",
+    "pymongocrypt",
     "python_socks",
 )
 

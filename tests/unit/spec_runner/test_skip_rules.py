@@ -189,22 +189,40 @@ def test_server_side_javascript() -> None:
     assert not rule.matches(profile({"name": "find", "object": "c", "arguments": {"filter": {"where": 1}}}))
 
 
-def test_client_side_encryption() -> None:
-    rule = real_rule("client-side-encryption")
+def test_automatic_encryption() -> None:
+    rule = real_rule("automatic-encryption")
     assert rule.matches(
         profile(entities=[{"client": {"id": "c", "autoEncryptOpts": {"keyVaultNamespace": "k.v"}}}])
     )
-    assert rule.matches(
+    # Explicit encryption runs.
+    assert not rule.matches(
         profile(entities=[CLIENT, {"clientEncryption": {"id": "ce", "clientEncryptionOpts": {}}}])
     )
-    # Declared by a createEntities operation.
-    created = {
-        "name": "createEntities",
-        "object": "testRunner",
-        "arguments": {"entities": [{"clientEncryption": {"id": "ce"}}]},
-    }
-    assert rule.matches(profile(created))
     assert not rule.matches(profile(entities=[CLIENT]))
+
+
+def test_cloud_or_kmip_kms() -> None:
+    rule = real_rule("cloud-or-kmip-kms")
+    create = {"name": "createDataKey", "object": "ce", "arguments": {"kmsProvider": "aws:name1", "opts": {}}}
+    assert rule.matches(profile(create))
+    rewrap = {"name": "rewrapManyDataKey", "object": "ce", "arguments": {"filter": {}, "opts": {"provider": "kmip"}}}
+    assert rule.matches(profile(rewrap))
+    # The local provider, named or not, runs.
+    assert not rule.matches(profile({**create, "arguments": {"kmsProvider": "local:name2"}}))
+    assert not rule.matches(profile({**rewrap, "arguments": {"filter": {}, "opts": {"provider": "local"}}}))
+
+
+def test_cloud_or_kmip_kms_sees_the_keys_an_operation_decrypts() -> None:
+    rule = real_rule("cloud-or-kmip-kms")
+    aws_key = {"_id": 1, "masterKey": {"provider": "aws", "key": "arn"}}
+    document = {
+        "initialData": [{"databaseName": "keyvault", "collectionName": "datakeys", "documents": [aws_key]}],
+        "tests": [],
+    }
+    decrypting = {"description": "t", "operations": [{"name": "decrypt", "object": "ce", "arguments": {"value": 1}}]}
+    reading = {"description": "t", "operations": [{"name": "getKey", "object": "ce", "arguments": {"id": 1}}]}
+    assert rule.matches(TestProfile.of(document, decrypting))
+    assert not rule.matches(TestProfile.of(document, reading))
 
 
 def test_missing_server_parameter() -> None:

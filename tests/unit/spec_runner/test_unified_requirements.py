@@ -112,7 +112,7 @@ def test_empty_requirements_are_met() -> None:
             "serverParameters noSuchParameter=1 (server has no such parameter)",
         ),
         ({"csfle": False}, None),
-        ({"csfle": True}, "csfle (the driver has no client-side encryption support available)"),
+        ({"csfle": True}, "csfle (no libmongocrypt: the mongio[encryption] extra, pymongocrypt, is not installed)"),
     ],
 )
 def test_single_requirement(requirement: dict[str, Any], reason: str | None) -> None:

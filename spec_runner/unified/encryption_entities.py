@@ -1,0 +1,92 @@
+"""The ``clientEncryption`` entity: its ``clientEncryptionOpts`` as ``ClientEncryption``'s arguments.
+
+The ``kmsProviders`` placeholders are filled with what this machine can stand behind: the test README's
+local master key for ``local``; for the cloud providers and KMIP, which need real accounts or the drivers'
+KMIP server, made-up credentials with every endpoint a provider's options can name pointed at a closed port
+on 127.0.0.1, so that the entity can be made (tests of option errors need it) while the tests that would use
+those providers are skipped by the skip list's ``cloud-or-kmip-kms`` rule, naming what they need.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from spec_runner.unified.errors import UnifiedTestError
+
+__all__ = ["LOCAL_MASTER_KEY", "client_encryption_options", "kms_providers"]
+
+LOCAL_MASTER_KEY = base64.b64decode(
+    "Mng0NCt4ZHVUYUJCa1kxNkVyNUR1QURhZ2h2UzR2d2RrZzh0cFBwM3R6NmdWMDFBMUN3YkQ5aXRRMkhGRGdQV09wOGVNYUMxT2k3NjZKelhaQmRCZGJkTXVyZG9uSjFk"
+)
+"""The 96-byte local master key of the client-side encryption tests (their README): the data keys in the
+test files' ``initialData`` are encrypted with it."""
+
+_PLACEHOLDER = {"$$placeholder": 1}
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, Mapping) and dict(value) == _PLACEHOLDER
+
+
+_UNREACHABLE = "127.0.0.1:9"
+"""The discard port on loopback: nothing listens there, so a request that got through would fail at once."""
+_STAND_IN = {
+    "aws": {"accessKeyId": "not-a-real-access-key", "secretAccessKey": "not-a-real-secret-key"},
+    "azure": {
+        "tenantId": "not-a-tenant",
+        "clientId": "not-a-client",
+        "clientSecret": "not-a-secret",
+        "accessToken": "not-a-token",
+    },
+    "gcp": {"email": "nobody@example.invalid", "privateKey": "AAAA", "accessToken": "not-a-token"},
+    "kmip": {"endpoint": _UNREACHABLE},
+}
+_LOOPBACK_ENDPOINTS = {"azure": "identityPlatformEndpoint", "gcp": "endpoint"}
+
+
+def _filled_provider(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider's options with its placeholders filled (see the module's docstring)."""
+    kind = name.partition(":")[0]
+    filled: dict[str, Any] = {}
+    for field, value in options.items():
+        if not _is_placeholder(value):
+            filled[field] = value
+        elif kind == "local" and field == "key":
+            filled[field] = LOCAL_MASTER_KEY
+        elif field in _STAND_IN.get(kind, {}):
+            filled[field] = _STAND_IN[kind][field]
+        else:
+            raise UnifiedTestError(f"kmsProviders.{name}.{field}: no value for this placeholder")
+    endpoint_field = _LOOPBACK_ENDPOINTS.get(kind)
+    if endpoint_field is not None and filled and endpoint_field not in filled:
+        filled[endpoint_field] = _UNREACHABLE
+    return filled
+
+
+def kms_providers(configured: Mapping[str, Any]) -> dict[str, Any]:
+    """``kmsProviders`` as the test gives them, placeholders filled."""
+    providers: dict[str, Any] = {}
+    for name, options in configured.items():
+        if not isinstance(options, Mapping):
+            raise UnifiedTestError(f"kmsProviders.{name} must be a document, not {options!r}")
+        providers[name] = _filled_provider(name, options)
+    return providers
+
+
+def client_encryption_options(options: Mapping[str, Any], key_vault_client: Any) -> dict[str, Any]:
+    """The keyword arguments of ``ClientEncryption`` for a ``clientEncryptionOpts`` document."""
+    known = {"keyVaultClient", "keyVaultNamespace", "kmsProviders", "keyExpirationMS"}
+    unknown = set(options) - known
+    if unknown:
+        raise UnifiedTestError(f"clientEncryptionOpts: unsupported option(s) {sorted(unknown)}")
+    kwargs: dict[str, Any] = {
+        "kms_providers": kms_providers(options["kmsProviders"]),
+        "key_vault_namespace": options["keyVaultNamespace"],
+        "key_vault_client": key_vault_client,
+        "codec_options": None,
+    }
+    if "keyExpirationMS" in options:
+        kwargs["key_expiration_ms"] = options["keyExpirationMS"]
+    return kwargs

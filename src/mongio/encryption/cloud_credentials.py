@@ -1,0 +1,151 @@
+"""On-demand KMS credentials (the specification's "Automatic Credentials"): a provider configured empty,
+``{"aws": {}}``, ``{"gcp": {}}`` or ``{"azure": {}}``, gets its credentials when libmongocrypt first needs
+them, without blocking the loop:
+
+- ``aws``: MONGODB-AWS's credential chain (:mod:`mongio.connection.auth.aws_credentials`: environment,
+  web identity, ECS, EC2 instance metadata), with its cache;
+- ``gcp``: an access token from the GCE metadata server (``GCE_METADATA_HOST``, by default
+  ``metadata.google.internal``);
+- ``azure``: an access token from the Azure instance metadata service (IMDS), cached until one minute
+  before it expires.
+
+Every request goes through mongio's asynchronous HTTP helper with a 10-second limit. Errors name the
+source and the HTTP status, never a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mongio.connection.auth.aws_credentials import CredentialsUnavailable, obtain_credentials
+from mongio.connection.http import HttpError, http_request
+from mongio.errors import EncryptionError
+
+__all__ = ["AZURE_IMDS_URL", "OnDemandCredentials", "on_demand_providers"]
+
+AZURE_IMDS_URL = "http://169.254.169.254/metadata/identity/oauth2/token"
+_AZURE_RESOURCE = "https://vault.azure.net"
+_AZURE_MARGIN = datetime.timedelta(minutes=1)
+_TIMEOUT = 10.0
+_MAX_TOKEN_DOCUMENT = 64 << 10
+
+
+def on_demand_providers(kms_providers: Mapping[str, Any]) -> list[str]:
+    """The cloud providers configured empty, whose credentials are fetched on demand."""
+    return [name for name in ("aws", "gcp", "azure") if name in kms_providers and not kms_providers[name]]
+
+
+def _token_document(body: bytes, source: str) -> Mapping[str, Any]:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise EncryptionError(RuntimeError(f"{source} answered with a body that is not JSON")) from None
+    if not isinstance(document, Mapping):
+        raise EncryptionError(RuntimeError(f"{source} answered with JSON that is not an object"))
+    return document
+
+
+@dataclass
+class _AzureToken:
+    access_token: str = field(repr=False)
+    expires: datetime.datetime
+
+
+@dataclass
+class OnDemandCredentials:
+    """Fetches the on-demand credentials; one per ``ClientEncryption`` (or encrypted client), which owns
+    the Azure token it caches. The addresses are parameters so that tests can point them at fakes."""
+
+    gcp_metadata_host: str | None = None
+    azure_imds_url: str = AZURE_IMDS_URL
+    timeout: float = _TIMEOUT
+    """Seconds each metadata request may take (the specification's 10)."""
+    _azure: _AzureToken | None = field(default=None, repr=False)
+    _azure_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    async def fetch(self, kms_providers: Mapping[str, Any]) -> dict[str, Any]:
+        """Credentials for every provider of ``kms_providers`` configured empty."""
+        wanted = on_demand_providers(kms_providers)
+        answers: dict[str, Any] = {}
+        if "aws" in wanted:
+            answers["aws"] = await self.aws()
+        if "gcp" in wanted:
+            answers["gcp"] = await self.gcp()
+        if "azure" in wanted:
+            answers["azure"] = await self.azure()
+        return answers
+
+    async def aws(self) -> dict[str, str]:
+        """``accessKeyId``, ``secretAccessKey`` and, for temporary credentials, ``sessionToken``."""
+        try:
+            credentials = await obtain_credentials(None)
+        except CredentialsUnavailable as exc:
+            raise EncryptionError(exc) from exc
+        answer = {"accessKeyId": credentials.access_key, "secretAccessKey": credentials.secret_key}
+        if credentials.token:
+            answer["sessionToken"] = credentials.token
+        return answer
+
+    async def gcp(self) -> dict[str, str]:
+        """``accessToken`` from the GCE metadata server."""
+        host = self.gcp_metadata_host or os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
+        url = f"http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
+        source = "the GCE metadata server"
+        try:
+            response = await http_request(
+                "GET",
+                url,
+                headers={"Metadata-Flavor": "Google"},
+                time_limit=self.timeout,
+                max_body=_MAX_TOKEN_DOCUMENT,
+            )
+        except HttpError as exc:
+            raise EncryptionError(exc) from exc
+        if response.status != 200:
+            raise EncryptionError(RuntimeError(f"{source} answered HTTP {response.status}, not 200"))
+        token = _token_document(response.body, source).get("access_token")
+        if not isinstance(token, str) or not token:
+            raise EncryptionError(RuntimeError(f"{source} answered without an access_token"))
+        return {"accessToken": token}
+
+    async def azure(self) -> dict[str, str]:
+        """``accessToken`` from the Azure IMDS, cached until a minute before it expires."""
+        async with self._azure_lock:
+            now = datetime.datetime.now(datetime.UTC)
+            if self._azure is None or self._azure.expires - now < _AZURE_MARGIN:
+                self._azure = None
+                self._azure = await self._fetch_azure(now)
+            return {"accessToken": self._azure.access_token}
+
+    async def _fetch_azure(self, now: datetime.datetime) -> _AzureToken:
+        url = f"{self.azure_imds_url}?api-version=2018-02-01&resource={_AZURE_RESOURCE}"
+        source = "the Azure instance metadata service"
+        try:
+            response = await http_request(
+                "GET",
+                url,
+                headers={"Metadata": "true", "Accept": "application/json"},
+                time_limit=self.timeout,
+                max_body=_MAX_TOKEN_DOCUMENT,
+            )
+        except HttpError as exc:
+            raise EncryptionError(exc) from exc
+        if response.status != 200:
+            raise EncryptionError(RuntimeError(f"{source} answered HTTP {response.status}, not 200"))
+        document = _token_document(response.body, source)
+        token, expires_in = document.get("access_token"), document.get("expires_in")
+        if not isinstance(token, str) or not token:
+            raise EncryptionError(RuntimeError(f"{source} answered without an access_token"))
+        try:
+            seconds = int(expires_in) if isinstance(expires_in, int | str) else None
+        except ValueError:
+            seconds = None
+        if seconds is None:
+            raise EncryptionError(RuntimeError(f"{source} answered without an integer expires_in"))
+        return _AzureToken(token, now + datetime.timedelta(seconds=seconds))

@@ -1,0 +1,208 @@
+"""Options of client-side field level encryption and Queryable Encryption, under PyMongo's names
+(``pymongo.encryption_options``): :class:`AutoEncryptionOpts`, :class:`RangeOpts`, :class:`StringOpts` and the
+:class:`Algorithm` and :class:`QueryType` constants.
+
+Nothing here needs ``pymongocrypt``: the options can be built (and ported code imported) without the
+``mongio[encryption]`` extra; what encrypts raises ``ConfigurationError`` naming the extra when it is missing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from mongio.bson.int64 import Int64
+
+__all__ = [
+    "Algorithm",
+    "AutoEncryptionOpts",
+    "PrefixOpts",
+    "QueryType",
+    "RangeOpts",
+    "StringOpts",
+    "SubstringOpts",
+    "SuffixOpts",
+    "TextOpts",
+]
+
+
+class Algorithm(enum.StrEnum):
+    """The encryption algorithms of explicit encryption (libmongocrypt's names)."""
+
+    AEAD_AES_256_CBC_HMAC_SHA_512_Deterministic = "AEAD_AES_256_CBC_HMAC_SHA_512-Deterministic"
+    """Client-side field level encryption, deterministic: equal values give equal ciphertexts."""
+    AEAD_AES_256_CBC_HMAC_SHA_512_Random = "AEAD_AES_256_CBC_HMAC_SHA_512-Random"
+    """Client-side field level encryption, randomized."""
+    INDEXED = "Indexed"
+    """Queryable Encryption, queryable by equality."""
+    UNINDEXED = "Unindexed"
+    """Queryable Encryption, not queryable."""
+    RANGE = "Range"
+    """Queryable Encryption, queryable by range (with :class:`RangeOpts`)."""
+    STRING = "String"
+    """Queryable Encryption of strings for prefix, suffix and substring queries (with :class:`StringOpts`)."""
+    TEXTPREVIEW = "TextPreview"
+    """The preview name of :attr:`STRING` (deprecated)."""
+
+
+class QueryType(enum.StrEnum):
+    """What an encrypted query value is for (``query_type`` of ``encrypt`` and ``encrypt_expression``)."""
+
+    EQUALITY = "equality"
+    """An equality match on an ``Indexed`` field."""
+    RANGE = "range"
+    """A range match on a ``Range`` field."""
+    PREFIX = "prefix"
+    """``$encStrStartsWith`` on a ``String`` field."""
+    SUFFIX = "suffix"
+    """``$encStrEndsWith`` on a ``String`` field."""
+    SUBSTRING = "substring"
+    """``$encStrContains`` on a ``String`` field."""
+
+
+@dataclass(frozen=True)
+class RangeOpts:
+    """Options of the ``Range`` algorithm; ``min``/``max`` are values of the field's type, ``precision`` is
+    for doubles and decimals only."""
+
+    sparsity: int | None = None
+    trim_factor: int | None = None
+    min: Any = None
+    max: Any = None
+    precision: int | None = None
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The options as libmongocrypt reads them (only those given)."""
+        fields = {
+            "sparsity": Int64(self.sparsity) if self.sparsity is not None else None,
+            "trimFactor": self.trim_factor,
+            "precision": self.precision,
+            "min": self.min,
+            "max": self.max,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+class SubstringOpts(TypedDict):
+    """Options of substring queries: the longest string inserted, the shortest and longest query."""
+
+    strMaxLength: int
+    strMinQueryLength: int
+    strMaxQueryLength: int
+
+
+class PrefixOpts(TypedDict):
+    """Options of prefix queries: the shortest and longest query."""
+
+    strMinQueryLength: int
+    strMaxQueryLength: int
+
+
+class SuffixOpts(TypedDict):
+    """Options of suffix queries: the shortest and longest query."""
+
+    strMinQueryLength: int
+    strMaxQueryLength: int
+
+
+@dataclass(frozen=True)
+class StringOpts:
+    """Options of the ``String`` algorithm."""
+
+    substring: SubstringOpts | None = None
+    prefix: PrefixOpts | None = None
+    suffix: SuffixOpts | None = None
+    case_sensitive: bool | None = None
+    diacritic_sensitive: bool | None = None
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The options as libmongocrypt reads them (only those given)."""
+        fields = {
+            "substring": self.substring,
+            "prefix": self.prefix,
+            "suffix": self.suffix,
+            "caseSensitive": self.case_sensitive,
+            "diacriticSensitive": self.diacritic_sensitive,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+TextOpts = StringOpts
+"""The preview name of :class:`StringOpts`."""
+
+
+def _with_idle_shutdown(arguments: Sequence[str] | None) -> list[str]:
+    given = list(arguments) if arguments is not None else []
+    if not any("idleShutdownTimeoutSecs" in argument for argument in given):
+        given.append("--idleShutdownTimeoutSecs=60")
+    return given
+
+
+@dataclass(frozen=True, init=False)
+class AutoEncryptionOpts:
+    """Options of automatic encryption and decryption (PyMongo's ``AutoEncryptionOpts``, same arguments).
+
+    Building them needs nothing; a client given them raises ``ConfigurationError`` until mongio's automatic
+    encryption is there (docs/encryption.md): explicit encryption with
+    :class:`mongio.encryption.ClientEncryption` works now.
+    """
+
+    kms_providers: Mapping[str, Any] = field(repr=False)
+    key_vault_namespace: str
+    key_vault_client: Any
+    schema_map: Mapping[str, Any] | None
+    bypass_auto_encryption: bool
+    mongocryptd_uri: str
+    mongocryptd_bypass_spawn: bool
+    mongocryptd_spawn_path: str
+    mongocryptd_spawn_args: list[str]
+    kms_tls_options: Mapping[str, Any] | None
+    crypt_shared_lib_path: str | None
+    crypt_shared_lib_required: bool
+    bypass_query_analysis: bool
+    encrypted_fields_map: Mapping[str, Any] | None
+    key_expiration_ms: int | None
+
+    def __init__(
+        self,
+        kms_providers: Mapping[str, Any],
+        key_vault_namespace: str,
+        key_vault_client: Any = None,
+        schema_map: Mapping[str, Any] | None = None,
+        bypass_auto_encryption: bool = False,
+        mongocryptd_uri: str = "mongodb://localhost:27020",
+        mongocryptd_bypass_spawn: bool = False,
+        mongocryptd_spawn_path: str = "mongocryptd",
+        mongocryptd_spawn_args: Sequence[str] | None = None,
+        kms_tls_options: Mapping[str, Any] | None = None,
+        crypt_shared_lib_path: str | None = None,
+        crypt_shared_lib_required: bool = False,
+        bypass_query_analysis: bool = False,
+        encrypted_fields_map: Mapping[str, Any] | None = None,
+        key_expiration_ms: int | None = None,
+    ) -> None:
+        if isinstance(mongocryptd_spawn_args, str):
+            raise TypeError("mongocryptd_spawn_args must be a list of strings, not a string")
+        values = {
+            "kms_providers": kms_providers,
+            "key_vault_namespace": key_vault_namespace,
+            "key_vault_client": key_vault_client,
+            "schema_map": schema_map,
+            "bypass_auto_encryption": bypass_auto_encryption,
+            "mongocryptd_uri": mongocryptd_uri,
+            "mongocryptd_bypass_spawn": mongocryptd_bypass_spawn,
+            "mongocryptd_spawn_path": mongocryptd_spawn_path,
+            "mongocryptd_spawn_args": _with_idle_shutdown(mongocryptd_spawn_args),
+            "kms_tls_options": kms_tls_options,
+            "crypt_shared_lib_path": crypt_shared_lib_path,
+            "crypt_shared_lib_required": crypt_shared_lib_required,
+            "bypass_query_analysis": bypass_query_analysis,
+            "encrypted_fields_map": encrypted_fields_map,
+            "key_expiration_ms": key_expiration_ms,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)

@@ -1,0 +1,81 @@
+"""Data encrypted by PyMongo decrypts under mongio and the other way round, on one key vault with one local
+master key; the deterministic algorithm gives both drivers the same ciphertext, byte for byte, and data keys
+made by either driver serve the other."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from mongio import MongoClient
+from mongio.bson import Decimal128, ObjectId, encode
+from mongio.encryption import Algorithm, ClientEncryption, libmongocrypt
+
+pymongo_encryption = pytest.importorskip("pymongo.asynchronous.encryption")
+pymongo = pytest.importorskip("pymongo")
+bson = pytest.importorskip("bson")
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(libmongocrypt.version() is None, reason="needs mongio[encryption]"),
+]
+
+LOCAL_KEY = os.urandom(96)
+DETERMINISTIC = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Deterministic
+RANDOM = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Random
+VALUES: list[Any] = ["text", 7, 2**40, True, ObjectId(), Decimal128("1.25"), {"a": [1, "b"]}]
+
+
+@pytest.fixture
+async def both(server_uri: str) -> AsyncIterator[tuple[Any, ClientEncryption]]:
+    namespace = f"keyvault_interop_{uuid.uuid4().hex[:8]}.datakeys"
+    providers = {"local": {"key": LOCAL_KEY}}
+    pymongo_client: Any = pymongo.AsyncMongoClient(server_uri)
+    async with MongoClient(server_uri) as mongio_client:
+        theirs = pymongo_encryption.AsyncClientEncryption(
+            providers, namespace, pymongo_client, bson.codec_options.CodecOptions()
+        )
+        async with ClientEncryption(providers, namespace, mongio_client, None) as ours:
+            yield theirs, ours
+        await theirs.close()
+        await mongio_client.drop_database(namespace.partition(".")[0])
+    await pymongo_client.close()
+
+
+def as_pymongo(value: Any) -> Any:
+    """The value with mongio's BSON classes swapped for PyMongo's (through BSON), for PyMongo's encoder."""
+    return bson.decode(bytes(encode({"v": value})))["v"]
+
+
+async def test_pymongo_ciphertext_decrypts_under_mongio(both: tuple[Any, ClientEncryption]) -> None:
+    theirs, ours = both
+    key_id = await theirs.create_data_key("local", key_alt_names=["by-pymongo"])
+    for value in VALUES:
+        for algorithm in (DETERMINISTIC, RANDOM):
+            if algorithm is DETERMINISTIC and isinstance(value, dict | bool | Decimal128):
+                continue  # deterministic encryption refuses documents, booleans and decimals
+            encrypted = await theirs.encrypt(as_pymongo(value), algorithm, key_id=key_id)
+            assert await ours.decrypt(encrypted) == value
+
+
+async def test_mongio_ciphertext_decrypts_under_pymongo(both: tuple[Any, ClientEncryption]) -> None:
+    theirs, ours = both
+    key_id = await ours.create_data_key("local", key_alt_names=["by-mongio"])
+    for value in VALUES:
+        encrypted = await ours.encrypt(value, RANDOM, key_alt_name="by-mongio")
+        assert await theirs.decrypt(as_pymongo(encrypted)) == as_pymongo(value)
+    assert await theirs.get_key_by_alt_name("by-mongio") is not None
+    assert bytes((await theirs.get_key(as_pymongo(key_id)))["_id"]) == bytes(key_id)
+
+
+async def test_deterministic_ciphertexts_are_the_same_bytes(both: tuple[Any, ClientEncryption]) -> None:
+    theirs, ours = both
+    key_id = await ours.create_data_key("local")
+    for value in ("text", 7, ObjectId()):
+        mine = await ours.encrypt(value, DETERMINISTIC, key_id=key_id)
+        theirs_ciphertext = await theirs.encrypt(as_pymongo(value), DETERMINISTIC, key_id=as_pymongo(key_id))
+        assert bytes(mine) == bytes(theirs_ciphertext)
