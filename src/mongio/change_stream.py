@@ -371,7 +371,8 @@ class ChangeStream(Generic[_T]):
         return change
 
     async def try_next(self) -> _T | None:
-        """The next change if one is available now, else None.
+        """The next change if one is available now, else None (always None once the stream has ended after an
+        ``invalidate`` event or was closed: :attr:`alive` is then False).
 
         Makes at most one ``getMore`` (which the server holds open for ``max_await_time_ms`` while nothing
         happens), resuming once if it fails with a resumable error. Read :attr:`resume_token` after each
@@ -383,9 +384,10 @@ class ChangeStream(Generic[_T]):
 
     async def _try_next(self) -> _T | None:
         if not self.alive:
+            # Ended (after its ``invalidate`` event) or closed: nothing will come, as PyMongo's None says.
             if not self._closed:
                 await self.close()
-            raise StopAsyncIteration
+            return None
         cursor = self._cursor
         if cursor is None:
             await self._open()

@@ -187,6 +187,25 @@ async def test_watch_opens_the_stream_once(client: MongoClient) -> None:
     assert len(commands.commands("aggregate")) == 1
 
 
+async def test_an_invalidated_stream_answers_try_next_with_none(client: MongoClient) -> None:
+    """As PyMongo's: once the stream returned its ``invalidate`` event (the collection was dropped), it is no
+    longer alive, try_next returns None (again and again) and next raises StopAsyncIteration."""
+    collection = client[unique_name()].events
+    await collection.insert_one({"warm": True})
+    stream = await collection.watch(max_await_time_ms=50)
+    await collection.insert_one({"n": 1})
+    await collection.drop()
+    kinds = [(await stream.next())["operationType"] for _ in range(3)]
+    assert kinds == ["insert", "drop", "invalidate"]
+    assert not stream.alive
+    assert await stream.try_next() is None
+    assert await stream.try_next() is None
+    with pytest.raises(StopAsyncIteration):
+        await stream.next()
+    await stream.close()
+    assert await stream.try_next() is None
+
+
 def _uri(client: MongoClient) -> str:
     host, port = client.options.seeds[0]
     return f"mongodb://{host}:{port}/"
