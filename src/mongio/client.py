@@ -485,8 +485,11 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
 
         ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
-        in the background. What the client runs on other event loops is closed there (on another thread's
-        running loop through that loop; for a closed loop its sockets are closed at once). ``endSessions``
+        in the background. Called where no event loop runs (Motor's idiom between ``run_until_complete`` calls,
+        before ``loop.close()``), it runs each idle loop the client used until the client's part in it is
+        closed, and returns when done, so that nothing of the client is left pending there. What the client
+        runs on other event loops is closed there (on another thread's running loop through that loop; for a
+        closed loop its sockets are closed at once). ``endSessions``
         is sent once, from the calling loop when the client was used on it, else from another thread's
         running loop that the client uses, else, when server sessions are pooled, over a connection made on
         the calling loop for it. Afterwards every operation raises
