@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -45,9 +46,42 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.timestamp import Timestamp
 
-__all__ = ["PyMongoTypedCodecOptions", "enable", "typed_codec_options"]
+__all__ = [
+    "PyMongoTypedCodecOptions",
+    "enable",
+    "is_pymongo_read_concern",
+    "is_pymongo_read_preference",
+    "is_pymongo_write_concern",
+    "typed_codec_options",
+]
 
 Transform = Callable[[Any], Any]
+
+
+def _is_instance_of_loaded(value: Any, module_name: str, class_name: str) -> bool:
+    """Whether ``value`` is an instance of PyMongo's ``module_name.class_name``, without importing PyMongo: an
+    object of PyMongo's exists only once its module was imported, so an unloaded module answers False."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return False
+    cls = vars(module).get(class_name)
+    return isinstance(cls, type) and isinstance(value, cls)
+
+
+def is_pymongo_write_concern(value: Any) -> bool:
+    """Whether ``value`` is PyMongo's ``WriteConcern`` (which mongio's compares equal to, both ways)."""
+    return _is_instance_of_loaded(value, "pymongo.write_concern", "WriteConcern")
+
+
+def is_pymongo_read_concern(value: Any) -> bool:
+    """Whether ``value`` is PyMongo's ``ReadConcern`` (which mongio's compares equal to, both ways)."""
+    return _is_instance_of_loaded(value, "pymongo.read_concern", "ReadConcern")
+
+
+def is_pymongo_read_preference(value: Any) -> bool:
+    """Whether ``value`` is one of PyMongo's read preference modes (which mongio's compare equal to, both
+    ways)."""
+    return _is_instance_of_loaded(value, "pymongo.read_preferences", "_ServerMode")
 
 
 @functools.cache
@@ -145,7 +179,10 @@ class PyMongoTypedCodecOptions(CodecOptions):
 
     def _raw_document_options(self) -> Any:
         # PyMongo's RawBSONDocument decodes itself lazily with PyMongo's codec: it is given PyMongo's options.
-        if self.document_class is RawBSONDocument or type_marker(self.document_class) != RawBSONDocument._type_marker:
+        if (
+            self.document_class is RawBSONDocument
+            or type_marker(self.document_class) != RawBSONDocument._type_marker
+        ):
             return self
         codec_options = _pymongo()[0].codec_options
         fields = {name: getattr(self, name) for name in CodecOptions._FIELDS}

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mongio.errors import ConfigurationError
+from mongio.pymongo_types import is_pymongo_read_preference
 
 __all__ = [
     "Nearest",
@@ -122,13 +123,17 @@ class _ServerMode:
         return doc
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _ServerMode):
+        # PyMongo's modes too: their __eq__ answers NotImplemented for ours, so Python asks this one and the
+        # two compare equal both ways. The hedge is read from the document, where PyMongo's gives it without
+        # its deprecation warning.
+        if not isinstance(other, _ServerMode) and not is_pymongo_read_preference(other):
             return NotImplemented
-        return (self._mode, self.tag_sets, self._max_staleness, self._hedge) == (
-            other.mode,
-            other.tag_sets,
-            other.max_staleness,
-            other.hedge,
+        theirs: Any = other
+        return (self._mode, self.tag_sets, self._max_staleness, self.document.get("hedge")) == (
+            theirs.mode,
+            theirs.tag_sets,
+            theirs.max_staleness,
+            theirs.document.get("hedge"),
         )
 
     def __hash__(self) -> int:
