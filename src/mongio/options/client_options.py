@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from mongio.errors import ConfigurationError, InvalidURI
+from mongio.listener_registry import listed_by_kind
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
@@ -199,6 +200,15 @@ class ClientOptions:
     options: URIOptions
     warnings: tuple[str, ...] = ()
     _sources: _Sources | None = field(default=None, repr=False, compare=False)
+    _listeners: tuple[object, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def event_listeners(self) -> list[object]:
+        """The client's event listeners as PyMongo's ``client.options.event_listeners`` lists them: those
+        registered (``monitoring.register``) when the client was made, then those given, by kind (command,
+        heartbeat, server, topology, pool), an object once for each kind it is. These are the objects given,
+        whatever the client delivers events through."""
+        return list(self._listeners)
 
     @property
     def is_srv(self) -> bool:
@@ -473,4 +483,5 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         options=merged,
         warnings=found,
         _sources=sources,
+        _listeners=listed_by_kind(extras.get("event_listeners") or ()),
     )
