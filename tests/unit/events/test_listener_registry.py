@@ -211,7 +211,7 @@ def test_client_options_list_the_listeners_given_as_pymongo_lists_them() -> None
     assert MongoClient("mongodb://localhost").options.event_listeners == [registered]
     # PyMongo's own list for listeners of its classes only (and none registered with it).
     given = [pool, PyMongoCommand(), PyMongoTopology(), heartbeat, PyMongoServer()]
-    native = pymongo_monitoring._EventListeners(given).event_listeners()
+    native: list[Any] = pymongo_monitoring._EventListeners(given).event_listeners()
     assert native == [given[1], heartbeat, given[4], given[2], pool]
     ours = MongoClient("mongodb://localhost", event_listeners=given).options.event_listeners
     assert ours == [*native[:2], registered, *native[2:]]  # the registered server listener first among servers
