@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from mongio.errors import ConfigurationError, InvalidURI
+from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.listener_registry import listed_by_kind
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
@@ -308,7 +308,7 @@ def _keyword_options(
                 if isinstance(converted, str):
                     converted = spec.parse(converted, warn)
         except (InvalidOptionValue, FatalOptionError) as exc:
-            raise ConfigurationError(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
+            raise InvalidOptionValueError(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
         if spec.name == "tls":
             tls_given[key] = converted
         options[spec.name] = converted
