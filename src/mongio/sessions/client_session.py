@@ -515,11 +515,7 @@ class ClientSession:
         """Raise unless an operation of ``client`` may run in this session now: the session has not ended, was
         started by ``client``, and the operation sets no timeout of its own inside ``with_transaction``; binds
         the session to the running event loop."""
-        if self._ended:
-            raise InvalidOperation(
-                "this session has ended (end_session() was called or its async with block exited); "
-                "start a new one with client.start_session()"
-            )
+        self._check_not_ended()
         bound = self._with_transaction_deadline
         current = csot.current_deadline()
         # A millisecond of slack: a cursor re-deriving the same deadline from the time left may round.
@@ -654,16 +650,16 @@ class ClientSession:
 
     def _check_not_ended(self) -> None:
         if self._ended:
+            # PyMongo's words first, for code that matches them; then what ended it and what to do.
             raise InvalidOperation(
-                "this session has ended (end_session() was called or its async with block exited); "
+                "Cannot use ended session: end_session() was called or its async with block exited; "
                 "start a new one with client.start_session()"
             )
 
     def checked_server_session(self) -> ServerSession:
         """The server session the session's commands carry, taken from the client's pool at the first one;
         raises once the session has ended."""
-        if self._ended:
-            raise InvalidOperation("this session has ended; start a new one with client.start_session()")
+        self._check_not_ended()
         if self._server_session is None:
             self._server_session = self._client.executor.acquire_server_session()
         return self._server_session

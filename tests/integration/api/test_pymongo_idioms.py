@@ -5,7 +5,7 @@ properties, ``append_metadata``, collations, and CSOT timeouts caught by PyMongo
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
     ExecutionTimeout,
+    InvalidOperation,
     NetworkTimeout,
     OperationTimeoutError,
     PyMongoError,
@@ -221,6 +222,22 @@ async def test_sessions_work_awaited_entered_or_both(client: MongoClient) -> Non
     session = await client.start_session()
     assert not session.has_ended
     await session.end_session()
+
+
+async def test_an_ended_session_is_refused_in_pymongo_s_words(client: MongoClient) -> None:
+    session = client.start_session()
+    await session.end_session()
+    attempts: list[Callable[[], Awaitable[object]]] = [
+        lambda: client.admin.command("ping", session=session),
+        lambda: client[unique_name()].c.insert_one({}, session=session),
+        lambda: session.with_transaction(lambda s: client.admin.command("ping", session=s)),
+    ]
+    for attempt in attempts:
+        with pytest.raises(InvalidOperation, match=r"^Cannot use ended session: end_session") as raised:
+            await attempt()
+        assert "client.start_session()" in str(raised.value)
+    with pytest.raises(InvalidOperation, match=r"^Cannot use ended session"):
+        session.start_transaction()
 
 
 # -- the client --------------------------------------------------------------------------------------------------
