@@ -58,7 +58,7 @@ from mongio.operations.change_stream_stage import (
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.sessions.client_session import ClientSession
 
 __all__ = [
@@ -155,7 +155,7 @@ class ChangeStream(Generic[_T]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
         level_timeout: float | None = None,
-        read_preference: _ServerMode | None = None,
+        read_preference: ReadPreferenceMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions,
     ) -> None:

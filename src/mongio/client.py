@@ -50,7 +50,7 @@ from mongio.operations.models import WriteModel
 from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
-from mongio.options.read_preference import _ServerMode
+from mongio.options.read_preference import ReadPreferenceMode
 from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern, as_write_concern
 from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
@@ -250,7 +250,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self._codec_options = _codec_options(
             self._options, extras.get("document_class") or dict, bool(extras.get("tz_aware"))
         )
-        self._read_preference: _ServerMode = self._options.read_preference
+        self._read_preference: ReadPreferenceMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
         # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop.
@@ -701,7 +701,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self,
         name: str | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
@@ -721,7 +721,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self,
         default: str | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
     ) -> Database[Any]:

@@ -29,7 +29,7 @@ from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import (
-    _ServerMode,
+    ReadPreferenceMode,
     as_read_preference,
     make_read_preference,
     read_pref_mode_from_name,
@@ -186,7 +186,7 @@ class ClientOptions:
     timeout_ms: int | None
     retry_reads: bool
     retry_writes: bool
-    read_preference: _ServerMode
+    read_preference: ReadPreferenceMode
     read_concern: ReadConcern
     write_concern: WriteConcern
     server_monitoring_mode: str

@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         WriteConcernLike,
     )
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.topology.server_description import Address
 
@@ -266,7 +266,7 @@ class ClientSession:
         self,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         max_commit_time_ms: int | None = None,
     ) -> TransactionContext:
         """Start a transaction; the operations given ``session=self`` from now on run in it.
@@ -363,7 +363,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None = None,
         write_concern: WriteConcern | None = None,
-        read_preference: _ServerMode | None = None,
+        read_preference: ReadPreferenceMode | None = None,
         max_commit_time_ms: int | None = None,
     ) -> T:
         """Run ``await callback(session)`` in a transaction and commit it, retrying as the server advises.
@@ -401,7 +401,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None,
         write_concern: WriteConcern | None,
-        read_preference: _ServerMode | None,
+        read_preference: ReadPreferenceMode | None,
         max_commit_time_ms: int | None,
     ) -> T:
         left = csot.remaining()
@@ -422,7 +422,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None,
         write_concern: WriteConcern | None,
-        read_preference: _ServerMode | None,
+        read_preference: ReadPreferenceMode | None,
         max_commit_time_ms: int | None,
     ) -> T:
         while True:
