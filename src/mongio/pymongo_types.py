@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -46,42 +45,9 @@ from mongio.bson.raw import RawBSONDocument
 from mongio.bson.regex import Regex
 from mongio.bson.timestamp import Timestamp
 
-__all__ = [
-    "PyMongoTypedCodecOptions",
-    "enable",
-    "is_pymongo_read_concern",
-    "is_pymongo_read_preference",
-    "is_pymongo_write_concern",
-    "typed_codec_options",
-]
+__all__ = ["PyMongoTypedCodecOptions", "enable", "typed_codec_options"]
 
 Transform = Callable[[Any], Any]
-
-
-def _is_instance_of_loaded(value: Any, module_name: str, class_name: str) -> bool:
-    """Whether ``value`` is an instance of PyMongo's ``module_name.class_name``, without importing PyMongo: an
-    object of PyMongo's exists only once its module was imported, so an unloaded module answers False."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return False
-    cls = vars(module).get(class_name)
-    return isinstance(cls, type) and isinstance(value, cls)
-
-
-def is_pymongo_write_concern(value: Any) -> bool:
-    """Whether ``value`` is PyMongo's ``WriteConcern`` (which mongio's compares equal to, both ways)."""
-    return _is_instance_of_loaded(value, "pymongo.write_concern", "WriteConcern")
-
-
-def is_pymongo_read_concern(value: Any) -> bool:
-    """Whether ``value`` is PyMongo's ``ReadConcern`` (which mongio's compares equal to, both ways)."""
-    return _is_instance_of_loaded(value, "pymongo.read_concern", "ReadConcern")
-
-
-def is_pymongo_read_preference(value: Any) -> bool:
-    """Whether ``value`` is one of PyMongo's read preference modes (which mongio's compare equal to, both
-    ways)."""
-    return _is_instance_of_loaded(value, "pymongo.read_preferences", "_ServerMode")
 
 
 @functools.cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mongio.pymongo_types import is_pymongo_read_concern
+from mongio.options.pymongo_classes import is_pymongo_read_concern
 
 __all__ = ["DEFAULT_READ_CONCERN", "ReadConcern", "as_read_concern"]
 

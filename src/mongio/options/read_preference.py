@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mongio.errors import ConfigurationError
-from mongio.pymongo_types import is_pymongo_read_preference
+from mongio.options.pymongo_classes import is_pymongo_read_preference
 
 __all__ = [
     "Nearest",

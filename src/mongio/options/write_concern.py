@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mongio.errors import ConfigurationError
-from mongio.pymongo_types import is_pymongo_write_concern
+from mongio.options.pymongo_classes import is_pymongo_write_concern
 
 __all__ = ["DEFAULT_WRITE_CONCERN", "WriteConcern", "as_write_concern"]
 
