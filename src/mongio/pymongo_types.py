@@ -145,10 +145,7 @@ class PyMongoTypedCodecOptions(CodecOptions):
 
     def _raw_document_options(self) -> Any:
         # PyMongo's RawBSONDocument decodes itself lazily with PyMongo's codec: it is given PyMongo's options.
-        if (
-            self.document_class is RawBSONDocument
-            or type_marker(self.document_class) != RawBSONDocument._type_marker
-        ):
+        if self.document_class is RawBSONDocument or type_marker(self.document_class) != RawBSONDocument._type_marker:
             return self
         codec_options = _pymongo()[0].codec_options
         fields = {name: getattr(self, name) for name in CodecOptions._FIELDS}
