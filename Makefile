@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c src/mongio/connection/_speedups.c
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@# setuptools 77 or later reads the SPDX license string (for setup.py build_ext --inplace in the venv).
+	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=77'
 	$(BIN)/pip install --quiet -e '.[test]'
 	@# python-gssapi builds against the system's Kerberos: only where krb5-config exists, never failing setup.
 	if command -v krb5-config >/dev/null 2>&1; then \

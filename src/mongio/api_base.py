@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         WriteConcernLike,
     )
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.sessions.client_session import ClientSession
 
@@ -68,7 +68,7 @@ class OptionScope:
     """The options a client, a database or a collection carries: set by each constructor, read here."""
 
     _codec_options: CodecOptions
-    _read_preference: _ServerMode
+    _read_preference: ReadPreferenceMode
     _read_concern: ReadConcern
     _write_concern: WriteConcern
     # The timeoutMS a database or collection sets (seconds, math.inf for no limit), which comes before a
@@ -84,7 +84,7 @@ class OptionScope:
         return self._codec_options
 
     @property
-    def read_preference(self) -> _ServerMode:
+    def read_preference(self) -> ReadPreferenceMode:
         """Which members reads go to; the databases and collections made from here inherit it unless given
         their own."""
         return self._read_preference
@@ -121,7 +121,7 @@ class DerivedScope(OptionScope):
         parent: OptionScope,
         parent_timeout: float | None,
         codec_options: CodecOptions | CodecOptionsLike | None,
-        read_preference: _ServerMode | ReadPreferenceLike | None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None,
         write_concern: WriteConcern | WriteConcernLike | None,
         read_concern: ReadConcern | ReadConcernLike | None,
         timeout: float | None,
@@ -139,7 +139,7 @@ class DerivedScope(OptionScope):
     def _with_options(
         self,
         codec_options: CodecOptions,
-        read_preference: _ServerMode | ReadPreferenceLike,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike,
         write_concern: WriteConcern | WriteConcernLike,
         read_concern: ReadConcern | ReadConcernLike,
         timeout: float | None,
@@ -150,7 +150,7 @@ class DerivedScope(OptionScope):
     def with_options(
         self,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from mongio.bson import CodecOptions
     from mongio.cursor_client import CursorClient
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.sessions.client_session import ClientSession
 
 __all__ = [
@@ -156,7 +156,7 @@ class ChangeStream(Generic[_T]):
         full_document_before_change: str | None = None,
         show_expanded_events: bool | None = None,
         level_timeout: float | None = None,
-        read_preference: _ServerMode | None = None,
+        read_preference: ReadPreferenceMode | None = None,
         read_concern: ReadConcern | None = None,
         codec_options: CodecOptions,
     ) -> None:
@@ -372,7 +372,8 @@ class ChangeStream(Generic[_T]):
         return change
 
     async def try_next(self) -> _T | None:
-        """The next change if one is available now, else None.
+        """The next change if one is available now, else None (always None once the stream has ended after an
+        ``invalidate`` event or was closed: :attr:`alive` is then False).
 
         Makes at most one ``getMore`` (which the server holds open for ``max_await_time_ms`` while nothing
         happens), resuming once if it fails with a resumable error. Read :attr:`resume_token` after each
@@ -384,9 +385,10 @@ class ChangeStream(Generic[_T]):
 
     async def _try_next(self) -> _T | None:
         if not self.alive:
+            # Ended (after its ``invalidate`` event) or closed: nothing will come, as PyMongo's None says.
             if not self._closed:
                 await self.close()
-            raise StopAsyncIteration
+            return None
         cursor = self._cursor
         if cursor is None:
             await self._open()

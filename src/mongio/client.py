@@ -50,7 +50,7 @@ from mongio.operations.models import WriteModel
 from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
-from mongio.options.read_preference import _ServerMode
+from mongio.options.read_preference import ReadPreferenceMode
 from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern, as_write_concern
 from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
@@ -250,7 +250,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self._codec_options = _codec_options(
             self._options, extras.get("document_class") or dict, bool(extras.get("tz_aware"))
         )
-        self._read_preference: _ServerMode = self._options.read_preference
+        self._read_preference: ReadPreferenceMode = self._options.read_preference
         self._read_concern: ReadConcern = self._options.read_concern
         self._write_concern: WriteConcern = self._options.write_concern
         # What lives on an event loop (topology, pools, monitors, cursor reaper) is kept per loop.
@@ -486,8 +486,11 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
 
         ``await client.close()`` (PyMongo's idiom) returns once every task the client started has finished.
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
-        in the background. What the client runs on other event loops is closed there (on another thread's
-        running loop through that loop; for a closed loop its sockets are closed at once). ``endSessions``
+        in the background. Called where no event loop runs (Motor's idiom between ``run_until_complete`` calls,
+        before ``loop.close()``), it runs each idle loop the client used until the client's part in it is
+        closed, and returns when done, so that nothing of the client is left pending there. What the client
+        runs on other event loops is closed there (on another thread's running loop through that loop; for a
+        closed loop its sockets are closed at once). ``endSessions``
         is sent once, from the calling loop when the client was used on it, else from another thread's
         running loop that the client uses, else, when server sessions are pooled, over a connection made on
         the calling loop for it. Afterwards every operation raises
@@ -699,7 +702,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self,
         name: str | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
@@ -719,7 +722,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self,
         default: str | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
     ) -> Database[Any]:

@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         WriteModelLike,
     )
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.sessions.client_session import ClientSession
 
@@ -163,7 +163,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         name: str,
         create: bool | None = False,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         session: ClientSession | None = None,
@@ -216,7 +216,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
     def _with_options(
         self,
         codec_options: CodecOptions,
-        read_preference: _ServerMode | ReadPreferenceLike,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike,
         write_concern: WriteConcern | WriteConcernLike,
         read_concern: ReadConcern | ReadConcernLike,
         timeout: float | None,
@@ -795,7 +795,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         return count
 
     def _map_reduce(
-        self, map: Any, reduce: Any, out: Any, read_preference: _ServerMode | None, kwargs: Mapping[str, Any]
+        self, map: Any, reduce: Any, out: Any, read_preference: ReadPreferenceMode | None, kwargs: Mapping[str, Any]
     ) -> MapReduce:
         options: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -1034,7 +1034,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
             operation, session, comment=comment, timeout_mode=timeout_mode, batch_size=batch_size or 0
         )
 
-    def _primary(self) -> _ServerMode | None:
+    def _primary(self) -> ReadPreferenceMode | None:
         # Index and collection listings read from the primary, as PyMongo does: their results describe what
         # the next write will see.
         return None

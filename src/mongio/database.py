@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         WriteConcernLike,
     )
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.sessions.client_session import ClientSession
 
@@ -55,7 +55,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         client: MongoClient,
         name: str,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
@@ -91,7 +91,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
     def _with_options(
         self,
         codec_options: CodecOptions,
-        read_preference: _ServerMode | ReadPreferenceLike,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike,
         write_concern: WriteConcern | WriteConcernLike,
         read_concern: ReadConcern | ReadConcernLike,
         timeout: float | None,
@@ -109,7 +109,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         self,
         name: str,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
@@ -181,7 +181,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         value: Any = 1,
         check: bool = True,
         allowable_errors: Sequence[str | int] | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
@@ -233,7 +233,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         self,
         command: str | Mapping[str, Any],
         value: Any = 1,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
@@ -281,7 +281,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         self,
         name: str,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         session: ClientSession | None = None,

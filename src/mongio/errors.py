@@ -45,6 +45,7 @@ __all__ = [
     "InvalidId",
     "InvalidName",
     "InvalidOperation",
+    "InvalidOptionValueError",
     "InvalidStringData",
     "InvalidURI",
     "MongioError",
@@ -137,6 +138,12 @@ class ProtocolError(MongioError):
 
 class ConfigurationError(MongioError):
     """A bad option, URI or combination of settings; the message names the option and the value."""
+
+
+class InvalidOptionValueError(ConfigurationError, ValueError):
+    """A client option given a value it does not accept (``MongoClient(maxPoolSize=-1)``); also a
+    :class:`ValueError`, as PyMongo raises for it, so that ``except ValueError`` written for PyMongo and
+    ``except ConfigurationError`` both catch it."""
 
 
 class InvalidURI(ConfigurationError):

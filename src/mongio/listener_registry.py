@@ -23,7 +23,7 @@ from mongio.events.command import CommandListener
 from mongio.events.listeners import ConnectionPoolListener
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerListener, TopologyListener
 
-__all__ = ["adapt_listeners", "listener_kinds", "register", "registered_listeners"]
+__all__ = ["adapt_listeners", "listed_by_kind", "listener_kinds", "register", "registered_listeners"]
 
 # Each kind's base class, keyed by the class name that marks it in a listener's ancestry.
 _BASES: dict[str, type] = {
@@ -55,6 +55,15 @@ _METHODS: dict[str, tuple[str, ...]] = {
     "TopologyListener": _SDAM_METHODS,
     "ConnectionPoolListener": _POOL_METHODS,
 }
+
+# The order of kinds in PyMongo's list of a client's listeners.
+_PYMONGO_ORDER = (
+    "CommandListener",
+    "ServerHeartbeatListener",
+    "ServerListener",
+    "TopologyListener",
+    "ConnectionPoolListener",
+)
 
 _registered: list[object] = []
 
@@ -107,6 +116,14 @@ def adapt_listeners(listeners: Iterable[object]) -> list[object]:
                 own.append(item)
         adapted.extend(own)
     return adapted
+
+
+def listed_by_kind(listeners: Iterable[object]) -> tuple[object, ...]:
+    """The listeners registered with :func:`register` followed by ``listeners``, as PyMongo lists a client's
+    listeners: by kind (command, heartbeat, server, topology, pool), an object once for each kind it is.
+    Raises :class:`TypeError` for an object that is no listener."""
+    every = [(listener, listener_kinds(listener)) for listener in [*_registered, *listeners]]
+    return tuple(listener for kind in _PYMONGO_ORDER for listener, kinds in every if kind in kinds)
 
 
 def register(listener: object) -> None:

@@ -55,6 +55,13 @@ def test_no_restructuredtext_markup_shows_in_the_api_pages(pages: dict[str, site
     assert not {url: found for url, found in shown.items() if found}
 
 
+def test_no_api_page_shows_the_private_read_preference_class(pages: dict[str, site.Page]) -> None:
+    # Signatures name the modes' public base class, ReadPreferenceMode, not the _ServerMode it is aliased as.
+    shown = sorted(url for url, page in pages.items() if url.startswith("api/") and "_ServerMode" in "".join(page.text))
+    assert shown == []
+    assert "ReadPreferenceMode" in "".join(pages["api/collection/index.html"].text)
+
+
 def test_nothing_is_loaded_from_outside_the_site(pages: dict[str, site.Page]) -> None:
     external = {f"{page.url}: {url}" for page in pages.values() for url in page.resources if site.is_external(url)}
     assert not external, sorted(external)[:20]

@@ -6,7 +6,10 @@ itself), nothing shows an error, and ``Collection.insert_one`` has its anchor. S
 from __future__ import annotations
 
 import functools
+import html
 import http.server
+import json
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.conftest import report
+from tests.docs.site import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -23,9 +27,48 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# Every guide and the Collection API page, each in a 1280 px wide frame of one page served beside the site:
+# it writes, once all have loaded, how many code blocks each page has and how many scroll sideways (their
+# ends, where the comments are, hidden).
+_MEASURED = sorted(f"{path.stem}/" for path in (ROOT / "docs").glob("*.md") if path.stem != "index")
+_MEASURED.append("api/collection/")
+_OVERFLOW_PATH = "/__code-overflow__.html"
+_OVERFLOW_PAGE = (
+    """<!doctype html><html><body><pre id="result">pending</pre><script>
+const pages = PAGES;
+const results = [];
+let left = pages.length;
+for (const page of pages) {
+  const frame = document.createElement("iframe");
+  frame.style.cssText = "width:1280px;height:900px;border:0";
+  frame.src = "/" + page;
+  frame.addEventListener("load", () => {
+    const blocks = [...frame.contentDocument.querySelectorAll(".md-typeset pre > code")];
+    const hidden = blocks.filter(code => code.scrollWidth > code.clientWidth + 1);
+    results.push(page + " " + blocks.length + " " + hidden.length);
+    if (--left === 0) document.getElementById("result").textContent = results.sort().join("\\n");
+  });
+  document.body.appendChild(frame);
+}
+</script></body></html>"""
+    .replace("PAGES", json.dumps(_MEASURED))
+    .encode()
+)
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        if self.path != _OVERFLOW_PATH:
+            super().do_GET()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(_OVERFLOW_PAGE)))
+        self.end_headers()
+        self.wfile.write(_OVERFLOW_PAGE)
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +141,20 @@ def test_chromium_screenshot_of_the_collection_page(site_url: str, tmp_path: Pat
     # A blank page compresses to a few kilobytes; rendered text and code do not.
     assert len(data) > 30_000, f"the screenshot looks blank ({len(data)} bytes)"
     report(f"chromium: screenshot of api/collection/ {width}x{height}, {len(data)} bytes")
+
+
+def test_no_code_block_hides_its_line_ends_at_1280_px(site_url: str, tmp_path: Path) -> None:
+    """docs/stylesheets/extra.css: at 1280 px no code block of a guide or of the Collection page scrolls
+    sideways, so the comments at the ends of the examples' lines are on screen."""
+    result = _chromium(
+        tmp_path / "profile", "--window-size=1300,1000", "--virtual-time-budget=20000", "--dump-dom",
+        site_url + _OVERFLOW_PATH.lstrip("/"),
+    )  # fmt: skip
+    found = re.search(r'<pre id="result">(.*?)</pre>', result.stdout, re.S)
+    assert found is not None, result.stderr[-2000:]
+    lines = html.unescape(found.group(1)).splitlines()
+    counts = {page: (int(blocks), int(hidden)) for page, blocks, hidden in (line.split() for line in lines)}
+    assert sorted(counts) == sorted(_MEASURED)
+    assert sum(blocks for blocks, _ in counts.values()) > 100
+    assert {page: hidden for page, (_, hidden) in counts.items() if hidden} == {}
+    report(f"chromium: {sum(b for b, _ in counts.values())} code blocks on {len(counts)} pages, none scrolls at 1280 px")

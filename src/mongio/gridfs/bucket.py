@@ -26,7 +26,7 @@ from mongio.options.write_concern import as_write_concern
 if TYPE_CHECKING:
     from mongio.options.protocols import ReadConcernLike, ReadPreferenceLike, WriteConcernLike
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.sessions.client_session import ClientSession
 
@@ -62,7 +62,7 @@ class GridFSBucket:
         bucket_name: str = "fs",
         chunk_size_bytes: int = DEFAULT_CHUNK_SIZE,
         write_concern: WriteConcern | WriteConcernLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         *,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         disable_md5: bool = False,

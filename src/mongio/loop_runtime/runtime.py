@@ -25,7 +25,7 @@ import contextvars
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from mongio.cursor_reaper import CursorReaper, KillCursors
@@ -101,6 +101,11 @@ class LoopRuntime:
         return not self.stranded and self.loop.is_running()
 
     @property
+    def idle(self) -> bool:
+        """The runtime's loop is open but runs nowhere now: it can still run a closing, if someone runs it."""
+        return not self.stranded and not self.loop.is_running()
+
+    @property
     def closed(self) -> bool:
         """True once the runtime closed (or its loop was found closed)."""
         return self._released or (self.topology is not None and self.topology.closed)
@@ -144,8 +149,11 @@ class LoopRuntime:
         """Close the runtime from the ``caller``'s loop (``None``: no loop runs in the calling thread), the
         way its own loop allows: on the caller's loop, :meth:`close`; on another thread's running loop,
         :meth:`close_threadsafe` (awaitable from ``caller``); a stranded runtime is let go of at once
-        (:meth:`let_go`). A loop that is open but not running closes its runtime when it shuts down. Returns
-        what ``caller`` is to await, if anything."""
+        (:meth:`let_go`). A loop that is open but not running (:attr:`idle`) is run until the runtime closed
+        when no loop runs in the calling thread (Motor's ``client.close()`` between ``run_until_complete``
+        calls, before ``loop.close()``), so that nothing of it is left pending; from another running loop it
+        cannot be run, and closes its runtime when it shuts down. Returns what ``caller`` is to await, if
+        anything."""
         if self.stranded:
             self.let_go()
             return None
@@ -154,6 +162,8 @@ class LoopRuntime:
         if self.loop.is_running():
             closing = self.close_threadsafe(flush_timeout, end_sessions)
             return None if caller is None else asyncio.wrap_future(closing, loop=caller)
+        if caller is None:
+            run_on_idle_loop(self.loop, self.close(flush_timeout, end_sessions))
         return None
 
     async def close(self, flush_timeout: float, end_sessions: EndSessions | None = None) -> None:
@@ -278,11 +288,15 @@ class LoopRuntimes:
     ) -> tuple[list[Awaitable[None]], bool]:
         """Close every runtime from the ``caller``'s loop (see :meth:`LoopRuntime.close_from`). Returns what
         ``caller`` is to await, and whether one of the runtimes sends ``endSessions``: the caller's, else one
-        on another thread's running loop (stranded runtimes and loops not running cannot)."""
+        on another thread's running loop, or (when ``caller`` is None) one on an idle loop run for the closing
+        (stranded runtimes cannot)."""
         with self._lock:
             runtimes = list(self._by_loop.values())
-        running = [runtime for runtime in runtimes if runtime.running]
-        sender = next((runtime for runtime in running if runtime.loop is caller), None) or next(iter(running), None)
+        senders = [runtime for runtime in runtimes if runtime.running]
+        if caller is None:
+            # No loop runs here: idle loops are run until their runtime closed (see LoopRuntime.close_from).
+            senders += [runtime for runtime in runtimes if runtime.idle]
+        sender = next((runtime for runtime in senders if runtime.loop is caller), None) or next(iter(senders), None)
         closings: list[Awaitable[None]] = []
         for runtime in runtimes:
             closing = runtime.close_from(caller, flush_timeout, end_sessions if runtime is sender else None)
@@ -306,9 +320,32 @@ def cancel_from_anywhere(
     if task_loop is caller:
         task.cancel()
         return _ended(task)
-    if not loop_gone(task_loop):
-        task_loop.call_soon_threadsafe(task.cancel)
+    if loop_gone(task_loop):
+        return None
+    if caller is None and not task_loop.is_running():
+        # Its loop is idle and none runs here: run it until the task ended (see LoopRuntime.close_from).
+        task.cancel()
+        if run_on_idle_loop(task_loop, _ended(task)):
+            return None
+    task_loop.call_soon_threadsafe(task.cancel)
     return None
+
+
+def run_on_idle_loop(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> bool:
+    """Run ``loop`` (open, running nowhere) from this thread, where no loop runs, until ``work`` is done.
+    Returns False, with ``work`` closed unrun, when the loop started running in another thread meanwhile
+    (asyncio refuses to run it twice)."""
+    if loop.is_running():
+        work.close()
+        return False
+    try:
+        loop.run_until_complete(work)
+    except RuntimeError:
+        if loop.is_running():
+            work.close()
+            return False
+        raise
+    return True
 
 
 async def _ended(task: asyncio.Task[Any]) -> None:

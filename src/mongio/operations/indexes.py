@@ -175,9 +175,11 @@ class ListIndexes(Operation[CursorState]):
 
 
 class DropIndexes(_SimpleCommand):
-    """``dropIndexes`` of one index (by name or by its keys) or of all but ``_id`` (``"*"``)."""
+    """``dropIndexes`` of one index (by name or by its keys) or of all but ``_id`` (``"*"``); dropping from a
+    missing collection is not an error (a drop is idempotent, as PyMongo's is)."""
 
     takes_write_concern = True
+    ignores_namespace_not_found = True
 
     def __init__(
         self,
@@ -201,6 +203,9 @@ class DropIndexes(_SimpleCommand):
         body: dict[str, Any] = {"dropIndexes": collection, "index": name}
         _add(body, comment, max_time_ms, raw_data)
         super().__init__(database, body, write_concern=write_concern, codec_options=codec_options)
+
+    def empty_result(self) -> Any:
+        return {"ok": 1}
 
 
 def _search_index_document(model: Any) -> dict[str, Any]:

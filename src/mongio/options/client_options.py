@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from mongio.errors import ConfigurationError, InvalidURI
+from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
+from mongio.listener_registry import listed_by_kind
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import (
-    _ServerMode,
+    ReadPreferenceMode,
     as_read_preference,
     make_read_preference,
     read_pref_mode_from_name,
@@ -186,7 +187,7 @@ class ClientOptions:
     timeout_ms: int | None
     retry_reads: bool
     retry_writes: bool
-    read_preference: _ServerMode
+    read_preference: ReadPreferenceMode
     read_concern: ReadConcern
     write_concern: WriteConcern
     server_monitoring_mode: str
@@ -200,6 +201,15 @@ class ClientOptions:
     options: URIOptions
     warnings: tuple[str, ...] = ()
     _sources: _Sources | None = field(default=None, repr=False, compare=False)
+    _listeners: tuple[object, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def event_listeners(self) -> list[object]:
+        """The client's event listeners as PyMongo's ``client.options.event_listeners`` lists them: those
+        registered (``monitoring.register``) when the client was made, then those given, by kind (command,
+        heartbeat, server, topology, pool), an object once for each kind it is. These are the objects given,
+        whatever the client delivers events through."""
+        return list(self._listeners)
 
     @property
     def is_srv(self) -> bool:
@@ -299,7 +309,7 @@ def _keyword_options(
                 if isinstance(converted, str):
                     converted = spec.parse(converted, warn)
         except (InvalidOptionValue, FatalOptionError) as exc:
-            raise ConfigurationError(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
+            raise InvalidOptionValueError(f"Invalid value for {spec.name}: {value!r} ({exc})") from None
         if spec.name == "tls":
             tls_given[key] = converted
         options[spec.name] = converted
@@ -474,4 +484,5 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         options=merged,
         warnings=found,
         _sources=sources,
+        _listeners=listed_by_kind(extras.get("event_listeners") or ()),
     )

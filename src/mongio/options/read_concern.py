@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongio.options.pymongo_classes import is_pymongo_read_concern
+
 __all__ = ["DEFAULT_READ_CONCERN", "ReadConcern", "as_read_concern"]
 
 
@@ -42,7 +44,11 @@ class ReadConcern:
         return self._level is None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ReadConcern) and other.level == self._level
+        # PyMongo's ReadConcern too, both ways (its __eq__ answers NotImplemented for ours).
+        if isinstance(other, ReadConcern) or is_pymongo_read_concern(other):
+            theirs: Any = other
+            return bool(theirs.level == self._level)
+        return NotImplemented
 
     def __hash__(self) -> int:
         return hash(("ReadConcern", self._level))

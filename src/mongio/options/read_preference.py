@@ -10,12 +10,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mongio.errors import ConfigurationError
+from mongio.options.pymongo_classes import is_pymongo_read_preference
 
 __all__ = [
     "Nearest",
     "Primary",
     "PrimaryPreferred",
     "ReadPreference",
+    "ReadPreferenceMode",
     "Secondary",
     "SecondaryPreferred",
     "make_read_preference",
@@ -46,8 +48,9 @@ def _validate_max_staleness(max_staleness: Any) -> int:
     return max_staleness
 
 
-class _ServerMode:
-    """Shared behaviour of the five read preference modes."""
+class ReadPreferenceMode:
+    """What the five read preference modes (:class:`Primary` ... :class:`Nearest`) share: the type of every
+    ``read_preference`` (PyMongo's private base class of the modes under a public name)."""
 
     __slots__ = ("_hedge", "_max_staleness", "_mode", "_tag_sets")
 
@@ -122,13 +125,17 @@ class _ServerMode:
         return doc
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _ServerMode):
+        # PyMongo's modes too: their __eq__ answers NotImplemented for ours, so Python asks this one and the
+        # two compare equal both ways. The hedge is read from the document, where PyMongo's gives it without
+        # its deprecation warning.
+        if not isinstance(other, ReadPreferenceMode) and not is_pymongo_read_preference(other):
             return NotImplemented
-        return (self._mode, self.tag_sets, self._max_staleness, self._hedge) == (
-            other.mode,
-            other.tag_sets,
-            other.max_staleness,
-            other.hedge,
+        theirs: Any = other
+        return (self._mode, self.tag_sets, self._max_staleness, self.document.get("hedge")) == (
+            theirs.mode,
+            theirs.tag_sets,
+            theirs.max_staleness,
+            theirs.document.get("hedge"),
         )
 
     def __hash__(self) -> int:
@@ -138,7 +145,7 @@ class _ServerMode:
         return f"{self.name}(tag_sets={self.tag_sets!r}, max_staleness={self._max_staleness!r}, hedge={self._hedge!r})"
 
 
-class Primary(_ServerMode):
+class Primary(ReadPreferenceMode):
     """Read from the primary only (the default)."""
 
     __slots__ = ()
@@ -150,7 +157,7 @@ class Primary(_ServerMode):
         return "Primary()"
 
 
-class PrimaryPreferred(_ServerMode):
+class PrimaryPreferred(ReadPreferenceMode):
     """Read from the primary, or from an eligible secondary when there is no primary."""
 
     __slots__ = ()
@@ -164,7 +171,7 @@ class PrimaryPreferred(_ServerMode):
         super().__init__(1, tag_sets, max_staleness, hedge)
 
 
-class Secondary(_ServerMode):
+class Secondary(ReadPreferenceMode):
     """Read from eligible secondaries only."""
 
     __slots__ = ()
@@ -178,7 +185,7 @@ class Secondary(_ServerMode):
         super().__init__(2, tag_sets, max_staleness, hedge)
 
 
-class SecondaryPreferred(_ServerMode):
+class SecondaryPreferred(ReadPreferenceMode):
     """Read from an eligible secondary, or from the primary when there is none."""
 
     __slots__ = ()
@@ -192,7 +199,7 @@ class SecondaryPreferred(_ServerMode):
         super().__init__(3, tag_sets, max_staleness, hedge)
 
 
-class Nearest(_ServerMode):
+class Nearest(ReadPreferenceMode):
     """Read from any eligible member within the latency window."""
 
     __slots__ = ()
@@ -206,14 +213,18 @@ class Nearest(_ServerMode):
         super().__init__(4, tag_sets, max_staleness, hedge)
 
 
+_ServerMode = ReadPreferenceMode
+"""PyMongo's name for :class:`ReadPreferenceMode`, which the driver's own modules use."""
+
+
 class ReadPreference:
     """The five modes with their default settings, as PyMongo names them."""
 
-    PRIMARY: _ServerMode = Primary()
-    PRIMARY_PREFERRED: _ServerMode = PrimaryPreferred()
-    SECONDARY: _ServerMode = Secondary()
-    SECONDARY_PREFERRED: _ServerMode = SecondaryPreferred()
-    NEAREST: _ServerMode = Nearest()
+    PRIMARY: ReadPreferenceMode = Primary()
+    PRIMARY_PREFERRED: ReadPreferenceMode = PrimaryPreferred()
+    SECONDARY: ReadPreferenceMode = Secondary()
+    SECONDARY_PREFERRED: ReadPreferenceMode = SecondaryPreferred()
+    NEAREST: ReadPreferenceMode = Nearest()
 
 
 def read_pref_mode_from_name(name: str) -> int:
@@ -226,7 +237,7 @@ def read_pref_mode_from_name(name: str) -> int:
 
 def make_read_preference(
     mode: int, tag_sets: Sequence[Mapping[str, Any]] | None = None, max_staleness: int = -1
-) -> _ServerMode:
+) -> ReadPreferenceMode:
     """The read preference object for a mode number and its settings."""
     if mode == 0:
         if (tag_sets and any(tag_sets)) or max_staleness != -1:
@@ -245,11 +256,11 @@ def make_read_preference(
     raise ConfigurationError(f"read preference mode must be 0 to 4, not {mode!r}")
 
 
-def as_read_preference(value: Any) -> _ServerMode:
+def as_read_preference(value: Any) -> ReadPreferenceMode:
     """``value`` as one of mongio's read preferences: itself, or the same mode, tag sets and staleness read
     from another library's read preference object (PyMongo's, which carries ``mode``, ``tag_sets`` and
     ``max_staleness`` as mongio's do). Anything else raises ``TypeError``."""
-    if isinstance(value, _ServerMode):
+    if isinstance(value, ReadPreferenceMode):
         return value
     mode, tag_sets = getattr(value, "mode", None), getattr(value, "tag_sets", None)
     max_staleness = getattr(value, "max_staleness", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mongio.errors import ConfigurationError
+from mongio.options.pymongo_classes import is_pymongo_write_concern
 
 __all__ = ["DEFAULT_WRITE_CONCERN", "WriteConcern", "as_write_concern"]
 
@@ -88,7 +89,12 @@ class WriteConcern:
         return value if isinstance(value, bool) else None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, WriteConcern) and other.document == self._document
+        # PyMongo's WriteConcern too: its own __eq__ answers NotImplemented for ours, so Python asks this one
+        # and the two compare equal both ways, by their documents as PyMongo compares its own.
+        if isinstance(other, WriteConcern) or is_pymongo_write_concern(other):
+            theirs: Any = other
+            return bool(theirs.document == self._document)
+        return NotImplemented
 
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._document.items())))

@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         WriteConcernLike,
     )
     from mongio.options.read_concern import ReadConcern
-    from mongio.options.read_preference import _ServerMode
+    from mongio.options.read_preference import ReadPreferenceMode
     from mongio.options.write_concern import WriteConcern
     from mongio.topology.server_description import Address
 
@@ -266,7 +266,7 @@ class ClientSession:
         self,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
-        read_preference: _ServerMode | ReadPreferenceLike | None = None,
+        read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         max_commit_time_ms: int | None = None,
     ) -> TransactionContext:
         """Start a transaction; the operations given ``session=self`` from now on run in it.
@@ -363,7 +363,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None = None,
         write_concern: WriteConcern | None = None,
-        read_preference: _ServerMode | None = None,
+        read_preference: ReadPreferenceMode | None = None,
         max_commit_time_ms: int | None = None,
     ) -> T:
         """Run ``await callback(session)`` in a transaction and commit it, retrying as the server advises.
@@ -401,7 +401,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None,
         write_concern: WriteConcern | None,
-        read_preference: _ServerMode | None,
+        read_preference: ReadPreferenceMode | None,
         max_commit_time_ms: int | None,
     ) -> T:
         left = csot.remaining()
@@ -422,7 +422,7 @@ class ClientSession:
         callback: Callable[[ClientSession], Awaitable[T]],
         read_concern: ReadConcern | None,
         write_concern: WriteConcern | None,
-        read_preference: _ServerMode | None,
+        read_preference: ReadPreferenceMode | None,
         max_commit_time_ms: int | None,
     ) -> T:
         while True:
@@ -515,11 +515,7 @@ class ClientSession:
         """Raise unless an operation of ``client`` may run in this session now: the session has not ended, was
         started by ``client``, and the operation sets no timeout of its own inside ``with_transaction``; binds
         the session to the running event loop."""
-        if self._ended:
-            raise InvalidOperation(
-                "this session has ended (end_session() was called or its async with block exited); "
-                "start a new one with client.start_session()"
-            )
+        self._check_not_ended()
         bound = self._with_transaction_deadline
         current = csot.current_deadline()
         # A millisecond of slack: a cursor re-deriving the same deadline from the time left may round.
@@ -655,16 +651,16 @@ class ClientSession:
 
     def _check_not_ended(self) -> None:
         if self._ended:
+            # PyMongo's words first, for code that matches them; then what ended it and what to do.
             raise InvalidOperation(
-                "this session has ended (end_session() was called or its async with block exited); "
+                "Cannot use ended session: end_session() was called or its async with block exited; "
                 "start a new one with client.start_session()"
             )
 
     def checked_server_session(self) -> ServerSession:
         """The server session the session's commands carry, taken from the client's pool at the first one;
         raises once the session has ended."""
-        if self._ended:
-            raise InvalidOperation("this session has ended; start a new one with client.start_session()")
+        self._check_not_ended()
         if self._server_session is None:
             self._server_session = self._client.executor.acquire_server_session()
         return self._server_session

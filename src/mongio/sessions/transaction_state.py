@@ -20,7 +20,7 @@ from mongio.bson.int64 import Int64
 from mongio.bson.timestamp import Timestamp
 from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.options.read_concern import ReadConcern, as_read_concern
-from mongio.options.read_preference import _ServerMode, as_read_preference
+from mongio.options.read_preference import ReadPreferenceMode, as_read_preference
 from mongio.options.write_concern import WriteConcern, as_write_concern
 
 __all__ = [
@@ -60,7 +60,7 @@ class TransactionOptions:
 
     read_concern: ReadConcern | None = None
     write_concern: WriteConcern | None = None
-    read_preference: _ServerMode | None = None
+    read_preference: ReadPreferenceMode | None = None
     max_commit_time_ms: int | None = None
 
     def __post_init__(self) -> None:
@@ -121,7 +121,7 @@ class ClientTransactionDefaults(NamedTuple):
 
     read_concern: ReadConcern | None = None
     write_concern: WriteConcern | None = None
-    read_preference: _ServerMode | None = None
+    read_preference: ReadPreferenceMode | None = None
     max_commit_time_ms: int | None = None
 
 
@@ -132,7 +132,7 @@ def _check_acknowledged(write_concern: WriteConcern) -> None:
         )
 
 
-def check_read_preference(read_preference: _ServerMode) -> None:
+def check_read_preference(read_preference: ReadPreferenceMode) -> None:
     """Reads in a transaction must go to the primary (writes and ``start`` are not checked)."""
     if read_preference.mode != 0:
         raise InvalidOperation(

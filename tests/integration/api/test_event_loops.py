@@ -549,3 +549,81 @@ def test_asyncio_run_takes_close_as_it_takes_pymongos_coroutine(server_uri: str)
             await client.admin.command("ping")
 
     asyncio.run(closed_twice_then_used())
+
+
+# -- Motor's habits: close() without await on a loop that is not running, then loop.close() -----------------
+
+_MOTOR_HABITS = """
+import asyncio, gc, sys
+from mongio import MongoClient
+from mongio.events import CommandListener
+from tests.support.loop_checks import PoolEventCounts
+
+
+class Sent(CommandListener):
+    def __init__(self):
+        self.names = []
+
+    def started(self, event):
+        self.names.append(event.command_name)
+
+
+def motor_test_case(ending):
+    events, sent = PoolEventCounts(), Sent()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    client = MongoClient(sys.argv[1], event_listeners=[events, sent])
+    coll = client.loops_test.motor_habits
+    loop.run_until_complete(coll.insert_many([{"n": n} for n in range(3)]))
+    cursor = coll.find(batch_size=1)
+    loop.run_until_complete(cursor.next())
+    del cursor                                   # dropped with its server cursor open: queued for killCursors
+    gc.collect()
+    unawaited = coll.find_one()                  # a coroutine nobody awaits
+    client.drop_database("loops_test_never")     # called without await, as with Motor
+    client.close()                               # Motor's close: no await, no loop running
+    ending(loop)
+    asyncio.set_event_loop(None)
+    del unawaited
+    gc.collect()
+    counts = events.counts
+    print("balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
+          counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"))
+    print("sent", "killCursors" in sent.names, "endSessions" in sent.names, "dropDatabase" in sent.names)
+
+
+def stop_then_close(loop):
+    # Motor's own test harness.
+    loop.stop()
+    loop.run_forever()
+    loop.close()
+
+
+motor_test_case(lambda loop: loop.close())
+motor_test_case(stop_then_close)
+print("done")
+"""
+
+
+def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str) -> None:
+    """Motor's habits under ``-X dev``: ``client.close()`` without ``await`` while no loop runs, then
+    ``loop.close()`` (with or without a last turn of the loop), closes everything on the idle loop (the cursor
+    dropped open is killed, the sessions are ended) so that no task is left pending and no transport unclosed; a
+    coroutine never awaited (``drop_database`` called without ``await`` among them) is only Python's
+    warning naming it, and sends nothing."""
+    finished = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines() == ["balanced True True", "sent True True False"] * 2 + ["done"]
+    stderr = finished.stderr
+    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
+        assert problem not in stderr, stderr
+    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
+    # Python warns once per line of the script.
+    assert len(never_awaited) == 2, stderr
+    assert "'MongoClient.drop_database'" in never_awaited[0] and "'Collection.find_one'" in never_awaited[1]

@@ -119,3 +119,22 @@ async def test_index_commands_take_the_write_concern_and_no_read_concern(
     assert [command["index"] for command in dropped] == ["x_1", "*"]
     assert all(command["writeConcern"] == concern for command in dropped)
     assert "readConcern" not in started.last("listIndexes")
+
+
+async def test_dropping_indexes_of_a_missing_collection_is_not_an_error(
+    setup: tuple[MongoClient, Started, str],
+) -> None:
+    """As PyMongo: the server's "ns not found" (26) is ignored by drop_index and drop_indexes, which are sent
+    anyway; any other failure (an index that does not exist) is still raised."""
+    client, started, name = setup
+    missing = client[name]["missing"]
+    await missing.drop_indexes()
+    await missing.drop_index("x_1")
+    await missing.drop_index([("y", -1)])
+    dropped = [command["index"] for command in started.commands if "dropIndexes" in command]
+    assert dropped == ["*", "x_1", "y_-1"]
+    existing = client[name]["existing"]
+    await existing.insert_one({})
+    with pytest.raises(OperationFailure) as raised:
+        await existing.drop_index("x_1")
+    assert raised.value.code == 27

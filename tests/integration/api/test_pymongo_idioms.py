@@ -5,7 +5,7 @@ properties, ``append_metadata``, collations, and CSOT timeouts caught by PyMongo
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from mongio.errors import (
     AutoReconnect,
     ClientClosedError,
     ExecutionTimeout,
+    InvalidOperation,
     NetworkTimeout,
     OperationTimeoutError,
     PyMongoError,
@@ -187,6 +188,25 @@ async def test_watch_opens_the_stream_once(client: MongoClient) -> None:
     assert len(commands.commands("aggregate")) == 1
 
 
+async def test_an_invalidated_stream_answers_try_next_with_none(client: MongoClient) -> None:
+    """As PyMongo's: once the stream returned its ``invalidate`` event (the collection was dropped), it is no
+    longer alive, try_next returns None (again and again) and next raises StopAsyncIteration."""
+    collection = client[unique_name()].events
+    await collection.insert_one({"warm": True})
+    stream = await collection.watch(max_await_time_ms=50)
+    await collection.insert_one({"n": 1})
+    await collection.drop()
+    kinds = [(await stream.next())["operationType"] for _ in range(3)]
+    assert kinds == ["insert", "drop", "invalidate"]
+    assert not stream.alive
+    assert await stream.try_next() is None
+    assert await stream.try_next() is None
+    with pytest.raises(StopAsyncIteration):
+        await stream.next()
+    await stream.close()
+    assert await stream.try_next() is None
+
+
 def _uri(client: MongoClient) -> str:
     host, port = client.options.seeds[0]
     return f"mongodb://{host}:{port}/"
@@ -202,6 +222,22 @@ async def test_sessions_work_awaited_entered_or_both(client: MongoClient) -> Non
     session = await client.start_session()
     assert not session.has_ended
     await session.end_session()
+
+
+async def test_an_ended_session_is_refused_in_pymongo_s_words(client: MongoClient) -> None:
+    session = client.start_session()
+    await session.end_session()
+    attempts: list[Callable[[], Awaitable[object]]] = [
+        lambda: client.admin.command("ping", session=session),
+        lambda: client[unique_name()].c.insert_one({}, session=session),
+        lambda: session.with_transaction(lambda s: client.admin.command("ping", session=s)),
+    ]
+    for attempt in attempts:
+        with pytest.raises(InvalidOperation, match=r"^Cannot use ended session: end_session") as raised:
+            await attempt()
+        assert "client.start_session()" in str(raised.value)
+    with pytest.raises(InvalidOperation, match=r"^Cannot use ended session"):
+        session.start_transaction()
 
 
 # -- the client --------------------------------------------------------------------------------------------------

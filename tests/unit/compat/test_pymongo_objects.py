@@ -139,6 +139,55 @@ def test_pymongo_write_and_read_concerns_mean_the_same() -> None:
         as_read_concern("majority")
 
 
+@pytest.mark.filterwarnings("ignore:The read preference 'hedge' option is deprecated:DeprecationWarning")
+def test_read_preferences_compare_equal_to_pymongo_s_both_ways() -> None:
+    from mongio.options.read_preference import Primary, ReadPreference, SecondaryPreferred
+
+    same = [
+        (pymongo_read_preferences.Primary(), Primary()),
+        (pymongo.ReadPreference.NEAREST, ReadPreference.NEAREST),
+        (
+            pymongo_read_preferences.SecondaryPreferred([{"dc": "ny"}, {}], max_staleness=120),
+            SecondaryPreferred([{"dc": "ny"}, {}], max_staleness=120),
+        ),
+        (pymongo_read_preferences.Nearest(hedge={"enabled": True}), Nearest(hedge={"enabled": True})),
+    ]
+    for theirs, ours in same:
+        assert (theirs == ours, ours == theirs, theirs != ours, ours != theirs) == (True, True, False, False)
+    different = [
+        (pymongo.ReadPreference.PRIMARY, ReadPreference.SECONDARY),
+        (pymongo_read_preferences.Secondary([{"dc": "ny"}]), Secondary([{"dc": "sf"}])),
+        (pymongo_read_preferences.Nearest(max_staleness=90), Nearest(max_staleness=120)),
+        (pymongo_read_preferences.Nearest(hedge={"enabled": True}), Nearest()),
+    ]
+    for theirs, ours in different:
+        assert (theirs == ours, ours == theirs, theirs != ours, ours != theirs) == (False, False, True, True)
+    assert Secondary() != "secondary" and Secondary() != 2
+
+
+def test_write_and_read_concerns_compare_equal_to_pymongo_s_both_ways() -> None:
+    from mongio.options.read_concern import ReadConcern
+    from mongio.options.write_concern import WriteConcern
+
+    uri = "mongodb://127.0.0.1:1/?w=majority&readConcernLevel=local"
+    client = MongoClient(uri, connect=False, pymongo_types=True)
+    assert client.write_concern == pymongo.WriteConcern(w="majority")
+    assert pymongo.WriteConcern(w="majority") == client.write_concern
+    assert client.read_concern == PyMongoReadConcern("local")
+    assert PyMongoReadConcern("local") == client.read_concern
+    assert WriteConcern() == pymongo.WriteConcern() and pymongo.WriteConcern() == WriteConcern()
+    assert pymongo.WriteConcern(w=1, j=True) == WriteConcern(w=1, j=True)
+    for theirs, ours in [
+        (pymongo.WriteConcern(w=1), WriteConcern(w=2)),
+        (pymongo.WriteConcern(w=1, wtimeout=10), WriteConcern(w=1)),
+        (pymongo.WriteConcern(j=True), WriteConcern()),
+    ]:
+        assert (theirs == ours, ours == theirs, theirs != ours, ours != theirs) == (False, False, True, True)
+    assert PyMongoReadConcern("majority") != ReadConcern("local")
+    assert ReadConcern() != PyMongoReadConcern("local")
+    assert WriteConcern(w=1) != {"w": 1} and ReadConcern("local") != "local"
+
+
 async def test_pymongo_transaction_options_and_concerns_start_a_transaction() -> None:
     from pymongo.client_session_shared import TransactionOptions as PyMongoTransactionOptions
 

@@ -197,3 +197,21 @@ def test_a_listener_of_several_of_mongios_classes_is_listed_once() -> None:
     )
     assert listener_registry.adapt_listeners([everything]) == [everything]
     assert listener_registry.adapt_listeners([everything, everything]) == [everything, everything]
+
+
+def test_client_options_list_the_listeners_given_as_pymongo_lists_them() -> None:
+    """As PyMongo's ``client.options.event_listeners``: the registered listeners, then the client's own, by
+    kind (command, heartbeat, server, topology, pool), an object once per kind it is; the objects given, not
+    the forwarders the client delivers through."""
+    registered = PyMongoServer()
+    monitoring.register(registered)
+    pool, command, both, heartbeat = PyMongoPool(), DuckCommand(), BothKinds(), PyMongoHeartbeat()
+    client = MongoClient("mongodb://localhost", event_listeners=[pool, command, both, heartbeat])
+    assert client.options.event_listeners == [command, both, heartbeat, registered, both, pool]
+    assert MongoClient("mongodb://localhost").options.event_listeners == [registered]
+    # PyMongo's own list for listeners of its classes only (and none registered with it).
+    given = [pool, PyMongoCommand(), PyMongoTopology(), heartbeat, PyMongoServer()]
+    native: list[Any] = pymongo_monitoring._EventListeners(given).event_listeners()
+    assert native == [given[1], heartbeat, given[4], given[2], pool]
+    ours = MongoClient("mongodb://localhost", event_listeners=given).options.event_listeners
+    assert ours == [*native[:2], registered, *native[2:]]  # the registered server listener first among servers

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
-from mongio.errors import ConfigurationError, InvalidURI
+from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.options import (
     ClientOptions,
     ConfigurationWarning,
@@ -307,3 +307,34 @@ def test_the_clients_options_pass_to_its_databases_but_not_its_timeout() -> None
     stream = client.watch()
     assert type(stream).__name__ == "ClusterChangeStream"
     assert repr(stream).startswith("<ClusterChangeStream admin ")
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"maxPoolSize": -1},
+        {"maxPoolSize": "x"},
+        {"minPoolSize": -3},
+        {"w": -1},
+        {"retryWrites": "maybe"},
+        {"readPreference": "fastest"},
+        {"localThresholdMS": -1},
+    ],
+)
+def test_an_invalid_option_value_is_a_value_error_as_in_pymongo(option: dict[str, Any]) -> None:
+    """PyMongo raises ValueError for these: mongio's error is that and a ConfigurationError, so both except
+    clauses catch it."""
+    from pymongo import AsyncMongoClient as PyMongoClient
+
+    with pytest.raises(ValueError):
+        PyMongoClient("mongodb://h/", connect=False, **option)
+    with pytest.raises(InvalidOptionValueError) as raised:
+        MongoClient("mongodb://h/", connect=False, **option)
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, ConfigurationError)
+    assert str(raised.value).startswith(f"Invalid value for {next(iter(option))}: {next(iter(option.values()))!r}")
+
+
+def test_an_unknown_option_is_still_only_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        MongoClient("mongodb://h/", connect=False, maxPoolSise=5)
+    assert not isinstance(raised.value, ValueError)
