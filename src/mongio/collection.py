@@ -70,7 +70,7 @@ from mongio.operations.results import (
 from mongio.typings import _DocumentType as _D  # the document type, as PyMongo's _DocumentType
 
 if TYPE_CHECKING:
-    from mongio.bson import CodecOptions
+    from mongio.bson import CodecOptions, RawBSONDocument
     from mongio.change_stream import CollectionChangeStream
     from mongio.client import MongoClient
     from mongio.database import Database
@@ -295,7 +295,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
 
     async def insert_one(
         self,
-        document: Any,
+        document: _D | RawBSONDocument,
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
@@ -320,7 +320,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
 
     async def insert_many(
         self,
-        documents: Iterable[Any],
+        documents: Iterable[_D | RawBSONDocument],
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
