@@ -67,7 +67,7 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
-from mongio.typings import _DocumentType as _D  # the document type, as PyMongo's _DocumentType
+from mongio.typings import DocumentType as _D  # the document type (PyMongo's _DocumentType)
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions, RawBSONDocument

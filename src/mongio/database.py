@@ -21,7 +21,7 @@ from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, Op
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
 from mongio.options.read_preference import as_read_preference
-from mongio.typings import _DocumentType as _D  # the document type, as PyMongo's _DocumentType
+from mongio.typings import DocumentType as _D  # the document type (PyMongo's _DocumentType)
 
 if TYPE_CHECKING:
     from mongio.change_stream import DatabaseChangeStream

@@ -1,9 +1,10 @@
-"""The document type :class:`~mongio.client.MongoClient`, :class:`~mongio.database.Database` and
-:class:`~mongio.collection.Collection` are generic over, as PyMongo's classes are.
+"""``DocumentType``: the document type :class:`~mongio.client.MongoClient`, :class:`~mongio.database.Database`
+and :class:`~mongio.collection.Collection` are generic over, as PyMongo's classes are over its
+``_DocumentType``.
 
-``MongoClient[Movie]`` (``Movie`` a ``TypedDict``, say) types what its databases, collections, cursors and
-``find_one`` hand back. Unparameterised, each of them is over ``dict[str, Any]``, what a client decodes
-into when no ``document_class`` is given.
+``client: MongoClient[Movie] = MongoClient()`` (``Movie`` a ``TypedDict``, say) types what its databases,
+collections, cursors and ``find_one`` hand back, and what ``insert_one`` takes. Unparameterised, each class
+is over ``dict[str, Any]``, what a client decodes into when no ``document_class`` is given.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["_DocumentType"]
+__all__ = ["DocumentType"]
 
 if TYPE_CHECKING:
     # The default (PEP 696) is for the type checker only: Python 3.11's TypeVar takes none, and a subscript
-    # of a generic class is never checked at run time.
+    # of a generic class is not checked at run time.
     from typing_extensions import TypeVar as TypeVarWithDefault
 
-    _DocumentType = TypeVarWithDefault("_DocumentType", bound=Mapping[str, Any], default=dict[str, Any])
+    DocumentType = TypeVarWithDefault("DocumentType", bound=Mapping[str, Any], default=dict[str, Any])
 else:
-    _DocumentType = TypeVar("_DocumentType", bound=Mapping[str, Any])
+    DocumentType = TypeVar("DocumentType", bound=Mapping[str, Any])
