@@ -201,12 +201,15 @@ def mypy_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *programs: Path
     return drawn
 
 
-def refusals(program: str) -> dict[int, set[str]]:
-    """The error code each line marked "refused:" must draw, by line number."""
+def refusals(program: str, driver: str = "") -> dict[int, set[str]]:
+    """The error code each line marked "refused:" (or, for ``driver`` only, "<driver> refuses:") must draw, by
+    line number."""
+    markers = ("# refused: ", f"# {driver} refuses: ") if driver else ("# refused: ",)
     return {
-        number: {line.split("# refused: ")[1]}
+        number: {line.split(marker)[1]}
         for number, line in enumerate(program.splitlines(), start=1)
-        if "# refused: " in line
+        for marker in markers
+        if marker in line
     }
 
 
@@ -266,6 +269,20 @@ async def typed() -> None:
     mixed: Database[Movie] = untyped.films  # refused: assignment
 """
 
+# The declared difference "unparameterised-generic-classes" (differences.yaml): unparameterised, mongio's
+# classes are over dict[str, Any], where PyMongo's refuse the annotation.
+BARE_PROGRAM = """\
+from typing import Any
+
+{imports}
+
+
+async def bare(given: Client) -> None:  # pymongo refuses: type-arg
+    client = Client(connect=False)  # pymongo refuses: var-annotated
+    found: dict[str, Any] | None = await client.db.coll.find_one()
+    named: str = await given.db.coll.find_one() or {{}}  # refused: assignment
+"""
+
 TYPED_IMPORTS = {
     "pymongo": """\
 from pymongo import AsyncMongoClient as Client
@@ -283,11 +300,19 @@ def test_a_program_typed_with_a_typeddict_checks_the_same_under_pymongo_and_mong
 ) -> None:
     programs = []
     for driver, imports in TYPED_IMPORTS.items():
-        program = tmp_path / f"typed_with_{driver}.py"
-        program.write_text(TYPED_PROGRAM.format(imports=imports))
-        programs.append(program)
+        for name, text in (("typed", TYPED_PROGRAM), ("bare", BARE_PROGRAM)):
+            program = tmp_path / f"{name}_with_{driver}.py"
+            program.write_text(text.format(imports=imports))
+            programs.append(program)
     drawn = mypy_errors(tmp_path, monkeypatch, *programs)
-    expected = refusals(TYPED_PROGRAM.format(imports=TYPED_IMPORTS["mongio"]))
+    # Both sets of imports are three lines: the programs' line numbers are the same under both.
+    typed = TYPED_PROGRAM.format(imports=TYPED_IMPORTS["mongio"])
+    bare = BARE_PROGRAM.format(imports=TYPED_IMPORTS["mongio"])
+    expected = refusals(typed)
     assert len(expected) == 9
     assert drawn["typed_with_pymongo.py"] == expected
     assert drawn["typed_with_mongio.py"] == expected
+    # Unparameterised: one refusal under both; PyMongo's two more are the declared difference.
+    assert drawn["bare_with_pymongo.py"] == refusals(bare, "pymongo")
+    assert drawn["bare_with_mongio.py"] == refusals(bare, "mongio")
+    assert len(refusals(bare, "pymongo")) == 3 and len(refusals(bare, "mongio")) == 1
