@@ -106,7 +106,7 @@ class DerivedScope(OptionScope):
     """A database or a collection: its options are its parent's (the client's, the database's) but those
     given, and its operations run on the client's executor under its timeout."""
 
-    _client: MongoClient
+    _client: MongoClient[Any]
 
     @property
     def timeout(self) -> float | None:
@@ -256,7 +256,7 @@ class DerivedScope(OptionScope):
 class ChangeStreamSource(OptionScope, Generic[_Stream]):
     """What can be watched: a collection, a database or the whole deployment (the client)."""
 
-    def _change_stream_origin(self) -> tuple[type[_Stream], MongoClient, str, str | None]:
+    def _change_stream_origin(self) -> tuple[type[_Stream], MongoClient[Any], str, str | None]:
         """The class of this object's change streams, the client, and the database and collection (None
         for all of them) the stream's ``aggregate`` runs on."""
         raise NotImplementedError

@@ -24,7 +24,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from mongio.api_base import ChangeStreamSource
 from mongio.bson.codec_options import CodecOptions
@@ -63,6 +63,7 @@ from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from mongio.tracing import client_tracing
+from mongio.typings import DocumentType
 
 if TYPE_CHECKING:
     from mongio.bson.timestamp import Timestamp
@@ -186,13 +187,18 @@ class _Closing(Coroutine[Any, Any, None]):
 _NOTHING_TO_CLOSE = _Closing(None)
 
 
-class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
+class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Generic[DocumentType]):
     """A client for a MongoDB deployment (``AsyncMongoClient`` is the same class, under PyMongo's name).
 
     ``host`` is a connection string (``mongodb://`` or ``mongodb+srv://``), a ``host[:port]``, or a list of
     either; keyword arguments are PyMongo's (``maxPoolSize=...``, ``event_listeners=[...]``,
     ``serverSelectionTimeoutMS=...``) and win over the connection string. ``document_class`` and
     ``tz_aware`` shape decoded documents.
+
+    Generic over the document type, as PyMongo's ``AsyncMongoClient`` is: ``client: MongoClient[Movie] =
+    MongoClient()`` (``Movie`` a ``TypedDict``, say) makes ``client.db.coll`` a ``Collection[Movie]``, whose
+    ``find_one`` returns ``Movie | None`` and whose ``insert_one`` takes a ``Movie``. ``MongoClient`` alone
+    is ``MongoClient[dict[str, Any]]``.
 
     ``tracing={"enabled": True, "query_text_max_length": 0}`` makes OpenTelemetry spans of its operations
     and commands (see :mod:`mongio.tracing`; off by default).
@@ -223,7 +229,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         self,
         host: str | Sequence[str] | None = None,
         port: int | None = None,
-        document_class: Any = None,
+        document_class: type[DocumentType] | None = None,
         tz_aware: bool | None = None,
         connect: bool | None = None,
         type_registry: Any = None,
@@ -352,7 +358,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
     def __hash__(self) -> int:
         return hash(self.eq_props())
 
-    def __iter__(self) -> MongoClient:
+    def __iter__(self) -> MongoClient[DocumentType]:
         return self
 
     def __next__(self) -> Any:
@@ -555,7 +561,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         """:meth:`close` under the name :func:`contextlib.aclosing` and async resources use."""
         await self.close()
 
-    async def __aenter__(self) -> MongoClient:
+    async def __aenter__(self) -> MongoClient[DocumentType]:
         await self.open_topology()
         return self
 
@@ -706,7 +712,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
         timeout: float | None = None,
-    ) -> Database[Any]:
+    ) -> Database[DocumentType]:
         """The database ``name`` (the connection string's database when omitted), with these options in
         place of the client's; ``timeout`` (seconds, 0 for no limit) replaces the client's ``timeoutMS``
         for its operations. No I/O."""
@@ -725,17 +731,17 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
         write_concern: WriteConcern | WriteConcernLike | None = None,
         read_concern: ReadConcern | ReadConcernLike | None = None,
-    ) -> Database[Any]:
+    ) -> Database[DocumentType]:
         """The connection string's database, else ``default``."""
         name = self._options.database or default
         if name is None:
             raise ConfigurationError("the connection string names no default database and none was given")
         return self.get_database(name, codec_options, read_preference, write_concern, read_concern)
 
-    def __getitem__(self, name: str) -> Database[Any]:
+    def __getitem__(self, name: str) -> Database[DocumentType]:
         return self.get_database(name)
 
-    def __getattr__(self, name: str) -> Database[Any]:
+    def __getattr__(self, name: str) -> Database[DocumentType]:
         if name.startswith("_"):
             raise AttributeError(
                 f"{type(self).__name__} has no attribute {name!r}. To access the {name} database, "
@@ -768,7 +774,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         session: ClientSession | None = None,
         comment: Any = None,
         **kwargs: Any,
-    ) -> CommandCursor[Database[Any]]:
+    ) -> CommandCursor[Database[DocumentType]]:
         """A cursor over a :class:`~mongio.database.Database` for each database, each with the client's
         options (as ``client[name]`` would give). An addition to PyMongo's API (the enumerate-databases
         specification's optional method).
@@ -794,7 +800,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
         if kwargs:
             raise TypeError(f"list_database_objects() got unexpected options {sorted(kwargs)}")
 
-        def database(info: Mapping[str, Any]) -> Database[Any]:
+        def database(info: Mapping[str, Any]) -> Database[DocumentType]:
             return self.get_database(str(info["name"]))
 
         return ObjectCommandCursor(
@@ -919,7 +925,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[Any]"]):
             raise
         batch.cursor_exhausted()
 
-    def _change_stream_origin(self) -> tuple[type[ClusterChangeStream[Any]], MongoClient, str, str | None]:
+    def _change_stream_origin(
+        self,
+    ) -> tuple[type[ClusterChangeStream[DocumentType]], MongoClient[DocumentType], str, str | None]:
         from mongio.change_stream import ClusterChangeStream  # on first use: most programs never watch
 
         return ClusterChangeStream, self, "admin", None

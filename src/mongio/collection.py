@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 from mongio.api_base import AGGREGATE_OPTIONS, ChangeStreamSource, DerivedScope
 from mongio.cursor import (
@@ -67,9 +67,10 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.typings import DocumentType as _D  # the document type (PyMongo's _DocumentType)
 
 if TYPE_CHECKING:
-    from mongio.bson import CodecOptions
+    from mongio.bson import CodecOptions, RawBSONDocument
     from mongio.change_stream import CollectionChangeStream
     from mongio.client import MongoClient
     from mongio.database import Database
@@ -89,7 +90,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Collection", "ReturnDocument"]
 
-_D = TypeVar("_D")
 
 # Keyword arguments PyMongo passes through to commands under the server's names; ours take snake_case.
 # An aggregate that cannot write: the aggregation options but those of a write stage, plus ``let``.
@@ -231,7 +231,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
             timeout=timeout,
         )
 
-    def _change_stream_origin(self) -> tuple[type[CollectionChangeStream[_D]], MongoClient, str, str | None]:
+    def _change_stream_origin(self) -> tuple[type[CollectionChangeStream[_D]], MongoClient[_D], str, str | None]:
         from mongio.change_stream import CollectionChangeStream  # on first use: most programs never watch
 
         return CollectionChangeStream, self._client, self._database_name, self._name
@@ -295,7 +295,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
 
     async def insert_one(
         self,
-        document: Any,
+        document: _D | RawBSONDocument,
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,
         comment: Any = None,
@@ -320,7 +320,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
 
     async def insert_many(
         self,
-        documents: Iterable[Any],
+        documents: Iterable[_D | RawBSONDocument],
         ordered: bool = True,
         bypass_document_validation: bool | None = None,
         session: ClientSession | None = None,

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 from mongio.api_base import ChangeStreamSource, DerivedScope
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
@@ -21,6 +21,7 @@ from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, Op
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
 from mongio.options.read_preference import as_read_preference
+from mongio.typings import DocumentType as _D  # the document type (PyMongo's _DocumentType)
 
 if TYPE_CHECKING:
     from mongio.change_stream import DatabaseChangeStream
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectionInvalid", "Database"]
 
-_D = TypeVar("_D")
-
 _INVALID_DATABASE_CHARACTERS = frozenset(' ."$/\\\x00')
 
 
@@ -52,7 +51,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
 
     def __init__(
         self,
-        client: MongoClient,
+        client: MongoClient[_D],
         name: str,
         codec_options: CodecOptions | CodecOptionsLike | None = None,
         read_preference: ReadPreferenceMode | ReadPreferenceLike | None = None,
@@ -84,7 +83,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         return self._name
 
     @property
-    def client(self) -> MongoClient:
+    def client(self) -> MongoClient[_D]:
         """The client this database belongs to."""
         return self._client
 
@@ -100,7 +99,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
             self._client, self._name, codec_options, read_preference, write_concern, read_concern, timeout
         )
 
-    def _change_stream_origin(self) -> tuple[type[DatabaseChangeStream[_D]], MongoClient, str, str | None]:
+    def _change_stream_origin(self) -> tuple[type[DatabaseChangeStream[_D]], MongoClient[_D], str, str | None]:
         from mongio.change_stream import DatabaseChangeStream  # on first use: most programs never watch
 
         return DatabaseChangeStream, self._client, self._name, None

@@ -163,7 +163,7 @@ class ClientSession:
     """A logical session of one client. Use it as ``async with client.start_session() as s:`` or end it
     with ``await s.end_session()``; pass it to operations as ``session=s``."""
 
-    def __init__(self, client: MongoClient, options: SessionOptions, *, implicit: bool = False) -> None:
+    def __init__(self, client: MongoClient[Any], options: SessionOptions, *, implicit: bool = False) -> None:
         self._client = client
         self._options = options
         self._implicit = implicit
@@ -195,7 +195,7 @@ class ClientSession:
     # -- what the application reads --------------------------------------------------------------------------
 
     @property
-    def client(self) -> MongoClient:
+    def client(self) -> MongoClient[Any]:
         """The client this session belongs to."""
         return self._client
 

@@ -60,7 +60,7 @@ async def test_document_class_and_tz_aware(server_uri: str) -> None:
         assert client.codec_options.document_class is SON
         assert client.codec_options.tz_aware
         coll = client.test_client_codec.items
-        await coll.insert_one({"x": 1})
+        await coll.insert_one(SON({"x": 1}))
         document = await coll.find_one({})
         assert isinstance(document, SON)
         await client.drop_database("test_client_codec")

@@ -179,7 +179,7 @@ def test_connect_true_outside_a_loop_connects_at_the_first_operation() -> None:
     async def scenario() -> None:
         async with LoopbackPeer() as peer:
             # Made where no loop runs (a worker thread here, module level in an application).
-            client = await asyncio.to_thread(MongoClient, peer.uri, connect=True)
+            client: MongoClient = await asyncio.to_thread(MongoClient, peer.uri, connect=True)
             await first_operation(client, peer)
 
     asyncio.run(scenario())

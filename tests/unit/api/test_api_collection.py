@@ -114,7 +114,7 @@ async def test_insert_many() -> None:
     with pytest.raises(TypeError):
         await coll.insert_many([])
     with pytest.raises(TypeError):
-        await coll.insert_many({"_id": 1})
+        await coll.insert_many({"_id": 1})  # type: ignore[dict-item]  # deliberately not a list
 
 
 async def test_insert_many_from_a_generator() -> None:

@@ -4,6 +4,11 @@ This file is itself checked by the project's strict mypy run: every call below p
 ``type: ignore``. The tests run those calls (the ones that need no server) to show each object is also
 converted at runtime, and run mypy on a small program to show the protocols still refuse an object of the
 wrong kind.
+
+A second program, typed with ``MongoClient[Movie]`` (``Movie`` a ``TypedDict``), is checked twice in one mypy
+run: once importing PyMongo's asynchronous classes and once mongio's, under the same names, with the same
+annotations. It passes under both but for its deliberate mistakes, and each of those draws the same error
+under both.
 """
 
 from __future__ import annotations
@@ -175,23 +180,139 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def test_mypy_accepts_pymongo_objects_and_still_refuses_other_kinds(tmp_path: Path) -> None:
+def mypy_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *programs: Path) -> dict[str, dict[int, set[str]]]:
+    """The error codes ``mypy --strict`` draws on each line of each program, by program name. mypy is pointed
+    at the mongio the tests import (not at whatever copy is installed in the environment)."""
     mypy_api = pytest.importorskip("mypy.api")
-    program = tmp_path / "uses_pymongo_objects.py"
-    program.write_text(PROGRAM)
+    import mongio
+
+    monkeypatch.setenv("MYPYPATH", str(Path(mongio.__file__).parents[1]))
     report, errors, _ = mypy_api.run(
-        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", str(program)]
+        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"]
+        + [str(program) for program in programs]
     )
     assert not errors
-    drawn: dict[int, set[str]] = {}
+    drawn: dict[str, dict[int, set[str]]] = {program.name: {} for program in programs}
     for line in report.splitlines():
-        if f"{program.name}:" in line and ": error: " in line:
-            number = int(line.split(":")[1])
-            drawn.setdefault(number, set()).add(line.rsplit("[", 1)[-1].rstrip("]"))
-    expected = {
-        number: {line.split("# refused: ")[1]}
-        for number, line in enumerate(PROGRAM.splitlines(), start=1)
-        if "# refused: " in line
+        name, _, rest = line.partition(":")
+        lines = drawn.get(Path(name).name)
+        if lines is not None and ": error: " in rest:
+            lines.setdefault(int(rest.split(":")[0]), set()).add(line.rsplit("[", 1)[-1].rstrip("]"))
+    return drawn
+
+
+def refusals(program: str, driver: str = "") -> dict[int, set[str]]:
+    """The error code each line marked "refused:" (or, for ``driver`` only, "<driver> refuses:") must draw, by
+    line number."""
+    markers = ("# refused: ", f"# {driver} refuses: ") if driver else ("# refused: ",)
+    return {
+        number: {line.split(marker)[1]}
+        for number, line in enumerate(program.splitlines(), start=1)
+        for marker in markers
+        if marker in line
     }
+
+
+def test_mypy_accepts_pymongo_objects_and_still_refuses_other_kinds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = tmp_path / "uses_pymongo_objects.py"
+    program.write_text(PROGRAM)
+    drawn = mypy_errors(tmp_path, monkeypatch, program)[program.name]
+    expected = refusals(PROGRAM)
     assert len(expected) == 6
-    assert drawn == expected, report
+    assert drawn == expected
+
+
+# One program, two sets of imports with the same names and the same number of lines. Each line marked
+# "refused:" must draw exactly that mypy error code under both drivers; no other line may draw any.
+TYPED_PROGRAM = """\
+from typing import Any, TypedDict
+
+{imports}
+
+
+class Movie(TypedDict):
+    name: str
+    year: int
+
+
+async def typed() -> None:
+    client: Client[Movie] = Client(connect=False)
+    database: Database[Movie] = client.get_database("films")
+    movies: Collection[Movie] = database.movies
+    same: Collection[Movie] = client["films"]["movies"].with_options()
+    await movies.insert_one({{"name": "Alien", "year": 1979}})
+    await movies.insert_many([{{"name": "Heat", "year": 1995}}])
+    found = await movies.find_one({{"year": 1979}})
+    if found is not None:
+        name: str = found["name"]
+        year: int = found["year"]
+    async for movie in movies.find({{"year": {{"$gt": 1990}}}}):
+        title: str = movie["name"]
+    every: list[Movie] = await movies.find().to_list(None)
+    async for row in await movies.aggregate([{{"$match": {{}}}}]):
+        released: int = row["year"]
+    updated: Movie | None = await movies.find_one_and_update({{"name": "Heat"}}, {{"$set": {{"year": 1996}}}})
+    untyped: Client[dict[str, Any]] = Client(connect=False)
+    anything: dict[str, Any] | None = await untyped.films.movies.find_one()
+
+    await movies.insert_one({{"name": "Alien", "year": "1979"}})  # refused: arg-type
+    await movies.insert_one({{"title": "Alien", "year": 1979}})  # refused: arg-type
+    await movies.insert_one(["Alien", 1979])  # refused: arg-type
+    surely: Movie = await movies.find_one()  # refused: assignment
+    print(found["name"])  # refused: index
+    if found is not None:
+        print(found["rating"])  # refused: typeddict-item
+        wrong: int = found["name"]  # refused: assignment
+    other: Collection[dict[str, Any]] = movies  # refused: assignment
+    mixed: Database[Movie] = untyped.films  # refused: assignment
+"""
+
+# The declared difference "unparameterised-generic-classes" (differences.yaml): unparameterised, mongio's
+# classes are over dict[str, Any], where PyMongo's refuse the annotation.
+BARE_PROGRAM = """\
+from typing import Any
+
+{imports}
+
+
+async def bare(given: Client) -> None:  # pymongo refuses: type-arg
+    client = Client(connect=False)  # pymongo refuses: var-annotated
+    found: dict[str, Any] | None = await client.db.coll.find_one()
+    named: str = await given.db.coll.find_one() or {{}}  # refused: assignment
+"""
+
+TYPED_IMPORTS = {
+    "pymongo": """\
+from pymongo import AsyncMongoClient as Client
+from pymongo.asynchronous.collection import AsyncCollection as Collection
+from pymongo.asynchronous.database import AsyncDatabase as Database""",
+    "mongio": """\
+from mongio import MongoClient as Client
+from mongio import Collection
+from mongio import Database""",
+}
+
+
+def test_a_program_typed_with_a_typeddict_checks_the_same_under_pymongo_and_mongio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    programs = []
+    for driver, imports in TYPED_IMPORTS.items():
+        for name, text in (("typed", TYPED_PROGRAM), ("bare", BARE_PROGRAM)):
+            program = tmp_path / f"{name}_with_{driver}.py"
+            program.write_text(text.format(imports=imports))
+            programs.append(program)
+    drawn = mypy_errors(tmp_path, monkeypatch, *programs)
+    # Both sets of imports are three lines: the programs' line numbers are the same under both.
+    typed = TYPED_PROGRAM.format(imports=TYPED_IMPORTS["mongio"])
+    bare = BARE_PROGRAM.format(imports=TYPED_IMPORTS["mongio"])
+    expected = refusals(typed)
+    assert len(expected) == 9
+    assert drawn["typed_with_pymongo.py"] == expected
+    assert drawn["typed_with_mongio.py"] == expected
+    # Unparameterised: one refusal under both; PyMongo's two more are the declared difference.
+    assert drawn["bare_with_pymongo.py"] == refusals(bare, "pymongo")
+    assert drawn["bare_with_mongio.py"] == refusals(bare, "mongio")
+    assert len(refusals(bare, "pymongo")) == 3 and len(refusals(bare, "mongio")) == 1
