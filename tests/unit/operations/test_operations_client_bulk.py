@@ -94,9 +94,9 @@ def test_namespace_indexes_are_per_batch() -> None:
 def test_split_at_max_message_size_with_the_spec_overhead() -> None:
     models = [InsertOne({"_id": i, "s": "x" * 300}, namespace="db.coll") for i in range(6)]
     bulk = ClientBulkWrite(models)
-    op_size = bulk._ops.size(0)
+    op_size = len(encode({"insert": 0, "document": models[0].document}))
     ns_size = len(encode({"ns": "db.coll"}))
-    body_size = len(encode(bulk._body))
+    body_size = len(encode(bulk.command_body()))
     # Room for exactly three ops and the one nsInfo entry.
     exact = RESERVED_MESSAGE_BYTES + body_size + 3 * op_size + ns_size
     sent = sent_batches(bulk, ServerLimits(max_message_size=exact))
