@@ -189,7 +189,8 @@ class BatchPlan(NamedTuple):
 class _PackedOps:
     """Every ``ops`` entry of a client bulk write, encoded in one pass into one buffer: entry ``i`` ends at
     ``ends[i]`` and names namespace ``ns_ids[i]`` (its index in ``namespaces``, in order of first use). Beside
-    the caller's models nothing is kept per entry but those two numbers and the insert's ``_id``."""
+    the caller's models nothing is kept per entry but those two numbers and the insert's ``_id``. Made with
+    the models, which it encodes as it is made."""
 
     __slots__ = ("_data", "_ends", "_ids", "_models", "_multi", "_namespaces", "_ns_ids", "_ns_sizes")
 

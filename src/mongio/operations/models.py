@@ -578,7 +578,9 @@ def _add_filter_options(op: dict[str, Any], model: _FilteredModel) -> None:
 
 
 # Another library's write model (PyMongo's) -> mongio's, by class name: the attributes PyMongo's models keep
-# their arguments in, read once when the model is handed to a bulk write.
+# their arguments in, read once when the model is handed to a bulk write. They are private to PyMongo, which
+# gives its write models no public accessor for any of them (not even InsertOne's document), so reading them
+# is the only way to take its models; a model whose attributes are not there is refused with a TypeError.
 _FOREIGN_MODELS: dict[str, Callable[[Any], WriteModel]] = {
     "InsertOne": lambda m: InsertOne(m._doc, m._namespace),
     "DeleteOne": lambda m: DeleteOne(m._filter, m._collation, m._hint, m._namespace),
