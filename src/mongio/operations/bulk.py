@@ -46,6 +46,9 @@ from mongio.operations.models import (
     InsertOne,
     WriteModel,
     as_write_model,
+    is_multi,
+    model_statement,
+    write_kind,
 )
 from mongio.operations.results import BulkWriteResult
 from mongio.options.write_concern import WriteConcern
@@ -95,9 +98,9 @@ def prepare(model: WriteModel, index: int, codec_options: CodecOptions) -> tuple
     if isinstance(model, InsertOne):
         encoded, _id = encode_insert(model.document, codec_options)
         return Request(index, encoded, model.document, False, False), _id
-    statement = model._statement()
+    statement = model_statement(model)
     encoded = encode(statement, codec_options=codec_options, max_size=None)
-    return Request(index, encoded, statement, model._multi, model.has_hint), None
+    return Request(index, encoded, statement, is_multi(model), model.has_hint), None
 
 
 def body_size(body: Mapping[str, Any], database: str, codec_options: CodecOptions) -> int:
@@ -394,10 +397,18 @@ def command_body(
 
 
 class WriteBatch(WriteCommand[None]):
-    """One command of a :class:`BulkWrite`; its reply is merged into the bulk's result."""
+    """One command of a :class:`BulkWrite` (made by :meth:`BulkWrite.next_batch`, with the command body of its
+    kind and that body's fixed message size); its reply is merged into the bulk's result."""
 
-    def __init__(self, bulk: BulkWrite, kind: int, statements: Statements, start: int) -> None:
-        body, fixed = bulk._bodies[kind]
+    def __init__(
+        self,
+        bulk: BulkWrite,
+        kind: int,
+        statements: Statements,
+        start: int,
+        body: dict[str, Any],
+        fixed_size: int,
+    ) -> None:
         super().__init__(
             bulk.database,
             bulk.collection,
@@ -407,7 +418,7 @@ class WriteBatch(WriteCommand[None]):
             body,
             write_concern=bulk.write_concern,
             codec_options=bulk.codec_options,
-            fixed_size=fixed,
+            fixed_size=fixed_size,
         )
         self._bulk = bulk
 
@@ -416,7 +427,7 @@ class WriteBatch(WriteCommand[None]):
         self._bulk.use_transaction_write_concern()
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> None:
-        self._bulk._merge(self, reply)
+        self._bulk.merge_reply(self, reply)
 
     def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> BulkWriteError:
         """The error for a reply whose write concern failed in a way that makes the command go again: the
@@ -452,8 +463,11 @@ def _grouped(
     by_kind: dict[int, tuple[int, list[int], list[Any]]] = {}
     for index, given in enumerate(requests):
         model = as_write_model(given)
-        kind = model._kind
-        item = model.document if isinstance(model, InsertOne) else prepare(model, index, codec_options)[0]
+        item: Any
+        if isinstance(model, InsertOne):
+            kind, item = KIND_INSERT, model.document
+        else:
+            kind, item = write_kind(model), prepare(model, index, codec_options)[0]
         if ordered:
             if not runs or runs[-1][0] != kind:
                 runs.append((kind, [], []))
@@ -575,7 +589,8 @@ class BulkWrite:
         if self.done:
             return None
         kind, statements = self._groups[self._group]
-        return WriteBatch(self, kind, statements, self._position)
+        body, fixed_size = self._bodies[kind]
+        return WriteBatch(self, kind, statements, self._position, body, fixed_size)
 
     def result_with(self, batch: WriteBatch, reply: Mapping[str, Any]) -> dict[str, Any]:
         """The result this bulk write would have with ``batch``'s ``reply`` merged, the bulk itself left as it
@@ -584,12 +599,14 @@ class BulkWrite:
         # Merging only adds to the counts and appends to the lists, so copies of the lists keep it apart.
         self._result = {key: list(value) if isinstance(value, list) else value for key, value in saved[0].items()}
         try:
-            self._merge(batch, reply)
+            self.merge_reply(batch, reply)
             return self._result
         finally:
             self._result, self._group, self._position, self._stopped = saved
 
-    def _merge(self, batch: WriteBatch, reply: Mapping[str, Any]) -> None:
+    def merge_reply(self, batch: WriteBatch, reply: Mapping[str, Any]) -> None:
+        """Take ``batch``'s ``reply`` into the result (counts, upserts, write errors with their indexes in the
+        caller's list) and move past the batch; an ordered bulk write stops at a write error."""
         end = batch.end if batch.end is not None else batch.start + 1
         statements = batch.statements
         if end >= len(statements):

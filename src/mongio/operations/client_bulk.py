@@ -32,7 +32,7 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, encode
 from mongio.bson._encoder import encode_into, insert_appender, refusals_as_invalid_document
@@ -63,6 +63,8 @@ from mongio.operations.models import (
     InsertOne,
     WriteModel,
     as_write_model,
+    client_bulk_op,
+    write_kind,
 )
 from mongio.operations.results import ClientBulkWriteResult, DeleteResult, InsertOneResult, UpdateResult
 from mongio.options.write_concern import WriteConcern
@@ -135,30 +137,16 @@ class ClientBulkWriteBatch(Operation[CursorState]):
         if self._sequences is None:
             self._plan(context)
         self.address = getattr(context, "address", None)
-        return Command(for_server(dict(self._bulk._body), context), self._sequences)
+        return Command(for_server(self._bulk.command_body(), context), self._sequences)
 
     def _plan(self, context: ConnectionContext) -> None:
-        bulk = self._bulk
-        ops = bulk._ops
-        limit = context.max_message_size - (RESERVED_MESSAGE_BYTES + bulk._body_size)
-        stop = min(len(ops), self.start + context.max_write_batch_size)
-        end, used = ops.plan(self.start, stop, limit, context.max_message_size)
-        ops_sequence, ns_sequence = ops.sequences(self.start, end, used)
-        self._multi = ops.any_multi(self.start, end)
-        self.end = end
-        self._sequences = {"ops": ops_sequence, "nsInfo": ns_sequence}
+        plan = self._bulk.plan_batch(self.start, context)
+        self._multi = plan.multi
+        self.end = plan.end
+        self._sequences = plan.sequences
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
-        bulk = self._bulk
-        if not self.acknowledged:
-            bulk._finish_batch(self)
-            return CursorState(0, "", [])
-        bulk._record_summary(self, reply)
-        cursor = parse_cursor(reply)
-        self.record_results(cursor.batch)
-        if cursor.id == 0:
-            bulk._finish_batch(self)
-        return cursor
+        return self._bulk.record_reply(self, reply)
 
     def write_concern_retry_error(self, reply: Mapping[str, Any], labels: Iterable[str]) -> BatchWriteConcernRetry:
         """The error for a reply whose write concern failed in a way that makes the batch go again; nothing is
@@ -182,21 +170,31 @@ class ClientBulkWriteBatch(Operation[CursorState]):
     def record_results(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Record result documents from this batch's cursor (the first batch is recorded by
         ``handle_response``; call this for each ``getMore`` batch)."""
-        self._bulk._record_results(self, documents)
+        self._bulk.record_results(self, documents)
 
     def cursor_exhausted(self) -> None:
         """Tell the bulk write this batch's results cursor is drained (after the last ``getMore``)."""
-        self._bulk._finish_batch(self)
+        self._bulk.finish_batch(self)
+
+
+class BatchPlan(NamedTuple):
+    """The extent of one ``bulkWrite`` command: its end (exclusive), its ``ops`` and ``nsInfo`` document
+    sequences, and whether any of its operations may touch several documents."""
+
+    end: int
+    sequences: dict[str, DocumentSequence]
+    multi: bool
 
 
 class _PackedOps:
     """Every ``ops`` entry of a client bulk write, encoded in one pass into one buffer: entry ``i`` ends at
     ``ends[i]`` and names namespace ``ns_ids[i]`` (its index in ``namespaces``, in order of first use). Beside
-    the caller's models nothing is kept per entry but those two numbers and the insert's ``_id``."""
+    the caller's models nothing is kept per entry but those two numbers and the insert's ``_id``. Made with
+    the models, which it encodes as it is made."""
 
     __slots__ = ("_data", "_ends", "_ids", "_models", "_multi", "_namespaces", "_ns_ids", "_ns_sizes")
 
-    def __init__(self) -> None:
+    def __init__(self, models: Iterable[WriteModel], codec_options: CodecOptions) -> None:
         self._data = bytearray()
         self._ends: list[int] = []
         self._ns_ids = array("i")
@@ -205,13 +203,13 @@ class _PackedOps:
         self._multi: list[int] = []  # the entries that may touch several documents, in order
         self._namespaces: list[str] = []
         self._ns_sizes: list[int] = []
+        self._encode(models, codec_options)
 
-    @classmethod
-    def encode(cls, models: Iterable[WriteModel], codec_options: CodecOptions) -> _PackedOps:
-        packed = cls()
+    def _encode(self, models: Iterable[WriteModel], codec_options: CodecOptions) -> None:
         data, ends, ns_ids, ids, kept, multi = (
-            packed._data, packed._ends, packed._ns_ids, packed._ids, packed._models, packed._multi
+            self._data, self._ends, self._ns_ids, self._ids, self._models, self._multi
         )
+        namespaces, ns_sizes = self._namespaces, self._ns_sizes
         # Per namespace: its index and an insert entry's head naming it.
         known: dict[str, tuple[int, bytes]] = {}
         append_insert = insert_appender(codec_options, lambda document: encode_insert(document, codec_options))
@@ -227,8 +225,8 @@ class _PackedOps:
                             f"model {index} has none"
                         )
                     entry = known[namespace] = (len(known), _insert_op_head(len(known)))
-                    packed._namespaces.append(namespace)
-                    packed._ns_sizes.append(_ns_info_size(namespace))
+                    namespaces.append(namespace)
+                    ns_sizes.append(_ns_info_size(namespace))
                 start = len(data)
                 if isinstance(model, InsertOne):
                     data += entry[1]
@@ -236,14 +234,14 @@ class _PackedOps:
                     data.append(0)
                     _INT32.pack_into(data, start, len(data) - start)
                 else:
-                    encode_into(data, model._client_op(entry[0]), codec_options)
+                    op = client_bulk_op(model, entry[0])
+                    encode_into(data, op, codec_options)
                     ids.append(None)
-                    if model._multi:
+                    if op["multi"]:
                         multi.append(index)
                 ends.append(len(data))
                 ns_ids.append(entry[0])
                 kept.append(model)
-        return packed
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -308,7 +306,7 @@ class _PackedOps:
         model = self._models[index]
         if isinstance(model, InsertOne):
             return {"insert": ns_index, "document": model.document}
-        return model._client_op(ns_index)
+        return client_bulk_op(model, ns_index)
 
     def sequences(self, start: int, end: int, used: list[int]) -> tuple[DocumentSequence, DocumentSequence]:
         """The ``ops`` and ``nsInfo`` document sequences of entries ``start`` to ``end``, which use the
@@ -393,7 +391,7 @@ class ClientBulkWrite:
         self.write_concern = write_concern
         self.codec_options = codec_options
         self.acknowledged = acknowledged
-        ops = _PackedOps.encode(models, codec_options)
+        ops = _PackedOps(models, codec_options)
         if not len(ops):
             raise InvalidOperation("MongoClient.bulk_write needs at least one write model")
         self._ops = ops
@@ -454,7 +452,37 @@ class ClientBulkWrite:
         superseded, self._superseded = self._superseded, []
         return [(error.address, cursor) for error, cursor in superseded]
 
-    def _finish_batch(self, batch: ClientBulkWriteBatch) -> None:
+    def command_body(self) -> dict[str, Any]:
+        """The ``bulkWrite`` command document every batch sends (a copy, for one attempt to complete)."""
+        return dict(self._body)
+
+    def plan_batch(self, start: int, context: ConnectionContext) -> BatchPlan:
+        """The batch from operation ``start`` on a connection of ``context``'s limits: at most
+        ``maxWriteBatchSize`` operations whose ``ops`` and ``nsInfo`` documents fit
+        ``maxMessageSizeBytes`` less the reserve and the command document."""
+        ops = self._ops
+        limit = context.max_message_size - (RESERVED_MESSAGE_BYTES + self._body_size)
+        stop = min(len(ops), start + context.max_write_batch_size)
+        end, used = ops.plan(start, stop, limit, context.max_message_size)
+        ops_sequence, ns_sequence = ops.sequences(start, end, used)
+        return BatchPlan(end, {"ops": ops_sequence, "nsInfo": ns_sequence}, ops.any_multi(start, end))
+
+    def record_reply(self, batch: ClientBulkWriteBatch, reply: Mapping[str, Any]) -> CursorState:
+        """Record ``batch``'s reply (its counts, write concern error and first results) and return its results
+        cursor, to drain with ``getMore`` (the batch is finished once the cursor is exhausted)."""
+        if not self.acknowledged:
+            self.finish_batch(batch)
+            return CursorState(0, "", [])
+        self._record_summary(batch, reply)
+        cursor = parse_cursor(reply)
+        self.record_results(batch, cursor.batch)
+        if cursor.id == 0:
+            self.finish_batch(batch)
+        return cursor
+
+    def finish_batch(self, batch: ClientBulkWriteBatch) -> None:
+        """``batch`` is over (its results cursor drained): the next batch starts after it, unless an ordered
+        bulk write stops at a write error."""
         if self._pending is batch:
             self._pending = None
             self._position = batch.end if batch.end is not None else len(self._ops)
@@ -473,7 +501,9 @@ class ClientBulkWrite:
         if concern_error:
             self._write_concern_errors.append(dict(concern_error))
 
-    def _record_results(self, batch: ClientBulkWriteBatch, documents: Iterable[Mapping[str, Any]]) -> None:
+    def record_results(self, batch: ClientBulkWriteBatch, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Record result documents of ``batch``'s results cursor (their ``idx`` counted from the batch's
+        start): write errors, and each operation's result when the results are verbose."""
         ops = self._ops
         for document in documents:
             index = batch.start + int(document["idx"])
@@ -488,7 +518,7 @@ class ClientBulkWrite:
             self._any_success = True
             if not self.verbose_results:
                 continue
-            kind = ops.model(index)._kind
+            kind = write_kind(ops.model(index))
             if kind == KIND_INSERT:
                 self._insert_results[index] = InsertOneResult(ops.inserted_id(index), True)
             elif kind == KIND_UPDATE:

@@ -45,6 +45,7 @@ from mongio.operations.models import (
     UpdateMany,
     UpdateOne,
     index_document,
+    model_statement,
     validate_replacement,
     validate_update,
 )
@@ -787,7 +788,7 @@ class Update(_LoneWrite[UpdateResult]):
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
         # The exact-type test (no isinstance call), which mypy cannot narrow on: a dict is the statement itself.
-        statement = request if type(request) is dict else request._statement()  # type: ignore[union-attr]
+        statement = request if type(request) is dict else model_statement(request)  # type: ignore[arg-type]
         super().__init__(
             database,
             collection,
@@ -835,7 +836,7 @@ class Delete(_LoneWrite[DeleteResult]):
         codec_options: CodecOptions = DEFAULT_CODEC_OPTIONS,
     ) -> None:
         # The exact-type test (no isinstance call), which mypy cannot narrow on: a dict is the statement itself.
-        statement = request if type(request) is dict else request._statement()  # type: ignore[union-attr]
+        statement = request if type(request) is dict else model_statement(request)  # type: ignore[arg-type]
         super().__init__(
             database,
             collection,

@@ -269,8 +269,6 @@ class WriteModel:
     ignored by ``Collection.bulk_write``."""
 
     __slots__ = ("_namespace",)
-    _kind: int = KIND_INSERT
-    _multi: bool = False
 
     def __init__(self, namespace: str | None) -> None:
         self._namespace = _namespace(namespace)
@@ -285,20 +283,11 @@ class WriteModel:
         """Whether the model carries an index hint."""
         return False
 
-    def _statement(self) -> dict[str, Any]:
-        """The statement for a collection-level ``update``/``delete`` command."""
-        raise NotImplementedError
-
-    def _client_op(self, ns_index: int) -> dict[str, Any]:
-        """The entry for the ``ops`` of a client-level ``bulkWrite`` command."""
-        raise NotImplementedError
-
 
 class InsertOne(WriteModel):
     """Insert ``document`` (an ``_id`` is generated and stored in it when it has none)."""
 
     __slots__ = ("_document",)
-    _kind = KIND_INSERT
 
     def __init__(self, document: Any, namespace: str | None = None) -> None:
         super().__init__(namespace)
@@ -365,42 +354,27 @@ class _FilteredModel(WriteModel):
 
 class _DeleteModel(_FilteredModel):
     __slots__ = ()
-    _kind = KIND_DELETE
 
     def __init__(
         self, filter: Any, collation: Any = None, hint: Any = None, namespace: str | None = None
     ) -> None:
         super().__init__(filter, collation, hint, namespace)
 
-    def _statement(self) -> dict[str, Any]:
-        return _delete_document(self._filter, self._multi, self._collation, self._hint)
-
-    def _client_op(self, ns_index: int) -> dict[str, Any]:
-        op: dict[str, Any] = {"delete": ns_index, "filter": self._filter, "multi": self._multi}
-        if self._hint is not None:
-            op["hint"] = self._hint
-        if self._collation is not None:
-            op["collation"] = self._collation
-        return op
-
 
 class DeleteOne(_DeleteModel):
     """Delete at most one document matching ``filter``."""
 
     __slots__ = ()
-    _multi = False
 
 
 class DeleteMany(_DeleteModel):
     """Delete every document matching ``filter``."""
 
     __slots__ = ()
-    _multi = True
 
 
 class _UpdateModel(_FilteredModel):
     __slots__ = ("_array_filters", "_sort", "_update", "_upsert")
-    _kind = KIND_UPDATE
 
     def __init__(
         self,
@@ -444,44 +418,12 @@ class _UpdateModel(_FilteredModel):
             "_namespace",
         )
 
-    def _statement(self) -> dict[str, Any]:
-        return _update_document(
-            self._filter,
-            self._update,
-            self._multi,
-            self._upsert,
-            self._collation,
-            self._array_filters,
-            self._hint,
-            self._sort,
-        )
-
-    def _client_op(self, ns_index: int) -> dict[str, Any]:
-        op: dict[str, Any] = {
-            "update": ns_index,
-            "filter": self._filter,
-            "updateMods": self._update,
-            "multi": self._multi,
-        }
-        if self._upsert is not None:
-            op["upsert"] = self._upsert
-        if self._array_filters is not None:
-            op["arrayFilters"] = self._array_filters
-        if self._hint is not None:
-            op["hint"] = self._hint
-        if self._collation is not None:
-            op["collation"] = self._collation
-        if self._sort is not None:
-            op["sort"] = self._sort
-        return op
-
 
 class UpdateOne(_UpdateModel):
     """Update at most one document matching ``filter`` with ``update`` (``$`` operators or a pipeline);
     ``sort`` picks which one when several match."""
 
     __slots__ = ()
-    _multi = False
 
     def __init__(
         self,
@@ -508,7 +450,6 @@ class UpdateMany(_UpdateModel):
     """Update every document matching ``filter`` with ``update`` (``$`` operators or a pipeline)."""
 
     __slots__ = ()
-    _multi = True
 
     def __init__(
         self,
@@ -534,7 +475,6 @@ class ReplaceOne(_UpdateModel):
     """Replace at most one document matching ``filter`` with ``replacement``; ``sort`` picks which one."""
 
     __slots__ = ()
-    _multi = False
 
     def __init__(
         self,
@@ -556,8 +496,91 @@ class ReplaceOne(_UpdateModel):
         return self._update  # type: ignore[no-any-return]
 
 
+# What the bulk writes (mongio.operations.bulk, mongio.operations.client_bulk) and the single writes
+# (mongio.operations.crud) send for a model, made from the model's public fields: the models stay values with
+# PyMongo's surface, and each wire form is written once, here.
+
+def write_kind(model: WriteModel) -> int:
+    """The command a model's write goes in: ``KIND_INSERT``, ``KIND_UPDATE`` or ``KIND_DELETE``."""
+    if isinstance(model, _UpdateModel):
+        return KIND_UPDATE
+    if isinstance(model, _DeleteModel):
+        return KIND_DELETE
+    return KIND_INSERT
+
+
+def is_multi(model: WriteModel) -> bool:
+    """Whether the model's write may touch several documents (``UpdateMany``, ``DeleteMany``)."""
+    return isinstance(model, UpdateMany | DeleteMany)
+
+
+def _update_of(model: _UpdateModel) -> Mapping[str, Any] | list[Any]:
+    """The update document or pipeline of an update model, the replacement of a ``ReplaceOne``."""
+    if isinstance(model, ReplaceOne):
+        return model.replacement
+    if isinstance(model, UpdateOne | UpdateMany):
+        return model.update
+    raise TypeError(f"{type(model).__name__} is not an update model mongio knows")
+
+
+def _not_a_statement(model: WriteModel) -> TypeError:
+    return TypeError(f"{type(model).__name__} has no update or delete statement")
+
+
+def model_statement(model: WriteModel) -> dict[str, Any]:
+    """The statement of a collection-level ``update`` or ``delete`` command for an update or delete model."""
+    if isinstance(model, _UpdateModel):
+        return _update_document(
+            model.filter,
+            _update_of(model),
+            is_multi(model),
+            model.upsert,
+            model.collation,
+            model.array_filters,
+            model.hint,
+            model.sort,
+        )
+    if isinstance(model, _DeleteModel):
+        return _delete_document(model.filter, is_multi(model), model.collation, model.hint)
+    raise _not_a_statement(model)
+
+
+def client_bulk_op(model: WriteModel, ns_index: int) -> dict[str, Any]:
+    """The entry of a client-level ``bulkWrite`` command's ``ops`` for an update or delete model, naming its
+    namespace by ``ns_index`` (its place in the command's ``nsInfo``)."""
+    if isinstance(model, _UpdateModel):
+        op: dict[str, Any] = {
+            "update": ns_index,
+            "filter": model.filter,
+            "updateMods": _update_of(model),
+            "multi": is_multi(model),
+        }
+        if model.upsert is not None:
+            op["upsert"] = model.upsert
+        if model.array_filters is not None:
+            op["arrayFilters"] = model.array_filters
+        _add_filter_options(op, model)
+        if model.sort is not None:
+            op["sort"] = model.sort
+        return op
+    if isinstance(model, _DeleteModel):
+        op = {"delete": ns_index, "filter": model.filter, "multi": is_multi(model)}
+        _add_filter_options(op, model)
+        return op
+    raise _not_a_statement(model)
+
+
+def _add_filter_options(op: dict[str, Any], model: _FilteredModel) -> None:
+    if model.hint is not None:
+        op["hint"] = model.hint
+    if model.collation is not None:
+        op["collation"] = model.collation
+
+
 # Another library's write model (PyMongo's) -> mongio's, by class name: the attributes PyMongo's models keep
-# their arguments in, read once when the model is handed to a bulk write.
+# their arguments in, read once when the model is handed to a bulk write. They are private to PyMongo, which
+# gives its write models no public accessor for any of them (not even InsertOne's document), so reading them
+# is the only way to take its models; a model whose attributes are not there is refused with a TypeError.
 _FOREIGN_MODELS: dict[str, Callable[[Any], WriteModel]] = {
     "InsertOne": lambda m: InsertOne(m._doc, m._namespace),
     "DeleteOne": lambda m: DeleteOne(m._filter, m._collation, m._hint, m._namespace),

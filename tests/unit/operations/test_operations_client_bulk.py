@@ -23,6 +23,15 @@ from mongio.operations import (
     UpdateOne,
 )
 from mongio.operations.base import RESERVED_MESSAGE_BYTES
+from mongio.operations.models import (
+    KIND_DELETE,
+    KIND_INSERT,
+    KIND_UPDATE,
+    client_bulk_op,
+    is_multi,
+    model_statement,
+    write_kind,
+)
 from mongio.options.write_concern import WriteConcern
 
 
@@ -79,6 +88,55 @@ def test_command_shape_matches_the_spec_example() -> None:
     }
 
 
+def test_ops_entries_carry_every_option_in_the_order_sent() -> None:
+    collation = {"locale": "fr"}
+    models = [
+        UpdateOne(
+            {"a": 1},
+            {"$set": {"x.$[e]": 1}},
+            upsert=False,
+            collation=collation,
+            array_filters=[{"e": 1}],
+            hint="a_1",
+            namespace="db.c",
+            sort={"b": -1},
+        ),
+        ReplaceOne({"a": 2}, {"x": 2}, collation=collation, hint={"a": 1}, namespace="db.c", sort={"b": 1}),
+        DeleteMany({"a": 3}, collation=collation, hint="a_1", namespace="db.c"),
+    ]
+    [(_, body)] = sent_batches(ClientBulkWrite(models), ServerLimits())
+    assert [list(op.items()) for op in body["ops"]] == [
+        [
+            ("update", 0), ("filter", {"a": 1}), ("updateMods", {"$set": {"x.$[e]": 1}}), ("multi", False),
+            ("upsert", False), ("arrayFilters", [{"e": 1}]), ("hint", "a_1"), ("collation", collation),
+            ("sort", {"b": -1}),
+        ],
+        [
+            ("update", 0), ("filter", {"a": 2}), ("updateMods", {"x": 2}), ("multi", False),
+            ("hint", {"a": 1}), ("collation", collation), ("sort", {"b": 1}),
+        ],
+        [("delete", 0), ("filter", {"a": 3}), ("multi", True), ("hint", "a_1"), ("collation", collation)],
+    ]  # fmt: skip
+
+
+def test_models_give_their_kind_and_multi_and_inserts_have_no_statement() -> None:
+    cases = [
+        (InsertOne({}), KIND_INSERT, False),
+        (UpdateOne({}, {"$set": {"a": 1}}), KIND_UPDATE, False),
+        (UpdateMany({}, {"$set": {"a": 1}}), KIND_UPDATE, True),
+        (ReplaceOne({}, {}), KIND_UPDATE, False),
+        (DeleteOne({}), KIND_DELETE, False),
+        (DeleteMany({}), KIND_DELETE, True),
+    ]
+    assert [(write_kind(model), is_multi(model)) for model, _, _ in cases] == [
+        (kind, multi) for _, kind, multi in cases
+    ]
+    with pytest.raises(TypeError, match="InsertOne has no update or delete statement"):
+        client_bulk_op(InsertOne({}), 0)
+    with pytest.raises(TypeError, match="InsertOne has no update or delete statement"):
+        model_statement(InsertOne({}))
+
+
 def test_namespace_indexes_are_per_batch() -> None:
     models = [InsertOne({"_id": i}, namespace=f"db.c{i % 3}") for i in range(5)]
     sent = sent_batches(ClientBulkWrite(models), ServerLimits(max_write_batch_size=3))
@@ -94,9 +152,9 @@ def test_namespace_indexes_are_per_batch() -> None:
 def test_split_at_max_message_size_with_the_spec_overhead() -> None:
     models = [InsertOne({"_id": i, "s": "x" * 300}, namespace="db.coll") for i in range(6)]
     bulk = ClientBulkWrite(models)
-    op_size = bulk._ops.size(0)
+    op_size = len(encode({"insert": 0, "document": models[0].document}))
     ns_size = len(encode({"ns": "db.coll"}))
-    body_size = len(encode(bulk._body))
+    body_size = len(encode(bulk.command_body()))
     # Room for exactly three ops and the one nsInfo entry.
     exact = RESERVED_MESSAGE_BYTES + body_size + 3 * op_size + ns_size
     sent = sent_batches(bulk, ServerLimits(max_message_size=exact))

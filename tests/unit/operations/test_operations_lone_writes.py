@@ -30,6 +30,7 @@ from mongio.operations.bulk import BulkWrite
 from mongio.operations.crud import Delete, Update
 from mongio.operations.models import (
     delete_statement,
+    model_statement,
     update_statement,
     validate_replacement,
     validate_update,
@@ -110,7 +111,7 @@ def test_an_update_sends_what_the_same_update_sends_in_a_bulk_write(kind: str, a
     assert sent(lone) == sent(batch)  # rawData left out for an older server, as the batch leaves it out
     # The statement made from the arguments is the model's, field for field and in order.
     shown = (lone.build(LIMITS).sequences or {})["updates"].documents  # what command monitoring shows
-    assert [list(document.items()) for document in shown] == [list(model._statement().items())]
+    assert [list(document.items()) for document in shown] == [list(model_statement(model).items())]
     # An update given as its model sends the same command.
     assert sent(Update("db", "c", model, **options)) == sent(lone)
 
