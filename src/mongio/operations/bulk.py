@@ -438,7 +438,7 @@ class WriteBatch(WriteCommand[None]):
         merged["writeErrors"].sort(key=lambda error: error["index"])
         error = BulkWriteError(merged)
         for label in labels:
-            error._add_error_label(label)
+            error.add_error_label(label)
         return error
 
 
