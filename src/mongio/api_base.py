@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from mongio.options.write_concern import WriteConcern
     from mongio.sessions.client_session import ClientSession
 
-__all__ = ["ChangeStreamSource", "DerivedScope", "OptionScope"]
+__all__ = ["ChangeStreamSource", "DerivedScope", "OptionScope", "split_options"]
 
 _R = TypeVar("_R")
 _Stream = TypeVar("_Stream", bound="ChangeStream[Any]")
@@ -63,6 +63,20 @@ AGGREGATE_OPTIONS = {
     "raw_data": "raw_data",
 }
 
+
+
+def split_options(kwargs: Mapping[str, Any], names: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` split into the options ``names`` knows (under the names it gives them) and the rest, which
+    go into the command as given (PyMongo passes unknown keyword arguments through to the server)."""
+    options: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        name = names.get(key)
+        if name is None:
+            extra[key] = value
+        else:
+            options[name] = value
+    return options, extra
 
 class OptionScope:
     """The options a client, a database or a collection carries: set by each constructor, read here."""
@@ -221,14 +235,7 @@ class DerivedScope(OptionScope):
         ``{aggregate: 1}``) with this object's options; ``kwargs`` are the command's options (see
         ``AGGREGATE_OPTIONS``), others going into the command as given, and ``timeout_mode``."""
         timeout_mode = kwargs.pop("timeout_mode", None)
-        options: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            name = AGGREGATE_OPTIONS.get(key)
-            if name is None:
-                extra[key] = value
-            else:
-                options[name] = value
+        options, extra = split_options(kwargs, AGGREGATE_OPTIONS)
         operation = Aggregate(
             database,
             collection,

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
-from mongio.api_base import AGGREGATE_OPTIONS, ChangeStreamSource, DerivedScope
+from mongio.api_base import AGGREGATE_OPTIONS, ChangeStreamSource, DerivedScope, split_options
 from mongio.cursor import (
     SINGLE_BATCH_OPTIONS,
     CommandCursor,
@@ -797,14 +797,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
     def _map_reduce(
         self, map: Any, reduce: Any, out: Any, read_preference: ReadPreferenceMode | None, kwargs: Mapping[str, Any]
     ) -> MapReduce:
-        options: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            name = _MAP_REDUCE_OPTIONS.get(key)
-            if name is None:
-                extra[key] = value
-            else:
-                options[name] = value
+        options, extra = split_options(kwargs, _MAP_REDUCE_OPTIONS)
         return MapReduce(
             self._database_name,
             self._name,
