@@ -4,7 +4,7 @@ declares (what the executor asks of a session) and ``abandon`` on ``ClientSessio
 ``mongio.execution.executor.ClientLike`` and ``mongio.cursor_client.CursorClient`` declare (what the executor,
 the cursors and the change streams ask of their client) and ``executor`` on ``MongoClient``; the error label
 and service methods of ``MongioError`` (inherited by every error, so hidden on each); ``new_object_id`` of
-``CodecOptions`` and ``share_index_check`` of ``GridIn``. tests/docs/public_api.py
+``CodecOptions``, ``share_index_check`` of ``GridIn``, and what ``find_one`` asks of a ``Cursor``. tests/docs/public_api.py
 declares the same ones (PACKAGE_INTERNAL_MEMBERS) for the checks of the API pages and of the comparison with
 PyMongo."""
 
@@ -30,6 +30,7 @@ INTERNAL: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     ),
     "mongio.bson.codec_options.CodecOptions": ((), frozenset({"new_object_id"})),
     "mongio.gridfs.grid_in.GridIn": ((), frozenset({"share_index_check"})),
+    "mongio.cursor.Cursor": ((), frozenset({"first_document", "kill_left_open"})),
 }
 
 

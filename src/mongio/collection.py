@@ -570,7 +570,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
             kwargs["session"] = session
             kwargs["limit"] = -1
             cursor: Cursor[_D] = self.find(filter, *args, **kwargs)
-            return await cursor._first_document()
+            return await cursor.first_document()
         # One find, run with no cursor: a single batch leaves nothing to fetch, and the executor gives this one
         # command the timeout the cursor would have settled (its lifetime's, maxTimeMS sent). The options are
         # those a find cursor hands to Find as given; the others go by position (limit, read preference, read
@@ -593,7 +593,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         if state.id:
             # The server kept a cursor open anyway: the cursor of this find_one takes it, to kill it.
             left_open: Cursor[_D] = self.find(filter, limit=-1, session=session, **kwargs)
-            await left_open._kill_left_open(state, address, pin)
+            await left_open.kill_left_open(state, address, pin)
         document: _D | None = batch[0] if batch else None
         return document
 

@@ -767,7 +767,7 @@ class Cursor(_CursorBase[_T]):
         if (self._single_batch or (self._limit and self._retrieved >= self._limit)) and self._id:
             self._has_enough = True
 
-    async def _first_document(self) -> _T | None:
+    async def first_document(self) -> _T | None:
         """Run this unrun single-batch cursor (``limit`` < 0) and give the first document of its batch, or
         None: :meth:`Collection.find_one <mongio.collection.Collection.find_one>`. The cursor is closed when
         this returns: the server had nothing more, or the cursor it kept open anyway was killed."""
@@ -783,10 +783,10 @@ class Cursor(_CursorBase[_T]):
             await self._close_keeping_nothing(state)
         return next(iter(batch), None)  # a list, or a DocumentBatch (this cursor's Find may leave it lazy)
 
-    async def _kill_left_open(self, state: CursorState, address: Any, pin: ConnectionPin) -> None:
+    async def kill_left_open(self, state: CursorState, address: Any, pin: ConnectionPin) -> None:
         """``find_one`` ran this unrun cursor's ``find`` without it (on ``pin``, answered by the server at
         ``address``) and the server kept a cursor open anyway: this cursor takes the reply as its first, as
-        :meth:`_first_document` would have, and kills the server cursor."""
+        :meth:`first_document` would have, and kills the server cursor."""
         self._loop = asyncio.get_running_loop()
         self._started = True
         # The timeout the killCursors is given afresh (close), settled as the first command would have.

@@ -22,7 +22,8 @@ def _declared_methods(protocol: type) -> frozenset[str]:
 # session (the methods OperationSession declares) and what the client asks of it when a cursor is dropped;
 # what the executor asks of the client (ClientLike), what cursors and change streams ask of it
 # (CursorClient) and its accessor of its executor; the error methods the driver labels errors with; the
-# codec options' hook that makes the driver's ObjectIds; the bucket's index check shared with an upload. The API
+# codec options' hook that makes the driver's ObjectIds; the bucket's index check shared with an upload;
+# what a collection's find_one asks of a find cursor. The API
 # pages leave them out (docs/_ext/internal_members.py), and so does the comparison with PyMongo. A class's
 # entry covers its subclasses too (see package_internal).
 PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
@@ -33,6 +34,7 @@ PACKAGE_INTERNAL_MEMBERS: dict[str, frozenset[str]] = {
     ),
     "CodecOptions": frozenset({"new_object_id"}),
     "GridIn": frozenset({"share_index_check"}),
+    "Cursor": frozenset({"first_document", "kill_left_open"}),
 }
 
 
