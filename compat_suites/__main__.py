@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from compat_suites.runner import run
+from compat_suites.runner import report_last_run, run
 from compat_suites.suites import SUITES
 
 
@@ -20,7 +20,13 @@ def main() -> int:
         "MONGIO_COMPAT_<SUITE>_GIT names a local clone or mirror) or its source distribution on PyPI",
     )  # fmt: skip
     parser.add_argument("-k", dest="select", help="pytest -k expression, to run part of the suite")
+    parser.add_argument(
+        "--last", action="store_true",
+        help="do not run the tests: compare the reports of the last run again (after editing the classification)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.last:
+        return report_last_run(SUITES[args.suite], args.origin)
     return run(SUITES[args.suite], args.origin, args.select)
 
 

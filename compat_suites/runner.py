@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,38 +80,49 @@ def differences(results: dict[str, dict[str, str]], entries: list[Entry]) -> lis
 
 
 def report(results: dict[str, dict[str, str]], found: list[Difference], entries: list[Entry]) -> int:
-    """Prints the tallies, file by file, and the differing tests by class; 1 when one is unclassified."""
-    modules = sorted({module_of(test_id) for per in results.values() for test_id in per})
-    print(f"\n{'':50} {'native':>36}   {'mongio':>36}")
-    for module in [*modules, "total"]:
-        counts = [
-            tally({t: o for t, o in results[d].items() if module in ("total", module_of(t))}) for d in DRIVERS
-        ]
-        print(f"{module:50} {format_tally(counts[0]):>36}   {format_tally(counts[1]):>36}")
+    """Prints the tallies, file by file, and the differing tests by class and reason; 1 when one is unclassified."""
+    print_tallies(results)
     by_class: dict[str, list[Difference]] = defaultdict(list)
     for difference in found:
         by_class[difference.entry.kind if difference.entry else "unclassified"].append(difference)
     print(f"\n{len(found)} tests differ (native -> mongio):")
     for kind in (*CLASSES, "unclassified"):
-        members = by_class.get(kind, [])
-        print(f"  {kind}: {len(members)}")
+        print(f"  {kind}: {len(by_class.get(kind, []))}")
     for kind in (*CLASSES, "unclassified"):
-        members = by_class.get(kind, [])
-        if not members:
-            continue
-        print(f"\n{kind} ({len(members)}):")
-        reasons: Counter[str] = Counter()
-        for difference in members:
-            why = difference.entry.why if difference.entry else ""
-            reasons[why] += 1
-            print(f"  {difference.test_id}: {difference.native} -> {difference.mongio}")
-    unused = [entry for entry in entries if not any(d.entry is entry for d in found)]
-    for entry in unused:
-        print(f"\nnote: no differing test matched the entry {entry.patterns[0]!r} ({entry.kind})")
-    if by_class.get("unclassified"):
-        print(f"\nFAIL: {len(by_class['unclassified'])} differing tests are not in compat_suites/classification.yaml")
+        print_class(kind, by_class.get(kind, []))
+    for entry in entries:
+        if not any(difference.entry is entry for difference in found):
+            print(f"\nnote: no differing test matched the entry {entry.patterns[0]!r} ({entry.kind})")
+    unclassified = len(by_class.get("unclassified", []))
+    if unclassified:
+        print(f"\nFAIL: {unclassified} differing tests are not in compat_suites/classification.yaml")
         return 1
     return 0
+
+
+def print_tallies(results: dict[str, dict[str, str]]) -> None:
+    modules = sorted({module_of(test_id) for per in results.values() for test_id in per})
+    width = max(len(module) for module in [*modules, "total"])
+    print(f"\n{'':{width}}  {'native':38}  mongio")
+    for module in [*modules, "total"]:
+        counts = [
+            tally({t: o for t, o in results[d].items() if module in ("total", module_of(t))}) for d in DRIVERS
+        ]
+        print(f"{module:{width}}  {format_tally(counts[0]):38}  {format_tally(counts[1])}")
+
+
+def print_class(kind: str, members: list[Difference]) -> None:
+    """The differing tests of one class, grouped by the reason their entry gives."""
+    if not members:
+        return
+    print(f"\n{kind} ({len(members)}):")
+    by_reason: dict[str, list[Difference]] = defaultdict(list)
+    for difference in members:
+        by_reason[difference.entry.why if difference.entry else "(no entry)"].append(difference)
+    for why, group in by_reason.items():
+        print(f"  [{len(group)}] {why}")
+        for difference in group:
+            print(f"      {difference.test_id}: {difference.native} -> {difference.mongio}")
 
 
 def run(suite: Suite, origin: str, select: str | None) -> int:
@@ -121,4 +132,16 @@ def run(suite: Suite, origin: str, select: str | None) -> int:
     with TestServer() as server:
         for driver in DRIVERS:
             results[driver] = run_driver(suite, root, server, driver, select)
+    return report(results, differences(results, entries), entries)
+
+
+def report_last_run(suite: Suite, origin: str) -> int:
+    """The comparison of the last run's reports, read again (after the classification changed, say)."""
+    entries = load(suite.source.name)
+    root = unpacked(suite.source, origin)
+    reports = {driver: root / f"{driver}.xml" for driver in DRIVERS}
+    missing = [str(path) for path in reports.values() if not path.exists()]
+    if missing:
+        raise SystemExit(f"no report of a previous run: {', '.join(missing)}")
+    results = {driver: read_report(path) for driver, path in reports.items()}
     return report(results, differences(results, entries), entries)
