@@ -9,11 +9,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from spec_runner.server import TestServer
+
 from compat_suites.classification import CLASSES, Entry, classify, load
 from compat_suites.outcomes import format_tally, module_of, read_report, tally
 from compat_suites.sources import unpacked
 from compat_suites.suites import Suite
-from spec_runner.server import TestServer
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVERS = ("native", "mongio")
