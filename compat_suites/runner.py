@@ -37,6 +37,8 @@ def pytest_command(suite: Suite, root: Path, driver: str, report: Path, select: 
     ]  # fmt: skip
     if driver == "mongio":
         command += ["-p", suite.swap_plugin]
+    for test_id, _reason in suite.deselected:
+        command += ["--deselect", test_id]
     if select:
         command += ["-k", select]
     return command + list(suite.paths)
