@@ -135,6 +135,8 @@ def run(suite: Suite, origin: str, select: str | None) -> int:
     with TestServer() as server:
         for driver in DRIVERS:
             results[driver] = run_driver(suite, root, server, driver, select)
+    for test_id, reason in suite.deselected:
+        print(f"left out of both runs: {test_id}: {reason}")
     return report(results, differences(results, entries), entries)
 
 
