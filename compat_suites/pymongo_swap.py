@@ -1,12 +1,14 @@
 """pytest plugin for PyMongo's async suite run through mongio: ``pymongo.AsyncMongoClient`` becomes a mongio client.
 
-Loaded with ``-p compat_suites.pymongo_swap``. The name is replaced where PyMongo exports it, before the tests
-import it, so the suite's harness (its ``client_context`` and client helpers) and the tests build mongio
-clients; PyMongo's other classes and the tests stay as they are.
+Loaded with ``-p compat_suites.pymongo_swap``. The name is replaced where PyMongo exports it, and, once the
+tests are collected, in each of the suite's modules that imported it, so the suite's harness (its
+``client_context`` and client helpers) and the tests build mongio clients; PyMongo's other classes and the tests
+stay as they are.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -24,7 +26,18 @@ class AsyncMongoClient(mongio.MongoClient):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     import pymongo
-    from pymongo.asynchronous import mongo_client
 
     pymongo.AsyncMongoClient = AsyncMongoClient  # type: ignore[misc, assignment]
-    mongo_client.AsyncMongoClient = AsyncMongoClient  # type: ignore[misc, assignment]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The suite's modules imported PyMongo's client by name; each such name now means the mongio client.
+
+    PyMongo's own module keeps its class: its code refers to it (class attributes of its client), and the
+    clients the swap leaves native are PyMongo's own business.
+    """
+    from pymongo.asynchronous.mongo_client import AsyncMongoClient as native
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("test.") and getattr(module, "AsyncMongoClient", None) is native:
+            module.AsyncMongoClient = AsyncMongoClient  # type: ignore[attr-defined]
