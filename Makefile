@@ -22,7 +22,7 @@ setup: $(STAMP)
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB).
 test: $(STAMP)
-	$(BIN)/ruff check src spec_runner tests benchmarks examples
+	$(BIN)/ruff check src spec_runner compat_suites tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -31,7 +31,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src spec_runner tests benchmarks examples
+	$(BIN)/ruff check src spec_runner compat_suites tests benchmarks examples
 	$(BIN)/mypy
 
 ## Run the quickstart; with MONGODB_URI unset it starts an embedded SecantusDB.
