@@ -1,22 +1,29 @@
-"""The event loop's lag while many connections authenticate with MONGODB-OIDC through slow token sources.
+"""How long MONGODB-OIDC authentication keeps the event loop from running other tasks: mongio and PyMongo async.
 
-    .venv/bin/python -m benchmarks.oidc_loop_lag [--clients 100] [--delay 0.2] [--rounds 3]
+    .venv/bin/python -m benchmarks.oidc_loop_lag [--connections 100] [--delay 0.2] [--rounds 3]
+                                                 [--ways azure,async-callback,blocking-callback,none]
+                                                 [--drivers mongio,pymongo] [--json]
 
-``clients`` clients, each with its own token cache (so each one fetches a token), authenticate at once against
-the tests' OIDC server on 127.0.0.1 while a ticker task sleeps 1 ms at a time and records how late each wake-up
-is. The server and the fake metadata endpoint run on an event loop in a thread of their own, so the ticker
-measures the clients' loop only. The token sources all take ``delay`` seconds:
+A server process runs the tests' OIDC server (tests/support/oidc_server.py), whose ``saslStart`` and
+``saslContinue`` replies wait ``--delay`` seconds (as a server slow to check a token would), and a fake Azure
+metadata endpoint (tests/support/metadata_endpoint.py) answering each token request after ``--delay`` seconds.
+For each round, driver and way, a fresh process (cold token cache) makes ONE client with ``maxPoolSize`` and
+``maxConnecting`` equal to ``--connections`` and runs that many ``ping``s at once, so that many connections each
+authenticate, while a ticker task sleeps 1 ms at a time and records how late each wake-up is, and how much CPU
+time the loop's thread used meanwhile. The ways of getting a token, each taking ``--delay`` seconds:
 
-- ``azure``: ``ENVIRONMENT:azure`` against a fake metadata endpoint that answers after ``delay``;
-- ``async-callback``: an ``async def`` callback awaiting ``delay``;
-- ``blocking-callback``: a plain callback blocking for ``delay`` (``time.sleep``: a synchronous HTTP client,
-  say), which mongio runs in a worker thread;
-- ``pymongo-blocking-callback``: the same plain callback given to PyMongo's ``AsyncMongoClient``, which calls it
-  on the event loop (skipped when PyMongo is not installed).
+- ``azure``: ``ENVIRONMENT:azure`` against the fake metadata endpoint (mongio only: PyMongo's endpoint address
+  cannot be redirected to 127.0.0.1);
+- ``async-callback``: an ``async def`` callback awaiting ``--delay`` (mongio only: PyMongo's callbacks are
+  synchronous);
+- ``blocking-callback``: a plain callback blocking for ``--delay`` (``time.sleep``: a synchronous HTTP client,
+  say), which both mongio and PyMongo (4.x async, through ``run_in_executor``) run in a worker thread;
+- ``none``: the same run without authentication, the cost of opening that many connections at once.
 
-``no-auth`` is the same burst without a credential: what opening that many clients and connections costs the
-loop anyway. For each way: the worst lag and the median of the per-round 99th percentiles, in milliseconds,
-with the wall time of the whole burst (each client runs one ``ping`` on a new, authenticated connection).
+The table shows per driver and way the median over rounds of the worst lag (with min-max), of the worst busy
+time (the most CPU time the loop's thread spent between two ticks: the part of a lag the driver's own code is
+responsible for, where the rest is the process waiting for a core on a loaded machine), the median lag and the
+time until every ping was answered.
 """
 
 from __future__ import annotations
@@ -26,170 +33,222 @@ import asyncio
 import json
 import os
 import statistics
-import threading
-import time
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from tests.support.metadata_endpoint import Answer, MetadataEndpoint
-from tests.support.oidc_server import OidcServer
+REPO = Path(__file__).resolve().parents[1]
+DRIVERS = ("mongio", "pymongo")
+WAYS = ("azure", "async-callback", "blocking-callback", "none")
+PYMONGO_WAYS = frozenset({"blocking-callback", "none"})
 
-from mongio import MongoClient
-from mongio.auth_oidc import OIDCCallbackContext, OIDCCallbackResult
-from mongio.connection.auth.oidc_environments import AZURE_ENDPOINT_VARIABLE
+# Runs in the child: argv = driver, way, connections, delay, server URI, token. Prints one JSON line.
+# The Azure endpoint's address comes in the environment (MONGIO_OIDC_AZURE_ENDPOINT).
+PROBE = """
+import asyncio, json, sys, time
+driver, way, connections, delay, uri, token = (
+    sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6])
+if driver == "pymongo":
+    from pymongo import AsyncMongoClient
+    from pymongo.auth_oidc import OIDCCallback, OIDCCallbackResult
 
-TICK = 0.001
-
-
-class Ticker:
-    """Sleeps ``TICK`` at a time and keeps how late each wake-up came."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            before = loop.time()
-            await asyncio.sleep(TICK)
-            self.lags.append(max(loop.time() - before - TICK, 0.0))
-
-    def __enter__(self) -> Ticker:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-
-async def _burst(make: Callable[[], Any], clients: int) -> tuple[float, list[float]]:
-    made = [make() for _ in range(clients)]
-    try:
-        # Monitoring starts before the measurement: the burst is the pools' first connections, authenticated.
-        await asyncio.gather(*(client.aconnect() for client in made))
-        with Ticker() as ticker:
-            start = time.perf_counter()
-            await asyncio.gather(*(client.admin.command("ping") for client in made))
-            wall = time.perf_counter() - start
-    finally:
-        await asyncio.gather(*(client.close() for client in made))
-    return wall, ticker.lags
-
-
-def _ways(server: OidcServer, endpoint: MetadataEndpoint, delay: float) -> dict[str, Callable[[], Any]]:
-    def blocking(context: OIDCCallbackContext) -> OIDCCallbackResult:
-        time.sleep(delay)
-        return OIDCCallbackResult(access_token=server.issue())
-
-    async def awaiting(context: OIDCCallbackContext) -> OIDCCallbackResult:
-        await asyncio.sleep(delay)
-        return OIDCCallbackResult(access_token=server.issue())
-
-    def mongio_client(properties: dict[str, Any]) -> Callable[[], Any]:
-        return lambda: MongoClient(
-            server.uri,
-            authMechanism="MONGODB-OIDC",
-            authMechanismProperties=properties,
-            directConnection=True,
-        )
-
-    ways = {
-        "no-auth": lambda: MongoClient(server.uri, directConnection=True),
-        "azure": mongio_client({"ENVIRONMENT": "azure", "TOKEN_RESOURCE": "api://bench"}),
-        "async-callback": mongio_client({"OIDC_CALLBACK": awaiting}),
-        "blocking-callback": mongio_client({"OIDC_CALLBACK": blocking}),
-    }
-    try:
-        from pymongo import AsyncMongoClient
-        from pymongo.auth_oidc import OIDCCallback as PyMongoCallback
-        from pymongo.auth_oidc import OIDCCallbackResult as PyMongoResult
-    except ImportError:
-        return ways
-
-    class Blocking(PyMongoCallback):
-        def fetch(self, context: Any) -> Any:
+    class Blocking(OIDCCallback):
+        def fetch(self, context):
             time.sleep(delay)
-            return PyMongoResult(access_token=server.issue())
+            return OIDCCallbackResult(access_token=token)
 
-    ways["pymongo-blocking-callback"] = lambda: AsyncMongoClient(
-        server.uri,
-        authMechanism="MONGODB-OIDC",
-        authMechanismProperties={"OIDC_CALLBACK": Blocking()},
-        directConnection=True,
-    )
-    return ways
+    blocking = Blocking()
+else:
+    from mongio import AsyncMongoClient
+    from mongio.auth_oidc import OIDCCallbackResult
+
+    def blocking(context):
+        time.sleep(delay)
+        return OIDCCallbackResult(access_token=token)
+
+async def awaiting(context):
+    await asyncio.sleep(delay)
+    return OIDCCallbackResult(access_token=token)
+
+PROPERTIES = {
+    "azure": {"ENVIRONMENT": "azure", "TOKEN_RESOURCE": "api://bench"},
+    "async-callback": {"OIDC_CALLBACK": awaiting},
+    "blocking-callback": {"OIDC_CALLBACK": blocking},
+}
+
+async def main():
+    loop = asyncio.get_running_loop()
+    lags, busy = [], []
+    stop = asyncio.Event()
+
+    async def ticker():
+        while not stop.is_set():
+            start, cpu = loop.time(), time.thread_time()
+            await asyncio.sleep(0.001)
+            lags.append(loop.time() - start - 0.001)
+            busy.append(time.thread_time() - cpu)
+
+    auth = {} if way == "none" else {"authMechanism": "MONGODB-OIDC", "authMechanismProperties": PROPERTIES[way]}
+    client = AsyncMongoClient(uri, directConnection=True, maxPoolSize=connections, maxConnecting=connections,
+                              serverSelectionTimeoutMS=30000, **auth)
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0.05)
+    began = time.perf_counter()
+    results = await asyncio.gather(*(client.admin.command("ping") for _ in range(connections)), return_exceptions=True)
+    elapsed = time.perf_counter() - began
+    await asyncio.sleep(0.05)
+    stop.set()
+    await tick
+    await client.close()
+    errors = [repr(result) for result in results if isinstance(result, BaseException)]
+    print(json.dumps({"worst": max(lags), "busy": max(busy), "median": sorted(lags)[len(lags) // 2], "elapsed": elapsed,
+                      "errors": len(errors), "first_error": errors[0] if errors else None}))
+
+asyncio.run(main())
+"""
 
 
-class ServerThread:
-    """The OIDC server and the metadata endpoint, on an event loop in a thread of their own."""
+async def serve(delay: float) -> None:
+    """The server and endpoint, until stdin closes: prints their addresses and a valid token once they listen."""
+    from tests.support.metadata_endpoint import Answer, MetadataEndpoint
+    from tests.support.oidc_server import OidcServer
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.server = OidcServer()
-        self.endpoint = MetadataEndpoint()
-
-    def __enter__(self) -> ServerThread:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.__aenter__(), self.loop).result()
-        asyncio.run_coroutine_threadsafe(self.endpoint.__aenter__(), self.loop).result()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.endpoint.__aexit__(None, None, None), self.loop).result()
-        asyncio.run_coroutine_threadsafe(self.server.__aexit__(None, None, None), self.loop).result()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
-async def run(clients: int, delay: float, rounds: int) -> dict[str, dict[str, float]]:
-    results: dict[str, dict[str, list[float]]] = {}
-    with ServerThread() as servers:
-        server, endpoint = servers.server, servers.endpoint
-        os.environ[AZURE_ENDPOINT_VARIABLE] = endpoint.base_url
-        ways = _ways(server, endpoint, delay)
-        for _ in range(rounds):
-            for name, make in ways.items():
-                endpoint.answer = Answer(
-                    200, json.dumps({"access_token": server.issue()}).encode(), delay=delay
-                )
-                wall, lags = await _burst(make, clients)
-                entry = results.setdefault(name, {"worst": [], "p99": [], "wall": []})
-                entry["worst"].append(max(lags, default=0.0))
-                entry["p99"].append(
-                    statistics.quantiles(lags, n=100, method="inclusive")[98] if len(lags) > 1 else 0.0
-                )
-                entry["wall"].append(wall)
-    return {
-        name: {
-            "worst_lag_ms": max(entry["worst"]) * 1000,
-            "median_p99_lag_ms": statistics.median(entry["p99"]) * 1000,
-            "median_wall_s": statistics.median(entry["wall"]),
+    server = OidcServer(replica_set=None, sasl_delay=delay)
+    async with server, MetadataEndpoint() as endpoint:
+        token = server.issue("machine", expires_in=24 * 3600.0)
+        endpoint.answer = Answer(
+            200, json.dumps({"access_token": token, "expires_in": "86400"}).encode(), delay=delay
+        )
+        print(json.dumps({"uri": server.uri, "azure": endpoint.base_url, "token": token}), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        summary = {
+            "accepted": len(server.accepted),
+            "sasl_starts": server.sasl_starts,
+            "speculative": server.speculative_successes,
+            "azure_requests": len(endpoint.requests),
         }
-        for name, entry in results.items()
+        print(json.dumps(summary), flush=True)
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+
+
+def probe(driver: str, way: str, connections: int, delay: float, addresses: dict[str, str]) -> dict[str, Any]:
+    env = {**_environment(), "MONGIO_OIDC_AZURE_ENDPOINT": addresses["azure"]}
+    arguments = [driver, way, str(connections), str(delay), addresses["uri"], addresses["token"]]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *arguments],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{driver}/{way} probe failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _ms(values: Sequence[float]) -> str:
+    return f"{statistics.median(values) * 1000:8.1f} ({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
+
+
+def round_runs(drivers: Sequence[str], ways: Sequence[str], round_number: int) -> list[tuple[str, str]]:
+    """This round's (driver, way) runs, the drivers' order rotated each round; PyMongo only where it can."""
+    shift = round_number % len(drivers)
+    order = list(drivers[shift:]) + list(drivers[:shift])
+    return [(driver, way) for driver in order for way in ways if driver == "mongio" or way in PYMONGO_WAYS]
+
+
+def measure(
+    connections: int, delay: float, rounds: int, drivers: Sequence[str], ways: Sequence[str]
+) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], dict[str, Any]]:
+    """Every round's runs per (driver, way), and the server's counts."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.oidc_loop_lag", "--serve", "--delay", str(delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=_environment(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        addresses = json.loads(server.stdout.readline())
+        results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for round_number in range(rounds):
+            for driver, way in round_runs(drivers, ways, round_number):
+                results.setdefault((driver, way), []).append(
+                    probe(driver, way, connections, delay, addresses)
+                )
+        server.stdin.close()
+        summary: dict[str, Any] = json.loads(server.stdout.readline())
+    finally:
+        server.wait(timeout=30)
+    return results, summary
+
+
+def _row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "worst_lag_ms": statistics.median(run["worst"] for run in runs) * 1000,
+        "worst_busy_ms": statistics.median(run["busy"] for run in runs) * 1000,
+        "median_lag_ms": statistics.median(run["median"] for run in runs) * 1000,
+        "all_pinged_s": statistics.median(run["elapsed"] for run in runs),
+        "errors": sum(run["errors"] for run in runs),
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--clients", type=int, default=100)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--drivers", default=",".join(DRIVERS))
+    parser.add_argument(
+        "--json", action="store_true", help="print the medians and the server's counts as JSON"
+    )
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    results = asyncio.run(run(args.clients, args.delay, args.rounds))
+    if args.serve:
+        asyncio.run(serve(args.delay))
+        return 0
+    results, summary = measure(
+        args.connections, args.delay, args.rounds, args.drivers.split(","), args.ways.split(",")
+    )
     if args.json:
-        print(json.dumps(results, indent=2))
-        return
-    print(f"{'way':28} {'worst lag ms':>13} {'p99 lag ms':>11} {'wall s':>7}")
-    for name, row in results.items():
+        rows = {f"{driver}/{way}": _row(runs) for (driver, way), runs in results.items()}
+        print(json.dumps({"results": rows, "server": summary}, indent=2))
+        return 0
+    print(
+        f"{args.connections} connections authenticating with MONGODB-OIDC, token sources and saslStart/saslContinue "
+        f"answering after {args.delay * 1000:.0f} ms, {args.rounds} rounds; ms, median (min-max) over rounds"
+    )
+    print(
+        f"{'driver':8} {'way':18} {'worst loop lag':>22} {'worst busy':>22} {'median lag':>10} "
+        f"{'all pinged':>22} errors"
+    )
+    for (driver, way), runs in results.items():
+        errors = sum(run["errors"] for run in runs)
+        first = next((run["first_error"] for run in runs if run["first_error"]), "")
         print(
-            f"{name:28} {row['worst_lag_ms']:13.1f} {row['median_p99_lag_ms']:11.1f} {row['median_wall_s']:7.2f}"
+            f"{driver:8} {way:18} {_ms([run['worst'] for run in runs]):>22} "
+            f"{_ms([run['busy'] for run in runs]):>22} "
+            f"{statistics.median(run['median'] for run in runs) * 1000:10.2f} "
+            f"{_ms([run['elapsed'] for run in runs]):>22} {errors} {first[:120]}"
         )
+    print(
+        f"server: {summary['accepted']} tokens accepted ({summary['speculative']} speculatively), "
+        f"{summary['sasl_starts']} saslStarts; Azure endpoint: {summary['azure_requests']} requests"
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

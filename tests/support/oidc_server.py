@@ -33,6 +33,7 @@ from tests.support.loopback_peer import (
     HandlerResult,
     LoopbackPeer,
     PeerConnection,
+    Reply,
     Request,
     default_reply,
 )
@@ -82,6 +83,8 @@ class OidcServer:
     replica_set: str | None = "rs0"
     known_principals: frozenset[str] | None = None
     """When set, a two-step ``n`` outside it is refused (a multi-IdP server with no IdP for that user)."""
+    sasl_delay: float = 0.0
+    """Seconds each ``saslStart``/``saslContinue`` reply waits (a server slow to check tokens)."""
     peer: LoopbackPeer = field(init=False)
     revoked: set[str] = field(default_factory=set)
     sasl_starts: int = 0
@@ -157,15 +160,18 @@ class OidcServer:
         if name == "configurefailpoint":
             return self._configure(document)
         if name == "saslstart":
-            return self._sasl_start(document, session)
+            return self._slowed(self._sasl_start(document, session))
         if name == "saslcontinue":
-            return self._sasl_continue(document, session)
+            return self._slowed(self._sasl_continue(document, session))
         if name not in _OPEN:
             if session.token is None:
                 return _error(13, "Unauthorized", f"command {request.command_name} requires authentication")
             if not self._valid(session.token):
                 return _error(391, "ReauthenticationRequired", "the connection's access token expired")
         return self._command(request)
+
+    def _slowed(self, reply: dict[str, Any]) -> HandlerResult:
+        return Reply(reply, delay=self.sasl_delay) if self.sasl_delay else reply
 
     def _fail_point(self, name: str, session: _Session) -> HandlerResult | None:
         for point in self._fail_points:
