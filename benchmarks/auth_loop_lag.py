@@ -61,6 +61,16 @@ else:
     if source == "ecs":
         os.environ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = ECS
 
+def make_client():
+    mechanism = "" if source == "none" else "authMechanism=MONGODB-AWS&"
+    uri = member.rstrip("/") + "/?" + mechanism + "directConnection=true"
+    return AsyncMongoClient(uri, maxPoolSize=connections, maxConnecting=connections, serverSelectionTimeoutMS=30000)
+"""
+
+# The measurement, after a probe that imported asyncio, json and time and defined ``connections`` and
+# ``make_client()`` (benchmarks/oidc_loop_lag.py runs it after its own probe too): a 1 ms ticker beside that many
+# pings at once on a fresh client. Prints one JSON line.
+LAG_MEASUREMENT = """
 async def main():
     loop = asyncio.get_running_loop()
     lags, busy = [], []
@@ -73,9 +83,7 @@ async def main():
             lags.append(loop.time() - start - 0.001)
             busy.append(time.thread_time() - cpu)
 
-    mechanism = "" if source == "none" else "authMechanism=MONGODB-AWS&"
-    uri = member.rstrip("/") + "/?" + mechanism + "directConnection=true"
-    client = AsyncMongoClient(uri, maxPoolSize=connections, maxConnecting=connections, serverSelectionTimeoutMS=30000)
+    client = make_client()
     tick = asyncio.create_task(ticker())
     await asyncio.sleep(0.05)
     began = time.perf_counter()
@@ -115,7 +123,7 @@ def probe(driver: str, source: str, connections: int, addresses: dict[str, str])
             [
                 sys.executable,
                 "-c",
-                PROBE,
+                PROBE + LAG_MEASUREMENT,
                 driver,
                 source,
                 str(connections),

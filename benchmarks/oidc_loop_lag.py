@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.auth_loop_lag import LAG_MEASUREMENT
+
 REPO = Path(__file__).resolve().parents[1]
 DRIVERS = ("mongio", "pymongo")
 WAYS = ("azure", "async-callback", "blocking-callback", "none")
@@ -78,35 +80,10 @@ PROPERTIES = {
     "blocking-callback": {"OIDC_CALLBACK": blocking},
 }
 
-async def main():
-    loop = asyncio.get_running_loop()
-    lags, busy = [], []
-    stop = asyncio.Event()
-
-    async def ticker():
-        while not stop.is_set():
-            start, cpu = loop.time(), time.thread_time()
-            await asyncio.sleep(0.001)
-            lags.append(loop.time() - start - 0.001)
-            busy.append(time.thread_time() - cpu)
-
+def make_client():
     auth = {} if way == "none" else {"authMechanism": "MONGODB-OIDC", "authMechanismProperties": PROPERTIES[way]}
-    client = AsyncMongoClient(uri, directConnection=True, maxPoolSize=connections, maxConnecting=connections,
-                              serverSelectionTimeoutMS=30000, **auth)
-    tick = asyncio.create_task(ticker())
-    await asyncio.sleep(0.05)
-    began = time.perf_counter()
-    results = await asyncio.gather(*(client.admin.command("ping") for _ in range(connections)), return_exceptions=True)
-    elapsed = time.perf_counter() - began
-    await asyncio.sleep(0.05)
-    stop.set()
-    await tick
-    await client.close()
-    errors = [repr(result) for result in results if isinstance(result, BaseException)]
-    print(json.dumps({"worst": max(lags), "busy": max(busy), "median": sorted(lags)[len(lags) // 2], "elapsed": elapsed,
-                      "errors": len(errors), "first_error": errors[0] if errors else None}))
-
-asyncio.run(main())
+    return AsyncMongoClient(uri, directConnection=True, maxPoolSize=connections, maxConnecting=connections,
+                            serverSelectionTimeoutMS=30000, **auth)
 """
 
 
@@ -140,7 +117,7 @@ def probe(driver: str, way: str, connections: int, delay: float, addresses: dict
     env = {**_environment(), "MONGIO_OIDC_AZURE_ENDPOINT": addresses["azure"]}
     arguments = [driver, way, str(connections), str(delay), addresses["uri"], addresses["token"]]
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *arguments],
+        [sys.executable, "-c", PROBE + LAG_MEASUREMENT, *arguments],
         capture_output=True,
         text=True,
         env=env,
