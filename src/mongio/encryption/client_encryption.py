@@ -28,6 +28,7 @@ from mongio.errors import (
     InvalidOperation,
     MongioError,
 )
+from mongio.execution.deadline import timeout, timeout_seconds
 from mongio.operations.models import UpdateOne
 from mongio.operations.results import BulkWriteResult, DeleteResult
 from mongio.read_concern import ReadConcern
@@ -87,7 +88,8 @@ class ClientEncryption:
     demand. ``key_vault_namespace`` is ``"database.collection"`` on ``key_vault_client``; values come back
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
-    0: forever). Needs the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
+    0: forever). The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
+    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
     """
 
     def __init__(
@@ -121,6 +123,8 @@ class ClientEncryption:
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
             credentials=cloud_credentials.OnDemandCredentials(),
         )
+        # The key vault client's timeoutMS bounds each operation whole: key vault reads and KMS exchanges.
+        self.__timeout = timeout_seconds(key_vault_client.options.timeout_ms)
         self.__crypt: Crypt | None = Crypt(
             CryptOptions(kms_providers=kms_providers, key_expiration_ms=key_expiration_ms), io
         )
@@ -141,7 +145,7 @@ class ClientEncryption:
         key vault and return its ``_id`` (a UUID Binary). ``key_material``: 96 bytes to use instead of
         random ones."""
         crypt = self.__open()
-        with _as_encryption_errors:
+        with timeout(self.__timeout), _as_encryption_errors:
             key_document = await crypt.create_data_key(
                 kms_provider, master_key, list(key_alt_names) if key_alt_names else None, key_material
             )
@@ -204,7 +208,7 @@ class ClientEncryption:
         if master_key is not None and provider is None:
             raise ConfigurationError("rewrap_many_data_key: a master_key needs its provider")
         crypt = self.__open()
-        with _as_encryption_errors:
+        with timeout(self.__timeout), _as_encryption_errors:
             rewrapped = await crypt.rewrap_many_data_key(filter, provider, master_key)
         if rewrapped is None:
             return RewrapManyDataKeyResult()
@@ -283,7 +287,7 @@ class ClientEncryption:
         crypt = self.__open()
         if not isinstance(value, bytes) or getattr(value, "subtype", None) != 6:
             raise TypeError("decrypt takes an encrypted value: a Binary of subtype 6")
-        with _as_encryption_errors:
+        with timeout(self.__timeout), _as_encryption_errors:
             decrypted = await crypt.decrypt(bytes(encode({"v": value}, codec_options=self.__codec_options)))
         return decode(decrypted, self.__codec_options)["v"]
 
@@ -341,5 +345,5 @@ class ClientEncryption:
         if (options.key_id is None) == (options.key_alt_name is None):
             raise EncryptionError(ValueError("encrypt needs exactly one of key_id and key_alt_name"))
         value = bytes(encode(document, codec_options=self.__codec_options))
-        with _as_encryption_errors:
+        with timeout(self.__timeout), _as_encryption_errors:
             return await crypt.encrypt(value, options)
