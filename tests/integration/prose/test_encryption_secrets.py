@@ -18,7 +18,7 @@ from mongio import MongoClient
 from mongio.bson import encode
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
 from mongio.errors import EncryptionError
-from tests.support.fake_kms import FakeAwsKms, KmsCertificates
+from tests.support.fake_kms import FakeCloudKms, KmsCertificates
 from tests.support.recorders import CommandRecorder
 
 pytestmark = [
@@ -103,8 +103,8 @@ async def test_failures_reveal_no_key_material_or_plaintext(
     }
     errors: list[BaseException] = []
     async with (
-        FakeAwsKms(trusted, drop_connections=1000) as failing_kms,
-        FakeAwsKms(untrusted) as untrusted_kms,
+        FakeCloudKms(trusted, drop_connections=1000) as failing_kms,
+        FakeCloudKms(untrusted) as untrusted_kms,
         ClientEncryption(
             providers,
             "keyvault_secrets.datakeys",
