@@ -304,6 +304,11 @@ class ClientEncryption:
         ``master_key``) for every field whose ``keyId`` is None; returns the collection and the
         ``encryptedFields`` with the new key ids. Raises ``EncryptedCollectionError`` carrying those fields
         (keys made so far included) when a step fails."""
+        if not isinstance(encrypted_fields, Mapping):
+            # Never a plain collection in place of an encrypted one.
+            raise ConfigurationError(
+                f"create_encrypted_collection needs the encryptedFields of {name!r}, not {type(encrypted_fields).__name__}"
+            )
         fields_out = dict(encrypted_fields)
         fields_out["fields"] = [dict(field) for field in encrypted_fields.get("fields", ())]
         try:
