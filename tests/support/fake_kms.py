@@ -14,9 +14,10 @@ both the provider and the master key, AWS's master key ``endpoint``) as :attr:`F
 
 The "ciphertext" of a data key is the plaintext XORed with a fixed pad, prefixed with the identity of the
 master key that wrapped it (AWS's key ARN, Azure's key name, GCP's key path), so an unwrap with another master
-key, or of a blob naming a key this KMS never wrapped with, fails as a real KMS would. Knobs make it drop connections (``drop_connections``: that many connections
-are closed before an answer), answer HTTP 500 (``server_errors``) or refuse every credential
-(``refuse_credentials``: HTTP 401/400 as each cloud answers) or stall (``hang``). ``requests`` counts the requests answered and
+key, or of a blob naming a key this KMS never wrapped with, fails as a real KMS would. Knobs make it drop
+connections (``drop_connections``: that many connections are closed before an answer), answer HTTP 500
+(``server_errors``), refuse every credential (``refuse_credentials``: HTTP 401/400 as each cloud answers) or
+stall (``hang``). ``requests`` counts the requests answered and
 ``seen`` keeps each one (method, target, headers, body).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import functools
 import json
 import re
 import ssl
@@ -34,7 +36,16 @@ from typing import Any
 
 import trustme
 
-__all__ = ["AZURE_TOKEN", "GCP_TOKEN", "FakeCloudKms", "KmsCertificates", "SeenRequest", "gcp_private_key"]
+__all__ = [
+    "AZURE_TOKEN",
+    "GCP_TOKEN",
+    "FakeCloudKms",
+    "KmsCertificates",
+    "SeenRequest",
+    "gcp_private_key",
+    "kms_credentials",
+    "kms_master_key",
+]
 
 _PAD = bytes(range(256)) * 2
 _MAX_HEAD = 1 << 14
@@ -86,11 +97,59 @@ def gcp_private_key() -> str:
     return base64.b64encode(der).decode()
 
 
+@functools.cache
+def _test_gcp_private_key() -> str:
+    return gcp_private_key()
+
+
+def kms_credentials(provider: str, endpoint: str) -> dict[str, Any]:
+    """The provider's credentials, its identity endpoint (Azure, GCP) at ``endpoint``."""
+    kind = provider.partition(":")[0]
+    if kind == "aws":
+        return {"accessKeyId": "AKIAFAKE", "secretAccessKey": "fake-secret"}
+    if kind == "azure":
+        return {
+            "tenantId": "tenant",
+            "clientId": "client",
+            "clientSecret": "fake-client-secret",
+            "identityPlatformEndpoint": endpoint,
+        }
+    if kind == "gcp":
+        return {
+            "email": "fake@example.iam.gserviceaccount.com",
+            "privateKey": _test_gcp_private_key(),
+            "endpoint": endpoint,
+        }
+    return {"key": bytes(range(96))}
+
+
+def kms_master_key(provider: str, endpoint: str) -> dict[str, Any] | None:
+    """A master key of the provider, its KMS at ``endpoint``."""
+    kind = provider.partition(":")[0]
+    if kind == "aws":
+        return {
+            "region": "us-east-1",
+            "key": "arn:aws:kms:us-east-1:579766882180:key/fake",
+            "endpoint": endpoint,
+        }
+    if kind == "azure":
+        return {"keyVaultEndpoint": endpoint, "keyName": "key-name-csfle"}
+    if kind == "gcp":
+        return {
+            "projectId": "devprod-drivers",
+            "location": "global",
+            "keyRing": "key-ring-csfle",
+            "keyName": "key-name-csfle",
+            "endpoint": endpoint,
+        }
+    return None
+
+
 @dataclass
 class KmsCertificates:
-    """A certificate authority (``ca_file``; a new one unless ``authority`` is given), a client certificate and
-    key it issued (``client_file``), and the KMS's TLS context: a certificate for ``names``, expired if asked,
-    and a demand for a client certificate if asked."""
+    """A certificate authority (``ca_file``; a new one unless ``authority`` is given), a client certificate
+    and key it issued (``client_file``), and the KMS's TLS context: a certificate for ``names``, expired if
+    asked, and a demand for a client certificate if asked."""
 
     ca_file: str
     client_file: str
@@ -147,7 +206,8 @@ class FakeCloudKms:
     hang: bool = False
     """Read each request and never answer it (a stalled KMS), until the fake stops."""
     bearer_tokens: tuple[str, ...] = (AZURE_TOKEN, GCP_TOKEN)
-    """The tokens Key Vault and Cloud KMS accept: the identity endpoints' (on-demand credentials bring others)."""
+    """The tokens Key Vault and Cloud KMS accept: the identity endpoints' (on-demand credentials bring
+    others)."""
     requests: int = 0
     seen: list[SeenRequest] = field(default_factory=list, repr=False)
     _server: asyncio.Server | None = field(default=None, repr=False)

@@ -89,7 +89,8 @@ class ClientEncryption:
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
     0: forever). The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
-    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
+    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
+    or :meth:`close`.
     """
 
     def __init__(
@@ -307,7 +308,8 @@ class ClientEncryption:
         if not isinstance(encrypted_fields, Mapping):
             # Never a plain collection in place of an encrypted one.
             raise ConfigurationError(
-                f"create_encrypted_collection needs the encryptedFields of {name!r}, not {type(encrypted_fields).__name__}"
+                f"create_encrypted_collection needs the encryptedFields of {name!r}, "
+                f"not {type(encrypted_fields).__name__}"
             )
         fields_out = dict(encrypted_fields)
         fields_out["fields"] = [dict(field) for field in encrypted_fields.get("fields", ())]

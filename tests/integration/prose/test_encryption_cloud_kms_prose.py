@@ -34,7 +34,7 @@ from mongio.encryption import Algorithm, ClientEncryption, crypt_io, libmongocry
 from mongio.encryption.cloud_credentials import AZURE_ENDPOINT_VARIABLE
 from mongio.errors import ConfigurationError, EncryptionError, MongioError
 from tests.support.fake_aws import FakeAwsEndpoints, KeyStore
-from tests.support.fake_kms import FakeCloudKms, KmsCertificates, gcp_private_key
+from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
 from tests.support.fake_metadata import TOKEN, FakeMetadataServer
 
 pytestmark = [
@@ -43,7 +43,6 @@ pytestmark = [
 ]
 
 LOCAL_KEY = bytes(range(96))
-GCP_PRIVATE_KEY = gcp_private_key()
 DETERMINISTIC = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Deterministic
 RANDOM = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Random
 CLOUDS = ("aws", "azure", "gcp")
@@ -63,49 +62,6 @@ def closed_port() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{probe.getsockname()[1]}"
-
-
-def credentials(provider: str, endpoint: str) -> dict[str, Any]:
-    """The provider's credentials, its identity endpoint (Azure, GCP) at ``endpoint``."""
-    kind = provider.partition(":")[0]
-    if kind == "aws":
-        return {"accessKeyId": "AKIAFAKE", "secretAccessKey": "fake-secret"}
-    if kind == "azure":
-        return {
-            "tenantId": "tenant",
-            "clientId": "client",
-            "clientSecret": "fake-client-secret",
-            "identityPlatformEndpoint": endpoint,
-        }
-    if kind == "gcp":
-        return {
-            "email": "fake@example.iam.gserviceaccount.com",
-            "privateKey": GCP_PRIVATE_KEY,
-            "endpoint": endpoint,
-        }
-    return {"key": LOCAL_KEY}
-
-
-def master_key(provider: str, endpoint: str) -> dict[str, Any] | None:
-    """A master key of the provider, its KMS at ``endpoint``."""
-    kind = provider.partition(":")[0]
-    if kind == "aws":
-        return {
-            "region": "us-east-1",
-            "key": "arn:aws:kms:us-east-1:579766882180:key/fake",
-            "endpoint": endpoint,
-        }
-    if kind == "azure":
-        return {"keyVaultEndpoint": endpoint, "keyName": "key-name-csfle"}
-    if kind == "gcp":
-        return {
-            "projectId": "devprod-drivers",
-            "location": "global",
-            "keyRing": "key-ring-csfle",
-            "keyName": "key-name-csfle",
-            "endpoint": endpoint,
-        }
-    return None
 
 
 @pytest.fixture
@@ -148,21 +104,21 @@ def all_providers(
     return encryption_for(
         key_client,
         namespace,
-        {name: credentials(name, kms.endpoint) for name in ("local", *CLOUDS)},
+        {name: kms_credentials(name, kms.endpoint) for name in ("local", *CLOUDS)},
         {name: {"tlsCAFile": certificates.ca_file} for name in CLOUDS},
     )
 
 
-# --- 2: data keys from cloud master keys ------------------------------------------------------------------
+# --- 2: data keys from cloud master keys --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("provider", ["azure", "gcp"])
-async def test_prose_2_data_key_and_double_encryption_with_a_cloud_master_key(
+async def test_prose_2_data_key_and_double_encryption_with_a_cloud_kms_master_key(
     key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates, provider: str
 ) -> None:
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         key_id = await encryption.create_data_key(
-            provider, master_key(provider, kms.endpoint), key_alt_names=[f"{provider}_altname"]
+            provider, kms_master_key(provider, kms.endpoint), key_alt_names=[f"{provider}_altname"]
         )
         key = await encryption.get_key(key_id)
         assert key is not None and key["masterKey"]["provider"] == provider
@@ -186,11 +142,11 @@ async def test_prose_7_cases_1_and_6_aws_endpoints(
     key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
 ) -> None:
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        key_id = await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
         assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
         unreachable = closed_port()
         with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
-            await encryption.create_data_key("aws", master_key("aws", unreachable))
+            await encryption.create_data_key("aws", kms_master_key("aws", unreachable))
 
 
 @pytest.mark.parametrize("provider", ["azure", "gcp"])
@@ -199,16 +155,16 @@ async def test_prose_7_cases_7_and_8_azure_and_gcp_endpoints(
 ) -> None:
     tls = {provider: {"tlsCAFile": certificates.ca_file}}
     async with encryption_for(
-        key_client, namespace, {provider: credentials(provider, kms.endpoint)}, tls
+        key_client, namespace, {provider: kms_credentials(provider, kms.endpoint)}, tls
     ) as encryption:
-        key_id = await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+        key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
         assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
     unreachable = closed_port()  # client_encryption_invalid: its identity endpoint is unreachable
     async with encryption_for(
-        key_client, namespace, {provider: credentials(provider, unreachable)}, tls
+        key_client, namespace, {provider: kms_credentials(provider, unreachable)}, tls
     ) as invalid:
         with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
-            await invalid.create_data_key(provider, master_key(provider, kms.endpoint))
+            await invalid.create_data_key(provider, kms_master_key(provider, kms.endpoint))
 
 
 # --- 11: KMS TLS options ------------------------------------------------------------------------------------
@@ -259,9 +215,9 @@ async def test_prose_11_cases_1_to_3_kms_tls_options(
     def attempt(server: str, tls: dict[str, Any]) -> Any:
         endpoint = tls_servers[server].endpoint
         encryption = encryption_for(
-            key_client, namespace, {provider: credentials(provider, endpoint)}, {provider: tls}
+            key_client, namespace, {provider: kms_credentials(provider, endpoint)}, {provider: tls}
         )
-        return encryption, master_key(provider, endpoint)
+        return encryption, kms_master_key(provider, endpoint)
 
     no_client_cert, key = attempt("client_cert", {"tlsCAFile": ca_file})
     async with no_client_cert:
@@ -306,7 +262,10 @@ async def test_prose_11_case_6_named_kms_providers_apply_their_tls_options(
     async with encryption_for(
         key_client,
         namespace,
-        {without: credentials(provider, server.endpoint), with_tls: credentials(provider, server.endpoint)},
+        {
+            without: kms_credentials(provider, server.endpoint),
+            with_tls: kms_credentials(provider, server.endpoint),
+        },
         {
             without: {"tlsCAFile": tls_servers["ca_file"]},
             with_tls: {
@@ -318,8 +277,8 @@ async def test_prose_11_case_6_named_kms_providers_apply_their_tls_options(
         with pytest.raises(
             EncryptionError, match=r"certificate required|handshake failure|requires a client certificate"
         ):
-            await encryption.create_data_key(without, master_key(provider, server.endpoint))
-        key_id = await encryption.create_data_key(with_tls, master_key(provider, server.endpoint))
+            await encryption.create_data_key(without, kms_master_key(provider, server.endpoint))
+        key_id = await encryption.create_data_key(with_tls, kms_master_key(provider, server.endpoint))
         key = await encryption.get_key(key_id)
         assert key is not None and key["masterKey"]["provider"] == with_tls
 
@@ -349,13 +308,13 @@ async def test_a_kms_certificate_from_another_authority_fails_naming_the_kms(
     async with encryption_for(
         key_client,
         namespace,
-        {provider: credentials(provider, kms.endpoint)},
+        {provider: kms_credentials(provider, kms.endpoint)},
         {provider: {"tlsCAFile": other.ca_file}},
     ) as encryption:
         with pytest.raises(
             EncryptionError, match=f"KMS {kms.endpoint}: unable to get local issuer certificate"
         ):
-            await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+            await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
     assert kms.requests == 0
 
 
@@ -376,9 +335,9 @@ async def test_prose_16_case_1_rewrap_with_a_separate_client_encryption(
         all_providers(key_client, namespace, kms, certificates) as first,
         all_providers(key_client, namespace, kms, certificates) as second,
     ):
-        key_id = await first.create_data_key(source, master_key(source, kms.endpoint))
+        key_id = await first.create_data_key(source, kms_master_key(source, kms.endpoint))
         ciphertext = await first.encrypt("test", DETERMINISTIC, key_id=key_id)
-        result = await second.rewrap_many_data_key({}, destination, master_key(destination, kms.endpoint))
+        result = await second.rewrap_many_data_key({}, destination, kms_master_key(destination, kms.endpoint))
         assert result.bulk_write_result is not None and result.bulk_write_result.modified_count == 1
         key = await second.get_key(key_id)
         assert key is not None and key["masterKey"]["provider"] == destination
@@ -425,7 +384,7 @@ async def test_prose_15_case_1_without_aws_credentials_creating_a_key_fails(
         key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
     ) as encryption:
         with pytest.raises(EncryptionError, match=r"instance metadata|EC2|404"):
-            await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+            await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert kms.requests == 0
 
 
@@ -439,7 +398,7 @@ async def test_prose_15_on_demand_aws_credentials_from_the_instance_metadata_ser
     async with encryption_for(
         key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
     ) as encryption:
-        key_id = await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
         assert await encryption.decrypt(await encryption.encrypt("x", RANDOM, key_id=key_id)) == "x"
     issued = aws_endpoints.issued[0]
     assert all(issued.access_key in request.headers["authorization"] for request in kms.seen)
@@ -457,7 +416,7 @@ async def test_prose_17_on_demand_gcp_credentials_through_a_client_encryption(
         async with encryption_for(
             key_client, namespace, {"gcp": {}}, {"gcp": {"tlsCAFile": certificates.ca_file}}
         ) as encryption:
-            key_id = await encryption.create_data_key("gcp", master_key("gcp", kms.endpoint))
+            key_id = await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
             assert await encryption.decrypt(await encryption.encrypt("g", RANDOM, key_id=key_id)) == "g"
     assert metadata.requests and all(
         headers["metadata-flavor"] == "Google" for _, headers in metadata.requests
@@ -472,7 +431,7 @@ async def test_prose_17_case_1_gcp_metadata_failure_through_a_client_encryption(
         monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
         async with encryption_for(key_client, namespace, {"gcp": {}}) as encryption:
             with pytest.raises(EncryptionError, match="GCE metadata server answered HTTP 404"):
-                await encryption.create_data_key("gcp", master_key("gcp", kms.endpoint))
+                await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
     assert kms.requests == 0
 
 
@@ -487,7 +446,7 @@ async def test_prose_18_on_demand_azure_credentials_through_a_client_encryption(
         async with encryption_for(
             key_client, namespace, {"azure": {}}, {"azure": {"tlsCAFile": certificates.ca_file}}
         ) as encryption:
-            key_id = await encryption.create_data_key("azure", master_key("azure", kms.endpoint))
+            key_id = await encryption.create_data_key("azure", kms_master_key("azure", kms.endpoint))
             assert await encryption.decrypt(await encryption.encrypt("z", RANDOM, key_id=key_id)) == "z"
     assert len(metadata.requests) == 1  # the token is cached across the two exchanges
     assert metadata.requests[0][0].startswith("/metadata/identity/oauth2/token?api-version=2018-02-01")
@@ -510,7 +469,7 @@ async def test_prose_24_kms_retries_for_azure_and_gcp(
 ) -> None:
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         kms.drop_connections, kms.server_errors = drops, errors
-        key_id = await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+        key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
         kms.drop_connections, kms.server_errors = drops, errors
         assert await encryption.decrypt(await encryption.encrypt("x", RANDOM, key_id=key_id)) == "x"
     assert kms.drop_connections == 0 and kms.server_errors == 0
@@ -523,7 +482,7 @@ async def test_prose_24_case_3_create_data_key_fails_after_too_many_retries(
     kms.drop_connections = 4
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         with pytest.raises(EncryptionError, match="last attempt failed"):
-            await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+            await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
     assert kms.requests == 0
 
 
@@ -543,7 +502,7 @@ async def test_retries_wait_the_backoff_libmongocrypt_asks_for(
     monkeypatch.setattr(crypt_io, "asyncio", recording_asyncio)
     kms.server_errors = 2
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+        await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert len(waits) == 2 and all(seconds > 0 for seconds in waits)
     assert kms.requests == 3
 
@@ -555,7 +514,7 @@ async def test_credentials_a_kms_refuses_are_an_encryption_error_naming_the_stat
     kms.refuse_credentials = True
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         with pytest.raises(EncryptionError, match=r"HTTP status=40[01]"):
-            await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+            await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
 
 
 @pytest.mark.parametrize("provider", CLOUDS)
@@ -566,7 +525,7 @@ async def test_a_key_the_kms_did_not_wrap_fails_to_unwrap(
     one (AWS, whose Decrypt reads the key from the ciphertext): the KMS refuses to unwrap it."""
     vault = key_client[namespace.partition(".")[0]][namespace.partition(".")[2]]
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        key_id = await encryption.create_data_key(provider, master_key(provider, kms.endpoint))
+        key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
     if provider == "aws":
         key = await vault.find_one({"_id": key_id})
         assert key is not None
@@ -580,7 +539,7 @@ async def test_a_key_the_kms_did_not_wrap_fails_to_unwrap(
             await fresh.encrypt("x", RANDOM, key_id=key_id)
 
 
-# --- timeouts -------------------------------------------------------------------------------------------------
+# --- timeouts -----------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -599,7 +558,7 @@ async def test_a_stalled_kms_attempt_times_out_and_is_retried(
     kms.hang = True
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         with pytest.raises(EncryptionError, match=r"no complete answer .* within 0\.2 s"):
-            await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+            await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert kms.requests == 4  # the first attempt and libmongocrypt's three retries
 
 
@@ -612,7 +571,7 @@ async def test_mongio_timeout_bounds_a_kms_exchange(
             MongioError, match=r"timeout expired \(KMS 127\.0\.0\.1:\d+ had not answered\)"
         ) as raised:
             async with timeout(0.3):
-                await encryption.create_data_key("gcp", master_key("gcp", kms.endpoint))
+                await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
     assert raised.value.timeout and not isinstance(raised.value, EncryptionError)
     assert kms.requests == 1  # no retry once the operation's time is up
 
@@ -622,7 +581,7 @@ async def test_the_key_vault_clients_timeout_ms_bounds_each_operation(
 ) -> None:
     async with MongoClient(server_uri, timeoutMS=1500) as bounded:
         async with all_providers(bounded, namespace, kms, certificates) as encryption:
-            key_id = await encryption.create_data_key("azure", master_key("azure", kms.endpoint))
+            key_id = await encryption.create_data_key("azure", kms_master_key("azure", kms.endpoint))
             kms.hang = True
         async with all_providers(bounded, namespace, kms, certificates) as fresh:
             with pytest.raises(MongioError) as raised:
@@ -654,5 +613,5 @@ async def test_a_backoff_longer_than_the_time_left_fails_at_once(
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         with pytest.raises(MongioError, match="waiting to retry KMS") as raised:
             async with timeout(5):
-                await encryption.create_data_key("aws", master_key("aws", kms.endpoint))
+                await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert raised.value.timeout and slept == [] and kms.requests == 1

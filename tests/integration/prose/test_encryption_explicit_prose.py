@@ -1,6 +1,6 @@
-"""The client-side encryption prose tests on explicit encryption alone (README of client-side-encryption/tests,
-by number), for the cases that need no server-side Queryable Encryption (the test server refuses
-``encryptedFields``): 12 cases 4 and 5 (round trips of Indexed and Unindexed payloads), 21 case 2
+"""The client-side encryption prose tests on explicit encryption alone (README of
+client-side-encryption/tests, by number), for the cases that need no server-side Queryable Encryption (the
+test server refuses ``encryptedFields``): 12 cases 4 and 5 (round trips of Indexed and Unindexed payloads), 21 case 2
 (``create_encrypted_collection`` without ``encryptedFields``), 22 cases 1, 6, 7 and 8 (Range payloads, per
 type) and 27 case 7 (the String algorithm needs a contention factor).
 
@@ -47,7 +47,7 @@ async def encryption(key_client: MongoClient) -> AsyncIterator[tuple[ClientEncry
     await key_client.drop_database(name)
 
 
-# --- 12 ------------------------------------------------------------------------------------------------------
+# --- 12 -----------------------------------------------------------------------------------------------------
 
 
 async def test_prose_12_case_4_can_roundtrip_encrypted_indexed(
@@ -67,7 +67,7 @@ async def test_prose_12_case_5_can_roundtrip_encrypted_unindexed(
     assert await ce.decrypt(payload) == "encrypted unindexed value"
 
 
-# --- 21 ------------------------------------------------------------------------------------------------------
+# --- 21 -----------------------------------------------------------------------------------------------------
 
 
 async def test_prose_21_case_2_missing_encrypted_fields(
@@ -77,13 +77,14 @@ async def test_prose_21_case_2_missing_encrypted_fields(
     database = key_client[f"prose21_{uuid.uuid4().hex[:8]}"]
     try:
         with pytest.raises(ConfigurationError, match="needs the encryptedFields of 'testing1'"):
-            await ce.create_encrypted_collection(database, "testing1", None, "local")  # type: ignore[arg-type]
+            no_fields: Any = None
+            await ce.create_encrypted_collection(database, "testing1", no_fields, "local")
         assert "testing1" not in await database.list_collection_names()
     finally:
         await key_client.drop_database(database.name)
 
 
-# --- 22 ------------------------------------------------------------------------------------------------------
+# --- 22 -----------------------------------------------------------------------------------------------------
 
 
 def _value(kind: str, number: int) -> Any:
@@ -163,7 +164,7 @@ async def test_prose_22_case_8_setting_precision_errors_if_the_type_is_not_doubl
         await _range_encrypt(ce, key1, _value(kind, 6), _range_opts(kind, precision=2))
 
 
-# --- 27 ------------------------------------------------------------------------------------------------------
+# --- 27 -----------------------------------------------------------------------------------------------------
 
 
 async def test_prose_27_case_7_the_string_algorithm_needs_a_contention_factor(

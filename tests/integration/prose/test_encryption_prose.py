@@ -416,7 +416,10 @@ async def test_prose_10_a_kms_certificate_for_another_host_name(
     key_client: MongoClient, namespace: str, tmp_path: Path
 ) -> None:
     wrong_name = KmsCertificates.make(str(tmp_path), names=("kms.wrong-host.invalid",))
-    async with FakeCloudKms(wrong_name) as kms, aws_encryption(key_client, namespace, wrong_name) as encryption:
+    async with (
+        FakeCloudKms(wrong_name) as kms,
+        aws_encryption(key_client, namespace, wrong_name) as encryption,
+    ):
         with pytest.raises(EncryptionError, match=r"IP address mismatch|Hostname mismatch"):
             await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
     assert kms.requests == 0
