@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -68,6 +70,7 @@ class _AsEncryptionErrors:
 
 
 _as_encryption_errors = _AsEncryptionErrors()
+_UNBOUNDED = contextlib.nullcontext()
 
 
 def _key_id_bytes(key_id: Any) -> bytes | None:
@@ -146,7 +149,7 @@ class ClientEncryption:
         key vault and return its ``_id`` (a UUID Binary). ``key_material``: 96 bytes to use instead of
         random ones."""
         crypt = self.__open()
-        with timeout(self.__timeout), _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             key_document = await crypt.create_data_key(
                 kms_provider, master_key, list(key_alt_names) if key_alt_names else None, key_material
             )
@@ -209,7 +212,7 @@ class ClientEncryption:
         if master_key is not None and provider is None:
             raise ConfigurationError("rewrap_many_data_key: a master_key needs its provider")
         crypt = self.__open()
-        with timeout(self.__timeout), _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             rewrapped = await crypt.rewrap_many_data_key(filter, provider, master_key)
         if rewrapped is None:
             return RewrapManyDataKeyResult()
@@ -288,7 +291,7 @@ class ClientEncryption:
         crypt = self.__open()
         if not isinstance(value, bytes) or getattr(value, "subtype", None) != 6:
             raise TypeError("decrypt takes an encrypted value: a Binary of subtype 6")
-        with timeout(self.__timeout), _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             decrypted = await crypt.decrypt(bytes(encode({"v": value}, codec_options=self.__codec_options)))
         return decode(decrypted, self.__codec_options)["v"]
 
@@ -342,6 +345,11 @@ class ClientEncryption:
     ) -> None:
         await self.close()
 
+    def __bounded(self) -> AbstractContextManager[object]:
+        """The key vault client's timeoutMS around one operation (nothing to enter without one: the
+        common case, and a per-value cost)."""
+        return _UNBOUNDED if self.__timeout is None else timeout(self.__timeout)
+
     def __open(self) -> Crypt:
         if self.__crypt is None:
             raise InvalidOperation("Cannot use closed ClientEncryption")
@@ -352,5 +360,5 @@ class ClientEncryption:
         if (options.key_id is None) == (options.key_alt_name is None):
             raise EncryptionError(ValueError("encrypt needs exactly one of key_id and key_alt_name"))
         value = bytes(encode(document, codec_options=self.__codec_options))
-        with timeout(self.__timeout), _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             return await crypt.encrypt(value, options)
