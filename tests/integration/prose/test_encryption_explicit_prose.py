@@ -1,8 +1,9 @@
 """The client-side encryption prose tests on explicit encryption alone (README of
 client-side-encryption/tests, by number), for the cases that need no server-side Queryable Encryption (the
-test server refuses ``encryptedFields``): 12 cases 4 and 5 (round trips of Indexed and Unindexed payloads), 21 case 2
-(``create_encrypted_collection`` without ``encryptedFields``), 22 cases 1, 6, 7 and 8 (Range payloads, per
-type) and 27 case 7 (the String algorithm needs a contention factor).
+test server refuses ``encryptedFields``): 12 cases 4 and 5 (round trips of Indexed and Unindexed payloads),
+21 case 2 (``create_encrypted_collection`` without ``encryptedFields``), 22 cases 1, 6, 7 and 8 (Range
+payloads, per type), 23 (Range's defaults, and a trim factor of 0) and 27 case 7 (the String algorithm
+needs a contention factor).
 
 The README's ``key1`` document (etc/data/keys, not in this checkout) is a data key under the README's local
 master key; a data key made under a local master key stands in for it.
@@ -180,3 +181,27 @@ async def test_prose_27_case_7_the_string_algorithm_needs_a_contention_factor(
         await ce.encrypt(
             "foo", Algorithm.STRING, key_id=key1, query_type=QueryType.PREFIX, string_opts=string_opts
         )
+
+
+# --- 23 --------------------------------------------------------------------------------------------------------
+
+
+async def _payload_size(ce: ClientEncryption, key_id: Binary, range_opts: RangeOpts) -> int:
+    return len(await _range_encrypt(ce, key_id, 123, range_opts))
+
+
+async def test_prose_23_case_1_range_uses_libmongocrypts_defaults(
+    encryption: tuple[ClientEncryption, Binary],
+) -> None:
+    ce, key_id = encryption
+    defaults = await _payload_size(ce, key_id, RangeOpts(min=0, max=1000))
+    explicit_defaults = await _payload_size(ce, key_id, RangeOpts(min=0, max=1000, sparsity=2, trim_factor=6))
+    assert explicit_defaults == defaults
+
+
+async def test_prose_23_case_2_range_accepts_trim_factor_0(
+    encryption: tuple[ClientEncryption, Binary],
+) -> None:
+    ce, key_id = encryption
+    defaults = await _payload_size(ce, key_id, RangeOpts(min=0, max=1000))
+    assert await _payload_size(ce, key_id, RangeOpts(min=0, max=1000, trim_factor=0)) > defaults
