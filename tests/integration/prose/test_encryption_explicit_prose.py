@@ -183,7 +183,7 @@ async def test_prose_27_case_7_the_string_algorithm_needs_a_contention_factor(
         )
 
 
-# --- 23 --------------------------------------------------------------------------------------------------------
+# --- 23 -----------------------------------------------------------------------------------------------------
 
 
 async def _payload_size(ce: ClientEncryption, key_id: Binary, range_opts: RangeOpts) -> int:
