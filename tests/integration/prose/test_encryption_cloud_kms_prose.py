@@ -567,10 +567,8 @@ async def test_mongio_timeout_bounds_a_kms_exchange(
 ) -> None:
     kms.hang = True
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        with pytest.raises(
-            MongioError, match=r"timeout expired \(KMS 127\.0\.0\.1:\d+ had not answered\)"
-        ) as raised:
-            async with timeout(0.3):
+        with pytest.raises(MongioError, match=r"timeout expired \(KMS 127\.0\.0\.1:\d+") as raised:
+            async with timeout(1.0):
                 await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
     assert raised.value.timeout and not isinstance(raised.value, EncryptionError)
     assert kms.requests == 1  # no retry once the operation's time is up
@@ -579,7 +577,7 @@ async def test_mongio_timeout_bounds_a_kms_exchange(
 async def test_the_key_vault_clients_timeout_ms_bounds_each_operation(
     server_uri: str, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
 ) -> None:
-    async with MongoClient(server_uri, timeoutMS=1500) as bounded:
+    async with MongoClient(server_uri, timeoutMS=5000) as bounded:
         async with all_providers(bounded, namespace, kms, certificates) as encryption:
             key_id = await encryption.create_data_key("azure", kms_master_key("azure", kms.endpoint))
             kms.hang = True
