@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -71,6 +72,18 @@ class _AsEncryptionErrors:
 
 _as_encryption_errors = _AsEncryptionErrors()
 _UNBOUNDED = contextlib.nullcontext()
+
+
+_INT32 = struct.Struct("<i")
+
+
+def _ciphertext_document(ciphertext: bytes) -> bytes:
+    """``{"v": ciphertext}`` as BSON (binary, subtype 6), built directly: it is all ``decrypt`` sends
+    libmongocrypt, once per value."""
+    size = len(ciphertext)
+    return b"".join(
+        (_INT32.pack(13 + size), b"\x05v\x00", _INT32.pack(size), b"\x06", bytes(ciphertext), b"\x00")
+    )
 
 
 def _key_id_bytes(key_id: Any) -> bytes | None:
@@ -292,7 +305,7 @@ class ClientEncryption:
         if not isinstance(value, bytes) or getattr(value, "subtype", None) != 6:
             raise TypeError("decrypt takes an encrypted value: a Binary of subtype 6")
         with self.__bounded(), _as_encryption_errors:
-            decrypted = await crypt.decrypt(bytes(encode({"v": value}, codec_options=self.__codec_options)))
+            decrypted = await crypt.decrypt(_ciphertext_document(value))
         return decode(decrypted, self.__codec_options)["v"]
 
     async def create_encrypted_collection(
