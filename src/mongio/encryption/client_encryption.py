@@ -71,19 +71,6 @@ class _AsEncryptionErrors:
 
 
 _as_encryption_errors = _AsEncryptionErrors()
-_UNBOUNDED = contextlib.nullcontext()
-
-
-_INT32 = struct.Struct("<i")
-
-
-def _ciphertext_document(ciphertext: bytes) -> bytes:
-    """``{"v": ciphertext}`` as BSON (binary, subtype 6), built directly: it is all ``decrypt`` sends
-    libmongocrypt, once per value."""
-    size = len(ciphertext)
-    return b"".join(
-        (_INT32.pack(13 + size), b"\x05v\x00", _INT32.pack(size), b"\x06", bytes(ciphertext), b"\x00")
-    )
 
 
 def _key_id_bytes(key_id: Any) -> bytes | None:
@@ -94,6 +81,19 @@ def _key_id_bytes(key_id: Any) -> bytes | None:
     if isinstance(key_id, bytes) and getattr(key_id, "subtype", None) == _UUID_SUBTYPE and len(key_id) == 16:
         return bytes(key_id)
     raise TypeError("key_id must be a uuid.UUID or a Binary of subtype 4 (UUID)")
+
+
+_UNBOUNDED = contextlib.nullcontext()
+_INT32 = struct.Struct("<i")
+
+
+def _ciphertext_document(ciphertext: bytes) -> bytes:
+    """``{"v": ciphertext}`` as BSON (binary, subtype 6), built directly: it is all ``decrypt`` sends
+    libmongocrypt, once per value."""
+    size = len(ciphertext)
+    return b"".join(
+        (_INT32.pack(13 + size), b"\x05v\x00", _INT32.pack(size), b"\x06", bytes(ciphertext), b"\x00")
+    )
 
 
 class ClientEncryption:
