@@ -544,7 +544,7 @@ async def test_a_key_the_kms_did_not_wrap_fails_to_unwrap(
 
 @pytest.fixture
 def short_attempts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(crypt_io, "KMS_TIMEOUT", 0.2)
+    monkeypatch.setattr(crypt_io, "KMS_TIMEOUT", 1.0)  # room for a handshake on a loaded machine
     yield
 
 
@@ -557,7 +557,7 @@ async def test_a_stalled_kms_attempt_times_out_and_is_retried(
 ) -> None:
     kms.hang = True
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        with pytest.raises(EncryptionError, match=r"no complete answer .* within 0\.2 s"):
+        with pytest.raises(EncryptionError, match=r"no complete answer .* within 1 s"):
             await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert kms.requests == 4  # the first attempt and libmongocrypt's three retries
 
