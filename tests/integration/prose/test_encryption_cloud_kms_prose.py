@@ -571,7 +571,7 @@ async def test_mongio_timeout_bounds_a_kms_exchange(
             async with timeout(1.0):
                 await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
     assert raised.value.timeout and not isinstance(raised.value, EncryptionError)
-    assert kms.requests == 1  # no retry once the operation's time is up
+    assert kms.requests <= 1  # no retry once the operation's time is up
 
 
 async def test_the_key_vault_clients_timeout_ms_bounds_each_operation(
