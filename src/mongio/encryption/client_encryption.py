@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import struct
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -28,6 +31,7 @@ from mongio.errors import (
     InvalidOperation,
     MongioError,
 )
+from mongio.execution.deadline import timeout, timeout_seconds
 from mongio.operations.models import UpdateOne
 from mongio.operations.results import BulkWriteResult, DeleteResult
 from mongio.read_concern import ReadConcern
@@ -79,6 +83,19 @@ def _key_id_bytes(key_id: Any) -> bytes | None:
     raise TypeError("key_id must be a uuid.UUID or a Binary of subtype 4 (UUID)")
 
 
+_UNBOUNDED = contextlib.nullcontext()
+_INT32 = struct.Struct("<i")
+
+
+def _ciphertext_document(ciphertext: bytes) -> bytes:
+    """``{"v": ciphertext}`` as BSON (binary, subtype 6), built directly: it is all ``decrypt`` sends
+    libmongocrypt, once per value."""
+    size = len(ciphertext)
+    return b"".join(
+        (_INT32.pack(13 + size), b"\x05v\x00", _INT32.pack(size), b"\x06", bytes(ciphertext), b"\x00")
+    )
+
+
 class ClientEncryption:
     """Explicit client-side field level encryption and Queryable Encryption payloads, and the key vault.
 
@@ -87,7 +104,9 @@ class ClientEncryption:
     demand. ``key_vault_namespace`` is ``"database.collection"`` on ``key_vault_client``; values come back
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
-    0: forever). Needs the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
+    0: forever). The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
+    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
+    or :meth:`close`.
     """
 
     def __init__(
@@ -121,6 +140,8 @@ class ClientEncryption:
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
             credentials=cloud_credentials.OnDemandCredentials(),
         )
+        # The key vault client's timeoutMS bounds each operation whole: key vault reads and KMS exchanges.
+        self.__timeout = timeout_seconds(key_vault_client.options.timeout_ms)
         self.__crypt: Crypt | None = Crypt(
             CryptOptions(kms_providers=kms_providers, key_expiration_ms=key_expiration_ms), io
         )
@@ -141,7 +162,7 @@ class ClientEncryption:
         key vault and return its ``_id`` (a UUID Binary). ``key_material``: 96 bytes to use instead of
         random ones."""
         crypt = self.__open()
-        with _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             key_document = await crypt.create_data_key(
                 kms_provider, master_key, list(key_alt_names) if key_alt_names else None, key_material
             )
@@ -204,7 +225,7 @@ class ClientEncryption:
         if master_key is not None and provider is None:
             raise ConfigurationError("rewrap_many_data_key: a master_key needs its provider")
         crypt = self.__open()
-        with _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             rewrapped = await crypt.rewrap_many_data_key(filter, provider, master_key)
         if rewrapped is None:
             return RewrapManyDataKeyResult()
@@ -283,8 +304,8 @@ class ClientEncryption:
         crypt = self.__open()
         if not isinstance(value, bytes) or getattr(value, "subtype", None) != 6:
             raise TypeError("decrypt takes an encrypted value: a Binary of subtype 6")
-        with _as_encryption_errors:
-            decrypted = await crypt.decrypt(bytes(encode({"v": value}, codec_options=self.__codec_options)))
+        with self.__bounded(), _as_encryption_errors:
+            decrypted = await crypt.decrypt(_ciphertext_document(value))
         return decode(decrypted, self.__codec_options)["v"]
 
     async def create_encrypted_collection(
@@ -300,6 +321,12 @@ class ClientEncryption:
         ``master_key``) for every field whose ``keyId`` is None; returns the collection and the
         ``encryptedFields`` with the new key ids. Raises ``EncryptedCollectionError`` carrying those fields
         (keys made so far included) when a step fails."""
+        if not isinstance(encrypted_fields, Mapping):
+            # Never a plain collection in place of an encrypted one.
+            raise ConfigurationError(
+                f"create_encrypted_collection needs the encryptedFields of {name!r}, "
+                f"not {type(encrypted_fields).__name__}"
+            )
         fields_out = dict(encrypted_fields)
         fields_out["fields"] = [dict(field) for field in encrypted_fields.get("fields", ())]
         try:
@@ -331,6 +358,11 @@ class ClientEncryption:
     ) -> None:
         await self.close()
 
+    def __bounded(self) -> AbstractContextManager[object]:
+        """The key vault client's timeoutMS around one operation (nothing to enter without one: the
+        common case, and a per-value cost)."""
+        return _UNBOUNDED if self.__timeout is None else timeout(self.__timeout)
+
     def __open(self) -> Crypt:
         if self.__crypt is None:
             raise InvalidOperation("Cannot use closed ClientEncryption")
@@ -341,5 +373,5 @@ class ClientEncryption:
         if (options.key_id is None) == (options.key_alt_name is None):
             raise EncryptionError(ValueError("encrypt needs exactly one of key_id and key_alt_name"))
         value = bytes(encode(document, codec_options=self.__codec_options))
-        with _as_encryption_errors:
+        with self.__bounded(), _as_encryption_errors:
             return await crypt.encrypt(value, options)

@@ -7,7 +7,8 @@ them, without blocking the loop:
 - ``gcp``: an access token from the GCE metadata server (``GCE_METADATA_HOST``, by default
   ``metadata.google.internal``);
 - ``azure``: an access token from the Azure instance metadata service (IMDS), cached until one minute
-  before it expires.
+  before it expires. ``MONGIO_KMS_AZURE_ENDPOINT`` replaces the IMDS base URL (``http://169.254.169.254``),
+  for a test or a metadata proxy; the path and query string stay the specification's.
 
 Every request goes through mongio's asynchronous HTTP helper with a 10-second limit. Errors name the
 source and the HTTP status, never a token.
@@ -27,9 +28,12 @@ from mongio.connection.auth.aws_credentials import CredentialsUnavailable, obtai
 from mongio.connection.http import HttpError, http_request
 from mongio.errors import EncryptionError
 
-__all__ = ["AZURE_IMDS_URL", "OnDemandCredentials", "on_demand_providers"]
+__all__ = ["AZURE_ENDPOINT_VARIABLE", "AZURE_IMDS_URL", "OnDemandCredentials", "on_demand_providers"]
 
-AZURE_IMDS_URL = "http://169.254.169.254/metadata/identity/oauth2/token"
+AZURE_ENDPOINT_VARIABLE = "MONGIO_KMS_AZURE_ENDPOINT"
+_AZURE_IMDS_BASE = "http://169.254.169.254"
+_AZURE_IMDS_PATH = "/metadata/identity/oauth2/token"
+AZURE_IMDS_URL = _AZURE_IMDS_BASE + _AZURE_IMDS_PATH
 _AZURE_RESOURCE = "https://vault.azure.net"
 _AZURE_MARGIN = datetime.timedelta(minutes=1)
 _TIMEOUT = 10.0
@@ -63,7 +67,8 @@ class OnDemandCredentials:
     the Azure token it caches. The addresses are parameters so that tests can point them at fakes."""
 
     gcp_metadata_host: str | None = None
-    azure_imds_url: str = AZURE_IMDS_URL
+    azure_imds_url: str | None = None
+    """The IMDS token URL; None: ``MONGIO_KMS_AZURE_ENDPOINT``'s base (else IMDS's) with the token path."""
     timeout: float = _TIMEOUT
     """Seconds each metadata request may take (the specification's 10)."""
     _azure: _AzureToken | None = field(default=None, repr=False)
@@ -123,8 +128,14 @@ class OnDemandCredentials:
                 self._azure = await self._fetch_azure(now)
             return {"accessToken": self._azure.access_token}
 
+    def _azure_url(self) -> str:
+        if self.azure_imds_url is not None:
+            return self.azure_imds_url
+        base = os.environ.get(AZURE_ENDPOINT_VARIABLE) or _AZURE_IMDS_BASE
+        return base.rstrip("/") + _AZURE_IMDS_PATH
+
     async def _fetch_azure(self, now: datetime.datetime) -> _AzureToken:
-        url = f"{self.azure_imds_url}?api-version=2018-02-01&resource={_AZURE_RESOURCE}"
+        url = f"{self._azure_url()}?api-version=2018-02-01&resource={_AZURE_RESOURCE}"
         source = "the Azure instance metadata service"
         try:
             response = await http_request(

@@ -5,7 +5,9 @@ reads through a mongio client, ``listCollections`` for collection information, m
 KMS exchanges: each attempt connects with TLS (the provider's ``kms_tls_options``, built by mongio's TLS
 option code; the system's trust store otherwise), sends libmongocrypt's request and feeds the answer back
 while libmongocrypt asks for bytes, so memory follows what libmongocrypt wants, never what the KMS claims.
-An attempt has :data:`KMS_TIMEOUT` seconds. A network failure (refused, reset, closed early, timed out) is
+An attempt has :data:`KMS_TIMEOUT` seconds, or what is left of the operation's timeout (``timeoutMS``) when
+that is less; once that timeout has expired the operation fails with its timeout error, without a retry or a
+backoff wait that would outlast it. A network failure (refused, reset, closed early, timed out) is
 reported to libmongocrypt, which decides whether to retry (with its own backoff, waited here without
 blocking) or to fail; an HTTP answer libmongocrypt finds retryable is retried the same way.
 """
@@ -24,6 +26,7 @@ from mongio.connection.tls import create_ssl_context
 from mongio.encryption import cloud_credentials
 from mongio.encryption.libmongocrypt import KmsRequest
 from mongio.errors import ConfigurationError, EncryptionError
+from mongio.execution import deadline
 from mongio.options.tls_options import TLSOptions, tls_options_from
 from mongio.read_concern import ReadConcern
 
@@ -33,6 +36,13 @@ KMS_TIMEOUT = 10.0
 """Seconds one KMS attempt (connect, TLS handshake, request and answer) may take."""
 _HTTPS_PORT = 443
 _RAW = CodecOptions(document_class=RawBSONDocument)
+_CLOSED_MIDWAY = "the KMS closed the connection before the end of its answer"
+# Under TLS 1.3 a server refuses a missing client certificate after the client's side of the handshake: the
+# client only sees the connection closed.
+_CLOSED_UNANSWERED = (
+    "the KMS closed the connection without answering (as a KMS that requires a client certificate does "
+    "without one: see the provider's tlsCertificateKeyFile in kms_tls_options)"
+)
 _REFUSED_KMS_TLS_OPTIONS = (
     "tlsInsecure",
     "tlsAllowInvalidCertificates",
@@ -80,10 +90,12 @@ async def _exchange_once(request: KmsRequest, host: str, port: int, context: ssl
     try:
         writer.write(request.message)
         await writer.drain()
+        answered = False
         while (needed := request.bytes_needed) > 0:
             data = await reader.read(needed)
             if not data:
-                raise ConnectionError("the KMS closed the connection before the end of its answer")
+                raise ConnectionError(_CLOSED_MIDWAY if answered else _CLOSED_UNANSWERED)
+            answered = True
             request.feed(data)
     finally:
         writer.close()
@@ -91,6 +103,23 @@ async def _exchange_once(request: KmsRequest, host: str, port: int, context: ssl
             await writer.wait_closed()
         except (OSError, ssl.SSLError):
             pass  # the answer is complete, or the failure is already being reported
+
+
+def _attempt_limit(what: str) -> float:
+    """Seconds one KMS attempt may take: :data:`KMS_TIMEOUT`, or less when the operation's timeout
+    (``timeoutMS``, a ``mongio.timeout()`` block) ends sooner."""
+    left = deadline.remaining()
+    if left is None or left >= KMS_TIMEOUT:
+        return KMS_TIMEOUT
+    _raise_if_no_time_for(0.0, what)
+    return left
+
+
+def _raise_if_no_time_for(seconds: float, what: str) -> None:
+    """The operation's timeout error when less than ``seconds`` are left before its deadline."""
+    left = deadline.remaining()
+    if left is not None and left <= seconds:
+        raise deadline.timeout_error(detail=f"the operation's timeout expired ({what})")
 
 
 class ClientCryptIO:
@@ -118,12 +147,15 @@ class ClientCryptIO:
         host, port = _kms_address(request.endpoint)
         context = self.__kms_tls_contexts.get(request.provider) or await self.__default_context()
         if request.backoff_seconds:
+            _raise_if_no_time_for(request.backoff_seconds, f"waiting to retry KMS {host}:{port}")
             await asyncio.sleep(request.backoff_seconds)
+        limit = _attempt_limit(f"KMS {host}:{port}")
         try:
-            async with asyncio.timeout(KMS_TIMEOUT):
+            async with asyncio.timeout(limit):
                 await _exchange_once(request, host, port, context)
         except TimeoutError:
-            request.fail(f"no complete answer from {host}:{port} within {KMS_TIMEOUT:g} s")
+            _raise_if_no_time_for(0.0, f"KMS {host}:{port} had not answered")
+            request.fail(f"no complete answer from {host}:{port} within {limit:g} s")
         except ssl.SSLCertVerificationError as exc:
             # Not a passing fault: a retry would meet the same certificate.
             raise EncryptionError(ConnectionError(f"KMS {host}:{port}: {exc.verify_message}")) from None

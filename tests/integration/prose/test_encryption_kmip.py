@@ -5,6 +5,7 @@ for KMIP)."""
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -95,3 +96,70 @@ async def test_a_kmip_server_the_client_does_not_trust_is_refused(
     ) as encryption:
         with pytest.raises(EncryptionError, match="certificate"):
             await encryption.create_data_key("kmip")
+
+
+def _closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+async def test_prose_7_cases_4_and_10_to_12_kmip_endpoints(
+    key_client: MongoClient, kmip_server: KmipServerProcess
+) -> None:
+    """The README's ``keyId: "1"`` is a secret its KMIP server holds; here the secret registered for a first
+    key stands in for it. Unreachable endpoints are loopback ports nobody listens on."""
+    async with kmip_encryption(key_client, kmip_server) as encryption:
+        first = await encryption.get_key(await encryption.create_data_key("kmip"))
+        assert first is not None
+        secret = {"keyId": first["masterKey"]["keyId"]}
+        key_id = await encryption.create_data_key("kmip", secret)  # case 10: the provider's endpoint
+        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        key_id = await encryption.create_data_key("kmip", {**secret, "endpoint": kmip_server.endpoint})  # 11
+        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        for _ in range(2):  # cases 4 and 12
+            unreachable = _closed_port()
+            with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
+                await encryption.create_data_key("kmip", {**secret, "endpoint": unreachable})
+    unreachable = _closed_port()  # case 10's client_encryption_invalid: its provider endpoint is unreachable
+    async with ClientEncryption(
+        {"kmip": {"endpoint": unreachable}},
+        "keyvault_kmip.datakeys",
+        key_client,
+        None,
+        kms_tls_options={
+            "kmip": {"tlsCAFile": kmip_server.ca_file, "tlsCertificateKeyFile": kmip_server.client_file}
+        },
+    ) as invalid:
+        with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
+            await invalid.create_data_key("kmip", secret)
+
+
+async def test_prose_11_case_4_and_case_6_kmip_tls_options(
+    key_client: MongoClient, kmip_server: KmipServerProcess
+) -> None:
+    """Without its client certificate the handshake fails; with it the key is made; the named providers
+    ``kmip:no_client_cert`` and ``kmip:with_tls`` each apply their own options. (The expired and wrong-host
+    certificate cases run against the fake cloud KMS, through the same TLS code.)"""
+    tls = {"tlsCAFile": kmip_server.ca_file, "tlsCertificateKeyFile": kmip_server.client_file}
+    async with ClientEncryption(
+        {
+            "kmip": {"endpoint": kmip_server.endpoint},
+            "kmip:no_client_cert": {"endpoint": kmip_server.endpoint},
+            "kmip:with_tls": {"endpoint": kmip_server.endpoint},
+        },
+        "keyvault_kmip.datakeys",
+        key_client,
+        None,
+        kms_tls_options={
+            "kmip": tls,
+            "kmip:no_client_cert": {"tlsCAFile": kmip_server.ca_file},
+            "kmip:with_tls": tls,
+        },
+    ) as encryption:
+        assert await encryption.create_data_key("kmip", {}) is not None
+        with pytest.raises(EncryptionError, match=r"handshake failure|requires a client certificate"):
+            await encryption.create_data_key("kmip:no_client_cert", {})
+        key_id = await encryption.create_data_key("kmip:with_tls", {})
+        key = await encryption.get_key(key_id)
+        assert key is not None and key["masterKey"]["provider"] == "kmip:with_tls"

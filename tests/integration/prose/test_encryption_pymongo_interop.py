@@ -1,12 +1,13 @@
 """Data encrypted by PyMongo decrypts under mongio and the other way round, on one key vault with one local
 master key; the deterministic algorithm gives both drivers the same ciphertext, byte for byte, and data keys
-made by either driver serve the other."""
+made by either driver serve the other, cloud master keys (on the fake KMS) and rewraps included."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from mongio import MongoClient
 from mongio.bson import Decimal128, ObjectId, encode
 from mongio.encryption import Algorithm, ClientEncryption, libmongocrypt
+from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
 
 pymongo_encryption = pytest.importorskip("pymongo.asynchronous.encryption")
 pymongo = pytest.importorskip("pymongo")
@@ -79,3 +81,38 @@ async def test_deterministic_ciphertexts_are_the_same_bytes(both: tuple[Any, Cli
         mine = await ours.encrypt(value, DETERMINISTIC, key_id=key_id)
         theirs_ciphertext = await theirs.encrypt(as_pymongo(value), DETERMINISTIC, key_id=as_pymongo(key_id))
         assert bytes(mine) == bytes(theirs_ciphertext)
+
+
+@pytest.mark.parametrize("provider", ["aws", "azure", "gcp"])
+async def test_cloud_data_keys_serve_both_drivers(server_uri: str, tmp_path: Path, provider: str) -> None:
+    """A data key PyMongo makes under a cloud master key (the fake KMS) decrypts under mongio; mongio rewraps
+    it to another cloud and PyMongo still decrypts the value."""
+    certificates = KmsCertificates.make(str(tmp_path))
+    namespace = f"keyvault_interop_{uuid.uuid4().hex[:8]}.datakeys"
+    async with FakeCloudKms(certificates) as kms, MongoClient(server_uri) as mongio_client:
+        providers = {name: kms_credentials(name, kms.endpoint) for name in ("aws", "azure", "gcp")}
+        tls = {name: {"tlsCAFile": certificates.ca_file} for name in providers}
+        pymongo_client: Any = pymongo.AsyncMongoClient(server_uri)
+        theirs = pymongo_encryption.AsyncClientEncryption(
+            providers, namespace, pymongo_client, bson.codec_options.CodecOptions(), kms_tls_options=tls
+        )
+        try:
+            key_id = await theirs.create_data_key(provider, kms_master_key(provider, kms.endpoint))
+            encrypted = await theirs.encrypt("cloud value", RANDOM, key_id=key_id)
+            async with ClientEncryption(
+                providers, namespace, mongio_client, None, kms_tls_options=tls
+            ) as ours:
+                assert await ours.decrypt(encrypted) == "cloud value"
+                other = "gcp" if provider != "gcp" else "azure"
+                result = await ours.rewrap_many_data_key({}, other, kms_master_key(other, kms.endpoint))
+                assert result.bulk_write_result is not None and result.bulk_write_result.modified_count == 1
+            fresh = pymongo_encryption.AsyncClientEncryption(
+                providers, namespace, pymongo_client, bson.codec_options.CodecOptions(), kms_tls_options=tls
+            )
+            assert await fresh.decrypt(encrypted) == "cloud value"
+            assert (await fresh.get_key(key_id))["masterKey"]["provider"] == other
+            await fresh.close()
+        finally:
+            await theirs.close()
+            await mongio_client.drop_database(namespace.partition(".")[0])
+            await pymongo_client.close()

@@ -1,7 +1,10 @@
 """Key material and plaintext never leave through a side channel: failures are provoked (a wrong master key,
-a KMS that drops every connection, a KMS whose certificate is not trusted, an unknown key) and every error
-message (its whole cause chain), every command event, every log record and the reprs are searched for the
-master key (raw and base64), the AWS secret and the plaintext."""
+a data key id nobody has, a tampered ciphertext, a ciphertext naming another data key, a value the algorithm
+refuses, KMS servers that drop every connection, present an untrusted certificate, refuse the credentials
+(AWS, Azure, GCP) or refuse to unwrap) and every error (its whole cause chain, str and repr), every command
+event (command, reply, failure), every log record (the whole documents logged), every tracing span (its
+attributes and events, with the command text on) and the reprs are searched for the master keys (raw and
+base64), the data key's material, the cloud secrets and the plaintext."""
 
 from __future__ import annotations
 
@@ -11,14 +14,19 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mongio import MongoClient
 from mongio.bson import encode
+from mongio.bson.binary import Binary
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
 from mongio.errors import EncryptionError
-from tests.support.fake_kms import FakeAwsKms, KmsCertificates
+from tests.support.fake_kms import FakeCloudKms, KmsCertificates, gcp_private_key
 from tests.support.recorders import CommandRecorder
 
 pytestmark = [
@@ -28,19 +36,23 @@ pytestmark = [
 
 MASTER_KEY = os.urandom(96)
 OTHER_MASTER_KEY = os.urandom(96)
+DATA_KEY_MATERIAL = os.urandom(96)
 AWS_SECRET = "aws-secret-" + uuid.uuid4().hex
+AZURE_SECRET = "azure-secret-" + uuid.uuid4().hex
+GCP_PRIVATE_KEY = gcp_private_key()
 PLAINTEXT = "plaintext-" + uuid.uuid4().hex
 RANDOM = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Random
+DETERMINISTIC = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Deterministic
 
 
 def secrets() -> list[bytes]:
+    binary = [MASTER_KEY, OTHER_MASTER_KEY, DATA_KEY_MATERIAL, base64.b64decode(GCP_PRIVATE_KEY)]
+    texts = [AWS_SECRET, AZURE_SECRET, GCP_PRIVATE_KEY, PLAINTEXT]
     return [
-        MASTER_KEY,
-        base64.b64encode(MASTER_KEY),
-        OTHER_MASTER_KEY,
-        base64.b64encode(OTHER_MASTER_KEY),
-        AWS_SECRET.encode(),
-        PLAINTEXT.encode(),
+        *binary,
+        *(base64.b64encode(value) for value in binary),
+        *(value.hex().encode() for value in binary),
+        *(text.encode() for text in texts),
     ]
 
 
@@ -83,58 +95,122 @@ def log_records() -> Iterator[RecordEverything]:
 
 
 @pytest.fixture
-async def watched_client(server_uri: str) -> AsyncIterator[tuple[MongoClient, CommandRecorder]]:
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    yield exporter
+    exporter.shutdown()
+
+
+@pytest.fixture
+async def watched_client(
+    server_uri: str, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[MongoClient, CommandRecorder]]:
+    monkeypatch.setenv("MONGODB_LOG_MAX_DOCUMENT_LENGTH", "1000000")  # whole documents in the log records
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
     recorder = CommandRecorder()
-    async with MongoClient(server_uri, event_listeners=[recorder]) as client:
+    tracing = {"enabled": True, "query_text_max_length": 1_000_000, "tracer_provider": provider}
+    async with MongoClient(server_uri, event_listeners=[recorder], tracing=tracing) as client:
         yield client, recorder
         await client.drop_database("keyvault_secrets")
+    provider.shutdown()
+
+
+def cloud_providers(endpoint: str) -> dict[str, Any]:
+    return {
+        "local": {"key": MASTER_KEY},
+        "aws": {"accessKeyId": "AKIAFAKE", "secretAccessKey": AWS_SECRET},
+        "azure": {
+            "tenantId": "tenant",
+            "clientId": "client",
+            "clientSecret": AZURE_SECRET,
+            "identityPlatformEndpoint": endpoint,
+        },
+        "gcp": {"email": "fake@example.com", "privateKey": GCP_PRIVATE_KEY, "endpoint": endpoint},
+    }
+
+
+def cloud_master_keys(endpoint: str) -> dict[str, dict[str, Any]]:
+    return {
+        "aws": {"region": "us-east-1", "key": "arn:aws:kms:us-east-1:1:key/k", "endpoint": endpoint},
+        "azure": {"keyVaultEndpoint": endpoint, "keyName": "k"},
+        "gcp": {"projectId": "p", "location": "global", "keyRing": "r", "keyName": "k", "endpoint": endpoint},
+    }
+
+
+def tampered(ciphertext: Binary) -> Binary:
+    """The ciphertext with one byte of its encrypted part flipped (its HMAC no longer matches)."""
+    data = bytearray(ciphertext)
+    data[-20] ^= 0x01
+    return Binary(bytes(data), 6)
+
+
+def naming_another_key(ciphertext: Binary, key_id: Binary) -> Binary:
+    """The ciphertext with the data key id it carries (bytes 1 to 16) replaced."""
+    return Binary(ciphertext[:1] + bytes(key_id) + ciphertext[17:], 6)
 
 
 async def test_failures_reveal_no_key_material_or_plaintext(
-    watched_client: tuple[MongoClient, CommandRecorder], log_records: RecordEverything, tmp_path: Path
+    watched_client: tuple[MongoClient, CommandRecorder],
+    log_records: RecordEverything,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
 ) -> None:
     client, recorder = watched_client
-    trusted = KmsCertificates.make(str(tmp_path))
+    (tmp_path / "trusted").mkdir()
     (tmp_path / "other").mkdir()
+    trusted = KmsCertificates.make(str(tmp_path / "trusted"))
     untrusted = KmsCertificates.make(str(tmp_path / "other"))
-    providers = {
-        "local": {"key": MASTER_KEY},
-        "aws": {"accessKeyId": "AKIAFAKE", "secretAccessKey": AWS_SECRET},
-    }
+    namespace = "keyvault_secrets.datakeys"
     errors: list[BaseException] = []
     async with (
-        FakeAwsKms(trusted, drop_connections=1000) as failing_kms,
-        FakeAwsKms(untrusted) as untrusted_kms,
-        ClientEncryption(
-            providers,
-            "keyvault_secrets.datakeys",
-            client,
-            None,
-            kms_tls_options={"aws": {"tlsCAFile": trusted.ca_file}},
-        ) as encryption,
-        ClientEncryption(
-            {"local": {"key": OTHER_MASTER_KEY}}, "keyvault_secrets.datakeys", client, None
-        ) as wrong_key,
+        FakeCloudKms(trusted) as kms,
+        FakeCloudKms(trusted, drop_connections=1000) as failing_kms,
+        FakeCloudKms(trusted, refuse_credentials=True) as refusing_kms,
+        FakeCloudKms(untrusted) as untrusted_kms,
     ):
-        key_id = await encryption.create_data_key("local")
-        encrypted = await encryption.encrypt(PLAINTEXT, RANDOM, key_id=key_id)
-        await client.keyvault_secrets.values.insert_one({"v": encrypted})
-        for attempt in (
-            wrong_key.decrypt(encrypted),  # the data key does not decrypt with another master key
-            wrong_key.encrypt(PLAINTEXT, RANDOM, key_id=key_id),
-            encryption.encrypt(PLAINTEXT, RANDOM, key_alt_name="no such key"),
-            encryption.create_data_key(
-                "aws", {"region": "us-east-1", "key": "arn:k", "endpoint": failing_kms.endpoint}
-            ),
-            encryption.create_data_key(
-                "aws", {"region": "us-east-1", "key": "arn:k", "endpoint": untrusted_kms.endpoint}
-            ),
+        tls = {name: {"tlsCAFile": trusted.ca_file} for name in ("aws", "azure", "gcp")}
+        async with (
+            ClientEncryption(
+                cloud_providers(kms.endpoint), namespace, client, None, kms_tls_options=tls
+            ) as ce,
+            ClientEncryption(
+                cloud_providers(refusing_kms.endpoint), namespace, client, None, kms_tls_options=tls
+            ) as refused,
+            ClientEncryption(
+                {"local": {"key": OTHER_MASTER_KEY}}, namespace, client, None
+            ) as wrong_master_key,
         ):
-            with pytest.raises(EncryptionError) as raised:
-                await attempt
-            errors.append(raised.value)
-        repr_text = repr(encryption) + repr(AutoEncryptionOpts(providers, "keyvault_secrets.datakeys"))
-    assert len(errors) == 5
+            key_id = await ce.create_data_key("local", key_material=DATA_KEY_MATERIAL)
+            other_key_id = await ce.create_data_key("local")
+            azure_key_id = await ce.create_data_key("azure", cloud_master_keys(kms.endpoint)["azure"])
+            encrypted = await ce.encrypt(PLAINTEXT, RANDOM, key_id=key_id)
+            await client.keyvault_secrets.values.insert_one({"v": encrypted})
+            await client.keyvault_secrets.datakeys.update_one(
+                {"_id": azure_key_id}, {"$set": {"masterKey.keyName": "not-the-wrapping-key"}}
+            )
+            attempts = [
+                wrong_master_key.decrypt(encrypted),  # the data key does not decrypt with another master key
+                wrong_master_key.encrypt(PLAINTEXT, RANDOM, key_id=key_id),
+                ce.encrypt(PLAINTEXT, RANDOM, key_alt_name="no such key"),
+                ce.encrypt(PLAINTEXT, RANDOM, key_id=Binary(uuid.uuid4().bytes, 4)),  # a key id nobody has
+                ce.decrypt(tampered(encrypted)),
+                ce.decrypt(naming_another_key(encrypted, other_key_id)),
+                ce.encrypt({"secret": PLAINTEXT}, DETERMINISTIC, key_id=key_id),  # refused: a document
+                ce.encrypt(PLAINTEXT, RANDOM, key_id=azure_key_id),  # the KMS refuses to unwrap it
+                ce.create_data_key("aws", cloud_master_keys(failing_kms.endpoint)["aws"]),
+                ce.create_data_key("aws", cloud_master_keys(untrusted_kms.endpoint)["aws"]),
+            ]
+            attempts += [
+                refused.create_data_key(provider, master_key)
+                for provider, master_key in cloud_master_keys(refusing_kms.endpoint).items()
+            ]
+            for attempt in attempts:
+                with pytest.raises(EncryptionError) as raised:
+                    await attempt
+                errors.append(raised.value)
+            repr_text = repr(ce) + repr(AutoEncryptionOpts(cloud_providers(kms.endpoint), namespace))
+    assert len(errors) == 13
     for error in errors:
         for link in error_chain(error):
             assert_no_secret(f"{link!s} {link!r}", f"the error {type(link).__name__}")
@@ -144,8 +220,18 @@ async def test_failures_reveal_no_key_material_or_plaintext(
             document = getattr(event, name, None)
             if document is not None:
                 assert_no_secret(bytes(encode(dict(document))), f"the {event.command_name} event's {name}")
+        failure = getattr(event, "failure", None)
+        if failure is not None:
+            assert_no_secret(bytes(encode(dict(failure))), f"the {event.command_name} event's failure")
+    assert any(record.name.startswith("mongio.command") for record in log_records.records)
     for record in log_records.records:
         assert_no_secret(record.getMessage(), f"the log record {record.name}")
+    finished = spans.get_finished_spans()
+    assert any("find" in span.name for span in finished), "the key vault reads were traced"
+    for span in finished:
+        assert_no_secret(repr(dict(span.attributes or {})), f"the span {span.name}")
+        for span_event in span.events:
+            assert_no_secret(repr(dict(span_event.attributes or {})), f"an event of the span {span.name}")
     assert_no_secret(repr_text, "the reprs")
 
 
