@@ -19,6 +19,13 @@ from mongio.error_classification import is_namespace_not_found, retryable_write_
 from mongio.errors import ConnectionFailure, OperationFailure
 from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
+from mongio.execution.command_crypt import (
+    RAW_REPLY,
+    CommandCrypt,
+    decrypted_reply,
+    encrypted_command,
+    observed_reply,
+)
 from mongio.execution.command_events import CommandEvents
 from mongio.operations.base import Command
 from mongio.sessions.cluster_time import ClusterClock
@@ -37,14 +44,21 @@ __all__ = ["CommandExchange"]
 class CommandExchange:
     """The round trips of one client's commands; owned by its executor, which shares its cluster clock."""
 
-    __slots__ = ("_operation_ids", "cluster_clock", "publisher")
+    __slots__ = ("_crypt", "_encrypting", "_operation_ids", "cluster_clock", "publisher")
 
     def __init__(
-        self, publisher: CommandPublisher, cluster_clock: ClusterClock, operation_ids: OperationIds
+        self,
+        publisher: CommandPublisher,
+        cluster_clock: ClusterClock,
+        operation_ids: OperationIds,
+        crypt: CommandCrypt | None = None,
     ) -> None:
         self.publisher = publisher
         self.cluster_clock = cluster_clock
         self._operation_ids = operation_ids
+        # Automatic encryption (None without it): replies decrypted, commands encrypted unless bypassed.
+        self._crypt = crypt
+        self._encrypting = crypt is not None and crypt.encrypts_commands
 
     async def round_trip(
         self,
@@ -63,16 +77,23 @@ class CommandExchange:
         op = run.op
         events: CommandEvents | None = None
         span: CommandSpan | None = None
-        if run.trace is not None or self.publisher.enabled:
+        observed = run.trace is not None or self.publisher.enabled
+        body: Mapping[str, Any]
+        body, sequences = command
+        if self._encrypting and not exhaust:
+            # An exhaust getMore is never encrypted: getMore is on libmongocrypt's bypass list.
+            assert self._crypt is not None
+            body, command = await encrypted_command(self._crypt, op, command, observed)
+            sequences = None
+        if observed:
             assert attempt.server_address is not None
             events, span = self.observers(run, conn, attempt.server_address, command)
         request_id = 0
         attempt.sent = True
         try:
             if exhaust or not run.acknowledged:
-                request_id = await _send_waiting(run, attempt, conn, command, exhaust)
+                request_id = await _send_waiting(run, attempt, conn, body, sequences, exhaust)
             else:  # written without waiting: the reply is awaited next
-                body, sequences = command
                 request_id = conn.send_nowait(
                     op.database, body, document_sequences=sequences, codec_options=op.codec_options
                 )
@@ -83,18 +104,24 @@ class CommandExchange:
                 events.started(request_id)
             reply: dict[str, Any] = {}
             if run.acknowledged:
-                # Command events and spans are given the reply whole: its batch is decoded then.
-                lazy_batch = op.lazy_batch and events is None and span is None
-                reply = await conn.receive(
-                    codec_options=op.codec_options,
-                    check=False,
-                    deadline=attempt.deadline,
-                    lazy_batch=lazy_batch,
-                )
+                if self._crypt is not None:
+                    reply = await conn.receive(codec_options=RAW_REPLY, check=False, deadline=attempt.deadline)
+                else:
+                    # Command events and spans are given the reply whole: its batch is decoded then.
+                    lazy_batch = op.lazy_batch and events is None and span is None
+                    reply = await conn.receive(
+                        codec_options=op.codec_options,
+                        check=False,
+                        deadline=attempt.deadline,
+                        lazy_batch=lazy_batch,
+                    )
         except (Exception, asyncio.CancelledError) as exc:
             _exchange_failed(run, attempt, exc, request_id, server_session, events, span)
             raise
-        error = self.take_reply(run, attempt.wire_version, reply, events, span)
+        if self._crypt is not None and reply:
+            reply, error = await self._take_encrypted_reply(run, attempt.wire_version, reply, events, span)
+        else:
+            error = self.take_reply(run, attempt.wire_version, reply, events, span)
         if error is not None:
             if is_namespace_not_found(error) and op.ignores_namespace_not_found:
                 return op.empty_result()
@@ -107,6 +134,28 @@ class CommandExchange:
             run.pin.hold_stream(pool, conn, command.body)
         return result
 
+    async def _take_encrypted_reply(
+        self,
+        run: OperationRun[Any],
+        wire_version: int | None,
+        received: dict[str, Any],
+        events: CommandEvents | None,
+        span: CommandSpan | None,
+    ) -> tuple[dict[str, Any], OperationFailure | None]:
+        """A reply received raw under automatic encryption: its succeeded or failed event shows it as it
+        came (still encrypted), then it is decrypted for the operation."""
+        assert self._crypt is not None
+        codec_options = run.op.codec_options
+        if events is None and span is None:
+            # Nothing observes it: decode only the decrypted reply (the fields read below are never encrypted).
+            reply = await decrypted_reply(self._crypt, received, codec_options)
+            return reply, self.take_reply(run, wire_version, reply, None, None)
+        encrypted = observed_reply(received, codec_options)
+        error = self.take_reply(run, wire_version, encrypted, events, span)
+        if error is not None:
+            return encrypted, error
+        return await decrypted_reply(self._crypt, received, codec_options), None
+
     async def streamed_reply(
         self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
     ) -> Any:
@@ -118,17 +167,19 @@ class CommandExchange:
             events, span = self.observers(run, conn, address, command)
         if events is not None:
             events.started(conn.request_id)
+        codec_options = op.codec_options if self._crypt is None else RAW_REPLY
         try:
-            reply = await conn.receive(
-                codec_options=op.codec_options, check=False, deadline=csot.current_deadline()
-            )
+            reply = await conn.receive(codec_options=codec_options, check=False, deadline=csot.current_deadline())
         except (Exception, asyncio.CancelledError) as exc:
             if events is not None:
                 events.failed(exc)
             if span is not None:
                 span.failed(exc)
             raise
-        error = self.take_reply(run, conn.max_wire_version, reply, events, span)
+        if self._crypt is not None:
+            reply, error = await self._take_encrypted_reply(run, conn.max_wire_version, reply, events, span)
+        else:
+            error = self.take_reply(run, conn.max_wire_version, reply, events, span)
         if error is not None:
             raise error
         return op.handle_response(reply, conn)
@@ -205,12 +256,16 @@ class CommandExchange:
 
 
 async def _send_waiting(
-    run: OperationRun[Any], attempt: Attempt, conn: Connection, command: Command, exhaust: bool
+    run: OperationRun[Any],
+    attempt: Attempt,
+    conn: Connection,
+    body: Mapping[str, Any],
+    sequences: Mapping[str, Any] | None,
+    exhaust: bool,
 ) -> int:
     """Write an exhaust getMore or an unacknowledged write, waiting until it is written (under CSOT until the
     deadline, infinite for timeoutMS=0, instead of socketTimeoutMS); returns its request id."""
     op = run.op
-    body, sequences = command
     if exhaust:
         return await conn.send(
             op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=attempt.deadline

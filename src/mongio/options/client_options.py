@@ -89,13 +89,7 @@ KEYWORD_ONLY = {
     )
 }
 
-UNSUPPORTED: dict[str, str] = {
-    "auto_encryption_opts": (
-        "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
-        "fields meant to be encrypted would be written in plaintext, so the option is refused (explicit "
-        "encryption works: mongio.encryption.ClientEncryption, docs/encryption.md)"
-    ),
-}
+UNSUPPORTED: dict[str, str] = {}
 """The options mongio parses and validates but refuses to build a client with, and why.
 
 An option in this table raises :class:`~mongio.errors.ConfigurationError` naming it and what mongio lacks,
