@@ -83,6 +83,10 @@ class FakeMongocryptd(LoopbackPeer):
         super().__init__(self._analyse)
         self.marked: list[dict[str, Any]] = []
 
+    async def __aenter__(self) -> FakeMongocryptd:
+        await super().__aenter__()
+        return self
+
     def _analyse(self, request: Request) -> Mapping[str, Any]:
         if request.command_name.lower() in ("hello", "ismaster"):
             reply = default_reply(request, self)

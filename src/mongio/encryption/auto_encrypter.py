@@ -28,11 +28,11 @@ from mongio.encryption.crypt_io import ClientCryptIO, kms_ssl_contexts
 from mongio.encryption.error_wrapping import as_encryption_errors
 from mongio.encryption.libmongocrypt import Crypt, CryptOptions, KmsRequest
 from mongio.encryption.mongocryptd import Mongocryptd
-from mongio.encryption_options import AutoEncryptionOpts
 from mongio.errors import ConfigurationError, EncryptionError
 
 if TYPE_CHECKING:
     from mongio.client import MongoClient
+    from mongio.encryption_options import AutoEncryptionOpts
 
 __all__ = ["AutoEncrypter"]
 
@@ -74,8 +74,6 @@ class AutoEncrypter:
     ) -> None:
         from mongio.client import MongoClient
 
-        if not isinstance(opts, AutoEncryptionOpts):
-            raise TypeError(f"auto_encryption_opts must be an AutoEncryptionOpts, not {type(opts).__name__}")
         if opts.key_vault_client is not None and not isinstance(opts.key_vault_client, MongoClient):
             raise TypeError(
                 f"key_vault_client must be a mongio MongoClient, not {type(opts.key_vault_client).__name__}"

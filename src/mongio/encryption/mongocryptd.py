@@ -52,7 +52,7 @@ class Mongocryptd:
     def __init__(self, uri: str, spawn_command: Sequence[str] | None) -> None:
         # The specification's selection timeout, unless the mongocryptd URI names its own.
         given = ClientOptions.from_uri(uri).options.get("serverSelectionTimeoutMS")
-        timeout = {} if given is not None else {"serverSelectionTimeoutMS": SERVER_SELECTION_TIMEOUT_MS}
+        timeout: dict[str, Any] = {} if given is not None else {"serverSelectionTimeoutMS": SERVER_SELECTION_TIMEOUT_MS}
         self._client: MongoClient[Any] = MongoClient(uri, **timeout)
         self._spawn_command = tuple(spawn_command) if spawn_command is not None else None
         self._spawned = False

@@ -99,7 +99,7 @@ async def test_insert_encrypts_and_find_decrypts(
         found = await people.find_one({"ssn": "123-45-6789"})
     assert found == {"_id": 1, "name": "Ada", "ssn": "123-45-6789"}
     stored = await plain[names[1]].people.find_one({"_id": 1})
-    assert stored is not None and isinstance(stored["ssn"], bytes) and stored["ssn"].subtype == 6
+    assert stored is not None and isinstance(stored["ssn"], Binary) and stored["ssn"].subtype == 6
     assert stored["name"] == "Ada"
     # Monitoring saw ciphertext only: the inserted document and the find filter as sent, the reply as received.
     (insert,) = recorder.commands("insert")
