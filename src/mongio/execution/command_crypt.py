@@ -81,9 +81,9 @@ def _split_packed(data: memoryview) -> Iterator[RawBSONDocument]:
 
 async def encrypted_command(
     crypt: CommandCrypt, op: Operation[Any], command: Command, observed: bool
-) -> tuple[RawBSONDocument, Command]:
-    """``command`` as one document, encrypted: what goes on the wire, and (``observed``: for the command's
-    events and span) the same command decoded, else an empty one."""
+) -> tuple[RawBSONDocument, None, Command]:
+    """``command`` as one document, encrypted: what goes on the wire (a body, no document sequences), and
+    (``observed``: for the command's events and span) the same command decoded, else an empty one."""
     body: Mapping[str, Any] = command.body
     if command.sequences:
         whole = dict(body)
@@ -93,7 +93,7 @@ async def encrypted_command(
     encoded = encode(body, codec_options=op.codec_options, max_size=None)
     encrypted = await crypt.encrypt_command(op.database, bytes(encoded))
     shown: dict[str, Any] = decode(encrypted, _AS_IS) if observed else {}
-    return RawBSONDocument(encrypted), Command(shown)
+    return RawBSONDocument(encrypted), None, Command(shown)
 
 
 async def decrypted_reply(crypt: CommandCrypt, reply: Mapping[str, Any], codec_options: CodecOptions) -> dict[str, Any]:

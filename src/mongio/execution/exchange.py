@@ -27,7 +27,7 @@ from mongio.execution.command_crypt import (
     observed_reply,
 )
 from mongio.execution.command_events import CommandEvents
-from mongio.operations.base import Command
+from mongio.operations.base import Command, Operation
 from mongio.sessions.cluster_time import ClusterClock
 
 if TYPE_CHECKING:
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from mongio.tracing.spans import CommandSpan
 
 __all__ = ["CommandExchange"]
+
+# The observers of a command nobody observes (no listener or log, no tracing).
+_UNOBSERVED: tuple[None, None] = (None, None)
 
 
 class CommandExchange:
@@ -75,19 +78,12 @@ class CommandExchange:
         session, and make it the result (an ``ok: 0`` reply raises its error unless the operation ignores it).
         ``exhaust``: an exhaust getMore, whose connection stays with the cursor while the server streams."""
         op = run.op
-        events: CommandEvents | None = None
-        span: CommandSpan | None = None
         observed = run.trace is not None or self.publisher.enabled
         body: Mapping[str, Any]
         body, sequences = command
-        if self._encrypting and not exhaust:
-            # An exhaust getMore is never encrypted: getMore is on libmongocrypt's bypass list.
-            assert self._crypt is not None
-            body, command = await encrypted_command(self._crypt, op, command, observed)
-            sequences = None
-        if observed:
-            assert attempt.server_address is not None
-            events, span = self.observers(run, conn, attempt.server_address, command)
+        if self._encrypting and not exhaust:  # an exhaust getMore: getMore is on libmongocrypt's bypass list
+            body, sequences, command = await encrypted_command(self._crypt, op, command, observed)  # type: ignore[arg-type]
+        events, span = self.observers(run, conn, attempt.server_address, command) if observed else _UNOBSERVED
         request_id = 0
         attempt.sent = True
         try:
@@ -104,17 +100,13 @@ class CommandExchange:
                 events.started(request_id)
             reply: dict[str, Any] = {}
             if run.acknowledged:
-                if self._crypt is not None:
-                    reply = await conn.receive(codec_options=RAW_REPLY, check=False, deadline=attempt.deadline)
-                else:
-                    # Command events and spans are given the reply whole: its batch is decoded then.
-                    lazy_batch = op.lazy_batch and events is None and span is None
-                    reply = await conn.receive(
-                        codec_options=op.codec_options,
-                        check=False,
-                        deadline=attempt.deadline,
-                        lazy_batch=lazy_batch,
-                    )
+                # Observers get the reply whole (its batch decoded then); a reply to decrypt comes raw.
+                reply = await conn.receive(
+                    codec_options=op.codec_options if self._crypt is None else RAW_REPLY,
+                    check=False,
+                    deadline=attempt.deadline,
+                    lazy_batch=op.lazy_batch and not observed and self._crypt is None,
+                )
         except (Exception, asyncio.CancelledError) as exc:
             _exchange_failed(run, attempt, exc, request_id, server_session, events, span)
             raise
@@ -123,9 +115,7 @@ class CommandExchange:
         else:
             error = self.take_reply(run, attempt.wire_version, reply, events, span)
         if error is not None:
-            if is_namespace_not_found(error) and op.ignores_namespace_not_found:
-                return op.empty_result()
-            raise error
+            return _result_of_error(op, error)
         if run.txn_number is not None and "writeConcernError" in reply:
             await _raise_write_concern_retry(topology, run, attempt, reply, conn)
         result = op.handle_response(reply, conn)
@@ -185,9 +175,11 @@ class CommandExchange:
         return op.handle_response(reply, conn)
 
     def observers(
-        self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
+        self, run: OperationRun[Any], conn: Connection, address: Address | None, command: Command
     ) -> tuple[CommandEvents | None, CommandSpan | None]:
-        """The command's events (when anyone listens or logs) and its span (when the client traces)."""
+        """The command's events (when anyone listens or logs) and its span (when the client traces), for a
+        command to ``address`` (the server selected: never None once an attempt sends)."""
+        assert address is not None
         op = run.op
         body, sequences = command
         publisher = self.publisher
@@ -253,6 +245,14 @@ class CommandExchange:
             raise
         if events is not None:
             events.succeeded(reply)
+
+
+def _result_of_error(op: Operation[Any], error: OperationFailure) -> Any:
+    """The result of an ``ok: 0`` reply: the operation's empty result when it ignores a missing namespace,
+    else ``error`` raised."""
+    if is_namespace_not_found(error) and op.ignores_namespace_not_found:
+        return op.empty_result()
+    raise error
 
 
 async def _send_waiting(
