@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from mongio import InsertOne, MongoClient
+from mongio import CursorType, InsertOne, MongoClient
+from mongio.bson import decode_all
 from mongio.bson.binary import Binary
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt, mongocryptd
 from mongio.errors import EncryptionError, ServerSelectionTimeoutError
@@ -312,3 +313,27 @@ async def test_key_vault_and_internal_clients(
         assert client._encrypter is not None and client._encrypter.internal_client is None
     async with MongoClient(server_uri, auto_encryption_opts=opts, maxPoolSize=0) as client:
         assert client._encrypter is not None and client._encrypter.internal_client is None
+
+
+async def test_exhaust_cursors_and_raw_batches_decrypt(
+    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary
+) -> None:
+    """What PyMongo refuses under automatic encryption works here: every reply is decrypted where it is
+    received, an exhaust stream's and a raw batch's alike."""
+    async with ClientEncryption(KMS, names[0], plain, plain.codec_options) as client_encryption:
+        secrets = [await client_encryption.encrypt(f"secret {n}", RANDOM, key_id=key_id) for n in range(6)]
+    await plain[names[1]].vault.insert_many(
+        [{"_id": n, "secret": secret} for n, secret in enumerate(secrets)]
+    )
+    opts = AutoEncryptionOpts(KMS, names[0], bypass_auto_encryption=True)
+    expected = [f"secret {n}" for n in range(6)]
+    async with MongoClient(server_uri, auto_encryption_opts=opts) as client:
+        coll = client[names[1]].vault
+        streamed = await coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST).sort("_id").to_list()
+        assert [document["secret"] for document in streamed] == expected
+        raw = [
+            document
+            async for batch in coll.find_raw_batches({}, batch_size=2).sort("_id")
+            for document in decode_all(batch)
+        ]
+        assert [document["secret"] for document in raw] == expected
