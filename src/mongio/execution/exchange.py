@@ -78,11 +78,12 @@ class CommandExchange:
         session, and make it the result (an ``ok: 0`` reply raises its error unless the operation ignores it).
         ``exhaust``: an exhaust getMore, whose connection stays with the cursor while the server streams."""
         op = run.op
+        crypt = self._crypt
         observed = run.trace is not None or self.publisher.enabled
         body: Mapping[str, Any]
         body, sequences = command
-        if self._encrypting and not exhaust:  # an exhaust getMore: getMore is on libmongocrypt's bypass list
-            body, sequences, command = await encrypted_command(self._crypt, op, command, observed)  # type: ignore[arg-type]
+        if crypt is not None and self._encrypting and not exhaust:  # exhaust: a getMore, which is never encrypted
+            body, sequences, command = await encrypted_command(crypt, op, command, observed)
         events, span = self.observers(run, conn, attempt.server_address, command) if observed else _UNOBSERVED
         request_id = 0
         attempt.sent = True
@@ -100,20 +101,19 @@ class CommandExchange:
                 events.started(request_id)
             reply: dict[str, Any] = {}
             if run.acknowledged:
-                # Observers get the reply whole (its batch decoded then); a reply to decrypt comes raw.
                 reply = await conn.receive(
-                    codec_options=op.codec_options if self._crypt is None else RAW_REPLY,
+                    codec_options=op.codec_options if crypt is None else RAW_REPLY,  # to decrypt: raw
                     check=False,
                     deadline=attempt.deadline,
-                    lazy_batch=op.lazy_batch and not observed and self._crypt is None,
+                    lazy_batch=op.lazy_batch and not observed and crypt is None,  # observers get it whole
                 )
         except (Exception, asyncio.CancelledError) as exc:
             _exchange_failed(run, attempt, exc, request_id, server_session, events, span)
             raise
-        if self._crypt is not None and reply:
-            reply, error = await self._take_encrypted_reply(run, attempt.wire_version, reply, events, span)
-        else:
+        if crypt is None or not reply:
             error = self.take_reply(run, attempt.wire_version, reply, events, span)
+        else:
+            reply, error = await self._take_encrypted_reply(run, attempt.wire_version, reply, events, span)
         if error is not None:
             return _result_of_error(op, error)
         if run.txn_number is not None and "writeConcernError" in reply:
