@@ -51,6 +51,7 @@ from mongio.operations.results import ClientBulkWriteResult
 from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import ReadPreferenceMode
+from mongio.options.uri_options import fold_case
 from mongio.options.write_concern import DEFAULT_WRITE_CONCERN, WriteConcern, as_write_concern
 from mongio.server_answer import ServerAnswer
 from mongio.sessions.client_session import ClientSession, SessionOptions
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from mongio.connection.socks import SocksProxy
     from mongio.cursor import CommandCursor
     from mongio.database import Database
+    from mongio.encryption.auto_encrypter import AutoEncrypter
     from mongio.options.protocols import (
         CodecOptionsLike,
         DriverInfoLike,
@@ -91,6 +93,9 @@ __all__ = ["AsyncMongoClient", "MongoClient"]
 _V = TypeVar("_V")
 _REPLICA_SET_TYPES = (TopologyType.ReplicaSetWithPrimary, TopologyType.ReplicaSetNoPrimary)
 _MISSING = object()
+
+# What the internal client of automatic encryption does not take from its parent's keywords.
+_NOT_INHERITED_BY_INTERNAL_CLIENT = frozenset(map(fold_case, ("auto_encryption_opts", "minPoolSize")))
 
 _CODEC_KEYWORDS = (
     "tzinfo",
@@ -287,6 +292,8 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
             from mongio.connection.auth.oidc_cache import OidcTokenCache
 
             self._oidc_cache = OidcTokenCache()
+        # Automatic encryption (auto_encryption_opts): the executor's operation hook, None without it.
+        self._encrypter = self._auto_encrypter(host, port, kwargs)
         timeout_ms = self._options.timeout_ms
         self._executor = Executor(
             self,
@@ -299,9 +306,31 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
             wait_queue_timeout=self._options.wait_queue_timeout,
             server_api=self._options.extras.get("server_api"),
             tracing=tracing,
+            command_crypt=self._encrypter,
         )
         if self._options.connect:
             self._start_connecting()
+
+    def _auto_encrypter(
+        self, host: str | Sequence[str] | None, port: int | None, kwargs: Mapping[str, Any]
+    ) -> AutoEncrypter | None:
+        """Automatic encryption for ``auto_encryption_opts`` (its module, and pymongocrypt, imported only
+        then); its internal client is made from this client's own arguments, as the specification asks."""
+        opts = self._options.extras.get("auto_encryption_opts")
+        if opts is None:
+            return None
+        from mongio.encryption.auto_encrypter import AutoEncrypter
+
+        def internal_client() -> MongoClient[Any]:
+            options = {
+                name: value
+                for name, value in kwargs.items()
+                if fold_case(name) not in _NOT_INHERITED_BY_INTERNAL_CLIENT
+            }
+            return MongoClient(host, port, minPoolSize=0, **options)
+
+        unlimited = self._options.options.get("maxPoolSize") == 0
+        return AutoEncrypter(opts, self, internal_client, unlimited_pool=unlimited)
 
     def _start_connecting(self) -> None:
         """``connect=True``: start monitoring on the running loop now, as PyMongo starts connecting in the
@@ -521,6 +550,11 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
             connecting = self._stop_connecting(loop)
             if connecting is not None:
                 closings.append(connecting)
+            if self._encrypter is not None:
+                if loop is None:
+                    self._encrypter.close_now()
+                else:
+                    closings.append(self._encrypter.aclose())
             if not closings or loop is None:
                 # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE

@@ -1139,7 +1139,8 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         """Drop the collection and its indexes (no error if it does not exist)."""
         if encrypted_fields is not None:
             raise ConfigurationError(
-                "encrypted_fields needs client-side field level encryption (not supported)"
+                "encrypted_fields is not supported yet: dropping Queryable Encryption's state collections "
+                "(enxcol_.<name>.esc and .ecoc) with the collection"
             )
         operation = Drop(
             self._database_name,

@@ -323,7 +323,8 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
             raise TypeError("name_or_collection must be a str or a Collection")
         if encrypted_fields is not None:
             raise ConfigurationError(
-                "encrypted_fields needs client-side field level encryption (not supported)"
+                "encrypted_fields is not supported yet: dropping Queryable Encryption's state collections "
+                "(enxcol_.<name>.esc and .ecoc) with the collection"
             )
         operation = Drop(
             self._name,

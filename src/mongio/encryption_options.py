@@ -135,9 +135,11 @@ TextOpts = StringOpts
 """The preview name of :class:`StringOpts`."""
 
 
-def _with_idle_shutdown(arguments: Sequence[str] | None) -> list[str]:
-    given = list(arguments) if arguments is not None else []
-    if not any("idleShutdownTimeoutSecs" in argument for argument in given):
+def _with_idle_shutdown(arguments: Sequence[Any] | None) -> list[str]:
+    """mongocryptd's arguments as strings, with ``--idleShutdownTimeoutSecs=60`` unless one of them sets it
+    (``--idleShutdownTimeoutSecs=N``, or the name followed by the value: ``["--idleShutdownTimeoutSecs", 60]``)."""
+    given = [str(argument) for argument in arguments] if arguments is not None else []
+    if not any(argument.startswith("--idleShutdownTimeoutSecs") for argument in given):
         given.append("--idleShutdownTimeoutSecs=60")
     return given
 
@@ -146,9 +148,14 @@ def _with_idle_shutdown(arguments: Sequence[str] | None) -> list[str]:
 class AutoEncryptionOpts:
     """Options of automatic encryption and decryption (PyMongo's ``AutoEncryptionOpts``, same arguments).
 
-    Building them needs nothing; a client given them raises ``ConfigurationError`` until mongio's automatic
-    encryption is there (docs/encryption.md): explicit encryption with
-    :class:`mongio.encryption.ClientEncryption` works now.
+    Building them needs nothing; a client given them (``MongoClient(..., auto_encryption_opts=opts)``)
+    needs the ``mongio[encryption]`` extra. It encrypts the fields its schema map (or the server's JSON
+    schema, or ``encrypted_fields_map``) names in every command and decrypts every reply;
+    ``bypass_auto_encryption=True`` only decrypts. Markings come from crypt_shared when it loads, else
+    from mongocryptd (spawned from ``mongocryptd_spawn_path`` with ``mongocryptd_spawn_args`` unless
+    ``mongocryptd_bypass_spawn``, reached at ``mongocryptd_uri``). Automatic encryption is an enterprise
+    only feature that only applies to operations on a collection; enabling it reduces the maximum write
+    batch size (2 MiB before encryption) and may have a negative performance impact.
     """
 
     kms_providers: Mapping[str, Any] = field(repr=False)
@@ -177,7 +184,7 @@ class AutoEncryptionOpts:
         mongocryptd_uri: str = "mongodb://localhost:27020",
         mongocryptd_bypass_spawn: bool = False,
         mongocryptd_spawn_path: str = "mongocryptd",
-        mongocryptd_spawn_args: Sequence[str] | None = None,
+        mongocryptd_spawn_args: Sequence[Any] | None = None,
         kms_tls_options: Mapping[str, Any] | None = None,
         crypt_shared_lib_path: str | None = None,
         crypt_shared_lib_required: bool = False,

@@ -15,13 +15,13 @@ from typing import Any
 from mongio.bson import RawBSONDocument, decode, encode
 from mongio.bson.binary import Binary
 from mongio.bson.codec_options import CodecOptions
-from mongio.bson.errors import BSONError
 from mongio.client import MongoClient
 from mongio.collection import Collection
 from mongio.cursor import Cursor
 from mongio.database import Database
 from mongio.encryption import cloud_credentials
 from mongio.encryption.crypt_io import ClientCryptIO, kms_ssl_contexts
+from mongio.encryption.error_wrapping import as_encryption_errors as _as_encryption_errors
 from mongio.encryption.libmongocrypt import Crypt, CryptOptions, ExplicitOptions
 from mongio.encryption_options import RangeOpts, StringOpts
 from mongio.errors import (
@@ -29,7 +29,6 @@ from mongio.errors import (
     EncryptedCollectionError,
     EncryptionError,
     InvalidOperation,
-    MongioError,
 )
 from mongio.execution.deadline import timeout, timeout_seconds
 from mongio.operations.models import UpdateOne
@@ -50,27 +49,6 @@ class RewrapManyDataKeyResult:
     bulk_write_result: BulkWriteResult | None = None
 
 
-class _AsEncryptionErrors:
-    """Failures of an encryption step as ``EncryptionError`` (the specification's wrapping); BSON errors (the
-    value cannot be encoded) and timeouts keep their own class. A class rather than a generator context
-    manager: it wraps every value encrypted."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc is None or not isinstance(exc, Exception) or isinstance(exc, EncryptionError | BSONError):
-            return
-        if isinstance(exc, MongioError) and exc.timeout:
-            return
-        raise EncryptionError(exc) from exc
-
-
-_as_encryption_errors = _AsEncryptionErrors()
 
 
 def _key_id_bytes(key_id: Any) -> bytes | None:

@@ -45,6 +45,7 @@ class _Binding:
     """The parts of pymongocrypt this module uses."""
 
     lib: Any
+    ffi: Any
     mongo_crypt: Any
     crypt_options: Any
     data_key_options: Any
@@ -59,7 +60,7 @@ def load() -> _Binding:
     """pymongocrypt's classes, imported on first call; ``ConfigurationError`` naming the extra without it."""
     try:
         from pymongocrypt.asynchronous.state_machine import AsyncMongoCryptCallback
-        from pymongocrypt.binding import lib, libmongocrypt_version
+        from pymongocrypt.binding import ffi, lib, libmongocrypt_version
         from pymongocrypt.errors import MongoCryptError
         from pymongocrypt.mongocrypt import MongoCrypt
         from pymongocrypt.options import DataKeyOpts, ExplicitEncryptOpts, MongoCryptOptions
@@ -67,6 +68,7 @@ def load() -> _Binding:
         raise ConfigurationError(f"{EXTRA_MISSING} ({exc})") from None
     return _Binding(
         lib=lib,
+        ffi=ffi,
         mongo_crypt=MongoCrypt,
         crypt_options=MongoCryptOptions,
         data_key_options=DataKeyOpts,
@@ -191,6 +193,8 @@ class CryptOptions:
     bypass_encryption: bool = True
     crypt_shared_lib_path: str | None = None
     crypt_shared_lib_required: bool = False
+    # Automatic encryption answers collection information for several collections at once ($lookup).
+    enable_multiple_collinfo: bool = False
 
     def __repr__(self) -> str:
         return f"CryptOptions(providers={sorted(self.kms_providers)}, key_expiration_ms={self.key_expiration_ms})"
@@ -259,6 +263,7 @@ class Crypt:
             crypt_shared_lib_required=options.crypt_shared_lib_required,
             bypass_encryption=options.bypass_encryption,
             key_expiration_ms=options.key_expiration_ms,
+            enable_multiple_collinfo=options.enable_multiple_collinfo,
         )
         self.__translating = _Translating(binding.error)
         with self.__translating:
@@ -336,6 +341,15 @@ class Crypt:
         with self.__translating:
             context = self.__crypt.decryption_context(reply)
         return await self.__finish(context, "decrypting a reply")
+
+    @property
+    def crypt_shared_version(self) -> str | None:
+        """The version of the crypt_shared library libmongocrypt loaded, None when it loaded none (automatic
+        encryption then needs mongocryptd for its markings)."""
+        version = self.__crypt.crypt_shared_lib_version
+        if version is None:
+            return None
+        return bytes(self.__binding.ffi.string(version)).decode()
 
     def close(self) -> None:
         """Free libmongocrypt's handle (and its key cache)."""

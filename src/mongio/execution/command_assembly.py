@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mongio.errors import ConfigurationError
 from mongio.execution import deadline as csot
-from mongio.operations.base import Command, Operation, Retryability
+from mongio.operations.base import Command, EncryptedWriteLimits, Operation, Retryability
 from mongio.sessions.cluster_time import ClusterClock
 from mongio.sessions.server_session import ServerSession, ServerSessionPool
 from mongio.topology.server_type import ServerType
@@ -73,7 +73,7 @@ class CommandAssembler:
     """Assembles the commands of one client's operations; owned by its executor, which shares with it the
     cluster clock, the server session pool, the stable API fields and the ``retryWrites`` option."""
 
-    __slots__ = ("_api_fields", "_cluster_clock", "_retry_writes", "_session_pool")
+    __slots__ = ("_api_fields", "_cluster_clock", "_retry_writes", "_session_pool", "_write_split_size")
 
     def __init__(
         self,
@@ -81,11 +81,15 @@ class CommandAssembler:
         session_pool: ServerSessionPool,
         api_fields: dict[str, Any],
         retry_writes: bool,
+        *,
+        write_split_size: int | None = None,
     ) -> None:
         self._cluster_clock = cluster_clock
         self._session_pool = session_pool
         self._api_fields = api_fields
         self._retry_writes = retry_writes
+        # Automatic encryption: write batches are built for EncryptedWriteLimits (cut at this many bytes).
+        self._write_split_size = write_split_size
 
     def command_for(
         self,
@@ -110,7 +114,8 @@ class CommandAssembler:
             self._decide_txn_number(run, description, server_session)
         attempt.generation = conn.generation
         attempt.wire_version = conn.max_wire_version
-        command = op.build(conn)
+        split_size = self._write_split_size
+        command = op.build(conn if split_size is None else EncryptedWriteLimits(conn, split_size))
         body = command.body
         if run.txn_number is not None and op.retryability is not _RETRYABLE_WRITE:
             # The build found statements that cannot be retried (a multi-document write).

@@ -19,8 +19,15 @@ from mongio.error_classification import is_namespace_not_found, retryable_write_
 from mongio.errors import ConnectionFailure, OperationFailure
 from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
+from mongio.execution.command_crypt import (
+    RAW_REPLY,
+    CommandCrypt,
+    decrypted_reply,
+    encrypted_command,
+    observed_reply,
+)
 from mongio.execution.command_events import CommandEvents
-from mongio.operations.base import Command
+from mongio.operations.base import Command, Operation
 from mongio.sessions.cluster_time import ClusterClock
 
 if TYPE_CHECKING:
@@ -33,18 +40,28 @@ if TYPE_CHECKING:
 
 __all__ = ["CommandExchange"]
 
+# The observers of a command nobody observes (no listener or log, no tracing).
+_UNOBSERVED: tuple[None, None] = (None, None)
+
 
 class CommandExchange:
     """The round trips of one client's commands; owned by its executor, which shares its cluster clock."""
 
-    __slots__ = ("_operation_ids", "cluster_clock", "publisher")
+    __slots__ = ("_crypt", "_encrypting", "_operation_ids", "cluster_clock", "publisher")
 
     def __init__(
-        self, publisher: CommandPublisher, cluster_clock: ClusterClock, operation_ids: OperationIds
+        self,
+        publisher: CommandPublisher,
+        cluster_clock: ClusterClock,
+        operation_ids: OperationIds,
+        crypt: CommandCrypt | None = None,
     ) -> None:
         self.publisher = publisher
         self.cluster_clock = cluster_clock
         self._operation_ids = operation_ids
+        # Automatic encryption (None without it): replies decrypted, commands encrypted unless bypassed.
+        self._crypt = crypt
+        self._encrypting = crypt is not None and crypt.encrypts_commands
 
     async def round_trip(
         self,
@@ -61,18 +78,19 @@ class CommandExchange:
         session, and make it the result (an ``ok: 0`` reply raises its error unless the operation ignores it).
         ``exhaust``: an exhaust getMore, whose connection stays with the cursor while the server streams."""
         op = run.op
-        events: CommandEvents | None = None
-        span: CommandSpan | None = None
-        if run.trace is not None or self.publisher.enabled:
-            assert attempt.server_address is not None
-            events, span = self.observers(run, conn, attempt.server_address, command)
+        crypt = self._crypt
+        observed = run.trace is not None or self.publisher.enabled
+        body: Mapping[str, Any]
+        body, sequences = command
+        if crypt is not None and self._encrypting and not exhaust:  # exhaust: a getMore, which is never encrypted
+            body, sequences, command = await encrypted_command(crypt, op, command, observed)
+        events, span = self.observers(run, conn, attempt.server_address, command) if observed else _UNOBSERVED
         request_id = 0
         attempt.sent = True
         try:
             if exhaust or not run.acknowledged:
-                request_id = await _send_waiting(run, attempt, conn, command, exhaust)
+                request_id = await _send_waiting(run, attempt, conn, body, sequences, exhaust)
             else:  # written without waiting: the reply is awaited next
-                body, sequences = command
                 request_id = conn.send_nowait(
                     op.database, body, document_sequences=sequences, codec_options=op.codec_options
                 )
@@ -83,22 +101,21 @@ class CommandExchange:
                 events.started(request_id)
             reply: dict[str, Any] = {}
             if run.acknowledged:
-                # Command events and spans are given the reply whole: its batch is decoded then.
-                lazy_batch = op.lazy_batch and events is None and span is None
                 reply = await conn.receive(
-                    codec_options=op.codec_options,
+                    codec_options=op.codec_options if crypt is None else RAW_REPLY,  # to decrypt: raw
                     check=False,
                     deadline=attempt.deadline,
-                    lazy_batch=lazy_batch,
+                    lazy_batch=op.lazy_batch and not observed and crypt is None,  # observers get it whole
                 )
         except (Exception, asyncio.CancelledError) as exc:
             _exchange_failed(run, attempt, exc, request_id, server_session, events, span)
             raise
-        error = self.take_reply(run, attempt.wire_version, reply, events, span)
+        if crypt is None or not reply:
+            error = self.take_reply(run, attempt.wire_version, reply, events, span)
+        else:
+            reply, error = await self._take_encrypted_reply(run, attempt.wire_version, reply, events, span)
         if error is not None:
-            if is_namespace_not_found(error) and op.ignores_namespace_not_found:
-                return op.empty_result()
-            raise error
+            return _result_of_error(op, error)
         if run.txn_number is not None and "writeConcernError" in reply:
             await _raise_write_concern_retry(topology, run, attempt, reply, conn)
         result = op.handle_response(reply, conn)
@@ -106,6 +123,28 @@ class CommandExchange:
             assert run.pin is not None
             run.pin.hold_stream(pool, conn, command.body)
         return result
+
+    async def _take_encrypted_reply(
+        self,
+        run: OperationRun[Any],
+        wire_version: int | None,
+        received: dict[str, Any],
+        events: CommandEvents | None,
+        span: CommandSpan | None,
+    ) -> tuple[dict[str, Any], OperationFailure | None]:
+        """A reply received raw under automatic encryption: its succeeded or failed event shows it as it
+        came (still encrypted), then it is decrypted for the operation."""
+        assert self._crypt is not None
+        codec_options = run.op.codec_options
+        if events is None and span is None:
+            # Nothing observes it: decode only the decrypted reply (the fields read below are never encrypted).
+            reply = await decrypted_reply(self._crypt, received, codec_options)
+            return reply, self.take_reply(run, wire_version, reply, None, None)
+        encrypted = observed_reply(received, codec_options)
+        error = self.take_reply(run, wire_version, encrypted, events, span)
+        if error is not None:
+            return encrypted, error
+        return await decrypted_reply(self._crypt, received, codec_options), None
 
     async def streamed_reply(
         self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
@@ -118,25 +157,29 @@ class CommandExchange:
             events, span = self.observers(run, conn, address, command)
         if events is not None:
             events.started(conn.request_id)
+        codec_options = op.codec_options if self._crypt is None else RAW_REPLY
         try:
-            reply = await conn.receive(
-                codec_options=op.codec_options, check=False, deadline=csot.current_deadline()
-            )
+            reply = await conn.receive(codec_options=codec_options, check=False, deadline=csot.current_deadline())
         except (Exception, asyncio.CancelledError) as exc:
             if events is not None:
                 events.failed(exc)
             if span is not None:
                 span.failed(exc)
             raise
-        error = self.take_reply(run, conn.max_wire_version, reply, events, span)
+        if self._crypt is not None:
+            reply, error = await self._take_encrypted_reply(run, conn.max_wire_version, reply, events, span)
+        else:
+            error = self.take_reply(run, conn.max_wire_version, reply, events, span)
         if error is not None:
             raise error
         return op.handle_response(reply, conn)
 
     def observers(
-        self, run: OperationRun[Any], conn: Connection, address: Address, command: Command
+        self, run: OperationRun[Any], conn: Connection, address: Address | None, command: Command
     ) -> tuple[CommandEvents | None, CommandSpan | None]:
-        """The command's events (when anyone listens or logs) and its span (when the client traces)."""
+        """The command's events (when anyone listens or logs) and its span (when the client traces), for a
+        command to ``address`` (the server selected: never None once an attempt sends)."""
+        assert address is not None
         op = run.op
         body, sequences = command
         publisher = self.publisher
@@ -204,13 +247,25 @@ class CommandExchange:
             events.succeeded(reply)
 
 
+def _result_of_error(op: Operation[Any], error: OperationFailure) -> Any:
+    """The result of an ``ok: 0`` reply: the operation's empty result when it ignores a missing namespace,
+    else ``error`` raised."""
+    if is_namespace_not_found(error) and op.ignores_namespace_not_found:
+        return op.empty_result()
+    raise error
+
+
 async def _send_waiting(
-    run: OperationRun[Any], attempt: Attempt, conn: Connection, command: Command, exhaust: bool
+    run: OperationRun[Any],
+    attempt: Attempt,
+    conn: Connection,
+    body: Mapping[str, Any],
+    sequences: Mapping[str, Any] | None,
+    exhaust: bool,
 ) -> int:
     """Write an exhaust getMore or an unacknowledged write, waiting until it is written (under CSOT until the
     deadline, infinite for timeoutMS=0, instead of socketTimeoutMS); returns its request id."""
     op = run.op
-    body, sequences = command
     if exhaust:
         return await conn.send(
             op.database, body, codec_options=op.codec_options, exhaust_allowed=True, deadline=attempt.deadline

@@ -52,6 +52,7 @@ from mongio.errors import (
 from mongio.events.command import CommandPublisher
 from mongio.execution import deadline as csot
 from mongio.execution.command_assembly import CommandAssembler
+from mongio.execution.command_crypt import AUTO_ENCRYPTION_SPLIT_SIZE, CommandCrypt
 from mongio.execution.exchange import CommandExchange
 from mongio.execution.failed_attempts import (
     closed_while_running,
@@ -121,6 +122,7 @@ class Executor:
         wait_queue_timeout: float | None = None,
         server_api: ServerApiLike | None = None,
         tracing: Tracing | None = None,
+        command_crypt: CommandCrypt | None = None,
     ) -> None:
         self._client = client
         # OpenTelemetry spans (None when the client does not trace: its cost is then an `is None` or two).
@@ -139,11 +141,18 @@ class Executor:
         self._wait_queue_timeout = wait_queue_timeout
         self.cluster_clock = ClusterClock()
         self.session_pool = ServerSessionPool()
+        # Automatic encryption, the operation hook (None without it): every command encrypted before it is
+        # sent (write batches cut smaller for it) and every reply decrypted (mongio.execution.command_crypt).
+        encrypting = command_crypt is not None and command_crypt.encrypts_commands
         self._commands = CommandAssembler(
-            self.cluster_clock, self.session_pool, self._api_fields, retry_options.retry_writes
+            self.cluster_clock,
+            self.session_pool,
+            self._api_fields,
+            retry_options.retry_writes,
+            write_split_size=AUTO_ENCRYPTION_SPLIT_SIZE if encrypting else None,
         )
         self._operation_ids = OperationIds()
-        self._exchange = CommandExchange(publisher, self.cluster_clock, self._operation_ids)
+        self._exchange = CommandExchange(publisher, self.cluster_clock, self._operation_ids, command_crypt)
         # The last server selected without waiting, for a topology of one server: (description, read
         # preference, is_write, server). Selection is pure, so an unchanged description needs none.
         self._last_selection: tuple[TopologyDescription, Any, bool, Server] | None = None

@@ -105,6 +105,39 @@ class ServerLimits:
     max_write_batch_size: int = DEFAULT_MAX_WRITE_BATCH_SIZE
 
 
+@dataclass(frozen=True, slots=True)
+class EncryptedWriteLimits:
+    """A :class:`ConnectionContext` for a client with automatic encryption: the connection's limits, and
+    write batches cut once their statements pass ``split_size`` bytes before encryption (which makes them
+    larger). A statement over ``split_size`` still goes, alone (the client-side encryption specification's
+    "Size limits for Write Commands")."""
+
+    connection: ConnectionContext
+    split_size: int
+
+    @property
+    def max_wire_version(self) -> int:
+        return self.connection.max_wire_version
+
+    @property
+    def max_bson_size(self) -> int:
+        return self.connection.max_bson_size
+
+    @property
+    def max_message_size(self) -> int:
+        return self.connection.max_message_size
+
+    @property
+    def max_write_batch_size(self) -> int:
+        return self.connection.max_write_batch_size
+
+
+def batch_split_size(context: ConnectionContext) -> int | None:
+    """The bytes of statements after which a write batch planned for ``context`` is cut although the message
+    could take more (automatic encryption's limit), or None: only the message's limits count."""
+    return context.split_size if isinstance(context, EncryptedWriteLimits) else None
+
+
 class DocumentSequence(list[bytes | PackedDocuments]):
     """An OP_MSG document sequence: the encoded documents (what the wire sends) and the documents they were
     encoded from (what command monitoring shows as the command's array), kept side by side so neither has to

@@ -36,6 +36,7 @@ from mongio.operations.base import (
     Operation,
     Retryability,
     add_raw_data,
+    batch_split_size,
     encode_insert,
     for_server,
 )
@@ -158,6 +159,7 @@ def _fitting(
     :func:`plan_batch`); ``position`` gives a statement's place in the caller's list, for the error."""
     limit = context.max_message_size - RESERVED_MESSAGE_BYTES
     max_bson = context.max_bson_size
+    split = batch_split_size(context)
     size = fixed_size
     count = 0
     for doc_size in sizes:
@@ -167,6 +169,8 @@ def _fitting(
                     f"{kind_name} document {position(0)} is {doc_size} bytes, over the server's "
                     f"maxBsonObjectSize of {max_bson}"
                 )
+            break
+        if count and split is not None and size - fixed_size + doc_size > split:
             break
         if size + doc_size > limit:
             if not count:

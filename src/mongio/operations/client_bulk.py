@@ -52,6 +52,7 @@ from mongio.operations.base import (
     Retryability,
     ServerLimits,
     add_raw_data,
+    batch_split_size,
     encode_insert,
     for_server,
     parse_cursor,
@@ -463,9 +464,24 @@ class ClientBulkWrite:
         ops = self._ops
         limit = context.max_message_size - (RESERVED_MESSAGE_BYTES + self._body_size)
         stop = min(len(ops), start + context.max_write_batch_size)
-        end, used = ops.plan(start, stop, limit, context.max_message_size)
+        split = batch_split_size(context)
+        if split is not None and split - self._body_size < limit:
+            end, used = self._plan_split(start, stop, split - self._body_size, limit, context.max_message_size)
+        else:
+            end, used = ops.plan(start, stop, limit, context.max_message_size)
         ops_sequence, ns_sequence = ops.sequences(start, end, used)
         return BatchPlan(end, {"ops": ops_sequence, "nsInfo": ns_sequence}, ops.any_multi(start, end))
+
+    def _plan_split(
+        self, start: int, stop: int, split_limit: int, limit: int, max_message_size: int
+    ) -> tuple[int, list[int]]:
+        """:meth:`plan_batch`'s cut under automatic encryption: the batch stops at ``split_limit`` bytes, but
+        an operation larger than that alone still goes, alone, within the message's ``limit``."""
+        ops = self._ops
+        try:
+            return ops.plan(start, stop, split_limit, max_message_size)
+        except DocumentTooLarge:
+            return ops.plan(start, start + 1, limit, max_message_size)
 
     def record_reply(self, batch: ClientBulkWriteBatch, reply: Mapping[str, Any]) -> CursorState:
         """Record ``batch``'s reply (its counts, write concern error and first results) and return its results

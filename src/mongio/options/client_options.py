@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mongio.encryption_options import AutoEncryptionOpts
 from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.listener_registry import listed_by_kind
 from mongio.options.credentials import MongoCredential, build_credential
@@ -63,7 +64,7 @@ from mongio.server_api import as_server_api
 if TYPE_CHECKING:
     from mongio.options.srv import DnsResolver
 
-__all__ = ["KEYWORD_ONLY", "UNSUPPORTED", "ClientOptions"]
+__all__ = ["KEYWORD_ONLY", "ClientOptions"]
 
 # PyMongo's keyword-only MongoClient settings (not connection string options), by case-folded name, and
 # mongio's own ``tracing``. ``MongoClient`` reads each of them from :attr:`ClientOptions.extras`.
@@ -88,20 +89,6 @@ KEYWORD_ONLY = {
         "tracing",
     )
 }
-
-UNSUPPORTED: dict[str, str] = {
-    "auto_encryption_opts": (
-        "mongio does not support automatic client-side field level encryption (In-Use Encryption) yet; the "
-        "fields meant to be encrypted would be written in plaintext, so the option is refused (explicit "
-        "encryption works: mongio.encryption.ClientEncryption, docs/encryption.md)"
-    ),
-}
-"""The options mongio parses and validates but refuses to build a client with, and why.
-
-An option in this table raises :class:`~mongio.errors.ConfigurationError` naming it and what mongio lacks,
-after the checks of the options given together, rather than being silently ignored.
-``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
-"""
 
 DEFAULT_CONNECT_TIMEOUT = 20.0
 DEFAULT_SERVER_SELECTION_TIMEOUT = 30.0
@@ -327,6 +314,11 @@ def _keyword_options(
         )
     if extras.get("server_api") is not None:
         extras["server_api"] = as_server_api(extras["server_api"])
+    encryption = extras.get("auto_encryption_opts")
+    if encryption is not None and not isinstance(encryption, AutoEncryptionOpts):
+        raise ConfigurationError(
+            f"auto_encryption_opts must be a mongio.encryption.AutoEncryptionOpts, not {type(encryption).__name__}"
+        )
     return options, extras
 
 
@@ -408,16 +400,13 @@ def _read_preference(explicit: Any, get: Callable[..., Any]) -> Any:
     return make_read_preference(mode, get("readPreferenceTags"), get("maxStalenessSeconds", -1))
 
 
-def _refuse_unsupported(options: URIOptions, extras: Mapping[str, Any]) -> None:
-    """Raise ``ConfigurationError`` for the first option given that mongio cannot honour (see ``UNSUPPORTED``).
+def _refuse_unsupported(options: URIOptions) -> None:
+    """Raise ``ConfigurationError`` for an option value mongio cannot honour rather than ignore it.
 
     ``serverSelectionTryOnce=true`` asks for the single-threaded drivers' selection (one scan, then fail at
     once); mongio always waits for a suitable server up to ``serverSelectionTimeoutMS``, which is what
     ``serverSelectionTryOnce=false`` asks for, so only ``false`` is accepted.
     """
-    for name, reason in UNSUPPORTED.items():
-        if name in options or extras.get(name) is not None:
-            raise ConfigurationError(f"{name} is not supported: {reason}")
     if options.get("serverSelectionTryOnce") is True:
         raise ConfigurationError(
             "serverSelectionTryOnce=true is not supported: it is a single-threaded driver's mode; mongio's "
@@ -430,7 +419,7 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
     merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
     resolved = not sources.is_srv or bool(sources.seeds)
     check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
-    _refuse_unsupported(merged, sources.extras)
+    _refuse_unsupported(merged)
     get = merged.get
     extras = dict(sources.extras)
 

@@ -7,8 +7,7 @@ to any of them without a row here fails :func:`test_every_accepted_option_has_a_
 that does not exist fails :func:`test_every_row_names_a_collected_test`.
 
 A :class:`Proven` row names a test in which a client built with the option behaves differently from one
-without it (on the wire, in its pool, or in the values it returns). A :class:`Refused` row names the test
-showing the client refuses the option with a ``ConfigurationError`` naming what mongio lacks. Some options are
+without it (on the wire, in its pool, or in the values it returns). Some options are
 accepted in one value and refused in another (``serverSelectionTryOnce``): their row proves the
 accepted value's effect and its note says which value is refused.
 """
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from mongio import MongoClient
-from mongio.options.client_options import KEYWORD_ONLY, UNSUPPORTED
+from mongio.options.client_options import KEYWORD_ONLY
 from mongio.options.uri_options import ALIASES, DEPRECATED_ALIASES, OPTIONS, fold_case
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +32,6 @@ EFFECTS = "tests/integration/api/test_option_effects.py"
 TLS = "tests/integration/api/test_option_effects_tls.py"
 SOCKS5 = "tests/integration/prose/test_socks5.py"
 OCSP = "tests/integration/server/test_ocsp.py"
-REFUSALS = "tests/unit/options/test_options_client.py::test_unsupported_options_are_refused_naming_what_mongio_lacks"
 
 
 @dataclass(frozen=True)
@@ -44,15 +42,7 @@ class Proven:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Refused:
-    """The client refuses the option with a ``ConfigurationError`` naming what mongio lacks; ``test`` shows it."""
-
-    test: str
-    note: str = ""
-
-
-Row = Proven | Refused
+Row = Proven
 
 OPTION_TABLE: dict[str, Row] = {
     # -- the connection string's options (also accepted as keywords) --
@@ -193,7 +183,9 @@ OPTION_TABLE: dict[str, Row] = {
         "tests/integration/api/test_server_api.py::test_every_command_carries_the_declared_api_version"
     ),
     "driver": Proven(f"{EFFECTS}::test_appname_and_driver_are_in_the_handshake"),
-    "auto_encryption_opts": Refused(REFUSALS, "until mongio supports client-side field level encryption"),
+    "auto_encryption_opts": Proven(
+        "tests/integration/prose/test_encryption_automatic.py::test_insert_encrypts_and_find_decrypts"
+    ),
     "server_selector": Proven(f"{EFFECTS}::test_server_selector_filters_every_selection"),
     "read_preference": Proven(f"{EFFECTS}::test_read_preference_options_reach_a_mongos"),
     "tracing": Proven("tests/integration/api/test_tracing.py::test_bulk_write_is_one_operation"),
@@ -242,9 +234,3 @@ def test_every_row_names_a_collected_test(option: str) -> None:
     assert name in defined_tests(path), f"{option}: {path} defines no test {name}"
 
 
-def test_the_refused_options_are_the_ones_the_client_refuses() -> None:
-    # Every option of the client's refusal table is marked refused here, and proven refused by the test.
-    refused = {name for name, row in OPTION_TABLE.items() if isinstance(row, Refused)}
-    assert set(UNSUPPORTED) <= refused
-    for name in UNSUPPORTED:
-        assert OPTION_TABLE[name].test == REFUSALS

@@ -245,7 +245,6 @@ def test_read_preference_from_options_and_object() -> None:
 @pytest.mark.parametrize(
     ("uri", "kwargs", "refused", "missing"),
     [
-        ("mongodb://h", {"auto_encryption_opts": object()}, "auto_encryption_opts", "field level encryption"),
         ("mongodb://h/?serverSelectionTryOnce=true", {}, "serverSelectionTryOnce=true", "single-threaded"),
         ("mongodb://h", {"serverSelectionTryOnce": True}, "serverSelectionTryOnce=true", "single-threaded"),
     ],

@@ -341,7 +341,7 @@ def _cases() -> Iterator[Case]:
     yield from client("proxy-keyword-password", "mongodb://h", proxyHost="p", proxyUsername="u", proxyPassword=PW + "é")
     yield from client("proxy-unix-socket", f"mongodb://{AUTH}%2Ftmp%2Fm.sock{proxy}&proxyPassword={PW}")
     yield from client("proxy-password-alone-keyword", "mongodb://h", proxyPassword=PW_DECODED)
-    yield from client("refused-encryption", with_password, auto_encryption_opts={"key": PW_DECODED})
+    yield from client("encryption-options-wrong-type", with_password, auto_encryption_opts={"key": PW_DECODED})
     yield from client("refused-try-once", f"{with_password}/?serverSelectionTryOnce=true")
     yield from client(
         "keyword-secret-type", "mongodb://h", tlsCertificateKeyFilePassword=PW_DECODED.encode() + b"\0", tls=1
