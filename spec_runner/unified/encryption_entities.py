@@ -16,11 +16,12 @@ import asyncio
 import atexit
 import base64
 from collections.abc import Mapping
-from typing import Any
-
-from tests.support.query_analyser import AnalyserThread
+from typing import TYPE_CHECKING, Any
 
 from spec_runner.unified.errors import UnifiedTestError
+
+if TYPE_CHECKING:
+    from tests.support.query_analyser import AnalyserThread
 
 __all__ = [
     "LOCAL_MASTER_KEY",
@@ -158,6 +159,9 @@ _ANALYSER: list[AnalyserThread] = []
 async def query_analyser_uri() -> str:
     """The URI of the stand-in query analyser, started on first use and kept for the rest of the process."""
     if not _ANALYSER:
+        # The tests' own support code, imported when a test first needs it (as the OCSP suite's PKI is).
+        from tests.support.query_analyser import AnalyserThread
+
         analyser = AnalyserThread()
         # Starting waits for it to listen: done in a worker thread so the loop keeps running.
         await asyncio.to_thread(analyser.start)
