@@ -9,6 +9,7 @@ needs something the test server cannot do. Pure logic: no server, no driver.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from spec_runner.unified.legacy import is_legacy_file, to_unified
 from spec_runner.unified.requirements import parse_version
 
 RETRYABLE_WRITE_ERROR_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
@@ -38,6 +40,9 @@ class TestProfile:
     requirements: Sequence[Sequence[Mapping[str, Any]]] = ()  # the file's, then the test's runOnRequirements
     sessions: frozenset[str] = field(default_factory=frozenset)  # the session entities' ids
     key_providers: frozenset[str] = field(default_factory=frozenset)  # initialData's masterKey providers
+    create_options: Sequence[Mapping[str, Any]] = ()  # initialData's createOptions
+    data_key_providers: Mapping[bytes, str] = field(default_factory=dict)  # initialData's data key id -> provider
+    ciphertext_keys: frozenset[bytes] = frozenset()  # the key ids of the ciphertexts in the test and its data
 
     @classmethod
     def of(cls, document: Mapping[str, Any], test: Mapping[str, Any]) -> TestProfile:
@@ -70,6 +75,13 @@ class TestProfile:
             requirements=requirements,
             sessions=frozenset(sessions),
             key_providers=frozenset(_master_key_providers(document.get("initialData") or ())),
+            create_options=[
+                item["createOptions"]
+                for item in document.get("initialData") or ()
+                if isinstance(item, Mapping) and isinstance(item.get("createOptions"), Mapping)
+            ],
+            data_key_providers=dict(_data_keys(document.get("initialData") or ())),
+            ciphertext_keys=frozenset(_ciphertext_keys([test, document.get("initialData") or ()])),
         )
 
     def client_retries_writes(self, name: Any) -> bool:
@@ -143,6 +155,49 @@ def _master_key_providers(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for child in value:
             yield from _master_key_providers(child)
+
+
+def _binary_bytes(value: Any, subtype: str) -> bytes | None:
+    """The bytes of an Extended JSON ``$binary`` of ``subtype`` (two hex digits), else None."""
+    if not isinstance(value, Mapping) or set(value) != {"$binary"}:
+        return None
+    binary = value["$binary"]
+    if not isinstance(binary, Mapping) or binary.get("subType") != subtype:
+        return None
+    try:
+        return base64.b64decode(str(binary.get("base64", "")), validate=True)
+    except ValueError:
+        return None
+
+
+def _data_keys(value: Any) -> Iterator[tuple[bytes, str]]:
+    """(the key's UUID bytes, its masterKey provider) of every data key document inside ``value``."""
+    if isinstance(value, Mapping):
+        master_key, key_id = value.get("masterKey"), _binary_bytes(value.get("_id"), "04")
+        if isinstance(master_key, Mapping) and isinstance(master_key.get("provider"), str) and key_id is not None:
+            yield key_id, master_key["provider"]
+        for child in value.values():
+            yield from _data_keys(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _data_keys(child)
+
+
+_CIPHERTEXT_KINDS = (1, 2)  # BSON binary encrypted: deterministic and random ciphertext (then the key's UUID)
+
+
+def _ciphertext_keys(value: Any) -> Iterator[bytes]:
+    """The key UUIDs of the client-side encryption ciphertexts (subtype 6) anywhere inside ``value``."""
+    data = _binary_bytes(value, "06")
+    if data is not None:
+        if len(data) > 17 and data[0] in _CIPHERTEXT_KINDS:
+            yield data[1:17]
+    elif isinstance(value, Mapping):
+        for child in value.values():
+            yield from _ciphertext_keys(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _ciphertext_keys(child)
 
 
 def _provider_values(value: Any) -> Iterator[str]:
@@ -273,6 +328,43 @@ def _automatic_encryption(profile: TestProfile) -> bool:
     return any("autoEncryptOpts" in options for options in profile.clients.values())
 
 
+def _encrypted_fields_used(profile: TestProfile) -> bool:
+    """Queryable Encryption: a collection is created (initialData) or dropped/created by an operation with
+    ``encryptedFields``, or a client's autoEncryptOpts has an ``encryptedFieldsMap``."""
+    return (
+        any("encryptedFields" in options for options in profile.create_options)
+        or any(
+            "encryptedFieldsMap" in (options.get("autoEncryptOpts") or {}) for options in profile.clients.values()
+        )
+        or any(
+            op.get("name") in ("createCollection", "dropCollection", "createEncryptedCollection")
+            and _contains_key(op.get("arguments") or {}, "encryptedFields")
+            for op in profile.operations
+        )
+    )
+
+
+def _remote_encryption_schema(profile: TestProfile) -> bool:
+    """A collection of initialData is created with a ``$jsonSchema`` validator that holds ``encrypt``."""
+    return any(
+        isinstance(options.get("validator"), Mapping)
+        and _contains_key(options["validator"].get("$jsonSchema") or {}, "encrypt")
+        for options in profile.create_options
+    )
+
+
+def _automatic_encryption_with_keys_of(profile: TestProfile, providers: Sequence[str]) -> bool:
+    """A client with autoEncryptOpts, and a ciphertext in the test or its data (what it writes, reads or expects)
+    made with a data key of the file's key vault whose master key is of a provider in ``providers``: automatic
+    encryption or decryption has to unwrap that key."""
+    if not _automatic_encryption(profile):
+        return False
+    wanted = set(providers)
+    return any(
+        profile.data_key_providers.get(key_id, "").partition(":")[0] in wanted for key_id in profile.ciphertext_keys
+    )
+
+
 _DECRYPTS_DATA_KEYS = frozenset({"encrypt", "decrypt", "rewrapManyDataKey"})
 
 
@@ -318,6 +410,9 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
     "client-side-encryption": (_client_side_encryption, frozenset()),
     "automatic-encryption": (_automatic_encryption, frozenset()),
+    "encrypted-fields-used": (_encrypted_fields_used, frozenset()),
+    "remote-encryption-schema": (_remote_encryption_schema, frozenset()),
+    "automatic-encryption-with-keys-of": (_automatic_encryption_with_keys_of, frozenset({"providers"})),
     "kms-provider-used": (_kms_provider_used, frozenset({"providers"})),
     "server-side-javascript": (_server_side_javascript, frozenset()),
     "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
@@ -385,10 +480,12 @@ def runs_on_test_server(document: Mapping[str, Any], test: Mapping[str, Any]) ->
 
 @cache
 def _file_document(path: Path) -> Any:
+    """The file's plain JSON, a legacy file rewritten as the unified file it runs as."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return to_unified(document, path.stem) if is_legacy_file(document) else document
 
 
 def profile_of(path: Path, index: int) -> TestProfile | None:

@@ -141,7 +141,7 @@ UNIT = Tree(
             "The benchmark and fuzzing scripts' bookkeeping and checks.",
             ("test_*bench*", "test_hostile_*", "test_floor_client*", "test_workload_*", "test_fuzz_*"),
         ),
-        Folder("support", "The tests' own support code (tests/support).", ("test_virtual_clock*",)),
+        Folder("support", "The tests' own support code (tests/support).", ("test_virtual_clock*", "test_query_analyser*")),
     ),
     exceptions={
         "api_parity.py": "compat",

@@ -609,6 +609,7 @@ class MongioBackend:
             "serverApi",
             "observeTracingMessages",
             "awaitMinPoolSizeMS",
+            "autoEncryptOpts",
         }
         unknown = set(options) - known
         if unknown:
@@ -653,6 +654,8 @@ class MongioBackend:
                 kwargs[key] = value
         if "serverApi" in options:
             kwargs["server_api"] = server_api(options["serverApi"])
+        if "autoEncryptOpts" in options:
+            kwargs["auto_encryption_opts"] = await self._auto_encryption_opts(options["autoEncryptOpts"])
         spans: SpanStore | None = None
         if "observeTracingMessages" in options:
             spans = SpanStore(options["observeTracingMessages"] or {})
@@ -684,6 +687,13 @@ class MongioBackend:
         if spans is not None:
             spans.clear()  # the runner's own ping is not the test's
             entity.extras["spans"] = spans
+
+    async def _auto_encryption_opts(self, options: Mapping[str, Any]) -> Any:
+        """``AutoEncryptionOpts`` for an ``autoEncryptOpts`` document, with the stand-in query analyser as
+        mongocryptd (tests/support/query_analyser.py)."""
+        auto_encryption_opts = driver_api("mongio.encryption", "AutoEncryptionOpts")
+        analyser_uri = await encryption_entities.query_analyser_uri()
+        return auto_encryption_opts(**encryption_entities.auto_encryption_options(options, analyser_uri))
 
     def _client_uri(self, options: Mapping[str, Any]) -> str:
         """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster); one member

@@ -1,4 +1,7 @@
-"""The ``clientEncryption`` entity: its ``clientEncryptionOpts`` as ``ClientEncryption``'s arguments.
+"""The ``clientEncryption`` entity: its ``clientEncryptionOpts`` as ``ClientEncryption``'s arguments; and a
+client entity's ``autoEncryptOpts`` as ``AutoEncryptionOpts``' arguments, with the stand-in query analyser of
+``tests/support/query_analyser.py`` as mongocryptd (started once per process, on a thread of its own so that
+clients of every event loop reach it; there is no mongocryptd or crypt_shared here).
 
 The ``kmsProviders`` placeholders are filled with what this machine can stand behind: the test README's
 local master key for ``local``; for the cloud providers and KMIP, which need real accounts or the drivers'
@@ -9,13 +12,24 @@ those providers are skipped by the skip list's ``cloud-or-kmip-kms`` rule, namin
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spec_runner.unified.errors import UnifiedTestError
 
-__all__ = ["LOCAL_MASTER_KEY", "client_encryption_options", "kms_providers"]
+if TYPE_CHECKING:
+    from tests.support.query_analyser import AnalyserThread
+
+__all__ = [
+    "LOCAL_MASTER_KEY",
+    "auto_encryption_options",
+    "client_encryption_options",
+    "kms_providers",
+    "query_analyser_uri",
+]
 
 LOCAL_MASTER_KEY = base64.b64decode(
     "Mng0NCt4ZHVUYUJCa1kxNkVyNUR1QURhZ2h2UzR2d2RrZzh0cFBwM3R6NmdWMDFBMUN3YkQ5aXRRMkhGRGdQV09wOGVNYUMxT2k3NjZKelhaQmRCZGJkTXVyZG9uSjFk"
@@ -33,7 +47,11 @@ def _is_placeholder(value: Any) -> bool:
 _UNREACHABLE = "127.0.0.1:9"
 """The discard port on loopback: nothing listens there, so a request that got through would fail at once."""
 _STAND_IN = {
-    "aws": {"accessKeyId": "not-a-real-access-key", "secretAccessKey": "not-a-real-secret-key"},
+    "aws": {
+        "accessKeyId": "not-a-real-access-key",
+        "secretAccessKey": "not-a-real-secret-key",
+        "sessionToken": "not-a-real-session-token",
+    },
     "azure": {
         "tenantId": "not-a-tenant",
         "clientId": "not-a-client",
@@ -90,3 +108,63 @@ def client_encryption_options(options: Mapping[str, Any], key_vault_client: Any)
     if "keyExpirationMS" in options:
         kwargs["key_expiration_ms"] = options["keyExpirationMS"]
     return kwargs
+
+
+# extraOptions of autoEncryptOpts (client-side encryption tests README) -> AutoEncryptionOpts' arguments.
+_EXTRA_OPTIONS = {
+    "mongocryptdURI": "mongocryptd_uri",
+    "mongocryptdBypassSpawn": "mongocryptd_bypass_spawn",
+    "mongocryptdSpawnPath": "mongocryptd_spawn_path",
+    "mongocryptdSpawnArgs": "mongocryptd_spawn_args",
+    "cryptSharedLibPath": "crypt_shared_lib_path",
+    "cryptSharedLibRequired": "crypt_shared_lib_required",
+}
+_AUTO_ENCRYPT_OPTIONS = {
+    "keyVaultNamespace": "key_vault_namespace",
+    "bypassAutoEncryption": "bypass_auto_encryption",
+    "schemaMap": "schema_map",
+    "encryptedFieldsMap": "encrypted_fields_map",
+    "bypassQueryAnalysis": "bypass_query_analysis",
+    "keyExpirationMS": "key_expiration_ms",
+}
+
+
+def auto_encryption_options(options: Mapping[str, Any], analyser_uri: str) -> dict[str, Any]:
+    """The keyword arguments of ``AutoEncryptionOpts`` for an ``autoEncryptOpts`` document: mongocryptd is the
+    query analyser at ``analyser_uri``, never spawned, unless the test's extraOptions say otherwise."""
+    known = {"kmsProviders", "extraOptions", *_AUTO_ENCRYPT_OPTIONS}
+    unknown = set(options) - known
+    if unknown:
+        raise UnifiedTestError(f"autoEncryptOpts: unsupported option(s) {sorted(unknown)}")
+    kwargs: dict[str, Any] = {
+        "kms_providers": kms_providers(options["kmsProviders"]),
+        "mongocryptd_uri": analyser_uri,
+        "mongocryptd_bypass_spawn": True,
+    }
+    for name, argument in _AUTO_ENCRYPT_OPTIONS.items():
+        if name in options:
+            kwargs[argument] = options[name]
+    extra = options.get("extraOptions") or {}
+    unknown = set(extra) - set(_EXTRA_OPTIONS)
+    if unknown:
+        raise UnifiedTestError(f"autoEncryptOpts.extraOptions: unsupported option(s) {sorted(unknown)}")
+    for name, value in extra.items():
+        kwargs[_EXTRA_OPTIONS[name]] = value
+    return kwargs
+
+
+_ANALYSER: list[AnalyserThread] = []
+
+
+async def query_analyser_uri() -> str:
+    """The URI of the stand-in query analyser, started on first use and kept for the rest of the process."""
+    if not _ANALYSER:
+        # The tests' own support code, imported when a test first needs it (as the OCSP suite's PKI is).
+        from tests.support.query_analyser import AnalyserThread
+
+        analyser = AnalyserThread()
+        # Starting waits for it to listen: done in a worker thread so the loop keeps running.
+        await asyncio.to_thread(analyser.start)
+        atexit.register(analyser.stop)
+        _ANALYSER.append(analyser)
+    return _ANALYSER[0].uri

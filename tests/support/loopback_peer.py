@@ -205,7 +205,9 @@ class LoopbackPeer:
 
     ``compressors`` is what the peer accepts in a hello's ``compression`` list; ``ssl`` (a server-side
     context) makes it a TLS peer; ``max_wire_version`` goes into the default hello reply. ``host`` picks the
-    listening address (``"::1"`` for IPv6); ``unix_socket`` listens on that path instead of TCP.
+    listening address (``"::1"`` for IPv6); ``unix_socket`` listens on that path instead of TCP. With
+    ``record_requests=False`` the peer keeps no request (``requests`` stays empty), for a peer that serves a
+    whole run.
     """
 
     def __init__(
@@ -217,8 +219,10 @@ class LoopbackPeer:
         max_wire_version: int = 21,
         host: str = "127.0.0.1",
         unix_socket: str | None = None,
+        record_requests: bool = True,
     ) -> None:
         self.handler = handler
+        self.record_requests = record_requests
         self.compressors = list(compressors)
         self.ssl = ssl
         self.max_wire_version = max_wire_version
@@ -304,9 +308,10 @@ class LoopbackPeer:
                 length = int.from_bytes(header[:4], "little", signed=True)
                 raw = header + await reader.readexactly(length - HEADER_SIZE)
                 request = self._decode(connection, raw)
-                connection.requests.append(request)
-                self.requests.append(request)
-                self._request_event.set()
+                if self.record_requests:
+                    connection.requests.append(request)
+                    self.requests.append(request)
+                    self._request_event.set()
                 result = self._call_handler(request)
                 if inspect.isawaitable(result):
                     result = await result

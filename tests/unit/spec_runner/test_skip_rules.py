@@ -4,6 +4,7 @@ skips nothing is stale)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -189,16 +190,64 @@ def test_server_side_javascript() -> None:
     assert not rule.matches(profile({"name": "find", "object": "c", "arguments": {"filter": {"where": 1}}}))
 
 
-def test_automatic_encryption() -> None:
-    rule = real_rule("automatic-encryption")
-    assert rule.matches(
-        profile(entities=[{"client": {"id": "c", "autoEncryptOpts": {"keyVaultNamespace": "k.v"}}}])
-    )
-    # Explicit encryption runs.
-    assert not rule.matches(
-        profile(entities=[CLIENT, {"clientEncryption": {"id": "ce", "clientEncryptionOpts": {}}}])
-    )
-    assert not rule.matches(profile(entities=[CLIENT]))
+AUTO_CLIENT = {"client": {"id": "c", "autoEncryptOpts": {"keyVaultNamespace": "k.v", "kmsProviders": {"local": {}}}}}
+
+
+def file_profile(initial_data: Any, test: dict[str, Any], entities: Any = (AUTO_CLIENT,)) -> TestProfile:
+    document = {"createEntities": list(entities), "initialData": initial_data, "tests": [test]}
+    return TestProfile.of(document, test)
+
+
+def ejson_binary(data: bytes, subtype: str) -> dict[str, Any]:
+    return {"$binary": {"base64": base64.b64encode(data).decode(), "subType": subtype}}
+
+
+def test_server_side_queryable_encryption() -> None:
+    rule = real_rule("server-side-queryable-encryption")
+    created = [{"databaseName": "db", "collectionName": "c", "documents": [], "createOptions": {"encryptedFields": {}}}]
+    assert rule.matches(file_profile(created, {"description": "t", "operations": []}))
+    mapped = {"client": {"id": "c", "autoEncryptOpts": {"encryptedFieldsMap": {"db.c": {}}}}}
+    assert rule.matches(profile(entities=[mapped]))
+    drop = {"name": "dropCollection", "object": "db", "arguments": {"collection": "c", "encryptedFields": {}}}
+    assert rule.matches(profile(drop))
+    # A JSON schema (FLE1) and explicit encryption are not Queryable Encryption.
+    assert not rule.matches(profile(entities=[AUTO_CLIENT]))
+    assert not rule.matches(profile({"name": "dropCollection", "object": "db", "arguments": {"collection": "c"}}))
+
+
+def test_remote_encryption_schema() -> None:
+    rule = real_rule("remote-encryption-schema")
+    schema = {"properties": {"ssn": {"encrypt": {"keyId": "/a", "algorithm": "x"}}}, "bsonType": "object"}
+    remote = [{"databaseName": "db", "collectionName": "c", "createOptions": {"validator": {"$jsonSchema": schema}}}]
+    assert rule.matches(file_profile(remote, {"description": "t", "operations": []}))
+    # A validator without encryption, or the same schema given locally (schemaMap), runs.
+    plain = [{"databaseName": "db", "collectionName": "c", "createOptions": {"validator": {"$jsonSchema": {}}}}]
+    assert not rule.matches(file_profile(plain, {"description": "t", "operations": []}))
+    local = {"client": {"id": "c", "autoEncryptOpts": {"schemaMap": {"db.c": schema}}}}
+    assert not rule.matches(profile(entities=[local]))
+
+
+def test_automatic_encryption_with_cloud_keys() -> None:
+    rule = real_rule("automatic-encryption-with-cloud-keys")
+    aws_id, local_id = bytes(16), bytes([1] * 16)
+    keys = [
+        {"_id": ejson_binary(aws_id, "04"), "masterKey": {"provider": "aws", "key": "arn"}},
+        {"_id": ejson_binary(local_id, "04"), "masterKey": {"provider": "local"}},
+    ]
+    initial = [{"databaseName": "keyvault", "collectionName": "datakeys", "documents": keys}]
+
+    def expecting(key_id: bytes, kind: int = 1) -> dict[str, Any]:
+        ciphertext = ejson_binary(bytes([kind]) + key_id + b"\x02" + bytes(32), "06")
+        event = {"commandStartedEvent": {"command": {"insert": "c", "documents": [{"ssn": ciphertext}]}}}
+        return {"description": "t", "operations": [], "expectEvents": [{"client": "c", "events": [event]}]}
+
+    assert rule.matches(file_profile(initial, expecting(aws_id)))
+    # A local key's ciphertext, a malformed value naming no key of the vault, a subtype-6 marking (byte 0),
+    # or no automatic encryption at all: the test does not need the cloud KMS.
+    assert not rule.matches(file_profile(initial, expecting(local_id)))
+    assert not rule.matches(file_profile(initial, expecting(bytes([9] * 16))))
+    assert not rule.matches(file_profile(initial, expecting(aws_id, kind=0)))
+    assert not rule.matches(file_profile(initial, expecting(aws_id), entities=[CLIENT]))
 
 
 def test_cloud_or_kmip_kms() -> None:
