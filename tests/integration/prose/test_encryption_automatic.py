@@ -321,3 +321,9 @@ async def test_exhaust_cursors_and_raw_batches_decrypt(
             for document in decode_all(batch)
         ]
         assert [document["secret"] for document in raw] == expected
+        aggregated = [
+            document
+            async for batch in await coll.aggregate_raw_batches([{"$sort": {"_id": 1}}], batchSize=2)
+            for document in decode_all(batch)
+        ]
+        assert [document["secret"] for document in aggregated] == expected
