@@ -316,13 +316,6 @@ def _discovery_events_beyond(profile: TestProfile, counts: Mapping[str, int]) ->
     return False
 
 
-def _client_side_encryption(profile: TestProfile) -> bool:
-    """A clientEncryption entity, or a client entity with autoEncryptOpts, is declared."""
-    return "clientEncryption" in profile.entity_kinds or any(
-        "autoEncryptOpts" in options for options in profile.clients.values()
-    )
-
-
 def _automatic_encryption(profile: TestProfile) -> bool:
     """A client entity with autoEncryptOpts is declared."""
     return any("autoEncryptOpts" in options for options in profile.clients.values())
@@ -408,8 +401,6 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "retried-client-bulk-write": (_retried_client_bulk_write, frozenset()),
     "argument-on": (_argument_on, frozenset({"argument", "operations"})),
     "discovery-events-beyond": (_discovery_events_beyond, frozenset({"counts"})),
-    "client-side-encryption": (_client_side_encryption, frozenset()),
-    "automatic-encryption": (_automatic_encryption, frozenset()),
     "encrypted-fields-used": (_encrypted_fields_used, frozenset()),
     "remote-encryption-schema": (_remote_encryption_schema, frozenset()),
     "automatic-encryption-with-keys-of": (_automatic_encryption_with_keys_of, frozenset({"providers"})),

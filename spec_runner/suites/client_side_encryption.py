@@ -1,12 +1,13 @@
 """The client-side encryption specification's tests, against the server: the unified files (``tests/unified``)
 and the legacy ones (``tests/legacy``, rewritten as unified files by :mod:`spec_runner.unified.legacy`).
 
-Explicit encryption and key management run with the ``mongio[encryption]`` extra. Automatic encryption asks
-the stand-in query analyser of ``tests/support/query_analyser.py`` for its markings (as ``mongocryptdURI``,
-started once per run), so the tests whose schemas it can mark run; what needs a cloud KMS or KMIP server,
-crypt_shared or mongocryptd's full query analysis, or server-side Queryable Encryption, is skipped by the skip
-list, which names what it needs.
-"""
+Explicit encryption and key management run with the ``mongio[encryption]`` extra and the ``local`` KMS
+provider. Automatic encryption asks the stand-in query analyser of ``tests/support/query_analyser.py`` for its
+markings (as ``mongocryptdURI``, started once per run), so the tests whose local schemas (``schemaMap``) it
+can mark run. The skip list names what the rest needs: data keys wrapped by the drivers' real cloud KMS keys
+or KMIP server (the prose tests run the same requests against the fakes of ``tests/support``), a server that
+stores encryption schemas or Queryable Encryption's collections, or crypt_shared/mongocryptd's full query
+analysis."""
 
 from __future__ import annotations
 

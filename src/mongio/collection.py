@@ -24,11 +24,10 @@ from mongio.cursor import (
     RawBatchCursor,
     raw_batch_codec_options,
 )
-from mongio.errors import ConfigurationError
 from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.deadline import TimeoutMode
 from mongio.operations.bulk import BulkWrite
-from mongio.operations.collections import Drop, ListCollections, RenameCollection, validate_collection_name
+from mongio.operations.collections import ListCollections, RenameCollection, validate_collection_name
 from mongio.operations.count_command import Count
 from mongio.operations.crud import (
     CountDocuments,
@@ -1134,22 +1133,18 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
     # -- the collection itself --------------------------------------------------------------------------------
 
     async def drop(
-        self, session: ClientSession | None = None, comment: Any = None, encrypted_fields: Any = None
+        self,
+        session: ClientSession | None = None,
+        comment: Any = None,
+        encrypted_fields: Mapping[str, Any] | None = None,
     ) -> None:
-        """Drop the collection and its indexes (no error if it does not exist)."""
-        if encrypted_fields is not None:
-            raise ConfigurationError(
-                "encrypted_fields is not supported yet: dropping Queryable Encryption's state collections "
-                "(enxcol_.<name>.esc and .ecoc) with the collection"
-            )
-        operation = Drop(
-            self._database_name,
-            self._name,
-            comment=comment,
-            write_concern=self._write_concern,
-            codec_options=self._codec_options,
+        """Drop the collection and its indexes (no error if it does not exist), with this collection's write
+        concern. A Queryable Encryption collection's state collections go first, as
+        :meth:`Database.drop_collection` says (``encrypted_fields=``, the client's map, or the server's)."""
+        database = self._database.with_options(
+            codec_options=self._codec_options, write_concern=self._write_concern, timeout=self.timeout
         )
-        await self._run(operation, session)
+        await database.drop_collection(self._name, session, comment, encrypted_fields)
 
     async def rename(
         self, new_name: str, session: ClientSession | None = None, comment: Any = None, **kwargs: Any

@@ -17,7 +17,15 @@ from mongio.api_base import ChangeStreamSource, DerivedScope
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor
-from mongio.errors import CollectionInvalid, ConfigurationError, InvalidName, OperationFailure
+from mongio.encrypted_collections import (
+    SAFE_CONTENT_INDEX,
+    CreateStateCollection,
+    asks_the_server,
+    encrypted_fields_of,
+    state_collection_names,
+    takes_encrypted_fields,
+)
+from mongio.errors import CollectionInvalid, InvalidName, OperationFailure
 from mongio.operations.collections import Create, Drop, ListCollections
 from mongio.operations.run_command import RunCommand, RunCursorCommand, command_document
 from mongio.options.read_preference import as_read_preference
@@ -293,12 +301,31 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
 
         With ``check_exists`` (the default) an existing collection raises :class:`CollectionInvalid`.
 
+        A Queryable Encryption collection (``encrypted_fields=``, or an entry of the client's
+        ``encrypted_fields_map``) is created with what it needs, as the client-side encryption specification
+        says: its state collections ``enxcol_.<name>.esc`` and ``enxcol_.<name>.ecoc`` first (on MongoDB 7.0
+        or later, else ``ConfigurationError`` before anything is sent), then the collection with its
+        ``encryptedFields``, then the index on ``__safeContent__``; the first step that fails stops the rest.
+
         ``logs = await db.create_collection("logs", capped=True, size=2**20)``
         """
         if check_exists and name in await self.list_collection_names(session=session, filter={"name": name}):
             raise CollectionInvalid(f"collection {name} already exists")
         collection = self.get_collection(name, codec_options, read_preference, write_concern, read_concern)
         comment = kwargs.pop("comment", None)
+        encrypted_fields = encrypted_fields_of(self._client, self._name, name, takes_encrypted_fields(kwargs))
+        if encrypted_fields is not None:
+            for state in state_collection_names(name, encrypted_fields):
+                await self._run(
+                    CreateStateCollection(
+                        self._name,
+                        state,
+                        write_concern=collection.write_concern,
+                        codec_options=collection.codec_options,
+                    ),
+                    session,
+                )
+            kwargs["encryptedFields"] = encrypted_fields
         operation = Create(
             self._name,
             name,
@@ -308,6 +335,8 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
             **kwargs,
         )
         await self._run(operation, session)
+        if encrypted_fields is not None:
+            await collection.create_index(SAFE_CONTENT_INDEX, session=session)
         return collection
 
     async def drop_collection(
@@ -317,24 +346,45 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         comment: Any = None,
         encrypted_fields: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Drop a collection (no error if it does not exist); returns the server's reply."""
+        """Drop a collection (no error if it does not exist); returns the server's reply.
+
+        A Queryable Encryption collection's state collections are dropped first: its ``encryptedFields`` come
+        from ``encrypted_fields=``, else the client's ``encrypted_fields_map``, else (for a client with
+        automatic encryption) the server's ``listCollections``.
+        """
         name = name_or_collection.name if isinstance(name_or_collection, Collection) else name_or_collection
         if not isinstance(name, str):
             raise TypeError("name_or_collection must be a str or a Collection")
-        if encrypted_fields is not None:
-            raise ConfigurationError(
-                "encrypted_fields is not supported yet: dropping Queryable Encryption's state collections "
-                "(enxcol_.<name>.esc and .ecoc) with the collection"
-            )
-        operation = Drop(
+        if encrypted_fields is not None and not isinstance(encrypted_fields, Mapping):
+            raise TypeError(f"encrypted_fields must be a mapping, not {type(encrypted_fields).__name__}")
+        found = encrypted_fields_of(self._client, self._name, name, encrypted_fields)
+        if found is None and asks_the_server(self._client):
+            found = await self._server_encrypted_fields(name, session)
+        if found is not None:
+            for state in state_collection_names(name, found):
+                await self._run(self._drop(state, None), session)
+        reply: dict[str, Any] = await self._run(self._drop(name, comment), session)
+        return reply
+
+    def _drop(self, name: str, comment: Any) -> Drop:
+        return Drop(
             self._name,
             name,
             comment=comment,
             write_concern=self._write_concern,
             codec_options=self._codec_options,
         )
-        reply: dict[str, Any] = await self._run(operation, session)
-        return reply
+
+    async def _server_encrypted_fields(
+        self, name: str, session: ClientSession | None
+    ) -> Mapping[str, Any] | None:
+        """The ``encryptedFields`` the server holds for the collection (None when it has none, or no such
+        collection)."""
+        async for info in self.list_collections(session=session, filter={"name": name}):
+            options = info.get("options")
+            fields = options.get("encryptedFields") if isinstance(options, Mapping) else None
+            return fields if isinstance(fields, Mapping) else None
+        return None
 
     def list_collections(
         self,

@@ -19,6 +19,7 @@ from mongio.errors import (
 from mongio.execution.deadline import timeout_in_force
 from mongio.execution.executor import Answered
 from mongio.operations.base import Operation
+from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
 from mongio.options.write_concern import WriteConcern
@@ -126,6 +127,8 @@ class FakeClient:
     write_concern: WriteConcern = field(default_factory=WriteConcern)
     read_concern: ReadConcern = field(default_factory=ReadConcern)
     context: FakeContext = field(default_factory=FakeContext)
+    # A client's options (the API reads the automatic encryption settings from them): none set.
+    options: ClientOptions = field(default_factory=lambda: ClientOptions.from_uri(f"mongodb://{ADDRESS[0]}"))
 
     def __post_init__(self) -> None:
         self._executor = FakeExecutor(self.respond, self.context)

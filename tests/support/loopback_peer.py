@@ -174,6 +174,11 @@ class PeerConnection:
         self.writer.close()
 
 
+MAX_REPLY_SIZE = 16 * 1024 * 1024 + 16 * 1024
+"""The largest reply document the peer sends: a server's internal limit (16 MiB and 16 KiB), which lets a
+reply carry a whole 16 MiB document with the fields around it, as a query analyser's marked command does."""
+
+
 def default_reply(request: Request, peer: LoopbackPeer) -> dict[str, Any]:
     """hello/isMaster: a standalone writable server (offering the peer's compressors); anything else: ok."""
     name = request.command_name.lower()
@@ -401,7 +406,7 @@ class LoopbackPeer:
         response_to: int,
         more_to_come: bool,
     ) -> bytes:
-        body = encode(reply.document)
+        body = encode(reply.document, max_size=MAX_REPLY_SIZE)
         if request.opcode == OP_QUERY:
             message = encode_op_reply(request_id, response_to, [body])
         else:

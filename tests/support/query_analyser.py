@@ -579,8 +579,15 @@ def analyse(command: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _nested_encryption_information(command: Mapping[str, Any]) -> bool:
+    """Queryable Encryption's schema where it nests: in an explained command, or in each namespace of a client
+    ``bulkWrite`` (``nsInfo``)."""
     explained = command.get("explain")
-    return isinstance(explained, Mapping) and "encryptionInformation" in explained
+    if isinstance(explained, Mapping) and "encryptionInformation" in explained:
+        return True
+    namespaces = command.get("nsInfo")
+    return isinstance(namespaces, Sequence) and any(
+        isinstance(namespace, Mapping) and "encryptionInformation" in namespace for namespace in namespaces
+    )
 
 
 def _mark_command(marker: _Marker, command: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,14 +1,17 @@
 """Automatic encryption and decryption against the test server, with a local master key, a schema map given
-client-side and markings from a stand-in mongocryptd on loopback (tests/support/fake_mongocryptd.py; the
-server refuses the ``encrypt`` schema keyword, so the schema never goes to it).
+client-side and markings from the stand-in mongocryptd on loopback (tests/support/query_analyser.py; the
+server refuses the ``encrypt`` schema keyword, so the schema never goes to it). Queryable Encryption's
+client ``bulkWrite``, which the stand-in does not analyse, is answered by tests/support/fake_mongocryptd.py,
+which sends every command back unmarked.
 
 What is shown: an insert is encrypted before it is sent and a find decrypts (the stored values are
 ciphertext, read back by a plain client); command monitoring sees the encrypted command and the encrypted
-reply; ``bypass_auto_encryption`` decrypts every reply, cursor getMores and change streams included; write
-batches are cut at 2 MiB before encryption (prose test "BSON size limits and batch splitting", cases 1-4);
+reply; ``bypass_auto_encryption`` decrypts every reply, cursor getMores and change streams included; client
+``bulkWrite`` batches are cut at 2 MiB before encryption (the collection's own write batches, prose test 4,
+are in test_encryption_automatic_prose.py, with test 5, the view);
 mongocryptd is asked for markings only when something needs them, and is spawned again and asked once more
 after a failed server selection; ``crypt_shared_lib_required`` without crypt_shared fails clearly;
-libmongocrypt's refusals (an unsupported command, a view) come back as ``EncryptionError``.
+libmongocrypt's refusal of an unsupported command comes back as ``EncryptionError``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mongio.bson.binary import Binary
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt, mongocryptd
 from mongio.errors import EncryptionError, ServerSelectionTimeoutError
 from tests.support.fake_mongocryptd import FakeMongocryptd
+from tests.support.query_analyser import QueryAnalyser
 from tests.support.recorders import CommandRecorder
 
 pytestmark = [
@@ -72,13 +76,21 @@ async def key_id(plain: MongoClient, names: tuple[str, str]) -> Binary:
 
 
 @pytest.fixture
-async def analyser() -> AsyncIterator[FakeMongocryptd]:
+async def analyser() -> AsyncIterator[QueryAnalyser]:
+    async with QueryAnalyser() as serving:
+        yield serving
+
+
+@pytest.fixture
+async def echoing_analyser() -> AsyncIterator[FakeMongocryptd]:
+    """A mongocryptd that sends back what it is asked unmarked: for Queryable Encryption's commands, which the
+    stand-in query analyser does not analyse."""
     async with FakeMongocryptd() as peer:
         yield peer
 
 
 def auto_opts(
-    names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd, **extra: Any
+    names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser | FakeMongocryptd, **extra: Any
 ) -> AutoEncryptionOpts:
     options: dict[str, Any] = {
         "schema_map": {f"{names[1]}.people": schema_for(key_id)},
@@ -90,7 +102,7 @@ def auto_opts(
 
 
 async def test_insert_encrypts_and_find_decrypts(
-    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
+    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser
 ) -> None:
     recorder = CommandRecorder()
     opts = auto_opts(names, key_id, analyser)
@@ -108,11 +120,13 @@ async def test_insert_encrypts_and_find_decrypts(
     # The key vault's find (by the internal client, which has the same listeners) comes first.
     key_find, find = recorder.commands("find")
     assert key_find["find"] == "datakeys"
-    assert find["filter"]["ssn"].subtype == 6
+    assert (
+        find["filter"]["ssn"]["$eq"].subtype == 6
+    )  # the analyser writes equality as $eq, as mongocryptd does
     reply = recorder.replies("find")[-1]
     assert reply["cursor"]["firstBatch"][0]["ssn"].subtype == 6
     assert "123-45-6789" not in repr([event.command for event in recorder.started_events])
-    assert [command["insert"] for command in analyser.marked if "insert" in command] == ["people"]
+    assert [command["insert"] for command in analyser.analysed if "insert" in command] == ["people"]
 
 
 async def test_bypass_auto_encryption_decrypts_cursors_and_change_streams(
@@ -133,35 +147,14 @@ async def test_bypass_auto_encryption_decrypts_cursors_and_change_streams(
     assert [document["secret"] for document in documents] == [f"secret {n}" for n in range(5)]
 
 
-async def test_write_batches_split_at_two_mib(
-    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
-) -> None:
-    recorder = CommandRecorder()
-    opts = auto_opts(names, key_id, analyser)
-    async with MongoClient(server_uri, auto_encryption_opts=opts, event_listeners=[recorder]) as client:
-        people = client[names[1]].people
-        # A document over 2 MiB still goes, alone (the limit cuts batches, never a lone document).
-        await people.insert_one({"_id": "over_2mib_under_16mib", "unencrypted": "a" * TWO_MIB})
-        await people.bulk_write(
-            [InsertOne({"_id": f"over_2mib_{n}", "unencrypted": "a" * TWO_MIB}) for n in (1, 2)]
-        )
-        await people.insert_many(
-            [{"_id": f"under_2mib_{n}", "ssn": "x", "unencrypted": "a" * (TWO_MIB - 2000)} for n in (1, 2)]
-        )
-        await people.insert_many([{"_id": f"small_{n}", "ssn": str(n)} for n in range(10)])
-        assert await people.count_documents({}) == 15
-    sizes = [len(command["documents"]) for command in recorder.commands("insert")]
-    assert sizes == [1, 1, 1, 1, 1, 10]
-
-
 async def test_client_bulk_write_splits_at_two_mib(
-    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
+    server_uri: str, names: tuple[str, str], key_id: Binary, echoing_analyser: QueryAnalyser
 ) -> None:
     recorder = CommandRecorder()
     namespace = f"{names[1]}.plain"
     # Queryable Encryption's map (libmongocrypt encrypts client bulkWrite for it), with no field encrypted.
     opts = auto_opts(
-        names, key_id, analyser, schema_map=None, encrypted_fields_map={namespace: {"fields": []}}
+        names, key_id, echoing_analyser, schema_map=None, encrypted_fields_map={namespace: {"fields": []}}
     )
     async with MongoClient(server_uri, auto_encryption_opts=opts, event_listeners=[recorder]) as client:
         await client.bulk_write(
@@ -178,7 +171,7 @@ async def test_client_bulk_write_splits_at_two_mib(
 
 
 async def test_bypass_query_analysis_never_asks_for_markings(
-    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
+    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser
 ) -> None:
     async with ClientEncryption(KMS, names[0], plain, plain.codec_options) as client_encryption:
         secret = await client_encryption.encrypt("explicit", DETERMINISTIC, key_id=key_id)
@@ -188,11 +181,11 @@ async def test_bypass_query_analysis_never_asks_for_markings(
         coll = client[names[1]].people
         await coll.insert_one({"_id": 1, "ssn": secret})
         assert await coll.find_one({"_id": 1}) == {"_id": 1, "ssn": "explicit"}
-    assert analyser.marked == []
+    assert not analyser.analysed
 
 
 async def test_unsupported_command_is_refused(
-    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
+    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser
 ) -> None:
     async with MongoClient(server_uri, auto_encryption_opts=auto_opts(names, key_id, analyser)) as client:
         with pytest.raises(EncryptionError, match="command not supported for auto encryption: killOp"):
@@ -201,17 +194,8 @@ async def test_unsupported_command_is_refused(
         assert (await client[names[1]].command("ping"))["ok"] == 1
 
 
-async def test_view_is_refused(
-    server_uri: str, plain: MongoClient, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
-) -> None:
-    await plain[names[1]].create_collection("view", viewOn="people", pipeline=[])
-    async with MongoClient(server_uri, auto_encryption_opts=auto_opts(names, key_id, analyser)) as client:
-        with pytest.raises(EncryptionError, match="cannot auto encrypt a view"):
-            await client[names[1]].view.insert_one({"_id": 1})
-
-
 async def test_mongocryptd_unreachable_without_spawn_raises_selection_error(
-    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd
+    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser
 ) -> None:
     uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
     opts = auto_opts(names, key_id, analyser, mongocryptd_uri=uri)
@@ -224,7 +208,7 @@ async def test_mongocryptd_spawned_then_again_after_failed_selection(
     server_uri: str,
     names: tuple[str, str],
     key_id: Binary,
-    analyser: FakeMongocryptd,
+    analyser: QueryAnalyser,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first marking spawns mongocryptd; a failed server selection spawns it again and the command is
@@ -250,7 +234,7 @@ async def test_mongocryptd_spawned_after_failed_selection_answers(
     server_uri: str,
     names: tuple[str, str],
     key_id: Binary,
-    analyser: FakeMongocryptd,
+    analyser: QueryAnalyser,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Nothing listens until the spawn after the failed selection "starts" mongocryptd (the client is
@@ -276,11 +260,11 @@ async def test_mongocryptd_spawned_after_failed_selection_answers(
         monkeypatch.setattr(mongocryptd, "_spawn", start)
         await client[names[1]].people.insert_one({"_id": 1, "ssn": "1"})
         await reachable.close()
-    assert len(spawned) == 2 and len(analyser.marked) == 1
+    assert len(spawned) == 2 and len(analyser.analysed) == 1
 
 
 async def test_mongocryptd_spawn_failure_names_the_command(
-    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: FakeMongocryptd, tmp_path: Path
+    server_uri: str, names: tuple[str, str], key_id: Binary, analyser: QueryAnalyser, tmp_path: Path
 ) -> None:
     missing = str(tmp_path / "no-such-mongocryptd")
     opts = auto_opts(names, key_id, analyser, mongocryptd_bypass_spawn=False, mongocryptd_spawn_path=missing)
@@ -337,3 +321,9 @@ async def test_exhaust_cursors_and_raw_batches_decrypt(
             for document in decode_all(batch)
         ]
         assert [document["secret"] for document in raw] == expected
+        aggregated = [
+            document
+            async for batch in await coll.aggregate_raw_batches([{"$sort": {"_id": 1}}], batchSize=2)
+            for document in decode_all(batch)
+        ]
+        assert [document["secret"] for document in aggregated] == expected

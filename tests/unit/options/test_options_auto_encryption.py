@@ -97,3 +97,29 @@ async def test_the_internal_client_takes_the_parent_s_options_but_min_pool_size(
     await client.close()
     with pytest.raises(Exception, match="closed"):
         await internal.admin.command("ping")
+
+
+@needs_extra
+@pytest.mark.parametrize("min_pool_size", ["minPoolSize", "minpoolsize", "MINPOOLSIZE", "MinPoolSize"])
+@pytest.mark.parametrize("auto_encryption", ["auto_encryption_opts", "AUTO_ENCRYPTION_OPTS"])
+async def test_the_internal_client_drops_every_spelling_of_what_it_does_not_inherit(
+    min_pool_size: str, auto_encryption: str
+) -> None:
+    """Keywords are matched case-insensitively: whichever spelling the parent was given, the internal client
+    neither keeps the parent's pool minimum nor encrypts."""
+    opts = AutoEncryptionOpts(KMS, "keyvault.datakeys")
+    keywords: dict[str, Any] = {min_pool_size: 3, auto_encryption: opts, "maxPoolSize": 5}
+    client: MongoClient = MongoClient("mongodb://h", **keywords)
+    encrypter = client._encrypter
+    assert client.options.min_pool_size == 3 and encrypter is not None
+    internal = encrypter.internal_client
+    assert internal is not None
+    assert (internal.options.min_pool_size, internal.options.max_pool_size) == (0, 5)
+    assert internal.options.extras.get("auto_encryption_opts") is None and internal._encrypter is None
+    await client.close()
+
+
+def test_a_snake_case_pool_minimum_is_no_option_so_nothing_reaches_the_internal_client() -> None:
+    opts = AutoEncryptionOpts(KMS, "keyvault.datakeys")
+    with pytest.raises(ConfigurationError, match="Unknown option 'min_pool_size'"):
+        MongoClient("mongodb://h", min_pool_size=3, auto_encryption_opts=opts)

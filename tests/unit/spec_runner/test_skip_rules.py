@@ -377,7 +377,7 @@ def test_malformed_rules_are_refused(item: dict[str, Any], problem: str) -> None
 
 
 def test_rule_ids_are_unique() -> None:
-    item = {"rule": "r", "kind": "client-side-encryption", "reason": "x"}
+    item = {"rule": "r", "kind": "retried-client-bulk-write", "reason": "x"}
     with pytest.raises(ValueError, match="used twice"):
         parse_skips([item, item])
 

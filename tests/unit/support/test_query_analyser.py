@@ -253,6 +253,10 @@ def test_a_remote_schema_may_hold_validation_keywords() -> None:
         ({"update": "people", "updates": [{"q": {}, "u": [{"$set": {"a": 1}}]}]}, "an update pipeline"),
         ({"mapReduce": "people"}, "the command 'mapReduce'"),
         ({"insert": "people", "encryptionInformation": {}}, "Queryable Encryption (encryptionInformation)"),
+        (
+            {"bulkWrite": 1, "ops": [], "nsInfo": [{"ns": "db.people", "encryptionInformation": {}}]},
+            "Queryable Encryption (encryptionInformation)",
+        ),
     ],
 )
 def test_what_the_stand_in_cannot_analyse_is_named(command: dict[str, Any], construct: str) -> None:
