@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -728,6 +729,10 @@ class Cursor(_CursorBase[_T]):
         )
 
     def _first_operation(self) -> Operation[CursorState]:
+        spec = self._spec
+        if (spec["min"] is not None or spec["max"] is not None) and spec["hint"] is None:
+            # The server refuses it too; said before anything is sent, as PyMongo does.
+            raise InvalidOperation("min() and max() need a hint(): the index whose keys they bound")
         operation = self._prepared or self._find_operation()
         self._prepared = None
         operation.lazy_batch = self._lazy_batches and not self._keeps_documents
@@ -858,12 +863,14 @@ class Cursor(_CursorBase[_T]):
         return self._set(collation=collation)
 
     def min(self, spec: Any) -> Cursor[_T]:
-        """The inclusive lower bound of the index used (needs a ``hint``)."""
-        return self._set(min=dict(index_document(spec, "min")))
+        """The inclusive lower bound of the index used, as ``[(key, value), ...]`` in the index's key order
+        (needs a ``hint``)."""
+        return self._set(min=dict(index_document(_index_bound(spec, "min"), "min")))
 
     def max(self, spec: Any) -> Cursor[_T]:
-        """The exclusive upper bound of the index used (needs a ``hint``)."""
-        return self._set(max=dict(index_document(spec, "max")))
+        """The exclusive upper bound of the index used, as ``[(key, value), ...]`` in the index's key order
+        (needs a ``hint``)."""
+        return self._set(max=dict(index_document(_index_bound(spec, "max"), "max")))
 
     def allow_disk_use(self, allow_disk_use: bool) -> Cursor[_T]:
         """Let a large sort write temporary files on the server."""
@@ -917,13 +924,26 @@ class Cursor(_CursorBase[_T]):
 
     def clone(self) -> Cursor[_T]:
         """A new, unrun cursor with the same query, options and session."""
-        return self._remade(Cursor, self._collection)
+        return self._copy(self._spec)
 
-    def _remade(self, cursor_class: type[_C], source: Any) -> _C:
-        """A new, unrun ``cursor_class`` with this cursor's query, options, session and timeout mode, made by
-        its constructor from ``source`` (what that constructor takes first: the collection to read) and the
-        builder method of the one option the constructor does not take."""
-        options = dict(self._spec)
+    def __copy__(self) -> Cursor[_T]:
+        """``copy.copy(cursor)``: :meth:`clone`."""
+        return self.clone()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Cursor[_T]:
+        """``copy.deepcopy(cursor)``: :meth:`clone`, with copies of the query's documents (filter,
+        projection, sort...); the collection and the session are the same."""
+        return self._copy(copy.deepcopy(self._spec, memo))
+
+    def _copy(self, spec: Mapping[str, Any]) -> Cursor[_T]:
+        """A new, unrun cursor of this kind with the query and options ``spec``."""
+        return self._remade(Cursor, self._collection, spec)
+
+    def _remade(self, cursor_class: type[_C], source: Any, spec: Mapping[str, Any] | None = None) -> _C:
+        """A new, unrun ``cursor_class`` with this cursor's query (or ``spec``), options, session and timeout
+        mode, made by its constructor from ``source`` (what that constructor takes first: the collection to
+        read) and the builder method of the one option the constructor does not take."""
+        options = dict(self._spec if spec is None else spec)
         max_await_time_ms = options.pop("max_await_time_ms")
         other = cursor_class(source, session=self._explicit_session, timeout_mode=self._timeout_mode, **options)
         if max_await_time_ms is not None:
@@ -1062,6 +1082,13 @@ def _non_negative(value: Any, name: str) -> int:
     return int(value)
 
 
+def _index_bound(spec: Any, name: str) -> list[Any] | tuple[Any, ...]:
+    """A min/max bound: a list or tuple of (key, value) pairs, whose order must be the index's."""
+    if not isinstance(spec, list | tuple):
+        raise TypeError(f"{name} must be a list or tuple of (key, value) pairs, not {type(spec).__name__}")
+    return spec
+
+
 def _flag_mask(mask: Any) -> int:
     if _int(mask, "mask") & ~_KNOWN_FLAGS:
         raise ValueError(f"unknown cursor flag bits in {mask}")
@@ -1096,7 +1123,10 @@ class RawBatchCursor(Cursor[bytes]):
 
     def clone(self) -> RawBatchCursor:
         """A new, unrun raw batch cursor with the same query, options and session."""
-        return self._remade(RawBatchCursor, self._plain_collection)
+        return self._copy(self._spec)
+
+    def _copy(self, spec: Mapping[str, Any]) -> RawBatchCursor:
+        return self._remade(RawBatchCursor, self._plain_collection, spec)
 
     async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
         """The server's query plan for this query, decoded as the collection decodes documents."""
