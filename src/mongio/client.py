@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from mongio.api_base import ChangeStreamSource
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
+from mongio.connection.handshake import DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_revocation_checker, create_ssl_context
@@ -265,8 +265,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         self._closing: _Closing | None = None
         # connect=True: the background start of monitoring, stopped by close() if still under way.
         self._connecting: asyncio.Task[None] | None = None
-        driver = self._options.extras.get("driver")
-        self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
+        self._metadata = self._options.client_metadata
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._proxy = _socks_proxy(self._options.proxy)
         # The OCSP check and its cache, shared by every connection of the client (docs/ocsp.md).

@@ -23,8 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mongio.connection.handshake import ClientMetadata
 from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.listener_registry import listed_by_kind
+from mongio.options.client_pool_options import ClientPoolOptions
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
@@ -202,6 +204,21 @@ class ClientOptions:
     warnings: tuple[str, ...] = ()
     _sources: _Sources | None = field(default=None, repr=False, compare=False)
     _listeners: tuple[object, ...] = field(default=(), repr=False, compare=False)
+    # The handshake's client document: the client appends to it (append_metadata); kept through resolve().
+    _metadata: ClientMetadata | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def client_metadata(self) -> ClientMetadata:
+        """The ``client`` document of the handshakes (from ``appname`` and ``driver``), which
+        :meth:`MongoClient.append_metadata <mongio.client.MongoClient.append_metadata>` extends."""
+        assert self._metadata is not None  # every ClientOptions is built with one
+        return self._metadata
+
+    @property
+    def pool_options(self) -> ClientPoolOptions:
+        """The settings each connection pool is made with, as PyMongo's ``client.options.pool_options``
+        gives them (``max_pool_size``, ``connect_timeout``, ``metadata``...)."""
+        return ClientPoolOptions(self, self.client_metadata)
 
     @property
     def event_listeners(self) -> list[object]:
@@ -270,7 +287,7 @@ class ClientOptions:
             warn=found.append,
         )
         sources = replace(self._sources, seeds=result.seeds, txt_options=result.txt_options)
-        options = hiding_secrets(sources.secrets(), _build, sources, self.warnings + tuple(found))
+        options = hiding_secrets(sources.secrets(), _build, sources, self.warnings + tuple(found), self._metadata)
         for message in found:
             warnings.warn(message, ConfigurationWarning, stacklevel=2)
         return options
@@ -426,7 +443,15 @@ def _refuse_unsupported(options: URIOptions, extras: Mapping[str, Any]) -> None:
         )
 
 
-def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
+def _client_metadata(appname: str | None, driver: Any) -> ClientMetadata:
+    """The handshake's client document for ``appname`` and the ``driver`` keyword (mongio's DriverInfo or
+    another library's namesake)."""
+    if driver is not None and not all(hasattr(driver, name) for name in ("name", "version", "platform")):
+        raise TypeError(f"driver info must be a DriverInfo, not {type(driver).__name__}")
+    return ClientMetadata(appname, driver)
+
+
+def _build(sources: _Sources, found: tuple[str, ...], metadata: ClientMetadata | None = None) -> ClientOptions:
     merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
     resolved = not sources.is_srv or bool(sources.seeds)
     check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
@@ -485,4 +510,5 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         warnings=found,
         _sources=sources,
         _listeners=listed_by_kind(extras.get("event_listeners") or ()),
+        _metadata=metadata or _client_metadata(get("appname"), extras.get("driver")),
     )

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
+from mongio.driver_info import DriverInfo
 from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.options import (
     ClientOptions,
@@ -338,3 +339,42 @@ def test_an_unknown_option_is_still_only_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError) as raised:
         MongoClient("mongodb://h/", connect=False, maxPoolSise=5)
     assert not isinstance(raised.value, ValueError)
+
+
+def test_pool_options_give_the_pool_settings_under_pymongos_names() -> None:
+    pool = build(
+        "mongodb://h/?maxPoolSize=7&minPoolSize=2&maxIdleTimeMS=1500&waitQueueTimeoutMS=250&connectTimeoutMS=400"
+        "&socketTimeoutMS=900&maxConnecting=3&appname=shop&tlsAllowInvalidHostnames=true"
+    ).pool_options
+    assert (pool.max_pool_size, pool.min_pool_size, pool.max_connecting) == (7, 2, 3)
+    assert (pool.max_idle_time_seconds, pool.wait_queue_timeout) == (1.5, 0.25)
+    assert (pool.connect_timeout, pool.socket_timeout) == (0.4, 0.9)
+    assert pool.appname == "shop" and pool.tls_allow_invalid_hostnames is True
+    assert pool.non_default_options == {
+        "maxPoolSize": 7,
+        "minPoolSize": 2,
+        "maxIdleTimeMS": 1500.0,
+        "waitQueueTimeoutMS": 250.0,
+        "maxConnecting": 3,
+    }
+    defaults = build("mongodb://h").pool_options
+    assert (defaults.max_pool_size, defaults.min_pool_size, defaults.max_idle_time_seconds) == (100, 0, None)
+    assert defaults.non_default_options == {} and defaults.tls_allow_invalid_hostnames is False
+    assert build("mongodb://h/?maxPoolSize=0").pool_options.max_pool_size == float("inf")
+
+
+def test_pool_options_metadata_is_the_handshakes_client_document_appends_included() -> None:
+    client = MongoClient("mongodb://h", appname="shop", connect=False)
+    metadata = client.options.pool_options.metadata
+    assert metadata["application"] == {"name": "shop"}
+    assert metadata["driver"]["name"] == "mongio"
+    client.append_metadata(DriverInfo("Wrapper", "2.0"))
+    assert client.options.pool_options.metadata["driver"]["name"] == "mongio|Wrapper"
+    # A copy each time: changing it changes nothing the handshakes send.
+    client.options.pool_options.metadata["driver"]["name"] = "changed"
+    assert client.options.pool_options.metadata["driver"]["name"] == "mongio|Wrapper"
+
+
+def test_a_driver_that_is_not_driver_info_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="DriverInfo"):
+        MongoClient("mongodb://h", driver="Wrapper", connect=False)
