@@ -22,6 +22,7 @@ import contextvars
 import functools
 import logging
 import math
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -42,6 +43,7 @@ from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
 from mongio.loop_runtime import LoopRuntimes, cancel_from_anywhere
+from mongio.loop_runtime.background_closings import track_background_closing
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite, ClientBulkWriteBatch
 from mongio.operations.collections import DropDatabase, ListDatabases
@@ -493,7 +495,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
         in the background. Called where no event loop runs (Motor's idiom between ``run_until_complete`` calls,
         before ``loop.close()``), it runs each idle loop the client used until the client's part in it is
-        closed, and returns when done, so that nothing of the client is left pending there. What the client
+        closed, and the closings any client left in the background there (without ``await``) are done, and returns
+        when done, so that nothing is left pending there. A closing left in the background on a loop then
+        closed without running again cannot finish: its sockets are closed and a ``ResourceWarning`` says so. What the client
         runs on other event loops is closed there (on another thread's running loop through that loop; for a
         closed loop its sockets are closed at once). ``endSessions``
         is sent once, from the calling loop when the client was used on it, else from another thread's
@@ -524,9 +528,25 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
                 # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE
             else:
-                # A task, so that closing starts even when nobody awaits it.
-                self._closing = _Closing(loop.create_task(_wait_all(closings)))
+                # A task, so that closing starts even when nobody awaits it; indexed, so that running its loop
+                # again to close something else finishes it too.
+                task = loop.create_task(_wait_all(closings, self._left_unfinished), name="mongio client.close()")
+                track_background_closing(task)
+                self._closing = _Closing(task)
         return self._closing
+
+    def _left_unfinished(self) -> None:
+        """The closing's task was destroyed before it finished: its loop was closed (close() without await,
+        then loop.close() with the closing under way). What is left of the client on that loop is let go of,
+        its sockets closed, and the reason given."""
+        self._runtimes.let_go_of_stranded()
+        warnings.warn(
+            f"{self!r}: close() was not awaited and its event loop was closed before the closing finished; "
+            "the client's connections were closed without ending its sessions. Await client.close() (or run "
+            "the loop until it is done) before closing the loop.",
+            ResourceWarning,
+            stacklevel=1,
+        )
 
     def _close_runtimes(self, loop: asyncio.AbstractEventLoop | None) -> list[Awaitable[None]]:
         """Close every runtime (see :meth:`LoopRuntimes.close_all`); returns what ``loop`` (the caller's) is
@@ -1019,10 +1039,15 @@ _log = logging.getLogger("mongio.client")
 _CLOSE_FLUSH_TIMEOUT = 5.0
 
 
-async def _wait_all(closings: list[Awaitable[None]]) -> None:
+async def _wait_all(closings: list[Awaitable[None]], left_unfinished: Callable[[], None]) -> None:
     """Wait for every closing. One that failed is logged at debug level with its exception, not raised:
-    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised."""
-    results = await asyncio.gather(*closings, return_exceptions=True)
+    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised. Closed
+    unfinished (its task destroyed with its loop), it calls ``left_unfinished``."""
+    try:
+        results = await asyncio.gather(*closings, return_exceptions=True)
+    except GeneratorExit:
+        left_unfinished()
+        raise
     for result in results:
         if isinstance(result, Exception):
             _log.debug("closing the client failed: %s: %s", type(result).__name__, result, exc_info=result)
