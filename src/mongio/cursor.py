@@ -34,6 +34,7 @@ from mongio.errors import (
     CursorNotFound,
     InvalidOperation,
     MongioError,
+    OperationFailure,
     OperationTimeoutError,
 )
 from mongio.event_loops import bind_to_running_loop
@@ -205,6 +206,12 @@ class _CursorBase(Generic[_T]):
         return False
 
     def _await_data(self) -> bool:
+        return False
+
+    def _ends_quietly(self) -> bool:
+        """Whether a getMore error meaning the server cursor is gone (_TAILABLE_ENDED_CODES) ends this cursor
+        instead of being raised: for tailable find cursors, as in PyMongo (a command cursor's, a change
+        stream's above all, is raised: the stream resumes on it)."""
         return False
 
     def _exhaust(self) -> bool:
@@ -400,6 +407,8 @@ class _CursorBase(Generic[_T]):
             self._killed = True
             self._pin.release()
             await self._release_session_quietly()
+            if self._ends_quietly():
+                return  # the server dropped the tailable cursor: it is over (see _TAILABLE_ENDED_CODES)
             raise
         except OperationTimeoutError:
             if self._exhaust():
@@ -414,11 +423,19 @@ class _CursorBase(Generic[_T]):
             if self._pin.broken:
                 self._pin.release()
             raise
+        except OperationFailure as exc:
+            if not (self._ends_quietly() and exc.code in _TAILABLE_ENDED_CODES):
+                await self._after_get_more_error()
+                raise
+            # The capped collection rolled over the tailable cursor's position, or the server killed the
+            # cursor: it is over, as PyMongo has it, not an error; the server cursor is gone, nothing to kill.
+            self._id = 0
+            self._killed = True
+            self._pin.release()
+            await self._release_session_quietly()
+            return
         except Exception:
-            if not self._pin.held:
-                await self.close()
-            # Load balanced: the connection stays with the cursor until close(), which kills the server
-            # cursor over it, or only gives it back when the error broke it.
+            await self._after_get_more_error()
             raise
         except BaseException:
             # Cancelled mid-getMore: the batch is lost and awaiting here is not allowed, so the client
@@ -431,6 +448,13 @@ class _CursorBase(Generic[_T]):
             await self._release_session()
         elif self._has_enough:
             await self._close_keeping_buffered()
+
+    async def _after_get_more_error(self) -> None:
+        """A getMore failed: the cursor is closed (its server cursor killed), unless it is load balanced: the
+        connection stays with the cursor until close(), which kills the server cursor over it, or only gives it
+        back when the error broke it."""
+        if not self._pin.held:
+            await self.close()
 
     def _seen_keeping_documents(self) -> bool:
         """Whether the program was seen keeping the documents it took from this cursor (then no batch is left
@@ -758,6 +782,9 @@ class Cursor(_CursorBase[_T]):
     def _await_data(self) -> bool:
         return bool(self._spec["cursor_type"] & _AWAIT_DATA)
 
+    def _ends_quietly(self) -> bool:
+        return self._tailable()
+
     def _exhaust(self) -> bool:
         return bool(self._spec["cursor_type"] == CursorType.EXHAUST)
 
@@ -1080,6 +1107,12 @@ def _non_negative(value: Any, name: str) -> int:
     if _int(value, name) < 0:
         raise ValueError(f"{name} must be >= 0, not {value}")
     return int(value)
+
+
+# The errors of a tailable cursor's getMore that mean it is over (PyMongo ends the cursor without raising):
+# CursorNotFound (43), QueryPlanKilled (175), CursorKilled (237), and the capped collection rolling over its
+# position, CappedPositionLost (136; 96 and 17406 from servers before 3.6).
+_TAILABLE_ENDED_CODES = frozenset({43, 175, 237, 136, 96, 17406})
 
 
 def _index_bound(spec: Any, name: str) -> list[Any] | tuple[Any, ...]:

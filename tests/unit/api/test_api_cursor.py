@@ -508,3 +508,29 @@ async def test_an_aggregate_opening_a_change_stream_is_tailable_so_to_list_retur
     assert seen[1]["maxTimeMS"] == 5
     assert cursor.alive
     await cursor.close()
+
+
+@pytest.mark.parametrize("code", [136, 43, 237])
+async def test_a_tailable_find_cursor_whose_position_is_lost_ends_without_error(code: int) -> None:
+    batches: list[list[dict[str, Any]]] = [[{"_id": 1}], [{"_id": 2}]]
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if not batches:
+            # The capped collection rolled over the cursor's position (or the server dropped the cursor).
+            return {"ok": 0, "code": code, "errmsg": "CollectionScan died due to failure to restore position"}
+        field = "firstBatch" if "find" in body else "nextBatch"
+        return {"cursor": {"id": 77, "ns": "db.coll", field: batches.pop(0)}}
+
+    client = FakeClient(respond=respond)
+    cursor = client["db"]["coll"].find(cursor_type=CursorType.TAILABLE)
+    assert [d["_id"] async for d in cursor] == [1, 2]
+    assert await cursor.to_list() == []
+    assert not cursor.alive
+    assert "killCursors" not in [c.name for c in client.calls]
+    assert client.sessions[0].has_ended
+    # A cursor that is not tailable still raises the error.
+    batches.append([{"_id": 3}])
+    plain = client["db"]["coll"].find()
+    with pytest.raises(OperationFailure):
+        await plain.to_list()
+    assert not plain.alive
