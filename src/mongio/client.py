@@ -359,8 +359,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
     def __hash__(self) -> int:
         return hash(self.eq_props())
 
-    def __iter__(self) -> MongoClient[DocumentType]:
-        return self
+    # Not iterable (nor an Iterable): without this, iter() would fall back on __getitem__ and ``for x in client``
+    # would make databases "0", "1", ... for ever. Use list_database_names() to see its databases.
+    __iter__ = None
 
     def __next__(self) -> Any:
         """Raises ``TypeError``: a client is not iterable (the name exists so ``next(client)`` says so)."""

@@ -105,6 +105,12 @@ after the checks of the options given together, rather than being silently ignor
 ``serverSelectionTryOnce=true`` is refused too (see :func:`_refuse_unsupported`).
 """
 
+# The snake_case keyword names PyMongo also takes for these options (their connection string names work too).
+_KEYWORD_SPELLINGS = {
+    "max_adaptive_retries": "maxadaptiveretries",
+    "enable_overload_retargeting": "enableoverloadretargeting",
+}
+
 DEFAULT_CONNECT_TIMEOUT = 20.0
 DEFAULT_SERVER_SELECTION_TIMEOUT = 30.0
 DEFAULT_HEARTBEAT_FREQUENCY = 10.0
@@ -308,7 +314,7 @@ def _keyword_options(
             replacement = DEPRECATED_ALIASES[folded]
             warn(f"Deprecated keyword {key!r} has been replaced with {replacement!r}")
             folded = fold_case(replacement)
-        folded = ALIASES.get(folded, folded)
+        folded = ALIASES.get(folded, _KEYWORD_SPELLINGS.get(folded, folded))
         spec = OPTIONS.get(folded)
         if spec is None:
             raise ConfigurationError(f"Unknown option {key!r}")  # not its value, which may be a mistyped password
@@ -336,6 +342,8 @@ def _keyword_options(
     for name in ("username", "password"):
         if extras.get(name) is not None and not isinstance(extras[name], str):
             raise ConfigurationError(f"{name} must be a str, not {type(extras[name]).__name__}")
+    if extras.get("tz_aware") is not None:
+        extras["tz_aware"] = _boolean_keyword("tz_aware", extras["tz_aware"])
     selector = extras.get("server_selector")
     if selector is not None and not callable(selector):
         raise ConfigurationError(
@@ -345,6 +353,15 @@ def _keyword_options(
     if extras.get("server_api") is not None:
         extras["server_api"] = as_server_api(extras["server_api"])
     return options, extras
+
+
+def _boolean_keyword(name: str, value: Any) -> bool:
+    """A boolean keyword given as a bool or as the string "true" / "false" (as PyMongo takes them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidOptionValueError(f"{name} must be True or False, not {value!r}")
 
 
 def _collect_sources(

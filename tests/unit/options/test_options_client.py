@@ -378,3 +378,22 @@ def test_pool_options_metadata_is_the_handshakes_client_document_appends_include
 def test_a_driver_that_is_not_driver_info_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="DriverInfo"):
         MongoClient("mongodb://h", driver="Wrapper", connect=False)
+
+
+def test_the_snake_case_keywords_pymongo_takes_for_the_overload_options() -> None:
+    options = build(max_adaptive_retries=5, enable_overload_retargeting=True)
+    assert (options.max_adaptive_retries, options.enable_overload_retargeting) == (5, True)
+    assert build(maxAdaptiveRetries=4).max_adaptive_retries == 4
+    with pytest.raises(ConfigurationError, match="Unknown option"):
+        build(max_pool_size=5)
+
+
+@pytest.mark.parametrize(("given", "taken"), [(True, True), (False, False), ("true", True), ("False", False)])
+def test_tz_aware_takes_a_boolean_or_its_string(given: object, taken: bool) -> None:
+    assert build(tz_aware=given).extras["tz_aware"] is taken
+
+
+@pytest.mark.parametrize("given", ["foo", 1, "yes"])
+def test_tz_aware_refuses_anything_else_with_a_value_error(given: object) -> None:
+    with pytest.raises(ValueError, match="tz_aware must be True or False"):
+        MongoClient(tz_aware=given, connect=False)  # type: ignore[arg-type]

@@ -228,6 +228,7 @@ def _cases() -> Iterator[Case]:
     yield from uri("proxy-password-alone", f"mongodb://h/?proxyHost=p&proxyPassword={PW}")
     yield from uri("unacknowledged-journal", f"mongodb://{AUTH}h/?w=0&journal=true")
     yield from uri("pool-sizes", f"mongodb://{AUTH}h/?minPoolSize=5&maxPoolSize=1")
+    yield from client("tz-aware-not-boolean", f"mongodb://{AUTH}h", tz_aware="maybe")
     for case in client("driver-not-driver-info", f"mongodb://{AUTH}h", driver="mongio-wrapper"):
         yield Case(case.id, case.call, TypeError)
     yield from uri("staleness-primary", f"mongodb://{AUTH}h/?maxStalenessSeconds=100")
