@@ -1154,6 +1154,10 @@ class RawBatchCursor(Cursor[bytes]):
     def _accept(self, state: CursorState) -> None:
         self._accept_raw_batch(state, super()._accept)
 
+    def __getitem__(self, index: Any) -> NoReturn:
+        """Not supported (``InvalidOperation``, as PyMongo's raw batch cursors): iterate the batches."""
+        raise InvalidOperation("a raw batch cursor cannot be indexed: iterate its batches")
+
     def clone(self) -> RawBatchCursor:
         """A new, unrun raw batch cursor with the same query, options and session."""
         return self._copy(self._spec)
@@ -1173,3 +1177,7 @@ class RawBatchCommandCursor(CommandCursor[bytes]):
 
     def _accept(self, state: CursorState) -> None:
         self._accept_raw_batch(state, super()._accept)
+
+    def __getitem__(self, index: Any) -> NoReturn:
+        """Not supported (``InvalidOperation``, as PyMongo's raw batch cursors): iterate the batches."""
+        raise InvalidOperation("a raw batch cursor cannot be indexed: iterate its batches")

@@ -534,3 +534,11 @@ async def test_a_tailable_find_cursor_whose_position_is_lost_ends_without_error(
     with pytest.raises(OperationFailure):
         await plain.to_list()
     assert not plain.alive
+
+
+def test_raw_batch_cursors_cannot_be_indexed() -> None:
+    _, _, coll = setup(3)
+    with pytest.raises(InvalidOperation, match="cannot be indexed"):
+        coll.find_raw_batches()[0]
+    with pytest.raises(InvalidOperation, match="cannot be indexed"):
+        coll.aggregate_raw_batches([])[0]
