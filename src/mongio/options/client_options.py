@@ -258,6 +258,8 @@ class ClientOptions:
         invalid settings; ignored ones are issued as :class:`~mongio.options.ConfigurationWarning`. No error
         or warning shows a password (see :mod:`mongio.options.secrets`).
         """
+        if host is not None and not isinstance(host, str | Sequence):
+            raise TypeError(f"host must be a str or a list of str, not {host!r}")
         entries = [host] if isinstance(host, str) else list(host or [])
         secrets = Secrets.of_keywords(kwargs)
         for entry in entries:
@@ -367,17 +369,19 @@ def _boolean_keyword(name: str, value: Any) -> bool:
 def _collect_sources(
     host: str | Sequence[str] | None, port: int | None, kwargs: Mapping[str, Any], found: list[str]
 ) -> _Sources:
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise TypeError(f"port must be an integer between 1 and 65535, not {port!r}")
+    if port is not None and not 1 <= port <= 65535:
         raise ConfigurationError(f"port must be an integer between 1 and 65535, not {port!r}")
+    if host is not None and not isinstance(host, str) and not host:
+        raise ConfigurationError("host is an empty list: give at least one host (or None for localhost)")
     entries = [host] if isinstance(host, str) else list(host or ["localhost"])
-    if not entries:
-        entries = ["localhost"]
     seeds: list[Address] = []
     uri_options: dict[str, Any] = {}
     parsed_uris: list[ParsedURI] = []
     for entry in entries:
         if not isinstance(entry, str):
-            raise ConfigurationError(f"host must be a str or a list of str, not {entry!r}")
+            raise TypeError(f"host must be a str or a list of str, not {entry!r}")
         if entry.startswith((SCHEME, SRV_SCHEME)):
             parsed = parse_uri(entry, warn=False)
             found.extend(parsed.warnings)

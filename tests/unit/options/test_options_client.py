@@ -397,3 +397,15 @@ def test_tz_aware_takes_a_boolean_or_its_string(given: object, taken: bool) -> N
 def test_tz_aware_refuses_anything_else_with_a_value_error(given: object) -> None:
     with pytest.raises(ValueError, match="tz_aware must be True or False"):
         MongoClient(tz_aware=given, connect=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("host", "port"), [(1, None), (1.5, None), ("localhost", "27017"), ("localhost", 1.5)])
+def test_a_host_or_port_of_the_wrong_type_is_a_type_error(host: Any, port: Any) -> None:
+    with pytest.raises(TypeError, match="must be"):
+        build(host, port=port)
+
+
+def test_an_empty_host_list_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="at least one host"):
+        build([])
+    assert build(None).seeds == (("localhost", 27017),)

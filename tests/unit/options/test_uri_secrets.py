@@ -319,7 +319,13 @@ def _cases() -> Iterator[Case]:
     yield from client("keyword-tls-disagree", with_password, tls=True, ssl=False)
     yield from client("keyword-password-type", with_password, password=PW_DECODED.encode())
     yield from client("bad-port", with_password, port=0)
-    yield from client("bad-host-type", [with_password, 1])
+    for case in client("bad-host-type", [with_password, 1]):
+        yield Case(case.id, case.call, TypeError)
+    for case in client("bad-port-type", with_password, port="27017"):
+        yield Case(case.id, case.call, TypeError)
+    for case in client("host-not-a-str", 1, username="alice", password=PW_DECODED):
+        yield Case(case.id, case.call, TypeError)
+    yield from client("no-host", [], username="alice", password=PW_DECODED)
     yield from client("srv-with-other-host", [f"mongodb+srv://{AUTH}{CLUSTER}", "h"])
     yield from client("bad-read-preference", with_password, read_preference=object())
     yield Case("bad-connect-options", lambda: ClientOptions.from_uri(with_password, connect="yes"))
