@@ -755,3 +755,24 @@ def test_a_closing_left_unfinished_by_a_closed_loop_says_so(server_uri: str) -> 
     assert finished.returncode == 0, finished.stderr
     assert "close() was not awaited and its event loop was closed before the closing finished" in finished.stderr
     assert "Await client.close()" in finished.stderr
+
+
+def test_a_client_dropped_without_close_after_its_loop_was_closed_leaves_no_socket_open(server_uri: str) -> None:
+    """Motor's harness closes each test's loop, and a test may leave its client unclosed: when the garbage
+    collector later finds the client, the sockets of its connections on that closed loop were already closed
+    (no ResourceWarning), though its tasks could not be stopped."""
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: None)  # its pending tasks are reported destroyed
+    events = PoolEventCounts()
+
+    async def use_and_drop() -> None:
+        client = MongoClient(server_uri, event_listeners=[events])
+        await client.admin.command("ping")
+        await client.loops_test.dropped.find_one()
+
+    loop.run_until_complete(use_and_drop())
+    loop.close()
+    assert events.counts.get("ConnectionCreatedEvent", 0) >= 1
+    with collected_warnings() as caught:
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
