@@ -340,7 +340,7 @@ def _keyword_options(
         options[spec.name] = converted
     if len(set(tls_given.values())) > 1:
         shown = ", ".join(f"{key}={value}" for key, value in tls_given.items())
-        raise ConfigurationError(f"tls and ssl must agree when both are given, not {shown}")
+        raise InvalidURI(f"tls and ssl must agree when both are given, not {shown}")
     for name in ("username", "password"):
         if extras.get(name) is not None and not isinstance(extras[name], str):
             raise ConfigurationError(f"{name} must be a str, not {type(extras[name]).__name__}")
@@ -472,10 +472,24 @@ def _client_metadata(appname: str | None, driver: Any) -> ClientMetadata:
     return ClientMetadata(appname, driver)
 
 
+def _refuse_tls_override(sources: _Sources) -> None:
+    """A keyword ``tls`` (or ``ssl``) contradicting the connection string's is refused rather than winning
+    silently, as for no other option: it would turn TLS off (or on) against what the string says."""
+    in_uri, as_keyword = sources.uri_options.get("tls"), sources.keyword_options.get("tls")
+    if in_uri is not None and as_keyword is not None and in_uri != as_keyword:
+        raise InvalidURI(
+            f"the connection string says tls={str(in_uri).lower()} but the tls (or ssl) keyword says "
+            f"{as_keyword}: give one of them"
+        )
+
+
 def _build(sources: _Sources, found: tuple[str, ...], metadata: ClientMetadata | None = None) -> ClientOptions:
+    _refuse_tls_override(sources)
     merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
     resolved = not sources.is_srv or bool(sources.seeds)
-    check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
+    check_combinations(
+        merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None, error=InvalidURI
+    )
     _refuse_unsupported(merged, sources.extras)
     get = merged.get
     extras = dict(sources.extras)

@@ -409,3 +409,13 @@ def test_an_empty_host_list_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="at least one host"):
         build([])
     assert build(None).seeds == (("localhost", 27017),)
+
+
+def test_security_options_contradicting_each_other_are_an_invalid_uri() -> None:
+    with pytest.raises(InvalidURI, match="tls=true but the tls"):
+        build("mongodb://h/?ssl=true", tls=False)
+    with pytest.raises(InvalidURI, match="tlsInsecure and tlsAllowInvalidHostnames"):
+        build("mongodb://h/?tlsInsecure=true", tlsAllowInvalidHostnames=True)
+    with pytest.raises(InvalidURI, match="tls and ssl must agree"):
+        build(ssl=True, tls=False)
+    assert build("mongodb://h/?ssl=false", tls=False).tls is None

@@ -326,6 +326,7 @@ def _cases() -> Iterator[Case]:
     for case in client("host-not-a-str", 1, username="alice", password=PW_DECODED):
         yield Case(case.id, case.call, TypeError)
     yield from client("no-host", [], username="alice", password=PW_DECODED)
+    yield from client("tls-keyword-against-uri", f"mongodb://{AUTH}h/?tls=true", tls=False)
     yield from client("srv-with-other-host", [f"mongodb+srv://{AUTH}{CLUSTER}", "h"])
     yield from client("bad-read-preference", with_password, read_preference=object())
     yield Case("bad-connect-options", lambda: ClientOptions.from_uri(with_password, connect="yes"))
