@@ -22,6 +22,7 @@ import contextvars
 import functools
 import logging
 import math
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from mongio.api_base import ChangeStreamSource
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
-from mongio.connection.handshake import ClientMetadata, DriverInfo, server_api_fields
+from mongio.connection.handshake import DriverInfo, server_api_fields
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.connection.tls import create_revocation_checker, create_ssl_context
@@ -42,6 +43,7 @@ from mongio.execution.executor import Executor
 from mongio.execution.retry_policy import RetryOptions
 from mongio.listener_registry import adapt_listeners
 from mongio.loop_runtime import LoopRuntimes, cancel_from_anywhere
+from mongio.loop_runtime.background_closings import track_background_closing
 from mongio.operations.base import ConnectionContext, CursorState, Operation
 from mongio.operations.client_bulk import BatchWriteConcernRetry, ClientBulkWrite, ClientBulkWriteBatch
 from mongio.operations.collections import DropDatabase, ListDatabases
@@ -270,8 +272,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         self._closing: _Closing | None = None
         # connect=True: the background start of monitoring, stopped by close() if still under way.
         self._connecting: asyncio.Task[None] | None = None
-        driver = self._options.extras.get("driver")
-        self._metadata = ClientMetadata(self._options.appname, None if driver is None else _as_driver_info(driver))
+        self._metadata = self._options.client_metadata
         self._ssl_context = create_ssl_context(self._options.tls) if self._options.tls is not None else None
         self._proxy = _socks_proxy(self._options.proxy)
         # The OCSP check and its cache, shared by every connection of the client (docs/ocsp.md).
@@ -387,8 +388,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
     def __hash__(self) -> int:
         return hash(self.eq_props())
 
-    def __iter__(self) -> MongoClient[DocumentType]:
-        return self
+    # Not iterable (nor an Iterable): without this, iter() would fall back on __getitem__ and ``for x in client``
+    # would make databases "0", "1", ... for ever. Use list_database_names() to see its databases.
+    __iter__ = None
 
     def __next__(self) -> Any:
         """Raises ``TypeError``: a client is not iterable (the name exists so ``next(client)`` says so)."""
@@ -523,7 +525,9 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         ``client.close()`` without ``await`` (Motor's idiom) closes all the same, on the running event loop,
         in the background. Called where no event loop runs (Motor's idiom between ``run_until_complete`` calls,
         before ``loop.close()``), it runs each idle loop the client used until the client's part in it is
-        closed, and returns when done, so that nothing of the client is left pending there. What the client
+        closed, and the closings any client left in the background there (without ``await``) are done, and returns
+        when done, so that nothing is left pending there. A closing left in the background on a loop then
+        closed without running again cannot finish: its sockets are closed and a ``ResourceWarning`` says so. What the client
         runs on other event loops is closed there (on another thread's running loop through that loop; for a
         closed loop its sockets are closed at once). ``endSessions``
         is sent once, from the calling loop when the client was used on it, else from another thread's
@@ -559,9 +563,25 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
                 # Without a running loop, a runtime on another thread's loop closes there on its own.
                 self._closing = _NOTHING_TO_CLOSE
             else:
-                # A task, so that closing starts even when nobody awaits it.
-                self._closing = _Closing(loop.create_task(_wait_all(closings)))
+                # A task, so that closing starts even when nobody awaits it; indexed, so that running its loop
+                # again to close something else finishes it too.
+                task = loop.create_task(_wait_all(closings, self._left_unfinished), name="mongio client.close()")
+                track_background_closing(task)
+                self._closing = _Closing(task)
         return self._closing
+
+    def _left_unfinished(self) -> None:
+        """The closing's task was destroyed before it finished: its loop was closed (close() without await,
+        then loop.close() with the closing under way). What is left of the client on that loop is let go of,
+        its sockets closed, and the reason given."""
+        self._runtimes.let_go_of_stranded()
+        warnings.warn(
+            f"{self!r}: close() was not awaited and its event loop was closed before the closing finished; "
+            "the client's connections were closed without ending its sessions. Await client.close() (or run "
+            "the loop until it is done) before closing the loop.",
+            ResourceWarning,
+            stacklevel=1,
+        )
 
     def _close_runtimes(self, loop: asyncio.AbstractEventLoop | None) -> list[Awaitable[None]]:
         """Close every runtime (see :meth:`LoopRuntimes.close_all`); returns what ``loop`` (the caller's) is
@@ -1054,10 +1074,15 @@ _log = logging.getLogger("mongio.client")
 _CLOSE_FLUSH_TIMEOUT = 5.0
 
 
-async def _wait_all(closings: list[Awaitable[None]]) -> None:
+async def _wait_all(closings: list[Awaitable[None]], left_unfinished: Callable[[], None]) -> None:
     """Wait for every closing. One that failed is logged at debug level with its exception, not raised:
-    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised."""
-    results = await asyncio.gather(*closings, return_exceptions=True)
+    ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised. Closed
+    unfinished (its task destroyed with its loop), it calls ``left_unfinished``."""
+    try:
+        results = await asyncio.gather(*closings, return_exceptions=True)
+    except GeneratorExit:
+        left_unfinished()
+        raise
     for result in results:
         if isinstance(result, Exception):
             _log.debug("closing the client failed: %s: %s", type(result).__name__, result, exc_info=result)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -33,6 +34,7 @@ from mongio.errors import (
     CursorNotFound,
     InvalidOperation,
     MongioError,
+    OperationFailure,
     OperationTimeoutError,
 )
 from mongio.event_loops import bind_to_running_loop
@@ -204,6 +206,12 @@ class _CursorBase(Generic[_T]):
         return False
 
     def _await_data(self) -> bool:
+        return False
+
+    def _ends_quietly(self) -> bool:
+        """Whether a getMore error meaning the server cursor is gone (_TAILABLE_ENDED_CODES) ends this cursor
+        instead of being raised: for tailable find cursors, as in PyMongo (a command cursor's, a change
+        stream's above all, is raised: the stream resumes on it)."""
         return False
 
     def _exhaust(self) -> bool:
@@ -399,6 +407,8 @@ class _CursorBase(Generic[_T]):
             self._killed = True
             self._pin.release()
             await self._release_session_quietly()
+            if self._ends_quietly():
+                return  # the server dropped the tailable cursor: it is over (see _TAILABLE_ENDED_CODES)
             raise
         except OperationTimeoutError:
             if self._exhaust():
@@ -413,11 +423,19 @@ class _CursorBase(Generic[_T]):
             if self._pin.broken:
                 self._pin.release()
             raise
+        except OperationFailure as exc:
+            if not (self._ends_quietly() and exc.code in _TAILABLE_ENDED_CODES):
+                await self._after_get_more_error()
+                raise
+            # The capped collection rolled over the tailable cursor's position, or the server killed the
+            # cursor: it is over, as PyMongo has it, not an error; the server cursor is gone, nothing to kill.
+            self._id = 0
+            self._killed = True
+            self._pin.release()
+            await self._release_session_quietly()
+            return
         except Exception:
-            if not self._pin.held:
-                await self.close()
-            # Load balanced: the connection stays with the cursor until close(), which kills the server
-            # cursor over it, or only gives it back when the error broke it.
+            await self._after_get_more_error()
             raise
         except BaseException:
             # Cancelled mid-getMore: the batch is lost and awaiting here is not allowed, so the client
@@ -430,6 +448,13 @@ class _CursorBase(Generic[_T]):
             await self._release_session()
         elif self._has_enough:
             await self._close_keeping_buffered()
+
+    async def _after_get_more_error(self) -> None:
+        """A getMore failed: the cursor is closed (its server cursor killed), unless it is load balanced: the
+        connection stays with the cursor until close(), which kills the server cursor over it, or only gives it
+        back when the error broke it."""
+        if not self._pin.held:
+            await self.close()
 
     def _seen_keeping_documents(self) -> bool:
         """Whether the program was seen keeping the documents it took from this cursor (then no batch is left
@@ -728,6 +753,10 @@ class Cursor(_CursorBase[_T]):
         )
 
     def _first_operation(self) -> Operation[CursorState]:
+        spec = self._spec
+        if (spec["min"] is not None or spec["max"] is not None) and spec["hint"] is None:
+            # The server refuses it too; said before anything is sent, as PyMongo does.
+            raise InvalidOperation("min() and max() need a hint(): the index whose keys they bound")
         operation = self._prepared or self._find_operation()
         self._prepared = None
         operation.lazy_batch = self._lazy_batches and not self._keeps_documents
@@ -752,6 +781,9 @@ class Cursor(_CursorBase[_T]):
 
     def _await_data(self) -> bool:
         return bool(self._spec["cursor_type"] & _AWAIT_DATA)
+
+    def _ends_quietly(self) -> bool:
+        return self._tailable()
 
     def _exhaust(self) -> bool:
         return bool(self._spec["cursor_type"] == CursorType.EXHAUST)
@@ -858,12 +890,14 @@ class Cursor(_CursorBase[_T]):
         return self._set(collation=collation)
 
     def min(self, spec: Any) -> Cursor[_T]:
-        """The inclusive lower bound of the index used (needs a ``hint``)."""
-        return self._set(min=dict(index_document(spec, "min")))
+        """The inclusive lower bound of the index used, as ``[(key, value), ...]`` in the index's key order
+        (needs a ``hint``)."""
+        return self._set(min=dict(index_document(_index_bound(spec, "min"), "min")))
 
     def max(self, spec: Any) -> Cursor[_T]:
-        """The exclusive upper bound of the index used (needs a ``hint``)."""
-        return self._set(max=dict(index_document(spec, "max")))
+        """The exclusive upper bound of the index used, as ``[(key, value), ...]`` in the index's key order
+        (needs a ``hint``)."""
+        return self._set(max=dict(index_document(_index_bound(spec, "max"), "max")))
 
     def allow_disk_use(self, allow_disk_use: bool) -> Cursor[_T]:
         """Let a large sort write temporary files on the server."""
@@ -917,13 +951,26 @@ class Cursor(_CursorBase[_T]):
 
     def clone(self) -> Cursor[_T]:
         """A new, unrun cursor with the same query, options and session."""
-        return self._remade(Cursor, self._collection)
+        return self._copy(self._spec)
 
-    def _remade(self, cursor_class: type[_C], source: Any) -> _C:
-        """A new, unrun ``cursor_class`` with this cursor's query, options, session and timeout mode, made by
-        its constructor from ``source`` (what that constructor takes first: the collection to read) and the
-        builder method of the one option the constructor does not take."""
-        options = dict(self._spec)
+    def __copy__(self) -> Cursor[_T]:
+        """``copy.copy(cursor)``: :meth:`clone`."""
+        return self.clone()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Cursor[_T]:
+        """``copy.deepcopy(cursor)``: :meth:`clone`, with copies of the query's documents (filter,
+        projection, sort...); the collection and the session are the same."""
+        return self._copy(copy.deepcopy(self._spec, memo))
+
+    def _copy(self, spec: Mapping[str, Any]) -> Cursor[_T]:
+        """A new, unrun cursor of this kind with the query and options ``spec``."""
+        return self._remade(Cursor, self._collection, spec)
+
+    def _remade(self, cursor_class: type[_C], source: Any, spec: Mapping[str, Any] | None = None) -> _C:
+        """A new, unrun ``cursor_class`` with this cursor's query (or ``spec``), options, session and timeout
+        mode, made by its constructor from ``source`` (what that constructor takes first: the collection to
+        read) and the builder method of the one option the constructor does not take."""
+        options = dict(self._spec if spec is None else spec)
         max_await_time_ms = options.pop("max_await_time_ms")
         other = cursor_class(source, session=self._explicit_session, timeout_mode=self._timeout_mode, **options)
         if max_await_time_ms is not None:
@@ -1062,6 +1109,19 @@ def _non_negative(value: Any, name: str) -> int:
     return int(value)
 
 
+# The errors of a tailable cursor's getMore that mean it is over (PyMongo ends the cursor without raising):
+# CursorNotFound (43), QueryPlanKilled (175), CursorKilled (237), and the capped collection rolling over its
+# position, CappedPositionLost (136; 96 and 17406 from servers before 3.6).
+_TAILABLE_ENDED_CODES = frozenset({43, 175, 237, 136, 96, 17406})
+
+
+def _index_bound(spec: Any, name: str) -> list[Any] | tuple[Any, ...]:
+    """A min/max bound: a list or tuple of (key, value) pairs, whose order must be the index's."""
+    if not isinstance(spec, list | tuple):
+        raise TypeError(f"{name} must be a list or tuple of (key, value) pairs, not {type(spec).__name__}")
+    return spec
+
+
 def _flag_mask(mask: Any) -> int:
     if _int(mask, "mask") & ~_KNOWN_FLAGS:
         raise ValueError(f"unknown cursor flag bits in {mask}")
@@ -1094,9 +1154,16 @@ class RawBatchCursor(Cursor[bytes]):
     def _accept(self, state: CursorState) -> None:
         self._accept_raw_batch(state, super()._accept)
 
+    def __getitem__(self, index: Any) -> NoReturn:
+        """Not supported (``InvalidOperation``, as PyMongo's raw batch cursors): iterate the batches."""
+        raise InvalidOperation("a raw batch cursor cannot be indexed: iterate its batches")
+
     def clone(self) -> RawBatchCursor:
         """A new, unrun raw batch cursor with the same query, options and session."""
-        return self._remade(RawBatchCursor, self._plain_collection)
+        return self._copy(self._spec)
+
+    def _copy(self, spec: Mapping[str, Any]) -> RawBatchCursor:
+        return self._remade(RawBatchCursor, self._plain_collection, spec)
 
     async def explain(self, verbosity: str | None = None, max_time_ms: int | None = None) -> dict[str, Any]:
         """The server's query plan for this query, decoded as the collection decodes documents."""
@@ -1110,3 +1177,7 @@ class RawBatchCommandCursor(CommandCursor[bytes]):
 
     def _accept(self, state: CursorState) -> None:
         self._accept_raw_batch(state, super()._accept)
+
+    def __getitem__(self, index: Any) -> NoReturn:
+        """Not supported (``InvalidOperation``, as PyMongo's raw batch cursors): iterate the batches."""
+        raise InvalidOperation("a raw batch cursor cannot be indexed: iterate its batches")

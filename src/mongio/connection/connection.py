@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mongio.bson import InvalidBSON, _decoder, _encoder, decode, encode
+from mongio.bson import InvalidBSON, RawBSONDocument, _decoder, _encoder, decode, encode
 from mongio.bson._compiled import load_speedups
 from mongio.bson._decoder import _MALFORMED, _describe, decode_framed
 from mongio.bson._encoder import _invalid_document, _Refused
@@ -86,6 +86,9 @@ def check_command_reply(reply: Mapping[str, Any], max_wire_version: int | None =
     """
     if reply.get("ok") == 1:
         return
+    if isinstance(reply, RawBSONDocument):
+        # A reply left undecoded (a raw batch cursor's): the error carries it decoded, as a dict.
+        reply = decode(reply.raw)
     code = reply.get("code")
     error_class = command_error_class(code)
     raise error_class(str(reply.get("errmsg", "command failed")), code, reply, max_wire_version)

@@ -62,7 +62,8 @@ _CAUSAL_WRITE_COMMANDS = frozenset(
     }
 )
 # The commands a snapshot session sends without its snapshot read concern.
-_NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors"})
+# Commands a snapshot session gives no read concern: a cursor's follow-ups, and explain, which takes none.
+_NO_SNAPSHOT_COMMANDS = frozenset({"getMore", "killCursors", "explain"})
 _SNAPSHOT_MIN_WIRE_VERSION = 13  # MongoDB 5.0
 _CLUSTER_TIME_MIN_WIRE_VERSION = 6  # MongoDB 3.6
 _EXHAUST_MIN_WIRE_VERSION = 8  # MongoDB 4.2: getMore takes exhaustAllowed

@@ -476,4 +476,7 @@ class GridOutCursor(Cursor[Any]):
 
     def clone(self) -> GridOutCursor:
         """A new, unread cursor with the same query and options."""
-        return self._remade(GridOutCursor, self._root_collection)
+        return self._copy(self._spec)
+
+    def _copy(self, spec: Mapping[str, Any]) -> GridOutCursor:
+        return self._remade(GridOutCursor, self._root_collection, spec)

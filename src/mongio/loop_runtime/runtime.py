@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from mongio.cursor_reaper import CursorReaper, KillCursors
+from mongio.loop_runtime.background_closings import finish_background_closings
 from mongio.loop_runtime.bound import loop_gone
 from mongio.loop_runtime.fork import renew_in_forked_children
 from mongio.loop_runtime.sockets import let_go_of_loop
@@ -304,6 +305,13 @@ class LoopRuntimes:
                 closings.append(closing)
         return closings, sender is not None
 
+    def let_go_of_stranded(self) -> None:
+        """Let go of every runtime whose loop can never run again (see :meth:`LoopRuntime.let_go`)."""
+        with self._lock:
+            stranded = [runtime for runtime in self._by_loop.values() if runtime.stranded]
+        for runtime in stranded:
+            runtime.let_go()
+
     def _forget(self, runtime: LoopRuntime) -> None:
         with self._lock:
             if self._by_loop.get(runtime.loop) is runtime:
@@ -332,20 +340,29 @@ def cancel_from_anywhere(
 
 
 def run_on_idle_loop(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> bool:
-    """Run ``loop`` (open, running nowhere) from this thread, where no loop runs, until ``work`` is done.
-    Returns False, with ``work`` closed unrun, when the loop started running in another thread meanwhile
+    """Run ``loop`` (open, running nowhere) from this thread, where no loop runs, until ``work`` is done, and
+    the closings left in the background there (see :mod:`~mongio.loop_runtime.background_closings`). Returns False, with ``work`` closed unrun, when the loop started running in another thread meanwhile
     (asyncio refuses to run it twice)."""
     if loop.is_running():
         work.close()
         return False
+    run = _then_background_closings(work)
     try:
-        loop.run_until_complete(work)
+        loop.run_until_complete(run)
     except RuntimeError:
         if loop.is_running():
+            run.close()
             work.close()
             return False
         raise
     return True
+
+
+async def _then_background_closings(work: Coroutine[Any, Any, None]) -> None:
+    """``work``, then the loop's closings left in the background (close() without await): the loop is run
+    now, maybe for the last time."""
+    await work
+    await finish_background_closings()
 
 
 async def _ended(task: asyncio.Task[Any]) -> None:

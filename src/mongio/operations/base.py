@@ -333,8 +333,9 @@ class Operation(Generic[R]):
         raise NotImplementedError
 
     def command_flag(self, name: str) -> bool:
-        """Whether the command sets the boolean option ``name`` (``tailable``, ``awaitData``), which a cursor over
-        the caller's own command document reads. False unless the operation sends such a document."""
+        """Whether the command's cursor has the option ``name`` (``tailable``, ``awaitData``), which its cursor
+        reads: from the caller's own command document, or implied by the command (a ``$changeStream``
+        aggregate). False by default."""
         return False
 
     def __repr__(self) -> str:

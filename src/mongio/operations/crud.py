@@ -507,6 +507,8 @@ class Aggregate(_ReadOperation):
         for stage in pipeline:
             _mapping(stage, "each pipeline stage")
         self.has_write_stage = has_write_stage(pipeline)
+        # The server makes the cursor of a pipeline opening with $changeStream tailable and awaitData.
+        self._opens_change_stream = bool(pipeline) and "$changeStream" in pipeline[0]
         body: dict[str, Any] = {
             "aggregate": 1 if collection is None else collection,
             "pipeline": list(pipeline),
@@ -544,6 +546,10 @@ class Aggregate(_ReadOperation):
         if self.has_write_stage:
             self.retryability = Retryability.NONE
             self.takes_write_concern = True
+
+    def command_flag(self, name: str) -> bool:
+        """``tailable`` and ``awaitData`` hold for a ``$changeStream`` pipeline: its cursor waits for changes."""
+        return self._opens_change_stream and name in ("tailable", "awaitData")
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         if self.has_write_stage:
@@ -973,7 +979,6 @@ class Explain(Operation[dict[str, Any]]):
             self._extra["verbosity"] = verbosity
         if max_time_ms is not None:
             self._extra["maxTimeMS"] = _int(max_time_ms, "max_time_ms")
-        self.takes_read_concern = operation.takes_read_concern
 
     def build(self, context: ConnectionContext) -> Command:
         inner = self._inner.build(context)
@@ -981,6 +986,11 @@ class Explain(Operation[dict[str, Any]]):
         for identifier, sequence in (inner.sequences or {}).items():
             # explain takes the whole command as one document: sequences go back into it as arrays.
             explained[identifier] = sequence.documents
+        # explain itself takes no read concern (not even a causally consistent session's afterClusterTime,
+        # which takes_read_concern=False leaves out): the explained command carries the one it was given.
+        read_concern = self._inner.read_concern if self._inner.takes_read_concern else None
+        if read_concern is not None and read_concern.document:
+            explained["readConcern"] = read_concern.document
         body: dict[str, Any] = {"explain": explained}
         body.update(self._extra)
         return Command(body)

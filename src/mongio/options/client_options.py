@@ -23,9 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mongio.connection.handshake import ClientMetadata
 from mongio.encryption_options import AutoEncryptionOpts
 from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.listener_registry import listed_by_kind
+from mongio.options.client_pool_options import ClientPoolOptions
 from mongio.options.credentials import MongoCredential, build_credential
 from mongio.options.proxy_options import ProxyOptions, proxy_options_from
 from mongio.options.read_concern import ReadConcern
@@ -88,6 +90,12 @@ KEYWORD_ONLY = {
         "read_preference",
         "tracing",
     )
+}
+
+# The snake_case keyword names PyMongo also takes for these options (their connection string names work too).
+_KEYWORD_SPELLINGS = {
+    "max_adaptive_retries": "maxadaptiveretries",
+    "enable_overload_retargeting": "enableoverloadretargeting",
 }
 
 DEFAULT_CONNECT_TIMEOUT = 20.0
@@ -189,6 +197,21 @@ class ClientOptions:
     warnings: tuple[str, ...] = ()
     _sources: _Sources | None = field(default=None, repr=False, compare=False)
     _listeners: tuple[object, ...] = field(default=(), repr=False, compare=False)
+    # The handshake's client document: the client appends to it (append_metadata); kept through resolve().
+    _metadata: ClientMetadata | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def client_metadata(self) -> ClientMetadata:
+        """The ``client`` document of the handshakes (from ``appname`` and ``driver``), which
+        :meth:`MongoClient.append_metadata <mongio.client.MongoClient.append_metadata>` extends."""
+        assert self._metadata is not None  # every ClientOptions is built with one
+        return self._metadata
+
+    @property
+    def pool_options(self) -> ClientPoolOptions:
+        """The settings each connection pool is made with, as PyMongo's ``client.options.pool_options``
+        gives them (``max_pool_size``, ``connect_timeout``, ``metadata``...)."""
+        return ClientPoolOptions(self, self.client_metadata)
 
     @property
     def event_listeners(self) -> list[object]:
@@ -222,6 +245,8 @@ class ClientOptions:
         invalid settings; ignored ones are issued as :class:`~mongio.options.ConfigurationWarning`. No error
         or warning shows a password (see :mod:`mongio.options.secrets`).
         """
+        if host is not None and not isinstance(host, str | Sequence):
+            raise TypeError(f"host must be a str or a list of str, not {host!r}")
         entries = [host] if isinstance(host, str) else list(host or [])
         secrets = Secrets.of_keywords(kwargs)
         for entry in entries:
@@ -257,7 +282,7 @@ class ClientOptions:
             warn=found.append,
         )
         sources = replace(self._sources, seeds=result.seeds, txt_options=result.txt_options)
-        options = hiding_secrets(sources.secrets(), _build, sources, self.warnings + tuple(found))
+        options = hiding_secrets(sources.secrets(), _build, sources, self.warnings + tuple(found), self._metadata)
         for message in found:
             warnings.warn(message, ConfigurationWarning, stacklevel=2)
         return options
@@ -278,7 +303,7 @@ def _keyword_options(
             replacement = DEPRECATED_ALIASES[folded]
             warn(f"Deprecated keyword {key!r} has been replaced with {replacement!r}")
             folded = fold_case(replacement)
-        folded = ALIASES.get(folded, folded)
+        folded = ALIASES.get(folded, _KEYWORD_SPELLINGS.get(folded, folded))
         spec = OPTIONS.get(folded)
         if spec is None:
             raise ConfigurationError(f"Unknown option {key!r}")  # not its value, which may be a mistyped password
@@ -302,10 +327,12 @@ def _keyword_options(
         options[spec.name] = converted
     if len(set(tls_given.values())) > 1:
         shown = ", ".join(f"{key}={value}" for key, value in tls_given.items())
-        raise ConfigurationError(f"tls and ssl must agree when both are given, not {shown}")
+        raise InvalidURI(f"tls and ssl must agree when both are given, not {shown}")
     for name in ("username", "password"):
         if extras.get(name) is not None and not isinstance(extras[name], str):
             raise ConfigurationError(f"{name} must be a str, not {type(extras[name]).__name__}")
+    if extras.get("tz_aware") is not None:
+        extras["tz_aware"] = _boolean_keyword("tz_aware", extras["tz_aware"])
     selector = extras.get("server_selector")
     if selector is not None and not callable(selector):
         raise ConfigurationError(
@@ -322,20 +349,31 @@ def _keyword_options(
     return options, extras
 
 
+def _boolean_keyword(name: str, value: Any) -> bool:
+    """A boolean keyword given as a bool or as the string "true" / "false" (as PyMongo takes them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidOptionValueError(f"{name} must be True or False, not {value!r}")
+
+
 def _collect_sources(
     host: str | Sequence[str] | None, port: int | None, kwargs: Mapping[str, Any], found: list[str]
 ) -> _Sources:
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise TypeError(f"port must be an integer between 1 and 65535, not {port!r}")
+    if port is not None and not 1 <= port <= 65535:
         raise ConfigurationError(f"port must be an integer between 1 and 65535, not {port!r}")
+    if host is not None and not isinstance(host, str) and not host:
+        raise ConfigurationError("host is an empty list: give at least one host (or None for localhost)")
     entries = [host] if isinstance(host, str) else list(host or ["localhost"])
-    if not entries:
-        entries = ["localhost"]
     seeds: list[Address] = []
     uri_options: dict[str, Any] = {}
     parsed_uris: list[ParsedURI] = []
     for entry in entries:
         if not isinstance(entry, str):
-            raise ConfigurationError(f"host must be a str or a list of str, not {entry!r}")
+            raise TypeError(f"host must be a str or a list of str, not {entry!r}")
         if entry.startswith((SCHEME, SRV_SCHEME)):
             parsed = parse_uri(entry, warn=False)
             found.extend(parsed.warnings)
@@ -415,10 +453,32 @@ def _refuse_unsupported(options: URIOptions) -> None:
         )
 
 
-def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
+def _client_metadata(appname: str | None, driver: Any) -> ClientMetadata:
+    """The handshake's client document for ``appname`` and the ``driver`` keyword (mongio's DriverInfo or
+    another library's namesake)."""
+    if driver is not None and not all(hasattr(driver, name) for name in ("name", "version", "platform")):
+        raise TypeError(f"driver info must be a DriverInfo, not {type(driver).__name__}")
+    return ClientMetadata(appname, driver)
+
+
+def _refuse_tls_override(sources: _Sources) -> None:
+    """A keyword ``tls`` (or ``ssl``) contradicting the connection string's is refused rather than winning
+    silently, as for no other option: it would turn TLS off (or on) against what the string says."""
+    in_uri, as_keyword = sources.uri_options.get("tls"), sources.keyword_options.get("tls")
+    if in_uri is not None and as_keyword is not None and in_uri != as_keyword:
+        raise InvalidURI(
+            f"the connection string says tls={str(in_uri).lower()} but the tls (or ssl) keyword says "
+            f"{as_keyword}: give one of them"
+        )
+
+
+def _build(sources: _Sources, found: tuple[str, ...], metadata: ClientMetadata | None = None) -> ClientOptions:
+    _refuse_tls_override(sources)
     merged = URIOptions(sources.txt_options).merged(sources.uri_options).merged(sources.keyword_options)
     resolved = not sources.is_srv or bool(sources.seeds)
-    check_combinations(merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None)
+    check_combinations(
+        merged, is_srv=sources.is_srv, host_count=len(sources.seeds) if resolved else None, error=InvalidURI
+    )
     _refuse_unsupported(merged)
     get = merged.get
     extras = dict(sources.extras)
@@ -474,4 +534,5 @@ def _build(sources: _Sources, found: tuple[str, ...]) -> ClientOptions:
         warnings=found,
         _sources=sources,
         _listeners=listed_by_kind(extras.get("event_listeners") or ()),
+        _metadata=metadata or _client_metadata(get("appname"), extras.get("driver")),
     )

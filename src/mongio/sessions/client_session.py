@@ -250,7 +250,8 @@ class ClientSession:
                 "cluster_time must be a mapping like {'clusterTime': Timestamp, 'signature': ...}"
             )
         if as_timestamp(cluster_time.get("clusterTime")) is None:
-            raise ValueError("cluster_time must have a Timestamp 'clusterTime'")
+            found = type(cluster_time.get("clusterTime")).__name__
+            raise TypeError(f"cluster_time must have a Timestamp 'clusterTime', not {found}")
         self._clock.advance(cluster_time)
 
     def advance_operation_time(self, operation_time: Timestamp | TimestampLike) -> None:

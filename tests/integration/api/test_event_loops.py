@@ -627,3 +627,152 @@ def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str
     # Python warns once per line of the script.
     assert len(never_awaited) == 2, stderr
     assert "'MongoClient.drop_database'" in never_awaited[0] and "'Collection.find_one'" in never_awaited[1]
+
+
+# -- Motor's habits inside a running loop: close() and coroutines without await, then the loop stops ---------
+
+_MOTOR_HABITS_IN_A_LOOP = """
+import asyncio, gc, sys
+from mongio import MongoClient
+from mongio.events import CommandListener
+from tests.support.loop_checks import PoolEventCounts
+
+
+class Sent(CommandListener):
+    def __init__(self):
+        self.names = []
+
+    def started(self, event):
+        self.names.append(event.command_name)
+
+
+def report(name, events, sent):
+    counts = events.counts
+    print(name, "balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
+          counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"),
+          "sent", "insert" in sent.names, "dropDatabase" in sent.names, "endSessions" in sent.names)
+
+
+def test_case(ending):
+    # Motor's harness: a client of its own made before the test, closed without await once the test ran.
+    events, sent, harness_events = PoolEventCounts(), Sent(), PoolEventCounts()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    harness = MongoClient(sys.argv[1], event_listeners=[harness_events])
+    loop.run_until_complete(harness.admin.command("ping"))
+
+    async def test():
+        client = MongoClient(sys.argv[1], event_listeners=[events, sent])
+        coll = client.loops_test.motor_habits_in_a_loop
+        await coll.insert_many([{"n": n} for n in range(3)])
+        async for _ in coll.find(batch_size=1):
+            break                                # left open: the closing kills it
+        sent.names.clear()
+        coll.insert_one({"n": 3})                # a coroutine nobody awaits: sends nothing
+        client.drop_database("loops_test_never") # the same, called without await as with Motor
+        client.close()                           # Motor's close: no await, the loop is running
+
+    loop.run_until_complete(test())
+    ending(loop, harness)
+    asyncio.set_event_loop(None)
+    gc.collect()
+    report("test", events, sent)
+    report("harness", harness_events, Sent())
+
+
+def motor_teardown(loop, harness):
+    # Motor's AsyncIOTestCase.tearDown, word for word.
+    harness.close()
+    loop.stop()
+    loop.run_forever()
+    loop.close()
+
+
+test_case(motor_teardown)
+print("done")
+"""
+
+
+def test_motor_close_idiom_inside_a_running_loop_leaves_nothing_once_the_harness_closes(server_uri: str) -> None:
+    """Motor's habits inside a running loop, under ``-X dev`` with ResourceWarnings as errors: a client closed
+    with ``client.close()`` and no ``await`` while the loop runs, then Motor's tear-down (its own client closed
+    without ``await`` where no loop runs, then ``loop.stop()``, ``loop.run_forever()``, ``loop.close()``). The
+    closing left in the background finishes when the tear-down runs the loop, so no task is left pending and
+    no socket open, and the sessions are ended; the coroutines never awaited (``insert_one``,
+    ``drop_database``) only get Python's warning and send nothing."""
+    finished = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS_IN_A_LOOP, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines() == [
+        "test balanced True True sent False False True",
+        "harness balanced True True sent False False False",
+        "done",
+    ]
+    stderr = finished.stderr
+    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
+        assert problem not in stderr, stderr
+    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
+    assert len(never_awaited) == 2, stderr
+    assert "'Collection.insert_one'" in never_awaited[0] and "'MongoClient.drop_database'" in never_awaited[1]
+
+
+_CLOSE_UNAWAITED_THEN_LOOP_CLOSED = """
+import asyncio, sys, warnings
+from mongio import MongoClient
+
+warnings.simplefilter("always", ResourceWarning)
+loop = asyncio.new_event_loop()
+client = MongoClient(sys.argv[1])
+
+
+async def test():
+    await client.admin.command("ping")
+    client.close()
+
+
+loop.run_until_complete(test())
+loop.close()                                     # nothing of mongio runs the loop again
+del client
+import gc; gc.collect()
+"""
+
+
+def test_a_closing_left_unfinished_by_a_closed_loop_says_so(server_uri: str) -> None:
+    """``client.close()`` without ``await``, then ``loop.close()`` with nothing run in between: the closing
+    cannot finish, and mongio says why and what to do (asyncio's own reports of the tasks come too)."""
+    finished = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", _CLOSE_UNAWAITED_THEN_LOOP_CLOSED, server_uri],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "close() was not awaited and its event loop was closed before the closing finished" in finished.stderr
+    assert "Await client.close()" in finished.stderr
+
+
+def test_a_client_dropped_without_close_after_its_loop_was_closed_leaves_no_socket_open(server_uri: str) -> None:
+    """Motor's harness closes each test's loop, and a test may leave its client unclosed: when the garbage
+    collector later finds the client, the sockets of its connections on that closed loop were already closed
+    (no ResourceWarning), though its tasks could not be stopped."""
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: None)  # its pending tasks are reported destroyed
+    events = PoolEventCounts()
+
+    async def use_and_drop() -> None:
+        client = MongoClient(server_uri, event_listeners=[events])
+        await client.admin.command("ping")
+        await client.loops_test.dropped.find_one()
+
+    loop.run_until_complete(use_and_drop())
+    loop.close()
+    assert events.counts.get("ConnectionCreatedEvent", 0) >= 1
+    with collected_warnings() as caught:
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

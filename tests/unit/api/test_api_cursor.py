@@ -4,7 +4,9 @@ closing, abandonment and the builder methods."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import re
 from typing import Any
 
 import pytest
@@ -242,8 +244,8 @@ async def test_builder_methods_shape_the_find_command() -> None:
         .comment("why")
         .collation({"locale": "fr"})
         .allow_disk_use(True)
-        .min({"x": 0})
-        .max({"x": 9})
+        .min([("x", 0)])
+        .max([("x", 9)])
     )
     await cursor.to_list()
     body = client.calls[0].body
@@ -455,3 +457,88 @@ def test_a_value_equal_to_an_options_default_is_still_checked(options: dict[str,
     _, _, coll = setup(1)
     with pytest.raises(TypeError, match=message):
         coll.find({}, **options)
+
+
+def test_copy_and_deepcopy_make_unrun_clones_of_the_same_kind() -> None:
+    _, _, coll = setup(3)
+    query: dict[str, Any] = {"x": {"$in": [1, 2]}, "y": re.compile("^a")}
+    cursor = coll.find(query).sort([("x", 1)]).limit(2)
+    shallow = copy.copy(cursor)
+    deep = copy.deepcopy(cursor)
+    assert type(shallow) is type(deep) is Cursor
+    assert shallow._spec == deep._spec == cursor._spec
+    # The deep copy's filter is its own: changing the original's leaves it as it was.
+    query["x"]["$in"].append(3)
+    assert deep._spec["filter"]["x"]["$in"] == [1, 2]
+    assert shallow._spec["filter"]["x"]["$in"] == [1, 2, 3]
+    raw = copy.deepcopy(coll.find_raw_batches({"a": 1}))
+    assert type(raw) is RawBatchCursor and raw.collection is coll
+
+
+async def test_min_and_max_take_pairs_and_need_a_hint_before_anything_is_sent() -> None:
+    client, _, coll = setup(3)
+    for bound in ({"x": 1}, 10, "x"):
+        with pytest.raises(TypeError, match="list or tuple"):
+            coll.find().min(bound)
+        with pytest.raises(TypeError, match="list or tuple"):
+            coll.find().max(bound)
+    with pytest.raises(InvalidOperation, match="need a hint"):
+        await coll.find().min([("x", 1)]).to_list()
+    with pytest.raises(InvalidOperation, match="need a hint"):
+        await coll.find().max((("x", 1),)).to_list()
+    assert client.calls == []
+    await coll.find().min([("x", 1)]).max([("x", 3)]).hint([("x", 1)]).to_list()
+    assert (client.calls[0].body["min"], client.calls[0].body["max"]) == ({"x": 1}, {"x": 3})
+
+
+async def test_an_aggregate_opening_a_change_stream_is_tailable_so_to_list_returns_after_an_empty_batch() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        field = "firstBatch" if "aggregate" in body else "nextBatch"
+        # The stream ends after a few rounds, so that a cursor which goes on fetching fails rather than hangs.
+        return {"cursor": {"id": 55 if len(seen) < 4 else 0, "ns": "db.coll", field: []}}
+
+    client = FakeClient(respond=respond)
+    cursor = client["db"]["coll"].aggregate([{"$changeStream": {}}], maxAwaitTimeMS=5)
+    assert await cursor.to_list() == []
+    # One getMore, not one after another for as long as the stream stays open.
+    assert [next(iter(body)) for body in seen] == ["aggregate", "getMore"]
+    assert seen[1]["maxTimeMS"] == 5
+    assert cursor.alive
+    await cursor.close()
+
+
+@pytest.mark.parametrize("code", [136, 43, 237])
+async def test_a_tailable_find_cursor_whose_position_is_lost_ends_without_error(code: int) -> None:
+    batches: list[list[dict[str, Any]]] = [[{"_id": 1}], [{"_id": 2}]]
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if not batches:
+            # The capped collection rolled over the cursor's position (or the server dropped the cursor).
+            return {"ok": 0, "code": code, "errmsg": "CollectionScan died due to failure to restore position"}
+        field = "firstBatch" if "find" in body else "nextBatch"
+        return {"cursor": {"id": 77, "ns": "db.coll", field: batches.pop(0)}}
+
+    client = FakeClient(respond=respond)
+    cursor = client["db"]["coll"].find(cursor_type=CursorType.TAILABLE)
+    assert [d["_id"] async for d in cursor] == [1, 2]
+    assert await cursor.to_list() == []
+    assert not cursor.alive
+    assert "killCursors" not in [c.name for c in client.calls]
+    assert client.sessions[0].has_ended
+    # A cursor that is not tailable still raises the error.
+    batches.append([{"_id": 3}])
+    plain = client["db"]["coll"].find()
+    with pytest.raises(OperationFailure):
+        await plain.to_list()
+    assert not plain.alive
+
+
+def test_raw_batch_cursors_cannot_be_indexed() -> None:
+    _, _, coll = setup(3)
+    with pytest.raises(InvalidOperation, match="cannot be indexed"):
+        coll.find_raw_batches()[0]
+    with pytest.raises(InvalidOperation, match="cannot be indexed"):
+        coll.aggregate_raw_batches([])[0]

@@ -5,6 +5,7 @@ PyMongo's do."""
 
 from __future__ import annotations
 
+import collections.abc
 import importlib
 import types
 from typing import Any
@@ -412,9 +413,14 @@ def test_clients_compare_and_refuse_iteration_as_pymongos() -> None:
     assert first != mongio.MongoClient("mongodb://a/?replicaSet=x")
     assert first.eq_props() == ((("a", 27017), ("b", 1)), "x", None, "mongodb")
     with pytest.raises(TypeError, match="not iterable"):
-        list(first)
+        list(first)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="not iterable"):
         first.next()
+    with pytest.raises(TypeError, match="'MongoClient' object is not iterable"):
+        next(first)
+    # Not an Iterable either, as PyMongo's client is not.
+    client: object = first
+    assert not isinstance(client, collections.abc.Iterable)
     with pytest.raises(AttributeError, match=r"client\['_hidden'\]"):
         first._hidden  # noqa: B018
     assert isinstance(first.append_metadata, type(first.close))

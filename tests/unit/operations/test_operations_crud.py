@@ -13,6 +13,7 @@ from mongio.errors import (
     DuplicateKeyError,
     InvalidDocument,
     InvalidOperation,
+    OperationFailure,
     WriteConcernError,
     WriteError,
     WTimeoutError,
@@ -619,3 +620,15 @@ def test_a_duplicate_key_from_any_command_is_a_duplicate_key_error(code: int) ->
     with pytest.raises(DuplicateKeyError) as caught:
         check_command_reply(reply)
     assert caught.value.code == code and caught.value.details == reply
+
+
+def test_an_undecoded_error_reply_is_decoded_for_the_error() -> None:
+    """A raw batch cursor's reply is left as RawBSONDocument; the error it raises carries it as a dict."""
+    from mongio.connection.connection import check_command_reply
+
+    reply = {"ok": 0.0, "errmsg": "unknown operator: $bad", "code": 2, "codeName": "BadValue", "n": {"a": 1}}
+    with pytest.raises(OperationFailure) as caught:
+        check_command_reply(RawBSONDocument(encode(reply)))
+    details = caught.value.details
+    assert type(details) is dict and details == reply
+    assert type(details["n"]) is dict and caught.value.code == 2

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from mongio import MongoClient
+from mongio.driver_info import DriverInfo
 from mongio.errors import ConfigurationError, InvalidOptionValueError, InvalidURI
 from mongio.options import (
     ClientOptions,
@@ -337,3 +338,83 @@ def test_an_unknown_option_is_still_only_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError) as raised:
         MongoClient("mongodb://h/", connect=False, maxPoolSise=5)
     assert not isinstance(raised.value, ValueError)
+
+
+def test_pool_options_give_the_pool_settings_under_pymongos_names() -> None:
+    pool = build(
+        "mongodb://h/?maxPoolSize=7&minPoolSize=2&maxIdleTimeMS=1500&waitQueueTimeoutMS=250&connectTimeoutMS=400"
+        "&socketTimeoutMS=900&maxConnecting=3&appname=shop&tlsAllowInvalidHostnames=true"
+    ).pool_options
+    assert (pool.max_pool_size, pool.min_pool_size, pool.max_connecting) == (7, 2, 3)
+    assert (pool.max_idle_time_seconds, pool.wait_queue_timeout) == (1.5, 0.25)
+    assert (pool.connect_timeout, pool.socket_timeout) == (0.4, 0.9)
+    assert pool.appname == "shop" and pool.tls_allow_invalid_hostnames is True
+    assert pool.non_default_options == {
+        "maxPoolSize": 7,
+        "minPoolSize": 2,
+        "maxIdleTimeMS": 1500.0,
+        "waitQueueTimeoutMS": 250.0,
+        "maxConnecting": 3,
+    }
+    defaults = build("mongodb://h").pool_options
+    assert (defaults.max_pool_size, defaults.min_pool_size, defaults.max_idle_time_seconds) == (100, 0, None)
+    assert defaults.non_default_options == {} and defaults.tls_allow_invalid_hostnames is False
+    assert build("mongodb://h/?maxPoolSize=0").pool_options.max_pool_size == float("inf")
+
+
+def test_pool_options_metadata_is_the_handshakes_client_document_appends_included() -> None:
+    client = MongoClient("mongodb://h", appname="shop", connect=False)
+    metadata = client.options.pool_options.metadata
+    assert metadata["application"] == {"name": "shop"}
+    assert metadata["driver"]["name"] == "mongio"
+    client.append_metadata(DriverInfo("Wrapper", "2.0"))
+    assert client.options.pool_options.metadata["driver"]["name"] == "mongio|Wrapper"
+    # A copy each time: changing it changes nothing the handshakes send.
+    client.options.pool_options.metadata["driver"]["name"] = "changed"
+    assert client.options.pool_options.metadata["driver"]["name"] == "mongio|Wrapper"
+
+
+def test_a_driver_that_is_not_driver_info_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="DriverInfo"):
+        MongoClient("mongodb://h", driver="Wrapper", connect=False)
+
+
+def test_the_snake_case_keywords_pymongo_takes_for_the_overload_options() -> None:
+    options = build(max_adaptive_retries=5, enable_overload_retargeting=True)
+    assert (options.max_adaptive_retries, options.enable_overload_retargeting) == (5, True)
+    assert build(maxAdaptiveRetries=4).max_adaptive_retries == 4
+    with pytest.raises(ConfigurationError, match="Unknown option"):
+        build(max_pool_size=5)
+
+
+@pytest.mark.parametrize(("given", "taken"), [(True, True), (False, False), ("true", True), ("False", False)])
+def test_tz_aware_takes_a_boolean_or_its_string(given: object, taken: bool) -> None:
+    assert build(tz_aware=given).extras["tz_aware"] is taken
+
+
+@pytest.mark.parametrize("given", ["foo", 1, "yes"])
+def test_tz_aware_refuses_anything_else_with_a_value_error(given: object) -> None:
+    with pytest.raises(ValueError, match="tz_aware must be True or False"):
+        MongoClient(tz_aware=given, connect=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("host", "port"), [(1, None), (1.5, None), ("localhost", "27017"), ("localhost", 1.5)])
+def test_a_host_or_port_of_the_wrong_type_is_a_type_error(host: Any, port: Any) -> None:
+    with pytest.raises(TypeError, match="must be"):
+        build(host, port=port)
+
+
+def test_an_empty_host_list_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="at least one host"):
+        build([])
+    assert build(None).seeds == (("localhost", 27017),)
+
+
+def test_security_options_contradicting_each_other_are_an_invalid_uri() -> None:
+    with pytest.raises(InvalidURI, match="tls=true but the tls"):
+        build("mongodb://h/?ssl=true", tls=False)
+    with pytest.raises(InvalidURI, match="tlsInsecure and tlsAllowInvalidHostnames"):
+        build("mongodb://h/?tlsInsecure=true", tlsAllowInvalidHostnames=True)
+    with pytest.raises(InvalidURI, match="tls and ssl must agree"):
+        build(ssl=True, tls=False)
+    assert build("mongodb://h/?ssl=false", tls=False).tls is None

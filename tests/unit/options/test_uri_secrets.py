@@ -228,6 +228,9 @@ def _cases() -> Iterator[Case]:
     yield from uri("proxy-password-alone", f"mongodb://h/?proxyHost=p&proxyPassword={PW}")
     yield from uri("unacknowledged-journal", f"mongodb://{AUTH}h/?w=0&journal=true")
     yield from uri("pool-sizes", f"mongodb://{AUTH}h/?minPoolSize=5&maxPoolSize=1")
+    yield from client("tz-aware-not-boolean", f"mongodb://{AUTH}h", tz_aware="maybe")
+    for case in client("driver-not-driver-info", f"mongodb://{AUTH}h", driver="mongio-wrapper"):
+        yield Case(case.id, case.call, TypeError)
     yield from uri("staleness-primary", f"mongodb://{AUTH}h/?maxStalenessSeconds=100")
     yield from uri("tags-primary", f"mongodb://{AUTH}h/?readPreferenceTags=dc:ny")
     # Credentials: what each mechanism requires and forbids.
@@ -316,7 +319,14 @@ def _cases() -> Iterator[Case]:
     yield from client("keyword-tls-disagree", with_password, tls=True, ssl=False)
     yield from client("keyword-password-type", with_password, password=PW_DECODED.encode())
     yield from client("bad-port", with_password, port=0)
-    yield from client("bad-host-type", [with_password, 1])
+    for case in client("bad-host-type", [with_password, 1]):
+        yield Case(case.id, case.call, TypeError)
+    for case in client("bad-port-type", with_password, port="27017"):
+        yield Case(case.id, case.call, TypeError)
+    for case in client("host-not-a-str", 1, username="alice", password=PW_DECODED):
+        yield Case(case.id, case.call, TypeError)
+    yield from client("no-host", [], username="alice", password=PW_DECODED)
+    yield from client("tls-keyword-against-uri", f"mongodb://{AUTH}h/?tls=true", tls=False)
     yield from client("srv-with-other-host", [f"mongodb+srv://{AUTH}{CLUSTER}", "h"])
     yield from client("bad-read-preference", with_password, read_preference=object())
     yield Case("bad-connect-options", lambda: ClientOptions.from_uri(with_password, connect="yes"))
