@@ -14,7 +14,6 @@ from bson.decimal128 import DecimalDecoder
 
 from mongio import MongoClient
 from mongio.bson import SON, CodecOptions, decode, encode
-from mongio.pymongo_types import typed_codec_options
 
 
 def test_pymongo_codec_options_compare_equal_both_ways() -> None:
