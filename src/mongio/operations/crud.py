@@ -8,6 +8,7 @@ Arguments are checked and the constant part of each command is assembled when th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64, encode
@@ -46,6 +47,8 @@ from mongio.operations.models import (
     UpdateOne,
     index_document,
     model_statement,
+    validate_array_filters,
+    validate_let,
     validate_replacement,
     validate_update,
 )
@@ -72,6 +75,7 @@ __all__ = [
     "Insert",
     "KillCursors",
     "Update",
+    "check_aggregate_options",
 ]
 
 R = TypeVar("R")
@@ -141,12 +145,14 @@ def _collation(value: Any) -> Mapping[str, Any]:
 
 
 def _projection(value: Any) -> Mapping[str, Any]:
-    # PyMongo takes a list of field names as an inclusion projection.
+    # PyMongo takes a list (any sequence) or a set of field names as an inclusion projection; a str is one
+    # name, not a sequence of them, and is refused.
     if isinstance(value, Mapping):
         return value
-    if isinstance(value, list | tuple) and all(isinstance(name, str) for name in value):
+    names = isinstance(value, Sequence | AbstractSet) and not isinstance(value, str | bytes | bytearray)
+    if names and all(isinstance(name, str) for name in value):
         return dict.fromkeys(value, 1)
-    raise TypeError(f"projection must be a mapping or a list of field names, not {value!r}")
+    raise TypeError(f"projection must be a mapping or a list or set of field names, not {value!r}")
 
 
 def _add_common(
@@ -166,7 +172,7 @@ def _add_common(
     if max_time_ms is not None:
         body["maxTimeMS"] = _int(max_time_ms, "max_time_ms")
     if let is not None:
-        body["let"] = _mapping(let, "let")
+        body["let"] = validate_let(let)
     if comment is not None:
         body["comment"] = comment
     add_raw_data(body, raw_data)
@@ -506,6 +512,7 @@ class Aggregate(_ReadOperation):
             raise TypeError(f"pipeline must be a list, not {type(pipeline).__name__}")
         for stage in pipeline:
             _mapping(stage, "each pipeline stage")
+        check_aggregate_options(extra)
         self.has_write_stage = has_write_stage(pipeline)
         body: dict[str, Any] = {
             "aggregate": 1 if collection is None else collection,
@@ -551,6 +558,17 @@ class Aggregate(_ReadOperation):
             # reply's writeConcernError.
             check_write_concern_reply(reply)
         return parse_cursor(reply)
+
+
+# The aggregate command's own fields: given as options they would replace its target or its pipeline.
+_RESERVED_AGGREGATE_OPTIONS = ("aggregate", "pipeline")
+
+
+def check_aggregate_options(options: Mapping[str, Any] | None) -> None:
+    """Refuse options (an aggregate's keyword arguments) naming one of the command's own fields."""
+    for name in _RESERVED_AGGREGATE_OPTIONS:
+        if options and name in options:
+            raise ConfigurationError(f"{name!r} cannot be given as an aggregate option: it is the command's own field")
 
 
 class CountDocuments(Aggregate):
@@ -717,7 +735,7 @@ class _LoneWrite(Operation[R]):
         self.retryability = Retryability.NONE if self._multi else Retryability.WRITE
 
     def build(self, context: ConnectionContext) -> Command:
-        check_lone_statement(self._size, context, self.command_name)
+        check_lone_statement(self._size, context, self.command_name, self.acknowledged)
         if self._has_hint and not self.acknowledged:
             check_unacknowledged_hint(self._kind, context)
         body = dict(self._body)
@@ -795,7 +813,7 @@ class Update(_LoneWrite[UpdateResult]):
             command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let, raw_data),
             encode(statement, codec_options=codec_options, max_size=None),
             statement,
-            multi="multi" in statement,
+            multi=statement.get("multi") is True,
             has_hint="hint" in statement,
             raw_data=raw_data,
             write_concern=write_concern,
@@ -918,7 +936,7 @@ class FindAndModify(Operation[Any]):
         if array_filters is not None:
             if remove or replacement is not None:
                 raise ValueError("array_filters only applies to updates")
-            body["arrayFilters"] = [_mapping(item, "each array filter") for item in array_filters]
+            body["arrayFilters"] = validate_array_filters(array_filters)
         if bypass_document_validation is not None and not remove:
             body["bypassDocumentValidation"] = bypass_document_validation
         _add_common(
