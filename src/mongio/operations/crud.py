@@ -155,6 +155,33 @@ def _projection(value: Any) -> Mapping[str, Any]:
     raise TypeError(f"projection must be a mapping or a list or set of field names, not {value!r}")
 
 
+# The legacy query modifiers a filter of the OP_QUERY form ({"$query": filter, "$min": ...}) may hold, and the
+# find command's field each one is.
+_QUERY_MODIFIERS = {
+    "$query": "filter",
+    "$orderby": "sort",
+    "$hint": "hint",
+    "$comment": "comment",
+    "$maxTimeMS": "maxTimeMS",
+    "$max": "max",
+    "$min": "min",
+    "$returnKey": "returnKey",
+    "$showRecordId": "showRecordId",
+    "$showDiskLoc": "showRecordId",
+}
+
+
+def _unwrap_query_modifiers(body: dict[str, Any]) -> None:
+    """Turn a ``find`` body's filter of the legacy form (``{"$query": filter, "$min": ...}``, which PyMongo
+    still takes) into the command's fields; a modifier the find command has no field for is refused."""
+    wrapped = body.pop("filter")
+    for key, value in wrapped.items():
+        name = _QUERY_MODIFIERS.get(key)
+        if name is None:
+            raise ValueError(f"{key!r} beside $query is not a query modifier the find command takes")
+        body[name] = value
+
+
 def _add_common(
     body: dict[str, Any],
     *,
@@ -322,6 +349,8 @@ class Find(_ReadOperation):
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
         }
+        if "$query" in body["filter"]:
+            _unwrap_query_modifiers(body)
         Operation.__init__(self, database, read_preference, read_concern, None, codec_options)
         self._body = body
         self.collection = collection
@@ -554,6 +583,9 @@ class Aggregate(_ReadOperation):
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         if self.has_write_stage:
+            if not self.acknowledged:
+                # An unacknowledged $out/$merge gets no reply: a cursor with nothing in it, as PyMongo gives.
+                return CursorState(0, f"{self.database}.{self.collection or '$cmd.aggregate'}", [])
             # $out/$merge write: the read and write concern specification has the helper report the
             # reply's writeConcernError.
             check_write_concern_reply(reply)
