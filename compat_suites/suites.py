@@ -59,12 +59,6 @@ PYMONGO = Suite(
     paths=tuple(f"test/asynchronous/{name}" for name in PYMONGO_FILES),
     swap_plugin="compat_suites.pymongo_swap",
     addopts=("-ra", "--strict-config", "--strict-markers", "-m", "default or default_async"),
-    deselected=(
-        (
-            "test/asynchronous/test_bulk.py::AsyncTestBulk::test_upsert_large",
-            "a $set of a string of nearly 16 MB: the test server works on it for more than ten minutes",
-        ),
-    ),
 )
 
 SUITES = {"motor": MOTOR, "pymongo": PYMONGO}
