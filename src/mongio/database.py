@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mongio.client import MongoClient
     from mongio.options.protocols import (
         CodecOptionsLike,
+        DBRefLike,
         ReadConcernLike,
         ReadPreferenceLike,
         WriteConcernLike,
@@ -470,7 +471,7 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         return self._aggregate(self._name, None, pipeline, session, let, comment, kwargs)
 
     async def dereference(
-        self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+        self, dbref: DBRef | DBRefLike, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
     ) -> Any:
         """The document a :class:`~mongio.bson.DBRef` (or PyMongo's ``bson.DBRef``) points to, or None. The
         DBRef's database, if it names one, must be this database."""

@@ -21,18 +21,19 @@ async def test_arguments_are_checked_before_anything_is_sent(
     coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
     recorder.clear()
+    let: Any
     for let in (10, "str", [], False):
         with pytest.raises(TypeError, match="let must be an instance of dict or another Mapping"):
-            await coll.delete_many({}, let=let)  # type: ignore[arg-type]
+            await coll.delete_many({}, let=let)
         with pytest.raises(TypeError, match="let must be an instance of dict or another Mapping"):
-            await coll.update_one({}, {"$inc": {"x": 1}}, let=let)  # type: ignore[arg-type]
+            await coll.update_one({}, {"$inc": {"x": 1}}, let=let)
         with pytest.raises(TypeError, match="let must be an instance of dict or another Mapping"):
             await coll.find_one_and_delete({}, let=let)
     with pytest.raises(TypeError, match="array_filters must be a list"):
         await coll.find_one_and_update({}, {"$set": {"a": 1}}, array_filters={})  # type: ignore[arg-type]
     for reserved in ("aggregate", "pipeline"):
         with pytest.raises(ConfigurationError, match=f"'{reserved}' cannot be given as an aggregate option"):
-            coll.list_search_indexes(**{reserved: "other"})
+            coll.list_search_indexes(**{reserved: "other"})  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="'aggregate' cannot be given"):
         coll.aggregate([], aggregate="other")
     with pytest.raises(ConfigurationError, match="'aggregate' cannot be given"):
@@ -63,8 +64,9 @@ async def test_a_document_over_max_bson_size_is_the_server_s_to_refuse_when_ackn
     requests = [InsertOne({"a": 1}), InsertOne({"big": big}), InsertOne({"a": 2})]
     with pytest.raises(BulkWriteError) as refused:
         await coll.bulk_write(requests, ordered=False)
-    assert refused.value.details["nInserted"] == 2
-    assert [error["index"] for error in refused.value.details["writeErrors"]] == [1]
+    details: Any = refused.value.details
+    assert details["nInserted"] == 2
+    assert [error["index"] for error in details["writeErrors"]] == [1]
     # Unacknowledged, the server's refusal would go unseen: the client refuses anything over max_size.
     unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
     with pytest.raises(DocumentTooLarge, match=r"maxBsonObjectSize of 16777216$"):
@@ -100,7 +102,8 @@ async def test_a_write_error_reports_the_statement_as_pymongo_s(coll: Collection
     requests = [InsertOne({"b": 1, "a": 1}), UpdateOne({"b": 2}, {"$set": {"a": 1}}, upsert=True)]
     with pytest.raises(BulkWriteError) as failed:
         await coll.bulk_write(requests)
-    (error,) = failed.value.details["writeErrors"]
+    details: Any = failed.value.details
+    (error,) = details["writeErrors"]
     assert error["op"] == {"q": {"b": 2}, "u": {"$set": {"a": 1}}, "multi": False, "upsert": True}
 
 

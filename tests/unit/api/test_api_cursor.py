@@ -131,7 +131,7 @@ def test_a_session_argument_that_is_not_a_session_is_refused_before_anything_run
     with pytest.raises(TypeError, match=r"session must be a ClientSession .* not dict"):
         coll.find(session={})
     with pytest.raises(TypeError, match="not dict"):
-        coll.aggregate([], {})  # type: ignore[arg-type]
+        coll.aggregate([], {})
     assert client.calls == []
 
 

@@ -18,12 +18,16 @@ from mongio.bson import SON, CodecOptions, decode, encode
 
 def test_pymongo_codec_options_compare_equal_both_ways() -> None:
     registry = PyMongoTypeRegistry([DecimalDecoder()])
-    theirs = PyMongoCodecOptions(tz_aware=True, type_registry=registry)
+    theirs: PyMongoCodecOptions[Any] = PyMongoCodecOptions(tz_aware=True, type_registry=registry)
     client = MongoClient("mongodb://127.0.0.1:1/", connect=False, pymongo_types=True)
     typed = client.get_database("d", codec_options=theirs).codec_options
     for ours in (typed, CodecOptions(tz_aware=True, type_registry=typed.type_registry)):
         assert (theirs == ours, ours == theirs, theirs != ours, ours != theirs) == (True, True, False, False)
-    for other in (PyMongoCodecOptions(tz_aware=True), PyMongoCodecOptions(type_registry=registry)):
+    others: list[PyMongoCodecOptions[Any]] = [
+        PyMongoCodecOptions(tz_aware=True),
+        PyMongoCodecOptions(type_registry=registry),
+    ]
+    for other in others:
         assert (other == typed, typed == other, other != typed) == (False, False, True)
     # mongio's own two classes still differ: the typed mode decodes to other classes.
     assert typed != typed.codec_options()
