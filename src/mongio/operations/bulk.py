@@ -151,7 +151,9 @@ def plan_batch(
 def check_lone_statement(size: int, context: ConnectionContext, kind_name: str, acknowledged: bool = True) -> None:
     """Raise ``DocumentTooLarge``, as :func:`plan_batch` would, when a command's only statement (``size`` bytes,
     first in the caller's list) cannot go to the connection's server."""
-    if size > statement_limit(context, acknowledged) or size > context.max_message_size - RESERVED_MESSAGE_BYTES:
+    # The common case (a statement under maxBsonObjectSize that fits a message) is told apart without a call;
+    # _fitting applies the exact limits to the rest.
+    if size > context.max_bson_size or size > context.max_message_size - RESERVED_MESSAGE_BYTES:
         _fitting((size,), 0, context, kind_name, lambda index: 0, acknowledged)
 
 
