@@ -1,4 +1,4 @@
-"""python -m compat_suites motor|pymongo [--from git|sdist] [-k EXPR]; see docs/testing.md."""
+"""python -m compat_suites motor|pymongo [--from git|sdist] [-k EXPR] [--file NAME]; see docs/testing.md."""
 
 from __future__ import annotations
 
@@ -21,13 +21,17 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("-k", dest="select", help="pytest -k expression, to run part of the suite")
     parser.add_argument(
+        "--file", dest="files", action="append", metavar="NAME",
+        help="run only this test file of the suite (its name, e.g. test_bulk.py); repeatable",
+    )  # fmt: skip
+    parser.add_argument(
         "--last", action="store_true",
         help="do not run the tests: compare the reports of the last run again (after editing the classification)",
     )  # fmt: skip
     args = parser.parse_args()
     if args.last:
         return report_last_run(SUITES[args.suite], args.origin)
-    return run(SUITES[args.suite], args.origin, args.select)
+    return run(SUITES[args.suite], args.origin, args.select, args.files)
 
 
 if __name__ == "__main__":

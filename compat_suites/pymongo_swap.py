@@ -1,9 +1,11 @@
-"""pytest plugin for PyMongo's async suite run through mongio: ``pymongo.AsyncMongoClient`` becomes a mongio client.
+"""pytest plugin for PyMongo's async suite run through mongio: ``pymongo.AsyncMongoClient`` becomes a mongio client,
+``gridfs.AsyncGridFSBucket`` mongio's GridFS bucket.
 
-Loaded with ``-p compat_suites.pymongo_swap``. The name is replaced where PyMongo exports it, and, once the
+Loaded with ``-p compat_suites.pymongo_swap``. Each name is replaced where PyMongo exports it, and, once the
 tests are collected, in each of the suite's modules that imported it, so the suite's harness (its
-``client_context`` and client helpers) and the tests build mongio clients; PyMongo's other classes and the tests
-stay as they are.
+``client_context`` and client helpers) and the tests build mongio clients and buckets; PyMongo's other classes
+and the tests stay as they are. The bucket is swapped too because PyMongo's refuses a mongio database: its
+tests would otherwise test nothing of mongio's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 import mongio
+import mongio.gridfs
 
 
 class AsyncMongoClient(mongio.MongoClient):
@@ -25,9 +28,11 @@ class AsyncMongoClient(mongio.MongoClient):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    import gridfs
     import pymongo
 
     pymongo.AsyncMongoClient = AsyncMongoClient  # type: ignore[misc, assignment]
+    gridfs.AsyncGridFSBucket = mongio.gridfs.AsyncGridFSBucket  # type: ignore[misc, assignment]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -36,8 +41,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     PyMongo's own module keeps its class: its code refers to it (class attributes of its client), and the
     clients the swap leaves native are PyMongo's own business.
     """
-    from pymongo.asynchronous.mongo_client import AsyncMongoClient as native
+    from gridfs.asynchronous.grid_file import AsyncGridFSBucket as native_bucket
+    from pymongo.asynchronous.mongo_client import AsyncMongoClient as native_client
 
+    swaps = (
+        ("AsyncMongoClient", native_client, AsyncMongoClient),
+        ("AsyncGridFSBucket", native_bucket, mongio.gridfs.AsyncGridFSBucket),
+    )
     for name, module in list(sys.modules.items()):
-        if name.startswith("test.") and getattr(module, "AsyncMongoClient", None) is native:
-            module.AsyncMongoClient = AsyncMongoClient  # type: ignore[attr-defined]
+        if not name.startswith("test."):
+            continue
+        for attribute, native, swapped in swaps:
+            if getattr(module, attribute, None) is native:
+                setattr(module, attribute, swapped)

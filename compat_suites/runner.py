@@ -28,9 +28,11 @@ class Difference:
     entry: Entry | None
 
 
-def pytest_command(suite: Suite, root: Path, driver: str, report: Path, select: str | None) -> list[str]:
+def pytest_command(
+    suite: Suite, root: Path, driver: str, report: Path, select: str | None, paths: tuple[str, ...]
+) -> list[str]:
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "compat_suites.timeout",
         "-c", str(root / "pyproject.toml"), "--rootdir", str(root),
         "-o", f"addopts={' '.join(_quoted(option) for option in suite.addopts)}",
         f"--junitxml={report}",
@@ -41,7 +43,7 @@ def pytest_command(suite: Suite, root: Path, driver: str, report: Path, select: 
         command += ["--deselect", test_id]
     if select:
         command += ["-k", select]
-    return command + list(suite.paths)
+    return command + list(paths)
 
 
 def _quoted(option: str) -> str:
@@ -59,10 +61,12 @@ def suite_environment(server: TestServer) -> dict[str, str]:
     )
 
 
-def run_driver(suite: Suite, root: Path, server: TestServer, driver: str, select: str | None) -> dict[str, str]:
+def run_driver(
+    suite: Suite, root: Path, server: TestServer, driver: str, select: str | None, paths: tuple[str, ...]
+) -> dict[str, str]:
     report = root / f"{driver}.xml"
     report.unlink(missing_ok=True)
-    command = pytest_command(suite, root, driver, report, select)
+    command = pytest_command(suite, root, driver, report, select, paths)
     log = root / f"{driver}.log"
     print(f"== {suite.source.name} / {driver}: pytest {' '.join(command[3:])}\n   (output in {log})", flush=True)
     with log.open("w") as output:
@@ -128,13 +132,14 @@ def print_class(kind: str, members: list[Difference]) -> None:
             print(f"      {difference.test_id}: {difference.native} -> {difference.mongio}")
 
 
-def run(suite: Suite, origin: str, select: str | None) -> int:
+def run(suite: Suite, origin: str, select: str | None, files: list[str] | None = None) -> int:
     entries = load(suite.source.name)
+    paths = suite.paths_of(files)
     root = unpacked(suite.source, origin)
     results: dict[str, dict[str, str]] = {}
     with TestServer() as server:
         for driver in DRIVERS:
-            results[driver] = run_driver(suite, root, server, driver, select)
+            results[driver] = run_driver(suite, root, server, driver, select, paths)
     for test_id, reason in suite.deselected:
         print(f"left out of both runs: {test_id}: {reason}")
     return report(results, differences(results, entries), entries)

@@ -19,6 +19,18 @@ class Suite:
     # Tests left out of both runs, each with the reason.
     deselected: tuple[tuple[str, str], ...] = ()
 
+    def paths_of(self, files: list[str] | None) -> tuple[str, ...]:
+        """The suite's paths whose file name is one of ``files`` (all of them without ``files``)."""
+        if not files:
+            return self.paths
+        by_name = {path.rsplit("/", 1)[-1]: path for path in self.paths}
+        unknown = [name for name in files if name not in by_name]
+        if unknown:
+            raise SystemExit(
+                f"not files of the {self.source.name} suite: {', '.join(unknown)} (one of {', '.join(by_name)})"
+            )
+        return tuple(by_name[name] for name in files)
+
 
 MOTOR = Suite(
     source=Source("motor", "https://github.com/mongodb/motor.git", "3.7.1", "motor"),
@@ -47,12 +59,6 @@ PYMONGO = Suite(
     paths=tuple(f"test/asynchronous/{name}" for name in PYMONGO_FILES),
     swap_plugin="compat_suites.pymongo_swap",
     addopts=("-ra", "--strict-config", "--strict-markers", "-m", "default or default_async"),
-    deselected=(
-        (
-            "test/asynchronous/test_bulk.py::AsyncTestBulk::test_upsert_large",
-            "a $set of a string of nearly 16 MB: the test server works on it for more than ten minutes",
-        ),
-    ),
 )
 
 SUITES = {"motor": MOTOR, "pymongo": PYMONGO}

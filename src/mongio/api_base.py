@@ -18,6 +18,7 @@ from mongio.operations.crud import Aggregate
 from mongio.options.read_concern import as_read_concern
 from mongio.options.read_preference import as_read_preference
 from mongio.options.write_concern import as_write_concern
+from mongio.sessions.client_session import check_session_argument
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -188,6 +189,8 @@ class DerivedScope(OptionScope):
     def _run(self, operation: Operation[_R], session: Any) -> Coroutine[Any, Any, _R]:
         """The coroutine that runs ``operation`` under this object's timeout: the executor's own, handed back
         rather than awaited here (one coroutine level less for every operation; await it at once)."""
+        if session is not None:
+            check_session_argument(session)
         return self._executor.execute(operation, session, level_timeout=self._timeout)
 
     def _command_cursor(

@@ -24,6 +24,7 @@ from mongio.cursor import (
     RawBatchCursor,
     raw_batch_codec_options,
 )
+from mongio.errors import ConfigurationError
 from mongio.execution.connection_pin import ConnectionPin
 from mongio.execution.deadline import TimeoutMode
 from mongio.operations.bulk import BulkWrite
@@ -38,6 +39,7 @@ from mongio.operations.crud import (
     FindAndModify,
     Insert,
     Update,
+    check_aggregate_options,
 )
 from mongio.operations.indexes import (
     CreateIndexes,
@@ -66,6 +68,7 @@ from mongio.operations.results import (
     InsertOneResult,
     UpdateResult,
 )
+from mongio.sessions.client_session import check_session_argument
 from mongio.typings import DocumentType as _D  # the document type (PyMongo's _DocumentType)
 
 if TYPE_CHECKING:
@@ -355,6 +358,8 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         self, bulk: BulkWrite, session: Any, operation_name: str | None = None
     ) -> BulkWriteResult:
         # timeoutMS bounds the whole bulk write, not each batch; it is one operation (one tracing span).
+        if session is not None:
+            check_session_argument(session)
         with self._executor.timeout_scope(self._timeout, session, operation_name):
             while (batch := bulk.next_batch()) is not None:
                 await self._run(batch, session)
@@ -484,7 +489,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
     ) -> UpdateResult:
         """Replace the first document matching ``filter`` with ``replacement`` (no ``$`` operators)."""
         statement = update_statement(
-            filter, validate_replacement(replacement), upsert or None, collation, None, hint, sort, multi=False
+            filter, validate_replacement(replacement), upsert or None, collation, None, hint, sort, multi=None
         )
         operation = self._update(statement, bypass_document_validation, let, comment, raw_data)
         return await self._run(operation, session)
@@ -747,7 +752,13 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
 
     async def estimated_document_count(self, comment: Any = None, **kwargs: Any) -> int:
         """The collection's document count from its metadata: fast, but may be off after an unclean
-        shutdown. Takes ``maxTimeMS``."""
+        shutdown. Takes ``maxTimeMS``. A ``session`` raises ConfigurationError, as in PyMongo: the ``count``
+        command it runs cannot be part of a transaction."""
+        if "session" in kwargs:
+            raise ConfigurationError(
+                "estimated_document_count does not support sessions (the sessions specification: its count "
+                "command cannot run in a transaction)"
+            )
         options = _options(kwargs, _MAX_TIME_OPTIONS, "estimated_document_count")
         operation = EstimatedDocumentCount(
             self._database_name,
@@ -1081,6 +1092,7 @@ class Collection(DerivedScope, ChangeStreamSource["CollectionChangeStream[_D]"],
         snake_case works too) and ``timeout_mode``. The command carries no read concern: the search index
         process refuses one."""
         timeout_mode = kwargs.pop("timeout_mode", None)
+        check_aggregate_options(kwargs)
         options = _options(kwargs, _LIST_SEARCH_INDEXES_OPTIONS, "list_search_indexes")
         operation = ListSearchIndexes(
             self._database_name,

@@ -44,6 +44,7 @@ from mongio.execution.deadline import TimeoutMode
 from mongio.operations.base import CursorState, Operation
 from mongio.operations.crud import CursorType, Distinct, Explain, Find, GetMore, KillCursors
 from mongio.operations.models import index_document
+from mongio.sessions.client_session import check_session_argument
 
 if TYPE_CHECKING:
     from mongio.bson import CodecOptions
@@ -153,6 +154,8 @@ class _CursorBase(Generic[_T]):
     _keeps_documents = False
 
     def __init__(self, client: Any, session: Any, codec_options: CodecOptions) -> None:
+        if session is not None:
+            check_session_argument(session)
         self._client = client
         self._explicit_session = session
         self._session: Any = session

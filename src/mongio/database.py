@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 from mongio.api_base import ChangeStreamSource, DerivedScope
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, DBRef
+from mongio.bson._type_marker import type_marker
 from mongio.collection import Collection
 from mongio.cursor import CommandCursor
 from mongio.encrypted_collections import (
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from mongio.client import MongoClient
     from mongio.options.protocols import (
         CodecOptionsLike,
+        DBRefLike,
         ReadConcernLike,
         ReadPreferenceLike,
         WriteConcernLike,
@@ -520,11 +522,11 @@ class Database(DerivedScope, ChangeStreamSource["DatabaseChangeStream[_D]"], Gen
         return self._aggregate(self._name, None, pipeline, session, let, comment, kwargs)
 
     async def dereference(
-        self, dbref: DBRef, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
+        self, dbref: DBRef | DBRefLike, session: ClientSession | None = None, comment: Any = None, **kwargs: Any
     ) -> Any:
-        """The document a :class:`~mongio.bson.DBRef` points to, or None. The DBRef's database, if it names
-        one, must be this database."""
-        if not isinstance(dbref, DBRef):
+        """The document a :class:`~mongio.bson.DBRef` (or PyMongo's ``bson.DBRef``) points to, or None. The
+        DBRef's database, if it names one, must be this database."""
+        if not isinstance(dbref, DBRef) and type_marker(dbref) != DBRef._type_marker:
             raise TypeError(f"cannot dereference a {type(dbref).__name__}")
         if dbref.database is not None and dbref.database != self._name:
             raise ValueError(

@@ -8,7 +8,8 @@ For applications and libraries typed against PyMongo's classes (pydantic models 
   ``bson.MinKey``/``MaxKey``, ``bson.DatetimeMS``), and the deprecated BSON types decode as PyMongo decodes
   them (symbol as ``str``, undefined as ``None``, DBPointer as ``bson.DBRef``);
 - the errors mongio raises are also instances of the PyMongo class of the same name
-  (``except pymongo.errors.DuplicateKeyError`` catches mongio's ``DuplicateKeyError``).
+  (``except pymongo.errors.DuplicateKeyError`` catches mongio's ``DuplicateKeyError``, ``except
+  gridfs.errors.NoFile`` mongio's GridFS ``NoFile``).
 
 Values PyMongo's ``bson`` made are written exactly whether or not the mode is on (the encoder knows them by
 their ``_type_marker``), and PyMongo's ``CodecOptions`` are accepted wherever mongio's are.
@@ -169,15 +170,23 @@ def typed_codec_options(options: CodecOptions) -> PyMongoTypedCodecOptions:
 
 @functools.cache
 def _graft_error_classes() -> None:
+    import gridfs.errors
+
     import mongio.bson.errors
     import mongio.errors
+    import mongio.gridfs.errors
 
     _bson, bson_errors, pymongo_errors = _pymongo()
     # The roots (MongioError, BSONError) keep Exception as their only base: Python refuses to give them
     # PyMongo's roots, whose instance layout differs, so each class below them gains its namesake instead
     # (and through it PyMongo's root). Bases first, so each new base follows the bases a class already has.
     roots = (mongio.errors.MongioError, mongio.bson.errors.BSONError)
-    for module, namesakes in ((mongio.errors, pymongo_errors), (mongio.bson.errors, bson_errors)):
+    grafts = (
+        (mongio.errors, pymongo_errors),
+        (mongio.bson.errors, bson_errors),
+        (mongio.gridfs.errors, gridfs.errors),
+    )
+    for module, namesakes in grafts:
         classes = [
             value
             for value in vars(module).values()

@@ -23,6 +23,7 @@ from mongio.options.client_options import ClientOptions
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import Primary
 from mongio.options.write_concern import WriteConcern
+from mongio.sessions.client_session import ClientSession
 
 ADDRESS = ("fake.example", 27017)
 
@@ -48,14 +49,17 @@ class Call:
         return next(iter(self.body))
 
 
-class FakeSession:
+class FakeSession(ClientSession):
+    """A session the API takes for one (a ClientSession) that only records being ended; nothing else of
+    ClientSession's is set up, since the fake executor never runs it."""
+
     def __init__(self, implicit: bool) -> None:
-        self.implicit = implicit
-        self.has_ended = False
+        self._implicit = implicit
+        self._ended = False
 
     async def end_session(self) -> None:
-        assert not self.has_ended, "a session was ended twice"
-        self.has_ended = True
+        assert not self._ended, "a session was ended twice"
+        self._ended = True
 
 
 Responder = Callable[[dict[str, Any]], dict[str, Any]]

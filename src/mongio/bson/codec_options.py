@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import abc
 import datetime
+import sys
+import typing
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
@@ -218,6 +220,11 @@ class CodecOptions:
         type_registry: TypeRegistry | None = None,
         datetime_conversion: int | None = DatetimeConversion.DATETIME,
     ) -> None:
+        origin = typing.get_origin(document_class)
+        if isinstance(origin, type):
+            # A parameterised class (SON[str, Any], dict[str, Any]) is an annotation of its class: documents
+            # decode as that class.
+            document_class = origin
         if not isinstance(document_class, type) or not (
             issubclass(document_class, MutableMapping) or getattr(document_class, "_type_marker", None) == 101
         ):
@@ -319,9 +326,13 @@ class CodecOptions:
         return CodecOptions(**{name: getattr(self, name) for name in CodecOptions._FIELDS})
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CodecOptions):
-            return NotImplemented
-        return type(self) is type(other) and self._arguments() == other._arguments()
+        if isinstance(other, CodecOptions):
+            return type(self) is type(other) and self._arguments() == other._arguments()
+        if _is_pymongo_codec_options(other):
+            # PyMongo's (a named tuple, whose __eq__ answers NotImplemented for ours): equal, both ways, when
+            # they decode and encode alike, whichever of mongio's classes (a PyMongo-typed mode's too) this is.
+            return self._arguments() == as_codec_options(other)._arguments()
+        return NotImplemented
 
     def __hash__(self) -> int:
         return hash((type(self), *self._arguments().values()))
@@ -332,6 +343,14 @@ class CodecOptions:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self._arguments()))
+
+
+def _is_pymongo_codec_options(value: Any) -> bool:
+    """Whether ``value`` is PyMongo's ``CodecOptions``, without importing PyMongo: one exists only once its
+    module is loaded."""
+    module = sys.modules.get("bson.codec_options")
+    cls = vars(module).get("CodecOptions") if module is not None else None
+    return isinstance(cls, type) and isinstance(value, cls)
 
 
 def as_codec_options(given: Any) -> CodecOptions:

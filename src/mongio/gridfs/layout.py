@@ -56,7 +56,10 @@ def _whole_number(document: Mapping[str, Any], field: str) -> int:
 
 
 def file_length(document: Mapping[str, Any]) -> int:
-    """The ``length`` of a files document as an int."""
+    """The ``length`` of a files document as an int; 0 when the document has none (some old drivers wrote empty
+    files without it, and PyMongo reads those as empty too)."""
+    if "length" not in document:
+        return 0
     return _whole_number(document, "length")
 
 

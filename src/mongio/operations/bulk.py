@@ -49,12 +49,13 @@ from mongio.operations.models import (
     as_write_model,
     is_multi,
     model_statement,
+    validate_let,
     write_kind,
 )
 from mongio.operations.results import BulkWriteResult
 from mongio.options.write_concern import WriteConcern
 from mongio.wire.header import HEADER_SIZE
-from mongio.wire.op_msg import PackedDocuments
+from mongio.wire.op_msg import COMMAND_OVERHEAD, PackedDocuments
 
 __all__ = [
     "BulkWrite",
@@ -65,6 +66,7 @@ __all__ = [
     "check_lone_statement",
     "check_unacknowledged_hint",
     "plan_batch",
+    "statement_limit",
     "write_message_fixed_size",
 ]
 
@@ -116,25 +118,44 @@ def write_message_fixed_size(body_bytes: int, identifier: str) -> int:
     return HEADER_SIZE + 4 + 1 + body_bytes + 1 + 4 + len(identifier.encode()) + 1
 
 
+def statement_limit(context: ConnectionContext, acknowledged: bool) -> int:
+    """The largest statement (an insert's document, an update's or delete's statement) sent to the connection's
+    server. Unacknowledged: ``max_bson_size``, since the server's refusal would go unseen. Acknowledged:
+    ``max_bson_size`` plus the command overhead the server allows (server write commands specification), so a
+    statement just over ``max_bson_size`` is the server's to refuse, with a write error of its own; an unordered
+    bulk write then still does the rest, as PyMongo's does."""
+    return context.max_bson_size + (COMMAND_OVERHEAD if acknowledged else 0)
+
+
 def plan_batch(
-    requests: Sequence[Request], start: int, fixed_size: int, context: ConnectionContext, kind_name: str
+    requests: Sequence[Request],
+    start: int,
+    fixed_size: int,
+    context: ConnectionContext,
+    kind_name: str,
+    acknowledged: bool = True,
 ) -> int:
     """The end (exclusive) of the batch starting at ``start``: as many requests as fit the connection's
     ``max_write_batch_size`` and, with the message's fixed part, ``max_message_size`` less the reserve.
 
-    A request over ``max_bson_size``, or one that cannot fit a message even alone, raises ``DocumentTooLarge``
-    when it would start a batch; otherwise it ends the batch before it, so the requests ahead of it are sent.
+    A request over :func:`statement_limit`, or one that cannot fit a message even alone, raises
+    ``DocumentTooLarge`` when it would start a batch; otherwise it ends the batch before it, so the requests
+    ahead of it are sent.
     """
     stop = min(len(requests), start + context.max_write_batch_size)
     sizes = (len(requests[index].encoded) for index in range(start, stop))
-    return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: requests[start + index].position)
+    return start + _fitting(
+        sizes, fixed_size, context, kind_name, lambda index: requests[start + index].position, acknowledged
+    )
 
 
-def check_lone_statement(size: int, context: ConnectionContext, kind_name: str) -> None:
+def check_lone_statement(size: int, context: ConnectionContext, kind_name: str, acknowledged: bool = True) -> None:
     """Raise ``DocumentTooLarge``, as :func:`plan_batch` would, when a command's only statement (``size`` bytes,
     first in the caller's list) cannot go to the connection's server."""
+    # The common case (a statement under maxBsonObjectSize that fits a message) is told apart without a call;
+    # _fitting applies the exact limits to the rest.
     if size > context.max_bson_size or size > context.max_message_size - RESERVED_MESSAGE_BYTES:
-        _fitting((size,), 0, context, kind_name, lambda index: 0)
+        _fitting((size,), 0, context, kind_name, lambda index: 0, acknowledged)
 
 
 def check_unacknowledged_hint(kind: int, context: ConnectionContext) -> None:
@@ -154,20 +175,22 @@ def _fitting(
     context: ConnectionContext,
     kind_name: str,
     position: Callable[[int], int],
+    acknowledged: bool,
 ) -> int:
     """How many of the statements of ``sizes`` (bytes each, in order) one message takes (see
     :func:`plan_batch`); ``position`` gives a statement's place in the caller's list, for the error."""
     limit = context.max_message_size - RESERVED_MESSAGE_BYTES
-    max_bson = context.max_bson_size
+    max_statement = statement_limit(context, acknowledged)
     split = batch_split_size(context)
     size = fixed_size
     count = 0
     for doc_size in sizes:
-        if doc_size > max_bson:
+        if doc_size > max_statement:
             if not count:
+                allowance = f" plus the {COMMAND_OVERHEAD} bytes of command overhead" if acknowledged else ""
                 raise DocumentTooLarge(
                     f"{kind_name} document {position(0)} is {doc_size} bytes, over the server's "
-                    f"maxBsonObjectSize of {max_bson}"
+                    f"maxBsonObjectSize of {context.max_bson_size}{allowance}"
                 )
             break
         if count and split is not None and size - fixed_size + doc_size > split:
@@ -194,7 +217,9 @@ class Statements(ABC):
     def __len__(self) -> int: ...
 
     @abstractmethod
-    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
+    def plan(
+        self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str, acknowledged: bool = True
+    ) -> int:
         """The end (exclusive) of the batch starting at ``start`` (see :func:`plan_batch`)."""
 
     @abstractmethod
@@ -228,8 +253,10 @@ class RequestStatements(Statements):
     def __len__(self) -> int:
         return len(self._requests)
 
-    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
-        return plan_batch(self._requests, start, fixed_size, context, kind_name)
+    def plan(
+        self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str, acknowledged: bool = True
+    ) -> int:
+        return plan_batch(self._requests, start, fixed_size, context, kind_name, acknowledged)
 
     def sequence(self, start: int, end: int) -> DocumentSequence:
         batch = self._requests[start:end]
@@ -284,7 +311,9 @@ class PackedInserts(Statements):
     def _start_of(self, index: int) -> int:
         return self._ends[index - 1] if index else 0
 
-    def plan(self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str) -> int:
+    def plan(
+        self, start: int, fixed_size: int, context: ConnectionContext, kind_name: str, acknowledged: bool = True
+    ) -> int:
         ends = self._ends
         stop = min(len(ends), start + context.max_write_batch_size)
         base = self._start_of(start)
@@ -294,7 +323,9 @@ class PackedInserts(Statements):
         cut = min(stop, max(start + 1, bisect_right(ends, limit, start, stop)))
         batch_ends = ends[start:cut]
         sizes = map(operator.sub, batch_ends, chain((base,), batch_ends))
-        return start + _fitting(sizes, fixed_size, context, kind_name, lambda index: self.position(start + index))
+        return start + _fitting(
+            sizes, fixed_size, context, kind_name, lambda index: self.position(start + index), acknowledged
+        )
 
     def sequence(self, start: int, end: int) -> DocumentSequence:
         packed = PackedDocuments(memoryview(self._data)[self._start_of(start) : self._ends[end - 1]])
@@ -369,7 +400,7 @@ class WriteCommand(Operation[R]):
         sequence = self._sequence
         if sequence is None:
             statements = self._statements
-            end = statements.plan(self.start, self._fixed_size, context, self.command_name)
+            end = statements.plan(self.start, self._fixed_size, context, self.command_name, self.acknowledged)
             sequence = statements.sequence(self.start, end)
             self._multi, self._hint = statements.flags(self.start, end)
             self.end = end
@@ -394,7 +425,7 @@ def command_body(
     if comment is not None:
         body["comment"] = comment
     if let is not None and kind != KIND_INSERT:
-        body["let"] = let
+        body["let"] = validate_let(let)
     if raw_data is not None:
         add_raw_data(body, raw_data)
     return body
@@ -449,8 +480,7 @@ class WriteBatch(WriteCommand[None]):
 def _check_options(ordered: Any, let: Any) -> None:
     if not isinstance(ordered, bool):
         raise TypeError(f"ordered must be True or False, not {ordered!r}")
-    if let is not None and not isinstance(let, Mapping):
-        raise TypeError(f"let must be a mapping, not {type(let).__name__}")
+    validate_let(let)
 
 
 def _grouped(

@@ -8,6 +8,7 @@ Arguments are checked and the constant part of each command is assembled when th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from mongio.bson import DEFAULT_CODEC_OPTIONS, CodecOptions, Int64, encode
@@ -46,6 +47,8 @@ from mongio.operations.models import (
     UpdateOne,
     index_document,
     model_statement,
+    validate_array_filters,
+    validate_let,
     validate_replacement,
     validate_update,
 )
@@ -72,6 +75,7 @@ __all__ = [
     "Insert",
     "KillCursors",
     "Update",
+    "check_aggregate_options",
 ]
 
 R = TypeVar("R")
@@ -141,12 +145,41 @@ def _collation(value: Any) -> Mapping[str, Any]:
 
 
 def _projection(value: Any) -> Mapping[str, Any]:
-    # PyMongo takes a list of field names as an inclusion projection.
+    # PyMongo takes a list (any sequence) or a set of field names as an inclusion projection; a str is one
+    # name, not a sequence of them, and is refused.
     if isinstance(value, Mapping):
         return value
-    if isinstance(value, list | tuple) and all(isinstance(name, str) for name in value):
+    names = isinstance(value, Sequence | AbstractSet) and not isinstance(value, str | bytes | bytearray)
+    if names and all(isinstance(name, str) for name in value):
         return dict.fromkeys(value, 1)
-    raise TypeError(f"projection must be a mapping or a list of field names, not {value!r}")
+    raise TypeError(f"projection must be a mapping or a list or set of field names, not {value!r}")
+
+
+# The legacy query modifiers a filter of the OP_QUERY form ({"$query": filter, "$min": ...}) may hold, and the
+# find command's field each one is.
+_QUERY_MODIFIERS = {
+    "$query": "filter",
+    "$orderby": "sort",
+    "$hint": "hint",
+    "$comment": "comment",
+    "$maxTimeMS": "maxTimeMS",
+    "$max": "max",
+    "$min": "min",
+    "$returnKey": "returnKey",
+    "$showRecordId": "showRecordId",
+    "$showDiskLoc": "showRecordId",
+}
+
+
+def _unwrap_query_modifiers(body: dict[str, Any]) -> None:
+    """Turn a ``find`` body's filter of the legacy form (``{"$query": filter, "$min": ...}``, which PyMongo
+    still takes) into the command's fields; a modifier the find command has no field for is refused."""
+    wrapped = body.pop("filter")
+    for key, value in wrapped.items():
+        name = _QUERY_MODIFIERS.get(key)
+        if name is None:
+            raise ValueError(f"{key!r} beside $query is not a query modifier the find command takes")
+        body[name] = value
 
 
 def _add_common(
@@ -166,7 +199,7 @@ def _add_common(
     if max_time_ms is not None:
         body["maxTimeMS"] = _int(max_time_ms, "max_time_ms")
     if let is not None:
-        body["let"] = _mapping(let, "let")
+        body["let"] = validate_let(let)
     if comment is not None:
         body["comment"] = comment
     add_raw_data(body, raw_data)
@@ -316,6 +349,8 @@ class Find(_ReadOperation):
             "find": collection,
             "filter": {} if filter is None else filter if type(filter) is dict else _mapping(filter, "filter"),
         }
+        if "$query" in body["filter"]:
+            _unwrap_query_modifiers(body)
         Operation.__init__(self, database, read_preference, read_concern, None, codec_options)
         self._body = body
         self.collection = collection
@@ -506,6 +541,7 @@ class Aggregate(_ReadOperation):
             raise TypeError(f"pipeline must be a list, not {type(pipeline).__name__}")
         for stage in pipeline:
             _mapping(stage, "each pipeline stage")
+        check_aggregate_options(extra)
         self.has_write_stage = has_write_stage(pipeline)
         # The server makes the cursor of a pipeline opening with $changeStream tailable and awaitData.
         self._opens_change_stream = bool(pipeline) and "$changeStream" in pipeline[0]
@@ -553,10 +589,24 @@ class Aggregate(_ReadOperation):
 
     def handle_response(self, reply: dict[str, Any], context: ConnectionContext) -> CursorState:
         if self.has_write_stage:
+            if not self.acknowledged:
+                # An unacknowledged $out/$merge gets no reply: a cursor with nothing in it, as PyMongo gives.
+                return CursorState(0, f"{self.database}.{self.collection or '$cmd.aggregate'}", [])
             # $out/$merge write: the read and write concern specification has the helper report the
             # reply's writeConcernError.
             check_write_concern_reply(reply)
         return parse_cursor(reply)
+
+
+# The aggregate command's own fields: given as options they would replace its target or its pipeline.
+_RESERVED_AGGREGATE_OPTIONS = ("aggregate", "pipeline")
+
+
+def check_aggregate_options(options: Mapping[str, Any] | None) -> None:
+    """Refuse options (an aggregate's keyword arguments) naming one of the command's own fields."""
+    for name in _RESERVED_AGGREGATE_OPTIONS:
+        if options and name in options:
+            raise ConfigurationError(f"{name!r} cannot be given as an aggregate option: it is the command's own field")
 
 
 class CountDocuments(Aggregate):
@@ -723,7 +773,7 @@ class _LoneWrite(Operation[R]):
         self.retryability = Retryability.NONE if self._multi else Retryability.WRITE
 
     def build(self, context: ConnectionContext) -> Command:
-        check_lone_statement(self._size, context, self.command_name)
+        check_lone_statement(self._size, context, self.command_name, self.acknowledged)
         if self._has_hint and not self.acknowledged:
             check_unacknowledged_hint(self._kind, context)
         body = dict(self._body)
@@ -801,7 +851,7 @@ class Update(_LoneWrite[UpdateResult]):
             command_body(KIND_UPDATE, collection, True, bypass_document_validation, comment, let, raw_data),
             encode(statement, codec_options=codec_options, max_size=None),
             statement,
-            multi="multi" in statement,
+            multi=statement.get("multi") is True,
             has_hint="hint" in statement,
             raw_data=raw_data,
             write_concern=write_concern,
@@ -924,7 +974,7 @@ class FindAndModify(Operation[Any]):
         if array_filters is not None:
             if remove or replacement is not None:
                 raise ValueError("array_filters only applies to updates")
-            body["arrayFilters"] = [_mapping(item, "each array filter") for item in array_filters]
+            body["arrayFilters"] = validate_array_filters(array_filters)
         if bypass_document_validation is not None and not remove:
             body["bypassDocumentValidation"] = bypass_document_validation
         _add_common(

@@ -30,6 +30,8 @@ __all__ = [
     "WriteModel",
     "gen_index_name",
     "index_document",
+    "validate_array_filters",
+    "validate_let",
 ]
 
 ASCENDING = 1
@@ -123,13 +125,21 @@ def _sort(value: Any) -> Mapping[str, Any] | None:
     return index_document(value, "sort")
 
 
+def validate_let(value: Any) -> Mapping[str, Any] | None:
+    """A command's ``let`` (its variables): None, or a mapping; anything else is refused before sending."""
+    if value is not None and type(value) is not dict and not isinstance(value, Mapping):
+        raise TypeError(f"let must be an instance of dict or another Mapping, not {type(value).__name__}")
+    return value
+
+
 def _optional_bool(value: Any, name: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{name} must be True, False or None, not {value!r}")
     return value
 
 
-def _array_filters(value: Any) -> list[Mapping[str, Any]] | None:
+def validate_array_filters(value: Any) -> list[Mapping[str, Any]] | None:
+    """An update's ``array_filters``: None, or a list (or tuple) of mappings, as a list."""
     if value is None:
         return None
     if not isinstance(value, list | tuple) or not all(isinstance(item, Mapping) for item in value):
@@ -180,7 +190,7 @@ def update_statement(
     hint: Any,
     sort: Any,
     *,
-    multi: bool,
+    multi: bool | None,
 ) -> dict[str, Any]:
     """The statement of an ``update`` command sent alone (``update_one``, ``update_many``, ``replace_one``),
     made straight from the arguments with no model: each checked by the validator the models use, in their
@@ -210,7 +220,7 @@ def _checked_update_fields(
     """The options an update adds to :func:`_checked_filter_fields`'s, checked after those, in this order."""
     return (
         None if upsert is None else _optional_bool(upsert, "upsert"),
-        None if array_filters is None else _array_filters(array_filters),
+        None if array_filters is None else validate_array_filters(array_filters),
         None if sort is None else _sort(sort),
     )
 
@@ -218,17 +228,18 @@ def _checked_update_fields(
 def _update_document(
     filter: Mapping[str, Any],
     update: Any,
-    multi: bool,
+    multi: bool | None,
     upsert: bool | None,
     collation: Mapping[str, Any] | None,
     array_filters: list[Mapping[str, Any]] | None,
     hint: str | dict[str, Any] | None,
     sort: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """An ``update`` statement from checked values, the options left out when None."""
+    """An ``update`` statement from checked values, the options left out when None (``multi`` is None for a
+    replacement, whose statement has none, as PyMongo's has none: a write error reports the same ``op``)."""
     statement: dict[str, Any] = {"q": filter, "u": update}
-    if multi:
-        statement["multi"] = True
+    if multi is not None:
+        statement["multi"] = multi
     if upsert is not None:
         statement["upsert"] = upsert
     if collation is not None:
@@ -533,7 +544,7 @@ def model_statement(model: WriteModel) -> dict[str, Any]:
         return _update_document(
             model.filter,
             _update_of(model),
-            is_multi(model),
+            None if isinstance(model, ReplaceOne) else is_multi(model),
             model.upsert,
             model.collation,
             model.array_filters,

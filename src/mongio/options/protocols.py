@@ -1,7 +1,7 @@
 """The shapes of other libraries' option objects that mongio's signatures take beside its own.
 
 mongio accepts PyMongo's ``WriteConcern``, ``ReadConcern``, read preferences, ``CodecOptions``, write models,
-index and search index models, ``DriverInfo``, ``TransactionOptions`` and ``bson.Timestamp`` wherever it accepts its own (it converts them on the way
+index and search index models, ``DriverInfo``, ``TransactionOptions``, ``bson.Timestamp`` and ``bson.DBRef`` wherever it accepts its own (it converts them on the way
 in, reading the attributes below). These protocols let a type checker see that too, so an application typed
 against PyMongo passes ``pymongo.WriteConcern(w=1)`` to :meth:`~mongio.MongoClient.get_database` without a
 type error, while an object of another kind (a read concern where a write concern goes) is still refused.
@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "CodecOptionsLike",
+    "DBRefLike",
     "DriverInfoLike",
     "IndexModelLike",
     "ReadConcernLike",
@@ -79,6 +80,22 @@ class CodecOptionsLike(Protocol):
 
     def _asdict(self) -> dict[str, Any]:
         """The seven fields by name."""
+
+
+class DBRefLike(Protocol):
+    """A DBRef of another library (``bson.DBRef``): the collection, the id and the database it points to."""
+
+    @property
+    def collection(self) -> str:
+        """The collection of the referenced document."""
+
+    @property
+    def id(self) -> Any:
+        """The ``_id`` of the referenced document."""
+
+    @property
+    def database(self) -> str | None:
+        """The database of the referenced document, or None for the one it is dereferenced in."""
 
 
 class WriteModelLike(Protocol):

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["ClientSession", "SessionOptions", "TransactionContext"]
+__all__ = ["ClientSession", "SessionOptions", "TransactionContext", "check_session_argument"]
 
 
 class SessionOptions:
@@ -715,3 +715,10 @@ class TransactionContext:
             await session.commit_transaction()
         else:
             await session.abort_transaction()
+
+
+def check_session_argument(session: object) -> None:
+    """Refuse a ``session=`` that is neither None nor a :class:`ClientSession` (before anything is sent: it would
+    otherwise fail deep inside the operation). TypeError, where PyMongo raises ValueError (see differences.yaml)."""
+    if session is not None and not isinstance(session, ClientSession):
+        raise TypeError(f"session must be a ClientSession (AsyncClientSession) or None, not {type(session).__name__}")

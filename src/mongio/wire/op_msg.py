@@ -154,8 +154,8 @@ def encode_command(
     whoever packed them). The message is compressed with ``compressor`` unless the
     command is one that must never be compressed.
 
-    Raises ``DocumentTooLarge`` when the command exceeds ``max_bson_size`` plus the command overhead, when one
-    sequence document exceeds ``max_bson_size``, or when the whole message exceeds ``max_message_size``; the
+    Raises ``DocumentTooLarge`` when the command, or one sequence document, exceeds ``max_bson_size`` plus the
+    command overhead, or when the whole message exceeds ``max_message_size``; the
     caller's batch splitting is expected to prevent the last one.
     """
     parts = encode_command_parts(
@@ -267,10 +267,11 @@ def _append_sequences(
             else:
                 _encode_into(out, document, codec_options)
             size = len(out) - start
-            if size > max_bson_size:
+            # The server's own limit for a document in a command; whoever plans the batch may keep a lower one.
+            if size > max_bson_size + COMMAND_OVERHEAD:
                 raise DocumentTooLarge(
                     f"document {index} of {identifier!r} is {size} bytes, over the server's "
-                    f"maxBsonObjectSize of {max_bson_size}"
+                    f"maxBsonObjectSize of {max_bson_size} plus the {COMMAND_OVERHEAD} bytes of command overhead"
                 )
         _INT32.pack_into(size_part, size_at, before + len(out) - section_start)
     if len(parts) > 1 and not out:

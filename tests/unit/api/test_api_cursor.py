@@ -18,7 +18,7 @@ from mongio.execution.executor import Answered
 from mongio.gridfs.grid_out import GridOutCursor
 from mongio.operations.base import Operation
 from mongio.operations.crud import CursorType
-from tests.support.fake_client import ADDRESS, CursorServer, FakeClient, documents
+from tests.support.fake_client import ADDRESS, CursorServer, FakeClient, FakeSession, documents
 
 
 def setup(n: int) -> tuple[FakeClient, CursorServer, Any]:
@@ -128,9 +128,18 @@ async def test_single_batch_result_ends_implicit_session_immediately() -> None:
     assert not cursor.alive
 
 
+def test_a_session_argument_that_is_not_a_session_is_refused_before_anything_runs() -> None:
+    client, _, coll = setup(5)
+    with pytest.raises(TypeError, match=r"session must be a ClientSession .* not dict"):
+        coll.find(session={})
+    with pytest.raises(TypeError, match="not dict"):
+        coll.aggregate([], {})
+    assert client.calls == []
+
+
 async def test_explicit_session_is_used_and_never_ended() -> None:
     client, _, coll = setup(5)
-    explicit = object()
+    explicit = FakeSession(implicit=False)
     await coll.find(batch_size=2, session=explicit).to_list()
     assert client.sessions == []
     assert all(c.session is explicit for c in client.calls)
@@ -411,7 +420,7 @@ async def test_cancelled_first_command_hands_the_session_to_the_client(
 
 async def test_a_clone_is_made_by_the_constructor_with_every_option_and_the_session() -> None:
     _, _, coll = setup(5)
-    session = object()
+    session = FakeSession(implicit=False)
     cursor: Cursor[Any] = coll.find(
         {"a": 1}, projection=["x"], skip=1, session=session, timeout_mode="iteration"
     )

@@ -220,6 +220,9 @@ def test_errors_become_pymongo_errors_once_the_mode_is_on() -> None:
         print(isinstance(m.BulkWriteError({"writeErrors": []}), pymongo.errors.BulkWriteError))
         client_bulk = m.ClientBulkWriteException(None, [{"idx": 0, "code": 11000}], [], None)
         print(isinstance(client_bulk, pymongo.errors.ClientBulkWriteException), client_bulk.write_errors)
+        import gridfs.errors
+        from mongio.gridfs import errors as grid_errors
+        print(isinstance(grid_errors.NoFile("gone"), gridfs.errors.NoFile), isinstance(grid_errors.CorruptGridFile("x"), gridfs.errors.GridFSError))
         """
     )
     assert out.splitlines() == [
@@ -230,4 +233,5 @@ def test_errors_become_pymongo_errors_once_the_mode_is_on() -> None:
         "True",
         "True",
         "True [{'idx': 0, 'code': 11000}]",
+        "True True",
     ]

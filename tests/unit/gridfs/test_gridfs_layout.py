@@ -63,11 +63,17 @@ def test_numeric_fields_of_other_types() -> None:
     assert file_length({"length": Int64(3)}) == 3
     assert file_chunk_size({"length": 1, "chunkSize": 4.0}) == 4
     assert file_chunk_size({"length": 0, "chunkSize": 0}) == 0
-    for bad in ({"length": 1.5}, {"length": -1}, {"length": "10"}, {"length": True}, {}):
+    for bad in ({"length": 1.5}, {"length": -1}, {"length": "10"}, {"length": True}, {"length": None}):
         with pytest.raises(CorruptGridFile):
             file_length(bad)
     with pytest.raises(CorruptGridFile):
         file_chunk_size({"length": 5, "chunkSize": 0})
+
+
+def test_a_files_document_without_length_is_an_empty_file() -> None:
+    # Some old drivers stored empty files without a length; PyMongo reads them as empty, so does mongio.
+    assert file_length({"_id": 1, "chunkSize": 4}) == 0
+    assert chunk_count(file_length({"chunkSize": 4}), 4) == 0
 
 
 def test_validate_chunk_size() -> None:

@@ -22,7 +22,7 @@ from mongio.operations import (
 )
 from mongio.operations.base import RESERVED_MESSAGE_BYTES
 from mongio.options.write_concern import WriteConcern
-from mongio.wire import HEADER_SIZE, encode_command
+from mongio.wire import COMMAND_OVERHEAD, HEADER_SIZE, encode_command
 from mongio.wire.op_msg import parse_op_msg
 
 UNACK = WriteConcern(w=0)
@@ -94,18 +94,30 @@ def test_split_at_max_write_batch_size() -> None:
     assert [[d["_id"] for d in docs] for _, _, docs in sent] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
-def test_document_exactly_at_max_bson_size_is_sent_and_one_byte_more_is_refused() -> None:
+def test_an_unacknowledged_document_at_max_bson_size_is_sent_and_one_byte_more_is_refused() -> None:
     limits = ServerLimits(max_bson_size=1000)
-    sent = run(BulkWrite("db", "c", [InsertOne(doc_of_size(1000, 1))]), limits)
+    w0 = WriteConcern(w=0)
+    sent = run(BulkWrite("db", "c", [InsertOne(doc_of_size(1000, 1))], write_concern=w0), limits)
     assert len(encode(sent[0][2][0])) == 1000
-    with pytest.raises(DocumentTooLarge):
-        run(BulkWrite("db", "c", [InsertOne(doc_of_size(1001, 1))]), limits)
+    with pytest.raises(DocumentTooLarge, match=r"maxBsonObjectSize of 1000$"):
+        run(BulkWrite("db", "c", [InsertOne(doc_of_size(1001, 1))], write_concern=w0), limits)
+
+
+def test_an_acknowledged_document_over_max_bson_size_is_the_server_s_to_refuse_up_to_the_overhead() -> None:
+    # The server refuses it with a write error of its own, so an unordered bulk still does the rest.
+    limits = ServerLimits(max_bson_size=1000)
+    sent = run(BulkWrite("db", "c", [InsertOne(doc_of_size(1000 + COMMAND_OVERHEAD, 1))]), limits)
+    assert len(encode(sent[0][2][0])) == 1000 + COMMAND_OVERHEAD
+    with pytest.raises(DocumentTooLarge, match="plus the 16384 bytes of command overhead"):
+        run(BulkWrite("db", "c", [InsertOne(doc_of_size(1001 + COMMAND_OVERHEAD, 1))]), limits)
 
 
 def test_too_large_document_after_others_sends_them_first() -> None:
     limits = ServerLimits(max_bson_size=1000)
     bulk = BulkWrite(
-        "db", "c", [InsertOne({"_id": 0}), InsertOne({"_id": 1}), InsertOne(doc_of_size(1001, 2))]
+        "db",
+        "c",
+        [InsertOne({"_id": 0}), InsertOne({"_id": 1}), InsertOne(doc_of_size(1001 + COMMAND_OVERHEAD, 2))],
     )
     batch = bulk.next_batch()
     assert batch is not None
@@ -380,7 +392,7 @@ def test_insert_many_packed_batches_match_the_one_request_per_document_plan(limi
 
 
 def test_insert_many_packed_refuses_a_document_over_max_bson_size_by_its_position() -> None:
-    documents = [doc_of_size(100, 0), doc_of_size(100, 1), doc_of_size(1001, 2)]
+    documents = [doc_of_size(100, 0), doc_of_size(100, 1), doc_of_size(1001 + COMMAND_OVERHEAD, 2)]
     bulk = BulkWrite.for_insert_many("db", "c", documents)
     limits = ServerLimits(max_bson_size=1000)
     first = bulk.next_batch()
@@ -389,7 +401,7 @@ def test_insert_many_packed_refuses_a_document_over_max_bson_size_by_its_positio
     first.handle_response({"ok": 1, "n": 2}, limits)
     second = bulk.next_batch()
     assert second is not None
-    with pytest.raises(DocumentTooLarge, match="document 2 is 1001 bytes"):
+    with pytest.raises(DocumentTooLarge, match=f"document 2 is {1001 + COMMAND_OVERHEAD} bytes"):
         second.build(limits)
 
 

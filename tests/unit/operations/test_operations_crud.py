@@ -48,6 +48,7 @@ from mongio.operations.crud import (
 from mongio.options.read_concern import ReadConcern
 from mongio.options.read_preference import ReadPreference
 from mongio.options.write_concern import WriteConcern
+from mongio.wire import COMMAND_OVERHEAD
 
 LIMITS = ServerLimits()
 UNACK = WriteConcern(w=0)
@@ -288,8 +289,13 @@ def test_insert_one_document_size_limit_is_checked_against_the_connection() -> N
     op = Insert("db", "c", {"_id": 1, "s": "x" * 100})
     size = len(encode({"_id": 1, "s": "x" * 100}))
     body(op, ServerLimits(max_bson_size=size))
+    # Acknowledged: up to the command overhead over maxBsonObjectSize is the server's to refuse.
+    body(op, ServerLimits(max_bson_size=size - COMMAND_OVERHEAD))
     with pytest.raises(DocumentTooLarge):
-        Insert("db", "c", {"_id": 1, "s": "x" * 100}).build(ServerLimits(max_bson_size=size - 1))
+        Insert("db", "c", {"_id": 1, "s": "x" * 100}).build(ServerLimits(max_bson_size=size - COMMAND_OVERHEAD - 1))
+    unacknowledged = Insert("db", "c", {"_id": 1, "s": "x" * 100}, write_concern=WriteConcern(w=0))
+    with pytest.raises(DocumentTooLarge):
+        unacknowledged.build(ServerLimits(max_bson_size=size - 1))
 
 
 def test_insert_one_that_cannot_fit_a_message_is_too_large() -> None:
@@ -361,7 +367,8 @@ def test_update_one_many_and_replace() -> None:
         "ordered": True,
         "let": {"v": 1},
         "updates": [
-            {"q": {"a": 1}, "u": {"$set": {"b": 1}}, "upsert": True, "hint": "a_1", "sort": {"a": 1}}
+            # multi: False for an UpdateOne (as PyMongo sends it), none for a ReplaceOne.
+            {"q": {"a": 1}, "u": {"$set": {"b": 1}}, "multi": False, "upsert": True, "hint": "a_1", "sort": {"a": 1}}
         ],
     }
     assert one.retryability is Retryability.WRITE

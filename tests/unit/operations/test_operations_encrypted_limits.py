@@ -100,7 +100,7 @@ def test_the_connection_s_limits_still_hold() -> None:
     assert batch_sizes(BulkWrite("db", "c", [InsertOne(d) for d in documents]), limits) == [2, 2, 1]
     too_large = EncryptedWriteLimits(ServerLimits(max_bson_size=20_000), SPLIT)
     with pytest.raises(DocumentTooLarge):
-        batch_sizes(BulkWrite("db", "c", [InsertOne(doc_of_size(25_000, 1))]), too_large)
+        batch_sizes(BulkWrite("db", "c", [InsertOne(doc_of_size(20_000 + 16 * 1024 + 1, 1))]), too_large)
 
 
 def test_client_bulk_write_batches_are_cut_at_the_split_size() -> None:

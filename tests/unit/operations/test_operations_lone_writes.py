@@ -36,6 +36,7 @@ from mongio.operations.models import (
     validate_update,
 )
 from mongio.options.write_concern import WriteConcern
+from mongio.wire import COMMAND_OVERHEAD
 
 LIMITS = ServerLimits()
 UNACK = WriteConcern(w=0)
@@ -95,7 +96,7 @@ def _statement(kind: str, arguments: dict[str, Any]) -> dict[str, Any]:
         given.get("array_filters"),
         given.get("hint"),
         given.get("sort"),
-        multi=kind == "many",
+        multi=None if kind == "replace" else kind == "many",
     )
 
 
@@ -215,9 +216,13 @@ def test_every_build_is_a_fresh_body_over_the_same_statement() -> None:
 def test_a_statement_over_the_connections_limits_is_refused_at_build() -> None:
     op = Update("db", "c", ReplaceOne({"_id": 1}, {"s": "x" * 100}))
     size = len(bytes(op.build(LIMITS).sequences["updates"].encoded_documents()[0]))  # type: ignore[index]
-    op.build(ServerLimits(max_bson_size=size))
+    op.build(ServerLimits(max_bson_size=size - COMMAND_OVERHEAD))
     with pytest.raises(DocumentTooLarge, match=f"update document 0 is {size} bytes"):
-        op.build(ServerLimits(max_bson_size=size - 1))
+        op.build(ServerLimits(max_bson_size=size - COMMAND_OVERHEAD - 1))
+    unacknowledged = Update("db", "c", ReplaceOne({"_id": 1}, {"s": "x" * 100}), write_concern=WriteConcern(w=0))
+    unacknowledged.build(ServerLimits(max_bson_size=size))
+    with pytest.raises(DocumentTooLarge, match=f"update document 0 is {size} bytes"):
+        unacknowledged.build(ServerLimits(max_bson_size=size - 1))
     with pytest.raises(DocumentTooLarge, match=r"delete document 0 of .* does not fit in one message"):
         Delete("db", "c", DeleteOne({"s": "x" * 2000})).build(ServerLimits(max_message_size=2000))
 
