@@ -42,6 +42,7 @@ class TestProfile:
     key_providers: frozenset[str] = field(default_factory=frozenset)  # initialData's masterKey providers
     create_options: Sequence[Mapping[str, Any]] = ()  # initialData's createOptions
     data_key_providers: Mapping[bytes, str] = field(default_factory=dict)  # initialData's data key id -> provider
+    vault_keys: Sequence[Mapping[str, Any]] = ()  # initialData's data key documents (those with a masterKey)
     ciphertext_keys: frozenset[bytes] = frozenset()  # the key ids of the ciphertexts in the test and its data
 
     @classmethod
@@ -81,6 +82,7 @@ class TestProfile:
                 if isinstance(item, Mapping) and isinstance(item.get("createOptions"), Mapping)
             ],
             data_key_providers=dict(_data_keys(document.get("initialData") or ())),
+            vault_keys=list(_key_documents(document.get("initialData") or ())),
             ciphertext_keys=frozenset(_ciphertext_keys([test, document.get("initialData") or ()])),
         )
 
@@ -157,6 +159,20 @@ def _master_key_providers(value: Any) -> Iterator[str]:
             yield from _master_key_providers(child)
 
 
+def _key_documents(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every data key document (one with a ``masterKey`` naming its ``provider``) inside ``value``."""
+    if isinstance(value, Mapping):
+        master_key = value.get("masterKey")
+        if isinstance(master_key, Mapping) and isinstance(master_key.get("provider"), str):
+            yield value
+            return
+        for child in value.values():
+            yield from _key_documents(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _key_documents(child)
+
+
 def _binary_bytes(value: Any, subtype: str) -> bytes | None:
     """The bytes of an Extended JSON ``$binary`` of ``subtype`` (two hex digits), else None."""
     if not isinstance(value, Mapping) or set(value) != {"$binary"}:
@@ -198,19 +214,6 @@ def _ciphertext_keys(value: Any) -> Iterator[bytes]:
     elif isinstance(value, list):
         for child in value:
             yield from _ciphertext_keys(child)
-
-
-def _provider_values(value: Any) -> Iterator[str]:
-    """Every string given as ``kmsProvider`` or ``provider`` inside an operation's arguments."""
-    if isinstance(value, Mapping):
-        for key, child in value.items():
-            if key in ("kmsProvider", "provider") and isinstance(child, str):
-                yield child
-            else:
-                yield from _provider_values(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _provider_values(child)
 
 
 def _contains_key(value: Any, key: str) -> bool:
@@ -358,18 +361,108 @@ def _automatic_encryption_with_keys_of(profile: TestProfile, providers: Sequence
     )
 
 
-_DECRYPTS_DATA_KEYS = frozenset({"encrypt", "decrypt", "rewrapManyDataKey"})
+_UNWRAPS_DATA_KEYS = frozenset({"encrypt", "decrypt"})
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def _kms_provider_used(profile: TestProfile, providers: Sequence[str]) -> bool:
-    """An operation names a KMS provider of a kind in ``providers`` (``aws``, ``aws:name1``...), or decrypts
-    data keys (encrypt, decrypt, rewrapManyDataKey) while the initial data holds keys of such a provider."""
+def _provider_kind(name: Any) -> str:
+    """``aws`` for ``aws`` and ``aws:name1``."""
+    return str(name).partition(":")[0]
+
+
+def _filter_condition_holds(value: Any, condition: Any) -> bool | None:
+    """Whether a key's field ``value`` meets one field ``condition`` of a query filter: equality (an array
+    field holding the value counts) or ``{"$ne": v}``; None for any other operator (not known here)."""
+
+    def equal(expected: Any) -> bool:
+        return value == expected or (isinstance(value, list) and expected in value)
+
+    if isinstance(condition, Mapping) and any(str(key).startswith("$") for key in condition):
+        if set(condition) == {"$ne"}:
+            return not equal(condition["$ne"])
+        return None
+    return equal(condition)
+
+
+def _selected_keys(query: Any, keys: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The data keys of ``keys`` a rewrapManyDataKey ``query`` selects; every key when the filter uses what
+    :func:`_filter_condition_holds` does not know (or is not a document)."""
+    if not isinstance(query, Mapping):
+        return list(keys)
+    selected = []
+    for key in keys:
+        verdicts = [_filter_condition_holds(key.get(field), condition) for field, condition in query.items()]
+        if None in verdicts or all(verdicts):
+            selected.append(key)
+    return selected
+
+
+def _unwraps_data_keys_of(profile: TestProfile, providers: Sequence[str]) -> bool:
+    """A clientEncryption operation unwraps data keys of the file's key vault data (initialData) whose master
+    key is of a provider in ``providers``: explicit encryption or decryption while the vault holds such keys,
+    or a rewrapManyDataKey whose filter selects one. (Automatic encryption's are
+    :func:`_automatic_encryption_with_keys_of`'s.)"""
+    wanted = set(providers)
+    if any(op.get("name") in _UNWRAPS_DATA_KEYS for op in profile.operations) and any(
+        _provider_kind(name) in wanted for name in profile.key_providers
+    ):
+        return True
+    for op in profile.operations:
+        if op.get("name") != "rewrapManyDataKey":
+            continue
+        selected = _selected_keys((op.get("arguments") or {}).get("filter"), profile.vault_keys)
+        if any(_provider_kind(key["masterKey"]["provider"]) in wanted for key in selected):
+            return True
+    return False
+
+
+def _kms_host(kind: str, master_key: Mapping[str, Any]) -> str | None:
+    """The host a master key's KMS requests go to: its ``endpoint`` (Azure's ``keyVaultEndpoint``), else the
+    provider's default host (AWS ``kms.<region>.amazonaws.com``, GCP ``cloudkms.googleapis.com``); None when
+    the master key names no host (KMIP's is the provider's ``endpoint``, which the runner fills; a master key
+    missing the fields that name its KMS is refused before any request)."""
+    endpoint = master_key.get("keyVaultEndpoint" if kind == "azure" else "endpoint")
+    if isinstance(endpoint, str):
+        return endpoint
+    if kind == "aws" and isinstance(master_key.get("region"), str):
+        return f"kms.{master_key['region']}.amazonaws.com"
+    if kind == "gcp" and "keyName" in master_key:
+        return "cloudkms.googleapis.com"
+    return None
+
+
+def _is_loopback(endpoint: str) -> bool:
+    """Whether a KMS endpoint (``host``, ``host:port``, ``[v6]:port``) names a loopback host."""
+    if endpoint.startswith("["):
+        host = endpoint[1:].partition("]")[0]
+    elif endpoint.count(":") == 1:
+        host = endpoint.partition(":")[0]
+    else:
+        host = endpoint  # a bare host, or a bare IPv6 address
+    return host in _LOOPBACK_HOSTS
+
+
+def _kms_host_off_loopback(profile: TestProfile, providers: Sequence[str]) -> bool:
+    """createDataKey, rewrapManyDataKey or createEncryptedCollection gives a master key of a provider in
+    ``providers`` whose KMS host (:func:`_kms_host`) is not on loopback."""
     wanted = set(providers)
     for op in profile.operations:
-        if any(name.partition(":")[0] in wanted for name in _provider_values(op.get("arguments") or {})):
+        arguments = op.get("arguments") or {}
+        opts = arguments.get("opts") or {}
+        if op.get("name") == "rewrapManyDataKey":
+            provider, master_key = opts.get("provider"), opts.get("masterKey")
+        elif op.get("name") == "createDataKey":
+            provider, master_key = arguments.get("kmsProvider"), opts.get("masterKey")
+        elif op.get("name") == "createEncryptedCollection":
+            provider, master_key = arguments.get("kmsProvider"), arguments.get("masterKey")
+        else:
+            continue
+        kind = _provider_kind(provider)
+        if kind not in wanted:
+            continue
+        host = _kms_host(kind, master_key if isinstance(master_key, Mapping) else {})
+        if host is not None and not _is_loopback(host):
             return True
-    if any(op.get("name") in _DECRYPTS_DATA_KEYS for op in profile.operations):
-        return any(name.partition(":")[0] in wanted for name in profile.key_providers)
     return False
 
 
@@ -404,7 +497,8 @@ RULE_KINDS: dict[str, tuple[RuleCheck, frozenset[str]]] = {
     "encrypted-fields-used": (_encrypted_fields_used, frozenset()),
     "remote-encryption-schema": (_remote_encryption_schema, frozenset()),
     "automatic-encryption-with-keys-of": (_automatic_encryption_with_keys_of, frozenset({"providers"})),
-    "kms-provider-used": (_kms_provider_used, frozenset({"providers"})),
+    "unwraps-data-keys-of": (_unwraps_data_keys_of, frozenset({"providers"})),
+    "kms-host-off-loopback": (_kms_host_off_loopback, frozenset({"providers"})),
     "server-side-javascript": (_server_side_javascript, frozenset()),
     "server-parameter-required": (_server_parameter_required, frozenset({"names"})),
 }

@@ -1,13 +1,14 @@
 """The client-side encryption specification's tests, against the server: the unified files (``tests/unified``)
 and the legacy ones (``tests/legacy``, rewritten as unified files by :mod:`spec_runner.unified.legacy`).
 
-Explicit encryption and key management run with the ``mongio[encryption]`` extra and the ``local`` KMS
-provider. Automatic encryption asks the stand-in query analyser of ``tests/support/query_analyser.py`` for its
-markings (as ``mongocryptdURI``, started once per run), so the tests whose local schemas (``schemaMap``) it
-can mark run. The skip list names what the rest needs: data keys wrapped by the drivers' real cloud KMS keys
-or KMIP server (the prose tests run the same requests against the fakes of ``tests/support``), a server that
-stores encryption schemas or Queryable Encryption's collections, or crypt_shared/mongocryptd's full query
-analysis."""
+Explicit encryption and key management run with the ``mongio[encryption]`` extra, the ``local`` KMS
+provider and ``kmip`` against the local KMIP server of ``tests/support/kmip_server.py`` (started once per
+run, when a test first names a KMIP provider). Automatic encryption asks the stand-in query analyser of
+``tests/support/query_analyser.py`` for its markings (as ``mongocryptdURI``, started once per run), so the
+tests whose local schemas (``schemaMap``) it can mark run. The skip list names what the rest needs: a cloud
+KMS at a real host, data keys wrapped by the drivers' real cloud KMS keys or KMIP server (the prose tests
+run the same requests against the fakes of ``tests/support``), a server that stores encryption schemas or
+Queryable Encryption's collections, or crypt_shared/mongocryptd's full query analysis."""
 
 from __future__ import annotations
 

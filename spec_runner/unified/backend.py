@@ -693,7 +693,8 @@ class MongioBackend:
         mongocryptd (tests/support/query_analyser.py)."""
         auto_encryption_opts = driver_api("mongio.encryption", "AutoEncryptionOpts")
         analyser_uri = await encryption_entities.query_analyser_uri()
-        return auto_encryption_opts(**encryption_entities.auto_encryption_options(options, analyser_uri))
+        kmip = await encryption_entities.kmip_server_for(options.get("kmsProviders") or {})
+        return auto_encryption_opts(**encryption_entities.auto_encryption_options(options, analyser_uri, kmip))
 
     def _client_uri(self, options: Mapping[str, Any]) -> str:
         """One mongos unless ``useMultipleMongoses`` (then every mongos of the harness's cluster); one member
@@ -770,7 +771,8 @@ class MongioBackend:
         options = dict(description.options["clientEncryptionOpts"])
         key_vault_client = context.entities.client(options["keyVaultClient"])
         client_encryption_class = driver_api("mongio.encryption", "ClientEncryption")
-        kwargs = encryption_entities.client_encryption_options(options, key_vault_client)
+        kmip = await encryption_entities.kmip_server_for(options.get("kmsProviders") or {})
+        kwargs = encryption_entities.client_encryption_options(options, key_vault_client, kmip)
         try:
             client_encryption = client_encryption_class(**kwargs)
         except (ValueError, TypeError, MongioError) as exc:

@@ -4,10 +4,14 @@ client entity's ``autoEncryptOpts`` as ``AutoEncryptionOpts``' arguments, with t
 clients of every event loop reach it; there is no mongocryptd or crypt_shared here).
 
 The ``kmsProviders`` placeholders are filled with what this machine can stand behind: the test README's
-local master key for ``local``; for the cloud providers and KMIP, which need real accounts or the drivers'
-KMIP server, made-up credentials with every endpoint a provider's options can name pointed at a closed port
-on 127.0.0.1, so that the entity can be made (tests of option errors need it) while the tests that would use
-those providers are skipped by the skip list's ``cloud-or-kmip-kms`` rule, naming what they need.
+local master key for ``local``; for ``kmip`` (and ``kmip:name``), the endpoint of the local KMIP server of
+``tests/support/kmip_server.py`` (PyKMIP's, started once per process when an entity first names a KMIP
+provider), with the TLS options the README gives its KMIP server (the server's CA and a client certificate)
+in ``kms_tls_options``; for the cloud providers, which need real accounts, made-up credentials with every
+endpoint a provider's options can name pointed at a closed port on 127.0.0.1, so that the entity can be made
+(tests of option errors need it). The tests that would reach a real cloud KMS, or unwrap the data keys a real
+KMS or the drivers' KMIP server wrapped in the files' key vault data, are skipped by the skip list's rules,
+naming what they need.
 """
 
 from __future__ import annotations
@@ -15,19 +19,26 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
+import shutil
+import tempfile
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spec_runner.unified.errors import UnifiedTestError
 
 if TYPE_CHECKING:
+    from tests.support.kmip_server import KmipServerProcess
     from tests.support.query_analyser import AnalyserThread
 
 __all__ = [
     "LOCAL_MASTER_KEY",
     "auto_encryption_options",
     "client_encryption_options",
+    "kmip_server_for",
     "kms_providers",
+    "kms_tls_options",
     "query_analyser_uri",
 ]
 
@@ -59,20 +70,31 @@ _STAND_IN = {
         "accessToken": "not-a-token",
     },
     "gcp": {"email": "nobody@example.invalid", "privateKey": "AAAA", "accessToken": "not-a-token"},
-    "kmip": {"endpoint": _UNREACHABLE},
 }
 _LOOPBACK_ENDPOINTS = {"azure": "identityPlatformEndpoint", "gcp": "endpoint"}
 
 
-def _filled_provider(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def _kind(name: str) -> str:
+    """``kmip`` for ``kmip`` and ``kmip:name1``."""
+    return name.partition(":")[0]
+
+
+def _served_by_kmip_server(name: str, options: Any) -> bool:
+    """Whether provider ``name`` is a KMIP provider whose endpoint the test leaves to the runner."""
+    return _kind(name) == "kmip" and isinstance(options, Mapping) and _is_placeholder(options.get("endpoint"))
+
+
+def _filled_provider(name: str, options: Mapping[str, Any], kmip: KmipServerProcess | None) -> dict[str, Any]:
     """The provider's options with its placeholders filled (see the module's docstring)."""
-    kind = name.partition(":")[0]
+    kind = _kind(name)
     filled: dict[str, Any] = {}
     for field, value in options.items():
         if not _is_placeholder(value):
             filled[field] = value
         elif kind == "local" and field == "key":
             filled[field] = LOCAL_MASTER_KEY
+        elif kind == "kmip" and field == "endpoint" and kmip is not None:
+            filled[field] = kmip.endpoint
         elif field in _STAND_IN.get(kind, {}):
             filled[field] = _STAND_IN[kind][field]
         else:
@@ -83,24 +105,49 @@ def _filled_provider(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def kms_providers(configured: Mapping[str, Any]) -> dict[str, Any]:
-    """``kmsProviders`` as the test gives them, placeholders filled."""
+def kms_providers(configured: Mapping[str, Any], kmip: KmipServerProcess | None = None) -> dict[str, Any]:
+    """``kmsProviders`` as the test gives them, placeholders filled; a KMIP endpoint left to the runner is
+    ``kmip``'s (:func:`kmip_server_for` gives it)."""
     providers: dict[str, Any] = {}
     for name, options in configured.items():
         if not isinstance(options, Mapping):
             raise UnifiedTestError(f"kmsProviders.{name} must be a document, not {options!r}")
-        providers[name] = _filled_provider(name, options)
+        providers[name] = _filled_provider(name, options, kmip)
     return providers
 
 
-def client_encryption_options(options: Mapping[str, Any], key_vault_client: Any) -> dict[str, Any]:
-    """The keyword arguments of ``ClientEncryption`` for a ``clientEncryptionOpts`` document."""
+def kms_tls_options(configured: Mapping[str, Any], kmip: KmipServerProcess | None) -> dict[str, Any]:
+    """``kms_tls_options`` for the KMIP providers whose endpoint is the local KMIP server: its CA and the
+    client certificate it accepts (the test README's KMIP TLS options, for our server)."""
+    if kmip is None:
+        return {}
+    return {
+        name: {"tlsCAFile": kmip.ca_file, "tlsCertificateKeyFile": kmip.client_file}
+        for name, options in configured.items()
+        if _served_by_kmip_server(name, options)
+    }
+
+
+def _kms_arguments(configured: Mapping[str, Any], kmip: KmipServerProcess | None) -> dict[str, Any]:
+    """``kms_providers`` and, when a provider needs them, ``kms_tls_options``."""
+    arguments: dict[str, Any] = {"kms_providers": kms_providers(configured, kmip)}
+    tls_options = kms_tls_options(configured, kmip)
+    if tls_options:
+        arguments["kms_tls_options"] = tls_options
+    return arguments
+
+
+def client_encryption_options(
+    options: Mapping[str, Any], key_vault_client: Any, kmip: KmipServerProcess | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of ``ClientEncryption`` for a ``clientEncryptionOpts`` document (``kmip``: the
+    local KMIP server, when its KMIP providers need one)."""
     known = {"keyVaultClient", "keyVaultNamespace", "kmsProviders", "keyExpirationMS"}
     unknown = set(options) - known
     if unknown:
         raise UnifiedTestError(f"clientEncryptionOpts: unsupported option(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {
-        "kms_providers": kms_providers(options["kmsProviders"]),
+        **_kms_arguments(options["kmsProviders"], kmip),
         "key_vault_namespace": options["keyVaultNamespace"],
         "key_vault_client": key_vault_client,
         "codec_options": None,
@@ -129,15 +176,18 @@ _AUTO_ENCRYPT_OPTIONS = {
 }
 
 
-def auto_encryption_options(options: Mapping[str, Any], analyser_uri: str) -> dict[str, Any]:
+def auto_encryption_options(
+    options: Mapping[str, Any], analyser_uri: str, kmip: KmipServerProcess | None = None
+) -> dict[str, Any]:
     """The keyword arguments of ``AutoEncryptionOpts`` for an ``autoEncryptOpts`` document: mongocryptd is the
-    query analyser at ``analyser_uri``, never spawned, unless the test's extraOptions say otherwise."""
+    query analyser at ``analyser_uri``, never spawned, unless the test's extraOptions say otherwise (``kmip``:
+    the local KMIP server, when its KMIP providers need one)."""
     known = {"kmsProviders", "extraOptions", *_AUTO_ENCRYPT_OPTIONS}
     unknown = set(options) - known
     if unknown:
         raise UnifiedTestError(f"autoEncryptOpts: unsupported option(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {
-        "kms_providers": kms_providers(options["kmsProviders"]),
+        **_kms_arguments(options["kmsProviders"], kmip),
         "mongocryptd_uri": analyser_uri,
         "mongocryptd_bypass_spawn": True,
     }
@@ -168,3 +218,37 @@ async def query_analyser_uri() -> str:
         atexit.register(analyser.stop)
         _ANALYSER.append(analyser)
     return _ANALYSER[0].uri
+
+
+_KMIP: list[KmipServerProcess] = []
+_KMIP_START = threading.Lock()  # held while the server starts, so that it starts once whatever loop asks
+
+
+def _started_kmip_server() -> KmipServerProcess:
+    with _KMIP_START:
+        if not _KMIP:
+            # The tests' own support code, imported when a test first needs it (as the query analyser is).
+            from tests.support.kmip_server import KmipServerProcess
+
+            directory = Path(tempfile.mkdtemp(prefix="mongio-kmip-"))
+            server = KmipServerProcess(directory).start()
+            atexit.register(_stop_kmip_server, server, directory)
+            _KMIP.append(server)
+        return _KMIP[0]
+
+
+def _stop_kmip_server(server: KmipServerProcess, directory: Path) -> None:
+    server.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+async def kmip_server_for(configured: Mapping[str, Any]) -> KmipServerProcess | None:
+    """The local KMIP server when one of the ``kmsProviders`` is a KMIP provider whose endpoint the test
+    leaves to the runner (started on first use and kept for the rest of the process), else None."""
+    if not any(_served_by_kmip_server(name, options) for name, options in configured.items()):
+        return None
+    if _KMIP:
+        return _KMIP[0]
+    # Starting waits for it to listen (PyKMIP's server, in a process of its own): done in a worker thread
+    # so the loop keeps running.
+    return await asyncio.to_thread(_started_kmip_server)

@@ -99,6 +99,9 @@ def _serve(directory: Path, port: int) -> None:
         logging_level="ERROR",
     )
     server.start()
+    # PyKMIP's start() only binds; its serve() listens. Listening here first makes "ready" true: a client
+    # that connects at once is queued instead of refused (serve() listening again only sets the backlog).
+    server._socket.listen(5)
     print("ready", flush=True)
     server.serve()
 

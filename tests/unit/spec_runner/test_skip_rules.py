@@ -250,28 +250,62 @@ def test_automatic_encryption_with_cloud_keys() -> None:
     assert not rule.matches(file_profile(initial, expecting(aws_id), entities=[CLIENT]))
 
 
-def test_cloud_or_kmip_kms() -> None:
-    rule = real_rule("cloud-or-kmip-kms")
-    create = {"name": "createDataKey", "object": "ce", "arguments": {"kmsProvider": "aws:name1", "opts": {}}}
-    assert rule.matches(profile(create))
-    rewrap = {"name": "rewrapManyDataKey", "object": "ce", "arguments": {"filter": {}, "opts": {"provider": "kmip"}}}
-    assert rule.matches(profile(rewrap))
-    # The local provider, named or not, runs.
-    assert not rule.matches(profile({**create, "arguments": {"kmsProvider": "local:name2"}}))
-    assert not rule.matches(profile({**rewrap, "arguments": {"filter": {}, "opts": {"provider": "local"}}}))
+def create_data_key(provider: str, master_key: dict[str, Any] | None = None) -> dict[str, Any]:
+    opts = {} if master_key is None else {"masterKey": master_key}
+    return {"name": "createDataKey", "object": "ce", "arguments": {"kmsProvider": provider, "opts": opts}}
 
 
-def test_cloud_or_kmip_kms_sees_the_keys_an_operation_decrypts() -> None:
-    rule = real_rule("cloud-or-kmip-kms")
-    aws_key = {"_id": 1, "masterKey": {"provider": "aws", "key": "arn"}}
-    document = {
-        "initialData": [{"databaseName": "keyvault", "collectionName": "datakeys", "documents": [aws_key]}],
-        "tests": [],
-    }
-    decrypting = {"description": "t", "operations": [{"name": "decrypt", "object": "ce", "arguments": {"value": 1}}]}
-    reading = {"description": "t", "operations": [{"name": "getKey", "object": "ce", "arguments": {"id": 1}}]}
-    assert rule.matches(TestProfile.of(document, decrypting))
-    assert not rule.matches(TestProfile.of(document, reading))
+def rewrap(query: Any, provider: str = "local", master_key: dict[str, Any] | None = None) -> dict[str, Any]:
+    opts: dict[str, Any] = {"provider": provider}
+    if master_key is not None:
+        opts["masterKey"] = master_key
+    return {"name": "rewrapManyDataKey", "object": "ce", "arguments": {"filter": query, "opts": opts}}
+
+
+def test_kms_host_off_loopback() -> None:
+    rule = real_rule("kms-host-off-loopback")
+    aws = {"key": "arn:aws:kms:us-east-1:1:key/k", "region": "us-east-1"}
+    # Hosts the master key names, or the provider's default host (AWS by region, GCP's cloudkms).
+    assert rule.matches(profile(create_data_key("aws", aws)))
+    assert rule.matches(profile(create_data_key("aws:name1", {**aws, "region": "invalid"})))
+    assert rule.matches(profile(create_data_key("azure", {"keyVaultEndpoint": "v.vault.azure.net", "keyName": "k"})))
+    assert rule.matches(profile(create_data_key("gcp", {"projectId": "p", "keyRing": "r", "keyName": "k"})))
+    assert rule.matches(profile(create_data_key("kmip", {"endpoint": "kmip.example.com:5696"})))
+    assert rule.matches(profile(rewrap({}, "aws", aws)))
+    # Loopback endpoints, a master key naming no host (refused before any request), KMIP on the provider's
+    # endpoint (the runner's), the local provider.
+    assert not rule.matches(profile(create_data_key("aws", {**aws, "endpoint": "127.0.0.1:8000"})))
+    assert not rule.matches(profile(create_data_key("gcp", {"keyName": "k", "endpoint": "localhost:9"})))
+    assert not rule.matches(profile(create_data_key("kmip", {"endpoint": "[::1]:5698"})))
+    assert not rule.matches(profile(create_data_key("aws", {})))
+    assert not rule.matches(profile(create_data_key("kmip"), create_data_key("kmip:name1", {"delegated": True})))
+    assert not rule.matches(profile(create_data_key("local:name2"), rewrap({})))
+
+
+def test_data_keys_wrapped_by_real_kms() -> None:
+    rule = real_rule("data-keys-wrapped-by-real-kms")
+    keys = [
+        {"_id": 1, "keyAltNames": ["aws_key"], "masterKey": {"provider": "aws", "key": "arn"}},
+        {"_id": 2, "keyAltNames": ["local_key"], "masterKey": {"provider": "local"}},
+    ]
+    initial = [{"databaseName": "keyvault", "collectionName": "datakeys", "documents": keys}]
+
+    def running(*operations: Any, data: Any = initial) -> TestProfile:
+        return file_profile(data, {"description": "t", "operations": list(operations)})
+
+    # A rewrap unwraps the keys its filter selects: equality (in an array), $ne, and anything else as all.
+    assert rule.matches(running(rewrap({})))
+    assert rule.matches(running(rewrap({"keyAltNames": {"$ne": "local_key"}})))
+    assert rule.matches(running(rewrap({"keyAltNames": "aws_key"})))
+    assert rule.matches(running(rewrap({"keyAltNames": {"$in": ["local_key"]}})))
+    assert not rule.matches(running(rewrap({"keyAltNames": "local_key"})))
+    assert not rule.matches(running(rewrap({"keyAltNames": {"$ne": "aws_key"}})))
+    assert not rule.matches(running(rewrap({"keyAltNames": "no_matching_keys"}, "aws")))
+    # Explicit encryption or decryption with such keys in the vault; reading keys unwraps nothing.
+    assert rule.matches(running({"name": "decrypt", "object": "ce", "arguments": {"value": 1}}))
+    assert not rule.matches(running({"name": "getKey", "object": "ce", "arguments": {"id": 1}}))
+    local_only = [{**initial[0], "documents": keys[1:]}]
+    assert not rule.matches(running({"name": "encrypt", "object": "ce", "arguments": {}}, data=local_only))
 
 
 def test_missing_server_parameter() -> None:
