@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
+from mongio.backend import gather, running_loop, timeout
 from mongio.connection.http import HttpError, http_request
 from mongio.connection.ocsp_response import (
     CertID,
@@ -194,7 +195,7 @@ class RevocationChecker:
             return RevocationOutcome(None, "the certificate names no OCSP responder; its status is unchecked")
         timeout = REQUEST_TIMEOUT
         if deadline is not None:
-            timeout = min(timeout, deadline - asyncio.get_running_loop().time())
+            timeout = min(timeout, deadline - running_loop().time())
         if timeout <= 0:
             return RevocationOutcome(None, "connectTimeoutMS left no time to ask the OCSP responder")
         answer, source, problems = await _ask_responders(
@@ -253,7 +254,7 @@ async def _ask_responders(
 
     tasks = [asyncio.ensure_future(ask(responder)) for responder in responders]
     try:
-        async with asyncio.timeout(seconds):
+        async with timeout(seconds):
             for finished in asyncio.as_completed(tasks):
                 try:
                     answer, source = await finished
@@ -271,7 +272,7 @@ async def _ask_responders(
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await gather(*tasks)
     return None, "", problems
 
 

@@ -1,0 +1,140 @@
+"""The same client API on trio, run by ``trio.run`` and by ``anyio.run(..., backend="trio")``, against the
+test server.
+
+Each test drives its own trio run (the suite's asyncio plugin runs ``async def`` tests on asyncio): the body
+is an ``async def`` run with ``run_on_trio``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+trio = pytest.importorskip("trio")
+
+from mongio import MongoClient  # noqa: E402
+from mongio.backend.trio_loop import TrioLoop  # noqa: E402
+from mongio.connection.pool import Pool  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+
+def run_on_trio(body: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``body`` in a trio run through anyio, as an application on anyio's trio backend does."""
+    return anyio.run(body, backend="trio")
+
+
+def _name() -> str:
+    return f"trio_{uuid.uuid4().hex[:12]}"
+
+
+def _pool_of(client: MongoClient[Any]) -> Pool[Any]:
+    topology = client._topology
+    assert topology is not None
+    (server,) = topology.servers.values()
+    assert isinstance(server.pool, Pool)
+    return server.pool
+
+
+def test_commands_and_crud_on_trio(server_uri: str) -> None:
+    async def body() -> dict[str, Any]:
+        async with MongoClient(server_uri) as client:
+            coll = client[_name()].items
+            ping = await client.admin.command("ping")
+            inserted = await coll.insert_one({"x": 1})
+            await coll.insert_many([{"x": i} for i in range(2, 302)])
+            found = await coll.find_one({"x": 1})
+            many = await coll.find({}, batch_size=40).sort("x").to_list()
+            streamed = [doc["x"] async for doc in coll.find({"x": {"$gt": 290}}).sort("x")]
+            count = await coll.count_documents({})
+            updated = await coll.update_many({"x": {"$lt": 10}}, {"$set": {"small": True}})
+            loop = client._runtimes.current()
+            assert loop is not None
+            await client.drop_database(coll.database.name)
+            return {
+                "ping": ping["ok"],
+                "inserted": inserted.inserted_id,
+                "found": found,
+                "many": [doc["x"] for doc in many],
+                "streamed": streamed,
+                "count": count,
+                "updated": updated.modified_count,
+                "loop": loop.loop,
+            }
+
+    result = run_on_trio(body)
+    assert result["ping"] == 1.0
+    assert result["found"] == {"_id": result["inserted"], "x": 1}
+    assert result["many"] == list(range(1, 302))
+    assert result["streamed"] == list(range(291, 302))
+    assert result["count"] == 301
+    assert result["updated"] == 9
+    # The runtime was keyed by the trio run's loop façade, which closed with the run.
+    assert isinstance(result["loop"], TrioLoop)
+    assert result["loop"].is_closed()
+
+
+def test_plain_trio_run_and_background_tasks_stop_with_close(server_uri: str) -> None:
+    client: MongoClient[Any] = MongoClient(server_uri)
+
+    async def body() -> list[bool]:
+        await client.admin.command("ping")
+        topology = client._topology
+        assert topology is not None
+        (server,) = topology.servers.values()
+        assert server.monitor is not None and server.monitor.running
+        tasks = topology.tasks()
+        assert tasks
+        await client.close()
+        return [server.monitor.running, *(not task.done() for task in tasks)]
+
+    still_running = trio.run(body)
+    assert not any(still_running)
+
+
+def test_a_run_that_ends_without_closing_closes_its_runtime(server_uri: str) -> None:
+    client: MongoClient[Any] = MongoClient(server_uri)
+
+    async def body() -> Any:
+        await client.admin.command("ping")
+        runtime = client._runtimes.current()
+        assert runtime is not None and not runtime.closed
+        return runtime, _pool_of(client)
+
+    runtime, pool = trio.run(body)
+    # The run's end closed the runtime: its pool closed, its connections with it, its monitor stopped.
+    assert runtime.closed
+    assert pool.state == "closed"
+    assert pool.total_connection_count == 0
+    assert len(client._runtimes) == 0
+
+
+def test_one_client_on_asyncio_then_trio_then_asyncio(server_uri: str) -> None:
+    client: MongoClient[Any] = MongoClient(server_uri)
+    name = _name()
+
+    async def write(value: int) -> None:
+        await client[name].items.insert_one({"v": value})
+
+    async def read() -> list[int]:
+        return [doc["v"] async for doc in client[name].items.find({}).sort("v")]
+
+    async def on_trio() -> list[int]:
+        await write(2)
+        return await read()
+
+    async def finish() -> list[int]:
+        await write(3)
+        values = await read()
+        await client.drop_database(name)
+        await client.close()
+        return values
+
+    asyncio.run(write(1))
+    assert trio.run(on_trio) == [1, 2]
+    assert asyncio.run(finish()) == [1, 2, 3]
