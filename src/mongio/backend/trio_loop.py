@@ -372,10 +372,16 @@ class TrioLoop(ForeignLoop):
         pass  # left in the heap, dropped when it reaches the front
 
     def call_exception_handler(self, context: dict[str, Any]) -> None:
-        _log.error("%s", context.get("message", "unhandled error in a callback"), exc_info=context.get("exception"))
+        _log.error(
+            "%s", context.get("message", "unhandled error in a callback"), exc_info=context.get("exception")
+        )
 
     def create_task(
-        self, coro: Coroutine[Any, Any, T] | Generator[Any, None, T], *, name: str | None = None, context: Any = None
+        self,
+        coro: Coroutine[Any, Any, T] | Generator[Any, None, T],
+        *,
+        name: str | None = None,
+        context: Any = None,
     ) -> asyncio.Task[T]:
         return TrioTask(coro, self, name, context)  # type: ignore[arg-type,return-value]
 

@@ -154,14 +154,16 @@ class StreamProtocol(MessageProtocol):
             raise self.lost_exception()
         self._waiter = reply
         self._parser = parser
+        limit = math.inf if deadline is None else deadline - self.loop.time()
         try:
             with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
                 await self._send_unsent()
                 while not reply.done():
                     await self._receive()
             if scope.cancelled_caught and not reply.done():
-                assert deadline is not None
-                raise NetworkTimeout(f"timed out waiting for a reply from {self.address}")
+                raise NetworkTimeout(
+                    f"timed out after {max(limit, 0.0):.3f}s waiting for a reply from {self.address}"
+                )
         finally:
             if self._waiter is reply:
                 self._waiter = self._parser = None

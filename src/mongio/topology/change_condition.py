@@ -41,6 +41,11 @@ class ChangeCondition(asyncio.Condition):
         state = "locked" if self.locked() else "unlocked"
         return f"<{type(self).__name__} [{state}, waiters:{self._sleeping.waiting}]>"
 
+    @property
+    def waiting(self) -> int:
+        """How many tasks wait for a ``notify`` now."""
+        return self._sleeping.waiting
+
     async def wait(self) -> Literal[True]:
         """Release the lock, wait for a ``notify``, take the lock again and return True. The lock is taken
         again however the wait ends, a cancellation included (which is raised once the lock is held)."""

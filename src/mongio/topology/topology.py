@@ -318,6 +318,11 @@ class Topology:
         """A new dict of the run-time servers by address."""
         return dict(self._servers)
 
+    @property
+    def waiting_selections(self) -> int:
+        """How many server selections wait for the topology to change now."""
+        return self._condition.waiting
+
     def tasks(self) -> list[asyncio.Future[Any]]:
         """Every task this topology started that has not finished (monitors, round trip times, SRV polling)."""
         found: list[asyncio.Future[Any]] = [task for task in self._retired if not task.done()]

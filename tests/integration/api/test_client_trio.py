@@ -14,12 +14,11 @@ from typing import Any
 
 import anyio
 import pytest
+import trio
 
-trio = pytest.importorskip("trio")
-
-from mongio import MongoClient  # noqa: E402
-from mongio.backend.trio_loop import TrioLoop  # noqa: E402
-from mongio.connection.pool import Pool  # noqa: E402
+from mongio import MongoClient
+from mongio.backend.trio_loop import TrioLoop
+from mongio.connection.pool import Pool
 
 pytestmark = pytest.mark.server
 
