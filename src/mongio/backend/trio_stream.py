@@ -103,7 +103,7 @@ class _StreamTransport:
         return self._protocol.socket_closed
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
+        return self._protocol.extra_info(name, default)
 
 
 class StreamProtocol(MessageProtocol):
@@ -134,6 +134,18 @@ class StreamProtocol(MessageProtocol):
         self.socket_closed = False
         self.transport = _StreamTransport(self)  # type: ignore[assignment]
         record_connection(self)
+
+    def extra_info(self, name: str, default: Any = None) -> Any:
+        """What asyncio's ``transport.get_extra_info`` gives for ``name``: ``"ssl_object"`` is the TLS stream,
+        which answers ``getpeercert``, ``version``, ``cipher``, ``get_channel_binding`` as ``SSLObject`` does;
+        ``"socket"`` and ``"peername"`` come from the socket."""
+        if name == "ssl_object":
+            return self._stream if isinstance(self._stream, trio.SSLStream) else default
+        if name == "socket":
+            return self._sock
+        if name == "peername":
+            return self._sock.getpeername()
+        return default
 
     def queue(self, data: bytes | bytearray | memoryview) -> None:
         """Keep ``data`` to send with the next wait for a message (or the next drain)."""

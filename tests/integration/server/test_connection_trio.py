@@ -1,0 +1,223 @@
+"""Opening streams on trio: TLS with the host name checked (to the test server started with TLS), a Unix
+socket, the SOCKS5 proxy, and hosts found through SRV (the initial lookup and polling), plus a cancelled
+command closing its connection.
+
+The tests' own servers (the loopback peer, the SOCKS5 proxy) are asyncio programs: they run on an asyncio
+loop in a thread of their own while the test's trio run drives the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pytest
+import trio
+import trio.lowlevel
+import trustme
+from spec_runner.server import external_uri
+
+from mongio import MongoClient
+from mongio.backend.trio_stream import StreamProtocol
+from mongio.connection import TLSOptions, connect, create_ssl_context
+from mongio.connection.socks import SocksProxy
+from mongio.errors import AutoReconnect
+from mongio.options.proxy_options import ProxyOptions
+from mongio.options.srv import SrvRecord, resolve_seedlist
+from mongio.topology.srv_polling import SrvPoller
+from tests.conftest import first_host
+from tests.support.direct_connections import admin_command
+from tests.support.loopback_peer import LoopbackPeer
+from tests.support.socks5_proxy import Socks5Proxy
+from tests.support.tls_server import tls_test_server
+
+pytestmark = pytest.mark.server
+
+
+class _Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Stoppable)
+
+
+@contextmanager
+def on_asyncio_thread(start: Callable[[], Awaitable[S]]) -> Iterator[S]:
+    """Start a server of the tests (an asyncio program) on an asyncio loop in a thread of its own."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="asyncio test server", daemon=True)
+    thread.start()
+    try:
+        started = asyncio.run_coroutine_threadsafe(_awaited(start), loop).result(10)
+        try:
+            yield started
+        finally:
+            asyncio.run_coroutine_threadsafe(started.stop(), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+async def _awaited(start: Callable[[], Awaitable[S]]) -> S:
+    return await start()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    ca = trustme.CA()
+    directory = tmp_path_factory.mktemp("trio_pki")
+    server = ca.issue_cert("localhost")
+    paths = {"ca": directory / "ca.pem", "cert": directory / "server.crt", "key": directory / "server.key"}
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    server.private_key_pem.write_to_path(str(paths["key"]))
+    return {name: str(path) for name, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def tls_port(pki: dict[str, str]) -> Iterator[int]:
+    if external_uri() is not None:
+        pytest.skip("MONGODB_URI names an external deployment; its TLS setup is not ours to know")
+    with tls_test_server(pki["cert"], pki["key"], pki["ca"]) as port:
+        yield port
+
+
+def test_tls_with_the_host_name_checked_on_trio(tls_port: int, pki: dict[str, str]) -> None:
+    async def body() -> list[Any]:
+        seen: list[Any] = []
+        strict = create_ssl_context(TLSOptions(ca_file=pki["ca"]))
+        conn = await connect(("localhost", tls_port), connect_timeout=10, ssl_context=strict)
+        try:
+            seen.append((await conn.command("admin", {"ping": 1}))["ok"])
+        finally:
+            conn.close()
+        try:
+            await connect(("127.0.0.1", tls_port), connect_timeout=10, ssl_context=strict)
+        except AutoReconnect as exc:
+            seen.append(str(exc))
+        uri = f"mongodb://localhost:{tls_port}/?tls=true&directConnection=true&tlsCAFile={pki['ca']}"
+        async with MongoClient(uri) as client:
+            seen.append((await client.admin.command("ping"))["ok"])
+        return seen
+
+    ping, mismatch, client_ping = trio.run(body)
+    assert ping == 1 and client_ping == 1
+    assert f"127.0.0.1:{tls_port}" in mismatch
+    assert "IP address mismatch" in mismatch or "doesn't match" in mismatch
+
+
+def test_unix_socket_on_trio(tmp_path: Path) -> None:
+    path = str(tmp_path / "mongodb-trio.sock")
+    with on_asyncio_thread(LoopbackPeer(unix_socket=path).start) as peer:
+
+        async def body() -> tuple[Any, Any]:
+            conn = await connect((path, None), connect_timeout=5)
+            try:
+                return type(conn._protocol), (await conn.command("admin", {"ping": 1}))["ok"]
+            finally:
+                conn.close()
+
+        protocol, ok = trio.run(body)
+    assert protocol is StreamProtocol
+    assert ok == 1
+    assert peer.commands("ping")
+
+
+def test_socks5_proxy_on_trio(server_uri: str) -> None:
+    server = first_host(server_uri)
+    name = ("db.trio-socks.invalid", 27017)  # only the proxy's mapping resolves it
+    with on_asyncio_thread(Socks5Proxy(mapping={name: server}).start) as proxy:
+
+        async def body() -> Any:
+            conn = await connect(
+                name, connect_timeout=5, proxy=SocksProxy(ProxyOptions("127.0.0.1", proxy.port))
+            )
+            try:
+                return (await conn.command("admin", {"ping": 1}))["ok"]
+            finally:
+                conn.close()
+
+        assert trio.run(body) == 1
+        requests = list(proxy.requests)
+    assert [(request.host, request.port) for request in requests] == [name]
+
+
+class _Resolver:
+    """DNS of the test's own (no query leaves the machine)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.record = SrvRecord(host, port, ttl=0)
+        self.srv_lookups = 0
+
+    async def resolve_srv(self, name: str, lifetime: float) -> list[SrvRecord]:
+        self.srv_lookups += 1
+        await trio.lowlevel.checkpoint()
+        return [self.record]
+
+    async def resolve_txt(self, name: str, lifetime: float) -> list[list[bytes]]:
+        await trio.lowlevel.checkpoint()
+        return [[b"replicaSet=rs0"]]
+
+
+def test_srv_lookup_and_polling_on_trio() -> None:
+    resolver = _Resolver("a.cluster.example.com", 27017)
+
+    async def body() -> tuple[Any, int, bool]:
+        found = await resolve_seedlist("cluster.example.com", resolver=resolver)
+        applied: list[Any] = []
+        three = trio.Event()
+
+        async def apply(hosts: Any) -> None:
+            applied.append(list(hosts))
+            if len(applied) == 3:
+                three.set()
+
+        poller = SrvPoller(
+            "cluster.example.com",
+            apply,
+            lambda: True,
+            heartbeat_frequency=0.01,
+            resolver=resolver,
+            initial_interval=0.01,
+            min_interval=0.01,
+        )
+        poller.start()
+        with trio.fail_after(10):
+            await three.wait()
+        await poller.close()
+        return found, len(applied), poller.running
+
+    found, applied, running = trio.run(body)
+    assert found.seeds == (("a.cluster.example.com", 27017),)
+    assert found.txt_options == {"replicaSet": "rs0"}
+    assert applied >= 3
+    assert not running
+
+
+def test_a_command_cut_by_move_on_after_closes_its_connection(server_uri: str) -> None:
+    address = first_host(server_uri)
+
+    async def body() -> tuple[bool, bool, Any]:
+        held_back = {"failCommands": ["count"], "blockConnection": True, "blockTimeMS": 1500}
+        await admin_command(
+            address, {"configureFailPoint": "failCommand", "mode": "alwaysOn", "data": held_back}
+        )
+        try:
+            conn = await connect(address, connect_timeout=5)
+            with trio.move_on_after(0.2) as scope:
+                await conn.command("trio_cut", {"count": "items"})
+        finally:
+            await admin_command(address, {"configureFailPoint": "failCommand", "mode": "off"})
+        closed, reason = conn.closed, conn.close_reason
+        conn.close()
+        return scope.cancelled_caught, closed, reason
+
+    cancelled, closed, reason = trio.run(body)
+    assert cancelled
+    assert closed
+    assert "cancelled" in str(reason)
