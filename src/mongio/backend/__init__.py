@@ -42,7 +42,7 @@ import asyncio
 import contextvars
 import functools
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -52,9 +52,12 @@ if TYPE_CHECKING:
     from mongio.connection.protocol import MessageProtocol
 
 __all__ = [
+    "ByteReader",
+    "ByteWriter",
     "EventLike",
     "ForeignLoop",
     "LockLike",
+    "as_completed",
     "current_task",
     "foreign_loop",
     "gather",
@@ -96,6 +99,23 @@ class LockLike(Protocol):
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> Any: ...
 
 
+class ByteReader(Protocol):
+    """What mongio's HTTP client reads with (``asyncio.StreamReader``'s interface)."""
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes: ...
+    async def readexactly(self, n: int) -> bytes: ...
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    """What mongio's HTTP client writes with (``asyncio.StreamWriter``'s interface)."""
+
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def close(self) -> None: ...
+    async def wait_closed(self) -> None: ...
+
+
 class ForeignLoop(asyncio.AbstractEventLoop):
     """An event loop façade over another runtime (trio): the loop methods mongio calls, in that runtime's
     terms, plus the primitives asyncio offers as module functions (see the module docstring)."""
@@ -135,6 +155,19 @@ class ForeignLoop(asyncio.AbstractEventLoop):
 
     async def take_uninterrupted(self, lock: LockLike) -> None:
         """Acquire ``lock`` even while the caller is being cancelled (the cancellation stays pending)."""
+        raise NotImplementedError
+
+    async def open_byte_stream(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        limit: int,
+    ) -> tuple[ByteReader, ByteWriter]:
+        """``asyncio.open_connection``: a TCP stream (TLS when ``ssl_context`` is given, checked against
+        ``server_hostname``) as a reader whose ``readuntil`` raises ``LimitOverrunError`` past ``limit``
+        bytes, and a writer; for the HTTP client."""
         raise NotImplementedError
 
     async def open_message_stream(
@@ -233,6 +266,30 @@ async def gather(*awaitables: Awaitable[Any]) -> list[Any]:
     if foreign is None:
         return await asyncio.gather(*awaitables, return_exceptions=True)
     return await foreign.gather(awaitables)
+
+
+async def as_completed(futures: Sequence[asyncio.Future[T]]) -> AsyncIterator[asyncio.Future[T]]:
+    """The futures (tasks of the running loop) as each finishes, the first finished first."""
+    loop = running_loop()
+    pending = set(futures)
+    while pending:
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_finished: object, woken: asyncio.Future[None] = woken) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        for future in pending:
+            future.add_done_callback(wake)
+        try:
+            await woken
+        finally:
+            for future in pending:
+                future.remove_done_callback(wake)
+        finished = [future for future in futures if future in pending and future.done()]
+        pending.difference_update(finished)
+        for future in finished:
+            yield future
 
 
 def current_task() -> object | None:

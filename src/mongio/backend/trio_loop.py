@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from mongio.backend import EventLike, ForeignLoop, LockLike, register_cancellation
+from mongio.backend import ByteReader, ByteWriter, EventLike, ForeignLoop, LockLike, register_cancellation
 
 if TYPE_CHECKING:
     import ssl
@@ -494,6 +494,23 @@ class TrioLoop(ForeignLoop):
     async def take_uninterrupted(self, lock: LockLike) -> None:
         with trio.CancelScope(shield=True):
             await lock.acquire()
+
+    async def open_byte_stream(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        limit: int,
+    ) -> tuple[ByteReader, ByteWriter]:
+        from mongio.backend.trio_stream import open_byte_stream
+
+        return await open_byte_stream(host, port, ssl_context, server_hostname, limit)
+
+    async def getnameinfo(
+        self, sockaddr: tuple[str, int] | tuple[str, int, int, int], flags: int = 0
+    ) -> tuple[str, str]:
+        return await trio.socket.getnameinfo(sockaddr, flags)
 
     async def open_message_stream(
         self,

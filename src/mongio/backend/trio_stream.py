@@ -18,6 +18,7 @@ do not.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import socket
@@ -36,7 +37,7 @@ from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE
 if TYPE_CHECKING:
     from mongio.backend.trio_loop import TrioLoop
 
-__all__ = ["StreamProtocol", "connect_stream"]
+__all__ = ["ByteStreamReader", "ByteStreamWriter", "StreamProtocol", "connect_stream", "open_byte_stream"]
 
 T = TypeVar("T")
 
@@ -336,3 +337,101 @@ def _tune(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     if sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class ByteStreamReader:
+    """``asyncio.StreamReader``'s reading methods over a trio stream, for the HTTP client: what arrived is
+    buffered, and ``readuntil`` gives up with ``LimitOverrunError`` once ``limit`` bytes hold no separator."""
+
+    def __init__(self, stream: trio.abc.Stream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._buffer = bytearray()
+        self._eof = False
+
+    async def _fill(self) -> None:
+        try:
+            data = await self._stream.receive_some(65536)
+        except trio.BrokenResourceError as exc:
+            raise (exc.__cause__ if isinstance(exc.__cause__, OSError) else OSError(str(exc))) from None
+        if data:
+            self._buffer += data
+        else:
+            self._eof = True
+
+    def _take(self, size: int) -> bytes:
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+        while True:
+            found = self._buffer.find(separator)
+            if found >= 0:
+                if found > self._limit:
+                    raise asyncio.LimitOverrunError("the separator was found past the limit", found)
+                return self._take(found + len(separator))
+            if len(self._buffer) > self._limit:
+                raise asyncio.LimitOverrunError("no separator within the limit", len(self._buffer))
+            if self._eof:
+                raise asyncio.IncompleteReadError(self._take(len(self._buffer)), None)
+            await self._fill()
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self._buffer) < n and not self._eof:
+            await self._fill()
+        if len(self._buffer) < n:
+            raise asyncio.IncompleteReadError(self._take(len(self._buffer)), n)
+        return self._take(n)
+
+    async def read(self, n: int = -1) -> bytes:
+        if not self._buffer and not self._eof:
+            await self._fill()
+        return self._take(len(self._buffer) if n < 0 else n)
+
+
+class ByteStreamWriter:
+    """``asyncio.StreamWriter``'s writing methods over a trio stream, for the HTTP client."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+        self._unsent = bytearray()
+        self._closing = False
+
+    def write(self, data: bytes) -> None:
+        self._unsent += data
+
+    async def drain(self) -> None:
+        data, self._unsent = bytes(self._unsent), bytearray()
+        try:
+            await self._stream.send_all(data)
+        except trio.BrokenResourceError as exc:
+            raise (exc.__cause__ if isinstance(exc.__cause__, OSError) else OSError(str(exc))) from None
+
+    def close(self) -> None:
+        self._closing = True
+
+    async def wait_closed(self) -> None:
+        await trio.aclose_forcefully(self._stream)
+
+
+async def open_byte_stream(
+    host: str, port: int, ssl_context: ssl.SSLContext | None, server_hostname: str | None, limit: int
+) -> tuple[ByteStreamReader, ByteStreamWriter]:
+    """A TCP stream to ``host:port`` (TLS checked against ``server_hostname`` when ``ssl_context`` is given,
+    its handshake done) as a reader and a writer."""
+    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+    if ssl_context is not None:
+        tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname, https_compatible=True)
+        try:
+            await tls.do_handshake()
+        except trio.BrokenResourceError as exc:
+            await trio.aclose_forcefully(stream)
+            if isinstance(exc.__cause__, OSError):
+                raise exc.__cause__ from None
+            raise OSError(str(exc)) from None
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        stream = tls
+    return ByteStreamReader(stream, limit), ByteStreamWriter(stream)

@@ -24,7 +24,6 @@ that check revocation; it needs ``cryptography`` (the ``mongio[ocsp]`` extra).
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import ssl
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from mongio.backend import gather, running_loop, timeout
+from mongio.backend import as_completed, gather, running_loop, timeout
 from mongio.connection.http import HttpError, http_request
 from mongio.connection.ocsp_response import (
     CertID,
@@ -252,10 +251,11 @@ async def _ask_responders(
         data = await ask_responder(responder, request)
         return judge_response(data, leaf, issuer, _utc_now()), responder
 
-    tasks = [asyncio.ensure_future(ask(responder)) for responder in responders]
+    loop = running_loop()
+    tasks = [loop.create_task(ask(responder)) for responder in responders]
     try:
         async with timeout(seconds):
-            for finished in asyncio.as_completed(tasks):
+            async for finished in as_completed(tasks):
                 try:
                     answer, source = await finished
                 except (HttpError, InvalidResponse) as exc:

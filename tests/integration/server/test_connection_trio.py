@@ -9,11 +9,13 @@ loop in a thread of their own while the test's trio run drives the client.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import pytest
 import trio
@@ -25,46 +27,40 @@ from mongio import MongoClient
 from mongio.backend.trio_stream import StreamProtocol
 from mongio.connection import TLSOptions, connect, create_ssl_context
 from mongio.connection.socks import SocksProxy
-from mongio.errors import AutoReconnect
+from mongio.errors import AutoReconnect, ServerSelectionTimeoutError
 from mongio.options.proxy_options import ProxyOptions
 from mongio.options.srv import SrvRecord, resolve_seedlist
 from mongio.topology.srv_polling import SrvPoller
 from tests.conftest import first_host
 from tests.support.direct_connections import admin_command
 from tests.support.loopback_peer import LoopbackPeer
+from tests.support.ocsp_pki import Answer, Authority, Responder, write_server_files
 from tests.support.socks5_proxy import Socks5Proxy
 from tests.support.tls_server import tls_test_server
 
 pytestmark = pytest.mark.server
 
 
-class _Stoppable(Protocol):
-    async def stop(self) -> None: ...
-
-
-S = TypeVar("S", bound=_Stoppable)
+S = TypeVar("S", bound=AbstractAsyncContextManager[Any])
 
 
 @contextmanager
-def on_asyncio_thread(start: Callable[[], Awaitable[S]]) -> Iterator[S]:
-    """Start a server of the tests (an asyncio program) on an asyncio loop in a thread of its own."""
+def on_asyncio_thread(server: S) -> Iterator[S]:
+    """Run a server of the tests (an asyncio program, entered with ``async with``) on an asyncio loop in a
+    thread of its own."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="asyncio test server", daemon=True)
     thread.start()
     try:
-        started = asyncio.run_coroutine_threadsafe(_awaited(start), loop).result(10)
+        asyncio.run_coroutine_threadsafe(server.__aenter__(), loop).result(10)
         try:
-            yield started
+            yield server
         finally:
-            asyncio.run_coroutine_threadsafe(started.stop(), loop).result(10)
+            asyncio.run_coroutine_threadsafe(server.__aexit__(None, None, None), loop).result(10)
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
-
-
-async def _awaited(start: Callable[[], Awaitable[S]]) -> S:
-    return await start()
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +109,7 @@ def test_tls_with_the_host_name_checked_on_trio(tls_port: int, pki: dict[str, st
 
 def test_unix_socket_on_trio(tmp_path: Path) -> None:
     path = str(tmp_path / "mongodb-trio.sock")
-    with on_asyncio_thread(LoopbackPeer(unix_socket=path).start) as peer:
+    with on_asyncio_thread(LoopbackPeer(unix_socket=path)) as peer:
 
         async def body() -> tuple[Any, Any]:
             conn = await connect((path, None), connect_timeout=5)
@@ -131,7 +127,7 @@ def test_unix_socket_on_trio(tmp_path: Path) -> None:
 def test_socks5_proxy_on_trio(server_uri: str) -> None:
     server = first_host(server_uri)
     name = ("db.trio-socks.invalid", 27017)  # only the proxy's mapping resolves it
-    with on_asyncio_thread(Socks5Proxy(mapping={name: server}).start) as proxy:
+    with on_asyncio_thread(Socks5Proxy(mapping={name: server})) as proxy:
 
         async def body() -> Any:
             conn = await connect(
@@ -221,3 +217,31 @@ def test_a_command_cut_by_move_on_after_closes_its_connection(server_uri: str) -
     assert cancelled
     assert closed
     assert "cancelled" in str(reason)
+
+
+def test_ocsp_check_on_trio(tmp_path: Path) -> None:
+    """The revocation check asks the responder over the HTTP client on trio: a revoked certificate fails the
+    connection, naming it; a good one passes."""
+    authority = Authority("ecdsa")
+    outcomes: list[Any] = []
+    for answer in (Answer.REVOKED, Answer.GOOD):
+        with on_asyncio_thread(Responder(authority, answer=answer)) as responder:
+            directory = tmp_path / answer.name
+            directory.mkdir()
+            files = write_server_files(directory, authority.issue_server([responder.url]), authority)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(files.cert_chain), str(files.key))
+            with on_asyncio_thread(LoopbackPeer(ssl=context)) as peer:
+                uri = f"{peer.uri}?tls=true&tlsCAFile={quote(str(files.ca))}&serverSelectionTimeoutMS=2000"
+
+                async def ping(uri: str = uri) -> Any:
+                    async with MongoClient(uri) as client:
+                        try:
+                            return (await client.admin.command("ping"))["ok"]
+                        except ServerSelectionTimeoutError as exc:
+                            return str(exc)
+
+                outcomes.append(trio.run(ping))
+    revoked, good = outcomes
+    assert "is revoked" in revoked and "keyCompromise" in revoked
+    assert good == 1
