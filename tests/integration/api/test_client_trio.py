@@ -19,6 +19,7 @@ import trio
 from mongio import MongoClient
 from mongio.backend.trio_loop import TrioLoop
 from mongio.connection.pool import Pool
+from mongio.errors import EventLoopMismatchError
 
 pytestmark = pytest.mark.server
 
@@ -137,3 +138,56 @@ def test_one_client_on_asyncio_then_trio_then_asyncio(server_uri: str) -> None:
     asyncio.run(write(1))
     assert trio.run(on_trio) == [1, 2]
     assert asyncio.run(finish()) == [1, 2, 3]
+
+
+def test_streaming_monitor_and_round_trip_time_task_on_trio(server_uri: str) -> None:
+    async def body() -> tuple[int, bool, int, float | None]:
+        async with MongoClient(server_uri, heartbeatFrequencyMS=500) as client:
+            await client.admin.command("ping")
+            await trio.sleep(1.5)
+            topology = client._topology
+            assert topology is not None
+            (server,) = topology.servers.values()
+            monitor = server.monitor
+            assert monitor is not None and monitor.connection is not None
+            rtt_tasks = monitor.rtt_monitor.unfinished_tasks() if monitor.rtt_monitor is not None else []
+            return (
+                monitor.checks,
+                monitor.connection.more_to_come,
+                len(rtt_tasks),
+                server.description.round_trip_time,
+            )
+
+    checks, streaming, rtt_tasks, round_trip = trio.run(body)
+    assert checks >= 2  # the streamed replies count as checks
+    assert streaming  # the server streams its hello replies (exhaust) to the monitor
+    assert rtt_tasks == 1
+    assert round_trip is not None and round_trip > 0
+
+
+def test_a_cursor_of_one_run_refuses_another_run_naming_both(server_uri: str) -> None:
+    client: MongoClient[Any] = MongoClient(server_uri)
+    name = _name()
+
+    async def start() -> Any:
+        coll = client[name].items
+        await coll.insert_many([{"i": i} for i in range(10)])
+        cursor = coll.find({}, batch_size=2)
+        await cursor.next()
+        await cursor.next()  # the first batch is used up: the next document needs a getMore
+        return cursor
+
+    async def resume(cursor: Any) -> str:
+        try:
+            await cursor.next()
+        except EventLoopMismatchError as exc:
+            return str(exc)
+        finally:
+            await client.drop_database(name)
+            await client.close()
+        return "no error"
+
+    cursor = trio.run(start)
+    message = trio.run(resume, cursor)
+    assert message.count("TrioLoop") == 2
+    assert "this cursor belongs to the event loop" in message
