@@ -184,13 +184,19 @@ class ForeignLoop(asyncio.AbstractEventLoop):
         raise NotImplementedError
 
 
+_current_trio_loop: Callable[[], ForeignLoop | None] | None = None
+
+
 def foreign_loop() -> ForeignLoop | None:
     """The :class:`ForeignLoop` of the foreign run in progress in this thread (a trio run), else None."""
-    if "trio" in sys.modules:
+    global _current_trio_loop
+    if _current_trio_loop is None:
+        if "trio" not in sys.modules:
+            return None  # no trio run can be in progress
         from mongio.backend.trio_loop import current_trio_loop
 
-        return current_trio_loop()
-    return None
+        _current_trio_loop = current_trio_loop
+    return _current_trio_loop()
 
 
 def running_loop() -> asyncio.AbstractEventLoop:

@@ -129,8 +129,9 @@ class StreamProtocol(MessageProtocol):
         self._stream = stream
         self._sock = sock
         self._trio_socket = trio_socket
-        # A plain socket is read straight into the framing's buffer; a TLS stream hands decrypted bytes.
-        self._receive_into: Callable[[memoryview], Any] | None = trio_socket.recv_into if plain else None
+        # A plain socket is written and read directly (see _send_plain and _receive_plain); a TLS stream
+        # hands decrypted bytes.
+        self._plain = plain
         self._unsent: list[bytes | bytearray | memoryview] = []
         self.socket_closed = False
         self.transport = _StreamTransport(self)  # type: ignore[assignment]
@@ -198,16 +199,33 @@ class StreamProtocol(MessageProtocol):
         if self._lost_reason is not None:
             raise self.lost_exception()
         try:
-            await self._stream.send_all(data)
+            if self._plain:
+                await self._send_plain(data)
+            else:
+                await self._stream.send_all(data)
         except _STREAM_ERRORS as exc:
             self._stream_failed(exc)
             raise self.lost_exception() from exc
 
+    async def _send_plain(self, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` to the socket, waiting for room only when the kernel's buffer is full: a request
+        usually goes out in one ``send`` with no turn of trio's scheduler (the wait for its reply is the
+        checkpoint)."""
+        sock = self._sock
+        view = memoryview(data)
+        while view:
+            try:
+                sent = sock.send(view)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            view = view[sent:]
+
     async def _receive(self) -> None:
         buffer = self.get_buffer(-1)
         try:
-            if self._receive_into is not None:
-                received = await self._receive_into(buffer)
+            if self._plain:
+                received = await self._receive_plain(buffer)
             else:
                 data = await self._stream.receive_some(len(buffer))
                 received = len(data)
@@ -221,6 +239,21 @@ class StreamProtocol(MessageProtocol):
             self.close_socket()
             return
         self.buffer_updated(received)
+
+    async def _receive_plain(self, buffer: memoryview) -> int:
+        """Read what the socket holds into ``buffer``: first a wait for it to be readable when nothing of the
+        message arrived yet (the reply to a request just sent is not there yet, and trying first would cost a
+        failed system call), else a read straight away (the rest of a long message usually is there)."""
+        sock = self._sock
+        if self._start == self._end:
+            await trio.lowlevel.wait_readable(sock)
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                return sock.recv_into(buffer)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
 
     def _stream_failed(self, exc: BaseException) -> None:
         if isinstance(exc, trio.ClosedResourceError) and self._lost_reason is not None:
