@@ -191,3 +191,47 @@ def test_a_cursor_of_one_run_refuses_another_run_naming_both(server_uri: str) ->
     message = trio.run(resume, cursor)
     assert message.count("TrioLoop") == 2
     assert "this cursor belongs to the event loop" in message
+
+
+def test_sessions_transactions_and_change_streams_on_trio(server_uri: str) -> None:
+    async def body() -> dict[str, Any]:
+        async with MongoClient(server_uri) as client:
+            db = client[_name()]
+            coll = db.items
+            await coll.insert_one({"_id": 0})
+            async with client.start_session() as session:
+                async with session.start_transaction():
+                    await coll.insert_one({"_id": 1}, session=session)
+                    await coll.insert_one({"_id": 2}, session=session)
+                committed = await coll.count_documents({})
+                try:
+                    async with session.start_transaction():
+                        await coll.insert_one({"_id": 3}, session=session)
+                        raise LookupError("abort it")
+                except LookupError:
+                    pass
+                after_abort = await coll.count_documents({})
+
+                async def callback(inner: Any) -> str:
+                    await coll.insert_one({"_id": 4}, session=inner)
+                    return "done"
+
+                returned = await session.with_transaction(callback)
+            async with coll.watch() as stream:
+                await coll.insert_one({"_id": 5})
+                change = await stream.next()
+            await client.drop_database(db.name)
+            return {
+                "committed": committed,
+                "after_abort": after_abort,
+                "returned": returned,
+                "change": (change["operationType"], change["documentKey"]),
+            }
+
+    result = trio.run(body)
+    assert result == {
+        "committed": 3,
+        "after_abort": 3,
+        "returned": "done",
+        "change": ("insert", {"_id": 5}),
+    }
