@@ -245,3 +245,53 @@ def test_ocsp_check_on_trio(tmp_path: Path) -> None:
     revoked, good = outcomes
     assert "is revoked" in revoked and "keyCompromise" in revoked
     assert good == 1
+
+
+async def _serve_dns(sock: Any, answered: list[str]) -> None:
+    """A DNS server on a loopback UDP socket answering SRV and TXT queries for ``cluster0.example.test``."""
+    import dns.message
+    import dns.rdatatype
+    import dns.rrset
+
+    while True:
+        data, peer = await sock.recvfrom(4096)
+        query = dns.message.from_wire(data)
+        response = dns.message.make_response(query)
+        question = query.question[0]
+        if question.rdtype == dns.rdatatype.SRV:
+            response.answer.append(
+                dns.rrset.from_text(question.name, 60, "IN", "SRV", "0 0 27017 a.cluster0.example.test.")
+            )
+        elif question.rdtype == dns.rdatatype.TXT:
+            response.answer.append(dns.rrset.from_text(question.name, 60, "IN", "TXT", '"replicaSet=rs0"'))
+        answered.append(dns.rdatatype.to_text(question.rdtype))
+        await sock.sendto(response.to_wire(), peer)
+
+
+def test_dnspython_resolver_on_trio() -> None:
+    """The default resolver (dnspython's async resolver, which picks trio itself) against a loopback DNS
+    server: no query leaves the machine."""
+    import dns.asyncresolver
+
+    async def body() -> tuple[Any, list[str]]:
+        answered: list[str] = []
+        sock = trio.socket.socket(type=trio.socket.SOCK_DGRAM)
+        await sock.bind(("127.0.0.1", 0))
+        resolver = dns.asyncresolver.get_default_resolver()
+        saved = resolver.nameservers, resolver.port
+        resolver.nameservers = ["127.0.0.1"]
+        resolver.port = sock.getsockname()[1]
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_serve_dns, sock, answered)
+                found = await resolve_seedlist("cluster0.example.test", lifetime=5)
+                nursery.cancel_scope.cancel()
+        finally:
+            resolver.nameservers, resolver.port = saved
+            sock.close()
+        return found, sorted(answered)
+
+    found, answered = trio.run(body)
+    assert found.seeds == (("a.cluster0.example.test", 27017),)
+    assert found.txt_options == {"replicaSet": "rs0"}
+    assert answered == ["SRV", "TXT"]
