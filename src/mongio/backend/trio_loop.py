@@ -288,11 +288,14 @@ class TrioLoop(ForeignLoop):
         self._thread = threading.get_ident()
         self._ready: deque[asyncio.Handle] = deque()
         self._timers: list[asyncio.TimerHandle] = []
+        # The callback runner: a system task that lives while there is something to run or wait for (a
+        # callback, a timer, a runtime to close at the run's end), so a run whose clients are closed has
+        # no task of mongio left.
         self._runner: trio.lowlevel.Task | None = None
+        self._runner_alive = False
         self._parked = False
         self._closed = False
         self._shutdown_hooks: list[Callable[[], Awaitable[None]]] = []
-        trio.lowlevel.spawn_system_task(self._run, name="mongio callback runner")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running"
@@ -307,19 +310,33 @@ class TrioLoop(ForeignLoop):
         return False
 
     def is_running(self) -> bool:
-        return not self._closed
+        return not self.is_closed()
 
     def is_closed(self) -> bool:
+        """Whether the trio run is over; from any thread (another thread asks the run's token)."""
+        if self._closed:
+            return True
+        try:
+            if trio.lowlevel.current_trio_token() is self.token:
+                return False
+        except RuntimeError:
+            pass  # not inside a trio run here
+        try:
+            self.token.run_sync_soon(_nothing)
+        except trio.RunFinishedError:
+            self._closed = True
         return self._closed
 
     def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._shutdown_hooks.append(hook)
+        self._wake_runner()
 
     def forget_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
         try:
             self._shutdown_hooks.remove(hook)
         except ValueError:
-            pass
+            return
+        self._wake_runner()  # it may have nothing left to wait for
 
     # -- futures, callbacks and timers --------------------------------------------------------------------
 
@@ -401,28 +418,40 @@ class TrioLoop(ForeignLoop):
         if self._parked and self._runner is not None:
             self._parked = False
             trio.lowlevel.reschedule(self._runner)
+        elif not self._runner_alive and not self._closed:
+            self._runner_alive = True
+            trio.lowlevel.spawn_system_task(self._run, name="mongio callback runner")
 
     async def _run(self) -> None:
         try:
-            await self._serve()
+            await self._serve(until_idle=True)
+        except trio.Cancelled:
+            # The run is ending (its system tasks are cancelled): close what is still open.
+            await self._shut_down()
+            raise
         finally:
-            # The run is ending: close what is still open, while a runner still serves the callbacks.
-            try:
-                with trio.CancelScope(shield=True, deadline=trio.current_time() + _SHUTDOWN_LIMIT):
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(self._serve)
-                        hooks, self._shutdown_hooks = self._shutdown_hooks, []
-                        for hook in hooks:
-                            try:
-                                await hook()
-                            except Exception:
-                                _log.debug("closing mongio at the end of the trio run failed", exc_info=True)
-                        nursery.cancel_scope.cancel()
-            finally:
-                self._closed = True
+            self._runner_alive = self._parked = False
+            self._runner = None
 
-    async def _serve(self) -> None:
-        """Run callbacks as they are scheduled and timers as they fall due, forever."""
+    async def _shut_down(self) -> None:
+        """Run the shutdown hooks, shielded and time-limited, while a runner still serves the callbacks."""
+        try:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + _SHUTDOWN_LIMIT):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._serve, False)
+                    hooks, self._shutdown_hooks = self._shutdown_hooks, []
+                    for hook in hooks:
+                        try:
+                            await hook()
+                        except Exception:
+                            _log.debug("closing mongio at the end of the trio run failed", exc_info=True)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._closed = True
+
+    async def _serve(self, until_idle: bool) -> None:
+        """Run callbacks as they are scheduled and timers as they fall due; ``until_idle``: return once
+        there is nothing left to run or wait for."""
         self._runner = trio.lowlevel.current_task()
         ready, timers = self._ready, self._timers
         while True:
@@ -438,6 +467,10 @@ class TrioLoop(ForeignLoop):
             if ready:
                 await trio.lowlevel.checkpoint()
                 continue
+            if timers and all(timer._cancelled for timer in timers):
+                timers.clear()
+            if until_idle and not timers and not self._shutdown_hooks:
+                return
             deadline = timers[0].when() if timers else math.inf
             with trio.CancelScope(deadline=deadline):
                 self._parked = True
@@ -523,6 +556,10 @@ class TrioLoop(ForeignLoop):
         from mongio.backend.trio_stream import connect_stream
 
         return await connect_stream(self, address, name, unix, ssl_context, proxied)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _copy_outcome(done: asyncio.Future[T], outer: asyncio.Future[T]) -> None:

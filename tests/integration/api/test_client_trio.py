@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
+import trio.testing
 
 from mongio import MongoClient
 from mongio.backend.trio_loop import TrioLoop
@@ -235,3 +236,18 @@ def test_sessions_transactions_and_change_streams_on_trio(server_uri: str) -> No
         "returned": "done",
         "change": ("insert", {"_id": 5}),
     }
+
+
+def test_no_task_of_mongio_is_left_once_the_client_closed(server_uri: str) -> None:
+    async def body() -> tuple[int, int, int]:
+        before = trio.lowlevel.current_statistics().tasks_living
+        async with MongoClient(server_uri, heartbeatFrequencyMS=500) as client:
+            await client.admin.command("ping")
+            await trio.sleep(0.6)  # streaming monitor and round trip time task running
+            during = trio.lowlevel.current_statistics().tasks_living
+        await trio.testing.wait_all_tasks_blocked()
+        return before, during, trio.lowlevel.current_statistics().tasks_living
+
+    before, during, after = trio.run(body)
+    assert during > before
+    assert after == before
