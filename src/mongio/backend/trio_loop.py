@@ -29,6 +29,7 @@ import heapq
 import logging
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
     from mongio.connection.protocol import MessageProtocol
 
-__all__ = ["TrioFuture", "TrioLoop", "TrioTask", "current_trio_loop"]
+__all__ = ["TrioFuture", "TrioLoop", "TrioTask", "current_trio_loop", "trio_deadline"]
 
 T = TypeVar("T")
 
@@ -56,6 +57,14 @@ _LOOP: trio.lowlevel.RunVar[TrioLoop] = trio.lowlevel.RunVar("mongio_loop")
 
 # How long the runtimes still open when a trio run ends may take to close (cursor kills, endSessions).
 _SHUTDOWN_LIMIT = 5.0
+
+
+def trio_deadline(deadline: float | None) -> float:
+    """A deadline of mongio's clock (``time.monotonic()``, :meth:`TrioLoop.time`) on trio's clock, for a
+    cancel scope; None: none (infinity)."""
+    if deadline is None or math.isinf(deadline):
+        return math.inf
+    return trio.current_time() + (deadline - time.monotonic())
 
 
 def current_trio_loop() -> TrioLoop | None:
@@ -182,7 +191,7 @@ class _Timeout:
     __slots__ = ("_scope",)
 
     def __init__(self, deadline: float | None) -> None:
-        self._scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
+        self._scope = trio.CancelScope(deadline=trio_deadline(deadline))
 
     async def __aenter__(self) -> _Timeout:
         self._scope.__enter__()
@@ -304,7 +313,9 @@ class TrioLoop(ForeignLoop):
     # -- the loop's state ------------------------------------------------------------------------------------
 
     def time(self) -> float:
-        return trio.current_time()
+        """``time.monotonic()``, as asyncio's loop gives: the clock of every deadline in mongio (the client-side
+        operation timeout's included). trio's own clock differs by an offset; :func:`trio_deadline` converts."""
+        return time.monotonic()
 
     def get_debug(self) -> bool:
         return False
@@ -455,7 +466,7 @@ class TrioLoop(ForeignLoop):
         self._runner = trio.lowlevel.current_task()
         ready, timers = self._ready, self._timers
         while True:
-            now = trio.current_time()
+            now = time.monotonic()
             while timers and (timers[0]._cancelled or timers[0].when() <= now):
                 timer = heapq.heappop(timers)
                 if not timer._cancelled:
@@ -471,7 +482,7 @@ class TrioLoop(ForeignLoop):
                 timers.clear()
             if until_idle and not timers and not self._shutdown_hooks:
                 return
-            deadline = timers[0].when() if timers else math.inf
+            deadline = trio_deadline(timers[0].when()) if timers else math.inf
             with trio.CancelScope(deadline=deadline):
                 self._parked = True
                 await trio.lowlevel.wait_task_rescheduled(self._unpark)

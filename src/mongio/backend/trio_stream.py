@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
+from mongio.backend.trio_loop import trio_deadline
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import ResolutionError
 from mongio.errors import NetworkTimeout
@@ -170,7 +171,7 @@ class StreamProtocol(MessageProtocol):
         self._parser = parser
         limit = math.inf if deadline is None else deadline - self.loop.time()
         try:
-            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+            with trio.CancelScope(deadline=trio_deadline(deadline)) as scope:
                 await self._send_unsent()
                 while not reply.done():
                     await self._receive()

@@ -19,7 +19,7 @@ import pytest
 import trio
 from spec_runner.server import free_port
 
-from mongio import MongoClient
+from mongio import MongoClient, backend
 from mongio.errors import OperationTimeoutError, ServerSelectionTimeoutError, WaitQueueTimeoutError
 from mongio.events import (
     ConnectionCheckedInEvent,
@@ -213,6 +213,30 @@ def test_client_side_operation_timeout_on_trio_as_on_asyncio(server_uri: str) ->
     assert isinstance(on_trio, OperationTimeoutError)
     assert type(on_trio) is type(on_asyncio)
     assert type(on_trio.__cause__) is type(on_asyncio.__cause__)
+
+
+def test_deadlines_on_trio_are_those_of_the_operation(server_uri: str) -> None:
+    """A find the server holds back for 300 ms completes within timeoutMS=5000, with socketTimeoutMS=5000,
+    and within a backend.timeout of 5 s: the deadlines are on one clock on trio too (trio's own clock is
+    offset from time.monotonic, which the client-side timeout uses)."""
+    appname = f"trioDeadlines{uuid.uuid4().hex[:6]}"
+
+    async def body() -> list[Any]:
+        found: list[Any] = []
+        async with MongoClient(server_uri) as admin:
+            await admin.trio_pool.items.insert_one({"_id": 1})
+            await _hold_back(admin, appname, ["find"], 300)
+            try:
+                for options in ("&timeoutMS=5000", "&socketTimeoutMS=5000", ""):
+                    uri = f"{server_uri}?appname={appname}{options}"
+                    async with MongoClient(uri) as client, backend.timeout(5):
+                        found.append(await client.trio_pool.items.find_one({"_id": 1}))
+            finally:
+                await _release(admin)
+                await admin.trio_pool.items.drop()
+        return found
+
+    assert run_on_trio(body) == [{"_id": 1}] * 3
 
 
 def test_operations_cut_by_move_on_after_leave_the_pool_whole(server_uri: str) -> None:
