@@ -28,7 +28,6 @@ import asyncio
 import heapq
 import logging
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -294,7 +293,6 @@ class TrioLoop(ForeignLoop):
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self.token = token
-        self._thread = threading.get_ident()
         self._ready: deque[asyncio.Handle] = deque()
         self._timers: list[asyncio.TimerHandle] = []
         # The callback runner: a system task that lives while there is something to run or wait for (a
@@ -327,11 +325,8 @@ class TrioLoop(ForeignLoop):
         """Whether the trio run is over; from any thread (another thread asks the run's token)."""
         if self._closed:
             return True
-        try:
-            if trio.lowlevel.current_trio_token() is self.token:
-                return False
-        except RuntimeError:
-            pass  # not inside a trio run here
+        if self._in_own_run():
+            return False
         try:
             self.token.run_sync_soon(_nothing)
         except trio.RunFinishedError:
@@ -371,12 +366,20 @@ class TrioLoop(ForeignLoop):
         self, callback: Callable[..., object], *args: Any, context: Any | None = None
     ) -> asyncio.Handle:
         handle = asyncio.Handle(callback, args, self, context)
-        if threading.get_ident() == self._thread:
+        if self._in_own_run():
             self._ready.append(handle)
             self._wake_runner()
         else:
+            # From another thread, or from another run of this thread: through the token, which raises
+            # RunFinishedError (a RuntimeError) once the run is over.
             self.token.run_sync_soon(self._schedule_handle, handle)
         return handle
+
+    def _in_own_run(self) -> bool:
+        try:
+            return trio.lowlevel.current_trio_token() is self.token
+        except RuntimeError:
+            return False
 
     def _schedule_handle(self, handle: asyncio.Handle) -> None:
         self._ready.append(handle)

@@ -8,6 +8,7 @@ is an ``async def`` run with ``run_on_trio``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +22,8 @@ from mongio import MongoClient
 from mongio.backend.trio_loop import TrioLoop
 from mongio.connection.pool import Pool
 from mongio.errors import EventLoopMismatchError
+from mongio.events import CommandStartedEvent, CommandSucceededEvent
+from tests.support.recorders import CommandRecorder
 
 pytestmark = pytest.mark.server
 
@@ -251,3 +254,37 @@ def test_no_task_of_mongio_is_left_once_the_client_closed(server_uri: str) -> No
     before, during, after = trio.run(body)
     assert during > before
     assert after == before
+
+
+class _KillsSeen(CommandRecorder):
+    """The commands, and an event set once a killCursors succeeded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.killed = trio.Event()
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        super().succeeded(event)
+        if event.command_name == "killCursors":
+            self.killed.set()
+
+
+def test_an_abandoned_cursor_is_killed_by_the_cursor_reaper_on_trio(server_uri: str) -> None:
+    async def body() -> list[Any]:
+        recorder = _KillsSeen()
+        async with MongoClient(server_uri, event_listeners=[recorder]) as client:
+            coll = client[_name()].items
+            await coll.insert_many([{"i": i} for i in range(10)])
+            cursor = coll.find({}, batch_size=2)
+            await cursor.next()
+            cursor_id = cursor.cursor_id
+            del cursor
+            gc.collect()
+            with trio.fail_after(10):
+                await recorder.killed.wait()
+            await client.drop_database(coll.database.name)
+        (killed,) = recorder.of(CommandStartedEvent, "killCursors")
+        return [cursor_id, list(killed.command["cursors"])]
+
+    cursor_id, killed = trio.run(body)
+    assert cursor_id and killed == [cursor_id]
