@@ -20,6 +20,7 @@ import trio
 from spec_runner.server import free_port
 
 from mongio import MongoClient, backend
+from mongio.connection.pool import Pool
 from mongio.errors import OperationTimeoutError, ServerSelectionTimeoutError, WaitQueueTimeoutError
 from mongio.events import (
     ConnectionCheckedInEvent,
@@ -245,7 +246,7 @@ def test_operations_cut_by_move_on_after_leave_the_pool_whole(server_uri: str) -
     rng = random.Random(20261206)
     name = f"trio_storm_{uuid.uuid4().hex[:8]}"
 
-    async def body() -> tuple[set[int], set[int], Any]:
+    async def body() -> tuple[set[int], set[int], Any, Any]:
         acknowledged: set[int] = set()
         async with MongoClient(server_uri, maxPoolSize=5, event_listeners=[counts]) as client:
             coll = client[name].items
@@ -266,12 +267,20 @@ def test_operations_cut_by_move_on_after_leave_the_pool_whole(server_uri: str) -
                         nursery.start_soon(find, limit)
                     else:
                         nursery.start_soon(insert, value, limit)
+            topology = client._topology
+            assert topology is not None
+            (server,) = topology.servers.values()
+            pool = server.pool
+            assert isinstance(pool, Pool)
+            # Nothing is left waiting or checked out once every task ended.
+            left = (pool.wait_queue_length, pool.in_use_connection_count, topology.waiting_selections)
             stored = {doc["_id"] async for doc in coll.find({})}
             still_working = await coll.count_documents({})
             await client.drop_database(name)
-        return acknowledged, stored, still_working
+        return acknowledged, stored, still_working, left
 
-    acknowledged, stored, still_working = run_on_trio(body)
+    acknowledged, stored, still_working, left = run_on_trio(body)
+    assert left == (0, 0, 0)
     assert acknowledged <= stored  # no acknowledged write is missing
     assert still_working == len(stored)
     assert counts.checked_out == counts.checked_in
