@@ -25,12 +25,19 @@ fail-after / move-on-after  :func:`timeout`, :func:`timeout_at` (raise ``Timeout
 Event, Lock, Condition      :func:`new_event`, :func:`new_lock` (the topology's
                             :class:`~mongio.topology.change_condition.ChangeCondition` is built on it)
 background tasks            ``loop.create_task`` (on trio: a system task of the run)
-time, sleep, worker thread  ``loop.time()``, :func:`sleep`, :func:`to_thread`
+time, sleep, worker thread  ``loop.time()`` (``time.monotonic()`` on both, the clock of every deadline),
+                            :func:`sleep`, :func:`to_thread`
 getaddrinfo, SRV/TXT        ``loop.getaddrinfo``; dnspython's async resolver (it picks trio itself)
 shielding                   :func:`shield`
 cancellation                :func:`is_cancellation`, :func:`current_task`
-waiting for several         :func:`gather`
+waiting for several         :func:`gather`, :func:`as_completed`
+HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
 ==========================  ==========================================================================
+
+Why not anyio's streams on trio: a connection is closed synchronously where a pool discards it or an
+interrupted exchange aborts it, which trio's sockets allow and anyio's ``aclose()`` does not; the trio side
+therefore uses trio directly (anyio's trio backend runs on the same trio run, so ``anyio.run(...,
+backend="trio")`` is served the same way).
 
 ``import mongio`` imports neither trio nor anyio: the trio side is imported only when a call finds itself
 inside a trio run (trio is then imported already).
@@ -42,7 +49,7 @@ import asyncio
 import contextvars
 import functools
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -58,6 +65,7 @@ __all__ = [
     "ForeignLoop",
     "LockLike",
     "as_completed",
+    "current_asyncio_task",
     "current_task",
     "foreign_loop",
     "gather",
@@ -355,8 +363,3 @@ def register_cancellation(exception_type: type[BaseException]) -> None:
     if exception_type not in _foreign_cancellations:
         _foreign_cancellations = (*_foreign_cancellations, exception_type)
 
-
-def spawn(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
-    """A background task on ``loop`` in a fresh context (it must not inherit the deadline or session of the
-    operation that started it)."""
-    return loop.create_task(coroutine, name=name, context=contextvars.Context())
