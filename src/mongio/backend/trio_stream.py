@@ -19,7 +19,6 @@ do not.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import socket
 import ssl
@@ -169,20 +168,50 @@ class StreamProtocol(MessageProtocol):
             raise self.lost_exception()
         self._waiter = reply
         self._parser = parser
-        limit = math.inf if deadline is None else deadline - self.loop.time()
         try:
-            with trio.CancelScope(deadline=trio_deadline(deadline)) as scope:
-                await self._send_unsent()
-                while not reply.done():
-                    await self._receive()
-            if scope.cancelled_caught and not reply.done():
-                raise NetworkTimeout(
-                    f"timed out after {max(limit, 0.0):.3f}s waiting for a reply from {self.address}"
-                )
+            if deadline is None:
+                # Most exchanges: no deadline, so no cancel scope of their own.
+                await (self._pull_plain(reply) if self._plain else self._pull(reply))
+            else:
+                await self._pull_until(reply, deadline)
         finally:
             if self._waiter is reply:
                 self._waiter = self._parser = None
         return reply.outcome()  # type: ignore[no-any-return]
+
+    async def _pull(self, reply: _PulledReply) -> None:
+        """Send what was written, then receive until the framing delivered a message into ``reply``."""
+        await self._send_unsent()
+        while not reply.done():
+            await self._receive()
+
+    async def _pull_plain(self, reply: _PulledReply) -> None:
+        """:meth:`_pull` on a plain socket written out in one piece, in one coroutine (it runs once per round
+        trip: the request sent with one ``send``, the reply read after one wait)."""
+        if self._unsent and self._lost_reason is None:
+            unsent = self._unsent
+            data = unsent[0] if len(unsent) == 1 else b"".join(unsent)
+            unsent.clear()
+            try:
+                sent = self._sock.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                self._stream_failed(exc)
+                raise self.lost_exception() from exc
+            if sent < len(data):
+                self._unsent.append(memoryview(data)[sent:])
+        await self._pull(reply)
+
+    async def _pull_until(self, reply: _PulledReply, deadline: float) -> None:
+        """:meth:`_pull` within ``deadline`` (``loop.time()`` terms); ``NetworkTimeout`` once it passed."""
+        limit = deadline - self.loop.time()
+        with trio.CancelScope(deadline=trio_deadline(deadline)) as scope:
+            await self._pull(reply)
+        if scope.cancelled_caught and not reply.done():
+            raise NetworkTimeout(
+                f"timed out after {max(limit, 0.0):.3f}s waiting for a reply from {self.address}"
+            )
 
     async def drain(self) -> None:
         """Send what was written (an unacknowledged request, which no wait for a reply follows)."""

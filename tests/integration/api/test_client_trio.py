@@ -288,3 +288,19 @@ def test_an_abandoned_cursor_is_killed_by_the_cursor_reaper_on_trio(server_uri: 
 
     cursor_id, killed = trio.run(body)
     assert cursor_id and killed == [cursor_id]
+
+
+def test_large_documents_written_and_read_in_many_pieces_on_trio(server_uri: str) -> None:
+    """Messages far larger than the socket buffers: a request sent in many pieces (waiting for room), a reply
+    received in many reads into the framing's growing buffer."""
+    big = "x" * (4 * 1024 * 1024)
+
+    async def body() -> list[int]:
+        async with MongoClient(server_uri) as client:
+            coll = client[_name()].items
+            await coll.insert_many([{"_id": i, "payload": big} for i in range(3)])
+            lengths = [len(doc["payload"]) async for doc in coll.find({}).sort("_id")]
+            await client.drop_database(coll.database.name)
+            return lengths
+
+    assert trio.run(body) == [len(big)] * 3
