@@ -31,7 +31,7 @@ from mongio.backend.trio_loop import trio_deadline
 from mongio.connection.protocol import MessageProtocol
 from mongio.connection.transport import ResolutionError
 from mongio.errors import NetworkTimeout
-from mongio.loop_runtime.sockets import forget_socket, record_connection, record_socket
+from mongio.loop_runtime.sockets import forget_connection, forget_socket, record_connection, record_socket
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
@@ -303,8 +303,6 @@ class StreamProtocol(MessageProtocol):
         else:
             self._trio_socket.close()
         self._connection_lost = True
-        from mongio.loop_runtime.sockets import forget_connection
-
         forget_connection(self)
 
     def let_go(self) -> None:
