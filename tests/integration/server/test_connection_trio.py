@@ -21,13 +21,14 @@ import pytest
 import trio
 import trio.lowlevel
 import trustme
+from spec_runner.raw_wire import command_once
 from spec_runner.server import external_uri
 
 from mongio import MongoClient
 from mongio.backend.trio_stream import StreamProtocol
 from mongio.connection import TLSOptions, connect, create_ssl_context
 from mongio.connection.socks import SocksProxy
-from mongio.errors import AutoReconnect, ServerSelectionTimeoutError
+from mongio.errors import AutoReconnect, OperationFailure, ServerSelectionTimeoutError
 from mongio.options.proxy_options import ProxyOptions
 from mongio.options.srv import SrvRecord, resolve_seedlist
 from mongio.topology.srv_polling import SrvPoller
@@ -35,6 +36,7 @@ from tests.conftest import first_host
 from tests.support.direct_connections import admin_command
 from tests.support.loopback_peer import LoopbackPeer
 from tests.support.ocsp_pki import Answer, Authority, Responder, write_server_files
+from tests.support.persistent_server import PersistentServer
 from tests.support.socks5_proxy import Socks5Proxy
 from tests.support.tls_server import tls_test_server
 
@@ -295,3 +297,42 @@ def test_dnspython_resolver_on_trio() -> None:
     assert found.seeds == (("a.cluster0.example.test", 27017),)
     assert found.txt_options == {"replicaSet": "rs0"}
     assert answered == ["SRV", "TXT"]
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """SecantusDB with ``--auth`` and a user ``trio`` (provisioned without it first, on the same storage)."""
+    if external_uri() is not None:
+        pytest.skip("MONGODB_URI names an external deployment; its users are not ours to make")
+    storage = tmp_path_factory.mktemp("secantus-trio-auth")
+    setup = PersistentServer(storage)
+    with setup:
+        command = {"createUser": "trio", "pwd": "s3cret", "roles": [{"role": "root", "db": "admin"}], "$db": "admin"}
+        assert command_once(setup.host, setup.port, command, timeout=10.0).get("ok") == 1
+    with PersistentServer(storage, "--auth", port=setup.port) as server:
+        yield server.host, server.port
+
+
+def test_scram_authentication_on_trio(auth_server: tuple[str, int]) -> None:
+    """SCRAM-SHA-256 on trio: the key derivation runs in a worker thread, shared by the connections that
+    authenticate at once; a wrong password is refused."""
+    host, port = auth_server
+
+    async def body() -> tuple[Any, str]:
+        uri = f"mongodb://trio:s3cret@{host}:{port}/?authSource=admin&maxPoolSize=3"
+        async with MongoClient(uri) as client:
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(client.admin.command, "ping")
+            ok = (await client.admin.command("ping"))["ok"]
+        wrong = f"mongodb://trio:wrong@{host}:{port}/?authSource=admin&serverSelectionTimeoutMS=2000"
+        async with MongoClient(wrong) as client:
+            try:
+                await client.admin.command("ping")
+            except OperationFailure as exc:
+                return ok, type(exc).__name__
+        return ok, "no error"
+
+    ok, refused = trio.run(body)
+    assert ok == 1
+    assert refused == "AuthenticationFailed"
