@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from mongio.api_base import ChangeStreamSource
+from mongio.backend import gather, running_loop, timeout
 from mongio.bson.codec_options import CodecOptions
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.handshake import DriverInfo, server_api_fields
@@ -337,7 +338,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         """``connect=True``: start monitoring on the running loop now, as PyMongo starts connecting in the
         background; outside any loop the first operation connects."""
         try:
-            loop = asyncio.get_running_loop()
+            loop = running_loop()
         except RuntimeError:
             return
         # A fresh context: the opening must not inherit a deadline or session of the code making the client.
@@ -414,7 +415,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         """Internal, not part of the API: the topology of the running event loop, started there on first use."""
         if self._closed:
             raise self.closed_error()
-        runtime = self._runtimes.for_loop(asyncio.get_running_loop())
+        runtime = self._runtimes.for_loop(running_loop())
         topology = await runtime.open(self._new_topology)
         if self._closed:
             raise self.closed_error()
@@ -547,7 +548,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         if self._closing is None:
             self._closed = True
             try:
-                loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+                loop: asyncio.AbstractEventLoop | None = running_loop()
             except RuntimeError:
                 loop = None
             closings = self._close_runtimes(loop)
@@ -600,7 +601,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         """Open a runtime on ``loop`` only to send ``endSessions``, then close it (see :meth:`_close_runtimes`)."""
         runtime = self._runtimes.for_loop(loop)
         try:
-            async with asyncio.timeout(_CLOSE_FLUSH_TIMEOUT):
+            async with timeout(_CLOSE_FLUSH_TIMEOUT):
                 await runtime.open(self._new_topology)
         except Exception as exc:
             _log.debug(
@@ -1079,7 +1080,7 @@ async def _wait_all(closings: list[Awaitable[None]], left_unfinished: Callable[[
     ``close()`` never fails on what a server sent. A cancellation (or a KeyboardInterrupt) is raised. Closed
     unfinished (its task destroyed with its loop), it calls ``left_unfinished``."""
     try:
-        results = await asyncio.gather(*closings, return_exceptions=True)
+        results = await gather(*closings)
     except GeneratorExit:
         left_unfinished()
         raise

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mappin
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from mongio.backend import running_loop
 from mongio.bson import RawBSONDocument
 from mongio.bson.lazy_batch import DocumentBatch
 from mongio.errors import (
@@ -355,7 +356,7 @@ class _CursorBase(Generic[_T]):
     async def _first_reply(self) -> CursorState:
         """Run the first command and give its cursor reply (its server is the cursor's from now on). When the
         command fails the cursor is finished."""
-        self._loop = asyncio.get_running_loop()
+        self._loop = running_loop()
         self._started = True
         operation = self._first_operation()
         self._take_implicit_session()
@@ -560,7 +561,7 @@ class _CursorBase(Generic[_T]):
         Errors from ``killCursors`` are ignored: the server drops idle cursors on its own.
         """
         try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            running: asyncio.AbstractEventLoop | None = running_loop()
         except RuntimeError:
             running = None  # a coroutine closed by the garbage collector after its loop was closed
         if running is None or (self._loop is not None and self._loop is not running):
@@ -822,7 +823,7 @@ class Cursor(_CursorBase[_T]):
         """``find_one`` ran this unrun cursor's ``find`` without it (on ``pin``, answered by the server at
         ``address``) and the server kept a cursor open anyway: this cursor takes the reply as its first, as
         :meth:`first_document` would have, and kills the server cursor."""
-        self._loop = asyncio.get_running_loop()
+        self._loop = running_loop()
         self._started = True
         # The timeout the killCursors is given afresh (close), settled as the first command would have.
         self._settle_timeout(self._first_operation())

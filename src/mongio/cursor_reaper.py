@@ -17,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from mongio.backend import EventLike, current_asyncio_task, new_event, timeout
+
 __all__ = ["CursorReaper"]
 
 _log = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ class CursorReaper:
         self._kill_cursors = kill_cursors
         self._pending: collections.deque[tuple[Any, str, int]] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._wakeup: EventLike | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -63,7 +65,7 @@ class CursorReaper:
         if self._closed or self._loop is None:
             return
         if self._wakeup is None:
-            self._wakeup = asyncio.Event()
+            self._wakeup = new_event()
         if self._task is None:
             self._task = self._loop.create_task(
                 self._run(), name="mongio-cursor-reaper", context=contextvars.Context()
@@ -114,7 +116,7 @@ class CursorReaper:
         self._closed = True
         task, self._task = self._task, None
         try:
-            async with asyncio.timeout(flush_timeout):
+            async with timeout(flush_timeout):
                 if task is not None:
                     # Let the task finish what it is sending and take the rest; it stops once closed.
                     assert self._wakeup is not None
@@ -130,6 +132,6 @@ class CursorReaper:
                 try:
                     await task
                 except asyncio.CancelledError:
-                    current = asyncio.current_task()
+                    current = current_asyncio_task()
                     if current is not None and current.cancelling():
                         raise  # close() itself is being cancelled

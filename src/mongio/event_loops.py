@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from mongio.backend import running_loop
 from mongio.errors import EventLoopMismatchError
 
 __all__ = ["bind_to_running_loop", "describe_loop"]
@@ -27,7 +28,7 @@ def bind_to_running_loop(
 ) -> asyncio.AbstractEventLoop:
     """The running loop, after checking that ``what`` (e.g. ``"this cursor"``), bound to ``bound`` when that
     is not ``None``, may be used on it; ``remedy`` ends the error message (what to do instead)."""
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     if bound is None or bound is loop:
         return loop
     raise EventLoopMismatchError(

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mongio.backend import is_cancellation, running_loop, timeout_at
 from mongio.bson import InvalidBSON, RawBSONDocument, _decoder, _encoder, decode, encode
 from mongio.bson._compiled import load_speedups
 from mongio.bson._decoder import _MALFORMED, _describe, decode_framed
@@ -321,7 +322,7 @@ class Connection:
         self._awaiting_reply = self._more_to_come = False
         if self._closed:
             return  # closed on purpose while the task waited: keep that reason
-        if isinstance(exc, asyncio.CancelledError):
+        if is_cancellation(exc):
             reason = "an operation on it was cancelled"
         else:
             reason = f"an operation on it failed: {type(exc).__name__}: {exc}"
@@ -503,7 +504,7 @@ class Connection:
 
     async def _drain(self, deadline: float | None) -> None:
         try:
-            async with asyncio.timeout_at(self._effective_deadline(deadline)):
+            async with timeout_at(self._effective_deadline(deadline)):
                 await self._protocol.drain()
         except BaseException as exc:
             self._interrupted(exc)
@@ -661,7 +662,7 @@ async def connect(
     within what is left of ``connect_timeout``. Errors raise ``AutoReconnect`` (``NetworkTimeout`` after
     ``connect_timeout`` seconds) naming the address.
     """
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     deadline = loop.time() + connect_timeout if connect_timeout else None
     transport, protocol = await open_transport(
         address, connect_timeout=connect_timeout, ssl_context=ssl_context, proxy=proxy

@@ -7,12 +7,12 @@ closed: a half-established connection never escapes. Monitoring connections pass
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mongio.backend import running_loop
 from mongio.connection.auth import Authenticator, CredentialLike
 from mongio.connection.connection import Connection, connect
 from mongio.connection.handshake import (
@@ -84,7 +84,7 @@ async def handshake(
     def command_deadline(per_command: float | None = socket_timeout) -> float | None:
         if not per_command:
             return deadline
-        own = asyncio.get_running_loop().time() + per_command
+        own = running_loop().time() + per_command
         return own if deadline is None else min(deadline, own)
 
     auth_deadline_seconds = socket_timeout if auth_timeout is None else auth_timeout
@@ -106,7 +106,7 @@ async def handshake(
         auth_fields=auth_fields,
     )
     conn.offer_compressors(settings.compressors)
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     started = loop.time()
     try:
         reply = await conn.command("admin", command, compress=False, deadline=command_deadline())
@@ -161,7 +161,7 @@ async def establish(
     before the error propagates: ``AutoReconnect``/``NetworkTimeout`` for network trouble,
     ``AuthenticationFailed`` for a refused credential, ``OperationFailure`` for a failed hello.
     """
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     # An operation's deadline replaces socketTimeoutMS for the handshake; otherwise socketTimeoutMS (and
     # auth_timeout for authentication) bounds each command of it, counted afresh for each.
     socket_timeout = settings.socket_timeout if deadline is None else None

@@ -2,7 +2,8 @@
 MongoDB (AWS STS, ECS and EC2 instance metadata for MONGODB-AWS; the Azure and GCP metadata endpoints for
 MONGODB-OIDC; OCSP responders, RFC 6960 appendix A.1). mongio depends on no HTTP library.
 
-One request per connection (``Connection: close``), on asyncio streams, within one timeout (or the caller's).
+One request per connection (``Connection: close``), on asyncio streams (on trio, the seam's byte stream), within
+one timeout (or the caller's).
 The answer is treated as hostile: the status line and each header are bounded, so are the number of headers
 and the body; a ``Content-Length`` larger than the limit is refused before anything is read, and a body without
 one is read only up to the limit, so memory follows what arrived, never what a header claims. An answer ends
@@ -18,6 +19,8 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from mongio.backend import ByteReader, ByteWriter, ForeignLoop, running_loop, timeout, to_thread
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_BODY", "HttpError", "HttpResponse", "http_request"]
 
@@ -54,7 +57,7 @@ async def _verifying_context() -> ssl.SSLContext:
     """The default verifying context, made once: loading the trust store reads files, so in a worker thread."""
     global _default_context
     if _default_context is None:
-        _default_context = await asyncio.to_thread(ssl.create_default_context)
+        _default_context = await to_thread(ssl.create_default_context)
     return _default_context
 
 
@@ -70,7 +73,7 @@ def _request_bytes(
     return "\r\n".join(lines).encode("latin-1") + body
 
 
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
+async def _read_line(reader: ByteReader) -> bytes:
     try:
         line = await reader.readuntil(b"\n")
     except asyncio.LimitOverrunError:
@@ -80,7 +83,7 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes:
     return line.rstrip(b"\r\n")
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+async def _read_head(reader: ByteReader) -> tuple[int, dict[str, str]]:
     status_line = await _read_line(reader)
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() or len(parts[1]) != 3:
@@ -97,7 +100,7 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
     raise HttpError(f"the server sent more than {_MAX_HEADERS} headers")
 
 
-async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
+async def _read_chunked(reader: ByteReader, max_body: int) -> bytes:
     body = bytearray()
     while True:
         size_line = (await _read_line(reader)).split(b";", 1)[0].strip()
@@ -117,7 +120,7 @@ async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
         await _read_line(reader)
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str], max_body: int) -> bytes:
+async def _read_body(reader: ByteReader, headers: Mapping[str, str], max_body: int) -> bytes:
     if headers.get("transfer-encoding", "").lower() == "chunked":
         return await _read_chunked(reader, max_body)
     length_text = headers.get("content-length")
@@ -164,13 +167,7 @@ async def _exchange(
     host_header = parts.netloc.rpartition("@")[2]
     request = _request_bytes(method, target, host_header, headers, body)
     try:
-        reader, writer = await asyncio.open_connection(
-            parts.hostname,
-            port,
-            ssl=context,
-            server_hostname=parts.hostname if secure else None,
-            limit=_MAX_LINE,
-        )
+        reader, writer = await _open(parts.hostname, port, context, parts.hostname if secure else None)
     except (OSError, ssl.SSLError) as exc:
         raise HttpError(
             f"cannot connect to {parts.hostname}:{port}: {exc.__class__.__name__}: {exc}"
@@ -193,6 +190,15 @@ async def _exchange(
     return HttpResponse(status, response_headers, response_body)
 
 
+async def _open(
+    host: str, port: int, context: ssl.SSLContext | None, server_hostname: str | None
+) -> tuple[ByteReader, ByteWriter]:
+    loop = running_loop()
+    if isinstance(loop, ForeignLoop):
+        return await loop.open_byte_stream(host, port, context, server_hostname, _MAX_LINE)
+    return await asyncio.open_connection(host, port, ssl=context, server_hostname=server_hostname, limit=_MAX_LINE)
+
+
 async def http_request(
     method: str,
     url: str,
@@ -211,7 +217,7 @@ async def http_request(
     answer); the request's headers and body never appear in it, as they may carry tokens.
     """
     try:
-        async with asyncio.timeout(time_limit):
+        async with timeout(time_limit):
             return await _exchange(method, url, headers or {}, body, max_body, ssl_context)
     except TimeoutError:
         if time_limit is None:

@@ -24,7 +24,6 @@ that check revocation; it needs ``cryptography`` (the ``mongio[ocsp]`` extra).
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import ssl
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
+from mongio.backend import as_completed, gather, running_loop, timeout
 from mongio.connection.http import HttpError, http_request
 from mongio.connection.ocsp_response import (
     CertID,
@@ -194,7 +194,7 @@ class RevocationChecker:
             return RevocationOutcome(None, "the certificate names no OCSP responder; its status is unchecked")
         timeout = REQUEST_TIMEOUT
         if deadline is not None:
-            timeout = min(timeout, deadline - asyncio.get_running_loop().time())
+            timeout = min(timeout, deadline - running_loop().time())
         if timeout <= 0:
             return RevocationOutcome(None, "connectTimeoutMS left no time to ask the OCSP responder")
         answer, source, problems = await _ask_responders(
@@ -251,10 +251,11 @@ async def _ask_responders(
         data = await ask_responder(responder, request)
         return judge_response(data, leaf, issuer, _utc_now()), responder
 
-    tasks = [asyncio.ensure_future(ask(responder)) for responder in responders]
+    loop = running_loop()
+    tasks = [loop.create_task(ask(responder)) for responder in responders]
     try:
-        async with asyncio.timeout(seconds):
-            for finished in asyncio.as_completed(tasks):
+        async with timeout(seconds):
+            async for finished in as_completed(tasks):
                 try:
                     answer, source = await finished
                 except (HttpError, InvalidResponse) as exc:
@@ -271,7 +272,7 @@ async def _ask_responders(
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await gather(*tasks)
     return None, "", problems
 
 

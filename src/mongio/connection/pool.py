@@ -31,6 +31,15 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
+from mongio.backend import (
+    EventLike,
+    current_asyncio_task,
+    current_task,
+    is_cancellation,
+    new_event,
+    running_loop,
+    timeout,
+)
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import (
     InvalidOperation,
@@ -226,7 +235,7 @@ class Pool(Generic[C]):
         self._next_id = 1
         self._clear_cause: BaseException | None = None
 
-        self._wake: asyncio.Event | None = None
+        self._wake: EventLike | None = None
         self._background: asyncio.Task[None] | None = None
         self._needs_background = background_task and (self._min_size > 0 or self._max_idle is not None)
 
@@ -342,7 +351,7 @@ class Pool(Generic[C]):
 
     def _interrupt(self, up_to_generation: int | None, service_id: Any) -> None:
         """Close in-use connections and cancel establishments that the clear made stale."""
-        current = asyncio.current_task()
+        current = current_asyncio_task()
         for conn in list(self._in_use):
             if self._perished_generation(conn, up_to_generation, service_id):
                 self._interrupted.add(conn)
@@ -381,18 +390,18 @@ class Pool(Generic[C]):
         if interrupt_in_use_connections:
             self._interrupt_for_close()
         task, self._background = self._background, None
-        if task is not None and task is not asyncio.current_task():
+        if task is not None and task is not current_task():
             task.cancel()
             try:
                 await task
             except asyncio.CancelledError:
-                current = asyncio.current_task()
+                current = current_asyncio_task()
                 if current is not None and current.cancelling():
                     raise
 
     def _interrupt_for_close(self) -> None:
         """Close every connection in use and cancel every establishment (see :meth:`close`)."""
-        current = asyncio.current_task()
+        current = current_asyncio_task()
         for conn in list(self._in_use):
             conn.close(f"interrupted: the pool for {self._where} was closed")
         for record in list(self._establishing):
@@ -497,7 +506,7 @@ class Pool(Generic[C]):
 
     async def _wait(self, started: float, max_wait: float | None, observed: bool) -> C:
         timeout = self._wait_timeout if max_wait is None else max_wait
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self._queue.join(waiter)
         # Waiters ahead may be cancelled ones not yet gone, with capacity free behind them. With nothing free
@@ -509,7 +518,9 @@ class Pool(Generic[C]):
             timer = loop.call_at(loop.time() + timeout - (time.monotonic() - started), self._expire, waiter)
         try:
             grant = await waiter
-        except asyncio.CancelledError:
+        except BaseException as exc:
+            if not is_cancellation(exc):
+                raise
             if timer is not None:
                 timer.cancel()
             if waiter.done() and not waiter.cancelled():
@@ -560,7 +571,9 @@ class Pool(Generic[C]):
         generation = self._generation
         created = time.monotonic()
         self._publish.connection_created(connection_id)
-        task = asyncio.current_task()
+        # None on trio, whose tasks cannot be cancelled from outside: an establishment there is not
+        # interrupted, and its connection, stale, is discarded when it comes back.
+        task = current_asyncio_task()
         record = _Establishing(task, generation)
         self._establishing.add(record)
         try:
@@ -828,11 +841,11 @@ class Pool(Generic[C]):
 
     def _start_background(self) -> None:
         if self._wake is None:
-            self._wake = asyncio.Event()
+            self._wake = new_event()
         if self._background is None or self._background.done():
             # A fresh context: the task must not inherit the client-side timeout of the operation that
             # happened to start it.
-            self._background = asyncio.get_running_loop().create_task(
+            self._background = running_loop().create_task(
                 self._run_background(self._wake), name=f"mongio pool {self._where}", context=contextvars.Context()
             )
         self._wake.set()
@@ -847,14 +860,14 @@ class Pool(Generic[C]):
             return None
         return self._idle[0][1] + self._max_idle - time.monotonic()
 
-    async def _run_background(self, wake: asyncio.Event) -> None:
+    async def _run_background(self, wake: EventLike) -> None:
         while self._state != PoolState.CLOSED:
             delay = self._next_expiry()
             if delay is None:
                 await wake.wait()
             elif delay > 0:
                 try:
-                    async with asyncio.timeout(delay):
+                    async with timeout(delay):
                         await wake.wait()
                 except TimeoutError:
                     pass

@@ -194,11 +194,17 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
     uncompressed instead when compressing it would not fit).
     """
 
-    def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    def __init__(
+        self,
+        address: str,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self.address = address
         self.max_message_size = max_message_size
         self.transport: asyncio.Transport | None = None
-        self.loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop() if loop is None else loop
         self._buffer = bytearray(_INITIAL_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._capacity = _INITIAL_BUFFER_SIZE  # len(self._buffer), kept: get_buffer runs once per read

@@ -16,8 +16,9 @@ import asyncio
 import math
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from mongio.backend import ForeignLoop, running_loop, timeout
 from mongio.connection.transport import DEFAULT_PORT, Address, format_address
 from mongio.errors import AutoReconnect, ConfigurationError, NetworkTimeout
 
@@ -53,8 +54,9 @@ class SocksProxy:
     def __repr__(self) -> str:
         return f"SocksProxy({self.name}, authenticates={self._options.username is not None})"
 
-    async def open_socket(self, address: Address, connect_timeout: float | None) -> socket.socket:
-        """A connected non-blocking TCP socket to ``address`` through the proxy, its SOCKS5 handshake done.
+    async def open_socket(self, address: Address, connect_timeout: float | None) -> Any:
+        """A connected non-blocking TCP socket to ``address`` through the proxy, its SOCKS5 handshake done
+        (a ``socket.socket`` on asyncio, a ``trio.socket.SocketType`` on trio).
 
         ``connect_timeout`` (seconds; None: no bound) bounds reaching the proxy and its handshake. Failures raise
         ``AutoReconnect`` (``NetworkTimeout`` for the time limit) naming the server, the proxy and what went
@@ -62,18 +64,9 @@ class SocksProxy:
         """
         host, port = address[0], address[1] if address[1] is not None else DEFAULT_PORT
         target = format_address(address)
-        options = self._options
-        proxy = self._proxy_class(
-            self._socks5,
-            options.host,
-            options.port,
-            username=options.username,
-            password=options.password,
-            rdns=True,  # the host name goes to the proxy unresolved
-            loop=asyncio.get_running_loop(),
-        )
+        proxy = self._proxy(running_loop())
         try:
-            async with asyncio.timeout(connect_timeout):
+            async with timeout(connect_timeout):
                 # The deadline is ours (above); python-socks's own would otherwise default to 60 seconds.
                 return await proxy.connect(host, port, timeout=math.inf)
         except TimeoutError as exc:
@@ -83,6 +76,31 @@ class SocksProxy:
         # The library's errors, a socket error it let through, or a host name a SOCKS5 request cannot carry.
         except (self._unreachable, self._refused, OSError, ValueError) as exc:
             raise AutoReconnect(self._failure(target, exc)) from exc
+
+    def _proxy(self, loop: asyncio.AbstractEventLoop) -> Any:
+        """python-socks's proxy for one connection, in the flavour of the running runtime (its trio flavour,
+        which imports trio, only on trio)."""
+        options = self._options
+        if isinstance(loop, ForeignLoop):
+            from python_socks.async_.trio import Proxy as TrioProxy
+
+            return TrioProxy(
+                self._socks5,
+                options.host,
+                options.port,
+                username=options.username,
+                password=options.password,
+                rdns=True,
+            )
+        return self._proxy_class(
+            self._socks5,
+            options.host,
+            options.port,
+            username=options.username,
+            password=options.password,
+            rdns=True,  # the host name goes to the proxy unresolved
+            loop=loop,
+        )
 
     def _failure(self, target: str, error: Exception) -> str:
         """What went wrong, for the error message: the proxy unreachable, refusing, or failing its handshake."""

@@ -7,8 +7,9 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from mongio.backend import ForeignLoop, running_loop, timeout_at
 from mongio.connection.protocol import MessageProtocol
 from mongio.error_classification import OVERLOAD_LABELS, may_be_overload
 from mongio.errors import AutoReconnect, NetworkTimeout
@@ -39,7 +40,7 @@ def format_address(address: Address) -> str:
     return f"{host}:{port if port is not None else DEFAULT_PORT}"
 
 
-class _ResolutionError(OSError):
+class ResolutionError(OSError):
     """A host name that does not resolve: never a sign of an overloaded server."""
 
 
@@ -62,16 +63,21 @@ async def open_transport(
     naming the address and the cause.
     """
     name = format_address(address)
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     factory = protocol_factory or (lambda: MessageProtocol(name))
     deadline = loop.time() + connect_timeout if connect_timeout else None
     transport: asyncio.BaseTransport
     # Reaching the proxy and its handshake raise errors of their own, naming the proxy; what follows (TLS
     # inside the tunnel) is the server's, as on a direct connection.
-    proxied = await proxy.open_socket(address, connect_timeout or None) if proxy is not None else None
+    proxied: Any = await proxy.open_socket(address, connect_timeout or None) if proxy is not None else None
     try:
-        async with asyncio.timeout_at(deadline):
-            if proxied is not None:
+        async with timeout_at(deadline):
+            if isinstance(loop, ForeignLoop):
+                protocol = await loop.open_message_stream(
+                    address, name, is_unix_socket(address), ssl_context, proxied
+                )
+                transport = protocol.transport  # type: ignore[assignment]
+            elif proxied is not None:
                 _adopt_socket(proxied, loop)
                 transport, protocol = await _wrap_socket(loop, proxied, address[0], factory, ssl_context)
             elif is_unix_socket(address):
@@ -87,7 +93,7 @@ async def open_transport(
         raise NetworkTimeout(
             f"connecting to {name} timed out after {connect_timeout}s", error_labels=OVERLOAD_LABELS
         ) from exc
-    except _ResolutionError as exc:
+    except ResolutionError as exc:
         raise AutoReconnect(f"cannot connect to {name}: {exc}") from exc
     except ssl.SSLCertVerificationError as exc:
         raise AutoReconnect(f"TLS certificate of {name} rejected: {exc.verify_message or exc}") from exc
@@ -113,9 +119,9 @@ async def _open_tcp(
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except OSError as exc:
-        raise _ResolutionError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
+        raise ResolutionError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
     if not infos:
-        raise _ResolutionError(f"{host!r} resolves to no address")
+        raise ResolutionError(f"{host!r} resolves to no address")
     errors: list[tuple[str, str]] = []
     for family, kind, proto, _canonical, sockaddr in infos:
         sock = socket.socket(family, kind, proto)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from mongio.backend import running_loop
+
 __all__ = ["ConnectionPin"]
 
 
@@ -92,7 +94,7 @@ class ConnectionPin:
             raise RuntimeError("this cursor already holds a connection")
         self._pool = pool
         self._conn = conn
-        self._loop = asyncio.get_running_loop()
+        self._loop = running_loop()
         pool.pin(conn, "cursor")
 
     def hold_stream(self, pool: Any, conn: Any, command: dict[str, Any]) -> None:

@@ -11,10 +11,10 @@ with the same observers.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mongio.backend import is_cancellation
 from mongio.error_classification import is_namespace_not_found, retryable_write_concern_error
 from mongio.errors import ConnectionFailure, OperationFailure
 from mongio.events.command import CommandPublisher
@@ -107,7 +107,7 @@ class CommandExchange:
                     deadline=attempt.deadline,
                     lazy_batch=op.lazy_batch and not observed and crypt is None,  # observers get it whole
                 )
-        except (Exception, asyncio.CancelledError) as exc:
+        except BaseException as exc:
             _exchange_failed(run, attempt, exc, request_id, server_session, events, span)
             raise
         if crypt is None or not reply:
@@ -160,11 +160,12 @@ class CommandExchange:
         codec_options = op.codec_options if self._crypt is None else RAW_REPLY
         try:
             reply = await conn.receive(codec_options=codec_options, check=False, deadline=csot.current_deadline())
-        except (Exception, asyncio.CancelledError) as exc:
-            if events is not None:
-                events.failed(exc)
-            if span is not None:
-                span.failed(exc)
+        except BaseException as exc:
+            if isinstance(exc, Exception) or is_cancellation(exc):
+                if events is not None:
+                    events.failed(exc)
+                if span is not None:
+                    span.failed(exc)
             raise
         if self._crypt is not None:
             reply, error = await self._take_encrypted_reply(run, conn.max_wire_version, reply, events, span)
@@ -238,9 +239,9 @@ class CommandExchange:
             events.started(request_id)
         try:
             reply = await conn.receive(check=True)
-        except (Exception, asyncio.CancelledError) as exc:
+        except BaseException as exc:
             # A cancellation too: a started event never goes without its end.
-            if events is not None:
+            if events is not None and (isinstance(exc, Exception) or is_cancellation(exc)):
                 events.failed(exc)
             raise
         if events is not None:
@@ -292,7 +293,9 @@ def _exchange_failed(
     """What a send or a receive cut off by ``exc`` leaves (``request_id`` 0: nothing was written): a network
     error or a cancellation leaves the session's server state unknown (dirty); a started command's events end
     with a failure."""
-    if isinstance(exc, asyncio.CancelledError):
+    if not isinstance(exc, Exception) and not is_cancellation(exc):
+        return  # KeyboardInterrupt and its kin: nothing to record
+    if is_cancellation(exc):
         # Cut off once the command was on its way: like a network error, what the server did in this
         # session is unknown; the command's events still end, with a failure.
         if server_session is not None:

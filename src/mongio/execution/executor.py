@@ -39,6 +39,7 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
+from mongio.backend import running_loop, sleep, timeout
 from mongio.connection.auth.base import REAUTHENTICATION_REQUIRED
 from mongio.connection.handshake import ServerApiLike, server_api_fields
 from mongio.errors import (
@@ -90,6 +91,10 @@ _MONGOS = ServerType.Mongos
 # Server selection for the commands of close() (endSessions): short, since the client is going away.
 _CLOSE_TIMEOUT = 5.0
 
+# asyncio's running loop, None outside asyncio: read first where every operation asks (the seam's
+# running_loop() only when it is None, on trio).
+_asyncio_loop = asyncio._get_running_loop
+
 
 class Answered(NamedTuple, Generic[R]):
     """An operation's result and the address of the server whose reply made it."""
@@ -135,7 +140,7 @@ class Executor:
         # The jitter of overload backoffs (``random()`` in [0, 1)) and the sleep that waits a backoff out;
         # tests put in their own to see the exact delays.
         self.retry_random: random.Random = random.Random()
-        self.backoff_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self.backoff_sleep: Callable[[float], Awaitable[None]] = sleep
         self._timeout = timeout
         self._selection_timeout = server_selection_timeout
         self._wait_queue_timeout = wait_queue_timeout
@@ -257,7 +262,7 @@ class Executor:
             run.session is None
             and topology is not None
             and not topology.closed
-            and topology.loop is asyncio.get_running_loop()
+            and topology.loop is (_asyncio_loop() or running_loop())
             and self._timeout_to_set(None, level_timeout) is None
         ):
             return self._run(topology, run, pin)
@@ -269,7 +274,7 @@ class Executor:
         """The topology opened (for this event loop) and the CSOT deadline of :meth:`_timeout_to_set` set
         around the retry loop."""
         topology = self._topology
-        if topology is None or topology.loop is not asyncio.get_running_loop() or topology.closed:
+        if topology is None or topology.loop is not running_loop() or topology.closed:
             topology = await self._client.open_topology()
         timeout = self._timeout_to_set(run.session, level_timeout)
         if timeout is None:
@@ -609,7 +614,7 @@ class Executor:
             return
         pool: Any = server.pool
         try:
-            async with asyncio.timeout(_CLOSE_TIMEOUT):
+            async with timeout(_CLOSE_TIMEOUT):
                 conn = await pool.check_out()
                 try:
                     for command in commands:

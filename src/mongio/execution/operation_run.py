@@ -4,11 +4,11 @@ kept across its attempts, and :class:`Attempt`, made for each attempt and droppe
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import itertools
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from mongio.backend import current_task
 from mongio.context_vars import reset
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ R = TypeVar("R")
 # The operationId every command of one operation made of several shares (the batches of a bulk write), with
 # the OperationIds that gave it and the task it was given for: a task started meanwhile inherits the variable,
 # not the id.
-_SHARED_OPERATION_ID: contextvars.ContextVar[tuple[OperationIds, asyncio.Task[Any] | None, int] | None] = (
+_SHARED_OPERATION_ID: contextvars.ContextVar[tuple[OperationIds, object | None, int] | None] = (
     contextvars.ContextVar("mongio_shared_operation_id", default=None)
 )
 
@@ -109,7 +109,7 @@ class OperationIds:
         operation_id = run.operation_id
         if not operation_id:
             shared = _SHARED_OPERATION_ID.get()
-            if shared is not None and shared[0] is self and shared[1] is asyncio.current_task():
+            if shared is not None and shared[0] is self and shared[1] is current_task():
                 operation_id = shared[2]
             else:
                 operation_id = next(self._next)
@@ -122,7 +122,7 @@ class OperationIds:
 
     def share(self) -> contextvars.Token[Any]:
         """Give the operations the current task runs from now on one operationId, until :meth:`unshare`."""
-        return _SHARED_OPERATION_ID.set((self, asyncio.current_task(), next(self._next)))
+        return _SHARED_OPERATION_ID.set((self, current_task(), next(self._next)))
 
     def unshare(self, token: contextvars.Token[Any]) -> None:
         """End what :meth:`share` (which returned ``token``) began."""

@@ -10,11 +10,12 @@ event loop never waits on the disk. Destinations follow the same rules for ``wri
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import io
 from collections.abc import AsyncIterator
 from typing import Any
+
+from mongio.backend import to_thread
 
 __all__ = ["Destination", "read_blocks"]
 
@@ -43,7 +44,7 @@ async def read_blocks(source: Any, block_size: int) -> AsyncIterator[Any]:
         in_memory = isinstance(source, io.BytesIO)
         while True:
             # An open file (or anything unknown) may block on the disk: read it in a worker thread.
-            block = read(block_size) if in_memory else await asyncio.to_thread(read, block_size)
+            block = read(block_size) if in_memory else await to_thread(read, block_size)
             if not block:
                 return
             yield _bytes_like(block)
@@ -94,4 +95,4 @@ class Destination:
             if self._drain is not None:
                 await self._drain()
         else:
-            await asyncio.to_thread(self._write, data)
+            await to_thread(self._write, data)

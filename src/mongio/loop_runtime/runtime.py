@@ -28,6 +28,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from mongio.backend import ForeignLoop, LockLike, gather, new_lock, running_loop
 from mongio.cursor_reaper import CursorReaper, KillCursors
 from mongio.loop_runtime.background_closings import finish_background_closings
 from mongio.loop_runtime.bound import loop_gone
@@ -81,7 +82,7 @@ class LoopRuntime:
         self.cursor_reaper = CursorReaper(kill_cursors)
         self.cursor_reaper.bind(loop)
         self._on_released = on_released
-        self._open_lock: asyncio.Lock | None = None
+        self._open_lock: LockLike | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._stop: asyncio.Future[None] | None = None
         self._released = False
@@ -117,7 +118,7 @@ class LoopRuntime:
         if topology is not None:
             return topology
         if self._open_lock is None:
-            self._open_lock = asyncio.Lock()
+            self._open_lock = new_lock()
         async with self._open_lock:
             if self.topology is None:
                 topology = await make_topology()
@@ -127,6 +128,10 @@ class LoopRuntime:
             return self.topology
 
     def _start_keeper(self) -> None:
+        if isinstance(self.loop, ForeignLoop):
+            # A trio run cancels no task of ours when it ends; its loop runs the closing then instead.
+            self.loop.on_shutdown(self._close_at_run_end)
+            return
         self._stop = self.loop.create_future()
         # A fresh context: the keeper must not inherit the deadline or session of the first operation.
         self._keeper = self.loop.create_task(
@@ -143,6 +148,9 @@ class LoopRuntime:
             if task is not None:
                 task.uncancel()
             await self._close(_SHUTDOWN_FLUSH_TIMEOUT, None)
+
+    async def _close_at_run_end(self) -> None:
+        await self._close(_SHUTDOWN_FLUSH_TIMEOUT, None)
 
     def close_from(
         self, caller: asyncio.AbstractEventLoop | None, flush_timeout: float, end_sessions: EndSessions | None
@@ -175,6 +183,8 @@ class LoopRuntime:
         stop, keeper = self._stop, self._keeper
         if stop is not None and not stop.done():
             stop.set_result(None)
+        if isinstance(self.loop, ForeignLoop):
+            self.loop.forget_shutdown(self._close_at_run_end)
         await self._close(flush_timeout, end_sessions)
         if keeper is not None and keeper is not asyncio.current_task():
             await keeper
@@ -279,7 +289,7 @@ class LoopRuntimes:
     def current(self) -> LoopRuntime | None:
         """The running loop's runtime, else the one used last; from any thread, a finalizer included."""
         try:
-            loop = asyncio.get_running_loop()
+            loop = running_loop()
         except RuntimeError:
             return self._last
         return self._by_loop.get(loop) or self._last
@@ -367,4 +377,4 @@ async def _then_background_closings(work: Coroutine[Any, Any, None]) -> None:
 
 async def _ended(task: asyncio.Task[Any]) -> None:
     """Wait for ``task`` to end, whatever its outcome (it was cancelled; its errors are its own to log)."""
-    await asyncio.wait([task])
+    await gather(task)

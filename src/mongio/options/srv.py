@@ -18,13 +18,13 @@ Rules applied (initial DNS seedlist discovery specification):
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mongio.backend import gather
 from mongio.errors import ConfigurationError, InvalidURI
 from mongio.options.uri_options import TXT_ALLOWED, fold_case
 from mongio.options.uri_parser import Address, parse_options
@@ -224,7 +224,10 @@ async def resolve_seedlist(
     report = warn if warn is not None else (lambda message: _log.warning("%s", message))
     srv_task = _lookup_srv(hostname, service_name, dns, limit)
     txt_task = _lookup_txt(hostname, dns, limit, report)
-    records, txt_options = await asyncio.gather(srv_task, txt_task)
+    records, txt_options = await gather(srv_task, txt_task)
+    for outcome in (records, txt_options):
+        if isinstance(outcome, BaseException):
+            raise outcome
     hosts: list[Address] = []
     for record in records:
         problem = validate_srv_target(hostname, record.target)

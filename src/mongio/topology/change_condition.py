@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
+from mongio.backend import new_lock, running_loop, take_uninterrupted
 from mongio.loop_runtime.wait_queue import WaitQueue
 
 __all__ = ["ChangeCondition"]
@@ -29,19 +30,28 @@ class ChangeCondition(asyncio.Condition):
     calls ``notify_all``.)"""
 
     def __init__(self) -> None:
-        super().__init__()
+        # The lock of the running runtime (asyncio's own on asyncio): the condition's futures come from the
+        # running loop too, so the condition works on trio as well.
+        lock = new_lock()
+        super().__init__(lock)  # type: ignore[arg-type]
+        self._taken_back = lock
         self._sleeping: WaitQueue[bool] = WaitQueue()
 
     def __repr__(self) -> str:
         state = "locked" if self.locked() else "unlocked"
         return f"<{type(self).__name__} [{state}, waiters:{self._sleeping.waiting}]>"
 
+    @property
+    def waiting(self) -> int:
+        """How many tasks wait for a ``notify`` now."""
+        return self._sleeping.waiting
+
     async def wait(self) -> Literal[True]:
         """Release the lock, wait for a ``notify``, take the lock again and return True. The lock is taken
         again however the wait ends, a cancellation included (which is raised once the lock is held)."""
         if not self.locked():
             raise RuntimeError("cannot wait on un-acquired lock")
-        woken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        woken: asyncio.Future[bool] = running_loop().create_future()
         self._sleeping.join(woken)
         self.release()
         try:
@@ -54,17 +64,8 @@ class ChangeCondition(asyncio.Condition):
     async def _take_lock_back(self) -> None:
         """Acquire the lock after a wait, a cancellation included: the caller's ``async with`` releases it on
         the way out, so it must hold it whatever happened. A cancellation that arrives meanwhile is raised
-        once the lock is held."""
-        interrupted: asyncio.CancelledError | None = None
-        while True:
-            try:
-                await self.acquire()
-            except asyncio.CancelledError as exc:
-                interrupted = exc
-                continue
-            break
-        if interrupted is not None:
-            raise interrupted
+        once the lock is held (on trio it stays pending)."""
+        await take_uninterrupted(self._taken_back)
 
     def notify(self, n: int = 1) -> None:
         """Wake up to ``n`` waiting tasks, the longest waiting first. The lock must be held."""

@@ -21,6 +21,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from mongio.backend import gather, new_event, running_loop, sleep, timeout
 from mongio.bson.int64 import Int64
 from mongio.connection.connection import connect
 from mongio.connection.establish import ConnectionSettings, handshake
@@ -161,7 +162,7 @@ class Monitor:
         # The connection being opened (connected, its handshake not yet answered): a heartbeat failing there
         # names it.
         self._opening: MonitorConnection | None = None
-        self._event = asyncio.Event()
+        self._event = new_event()
         self._task: asyncio.Task[None] | None = None
         self._rtt_monitor: RttMonitor | None = None
         self._checking = False
@@ -207,7 +208,7 @@ class Monitor:
     def start(self) -> None:
         """Start the monitor task (once); needs a running event loop."""
         if self._task is None and not self._stopped:
-            self._task = asyncio.get_running_loop().create_task(
+            self._task = running_loop().create_task(
                 self._run(), name=f"mongio monitor {format_address(self._address)}"
             )
 
@@ -240,7 +241,7 @@ class Monitor:
         """Stop checking, wait for the tasks to end, and close the connections (until their sockets are)."""
         tasks = self.stop()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await gather(*tasks)
         self._drop_connection("the client is closing")
         if self._rtt_monitor is not None:
             await self._rtt_monitor.close()
@@ -306,18 +307,18 @@ class Monitor:
             self._drop_connection("monitoring stopped")
 
     async def _wait(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         start = loop.time()
         if not self._event.is_set():
             try:
-                async with asyncio.timeout(self._heartbeat):
+                async with timeout(self._heartbeat):
                     await self._event.wait()
             except TimeoutError:
                 pass
         self._event.clear()
         waited = loop.time() - start
         if waited < self._min_heartbeat:
-            await asyncio.sleep(self._min_heartbeat - waited)
+            await sleep(self._min_heartbeat - waited)
 
     def _hello_command(self, topology_version: Mapping[str, Any] | None) -> dict[str, Any]:
         command: dict[str, Any] = {"hello" if self._use_hello else "isMaster": 1, "helloOk": True}
@@ -331,10 +332,10 @@ class Monitor:
         if self._connect_timeout is None:
             return None  # connectTimeoutMS=0: no limit, for the awaitable hello too
         extra = self._heartbeat if awaited else 0.0
-        return asyncio.get_running_loop().time() + self._connect_timeout + extra
+        return running_loop().time() + self._connect_timeout + extra
 
     async def _check(self, previous: ServerDescription) -> ServerDescription:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         self.checks += 1
         # A request that arrives while this check runs is answered by it.
         self._event.clear()
@@ -369,7 +370,7 @@ class Monitor:
     ) -> Mapping[str, Any]:
         """One heartbeat's hello: the handshake of a new connection, the next reply of a stream, a streaming
         (awaited) hello, or a polling one; ``attempt`` gets when it started and whether it was awaited."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         connection = self._connection
         if connection is None or connection.closed:
             self._connection = None

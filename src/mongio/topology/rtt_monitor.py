@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from mongio.backend import gather, running_loop, sleep, timeout
 from mongio.topology.selection import RoundTripTimeTracker
 from mongio.topology.server_description import Address, format_address
 
@@ -84,10 +85,10 @@ async def open_timed(
     The time is the handshake ``hello`` alone when the connection measured it (``hello_round_trip``), else
     the whole opening, which overstates it by the TCP (and TLS) set-up.
     """
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     start = loop.time()
     if connect_timeout:
-        async with asyncio.timeout(connect_timeout):
+        async with timeout(connect_timeout):
             connection = await factory(address, opened)
     else:
         connection = await factory(address, opened)
@@ -109,8 +110,8 @@ async def wait_sockets_closed(connections: list[MonitorConnection], limit: float
     connections.clear()
     if waits:
         try:
-            async with asyncio.timeout(limit):
-                await asyncio.gather(*waits, return_exceptions=True)
+            async with timeout(limit):
+                await gather(*waits)
         except TimeoutError:
             pass
 
@@ -165,7 +166,7 @@ class RttMonitor:
     def start(self) -> None:
         """Start measuring (once)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
+            self._task = running_loop().create_task(
                 self._run(), name=f"mongio rtt {format_address(self._address)}"
             )
 
@@ -181,7 +182,7 @@ class RttMonitor:
         """Stop the task, wait for it to end, and close the connection (waiting until its socket is closed)."""
         task = self.stop()
         if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
+            await gather(task)
         self._drop_connection("the client is closing")
         await wait_sockets_closed(self._dropped)
 
@@ -214,7 +215,7 @@ class RttMonitor:
                     self._use_hello = self._always_hello
                 else:
                     self._tracker.add_sample(sample)
-                await asyncio.sleep(self._heartbeat)
+                await sleep(self._heartbeat)
         finally:
             self._drop_connection("round trip time monitoring stopped")
 
@@ -225,7 +226,7 @@ class RttMonitor:
             self._connection = connection
             self._use_hello = self._always_hello or bool((connection.hello or {}).get("helloOk"))
             return elapsed
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         command: dict[str, Any] = {"hello" if self._use_hello else "isMaster": 1, "helloOk": True}
         command.update(self._command_fields)
         deadline = loop.time() + self._connect_timeout if self._connect_timeout else None

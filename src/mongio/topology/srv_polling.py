@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from mongio.backend import gather, running_loop, sleep
 from mongio.options.srv import MIN_RESCAN_INTERVAL, DnsResolver, SrvRescan, rescan
 from mongio.topology.server_description import Address
 
@@ -74,7 +75,7 @@ class SrvPoller:
     def start(self) -> None:
         """Start polling (once); needs a running event loop."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
+            self._task = running_loop().create_task(
                 self._run(), name=f"mongio srv polling {self._hostname}"
             )
 
@@ -93,7 +94,7 @@ class SrvPoller:
     async def close(self) -> None:
         task = self.stop()
         if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
+            await gather(task)
 
     async def _lookup(self) -> SrvRescan:
         return await rescan(
@@ -102,7 +103,7 @@ class SrvPoller:
 
     async def _run(self) -> None:
         while self._should_poll():
-            await asyncio.sleep(self._interval)
+            await sleep(self._interval)
             if not self._should_poll():
                 return
             self.rescans += 1

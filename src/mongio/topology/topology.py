@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mongio.backend import gather, running_loop, timeout
 from mongio.bson.objectid import ObjectId
 from mongio.error_classification import (
     ApplicationError,
@@ -317,6 +318,11 @@ class Topology:
         """A new dict of the run-time servers by address."""
         return dict(self._servers)
 
+    @property
+    def waiting_selections(self) -> int:
+        """How many server selections wait for the topology to change now."""
+        return self._condition.waiting
+
     def tasks(self) -> list[asyncio.Future[Any]]:
         """Every task this topology started that has not finished (monitors, round trip times, SRV polling)."""
         found: list[asyncio.Future[Any]] = [task for task in self._retired if not task.done()]
@@ -353,7 +359,7 @@ class Topology:
         if self._factory is None and not self.settings.load_balanced:
             raise ConfigurationError("a Topology needs a monitor connection factory unless load balanced")
         self._opened = True
-        self.loop = asyncio.get_running_loop()
+        self.loop = running_loop()
         if self._publisher.sdam_enabled:
             # The SDAM event module is imported only by a topology whose events someone receives.
             from mongio.topology.sdam_events import opening_events
@@ -388,7 +394,7 @@ class Topology:
             if server.monitor is not None:
                 tasks.extend(server.monitor.stop())
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await gather(*tasks)
         for server in self._servers.values():
             await self._close_server(server)
         self._finish_closing()
@@ -542,7 +548,7 @@ class Topology:
         if server.pool is not None:
             closing = server.pool.close()
             if inspect.isawaitable(closing):
-                tasks.append(asyncio.ensure_future(closing))
+                tasks.append(asyncio.ensure_future(closing, loop=running_loop()))
         for task in tasks:
             self._track(task)
 
@@ -641,7 +647,7 @@ class Topology:
         task this topology tracks and awaits when it closes."""
         if self.closed:
             return
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         name = f"mongio connect error {format_address(address)}"
         if self._condition.locked():
             coroutine = self.handle_application_error(address, error, generation, completed_handshake=False)
@@ -796,7 +802,7 @@ class Topology:
         operation: str,
         operation_id: int | None = None,
     ) -> Server:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         deadline = loop.time() + limit
         told_waiting = False
         try:
@@ -822,7 +828,7 @@ class Topology:
                             operation, read_preference, is_write, server_selector, remaining, operation_id
                         )
                     try:
-                        async with asyncio.timeout(remaining):
+                        async with timeout(remaining):
                             await self._condition.wait()
                     except TimeoutError:
                         pass  # one last look, then the error

@@ -9,7 +9,6 @@ no span at all. An operation made of several commands (the batches of a bulk wri
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from mongio.backend import current_task
 from mongio.context_vars import reset
 from mongio.events.command import is_sensitive
 from mongio.tracing.attributes import (
@@ -52,7 +52,7 @@ class _Scope:
     def __init__(self, tracing: Tracing, operation_name: str | None) -> None:
         self.tracing = tracing
         self.operation_name = operation_name
-        self.task = asyncio.current_task()
+        self.task = current_task()
         self.span: OperationSpan | None = None
 
 
@@ -74,7 +74,7 @@ class Tracing:
         """The span of the driver operation ``op`` is part of: a new one (child of the session's transaction
         span, else of the current span), or the open :meth:`operation_scope`'s."""
         scope = _OPEN_SCOPE.get()
-        if scope is not None and scope.tracing is self and scope.task is asyncio.current_task():
+        if scope is not None and scope.tracing is self and scope.task is current_task():
             if scope.span is None:
                 scope.span = self._new_operation(op, session, scope.operation_name, held=True)
             return scope.span

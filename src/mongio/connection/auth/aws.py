@@ -10,7 +10,6 @@ conversation fails for any reason the process's cached credentials are dropped, 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import logging
@@ -18,6 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from mongio.backend import timeout_at
 from mongio.bson import decode, encode
 from mongio.bson.errors import BSONError
 from mongio.connection.auth.aws_credentials import (
@@ -108,7 +108,7 @@ async def authenticate_aws(
     """Obtain credentials (see :func:`obtain_credentials`) within ``deadline`` and run the conversation."""
     provider: Callable[[], Any] | None = credential.mechanism_properties.get("AWS_CREDENTIAL_PROVIDER")
     try:
-        async with asyncio.timeout_at(deadline):
+        async with timeout_at(deadline):
             credentials = await obtain_credentials(provider)
     except CredentialsUnavailable as exc:
         raise AuthenticationFailed(f"{_WHAT}: no AWS credentials: {exc}") from exc

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from mongio.backend import running_loop, to_thread
 from mongio.connection.http import HttpError, HttpResponse, http_request
 
 __all__ = [
@@ -141,7 +142,7 @@ class CredentialCache:
         self._credentials = None
 
     async def obtain(self, fetch: Callable[[], Awaitable[AwsCredentials]]) -> AwsCredentials:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         while True:
             cached = self.get()
             if cached is not None:
@@ -264,7 +265,7 @@ def _sts_result(document: Mapping[str, Any]) -> Mapping[str, Any]:
 async def _web_identity(token_file: str, role_arn: str, session_name: str | None) -> AwsCredentials:
     source = "STS AssumeRoleWithWebIdentity"
     try:
-        token = await asyncio.to_thread(_read_token_file, token_file)
+        token = await to_thread(_read_token_file, token_file)
     except (OSError, UnicodeDecodeError) as exc:
         raise CredentialsUnavailable(
             f"cannot read AWS_WEB_IDENTITY_TOKEN_FILE {token_file!r}: {exc.__class__.__name__}"
@@ -360,7 +361,7 @@ async def _from_provider(provider: Callable[[], Any]) -> AwsCredentials:
     try:
         if _is_coroutine_function(provider):
             return _checked(await provider())
-        return await asyncio.to_thread(_call_sync_provider, provider)
+        return await to_thread(_call_sync_provider, provider)
     except CredentialsUnavailable:
         raise
     except Exception as exc:

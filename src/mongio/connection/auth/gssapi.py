@@ -15,7 +15,6 @@ thread through ``asyncio.to_thread``. Host name canonicalization (``CANONICALIZE
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import socket
@@ -23,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from mongio.backend import running_loop, timeout_at, to_thread
 from mongio.connection.auth.base import (
     AuthenticationFailed,
     CredentialLike,
@@ -111,7 +111,7 @@ class LoopResolver:
     a slow DNS server delays this connection only, never the loop."""
 
     async def forward(self, host: str) -> tuple[str, str]:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         infos = await loop.getaddrinfo(host, None, proto=socket.IPPROTO_TCP, flags=socket.AI_CANONNAME)
         if not infos:
             raise OSError(f"no address for {host!r}")
@@ -119,7 +119,7 @@ class LoopResolver:
         return (canonname or host), str(sockaddr[0])
 
     async def reverse(self, address: str) -> str:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         name, _port = await loop.getnameinfo((address, 0), socket.NI_NAMEREQD)
         return name
 
@@ -240,8 +240,8 @@ class _Conversation:
         ``AuthenticationFailed`` naming ``step``. (A call past the deadline is left to finish in its thread: the
         library cannot be interrupted, and the Kerberos configuration bounds its own network waits.)"""
         try:
-            async with asyncio.timeout_at(self._deadline):
-                return await asyncio.to_thread(call)
+            async with timeout_at(self._deadline):
+                return await to_thread(call)
         except KerberosError as exc:
             raise AuthenticationFailed(f"{self.what}: {step}: {exc}") from None
         except TimeoutError:
@@ -277,7 +277,7 @@ async def authenticate_gssapi(
     if not credential.username:
         raise ConfigurationError("GSSAPI needs a username (the Kerberos principal)")
     # Importing python-gssapi loads the Kerberos libraries: tens of milliseconds the first time, off the loop too.
-    kerberos = library if library is not None else await asyncio.to_thread(python_gssapi)
+    kerberos = library if library is not None else await to_thread(python_gssapi)
     properties = GssapiProperties.from_mapping(credential.mechanism_properties)
     service = await service_name_for(host, properties, resolver)
     conversation = _Conversation(run_command, credential.username, service, deadline)

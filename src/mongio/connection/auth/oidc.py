@@ -13,12 +13,12 @@ ReauthenticationRequired, 391) invalidates exactly that token, then authenticate
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from mongio.auth_oidc import CallbackLike, OIDCCallbackContext, OIDCCallbackResult, OIDCIdPInfo
+from mongio.backend import running_loop
 from mongio.bson import decode, encode
 from mongio.connection.auth.base import CredentialLike, RunCommand, payload_bytes, run_auth_command
 from mongio.connection.auth.oidc_cache import CachedToken, OidcTokenCache, call_callback
@@ -243,7 +243,7 @@ class OidcConversation:
 def _machine_timeout(deadline: float | None) -> float:
     if deadline is None:
         return MACHINE_CALLBACK_TIMEOUT
-    return max(deadline - asyncio.get_running_loop().time(), 0.0)
+    return max(deadline - running_loop().time(), 0.0)
 
 
 def _idp_info(payload: bytes) -> OIDCIdPInfo:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mongio.auth_oidc import CallbackLike, OIDCCallback, OIDCCallbackContext, OIDCCallbackResult, OIDCIdPInfo
+from mongio.backend import LockLike, new_lock, running_loop, sleep, timeout, to_thread
 from mongio.connection.auth.oidc_environments import OidcTokenError
 
 __all__ = ["MIN_CALL_INTERVAL", "CachedToken", "OidcTokenCache", "call_callback"]
@@ -48,7 +49,7 @@ class OidcTokenCache:
         self._last_call: float | None = None
         self._clock = clock
         # One fetch at a time per event loop (a client may run on several loops; asyncio locks are per loop).
-        self._fetch_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+        self._fetch_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LockLike] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -126,14 +127,14 @@ class OidcTokenCache:
         if last is not None:
             wait = last + MIN_CALL_INTERVAL - self._clock()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await sleep(wait)
 
-    def _fetch_lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
+    def _fetch_lock(self) -> LockLike:
+        loop = running_loop()
         with self._state:
             lock = self._fetch_locks.get(loop)
             if lock is None:
-                lock = self._fetch_locks[loop] = asyncio.Lock()
+                lock = self._fetch_locks[loop] = new_lock()
             return lock
 
 
@@ -145,11 +146,11 @@ async def call_callback(
     ``OidcTokenError`` naming ``what`` (the callback's kind)."""
     fetch = callback.fetch if isinstance(callback, OIDCCallback) else callback
     try:
-        async with asyncio.timeout(context.timeout_seconds):
+        async with timeout(context.timeout_seconds):
             if inspect.iscoroutinefunction(fetch):
                 result = await fetch(context)
             else:
-                result = await asyncio.to_thread(fetch, context)
+                result = await to_thread(fetch, context)
                 if inspect.isawaitable(result):
                     result = await result
     except TimeoutError:

@@ -16,7 +16,6 @@ HTTP requests are asynchronous, so the event loop never waits on either.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import urllib.parse
@@ -24,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from mongio.auth_oidc import OIDCCallbackContext, OIDCCallbackResult
+from mongio.backend import to_thread
 from mongio.connection.http import HttpError, http_request
 from mongio.errors import AuthenticationFailed, ConfigurationError
 
@@ -97,7 +97,7 @@ def _k8s_token_file(environ: Mapping[str, str]) -> str:
 
 async def _read_token_file(path: str) -> OIDCCallbackResult:
     try:
-        text = await asyncio.to_thread(Path(path).read_text, encoding="utf-8")
+        text = await to_thread(Path(path).read_text, encoding="utf-8")
     except OSError as exc:
         raise OidcTokenError(f"MONGODB-OIDC: cannot read the token file {path!r}: {exc.strerror}") from None
     token = text.strip()

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mongio.backend import running_loop
 from mongio.connection.auth.base import (
     AuthenticationFailed,
     CredentialLike,
@@ -155,7 +156,7 @@ class ScramKeyCache:
         found = self.get(mechanism, prepared_password, salt, iterations)
         if found is not None:
             return found
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         key = (mechanism.name, prepared_password, salt, iterations)
         pending = self._pending.get(key)
         if pending is None or pending.get_loop() is not loop:

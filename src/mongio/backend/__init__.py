@@ -1,0 +1,365 @@
+"""The backend seam: what mongio needs of the async runtime it runs in, so that one client works on asyncio
+and on trio (directly, or through anyio's trio backend) with the same API.
+
+Everything mongio keeps per runtime is tied to an *event loop* (see :mod:`mongio.loop_runtime`), and most of
+the driver talks to that loop through the methods of ``asyncio.AbstractEventLoop`` it already used:
+``time()``, ``create_future()``, ``call_soon()``, ``call_at()``, ``call_later()``, ``create_task()``,
+``getaddrinfo()``, ``is_running()``, ``is_closed()``. On asyncio that loop is asyncio's own, untouched: the
+BufferedProtocol, the compiled framing and the ``ReplyWaiter`` run exactly as before, and nothing is decided
+per call. On trio it is a :class:`ForeignLoop`, one per trio run (keyed by its ``TrioToken``), that gives
+those methods trio's meaning (:mod:`mongio.backend.trio_loop`).
+
+What asyncio offers as module functions rather than loop methods is the rest of the seam, here, each
+dispatching once on the running loop:
+
+==========================  ==========================================================================
+primitive                   here
+==========================  ==========================================================================
+which runtime am I in       :func:`running_loop` (the loop, asyncio's or a :class:`ForeignLoop`)
+open a stream               :meth:`ForeignLoop.open_message_stream` (TCP, TLS with host name checks,
+                            Unix socket, a socket connected through the SOCKS5 proxy), time-limited
+send, receive into buffer   the stream's protocol (``MessageProtocol`` on asyncio; a pull-based reader
+                            feeding the same framing on trio)
+fail-after / move-on-after  :func:`timeout`, :func:`timeout_at` (raise ``TimeoutError`` as asyncio's);
+                            trio's own ``move_on_after`` cancels mongio like asyncio's cancellation
+Event, Lock, Condition      :func:`new_event`, :func:`new_lock` (the topology's
+                            :class:`~mongio.topology.change_condition.ChangeCondition` is built on it)
+background tasks            ``loop.create_task`` (on trio: a system task of the run)
+time, sleep, worker thread  ``loop.time()`` (``time.monotonic()`` on both, the clock of every deadline),
+                            :func:`sleep`, :func:`to_thread`
+getaddrinfo, SRV/TXT        ``loop.getaddrinfo``; dnspython's async resolver (it picks trio itself)
+shielding                   :func:`shield`
+cancellation                :func:`is_cancellation`, :func:`current_task`
+waiting for several         :func:`gather`, :func:`as_completed`
+HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
+==========================  ==========================================================================
+
+Why not anyio's streams on trio: a connection is closed synchronously where a pool discards it or an
+interrupted exchange aborts it, which trio's sockets allow and anyio's ``aclose()`` does not; the trio side
+therefore uses trio directly (anyio's trio backend runs on the same trio run, so ``anyio.run(...,
+backend="trio")`` is served the same way).
+
+``import mongio`` imports neither trio nor anyio: the trio side is imported only when a call finds itself
+inside a trio run (trio is then imported already).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import ssl
+
+    from mongio.connection.protocol import MessageProtocol
+
+__all__ = [
+    "ByteReader",
+    "ByteWriter",
+    "EventLike",
+    "ForeignLoop",
+    "LockLike",
+    "as_completed",
+    "current_asyncio_task",
+    "current_task",
+    "foreign_loop",
+    "gather",
+    "is_cancellation",
+    "new_event",
+    "new_lock",
+    "running_loop",
+    "shield",
+    "sleep",
+    "timeout",
+    "timeout_at",
+    "to_thread",
+]
+
+T = TypeVar("T")
+
+_get_asyncio_loop = asyncio._get_running_loop
+
+# The cancellation exception of a foreign runtime (trio.Cancelled), once one was loaded.
+_foreign_cancellations: tuple[type[BaseException], ...] = ()
+
+
+class EventLike(Protocol):
+    """What mongio uses of an event (``asyncio.Event``'s interface)."""
+
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    def is_set(self) -> bool: ...
+    async def wait(self) -> Any: ...
+
+
+class LockLike(Protocol):
+    """What mongio uses of a lock (``asyncio.Lock``'s interface)."""
+
+    async def acquire(self) -> Any: ...
+    def release(self) -> None: ...
+    def locked(self) -> bool: ...
+    async def __aenter__(self) -> Any: ...
+    async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> Any: ...
+
+
+class ByteReader(Protocol):
+    """What mongio's HTTP client reads with (``asyncio.StreamReader``'s interface)."""
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes: ...
+    async def readexactly(self, n: int) -> bytes: ...
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    """What mongio's HTTP client writes with (``asyncio.StreamWriter``'s interface)."""
+
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def close(self) -> None: ...
+    async def wait_closed(self) -> None: ...
+
+
+class ForeignLoop(asyncio.AbstractEventLoop):
+    """An event loop façade over another runtime (trio): the loop methods mongio calls, in that runtime's
+    terms, plus the primitives asyncio offers as module functions (see the module docstring)."""
+
+    def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``hook`` when the foreign run ends (shielded, within a few seconds), unless it was forgotten
+        with :meth:`forget_shutdown` first: the run cancels none of mongio's tasks that could do it."""
+        raise NotImplementedError
+
+    def forget_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
+        raise NotImplementedError
+
+    def timeout_at(self, deadline: float | None) -> AbstractAsyncContextManager[Any]:
+        """A scope that cancels its body at ``deadline`` (``time()`` terms) and then raises TimeoutError."""
+        raise NotImplementedError
+
+    async def sleep(self, delay: float) -> None:
+        raise NotImplementedError
+
+    def new_event(self) -> EventLike:
+        raise NotImplementedError
+
+    def new_lock(self) -> LockLike:
+        raise NotImplementedError
+
+    async def shield(self, awaitable: Awaitable[T]) -> T:
+        raise NotImplementedError
+
+    async def gather(self, awaitables: tuple[Awaitable[Any], ...]) -> list[Any]:
+        raise NotImplementedError
+
+    def current_task(self) -> object | None:
+        raise NotImplementedError
+
+    async def to_thread(self, func: Callable[[], T]) -> T:
+        raise NotImplementedError
+
+    async def take_uninterrupted(self, lock: LockLike) -> None:
+        """Acquire ``lock`` even while the caller is being cancelled (the cancellation stays pending)."""
+        raise NotImplementedError
+
+    async def open_byte_stream(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        limit: int,
+    ) -> tuple[ByteReader, ByteWriter]:
+        """``asyncio.open_connection``: a TCP stream (TLS when ``ssl_context`` is given, checked against
+        ``server_hostname``) as a reader whose ``readuntil`` raises ``LimitOverrunError`` past ``limit``
+        bytes, and a writer; for the HTTP client."""
+        raise NotImplementedError
+
+    async def open_message_stream(
+        self,
+        address: tuple[str, int | None],
+        name: str,
+        unix: bool,
+        ssl_context: ssl.SSLContext | None,
+        proxied: Any,
+    ) -> MessageProtocol:
+        """A connection's protocol on a new stream to ``address`` (``name`` as errors say it; ``unix``: a
+        Unix socket path; ``proxied``: a socket already connected through the SOCKS5 proxy), the TLS
+        handshake done with host name verification. The caller bounds the time and converts the errors."""
+        raise NotImplementedError
+
+
+_current_trio_loop: Callable[[], ForeignLoop | None] | None = None
+
+
+def foreign_loop() -> ForeignLoop | None:
+    """The :class:`ForeignLoop` of the foreign run in progress in this thread (a trio run), else None."""
+    global _current_trio_loop
+    if _current_trio_loop is None:
+        if "trio" not in sys.modules:
+            return None  # no trio run can be in progress
+        from mongio.backend.trio_loop import current_trio_loop
+
+        _current_trio_loop = current_trio_loop
+    return _current_trio_loop()
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The running loop: asyncio's, else the :class:`ForeignLoop` of the trio run in progress. Raises
+    ``RuntimeError`` outside both, as ``asyncio.get_running_loop()`` does."""
+    loop = _get_asyncio_loop()
+    if loop is not None:
+        return loop
+    foreign = foreign_loop()
+    if foreign is None:
+        raise RuntimeError(
+            "no running event loop: mongio runs inside asyncio, or inside trio (trio.run, or "
+            "anyio.run(..., backend='trio'))"
+        )
+    return foreign
+
+
+def _foreign() -> ForeignLoop | None:
+    if _get_asyncio_loop() is not None:
+        return None
+    return foreign_loop()
+
+
+def timeout_at(deadline: float | None) -> AbstractAsyncContextManager[Any]:
+    """``asyncio.timeout_at`` on the running runtime: the body is cancelled at ``deadline`` (the loop's
+    ``time()`` terms; None: never) and ``TimeoutError`` raised."""
+    foreign = _foreign()
+    if foreign is None:
+        return asyncio.timeout_at(deadline)
+    return foreign.timeout_at(deadline)
+
+
+def timeout(delay: float | None) -> AbstractAsyncContextManager[Any]:
+    """``asyncio.timeout`` on the running runtime (None: no limit)."""
+    foreign = _foreign()
+    if foreign is None:
+        return asyncio.timeout(delay)
+    return foreign.timeout_at(None if delay is None else foreign.time() + delay)
+
+
+async def sleep(delay: float) -> None:
+    foreign = _foreign()
+    if foreign is None:
+        await asyncio.sleep(delay)
+    else:
+        await foreign.sleep(delay)
+
+
+def new_event() -> EventLike:
+    """An event of the running runtime (``asyncio.Event`` when no foreign run is in progress)."""
+    foreign = _foreign()
+    return asyncio.Event() if foreign is None else foreign.new_event()
+
+
+def new_lock() -> LockLike:
+    """A lock of the running runtime (``asyncio.Lock`` when no foreign run is in progress)."""
+    foreign = _foreign()
+    return asyncio.Lock() if foreign is None else foreign.new_lock()
+
+
+async def shield(awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable`` (a task or future of the running loop) so that cancelling the caller does not
+    cancel it."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.shield(awaitable)
+    return await foreign.shield(awaitable)
+
+
+async def gather(*awaitables: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather(*awaitables, return_exceptions=True)`` on the running runtime."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.gather(*awaitables, return_exceptions=True)
+    return await foreign.gather(awaitables)
+
+
+async def as_completed(futures: Sequence[asyncio.Future[T]]) -> AsyncIterator[asyncio.Future[T]]:
+    """The futures (tasks of the running loop) as each finishes, the first finished first."""
+    loop = running_loop()
+    pending = set(futures)
+    while pending:
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_finished: object, woken: asyncio.Future[None] = woken) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        for future in pending:
+            future.add_done_callback(wake)
+        try:
+            await woken
+        finally:
+            for future in pending:
+                future.remove_done_callback(wake)
+        finished = [future for future in futures if future in pending and future.done()]
+        pending.difference_update(finished)
+        for future in finished:
+            yield future
+
+
+def current_task() -> object | None:
+    """The running task (an ``asyncio.Task``, or the foreign runtime's task), for identity checks."""
+    loop = _get_asyncio_loop()
+    if loop is not None:
+        return asyncio.current_task(loop)
+    foreign = foreign_loop()
+    return None if foreign is None else foreign.current_task()
+
+
+def current_asyncio_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task, None on a foreign runtime (whose tasks cannot be cancelled from outside
+    their own cancel scopes)."""
+    loop = _get_asyncio_loop()
+    return None if loop is None else asyncio.current_task(loop)
+
+
+async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``asyncio.to_thread`` on the running runtime: ``func`` runs in a worker thread with the caller's
+    context variables."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.to_thread(func, *args, **kwargs)
+    context = contextvars.copy_context()
+    return await foreign.to_thread(functools.partial(context.run, func, *args, **kwargs))
+
+
+async def take_uninterrupted(lock: LockLike) -> None:
+    """Acquire ``lock`` whatever cancellation arrives meanwhile; a cancellation is raised once it is held
+    (asyncio), or stays pending for the next checkpoint (trio, whose cancellation lasts)."""
+    foreign = _foreign()
+    if foreign is not None:
+        await foreign.take_uninterrupted(lock)
+        return
+    interrupted: asyncio.CancelledError | None = None
+    while True:
+        try:
+            await lock.acquire()
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+            continue
+        break
+    if interrupted is not None:
+        raise interrupted
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cancellation: asyncio's ``CancelledError`` or trio's ``Cancelled``."""
+    return isinstance(exc, (asyncio.CancelledError, _foreign_cancellations))
+
+
+def register_cancellation(exception_type: type[BaseException]) -> None:
+    """Make :func:`is_cancellation` recognise a foreign runtime's cancellation (called once, by the
+    foreign loop's module)."""
+    global _foreign_cancellations
+    if exception_type not in _foreign_cancellations:
+        _foreign_cancellations = (*_foreign_cancellations, exception_type)
+
