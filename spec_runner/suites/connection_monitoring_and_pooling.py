@@ -9,7 +9,7 @@ factory applies the same fail point to the connections it makes (blocking for ``
 failing with ``errorCode`` or a closed connection), so those files run without a server too, and their
 ``runOn`` server versions do not apply.
 
-The format's "threads" are asyncio tasks, each fed its operations through a queue. An error the pool
+The format's "threads" are tasks of the test's task group, each fed its operations through a stream. An error the pool
 raises establishing a connection is handled the way server monitoring handles a pre-handshake error: the
 pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
 positive ``backgroundThreadIntervalMS`` has nothing to set; a negative one ("never begin a run") makes the
@@ -21,13 +21,16 @@ The ``logging`` directory holds unified-format tests, collected by the unified r
 
 from __future__ import annotations
 
-import asyncio
 import json
+import math
 import time
 from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file
 from spec_runner.suites._unified_support import unified_collector
@@ -103,7 +106,7 @@ class EventRecorder:
 
     def __init__(self) -> None:
         self.events: list[object] = []
-        self._waiters: list[tuple[str, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[str, int, anyio.Event]] = []
 
     def count(self, name: str) -> int:
         return sum(1 for event in self.events if event_type(event) == name)
@@ -112,19 +115,18 @@ class EventRecorder:
         self.events.append(event)
         if self._waiters:
             name = event_type(event)
-            for waited, count, future in self._waiters:
-                if waited == name and not future.done() and self.count(name) >= count:
-                    future.set_result(None)
+            for waited, count, seen in self._waiters:
+                if waited == name and not seen.is_set() and self.count(name) >= count:
+                    seen.set()
 
     async def wait_for(self, name: str, count: int, seconds: float) -> None:
         if self.count(name) >= count:
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (name, count, future)
+        entry = (name, count, anyio.Event())
         self._waiters.append(entry)
         try:
-            async with asyncio.timeout(seconds):
-                await future
+            with anyio.fail_after(seconds):
+                await entry[2].wait()
         except TimeoutError:
             raise AssertionError(
                 f"waited {seconds:g} s for {count} {name} event(s), saw {self.count(name)}: "
@@ -187,7 +189,7 @@ class HandshakeFailPoint:
         from mongio.errors import AutoReconnect, OperationFailure
 
         if self.data.get("blockConnection"):
-            await asyncio.sleep(int(self.data.get("blockTimeMS", 0)) / 1000.0)
+            await anyio.sleep(int(self.data.get("blockTimeMS", 0)) / 1000.0)
         if self.data.get("closeConnection"):
             raise AutoReconnect(f"connection to {ADDRESS[0]}:{ADDRESS[1]} closed during the handshake")
         if "errorCode" in self.data:
@@ -197,23 +199,44 @@ class HandshakeFailPoint:
 
 
 class _Thread:
-    def __init__(self, name: str, runner: CmapTestRunner) -> None:
+    """One of the format's threads: a task of ``tasks`` running the operations sent to it, in order."""
+
+    def __init__(self, name: str, runner: CmapTestRunner, tasks: TaskGroup) -> None:
         self.name = name
-        self.queue: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
+        self._send, self._receive = anyio.create_memory_object_stream[Mapping[str, Any]](math.inf)
         self.error: BaseException | None = None
-        self.task = asyncio.get_running_loop().create_task(self._main(runner), name=f"cmap thread {name}")
+        self.finished = anyio.Event()
+        self.scope = anyio.CancelScope()
+        tasks.start_soon(self._main, runner, name=f"cmap thread {name}")
+
+    def send(self, operation: Mapping[str, Any]) -> None:
+        self._send.send_nowait(operation)
+
+    async def join(self) -> None:
+        """Wait for the operations sent so far; raise the first error one of them raised."""
+        self._send.close()
+        await self.finished.wait()
+        if self.error is not None:
+            raise self.error
+
+    async def stop(self) -> None:
+        """End the thread now, cancelling what it runs."""
+        self._send.close()
+        self.scope.cancel()
+        await self.finished.wait()
 
     async def _main(self, runner: CmapTestRunner) -> None:
-        while True:
-            operation = await self.queue.get()
-            if operation is None:
-                return
-            if self.error is not None:
-                continue  # a thread stops at its first error; later operations are dropped
-            try:
-                await runner.execute(operation)
-            except Exception as exc:
-                self.error = exc
+        try:
+            with self.scope, self._receive:
+                async for operation in self._receive:
+                    if self.error is not None:
+                        continue  # a thread stops at its first error; later operations are dropped
+                    try:
+                        await runner.execute(operation)
+                    except Exception as exc:
+                        self.error = exc
+        finally:
+            self.finished.set()
 
 
 class CmapTestRunner:
@@ -235,6 +258,7 @@ class CmapTestRunner:
         )
         self.threads: dict[str, _Thread] = {}
         self.labels: dict[str, MockConnection] = {}
+        self._tasks: TaskGroup | None = None  # the threads' task group, while ``run`` runs
 
     async def _connect(self, connection_id: int, generation: int) -> MockConnection:
         await self.fail_point.apply()
@@ -250,15 +274,13 @@ class CmapTestRunner:
         pool = self.pool
         if name == "start":
             target = operation["target"]
-            self.threads[target] = _Thread(target, self)
+            if self._tasks is None:
+                raise AssertionError("a thread can start only while the test runs")
+            self.threads[target] = _Thread(target, self, self._tasks)
         elif name == "wait":
-            await asyncio.sleep(operation["ms"] / 1000.0)
+            await anyio.sleep(operation["ms"] / 1000.0)
         elif name == "waitForThread":
-            thread = self.threads[operation["target"]]
-            thread.queue.put_nowait(None)
-            await thread.task
-            if thread.error is not None:
-                raise thread.error
+            await self.threads[operation["target"]].join()
         elif name == "waitForEvent":
             timeout = operation.get("timeout")
             await self.recorder.wait_for(
@@ -282,22 +304,34 @@ class CmapTestRunner:
             raise AssertionError(f"unknown operation {name!r}")
 
     async def run(self) -> None:
-        error: BaseException | None = None
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                error = await self._operations_error()
+                events = list(self.recorder.events)
+            finally:
+                # The threads end before the task group does: none is left to the group's exit.
+                for thread in self.threads.values():
+                    await thread.stop()
+                self._tasks = None
+        try:
+            self._check_error(error)
+            self._check_events(events)
+        finally:
+            await self.pool.close()
+
+    async def _operations_error(self) -> Exception | None:
+        """Run the test's operations (those of a thread are sent to it); the error that stopped them."""
         try:
             for operation in self.spec["operations"]:
                 thread_name = operation.get("thread")
                 if thread_name is None:
                     await self.execute(operation)
                 else:
-                    self.threads[thread_name].queue.put_nowait(operation)
+                    self.threads[thread_name].send(operation)
         except Exception as exc:
-            error = exc
-        events = list(self.recorder.events)
-        try:
-            self._check_error(error)
-            self._check_events(events)
-        finally:
-            await self._tear_down()
+            return exc
+        return None
 
     def _check_error(self, error: BaseException | None) -> None:
         expected = self.spec.get("error")
@@ -325,13 +359,6 @@ class CmapTestRunner:
                 f"{[e['type'] for e in actual]}"
             )
             assert_matches(actual[index], expected, f"events[{index}]")
-
-    async def _tear_down(self) -> None:
-        tasks = [thread.task for thread in self.threads.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self.pool.close()
 
 
 async def _run_test(spec: Mapping[str, Any], context: RunContext) -> None:
