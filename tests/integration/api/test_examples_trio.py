@@ -17,6 +17,7 @@ from hypercorn.trio import serve
 from mongio import MongoClient
 from mongio.errors import ClientClosedError
 from tests.integration.api.test_examples import exercise_books_api, httpx_call, load_example
+from tests.support.backends import tasks_of_the_run
 
 pytestmark = pytest.mark.server
 
@@ -31,7 +32,7 @@ def hypercorn_config() -> Config:
 
 async def serve_and_exercise(server_uri: str, database: str) -> None:
     app = load_example("fastapi_app").create_app(server_uri, database)
-    tasks_before = {task.id for task in anyio.get_running_tasks()}
+    tasks_before = await tasks_of_the_run(server_uri)
     shutdown = trio.Event()
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(partial(serve, app, hypercorn_config(), shutdown_trigger=shutdown.wait))

@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from mongio.client import MongoClient
+from tests.support.backends import tasks_of_the_run
 from tests.support.pool_books import PoolBooks
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -92,7 +93,7 @@ def _plans(rng: random.Random) -> list[list[tuple[str, int, float]]]:
 async def _storm(uri: str) -> tuple[StormTally, PoolBooks, dict[str, Any]]:
     rng = random.Random(20261206)
     books = PoolBooks()
-    tasks_before = {task.id for task in anyio.get_running_tasks()}
+    tasks_before = await tasks_of_the_run(uri)
     client: MongoClient[Any] = MongoClient(
         uri, maxPoolSize=MAX_POOL_SIZE, event_listeners=[books], appname="cancellationStorm"
     )
