@@ -9,9 +9,9 @@ factory applies the same fail point to the connections it makes (blocking for ``
 failing with ``errorCode`` or a closed connection), so those files run without a server too, and their
 ``runOn`` server versions do not apply.
 
-The format's "threads" are tasks of the test's task group, each fed its operations through a stream. An error the pool
-raises establishing a connection is handled the way server monitoring handles a pre-handshake error: the
-pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
+The format's "threads" are workers (``spec_runner.unified.threads.OperationWorker``) of the test's task
+group. An error the pool raises establishing a connection is handled the way server monitoring handles a
+pre-handshake error: the pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
 positive ``backgroundThreadIntervalMS`` has nothing to set; a negative one ("never begin a run") makes the
 pool without its background task. Expected error messages are matched as prefixes (ignoring case),
 because mongio's messages go on to name the pool's address and the limits that were hit.
@@ -22,7 +22,6 @@ The ``logging`` directory holds unified-format tests, collected by the unified r
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Iterator, Mapping
 from functools import partial
@@ -34,6 +33,7 @@ from anyio.abc import TaskGroup
 
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file
 from spec_runner.suites._unified_support import unified_collector
+from spec_runner.unified.threads import OperationWorker
 
 NAME = "connection-monitoring-and-pooling"
 ADDRESS = ("localhost", 27017)
@@ -198,47 +198,6 @@ class HandshakeFailPoint:
             raise OperationFailure(str(reply["errmsg"]), code, reply)
 
 
-class _Thread:
-    """One of the format's threads: a task of ``tasks`` running the operations sent to it, in order."""
-
-    def __init__(self, name: str, runner: CmapTestRunner, tasks: TaskGroup) -> None:
-        self.name = name
-        self._send, self._receive = anyio.create_memory_object_stream[Mapping[str, Any]](math.inf)
-        self.error: BaseException | None = None
-        self.finished = anyio.Event()
-        self.scope = anyio.CancelScope()
-        tasks.start_soon(self._main, runner, name=f"cmap thread {name}")
-
-    def send(self, operation: Mapping[str, Any]) -> None:
-        self._send.send_nowait(operation)
-
-    async def join(self) -> None:
-        """Wait for the operations sent so far; raise the first error one of them raised."""
-        self._send.close()
-        await self.finished.wait()
-        if self.error is not None:
-            raise self.error
-
-    async def stop(self) -> None:
-        """End the thread now, cancelling what it runs."""
-        self._send.close()
-        self.scope.cancel()
-        await self.finished.wait()
-
-    async def _main(self, runner: CmapTestRunner) -> None:
-        try:
-            with self.scope, self._receive:
-                async for operation in self._receive:
-                    if self.error is not None:
-                        continue  # a thread stops at its first error; later operations are dropped
-                    try:
-                        await runner.execute(operation)
-                    except Exception as exc:
-                        self.error = exc
-        finally:
-            self.finished.set()
-
-
 class CmapTestRunner:
     def __init__(self, spec: Mapping[str, Any]) -> None:
         from mongio.connection.pool import Pool
@@ -256,7 +215,7 @@ class CmapTestRunner:
             on_connect_error=self._connect_error,
             background_task=options.get("backgroundThreadIntervalMS", 1) >= 0,
         )
-        self.threads: dict[str, _Thread] = {}
+        self.threads: dict[str, OperationWorker] = {}
         self.labels: dict[str, MockConnection] = {}
         self._tasks: TaskGroup | None = None  # the threads' task group, while ``run`` runs
 
@@ -276,11 +235,14 @@ class CmapTestRunner:
             target = operation["target"]
             if self._tasks is None:
                 raise AssertionError("a thread can start only while the test runs")
-            self.threads[target] = _Thread(target, self, self._tasks)
+            self.threads[target] = OperationWorker(f"cmap thread {target}", self.execute, self._tasks)
         elif name == "wait":
             await anyio.sleep(operation["ms"] / 1000.0)
         elif name == "waitForThread":
-            await self.threads[operation["target"]].join()
+            thread = self.threads[operation["target"]]
+            await thread.finish()
+            if thread.error is not None:
+                raise thread.error
         elif name == "waitForEvent":
             timeout = operation.get("timeout")
             await self.recorder.wait_for(
@@ -312,7 +274,7 @@ class CmapTestRunner:
             finally:
                 # The threads end before the task group does: none is left to the group's exit.
                 for thread in self.threads.values():
-                    await thread.stop()
+                    await thread.close()
                 self._tasks = None
         try:
             self._check_error(error)
@@ -328,7 +290,7 @@ class CmapTestRunner:
                 if thread_name is None:
                     await self.execute(operation)
                 else:
-                    self.threads[thread_name].send(operation)
+                    self.threads[thread_name].schedule(operation)
         except Exception as exc:
             return exc
         return None
