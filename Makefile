@@ -20,11 +20,18 @@ $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c src/mongio/connect
 
 setup: $(STAMP)
 
-## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB).
+# The spec suites that run on trio as well in `make test` (the pytest run is the asyncio run of every suite);
+# `make test TRIO_SUITES=` leaves the trio run out.
+TRIO_SUITES ?= crud sessions transactions retryable-reads retryable-writes change-streams \
+	connection-monitoring-and-pooling server-discovery-and-monitoring client-side-operations-timeout
+
+## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
+## the spec suites of TRIO_SUITES on trio.
 test: $(STAMP)
 	$(BIN)/ruff check src spec_runner compat_suites tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(if $(strip $(TRIO_SUITES)),$(BIN)/python -m spec_runner --backend trio --topology single $(TRIO_SUITES))
 
 ## The fast unit tests: no server, no spec suites, no test marked slow (the long property runs: make test).
 unit: $(STAMP)
