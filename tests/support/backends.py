@@ -13,7 +13,14 @@ import anyio
 
 from mongio.client import MongoClient
 
-ASYNCIO_ONLY: dict[str, str] = {}
+ASYNCIO_ONLY: dict[str, str] = {
+    "tests/integration/api/test_event_loops.py": "one client on successive asyncio loops, a loop per thread and "
+    "pytest-asyncio's loops (a client on asyncio then trio then asyncio: tests/integration/api/test_client_trio.py)",
+    "tests/integration/server/test_connection_stress.py": "tasks cancelled through Task.cancel() and the loop's "
+    "call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
+    "tests/integration/server/test_pool_cancellation.py": "the pool's waiters cancelled through Task.cancel() and "
+    "the loop's call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
+}
 
 
 def asyncio_only_reason(nodeid: str) -> str | None:
