@@ -1,5 +1,5 @@
 """Running tests on more than one backend: which tests run only on asyncio, and why (under ``pytest --backend
-trio`` they are skipped with the reason), and the tasks a run holds apart from any client's.
+trio`` they are skipped with the reason), and which tasks run, on either backend.
 
 A test is listed in ``ASYNCIO_ONLY`` when what it checks is asyncio's own machinery (the loop's call_later, a Task's cancel(),
 the loop's exception handler, closing or replacing an event loop, uvloop), so it has no trio counterpart as
@@ -10,8 +10,6 @@ prefixes (a module, or one test of it).
 from __future__ import annotations
 
 import anyio
-
-from mongio.client import MongoClient
 
 ASYNCIO_ONLY: dict[str, str] = {
     "tests/integration/api/test_event_loops.py": "one client on successive asyncio loops, a loop per thread and "
@@ -31,10 +29,16 @@ def asyncio_only_reason(nodeid: str) -> str | None:
     return None
 
 
-async def tasks_of_the_run(uri: str) -> set[int]:
-    """The tasks running now, once mongio has been used on this run: what mongio starts at its first use in a
-    run and keeps until the run ends, as an event loop is kept (on trio, the task serving the run's callbacks
-    and timers), is among them; a client's own tasks are not, since the client used for this is closed."""
-    async with MongoClient(uri) as client:
-        await client.admin.command("ping")
-    return {task.id for task in anyio.get_running_tasks()}
+# The task that plays the event loop's part in a trio run (mongio.backend.trio_loop): it runs the run's
+# callbacks and timers, and comes and goes with them, as the loop itself does on asyncio (where it is no task).
+LOOP_TASK_NAMES = frozenset({"mongio callback runner"})
+
+
+def running_tasks() -> dict[int, str | None]:
+    """The tasks running now, by id with their names, leaving out the one playing the event loop's part."""
+    return {task.id: task.name for task in anyio.get_running_tasks() if task.name not in LOOP_TASK_NAMES}
+
+
+def tasks_started_since(before: dict[int, str | None]) -> list[str | None]:
+    """The names of the tasks running now that were not running at ``before`` (a ``running_tasks()``)."""
+    return [name for task_id, name in running_tasks().items() if task_id not in before]

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import anyio
 import pytest
 
 from mongio.bson.timestamp import Timestamp
@@ -25,7 +24,7 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.operations.run_command import RunCommand
-from tests.support.backends import tasks_of_the_run
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.loop_checks import PoolEventCounts
 from tests.support.recorders import CommandRecorder
 
@@ -70,7 +69,7 @@ def test_client_made_before_any_loop_runs(server_uri: str) -> None:
 
 
 async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> None:
-    before = await tasks_of_the_run(server_uri)
+    before = running_tasks()
     client = MongoClient(server_uri)
     await client.admin.command("ping")
     assert client._topology is not None
@@ -78,7 +77,7 @@ async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> 
     assert started_tasks  # the monitor, at least
     await client.close()
     assert all(task.done() for task in started_tasks)
-    assert [task.name for task in anyio.get_running_tasks() if task.id not in before] == []
+    assert tasks_started_since(before) == []
     with pytest.raises(ClientClosedError, match="MongoClient"):
         await client.admin.command("ping")
     with pytest.raises(ClientClosedError):
@@ -283,13 +282,13 @@ async def test_non_retryable_errors_raise_the_right_class(recorded: tuple[MongoC
 async def test_no_task_per_operation(server_uri: str) -> None:
     async with MongoClient(server_uri) as client:
         await client.admin.command("ping")
-        before = len(anyio.get_running_tasks())
+        before = len(running_tasks())
         most = before
         for _ in range(1000):
             await client.admin.command("ping")
-            most = max(most, len(anyio.get_running_tasks()))
+            most = max(most, len(running_tasks()))
         assert most == before
-        assert len(anyio.get_running_tasks()) == before
+        assert len(running_tasks()) == before
 
 
 async def test_client_helpers(server_uri: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from functools import partial
 
-import anyio
 import httpx
 import pytest
 import trio
@@ -17,7 +16,7 @@ from hypercorn.trio import serve
 from mongio import MongoClient
 from mongio.errors import ClientClosedError
 from tests.integration.api.test_examples import exercise_books_api, httpx_call, load_example
-from tests.support.backends import tasks_of_the_run
+from tests.support.backends import running_tasks, tasks_started_since
 
 pytestmark = pytest.mark.server
 
@@ -32,7 +31,7 @@ def hypercorn_config() -> Config:
 
 async def serve_and_exercise(server_uri: str, database: str) -> None:
     app = load_example("fastapi_app").create_app(server_uri, database)
-    tasks_before = await tasks_of_the_run(server_uri)
+    tasks_before = running_tasks()
     shutdown = trio.Event()
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(partial(serve, app, hypercorn_config(), shutdown_trigger=shutdown.wait))
@@ -49,7 +48,7 @@ async def serve_and_exercise(server_uri: str, database: str) -> None:
     # Hypercorn ran the lifespan's shutdown: the app's client is closed, and its background tasks with it.
     with pytest.raises(ClientClosedError):
         await client[database].books.find_one({})
-    assert [task.name for task in anyio.get_running_tasks() if task.id not in tasks_before] == []
+    assert tasks_started_since(tasks_before) == []
     async with MongoClient(server_uri) as own:
         await own.drop_database(database)
 

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from mongio.client import MongoClient
-from tests.support.backends import tasks_of_the_run
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.pool_books import PoolBooks
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -93,7 +93,7 @@ def _plans(rng: random.Random) -> list[list[tuple[str, int, float]]]:
 async def _storm(uri: str) -> tuple[StormTally, PoolBooks, dict[str, Any]]:
     rng = random.Random(20261206)
     books = PoolBooks()
-    tasks_before = await tasks_of_the_run(uri)
+    tasks_before = running_tasks()
     client: MongoClient[Any] = MongoClient(
         uri, maxPoolSize=MAX_POOL_SIZE, event_listeners=[books], appname="cancellationStorm"
     )
@@ -112,9 +112,7 @@ async def _storm(uri: str) -> tuple[StormTally, PoolBooks, dict[str, Any]]:
         figures["stored"] = len(stored)
         figures["missing"] = sorted(tally.acknowledged - set(stored))[:20]
         await client.storm.items.drop()
-    figures["tasks_left"] = [
-        task.name for task in anyio.get_running_tasks() if task.id not in tasks_before
-    ]
+    figures["tasks_left"] = tasks_started_since(tasks_before)
     return tally, books, figures
 
 
