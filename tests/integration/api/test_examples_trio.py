@@ -1,6 +1,6 @@
 """The FastAPI example on trio: served by Hypercorn's trio worker (``hypercorn.trio.serve``, in this process,
 on a loopback port) and driven over real HTTP with httpx, it passes the same scenario as on asyncio
-(``test_examples.exercise_books_api``), its lifespan's client closes at shutdown, and no task is left."""
+(``tests.support.books_api.exercise_books_api``), its lifespan's client closes at shutdown, and no task is left."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypercorn.trio import serve
 
 from mongio import MongoClient
 from mongio.errors import ClientClosedError
-from tests.integration.api.test_examples import exercise_books_api, httpx_call, load_example
 from tests.support.backends import running_tasks, tasks_started_since
+from tests.support.books_api import exercise_books_api, httpx_call, load_example
 
 pytestmark = pytest.mark.server
 
