@@ -20,11 +20,27 @@ $(STAMP): pyproject.toml setup.py src/mongio/bson/_speedups.c src/mongio/connect
 
 setup: $(STAMP)
 
-## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB).
+# The spec suites that run on trio as well in `make test` (the pytest run is the asyncio run of every suite);
+# `make test TRIO_SUITES=` leaves the trio run out.
+TRIO_SUITES ?= crud sessions transactions retryable-reads retryable-writes change-streams \
+	connection-monitoring-and-pooling server-discovery-and-monitoring client-side-operations-timeout
+
+# Integration test modules run once more on trio (pytest --backend trio, anyio's plugin); `make test TRIO_TESTS=`
+# leaves them out.
+TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_cursor_lazy_batches.py \
+	tests/integration/api/test_cursor_exhaust.py tests/integration/api/test_index_management.py \
+	tests/integration/api/test_pymongo_idioms.py tests/integration/prose/test_transactions_prose.py \
+	tests/integration/prose/test_sessions_causal_consistency.py tests/integration/prose/test_csot_prose.py \
+	tests/integration/prose/test_transactions_write_concern.py tests/integration/cluster/test_cluster_faults.py
+
+## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
+## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.
 test: $(STAMP)
 	$(BIN)/ruff check src spec_runner compat_suites tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(if $(strip $(TRIO_SUITES)),$(BIN)/python -m spec_runner --backend trio --topology single $(TRIO_SUITES))
+	$(if $(strip $(TRIO_TESTS)),$(BIN)/python -m pytest -q -p no:cacheprovider --backend trio $(TRIO_TESTS))
 
 ## The fast unit tests: no server, no spec suites, no test marked slow (the long property runs: make test).
 unit: $(STAMP)

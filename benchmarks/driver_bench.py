@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.driver_bench [--rounds 5] [--tasks run_command,find_one_by_id]
         [--drivers pymongo,motor,mongio,mongio-uvloop,floor] [--quick] [--json FILE] [--fresh-server-per-task]
-        [--server secantus|loopback] [--tracing [absent,off,on]] [--busy-cores]
+        [--server secantus|loopback] [--tracing [absent,off,on]] [--backends] [--busy-cores]
 
 For every round, and every driver in an order rotated from round to round, a fresh SecantusDB is started
 (it slows down as retryable-write records pile up, so no driver inherits another's) and the driver's
@@ -30,6 +30,11 @@ a round trip (on a virtual machine, mostly the waking of an idle CPU, which grow
 ``--tracing`` runs mongio alone in three modes instead: OpenTelemetry absent (its imports refused), installed
 but tracing off, and tracing on (an SDK tracer provider without exporter); the ratios are then to the first
 mode, which shows what tracing costs an operation when it is not used and when it is.
+
+``--backends`` runs mongio alone on its two backends instead: asyncio (``mongio``) and trio through anyio
+(``mongio-trio``), on the single-operation tasks and ``find_many`` unless ``--tasks`` says otherwise (the
+concurrency workloads gather asyncio tasks, so they are not run on trio); the ratios are then trio's to
+asyncio's, from the same rounds.
 
 ``--busy-cores`` keeps every CPU busy for the whole run with one spinning process per CPU at the lowest
 priority (nice 19), which takes only time nothing else wants. A client waiting for each reply leaves its CPU
@@ -64,6 +69,8 @@ from benchmarks.driver_workload import (
     FLOOR_TASKS,
     TASKS,
     TRACING_MODES,
+    TRIO_DRIVER,
+    TRIO_TASKS,
     extract_data,
     parse_tasks,
 )
@@ -77,6 +84,8 @@ WORKLOAD_TIMEOUT = 1800.0
 # 1,000-task one (against the loopback responder, where the client is the bottleneck) at least 4x as fast.
 CPU_TARGETS = {"run_command": 0.35, "find_one_by_id": 0.35, "small_insert_one": 0.35}
 WALL_TARGETS = {"concurrency_200x50": 1.0, "concurrency_1000x10": 0.25}
+# What ``--backends`` runs by default: the operations whose client CPU the trio backend is measured on.
+BACKEND_TASKS = ("run_command", "find_one_by_id", "small_insert_one", "find_many")
 # The tasks the loopback responder can serve: every one but the find_many tasks, which read back what they
 # inserted, and client_bulk_insert, whose bulkWrite reply (a results cursor) it does not make.
 LOOPBACK_TASKS = frozenset(TASKS) - {"find_many", "find_many_streamed", "client_bulk_insert"}
@@ -547,6 +556,12 @@ def main(argv: list[str] | None = None) -> None:
         help="keep every CPU busy with lowest-priority spinners, so idle-CPU wake-ups do not add to each round "
         "trip (see above)",
     )
+    parser.add_argument(
+        "--backends",
+        action="store_true",
+        help=f"compare mongio on trio ({TRIO_DRIVER}) with mongio on asyncio instead of the drivers (ratios to "
+        f"asyncio's); default tasks: {', '.join(BACKEND_TASKS)}",
+    )
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
     drivers = _split(args.drivers, (*DRIVERS, FLOOR_DRIVER), "driver(s)") if args.drivers else list(DRIVERS)
@@ -560,6 +575,14 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--tracing compares mongio with itself: give it without --drivers")
         drivers = [f"mongio-tracing-{mode}" for mode in _split(args.tracing, TRACING_MODES, "tracing mode(s)")]
         baseline = drivers[0]
+    if args.backends:
+        if args.drivers or args.tracing is not None:
+            raise SystemExit("--backends compares mongio on asyncio and trio: give it without --drivers or --tracing")
+        drivers, baseline = ["mongio", TRIO_DRIVER], "mongio"
+        tasks = tasks if args.tasks else [task for task in TASKS if task in BACKEND_TASKS]
+        beyond = [task for task in tasks if task not in TRIO_TASKS]
+        if beyond:
+            raise SystemExit(f"{TRIO_DRIVER} runs only {', '.join(TRIO_TASKS)}, not {', '.join(beyond)}")
     if args.server == "loopback":
         # The responder stores nothing: find_many, which reads back what it inserted, cannot run against it.
         refused = [task for task in tasks if task not in LOOPBACK_TASKS]

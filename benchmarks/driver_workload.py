@@ -62,8 +62,12 @@ TRACING_MODES = ("absent", "off", "on")
 TRACING_DRIVERS = tuple(f"mongio-tracing-{mode}" for mode in TRACING_MODES)
 # The floor (benchmarks.floor_client): the single-operation round trips with no driver, run only when asked for.
 FLOOR_DRIVER = "floor"
+# mongio on trio (through anyio), compared with mongio on asyncio by ``driver_bench --backends``; it runs the
+# tasks written without asyncio's own calls (the concurrency workloads gather asyncio tasks).
+TRIO_DRIVER = "mongio-trio"
+TRIO_TASKS = ("run_command", "find_one_by_id", "find_many", "find_many_streamed", "small_insert_one")
 FLOOR_TASKS = ("run_command", "find_one_by_id", "small_insert_one")
-WORKLOAD_DRIVERS = (*DRIVERS, *TRACING_DRIVERS, FLOOR_DRIVER)
+WORKLOAD_DRIVERS = (*DRIVERS, *TRACING_DRIVERS, FLOOR_DRIVER, TRIO_DRIVER)
 DATABASE = "perftest"
 COLLECTION = "corpus"
 
@@ -190,7 +194,7 @@ def open_client(driver: str, uri: str) -> Harness:
             client.close()  # synchronous in Motor
 
         return Harness(driver, metadata.version("motor"), "asyncio", client, close_motor)
-    if driver in ("mongio", "mongio-uvloop", FLOOR_DRIVER) or driver in TRACING_DRIVERS:
+    if driver in ("mongio", "mongio-uvloop", TRIO_DRIVER, FLOOR_DRIVER) or driver in TRACING_DRIVERS:
         try:
             options: dict[str, Any] = {}
             if driver in TRACING_DRIVERS:
@@ -201,7 +205,7 @@ def open_client(driver: str, uri: str) -> Harness:
             client = MongoClient(uri, **options)
         except Exception as error:
             raise ClientUnavailable(f"{type(error).__name__}: {error}") from error
-        loop = "uvloop" if driver == "mongio-uvloop" else "asyncio"
+        loop = {"mongio-uvloop": "uvloop", TRIO_DRIVER: "trio"}.get(driver, "asyncio")
         # The floor's mongio client only sets up (drops, loads the corpus); the floor client does the work.
         version = "no driver" if driver == FLOOR_DRIVER else mongio.__version__
         return Harness(driver, version, loop, client, client.close)
@@ -570,6 +574,10 @@ async def run_workloads(
     return result
 
 
+async def _result_of(coroutine: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    return await coroutine
+
+
 def _expect(condition: bool, task: str, wanted: str, got: Any) -> None:
     if not condition:
         raise WrongResult(f"{task}: expected {wanted}, got {got!r:.300}")
@@ -598,8 +606,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--server-pid", type=int, help="the server's process id, to report its CPU time too")
     args = parser.parse_args(argv)
     tasks = parse_tasks(args.tasks)
+    if args.driver == TRIO_DRIVER and not set(tasks) <= set(TRIO_TASKS):
+        raise SystemExit(f"{TRIO_DRIVER} runs only {', '.join(TRIO_TASKS)}")
     coroutine = run_workloads(args.driver, args.uri, tasks, args.quick, args.data, args.server_pid)
-    if args.driver == "mongio-uvloop":
+    if args.driver == TRIO_DRIVER:
+        import trio
+
+        result = trio.run(_result_of, coroutine)
+    elif args.driver == "mongio-uvloop":
         try:
             import uvloop
         except ImportError as error:

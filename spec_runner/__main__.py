@@ -1,5 +1,5 @@
 """``python -m spec_runner [--specs ROOT] [--uri URI] [--topology TOPOLOGY|all [--compressors LIST]] [--json FILE]
-[--show-skips] [SUITE ...]``
+[--backend asyncio|trio] [--show-skips] [SUITE ...]``
 
 Without ``--uri`` or ``--topology``, the suites run on every topology the cluster harness builds (single,
 replicaset, sharded, load-balanced), one table each."""
@@ -13,7 +13,7 @@ import sys
 from spec_runner.fresh_server import fresh_server_matches
 from spec_runner.model import SpecCase, specs_root
 from spec_runner.registry import known_suites
-from spec_runner.runner import Report, collect, format_table, run
+from spec_runner.runner import BACKENDS, Report, collect, format_table, run
 from spec_runner.skiplist import SkipMatches, skip_matches
 
 # Every topology the runner can build here, in the order ``--topology all`` runs them.
@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LIST",
         help="with --topology: every client compresses with these (comma-separated: snappy,zlib,zstd)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="asyncio",
+        help="the event loop the tests (and the driver) run on: asyncio (the default), or trio through anyio",
+    )
     parser.add_argument("--list", action="store_true", help="list the suites the runner knows and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure with its traceback")
     parser.add_argument(
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             verbose=args.verbose,
             topology=topology,
             compressors=args.compressors.split(",") if args.compressors else None,
+            backend=args.backend,
         )
         print_report(report, verbose=args.verbose)
         results[topology or "uri"] = report.as_json()

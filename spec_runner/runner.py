@@ -6,10 +6,13 @@ import asyncio
 import dataclasses
 import inspect
 import traceback
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from spec_runner.cluster import build_deployment
 from spec_runner.fresh_server import needs_fresh_server
@@ -74,14 +77,29 @@ def collect(selectors: list[str], root: Path, report: Report) -> list[SpecCase]:
     return cases
 
 
-def run_case_sync(case: SpecCase, context: RunContext) -> None:
-    """Runs one case to completion in its own event loop if it is a coroutine (used by pytest)."""
+# The event loops a run can use: asyncio (the default), or trio through anyio.
+BACKENDS = ("asyncio", "trio")
+
+
+def run_async(function: Callable[..., Coroutine[Any, Any, None]], *args: Any, backend: str = "asyncio") -> None:
+    """Run ``function(*args)`` to completion in an event loop of its own: ``asyncio.run`` on asyncio (exactly
+    as before there was a choice), ``anyio.run`` on trio."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "asyncio":
+        asyncio.run(function(*args))
+    else:
+        anyio.run(function, *args, backend=backend)
+
+
+def run_case_sync(case: SpecCase, context: RunContext, backend: str = "asyncio") -> None:
+    """Runs one case to completion, in its own event loop on ``backend`` if it is a coroutine (used by pytest)."""
     result = case.run(context)
     if inspect.isawaitable(result):
-        asyncio.run(_await(result))
+        run_async(_await, result, backend=backend)
 
 
-async def _await(awaitable: Any) -> None:
+async def _await(awaitable: Awaitable[Any]) -> None:
     await awaitable
 
 
@@ -93,11 +111,11 @@ async def _run_case(case: SpecCase, context: RunContext) -> None:
 
 async def _run_on_fresh_server(case: SpecCase, context: RunContext) -> None:
     """Run ``case`` on a test server started for it alone (spec_runner.fresh_server)."""
-    server = await asyncio.to_thread(TestServer().start)
+    server = await anyio.to_thread.run_sync(TestServer().start)
     try:
         await _run_case(case, dataclasses.replace(context, uri=server.uri))
     finally:
-        await asyncio.to_thread(server.stop)
+        await anyio.to_thread.run_sync(server.stop)
 
 
 async def _run_all(
@@ -141,10 +159,12 @@ def run(
     verbose: bool = False,
     topology: str | None = None,
     compressors: list[str] | None = None,
+    backend: str = "asyncio",
 ) -> Report:
     """Run the selected suites against ``uri``, else a test server started here; with ``topology``
     (``replicaset``, ``sharded``, ``load-balanced``) against a deployment of the cluster harness, whose
-    clients then compress with ``compressors`` (OP_COMPRESSED, served by the harness's proxies)."""
+    clients then compress with ``compressors`` (OP_COMPRESSED, served by the harness's proxies). The cases run
+    in one event loop of ``backend`` (``asyncio`` or ``trio``, see ``BACKENDS``)."""
     report = Report()
     cases = collect(selectors, root, report)
     with ExitStack() as stack:
@@ -164,7 +184,7 @@ def run(
         if own_server:
             uri = stack.enter_context(TestServer()).uri
         context = RunContext(uri=uri, specs_root=root, deployment=deployment)
-        asyncio.run(_run_all(cases, context, report, verbose, own_server))
+        run_async(_run_all, cases, context, report, verbose, own_server, backend=backend)
     return report
 
 

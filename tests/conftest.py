@@ -1,4 +1,10 @@
-"""Shared fixtures: the test server (SecantusDB, or MONGODB_URI) and an event-loop error guard."""
+"""Shared fixtures: the test server (SecantusDB, or MONGODB_URI) and an event-loop error guard; the
+``--backend`` option.
+
+``pytest --backend trio`` runs every async test and fixture on trio through anyio's pytest plugin (and the spec
+cases through ``spec_runner.runner.run_case_sync`` on trio) instead of pytest-asyncio's event loop; tests that
+exercise asyncio itself are skipped there, each with its reason (``tests/support/backends.py``). Without the
+option nothing changes: pytest-asyncio runs everything as before and the anyio plugin runs nothing."""
 
 from __future__ import annotations
 
@@ -6,7 +12,47 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from spec_runner.runner import BACKENDS
 from spec_runner.server import TestServer, external_uri
+
+from tests.support.backends import asyncio_only_reason
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        choices=BACKENDS,
+        default="asyncio",
+        help="the event loop async tests and spec cases run on: asyncio (pytest-asyncio, the default) or trio "
+        "(anyio's pytest plugin)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--backend") != "asyncio":
+        # pytest-asyncio then leaves unmarked async tests and fixtures alone ...
+        config.option.asyncio_mode = "strict"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if session.config.getoption("--backend") != "asyncio":
+        # ... and anyio's plugin takes every async test, each module finding the ``anyio`` mark on the session.
+        session.add_marker(pytest.mark.anyio)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--backend") == "asyncio":
+        return
+    for item in items:
+        reason = asyncio_only_reason(item.nodeid)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=f"asyncio only: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The backend anyio's plugin runs async tests on (with ``--backend`` other than asyncio)."""
+    return str(request.config.getoption("--backend"))
 
 
 def first_host(uri: str) -> tuple[str, int]:

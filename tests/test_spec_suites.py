@@ -40,16 +40,17 @@ def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
     reason = skip_reason(case)
     if reason is not None:
         pytest.skip(reason)
+    backend = str(request.config.getoption("--backend"))
     if case.needs_server and needs_fresh_server(case) and external_uri() is None:
         with TestServer() as server:
-            _run_spec_case(case, server.uri)
+            _run_spec_case(case, server.uri, backend)
         return
-    _run_spec_case(case, request.getfixturevalue("server_uri") if case.needs_server else None)
+    _run_spec_case(case, request.getfixturevalue("server_uri") if case.needs_server else None, backend)
 
 
-def _run_spec_case(case: SpecCase, uri: str | None) -> None:
+def _run_spec_case(case: SpecCase, uri: str | None, backend: str) -> None:
     try:
-        run_case_sync(case, RunContext(uri=uri, specs_root=specs_root()))
+        run_case_sync(case, RunContext(uri=uri, specs_root=specs_root()), backend)
     except CaseSkipped as skipped:
         pytest.skip(skipped.reason)
 
@@ -96,7 +97,9 @@ def cluster_deployment() -> Iterator[Callable[[str], Deployment]]:
 
 
 @pytest.mark.parametrize(("topology", "case"), _topology_parameters())
-def test_spec_on_topology(topology: str, case: SpecCase, cluster_deployment: Callable[[str], Deployment]) -> None:
+def test_spec_on_topology(
+    topology: str, case: SpecCase, cluster_deployment: Callable[[str], Deployment], request: pytest.FixtureRequest
+) -> None:
     reason = skip_reason(case)
     if reason is not None:
         pytest.skip(reason)
@@ -104,6 +107,6 @@ def test_spec_on_topology(topology: str, case: SpecCase, cluster_deployment: Cal
     deployment.reset()
     context = RunContext(uri=deployment.single_mongos_uri, specs_root=specs_root(), deployment=deployment)
     try:
-        run_case_sync(case, context)
+        run_case_sync(case, context, str(request.config.getoption("--backend")))
     except CaseSkipped as skipped:
         pytest.skip(skipped.reason)

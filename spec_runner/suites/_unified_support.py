@@ -5,7 +5,6 @@ Importing this module registers every driver-facing operation (the ``ops_*`` mod
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import dataclasses
 import functools
@@ -18,6 +17,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import anyio
 
 from spec_runner.model import CaseSkipped, RunContext, SpecCase, Suite
 from spec_runner.raw_wire import command_once
@@ -158,7 +159,7 @@ async def standalone_uri() -> str:
     ``single`` topology's tests, beside the run's replica set member)."""
     if not _STANDALONE:
         # Starting waits for the process to answer: done in a worker thread so the loop keeps running.
-        server = await asyncio.to_thread(TestServer("--standalone").start)
+        server = await anyio.to_thread.run_sync(TestServer("--standalone").start)
         atexit.register(server.stop)
         _STANDALONE.append(server)
     return _STANDALONE[0].uri
@@ -213,7 +214,7 @@ async def auth_uri(*, replica_set: bool = False) -> str:
     (``replica_set``) a one-member replica set, started on first use and kept for the rest of the process
     (the ``auth: true`` tests)."""
     if replica_set not in _AUTH:
-        _AUTH[replica_set] = await asyncio.to_thread(_start_auth_server, replica_set)
+        _AUTH[replica_set] = await anyio.to_thread.run_sync(_start_auth_server, replica_set)
     server = _AUTH[replica_set]
     return f"mongodb://{AUTH_USER}:{quote(AUTH_PASSWORD, safe='')}@{server.address}/?authSource=admin"
 

@@ -9,9 +9,9 @@ factory applies the same fail point to the connections it makes (blocking for ``
 failing with ``errorCode`` or a closed connection), so those files run without a server too, and their
 ``runOn`` server versions do not apply.
 
-The format's "threads" are asyncio tasks, each fed its operations through a queue. An error the pool
-raises establishing a connection is handled the way server monitoring handles a pre-handshake error: the
-pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
+The format's "threads" are workers (``spec_runner.unified.threads.OperationWorker``) of the test's task
+group. An error the pool raises establishing a connection is handled the way server monitoring handles a
+pre-handshake error: the pool is cleared. The pool's background task runs when there is work for it, never on an interval, so a
 positive ``backgroundThreadIntervalMS`` has nothing to set; a negative one ("never begin a run") makes the
 pool without its background task. Expected error messages are matched as prefixes (ignoring case),
 because mongio's messages go on to name the pool's address and the limits that were hit.
@@ -21,7 +21,6 @@ The ``logging`` directory holds unified-format tests, collected by the unified r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -29,8 +28,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
+from anyio.abc import TaskGroup
+
 from spec_runner.model import RunContext, SpecCase, Suite, relative_file
 from spec_runner.suites._unified_support import unified_collector
+from spec_runner.unified.threads import OperationWorker
 
 NAME = "connection-monitoring-and-pooling"
 ADDRESS = ("localhost", 27017)
@@ -103,7 +106,7 @@ class EventRecorder:
 
     def __init__(self) -> None:
         self.events: list[object] = []
-        self._waiters: list[tuple[str, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[str, int, anyio.Event]] = []
 
     def count(self, name: str) -> int:
         return sum(1 for event in self.events if event_type(event) == name)
@@ -112,19 +115,18 @@ class EventRecorder:
         self.events.append(event)
         if self._waiters:
             name = event_type(event)
-            for waited, count, future in self._waiters:
-                if waited == name and not future.done() and self.count(name) >= count:
-                    future.set_result(None)
+            for waited, count, seen in self._waiters:
+                if waited == name and not seen.is_set() and self.count(name) >= count:
+                    seen.set()
 
     async def wait_for(self, name: str, count: int, seconds: float) -> None:
         if self.count(name) >= count:
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (name, count, future)
+        entry = (name, count, anyio.Event())
         self._waiters.append(entry)
         try:
-            async with asyncio.timeout(seconds):
-                await future
+            with anyio.fail_after(seconds):
+                await entry[2].wait()
         except TimeoutError:
             raise AssertionError(
                 f"waited {seconds:g} s for {count} {name} event(s), saw {self.count(name)}: "
@@ -187,33 +189,13 @@ class HandshakeFailPoint:
         from mongio.errors import AutoReconnect, OperationFailure
 
         if self.data.get("blockConnection"):
-            await asyncio.sleep(int(self.data.get("blockTimeMS", 0)) / 1000.0)
+            await anyio.sleep(int(self.data.get("blockTimeMS", 0)) / 1000.0)
         if self.data.get("closeConnection"):
             raise AutoReconnect(f"connection to {ADDRESS[0]}:{ADDRESS[1]} closed during the handshake")
         if "errorCode" in self.data:
             code = int(self.data["errorCode"])
             reply = {"ok": 0, "code": code, "errmsg": "Failing command via 'failCommand' failpoint"}
             raise OperationFailure(str(reply["errmsg"]), code, reply)
-
-
-class _Thread:
-    def __init__(self, name: str, runner: CmapTestRunner) -> None:
-        self.name = name
-        self.queue: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
-        self.error: BaseException | None = None
-        self.task = asyncio.get_running_loop().create_task(self._main(runner), name=f"cmap thread {name}")
-
-    async def _main(self, runner: CmapTestRunner) -> None:
-        while True:
-            operation = await self.queue.get()
-            if operation is None:
-                return
-            if self.error is not None:
-                continue  # a thread stops at its first error; later operations are dropped
-            try:
-                await runner.execute(operation)
-            except Exception as exc:
-                self.error = exc
 
 
 class CmapTestRunner:
@@ -233,8 +215,9 @@ class CmapTestRunner:
             on_connect_error=self._connect_error,
             background_task=options.get("backgroundThreadIntervalMS", 1) >= 0,
         )
-        self.threads: dict[str, _Thread] = {}
+        self.threads: dict[str, OperationWorker] = {}
         self.labels: dict[str, MockConnection] = {}
+        self._tasks: TaskGroup | None = None  # the threads' task group, while ``run`` runs
 
     async def _connect(self, connection_id: int, generation: int) -> MockConnection:
         await self.fail_point.apply()
@@ -250,13 +233,14 @@ class CmapTestRunner:
         pool = self.pool
         if name == "start":
             target = operation["target"]
-            self.threads[target] = _Thread(target, self)
+            if self._tasks is None:
+                raise AssertionError("a thread can start only while the test runs")
+            self.threads[target] = OperationWorker(f"cmap thread {target}", self.execute, self._tasks)
         elif name == "wait":
-            await asyncio.sleep(operation["ms"] / 1000.0)
+            await anyio.sleep(operation["ms"] / 1000.0)
         elif name == "waitForThread":
             thread = self.threads[operation["target"]]
-            thread.queue.put_nowait(None)
-            await thread.task
+            await thread.finish()
             if thread.error is not None:
                 raise thread.error
         elif name == "waitForEvent":
@@ -282,22 +266,34 @@ class CmapTestRunner:
             raise AssertionError(f"unknown operation {name!r}")
 
     async def run(self) -> None:
-        error: BaseException | None = None
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                error = await self._operations_error()
+                events = list(self.recorder.events)
+            finally:
+                # The threads end before the task group does: none is left to the group's exit.
+                for thread in self.threads.values():
+                    await thread.close()
+                self._tasks = None
+        try:
+            self._check_error(error)
+            self._check_events(events)
+        finally:
+            await self.pool.close()
+
+    async def _operations_error(self) -> Exception | None:
+        """Run the test's operations (those of a thread are sent to it); the error that stopped them."""
         try:
             for operation in self.spec["operations"]:
                 thread_name = operation.get("thread")
                 if thread_name is None:
                     await self.execute(operation)
                 else:
-                    self.threads[thread_name].queue.put_nowait(operation)
+                    self.threads[thread_name].schedule(operation)
         except Exception as exc:
-            error = exc
-        events = list(self.recorder.events)
-        try:
-            self._check_error(error)
-            self._check_events(events)
-        finally:
-            await self._tear_down()
+            return exc
+        return None
 
     def _check_error(self, error: BaseException | None) -> None:
         expected = self.spec.get("error")
@@ -325,13 +321,6 @@ class CmapTestRunner:
                 f"{[e['type'] for e in actual]}"
             )
             assert_matches(actual[index], expected, f"events[{index}]")
-
-    async def _tear_down(self) -> None:
-        tasks = [thread.task for thread in self.threads.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self.pool.close()
 
 
 async def _run_test(spec: Mapping[str, Any], context: RunContext) -> None:

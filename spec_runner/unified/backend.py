@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from mongio.connection.connection import Connection
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.connection.tls import create_ssl_context
@@ -510,7 +512,7 @@ async def _ready_a_connection(client: Any) -> None:
     """Open a pooled connection for a client the test does not observe (a ``setupClient``), so a fail point
     it sets later takes one round trip, as it would through a client that had been in use; best effort."""
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(2.0):
+        with anyio.fail_after(2.0):
             await client.admin.command("ping")
 
 
@@ -821,7 +823,7 @@ class MongioBackend:
         self.fail_points.clear()
         if self.deployment is not None:
             # Fail points set through other mongoses than the runner's own.
-            await asyncio.to_thread(self.deployment.clear_fail_points)
+            await anyio.to_thread.run_sync(self.deployment.clear_fail_points)
         return errors
 
     async def end_test(self, context: OperationContext) -> None:
@@ -856,7 +858,7 @@ class MongioBackend:
         client-side timeout during a blockConnection fail point) still runs on SecantusDB once the block
         ends, maxTimeMS or not, and its write would land in the next test's collections. Checked with
         currentOp every few milliseconds; after ``within`` seconds the next test starts anyway."""
-        async with asyncio.timeout(within):
+        with anyio.fail_after(within):
             while True:
                 reply = await self.internal.command("admin", {"currentOp": 1}, check=False)
                 busy = [
@@ -866,7 +868,7 @@ class MongioBackend:
                 ]
                 if not busy:
                     return
-                await asyncio.sleep(0.005)
+                await anyio.sleep(0.005)
 
 
 # Commands always in flight on the server (monitors' awaitable hellos) or the probe itself.
@@ -878,7 +880,7 @@ async def _await_min_pool_size(client: Any, size: int, within: float) -> None:
     connections (the pools fill in the background, and publish nothing this could wait on without
     observing CMAP events, so this checks every few milliseconds)."""
     try:
-        async with asyncio.timeout(within):
+        with anyio.fail_after(within):
             while True:
                 topology = client._topology
                 servers = [] if topology is None else list(topology.servers.values())
@@ -889,7 +891,7 @@ async def _await_min_pool_size(client: Any, size: int, within: float) -> None:
                     for server in data_bearing
                 ):
                     return
-                await asyncio.sleep(0.005)
+                await anyio.sleep(0.005)
     except TimeoutError:
         raise UnifiedTestError(f"the connection pools did not reach minPoolSize={size} within {within}s") from None
 

@@ -6,12 +6,13 @@ will do), in the order they were published, and its log messages as ``LogMessage
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import anyio
 
 from mongio.bson.errors import BSONError
 from spec_runner.unified import ejson
@@ -557,12 +558,12 @@ _HELLO_COMMANDS = frozenset({"hello", "ismaster"})
 
 
 class _Waiter:
-    __slots__ = ("count", "expected", "future")
+    __slots__ = ("count", "expected", "seen")
 
-    def __init__(self, expected: Mapping[str, Any], count: int, future: asyncio.Future[None]) -> None:
+    def __init__(self, expected: Mapping[str, Any], count: int) -> None:
         self.expected = expected
         self.count = count
-        self.future = future
+        self.seen = anyio.Event()
 
 
 class ClientEventStore:
@@ -626,8 +627,8 @@ class ClientEventStore:
             return
         self.events.append(event)
         for waiter in list(self._waiters):
-            if not waiter.future.done() and self.count(waiter.expected) >= waiter.count:
-                waiter.future.set_result(None)
+            if not waiter.seen.is_set() and self.count(waiter.expected) >= waiter.count:
+                waiter.seen.set()
 
     def count(self, expected: Mapping[str, Any]) -> int:
         """How many recorded events meet one ``expectedEvent``."""
@@ -637,11 +638,11 @@ class ClientEventStore:
         """Return once ``count`` recorded events meet ``expected``; ``MatchError`` after ``within`` seconds."""
         if self.count(expected) >= count:
             return
-        waiter = _Waiter(expected, count, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(expected, count)
         self._waiters.append(waiter)
         try:
-            async with asyncio.timeout(within):
-                await waiter.future
+            with anyio.fail_after(within):
+                await waiter.seen.wait()
         except TimeoutError:
             raise MatchError(
                 "waitForEvent",

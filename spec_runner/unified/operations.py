@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from anyio.abc import TaskGroup
+
 from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
 from spec_runner.unified.expect import check_expected_error, describe_error
@@ -66,6 +68,8 @@ class OperationContext:
     runner: Any = None
     registry: OperationRegistry = field(default_factory=lambda: default_registry())
     state: dict[str, Any] = field(default_factory=dict)
+    # Where the test's thread entities run (``threads.thread_tasks``); ``None`` outside a running test.
+    thread_tasks: TaskGroup | None = None
 
     @property
     def matcher(self) -> Matcher:

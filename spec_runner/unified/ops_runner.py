@@ -8,9 +8,11 @@ and index assertions, ``createEntities``, ``assertNumberConnectionsCheckedOut``,
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
+
+import anyio
+import anyio.lowlevel
 
 from spec_runner.unified.backend import MongioBackend
 from spec_runner.unified.entities import EntityKind
@@ -294,7 +296,7 @@ async def wait_for_primary_change(call: OperationCall) -> Any:
         return now is not None and now != before
 
     try:
-        async with asyncio.timeout(within):
+        with anyio.fail_after(within):
             await topology.wait_for_description(changed)
     except TimeoutError:
         raise MatchError("waitForPrimaryChange", f"the primary is still {before} after {within}s") from None
@@ -318,7 +320,7 @@ async def loop_operation(call: OperationCall) -> Any:
     successes_name = arguments.get("storeSuccessesAsEntity")
     iterations_name = arguments.get("storeIterationsAsEntity")
     successes = iterations = 0
-    stop = call.context.state.setdefault("loop_stop", asyncio.Event())
+    stop = call.context.state.setdefault("loop_stop", anyio.Event())
     # Runs until the runner sets the ``loop_stop`` event (the workload executor's stop signal).
     while not stop.is_set():
         for op in operations:
@@ -332,10 +334,10 @@ async def loop_operation(call: OperationCall) -> Any:
                 target = failures if failed and failures is not None else errors
                 if target is None:
                     raise
-                target.append({"error": str(exc), "time": asyncio.get_running_loop().time()})
+                target.append({"error": str(exc), "time": anyio.current_time()})
                 break
         iterations += 1
-        await asyncio.sleep(0)
+        await anyio.lowlevel.checkpoint()
     for name, value in ((successes_name, successes), (iterations_name, iterations)):
         if name is not None:
             call.entities.add_bson(name, value)

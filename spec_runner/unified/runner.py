@@ -20,7 +20,7 @@ from spec_runner.unified.loader import CollectionData, EntityDescription, Unifie
 from spec_runner.unified.matcher import documents_equal
 from spec_runner.unified.operations import REGISTRY, OperationContext, OperationRegistry
 from spec_runner.unified.requirements import ServerFacts, unmet_requirements
-from spec_runner.unified.threads import ThreadEntity
+from spec_runner.unified.threads import ThreadEntity, thread_tasks
 from spec_runner.unified.tracing import SpanStore, check_tracing_messages
 
 
@@ -140,29 +140,30 @@ async def run_test(
         raise TestSkipped(reason)
     for data in test_file.initial_data or ():
         await backend.prepare_collection(data)
-    context = OperationContext(entities=EntityMap(), runner=backend, registry=registry)
-    try:
-        await create_entities(test_file.create_entities, context, backend)
-        for op in test.operations:
-            await special.execute_as_client(context, op)
-        _stop_recording(context.entities)
-        # A fail point still on could fail the outcome's reads; the format turns them off at this point.
-        await backend.disable_fail_points()
-        for expected in test.expect_events or ():
-            store = context.entities.client_events(expected["client"])
-            check_events(expected, store.events, entities=context.entities)
-        for expected in test.expect_log_messages or ():
-            logs = context.entities.client_logs(expected["client"])
-            check_log_messages(expected, logs.messages, entities=context.entities)
-        for expected in _tracing_expectations(test.expect_tracing_messages):
-            check_tracing_messages(expected, _client_spans(context.entities, expected), entities=context.entities)
-        for data in test.outcome or ():
-            check_outcome(data, await backend.collection_documents(data))
-    finally:
-        for entity in context.entities.of_kind(EntityKind.THREAD):
-            if isinstance(entity.value, ThreadEntity):
-                await entity.value.close()
-        await backend.end_test(context)
-        if inspect_entities is not None:
-            inspect_entities(context.entities)
-        context.entities.clear()
+    async with thread_tasks() as threads:
+        context = OperationContext(entities=EntityMap(), runner=backend, registry=registry, thread_tasks=threads)
+        try:
+            await create_entities(test_file.create_entities, context, backend)
+            for op in test.operations:
+                await special.execute_as_client(context, op)
+            _stop_recording(context.entities)
+            # A fail point still on could fail the outcome's reads; the format turns them off at this point.
+            await backend.disable_fail_points()
+            for expected in test.expect_events or ():
+                store = context.entities.client_events(expected["client"])
+                check_events(expected, store.events, entities=context.entities)
+            for expected in test.expect_log_messages or ():
+                logs = context.entities.client_logs(expected["client"])
+                check_log_messages(expected, logs.messages, entities=context.entities)
+            for expected in _tracing_expectations(test.expect_tracing_messages):
+                check_tracing_messages(expected, _client_spans(context.entities, expected), entities=context.entities)
+            for data in test.outcome or ():
+                check_outcome(data, await backend.collection_documents(data))
+        finally:
+            for entity in context.entities.of_kind(EntityKind.THREAD):
+                if isinstance(entity.value, ThreadEntity):
+                    await entity.value.close()
+            await backend.end_test(context)
+            if inspect_entities is not None:
+                inspect_entities(context.entities)
+            context.entities.clear()

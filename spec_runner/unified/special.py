@@ -8,8 +8,9 @@ The ones that do (``failPoint``, ``targetedFailPoint``, the session and collecti
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
+
+import anyio
 
 from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
@@ -24,7 +25,7 @@ WAIT_LIMIT_SECONDS = 10.0
 
 @operation("wait", object=TEST_RUNNER, required=("ms",))
 async def wait(call: OperationCall) -> None:
-    await asyncio.sleep(call.arguments["ms"] / 1000)
+    await anyio.sleep(call.arguments["ms"] / 1000)
 
 
 @operation("runOnThread", object=TEST_RUNNER, required=("thread", "operation"))
@@ -100,6 +101,8 @@ async def execute_as_client(context: OperationContext, op: Operation) -> Any:
 
 def add_thread(context: OperationContext, name: str) -> ThreadEntity:
     """Create thread entity ``name``; its operations go through the same ``execute`` path as the test's."""
-    thread = ThreadEntity(name, lambda op: execute_as_client(context, op))
+    if context.thread_tasks is None:
+        raise UnifiedTestError(f"thread {name!r}: threads run only within a test (no task group to run in)")
+    thread = ThreadEntity(name, lambda op: execute_as_client(context, op), context.thread_tasks)
     context.entities.add(name, EntityKind.THREAD, thread)
     return thread

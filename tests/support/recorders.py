@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, TypeVar
+
+import anyio
 
 from mongio.events.command import (
     CommandFailedEvent,
@@ -23,7 +24,7 @@ class CommandRecorder(CommandListener):
 
     def __init__(self) -> None:
         self.events: list[Any] = []  # CommandEvent; Any so that a test can unpack them by position
-        self._signals: dict[str, asyncio.Event] = {}
+        self._signals: dict[str, anyio.Event] = {}
 
     def started(self, event: CommandStartedEvent) -> None:
         self.events.append(event)
@@ -75,6 +76,6 @@ class CommandRecorder(CommandListener):
         """(event class name, command name) of every event of those commands, in order."""
         return [(type(e).__name__, e.command_name) for e in self.events if e.command_name in names]
 
-    def signal(self, name: str) -> asyncio.Event:
-        """An event set when a ``name`` command starts (from now on)."""
-        return self._signals.setdefault(name, asyncio.Event())
+    def signal(self, name: str) -> anyio.Event:
+        """An event set when a ``name`` command starts (from now on); made on the running backend."""
+        return self._signals.setdefault(name, anyio.Event())

@@ -3,10 +3,11 @@ collection management, each through MongoClient -> executor -> server."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from mongio.bson import Int64, decode_all
@@ -147,7 +148,7 @@ class _KillCursorsWatcher(CommandListener):
 
     def __init__(self) -> None:
         self.killed: list[int] = []
-        self.done = asyncio.Event()
+        self.done = anyio.Event()
 
     def succeeded(self, event: CommandSucceededEvent) -> None:
         if event.command_name == "killCursors":
@@ -166,7 +167,8 @@ async def test_abandoned_cursor_is_killed_on_the_server(server_uri: str, db: Dat
         del cursor
         gc.collect()
         # The finalizer queued it; the client's reaper task sends killCursors on its own.
-        await asyncio.wait_for(watcher.done.wait(), 10)
+        with anyio.fail_after(10):
+            await watcher.done.wait()
         assert watcher.killed == [cursor_id]
         with pytest.raises(OperationFailure) as raised:
             await db.command("getMore", Int64(cursor_id), collection="items")
@@ -178,7 +180,7 @@ async def test_a_cursor_cancelled_mid_get_more_is_killed_on_the_server(
 ) -> None:
     await db.items.insert_many([{"_id": i} for i in range(10)])
     watcher = _KillCursorsWatcher()
-    get_more_sent = asyncio.Event()
+    get_more_sent = anyio.Event()
 
     class GetMoreSent(CommandListener):
         def started(self, event: CommandStartedEvent) -> None:
@@ -197,13 +199,15 @@ async def test_a_cursor_cancelled_mid_get_more_is_killed_on_the_server(
         }
         await client.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": data})
         try:
-            reading = asyncio.create_task(cursor.to_list())
-            await asyncio.wait_for(get_more_sent.wait(), 10)
-            reading.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await reading
+            async with anyio.create_task_group() as reading:
+                reading.start_soon(cursor.to_list)
+                with anyio.fail_after(10):
+                    await get_more_sent.wait()
+                reading.cancel_scope.cancel()
+            assert reading.cancel_scope.cancelled_caught
             # No await was possible while cancelled: the client's reaper task kills the cursor.
-            await asyncio.wait_for(watcher.done.wait(), 10)
+            with anyio.fail_after(10):
+                await watcher.done.wait()
             assert watcher.killed == [cursor_id]
         finally:
             await client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
@@ -381,11 +385,11 @@ async def test_cancelled_iteration_leaves_no_session_behind(coll: Collection[Any
     cursor = await coll.find(batch_size=2)
     session = cursor._session
     await cursor.to_list(2)
-    task = asyncio.ensure_future(cursor.next())
-    await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    async with anyio.create_task_group() as reading:
+        reading.start_soon(cursor.next)
+        await anyio.lowlevel.checkpoint()  # the getMore is on its way
+        reading.cancel_scope.cancel()
+    assert reading.cancel_scope.cancelled_caught
     assert not cursor.alive
     assert session is not None and session.has_ended
     # the client is still usable afterwards

@@ -24,6 +24,7 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.operations.run_command import RunCommand
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.loop_checks import PoolEventCounts
 from tests.support.recorders import CommandRecorder
 
@@ -68,7 +69,7 @@ def test_client_made_before_any_loop_runs(server_uri: str) -> None:
 
 
 async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> None:
-    before = asyncio.all_tasks()
+    before = running_tasks()
     client = MongoClient(server_uri)
     await client.admin.command("ping")
     assert client._topology is not None
@@ -76,7 +77,7 @@ async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> 
     assert started_tasks  # the monitor, at least
     await client.close()
     assert all(task.done() for task in started_tasks)
-    assert asyncio.all_tasks() - before == set()
+    assert tasks_started_since(before) == []
     with pytest.raises(ClientClosedError, match="MongoClient"):
         await client.admin.command("ping")
     with pytest.raises(ClientClosedError):
@@ -281,13 +282,13 @@ async def test_non_retryable_errors_raise_the_right_class(recorded: tuple[MongoC
 async def test_no_task_per_operation(server_uri: str) -> None:
     async with MongoClient(server_uri) as client:
         await client.admin.command("ping")
-        before = len(asyncio.all_tasks())
+        before = len(running_tasks())
         most = before
         for _ in range(1000):
             await client.admin.command("ping")
-            most = max(most, len(asyncio.all_tasks()))
+            most = max(most, len(running_tasks()))
         assert most == before
-        assert len(asyncio.all_tasks()) == before
+        assert len(running_tasks()) == before
 
 
 async def test_client_helpers(server_uri: str) -> None:

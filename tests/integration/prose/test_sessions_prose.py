@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.bson import Timestamp
@@ -252,11 +254,11 @@ async def test_cancelled_command_marks_the_session_dirty(
         session = client.start_session()
         lsid = session.session_id
         find_started = recorder.signal("find")
-        task = asyncio.create_task(coll.find_one({}, session=session))
-        await find_started.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with anyio.create_task_group() as finding:
+            finding.start_soon(partial(coll.find_one, {}, session=session))
+            await find_started.wait()
+            finding.cancel_scope.cancel()
+        assert finding.cancel_scope.cancelled_caught
         assert session._server_session is not None and session._server_session.dirty
         await coll.insert_one({"after": 1}, session=session)
         assert recorder.commands("insert")[-1]["lsid"] == lsid

@@ -4,10 +4,10 @@ transactions-convenient-api/tests/README.md that one replica-set member can run,
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.client import MongoClient
@@ -100,7 +100,7 @@ async def test_context_manager_aborts_on_exception(
 async def test_cancellation_aborts_the_transaction(
     client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
-    inserted = asyncio.Event()
+    inserted = anyio.Event()
 
     async with client.start_session() as session:
 
@@ -108,13 +108,13 @@ async def test_cancellation_aborts_the_transaction(
             async with session.start_transaction():
                 await coll.insert_one({"_id": 1}, session=session)
                 inserted.set()
-                await asyncio.Event().wait()
+                await anyio.sleep_forever()
 
-        task = asyncio.create_task(work())
-        await inserted.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with anyio.create_task_group() as working:
+            working.start_soon(work)
+            await inserted.wait()
+            working.cancel_scope.cancel()
+        assert working.cancel_scope.cancelled_caught
         assert not session.in_transaction
         assert recorder.names()[-1] == "abortTransaction"
         # the session is usable again
@@ -312,19 +312,19 @@ async def test_retry_backoff_is_enforced(
 async def test_with_transaction_cancelled_in_callback_aborts(
     client: MongoClient, coll: Collection[Any], recorder: CommandRecorder
 ) -> None:
-    inserted = asyncio.Event()
+    inserted = anyio.Event()
 
     async def callback(session: ClientSession) -> None:
         await coll.insert_one({"_id": 1}, session=session)
         inserted.set()
-        await asyncio.Event().wait()
+        await anyio.sleep_forever()
 
     async with client.start_session() as session:
-        task = asyncio.create_task(session.with_transaction(callback))
-        await inserted.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with anyio.create_task_group() as working:
+            working.start_soon(session.with_transaction, callback)
+            await inserted.wait()
+            working.cancel_scope.cancel()
+        assert working.cancel_scope.cancelled_caught
         assert session._transaction.state is TxnState.ABORTED
         assert recorder.names()[-1] == "abortTransaction"
     assert await coll.count_documents({}) == 0

@@ -23,32 +23,14 @@ from mongio.connection.connection import Connection
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import WaitQueueTimeoutError
-from mongio.events import ConnectionClosedEvent, ConnectionCreatedEvent, ConnectionPoolListener
 from tests.support.direct_connections import CountingEstablisher, admin_command
+from tests.support.pool_books import PoolBooks
 
 pytestmark = pytest.mark.server
 
 MAX_POOL_SIZE = 10
 DB = "pool_cancellation"
 SERVER_LAG = 0.3
-
-
-class OpenConnections(ConnectionPoolListener):
-    """Counts the pool's connections from their created and closed events (a connection being opened
-    counts): how many there are now, and the most there ever were."""
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.most = 0
-        self.closed_ids: set[int] = set()
-
-    def connection_created(self, event: ConnectionCreatedEvent) -> None:
-        self.open += 1
-        self.most = max(self.most, self.open)
-
-    def connection_closed(self, event: ConnectionClosedEvent) -> None:
-        self.open -= 1
-        self.closed_ids.add(event.connection_id)
 
 
 @asynccontextmanager
@@ -96,7 +78,7 @@ async def test_a_thousand_tasks_cancelled_at_random_leave_the_pool_whole(
     appname = "poolCancellationStorm"
     rng = random.Random(20261122)
     loop = asyncio.get_running_loop()
-    listener = OpenConnections()
+    listener = PoolBooks()
     factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=MAX_POOL_SIZE, event_listeners=[listener])
@@ -205,6 +187,7 @@ async def test_a_thousand_tasks_cancelled_at_random_leave_the_pool_whole(
         assert pool.wait_queue_length == 0
         assert pool.total_connection_count == pool.available_connection_count <= MAX_POOL_SIZE
         assert pool.total_connection_count == factory.open == listener.open
+        assert listener.balance_problems(MAX_POOL_SIZE) == []
 
         # Interrupted connections were closed, dropped by the pool, and never handed out again.
         assert interrupted, "no command was interrupted: the test proves nothing"
@@ -244,7 +227,7 @@ async def test_five_hundred_check_outs_are_served_in_the_order_they_were_asked_f
 ) -> None:
     appname = "poolFairness"
     rng = random.Random(500)
-    listener = OpenConnections()
+    listener = PoolBooks()
     factory = CountingEstablisher(server_address, appname)
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=MAX_POOL_SIZE, event_listeners=[listener])

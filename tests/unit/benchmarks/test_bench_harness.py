@@ -291,6 +291,36 @@ def test_tracing_modes_run_mongio_three_ways_with_ratios_to_the_first(
         driver_bench.main(["--tracing", "sometimes"])
 
 
+def test_backends_run_mongio_on_asyncio_and_trio_with_ratios_to_asyncio(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs: list[tuple[str, tuple[str, ...]]] = []
+
+    def run_workload(
+        driver: str, uri: str, tasks: Any, quick: bool, data_dir: Path, server_pid: int | None = None
+    ) -> dict[str, Any]:
+        runs.append((driver, tuple(tasks)))
+        cpu = {"mongio": 0.001, "mongio-trio": 0.0015}[driver]
+        samples = {"ops": 1, "unit": "op", "wall": [cpu], "cpu": [cpu]}
+        return {"driver": driver, "version": "1", "results": {task: samples for task in tasks}, "errors": {}}
+
+    monkeypatch.setattr(driver_bench, "start_server", _FakeServer)
+    monkeypatch.setattr(driver_bench, "run_workload", run_workload)
+    monkeypatch.setattr(driver_bench, "extract_data", lambda target: None)
+    driver_bench.main(["--backends", "--rounds", "1"])
+    every = ("run_command", "find_one_by_id", "find_many", "small_insert_one")
+    assert sorted(runs) == [("mongio", every), ("mongio-trio", every)]
+    text = capsys.readouterr().out
+    assert "Ratios to: mongio" in text
+    (trio_row,) = [line for line in text.splitlines() if line.startswith("run_command") and "mongio-trio" in line]
+    assert trio_row.split()[-4:] == ["1.50x", "1.50x", "1.50x", "(1.50-1.50)"]
+    # The concurrency workloads gather asyncio tasks: not a trio workload.
+    with pytest.raises(SystemExit):
+        driver_bench.main(["--backends", "--tasks", "concurrency_200x50"])
+    with pytest.raises(SystemExit):
+        driver_bench.main(["--backends", "--drivers", "mongio"])
+
+
 def _nice_of(pid: int) -> int:
     # /proc/PID/stat: the command name is in parentheses; nice is the 19th field, the 17th after it.
     stat = Path(f"/proc/{pid}/stat").read_text()

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 from spec_runner.unified.entities import EntityKind, EntityMap
 from spec_runner.unified.errors import MatchError, UnifiedTestError
@@ -30,7 +32,7 @@ from spec_runner.unified.operations import (
 )
 from spec_runner.unified.requirements import ServerFacts
 from spec_runner.unified.runner import TestSkipped, run_test
-from spec_runner.unified.threads import ThreadEntity
+from spec_runner.unified.threads import ThreadEntity, thread_tasks
 
 FACTS = ServerFacts(version=(7, 0, 0), topology="replicaset")
 
@@ -425,24 +427,56 @@ def test_log_store_levels() -> None:
 
 
 async def test_thread_join_timeout_and_close() -> None:
-    gate = asyncio.Event()
+    gate = anyio.Event()
 
     async def slow(_: Any) -> None:
         await gate.wait()
 
-    thread = ThreadEntity("t", slow)
-    thread.schedule("op")
-    with pytest.raises(MatchError, match="did not finish"):
-        await thread.join(within=0.01)
-    gate.set()
-    await thread.join()
-    with pytest.raises(MatchError, match="joined"):
-        thread.schedule("again")
-    stuck = ThreadEntity("stuck", slow)
-    gate.clear()
-    stuck.schedule("op")
-    await asyncio.sleep(0)
-    await stuck.close()
+    async with thread_tasks() as tasks:
+        thread = ThreadEntity("t", slow, tasks)
+        thread.schedule("op")
+        with pytest.raises(MatchError, match="did not finish"):
+            await thread.join(within=0.01)
+        gate.set()
+        await thread.join()
+        with pytest.raises(MatchError, match="joined"):
+            thread.schedule("again")
+        stuck = ThreadEntity("stuck", slow, tasks)
+        stuck.schedule("never ends")
+        await anyio.lowlevel.checkpoint()
+        await stuck.close()
+        with pytest.raises(MatchError, match="joined"):
+            stuck.schedule("after close")
+
+
+async def test_a_thread_stops_at_its_first_error_and_join_raises_it() -> None:
+    ran: list[str] = []
+
+    async def run(operation: str) -> None:
+        ran.append(operation)
+        if operation == "fails":
+            raise ValueError("the operation failed")
+
+    async with thread_tasks() as tasks:
+        thread = ThreadEntity("t", run, tasks)
+        for operation in ("first", "fails", "skipped"):
+            thread.schedule(operation)
+        with pytest.raises(MatchError, match="ValueError: the operation failed"):
+            await thread.join()
+    assert ran == ["first", "fails"]
+
+
+async def test_an_error_leaving_the_thread_tasks_block_is_raised_as_it_is() -> None:
+    async def idle(_: Any) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    with pytest.raises(MatchError, match="the test's own failure"):
+        async with thread_tasks() as tasks:
+            thread = ThreadEntity("t", idle, tasks)
+            try:
+                raise MatchError("test", "the test's own failure")
+            finally:
+                await thread.close()
 
 
 async def test_topology_type_assertion() -> None:
