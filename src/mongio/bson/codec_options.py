@@ -290,6 +290,11 @@ class CodecOptions:
         :meth:`_decoder_transforms` turns mongio's values into, since the Python loops take that way."""
         return None
 
+    def _decoding_tzinfo(self) -> datetime.tzinfo | None:
+        """The zone aware datetimes are decoded in: ``tzinfo`` (None: UTC as ``datetime.UTC``); a subclass
+        that decodes to another library's values may name that library's UTC object instead."""
+        return self.tzinfo
+
     def _raw_document_options(self) -> Any:
         """The codec options a raw ``document_class`` is constructed with (``document_class(bson, options)``):
         these; a subclass whose raw class is another library's passes options that library understands."""

@@ -127,6 +127,20 @@ def test_an_application_decoder_for_a_pymongo_class_applies_after_the_conversion
     assert type(document["i"]) is pymongo_bson.Int64
 
 
+def test_aware_datetimes_are_in_pymongo_utc_object_as_pymongo_decodes_them(element_loops: str) -> None:
+    moment = datetime.datetime(2024, 2, 29, 12, 30, 15, 123000, tzinfo=datetime.UTC)
+    data = encode({"at": moment})
+    typed = decode(data, typed_codec_options(CodecOptions(tz_aware=True)))["at"]
+    theirs = pymongo_bson.decode(data, pymongo_codec_options.CodecOptions(tz_aware=True))["at"]
+    assert typed == moment and typed.tzinfo is pymongo_bson.tz_util.utc
+    assert typed.tzinfo == theirs.tzinfo  # PyMongo's utc is equal only to itself
+    assert typed_codec_options(CodecOptions(tz_aware=True)).tzinfo is None  # the option still reads as given
+    assert decode(data, CodecOptions(tz_aware=True))["at"].tzinfo is datetime.UTC  # outside the mode, as before
+    tokyo = datetime.timezone(datetime.timedelta(hours=9))
+    given = decode(data, typed_codec_options(CodecOptions(tz_aware=True, tzinfo=tokyo)))["at"]
+    assert given.tzinfo is tokyo and given == moment
+
+
 def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> None:
     class Celsius(pymongo_codec_options.TypeDecoder):
         bson_type = float
