@@ -131,7 +131,7 @@ def test_aware_datetimes_are_in_pymongo_utc_object_as_pymongo_decodes_them(eleme
     moment = datetime.datetime(2024, 2, 29, 12, 30, 15, 123000, tzinfo=datetime.UTC)
     data = encode({"at": moment})
     typed = decode(data, typed_codec_options(CodecOptions(tz_aware=True)))["at"]
-    theirs = pymongo_bson.decode(data, pymongo_codec_options.CodecOptions(tz_aware=True))["at"]
+    theirs: Any = pymongo_bson.decode(data, pymongo_codec_options.CodecOptions(tz_aware=True))["at"]
     assert typed == moment and typed.tzinfo is pymongo_bson.tz_util.utc
     assert typed.tzinfo == theirs.tzinfo  # PyMongo's utc is equal only to itself
     assert typed_codec_options(CodecOptions(tz_aware=True)).tzinfo is None  # the option still reads as given
