@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import datetime
+import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
@@ -142,6 +143,10 @@ class TypeRegistry:
         return self._fallback_encoder
 
     def __eq__(self, other: object) -> bool:
+        # PyMongo's TypeRegistry too, by the same codecs: its own __eq__ answers NotImplemented for ours, so
+        # Python asks this one and the two compare equal both ways.
+        if _is_pymongo_type_registry(other):
+            other = _from_pymongo_registry(other)
         if not isinstance(other, TypeRegistry):
             return NotImplemented
         return (
@@ -158,6 +163,20 @@ class TypeRegistry:
 
 
 _EMPTY_REGISTRY: Final = TypeRegistry()
+
+
+def _is_pymongo_type_registry(value: object) -> bool:
+    """Whether ``value`` is PyMongo's ``bson.codec_options.TypeRegistry``, without importing PyMongo: one of its
+    objects exists only once its module was imported, so an unloaded module answers False."""
+    module = sys.modules.get("bson.codec_options")
+    cls = vars(module).get("TypeRegistry") if module is not None else None
+    return isinstance(cls, type) and isinstance(value, cls)
+
+
+def _from_pymongo_registry(registry: Any) -> TypeRegistry:
+    """PyMongo's ``TypeRegistry`` as mongio's: the same codecs (PyMongo's codec classes define the methods
+    mongio's registry calls) and fallback encoder."""
+    return TypeRegistry(registry.codecs, registry.fallback_encoder)
 
 
 class CodecOptions:
@@ -240,6 +259,8 @@ class CodecOptions:
                 raise ValueError("tzinfo can only be set together with tz_aware=True")
         if type_registry is None:
             type_registry = _EMPTY_REGISTRY
+        elif _is_pymongo_type_registry(type_registry):
+            type_registry = _from_pymongo_registry(type_registry)
         elif not isinstance(type_registry, TypeRegistry):
             raise TypeError(f"type_registry must be a TypeRegistry, not {type_registry!r}")
         if datetime_conversion is None:
@@ -348,10 +369,7 @@ def as_codec_options(given: Any) -> CodecOptions:
     fields = as_dict() if callable(as_dict) else None
     if not isinstance(fields, dict) or set(fields) != set(CodecOptions._FIELDS):
         raise TypeError(f"codec_options must be a CodecOptions, not {type(given).__name__}")
-    registry = fields["type_registry"]
-    if registry is not None and not isinstance(registry, TypeRegistry):
-        fields["type_registry"] = TypeRegistry(registry.codecs, registry.fallback_encoder)
-    return CodecOptions(**fields)
+    return CodecOptions(**fields)  # which takes PyMongo's TypeRegistry as its own
 
 
 def _rebuild(cls: type[CodecOptions], arguments: dict[str, Any]) -> CodecOptions:

@@ -164,6 +164,32 @@ def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> 
         as_codec_options({"tz_aware": True})
 
 
+class _Fahrenheit:
+    def __init__(self, degrees: float) -> None:
+        self.degrees = degrees
+
+
+class _FahrenheitAsCelsius(pymongo_codec_options.TypeEncoder):
+    python_type = _Fahrenheit
+
+    def transform_python(self, value: Any) -> Any:
+        return (value.degrees - 32) / 1.8
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_a_pymongo_type_registry_is_taken_as_the_client_type_registry(typed: bool) -> None:
+    from mongio import MongoClient
+
+    theirs = pymongo_codec_options.TypeRegistry([_FahrenheitAsCelsius()])
+    client = MongoClient(type_registry=theirs, connect=False, pymongo_types=typed)
+    ours = client.codec_options.type_registry
+    assert ours == theirs and theirs == ours  # equal both ways, by the same codecs
+    assert ours != pymongo_codec_options.TypeRegistry() and ours != pymongo_codec_options.TypeRegistry(
+        [_FahrenheitAsCelsius()]
+    )  # another codec object is another codec
+    assert decode(encode({"t": _Fahrenheit(212.0)}, codec_options=client.codec_options)) == {"t": 100.0}
+
+
 def _run_python(code: str) -> str:
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
