@@ -254,6 +254,7 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
         }
         kwargs.update({name: value for name, value in named.items() if value is not None})
         self._options = ClientOptions.from_uri(host, port, **kwargs)
+        _tell_of_lookalike_service(self._options)
         extras = self._options.extras
         # Each listener as mongio's class for each kind it is (PyMongo's listeners included), after the
         # ones monitoring.register() was given.
@@ -1070,6 +1071,41 @@ class MongoClient(ChangeStreamSource["ClusterChangeStream[DocumentType]"], Gener
 
 
 _log = logging.getLogger("mongio.client")
+
+
+# Host name endings of services that speak MongoDB's protocol without being MongoDB, and the page that
+# says what they support; a client whose seed (or SRV name) ends so is told once, when it is created.
+_LOOKALIKE_SERVICES = (
+    (".cosmos.azure.com", "CosmosDB", "https://www.mongodb.com/supportability/cosmosdb"),
+    (".docdb.amazonaws.com", "DocumentDB", "https://www.mongodb.com/supportability/documentdb"),
+    (".docdb-elastic.amazonaws.com", "DocumentDB", "https://www.mongodb.com/supportability/documentdb"),
+)
+
+
+def _lookalike_service_notice(options: ClientOptions) -> str | None:
+    """The notice for the first host name that belongs to a MongoDB-compatible service, or None."""
+    names = [options.srv_host] if options.srv_host is not None else [host for host, _ in options.seeds]
+    for name in names:
+        folded = name.lower()
+        for ending, service, page in _LOOKALIKE_SERVICES:
+            if folded.endswith(ending):
+                return (
+                    f"host {name} appears to be a {service} cluster, not MongoDB: for what it supports, "
+                    f"see {page}"
+                )
+    return None
+
+
+def _tell_of_lookalike_service(options: ClientOptions) -> None:
+    """Log the notice at INFO on ``mongio.client``; when nothing listens there, warn (UserWarning), as
+    PyMongo does, so that it is seen either way."""
+    notice = _lookalike_service_notice(options)
+    if notice is None:
+        return
+    if _log.isEnabledFor(logging.INFO):
+        _log.info(notice)
+    else:
+        warnings.warn(notice, UserWarning, stacklevel=3)  # at the line that created the client
 
 # How long close() spends killing the cursors still queued by the cursor reaper.
 _CLOSE_FLUSH_TIMEOUT = 5.0

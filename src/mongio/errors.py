@@ -56,6 +56,7 @@ __all__ = [
     "OperationTimeoutError",
     "PoolClearedError",
     "PoolClosedError",
+    "PortOutOfRangeError",
     "ProtocolError",
     "PyMongoError",
     "ServerSelectionOperationTimeout",
@@ -148,6 +149,11 @@ class InvalidOptionValueError(ConfigurationError, ValueError):
 
 class InvalidURI(ConfigurationError):
     """A connection string that cannot be parsed."""
+
+
+class PortOutOfRangeError(InvalidURI, ValueError):
+    """A host's port outside 1-65535 (``"h:1234567"``); also a :class:`ValueError`, as PyMongo raises for it,
+    so that both ``except ValueError`` written for PyMongo and ``except InvalidURI`` catch it."""
 
 
 class InvalidName(MongioError):

@@ -138,6 +138,12 @@ class PyMongoTypedCodecOptions(CodecOptions):
         bson = _pymongo()[0]
         return (bson.ObjectId, bson.Timestamp, bson.Int64)
 
+    def _decoding_tzinfo(self) -> Any:
+        # PyMongo decodes aware datetimes with bson.tz_util.utc, which datetime.UTC does not compare equal to.
+        if self.tz_aware and self.tzinfo is None:
+            return _pymongo()[0].tz_util.utc
+        return self.tzinfo
+
     def new_object_id(self) -> Any:
         return _pymongo()[0].ObjectId()
 

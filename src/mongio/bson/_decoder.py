@@ -102,7 +102,7 @@ def _context(options: CodecOptions) -> _Context:
         is_raw = getattr(document_class, "_type_marker", None) == 101
         decoder_map = options._decoder_transforms() or None
         conversion = options.datetime_conversion
-        tzinfo = options.tzinfo
+        tzinfo = options._decoding_tzinfo()
         if conversion in (DatetimeConversion.DATETIME, DatetimeConversion.DATETIME_AUTO):
             if not options.tz_aware:
                 mode = _DATETIME_NAIVE

@@ -144,6 +144,10 @@ class TypeRegistry:
         return self._fallback_encoder
 
     def __eq__(self, other: object) -> bool:
+        # PyMongo's TypeRegistry too, by the same codecs: its own __eq__ answers NotImplemented for ours, so
+        # Python asks this one and the two compare equal both ways.
+        if _is_pymongo_type_registry(other):
+            other = _from_pymongo_registry(other)
         if not isinstance(other, TypeRegistry):
             return NotImplemented
         return (
@@ -160,6 +164,20 @@ class TypeRegistry:
 
 
 _EMPTY_REGISTRY: Final = TypeRegistry()
+
+
+def _is_pymongo_type_registry(value: object) -> bool:
+    """Whether ``value`` is PyMongo's ``bson.codec_options.TypeRegistry``, without importing PyMongo: one of its
+    objects exists only once its module was imported, so an unloaded module answers False."""
+    module = sys.modules.get("bson.codec_options")
+    cls = vars(module).get("TypeRegistry") if module is not None else None
+    return isinstance(cls, type) and isinstance(value, cls)
+
+
+def _from_pymongo_registry(registry: Any) -> TypeRegistry:
+    """PyMongo's ``TypeRegistry`` as mongio's: the same codecs (PyMongo's codec classes define the methods
+    mongio's registry calls) and fallback encoder."""
+    return TypeRegistry(registry.codecs, registry.fallback_encoder)
 
 
 class CodecOptions:
@@ -247,6 +265,8 @@ class CodecOptions:
                 raise ValueError("tzinfo can only be set together with tz_aware=True")
         if type_registry is None:
             type_registry = _EMPTY_REGISTRY
+        elif _is_pymongo_type_registry(type_registry):
+            type_registry = _from_pymongo_registry(type_registry)
         elif not isinstance(type_registry, TypeRegistry):
             raise TypeError(f"type_registry must be a TypeRegistry, not {type_registry!r}")
         if datetime_conversion is None:
@@ -296,6 +316,11 @@ class CodecOptions:
         to make those types with, or None for mongio's own. Only a speed-up: whatever they make must be what
         :meth:`_decoder_transforms` turns mongio's values into, since the Python loops take that way."""
         return None
+
+    def _decoding_tzinfo(self) -> datetime.tzinfo | None:
+        """The zone aware datetimes are decoded in: ``tzinfo`` (None: UTC as ``datetime.UTC``); a subclass
+        that decodes to another library's values may name that library's UTC object instead."""
+        return self.tzinfo
 
     def _raw_document_options(self) -> Any:
         """The codec options a raw ``document_class`` is constructed with (``document_class(bson, options)``):
@@ -362,10 +387,7 @@ def as_codec_options(given: Any) -> CodecOptions:
     fields = as_dict() if callable(as_dict) else None
     if not isinstance(fields, dict) or set(fields) != set(CodecOptions._FIELDS):
         raise TypeError(f"codec_options must be a CodecOptions, not {type(given).__name__}")
-    registry = fields["type_registry"]
-    if registry is not None and not isinstance(registry, TypeRegistry):
-        fields["type_registry"] = TypeRegistry(registry.codecs, registry.fallback_encoder)
-    return CodecOptions(**fields)
+    return CodecOptions(**fields)  # which takes PyMongo's TypeRegistry as its own
 
 
 def _rebuild(cls: type[CodecOptions], arguments: dict[str, Any]) -> CodecOptions:

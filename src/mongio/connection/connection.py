@@ -310,7 +310,7 @@ class Connection:
         protocol = self._protocol
         # With a write waiting to drain, a graceful close would wait for a peer that may never read.
         if self._awaiting_reply or protocol.lost or protocol.writing_paused:
-            self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
+            self._protocol.abort(AutoReconnect(f"{self.name}: connection {self.id} closed: {reason}"))
         else:
             self._protocol.close()
 
@@ -329,12 +329,12 @@ class Connection:
         self._closed = True
         self._close_reason = reason
         self.ready = False
-        self._protocol.abort(AutoReconnect(f"connection {self.id} to {self.name} closed: {reason}"))
+        self._protocol.abort(AutoReconnect(f"{self.name}: connection {self.id} closed: {reason}"))
 
     def _check_can_send(self) -> None:
         if self.closed:
             raise AutoReconnect(
-                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
+                f"{self.name}: connection {self.id} is closed ({self.close_reason}) and cannot be used again"
             )
         if self._awaiting_reply:
             raise InvalidOperation(
@@ -548,7 +548,7 @@ class Connection:
     def _refuse_receive(self) -> None:
         if self.closed:
             raise AutoReconnect(
-                f"connection {self.id} to {self.name} is closed ({self.close_reason}) and cannot be used again"
+                f"{self.name}: connection {self.id} is closed ({self.close_reason}) and cannot be used again"
             )
         if not self._awaiting_reply:
             raise InvalidOperation(f"connection {self.id} to {self.name} has no reply to receive")

@@ -244,7 +244,8 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
         error = self._lost_error
         if isinstance(error, ConnectionFailure):
             return type(error)(str(error))
-        lost = AutoReconnect(f"connection to {self.address} closed: {self._lost_reason}")
+        # "host:port: " first, as PyMongo's network errors start, so that code matching it still matches.
+        lost = AutoReconnect(f"{self.address}: connection closed: {self._lost_reason}")
         lost.__cause__ = error  # e.g. the TLS alert that ended it, which decides the error's labels
         return lost
 
@@ -303,12 +304,12 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def eof_received(self) -> bool:
-        self._mark_lost(f"{self.address} closed the connection", None)
+        self._mark_lost("the server closed the connection", None)
         return False  # let the transport close itself
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = (
-            f"{type(exc).__name__}: {exc}" if exc is not None else f"{self.address} closed the connection"
+            f"{type(exc).__name__}: {exc}" if exc is not None else "the server closed the connection"
         )
         self._mark_lost(reason, exc)
         self._connection_lost = True
@@ -357,7 +358,7 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
         if not future.done():
             future.set_exception(
                 NetworkTimeout(
-                    f"timed out after {max(timeout, 0.0):.3f}s waiting for a reply from {self.address}"
+                    f"{self.address}: timed out after {max(timeout, 0.0):.3f}s waiting for a reply"
                 )
             )
 

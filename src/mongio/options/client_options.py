@@ -17,6 +17,7 @@ any other ``tls*`` option when ``tls`` is not given.
 
 from __future__ import annotations
 
+import difflib
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -306,7 +307,7 @@ def _keyword_options(
         folded = ALIASES.get(folded, _KEYWORD_SPELLINGS.get(folded, folded))
         spec = OPTIONS.get(folded)
         if spec is None:
-            raise ConfigurationError(f"Unknown option {key!r}")  # not its value, which may be a mistyped password
+            raise ConfigurationError(_unknown_option_message(key))
         if value is None or (spec.name in IGNORED_WHEN_EMPTY and value == ""):
             if value is None and spec.none_means_unlimited:
                 options[spec.name] = spec.unlimited_value
@@ -349,6 +350,17 @@ def _keyword_options(
     return options, extras
 
 
+def _unknown_option_message(key: str) -> str:
+    """Name the unknown keyword (never its value, which may be a mistyped password) and the nearest option
+    names, in PyMongo's wording so that code matching its message keeps working."""
+    known = [*OPTIONS, *KEYWORD_ONLY, *ALIASES, *_KEYWORD_SPELLINGS]
+    nearest = difflib.get_close_matches(fold_case(key), known, cutoff=0.2)
+    message = f"Unknown option: {key}."
+    if nearest:
+        message += f" Did you mean one of ({', '.join(nearest)}) or maybe a camelCase version of one? Refer to docstring."
+    return message
+
+
 def _boolean_keyword(name: str, value: Any) -> bool:
     """A boolean keyword given as a bool or as the string "true" / "false" (as PyMongo takes them)."""
     if isinstance(value, bool):
@@ -364,7 +376,7 @@ def _collect_sources(
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise TypeError(f"port must be an integer between 1 and 65535, not {port!r}")
     if port is not None and not 1 <= port <= 65535:
-        raise ConfigurationError(f"port must be an integer between 1 and 65535, not {port!r}")
+        raise InvalidOptionValueError(f"port must be an integer between 1 and 65535, not {port!r}")
     if host is not None and not isinstance(host, str) and not host:
         raise ConfigurationError("host is an empty list: give at least one host (or None for localhost)")
     entries = [host] if isinstance(host, str) else list(host or ["localhost"])

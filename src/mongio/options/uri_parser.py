@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from mongio.errors import ConfigurationError, InvalidURI
+from mongio.errors import ConfigurationError, InvalidURI, PortOutOfRangeError
 from mongio.options.secrets import Secrets, hiding_secrets, redact_uri
 from mongio.options.uri_options import (
     DEPRECATED_ALIASES,
@@ -99,7 +99,7 @@ def _parse_port(text: str, entry: str) -> int:
         raise InvalidURI(f"port {text!r} of host {entry!r} is not a number")
     port = int(text)
     if not 1 <= port <= 65535:
-        raise InvalidURI(f"port {port} of host {entry!r} is not between 1 and 65535")
+        raise PortOutOfRangeError(f"port {port} of host {entry!r} is not between 1 and 65535")
     return port
 
 

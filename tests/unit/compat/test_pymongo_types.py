@@ -127,6 +127,20 @@ def test_an_application_decoder_for_a_pymongo_class_applies_after_the_conversion
     assert type(document["i"]) is pymongo_bson.Int64
 
 
+def test_aware_datetimes_are_in_pymongo_utc_object_as_pymongo_decodes_them(element_loops: str) -> None:
+    moment = datetime.datetime(2024, 2, 29, 12, 30, 15, 123000, tzinfo=datetime.UTC)
+    data = encode({"at": moment})
+    typed = decode(data, typed_codec_options(CodecOptions(tz_aware=True)))["at"]
+    theirs: Any = pymongo_bson.decode(data, pymongo_codec_options.CodecOptions(tz_aware=True))["at"]
+    assert typed == moment and typed.tzinfo is pymongo_bson.tz_util.utc
+    assert typed.tzinfo == theirs.tzinfo  # PyMongo's utc is equal only to itself
+    assert typed_codec_options(CodecOptions(tz_aware=True)).tzinfo is None  # the option still reads as given
+    assert decode(data, CodecOptions(tz_aware=True))["at"].tzinfo is datetime.UTC  # outside the mode, as before
+    tokyo = datetime.timezone(datetime.timedelta(hours=9))
+    given = decode(data, typed_codec_options(CodecOptions(tz_aware=True, tzinfo=tokyo)))["at"]
+    assert given.tzinfo is tokyo and given == moment
+
+
 def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> None:
     class Celsius(pymongo_codec_options.TypeDecoder):
         bson_type = float
@@ -148,6 +162,32 @@ def test_pymongo_codec_options_are_accepted_with_their_settings_and_codecs() -> 
     assert decode(encode({"t": 21.5, "u": value}, codec_options=ours), ours) == {"t": ("celsius", 21.5), "u": value}
     with pytest.raises(TypeError, match="codec_options must be a CodecOptions, not dict"):
         as_codec_options({"tz_aware": True})
+
+
+class _Fahrenheit:
+    def __init__(self, degrees: float) -> None:
+        self.degrees = degrees
+
+
+class _FahrenheitAsCelsius(pymongo_codec_options.TypeEncoder):
+    python_type = _Fahrenheit
+
+    def transform_python(self, value: Any) -> Any:
+        return (value.degrees - 32) / 1.8
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_a_pymongo_type_registry_is_taken_as_the_client_type_registry(typed: bool) -> None:
+    from mongio import MongoClient
+
+    theirs = pymongo_codec_options.TypeRegistry([_FahrenheitAsCelsius()])
+    client = MongoClient(type_registry=theirs, connect=False, pymongo_types=typed)
+    ours = client.codec_options.type_registry
+    assert ours == theirs and theirs == ours  # equal both ways, by the same codecs
+    assert ours != pymongo_codec_options.TypeRegistry() and ours != pymongo_codec_options.TypeRegistry(
+        [_FahrenheitAsCelsius()]
+    )  # another codec object is another codec
+    assert decode(encode({"t": _Fahrenheit(212.0)}, codec_options=client.codec_options)) == {"t": 100.0}
 
 
 def _run_python(code: str) -> str:

@@ -107,7 +107,7 @@ def test_connect_timeout_none_means_no_timeout() -> None:
         ({"readPreference": "closest"}, "readPreference: 'closest'"),
         ({"w": -2}, "w: -2"),
         ({"zlibCompressionLevel": 12}, "zlibCompressionLevel: 12"),
-        ({"notAnOption": 1}, "'notAnOption'"),
+        ({"notAnOption": 1}, "Unknown option: notAnOption."),
     ],
 )
 def test_invalid_keywords_raise_naming_option_and_value(kwargs: dict[str, object], fragment: str) -> None:
@@ -418,3 +418,31 @@ def test_security_options_contradicting_each_other_are_an_invalid_uri() -> None:
     with pytest.raises(InvalidURI, match="tls and ssl must agree"):
         build(ssl=True, tls=False)
     assert build("mongodb://h/?ssl=false", tls=False).tls is None
+
+
+@pytest.mark.parametrize("typo", ["auth", "AUTH"])
+def test_an_unknown_keyword_suggests_the_nearest_option_names(typo: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build(**{typo: "standard"})
+    assert str(raised.value) == (
+        f"Unknown option: {typo}. Did you mean one of (authsource, authmechanism, timeoutms) "
+        "or maybe a camelCase version of one? Refer to docstring."
+    )
+
+
+def test_an_unknown_keyword_like_no_option_suggests_nothing_and_never_shows_its_value() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build(zzzzzzzzzzzz="hunter2")
+    assert str(raised.value) == "Unknown option: zzzzzzzzzzzz."
+
+
+@pytest.mark.parametrize("host", ["h:1234567", "mongodb://h:65536/", "mongodb://a,h:0/"])
+def test_a_port_out_of_range_is_both_invalid_uri_and_value_error(host: str) -> None:
+    with pytest.raises(InvalidURI) as raised:
+        build(host)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_a_port_keyword_out_of_range_is_both_a_configuration_and_a_value_error() -> None:
+    with pytest.raises(InvalidOptionValueError, match="between 1 and 65535"):
+        build("h", port=70000)

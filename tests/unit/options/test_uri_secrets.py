@@ -486,13 +486,12 @@ def _raise_sites() -> dict[tuple[str, int], str]:
 
 
 def _trace_raises(call: Callable[[], object], files: set[str]) -> set[tuple[str, int]]:
-    """The (file, line) where each exception ``call`` raises in ``files`` was first seen."""
-    seen: list[BaseException] = []
+    """Each (file, line) in ``files`` an exception ``call`` raises passes through: where it was raised, and
+    where it was raised again (an outcome of a concurrent lookup re-raised by the function that awaited it)."""
     sites: set[tuple[str, int]] = set()
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "exception" and not any(arg[1] is item for item in seen):
-            seen.append(arg[1])
+        if event == "exception":
             sites.add((frame.f_code.co_filename, frame.f_lineno))
         return local
 
