@@ -17,7 +17,13 @@ from mongio.bson import CodecOptions, RawBSONDocument, decode, encode
 from mongio.bson._decoder import compiled_in_use, use_speedups
 from mongio.connection import connection, protocol
 from mongio.errors import DocumentTooLarge
-from mongio.wire.op_msg import LARGE_PACKED_SIZE, PackedDocuments, encode_command_parts, encode_op_msg
+from mongio.wire.op_msg import (
+    COMMAND_OVERHEAD,
+    LARGE_PACKED_SIZE,
+    PackedDocuments,
+    encode_command_parts,
+    encode_op_msg,
+)
 from tests.support.protocol_feed import make_protocol
 
 compiled_only = pytest.mark.skipif(
@@ -118,7 +124,10 @@ def test_the_usual_request_is_encoded_compiled_and_anything_else_left_to_the_ref
     large = {"documents": [PackedDocuments(bytes(LARGE_PACKED_SIZE))]}
     assert encode_request(9, command, large, 0, options, *limits) is None  # a part of its own
     assert encode_request(9, command, sequences, 0, options, 10, 48_000_000) is None  # a document over the limit
+    # The reference allows a statement the command overhead over the limit (the server has the last word).
+    encode_command_parts(9, "db", command, document_sequences=sequences, max_bson_size=10)
+    over_the_allowance = {"documents": [encode({"x": "a" * (10 + COMMAND_OVERHEAD)})]}
     with pytest.raises(DocumentTooLarge):  # as the reference says
-        encode_command_parts(9, "db", command, document_sequences=sequences, max_bson_size=10)
+        encode_command_parts(9, "db", command, document_sequences=over_the_allowance, max_bson_size=10)
     assert encode_request(9, command, None, 0, options, 16, 30) is None  # the message over the limit
     assert encode_request(9, command, None, 0, CodecOptions(tz_aware=True), *limits) is None  # no context yet
