@@ -28,7 +28,8 @@ background tasks            ``loop.create_task`` (on trio: a system task of the 
 time, sleep, worker thread  ``loop.time()`` (``time.monotonic()`` on both, the clock of every deadline),
                             :func:`sleep`, :func:`to_thread`
 getaddrinfo, SRV/TXT        ``loop.getaddrinfo``; dnspython's async resolver (it picks trio itself)
-shielding                   :func:`shield`
+shielding                   :func:`shield`; :func:`finish_shielded` (clean-up that a cancel scope
+                            must not cut, time-limited)
 cancellation                :func:`is_cancellation`, :func:`current_task`
 waiting for several         :func:`gather`, :func:`as_completed`
 HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
@@ -67,6 +68,7 @@ __all__ = [
     "as_completed",
     "current_asyncio_task",
     "current_task",
+    "finish_shielded",
     "foreign_loop",
     "gather",
     "is_cancellation",
@@ -163,6 +165,10 @@ class ForeignLoop(asyncio.AbstractEventLoop):
 
     async def take_uninterrupted(self, lock: LockLike) -> None:
         """Acquire ``lock`` even while the caller is being cancelled (the cancellation stays pending)."""
+        raise NotImplementedError
+
+    async def finish_shielded(self, work: Callable[[], Awaitable[T]], limit: float) -> T:
+        """:func:`finish_shielded` on this runtime."""
         raise NotImplementedError
 
     async def open_byte_stream(
@@ -351,6 +357,38 @@ async def take_uninterrupted(lock: LockLike) -> None:
         raise interrupted
 
 
+async def finish_shielded(work: Callable[[], Awaitable[T]], limit: float) -> T:
+    """Run ``work()`` to its end even while the caller is being cancelled (a cancel scope of anyio or trio
+    cancels every await inside it again, not only the one it interrupted), for at most ``limit`` seconds
+    (then it is cancelled and ``TimeoutError`` raised). A cancellation of the caller that arrived meanwhile is
+    raised once the work is over (asyncio), or stays pending for the next checkpoint (trio). For clean-up
+    that must run when an operation is cut, such as deleting an aborted upload's chunks."""
+    foreign = _foreign()
+    if foreign is not None:
+        return await foreign.finish_shielded(work, limit)
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(_awaited(work))
+    deadline = loop.time() + limit
+    interrupted: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,), timeout=max(deadline - loop.time(), 0.0))
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+            continue
+        if not task.done():
+            task.cancel()  # over the limit; the loop waits for it to end
+    if interrupted is not None:
+        raise interrupted
+    if task.cancelled():
+        raise TimeoutError(f"the shielded clean-up did not finish within {limit} s")
+    return task.result()
+
+
+async def _awaited(work: Callable[[], Awaitable[T]]) -> T:
+    return await work()
+
+
 def is_cancellation(exc: BaseException) -> bool:
     """Whether ``exc`` is a cancellation: asyncio's ``CancelledError`` or trio's ``Cancelled``."""
     return isinstance(exc, (asyncio.CancelledError, _foreign_cancellations))
@@ -362,4 +400,3 @@ def register_cancellation(exception_type: type[BaseException]) -> None:
     global _foreign_cancellations
     if exception_type not in _foreign_cancellations:
         _foreign_cancellations = (*_foreign_cancellations, exception_type)
-

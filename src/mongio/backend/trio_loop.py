@@ -542,6 +542,11 @@ class TrioLoop(ForeignLoop):
         with trio.CancelScope(shield=True):
             await lock.acquire()
 
+    async def finish_shielded(self, work: Callable[[], Awaitable[T]], limit: float) -> T:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + limit):
+            return await work()
+        raise TimeoutError(f"the shielded clean-up did not finish within {limit} s")
+
     async def open_byte_stream(
         self,
         host: str,
