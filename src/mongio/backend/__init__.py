@@ -30,7 +30,8 @@ time, sleep, worker thread  ``loop.time()`` (``time.monotonic()`` on both, the c
 getaddrinfo, SRV/TXT        ``loop.getaddrinfo``; dnspython's async resolver (it picks trio itself)
 shielding                   :func:`shield`; :func:`finish_shielded` (clean-up that a cancel scope
                             must not cut, time-limited)
-cancellation                :func:`is_cancellation`, :func:`current_task`
+cancellation                :func:`is_cancellation`, :func:`current_task`; :func:`new_cancel_scope`
+                            (trio: a scope another task can cancel, as asyncio cancels a task)
 waiting for several         :func:`gather`, :func:`as_completed`
 HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
 ==========================  ==========================================================================
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ByteReader",
     "ByteWriter",
+    "CancelScopeLike",
     "EventLike",
     "ForeignLoop",
     "LockLike",
@@ -72,6 +74,7 @@ __all__ = [
     "foreign_loop",
     "gather",
     "is_cancellation",
+    "new_cancel_scope",
     "new_event",
     "new_lock",
     "running_loop",
@@ -107,6 +110,18 @@ class LockLike(Protocol):
     def locked(self) -> bool: ...
     async def __aenter__(self) -> Any: ...
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> Any: ...
+
+
+class CancelScopeLike(Protocol):
+    """A scope around a piece of work that another task can cancel (``trio.CancelScope``'s interface):
+    leaving it after :meth:`cancel` interrupted the work swallows the cancellation and sets
+    ``cancelled_caught``."""
+
+    @property
+    def cancelled_caught(self) -> bool: ...
+    def cancel(self) -> None: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool: ...
 
 
 class ByteReader(Protocol):
@@ -149,6 +164,9 @@ class ForeignLoop(asyncio.AbstractEventLoop):
         raise NotImplementedError
 
     def new_lock(self) -> LockLike:
+        raise NotImplementedError
+
+    def new_cancel_scope(self) -> CancelScopeLike:
         raise NotImplementedError
 
     async def shield(self, awaitable: Awaitable[T]) -> T:
@@ -269,6 +287,15 @@ def new_lock() -> LockLike:
     """A lock of the running runtime (``asyncio.Lock`` when no foreign run is in progress)."""
     foreign = _foreign()
     return asyncio.Lock() if foreign is None else foreign.new_lock()
+
+
+def new_cancel_scope() -> CancelScopeLike:
+    """A cancel scope of the foreign runtime in progress (trio), so that another task can interrupt the work
+    inside it. On asyncio a task is cancelled instead (``asyncio.Task.cancel``): ``RuntimeError`` there."""
+    foreign = _foreign()
+    if foreign is None:
+        raise RuntimeError("on asyncio, interrupt work by cancelling its task")
+    return foreign.new_cancel_scope()
 
 
 async def shield(awaitable: Awaitable[T]) -> T:

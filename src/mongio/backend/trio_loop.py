@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from mongio.backend import ByteReader, ByteWriter, EventLike, ForeignLoop, LockLike, register_cancellation
+from mongio.backend import (
+    ByteReader,
+    ByteWriter,
+    CancelScopeLike,
+    EventLike,
+    ForeignLoop,
+    LockLike,
+    register_cancellation,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -508,6 +516,9 @@ class TrioLoop(ForeignLoop):
 
     def new_lock(self) -> LockLike:
         return _Lock(self)
+
+    def new_cancel_scope(self) -> CancelScopeLike:
+        return trio.CancelScope()
 
     async def shield(self, awaitable: Awaitable[T]) -> T:
         inner: asyncio.Future[T] = (
