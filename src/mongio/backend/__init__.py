@@ -33,7 +33,7 @@ shielding                   :func:`shield`; :func:`finish_shielded` (clean-up th
 cancellation                :func:`is_cancellation`, :func:`current_task`; :func:`new_cancel_scope`
                             (trio: a scope another task can cancel, as asyncio cancels a task)
 waiting for several         :func:`gather`, :func:`as_completed`
-HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
+HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints, KMS exchanges)
 ==========================  ==========================================================================
 
 Why not anyio's streams on trio: a connection is closed synchronously where a pool discards it or an
@@ -77,6 +77,7 @@ __all__ = [
     "new_cancel_scope",
     "new_event",
     "new_lock",
+    "open_byte_stream",
     "running_loop",
     "shield",
     "sleep",
@@ -353,6 +354,24 @@ def current_asyncio_task() -> asyncio.Task[Any] | None:
     their own cancel scopes)."""
     loop = _get_asyncio_loop()
     return None if loop is None else asyncio.current_task(loop)
+
+
+async def open_byte_stream(
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    server_hostname: str | None,
+    limit: int = 2**16,
+) -> tuple[ByteReader, ByteWriter]:
+    """``asyncio.open_connection`` on the running runtime: a TCP stream to ``host:port`` (TLS when
+    ``ssl_context`` is given, its handshake done and checked against ``server_hostname``) as a reader and a
+    writer; the reader's ``readuntil`` gives up past ``limit`` bytes."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.open_connection(
+            host, port, ssl=ssl_context, server_hostname=server_hostname, limit=limit
+        )
+    return await foreign.open_byte_stream(host, port, ssl_context, server_hostname, limit)
 
 
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
