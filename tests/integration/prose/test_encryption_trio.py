@@ -1,6 +1,7 @@
 """Client-side encryption on trio: explicit encryption with a local master key and with a cloud master key
 (the fake cloud KMS of tests/support/fake_kms.py, an asyncio server run in a thread of its own, reached over
-TLS through the backend seam), and automatic decryption by an encrypted client.
+TLS through the backend seam), automatic decryption by an encrypted client, and on-demand Azure credentials
+(the fake metadata service, in a thread too).
 
 Each test drives its own trio run (the suite's asyncio plugin runs ``async def`` tests on asyncio).
 """
@@ -17,8 +18,10 @@ import trio
 
 from mongio import MongoClient
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
+from mongio.encryption.cloud_credentials import OnDemandCredentials
 from tests.support.asyncio_thread import on_asyncio_thread
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
+from tests.support.fake_metadata import TOKEN, FakeMetadataServer
 
 pytestmark = [
     pytest.mark.server,
@@ -99,3 +102,23 @@ def test_explicit_encryption_and_automatic_decryption_with_a_local_key_on_trio(s
         "round_trip": "secret 0",
         "read": ["secret 0", "secret 1", "secret 2"],
     }
+
+
+def test_concurrent_on_demand_azure_credentials_share_one_token_on_trio() -> None:
+    async def body(imds_url: str) -> list[dict[str, str]]:
+        credentials = OnDemandCredentials(azure_imds_url=imds_url)
+        tokens: list[dict[str, str]] = []
+
+        async def fetch() -> None:
+            tokens.append(await credentials.azure())
+
+        async with trio.open_nursery() as nursery:  # the second fetch waits on the first one's lock
+            nursery.start_soon(fetch)
+            nursery.start_soon(fetch)
+        return tokens
+
+    with on_asyncio_thread(FakeMetadataServer()) as metadata:
+        tokens = trio.run(body, f"http://{metadata.host}/metadata/identity/oauth2/token")
+        requests = len(metadata.requests)
+    assert tokens == [{"accessToken": TOKEN}] * 2
+    assert requests == 1  # the second fetch found the first one's token cached
