@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mongio import backend
 from mongio.connection.pool import Pool
 from mongio.connection.pool_options import PoolOptions
 from mongio.events import ConnectionPoolListener
@@ -72,7 +73,7 @@ class FakeFactory:
         try:
             delay = self.delay() if callable(self.delay) else self.delay
             if delay:
-                await asyncio.sleep(delay)
+                await backend.sleep(delay)  # asyncio's, or trio's in a trio run
             if self.error is not None:
                 raise self.error
         finally:

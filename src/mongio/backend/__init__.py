@@ -28,10 +28,12 @@ background tasks            ``loop.create_task`` (on trio: a system task of the 
 time, sleep, worker thread  ``loop.time()`` (``time.monotonic()`` on both, the clock of every deadline),
                             :func:`sleep`, :func:`to_thread`
 getaddrinfo, SRV/TXT        ``loop.getaddrinfo``; dnspython's async resolver (it picks trio itself)
-shielding                   :func:`shield`
-cancellation                :func:`is_cancellation`, :func:`current_task`
+shielding                   :func:`shield`; :func:`finish_shielded` (clean-up that a cancel scope
+                            must not cut, time-limited)
+cancellation                :func:`is_cancellation`, :func:`current_task`; :func:`new_cancel_scope`
+                            (trio: a scope another task can cancel, as asyncio cancels a task)
 waiting for several         :func:`gather`, :func:`as_completed`
-HTTP byte streams           :meth:`ForeignLoop.open_byte_stream` (OCSP, AWS, OIDC endpoints)
+HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints, KMS exchanges)
 ==========================  ==========================================================================
 
 Why not anyio's streams on trio: a connection is closed synchronously where a pool discards it or an
@@ -61,17 +63,21 @@ if TYPE_CHECKING:
 __all__ = [
     "ByteReader",
     "ByteWriter",
+    "CancelScopeLike",
     "EventLike",
     "ForeignLoop",
     "LockLike",
     "as_completed",
     "current_asyncio_task",
     "current_task",
+    "finish_shielded",
     "foreign_loop",
     "gather",
     "is_cancellation",
+    "new_cancel_scope",
     "new_event",
     "new_lock",
+    "open_byte_stream",
     "running_loop",
     "shield",
     "sleep",
@@ -105,6 +111,18 @@ class LockLike(Protocol):
     def locked(self) -> bool: ...
     async def __aenter__(self) -> Any: ...
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> Any: ...
+
+
+class CancelScopeLike(Protocol):
+    """A scope around a piece of work that another task can cancel (``trio.CancelScope``'s interface):
+    leaving it after :meth:`cancel` interrupted the work swallows the cancellation and sets
+    ``cancelled_caught``."""
+
+    @property
+    def cancelled_caught(self) -> bool: ...
+    def cancel(self) -> None: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool: ...
 
 
 class ByteReader(Protocol):
@@ -149,6 +167,9 @@ class ForeignLoop(asyncio.AbstractEventLoop):
     def new_lock(self) -> LockLike:
         raise NotImplementedError
 
+    def new_cancel_scope(self) -> CancelScopeLike:
+        raise NotImplementedError
+
     async def shield(self, awaitable: Awaitable[T]) -> T:
         raise NotImplementedError
 
@@ -163,6 +184,10 @@ class ForeignLoop(asyncio.AbstractEventLoop):
 
     async def take_uninterrupted(self, lock: LockLike) -> None:
         """Acquire ``lock`` even while the caller is being cancelled (the cancellation stays pending)."""
+        raise NotImplementedError
+
+    async def finish_shielded(self, work: Callable[[], Awaitable[T]], limit: float) -> T:
+        """:func:`finish_shielded` on this runtime."""
         raise NotImplementedError
 
     async def open_byte_stream(
@@ -265,6 +290,15 @@ def new_lock() -> LockLike:
     return asyncio.Lock() if foreign is None else foreign.new_lock()
 
 
+def new_cancel_scope() -> CancelScopeLike:
+    """A cancel scope of the foreign runtime in progress (trio), so that another task can interrupt the work
+    inside it. On asyncio a task is cancelled instead (``asyncio.Task.cancel``): ``RuntimeError`` there."""
+    foreign = _foreign()
+    if foreign is None:
+        raise RuntimeError("on asyncio, interrupt work by cancelling its task")
+    return foreign.new_cancel_scope()
+
+
 async def shield(awaitable: Awaitable[T]) -> T:
     """Await ``awaitable`` (a task or future of the running loop) so that cancelling the caller does not
     cancel it."""
@@ -322,6 +356,24 @@ def current_asyncio_task() -> asyncio.Task[Any] | None:
     return None if loop is None else asyncio.current_task(loop)
 
 
+async def open_byte_stream(
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    server_hostname: str | None,
+    limit: int = 2**16,
+) -> tuple[ByteReader, ByteWriter]:
+    """``asyncio.open_connection`` on the running runtime: a TCP stream to ``host:port`` (TLS when
+    ``ssl_context`` is given, its handshake done and checked against ``server_hostname``) as a reader and a
+    writer; the reader's ``readuntil`` gives up past ``limit`` bytes."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.open_connection(
+            host, port, ssl=ssl_context, server_hostname=server_hostname, limit=limit
+        )
+    return await foreign.open_byte_stream(host, port, ssl_context, server_hostname, limit)
+
+
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``asyncio.to_thread`` on the running runtime: ``func`` runs in a worker thread with the caller's
     context variables."""
@@ -351,6 +403,38 @@ async def take_uninterrupted(lock: LockLike) -> None:
         raise interrupted
 
 
+async def finish_shielded(work: Callable[[], Awaitable[T]], limit: float) -> T:
+    """Run ``work()`` to its end even while the caller is being cancelled (a cancel scope of anyio or trio
+    cancels every await inside it again, not only the one it interrupted), for at most ``limit`` seconds
+    (then it is cancelled and ``TimeoutError`` raised). A cancellation of the caller that arrived meanwhile is
+    raised once the work is over (asyncio), or stays pending for the next checkpoint (trio). For clean-up
+    that must run when an operation is cut, such as deleting an aborted upload's chunks."""
+    foreign = _foreign()
+    if foreign is not None:
+        return await foreign.finish_shielded(work, limit)
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(_awaited(work))
+    deadline = loop.time() + limit
+    interrupted: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,), timeout=max(deadline - loop.time(), 0.0))
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+            continue
+        if not task.done():
+            task.cancel()  # over the limit; the loop waits for it to end
+    if interrupted is not None:
+        raise interrupted
+    if task.cancelled():
+        raise TimeoutError(f"the shielded clean-up did not finish within {limit} s")
+    return task.result()
+
+
+async def _awaited(work: Callable[[], Awaitable[T]]) -> T:
+    return await work()
+
+
 def is_cancellation(exc: BaseException) -> bool:
     """Whether ``exc`` is a cancellation: asyncio's ``CancelledError`` or trio's ``Cancelled``."""
     return isinstance(exc, (asyncio.CancelledError, _foreign_cancellations))
@@ -362,4 +446,3 @@ def register_cancellation(exception_type: type[BaseException]) -> None:
     global _foreign_cancellations
     if exception_type not in _foreign_cancellations:
         _foreign_cancellations = (*_foreign_cancellations, exception_type)
-

@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from mongio.backend import ByteReader, ByteWriter, EventLike, ForeignLoop, LockLike, register_cancellation
+from mongio.backend import (
+    ByteReader,
+    ByteWriter,
+    CancelScopeLike,
+    EventLike,
+    ForeignLoop,
+    LockLike,
+    register_cancellation,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -509,6 +517,9 @@ class TrioLoop(ForeignLoop):
     def new_lock(self) -> LockLike:
         return _Lock(self)
 
+    def new_cancel_scope(self) -> CancelScopeLike:
+        return trio.CancelScope()
+
     async def shield(self, awaitable: Awaitable[T]) -> T:
         inner: asyncio.Future[T] = (
             awaitable if isinstance(awaitable, asyncio.Future) else self.create_task(awaitable)  # type: ignore[arg-type]
@@ -541,6 +552,11 @@ class TrioLoop(ForeignLoop):
     async def take_uninterrupted(self, lock: LockLike) -> None:
         with trio.CancelScope(shield=True):
             await lock.acquire()
+
+    async def finish_shielded(self, work: Callable[[], Awaitable[T]], limit: float) -> T:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + limit):
+            return await work()
+        raise TimeoutError(f"the shielded clean-up did not finish within {limit} s")
 
     async def open_byte_stream(
         self,

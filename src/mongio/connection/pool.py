@@ -32,10 +32,12 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 from mongio.backend import (
+    CancelScopeLike,
     EventLike,
     current_asyncio_task,
     current_task,
     is_cancellation,
+    new_cancel_scope,
     new_event,
     running_loop,
     timeout,
@@ -126,21 +128,47 @@ _CLOSED_STATE = PoolState.CLOSED
 
 class _Establishing:
     """A connection being established, so that a clear with ``interrupt_in_use_connections``, or a close that
-    interrupts, can interrupt it (by cancelling the task establishing it, which then converts the cancellation
-    into the error ``interrupted_by`` names: ``_STALE`` for the clear, ``_POOL_CLOSED`` for the close)."""
+    interrupts, can interrupt it: on asyncio by cancelling the task establishing it (``task``), on trio, whose
+    tasks cannot be cancelled from outside, by cancelling the cancel scope around the establishment
+    (``scope``). The establishing task then converts the cancellation into the error ``interrupted_by``
+    names: ``_STALE`` for the clear, ``_POOL_CLOSED`` for the close. ``owner`` is the establishing task, which
+    a clear or close it makes itself (a failed handshake clears the pool) leaves alone."""
 
-    __slots__ = ("generation", "interrupted_by", "task")
+    __slots__ = ("generation", "interrupted_by", "owner", "scope", "task")
 
-    def __init__(self, task: asyncio.Task[Any] | None, generation: int) -> None:
+    def __init__(
+        self,
+        task: asyncio.Task[Any] | None,
+        scope: CancelScopeLike | None,
+        owner: object | None,
+        generation: int,
+    ) -> None:
         self.task = task
+        self.scope = scope
+        self.owner = owner
         self.generation = generation
         self.interrupted_by: str | None = None
 
     def interrupt(self, reason: str) -> None:
-        """Cancel the establishing task, once; ``reason`` is why, for the error the cancellation becomes."""
-        if self.interrupted_by is None and self.task is not None:
+        """Cancel the establishment, once; ``reason`` is why, for the error the cancellation becomes."""
+        if self.interrupted_by is not None:
+            return
+        if self.task is not None:
             self.interrupted_by = reason
             self.task.cancel()
+        elif self.scope is not None:
+            self.interrupted_by = reason
+            self.scope.cancel()
+
+    def ended_by_interruption(self) -> bool:
+        """Once the establishment raised: whether the interruption is what ended it (asyncio: no other
+        cancellation of the task is left once the interruption's is taken back; trio: the scope caught its
+        own cancellation, not one of an enclosing scope)."""
+        if self.interrupted_by is None:
+            return False
+        if self.task is not None:
+            return self.task.uncancel() == 0
+        return self.scope is not None and self.scope.cancelled_caught
 
 
 class _Grant:
@@ -351,7 +379,7 @@ class Pool(Generic[C]):
 
     def _interrupt(self, up_to_generation: int | None, service_id: Any) -> None:
         """Close in-use connections and cancel establishments that the clear made stale."""
-        current = current_asyncio_task()
+        current = current_task()
         for conn in list(self._in_use):
             if self._perished_generation(conn, up_to_generation, service_id):
                 self._interrupted.add(conn)
@@ -359,7 +387,7 @@ class Pool(Generic[C]):
                     f"interrupted: the pool for {self._where} was cleared after a server monitor timeout"
                 )
         for record in list(self._establishing):
-            if record.task is current:
+            if record.owner is current:
                 continue
             # An establishing connection's service is unknown until its handshake ends: interrupt them all.
             if up_to_generation is None or record.generation <= up_to_generation:
@@ -401,11 +429,11 @@ class Pool(Generic[C]):
 
     def _interrupt_for_close(self) -> None:
         """Close every connection in use and cancel every establishment (see :meth:`close`)."""
-        current = current_asyncio_task()
+        current = current_task()
         for conn in list(self._in_use):
             conn.close(f"interrupted: the pool for {self._where} was closed")
         for record in list(self._establishing):
-            if record.task is not current:
+            if record.owner is not current:
                 record.interrupt(_POOL_CLOSED)
 
     def let_go(self) -> None:
@@ -571,19 +599,24 @@ class Pool(Generic[C]):
         generation = self._generation
         created = time.monotonic()
         self._publish.connection_created(connection_id)
-        # None on trio, whose tasks cannot be cancelled from outside: an establishment there is not
-        # interrupted, and its connection, stale, is discarded when it comes back.
         task = current_asyncio_task()
-        record = _Establishing(task, generation)
+        if task is not None:
+            record = _Establishing(task, None, task, generation)
+        else:
+            # On trio, whose tasks cannot be cancelled from outside, a cancel scope of its own.
+            record = _Establishing(None, new_cancel_scope(), current_task(), generation)
         self._establishing.add(record)
         try:
-            conn = await self._connect(connection_id, generation)
+            if task is not None:
+                conn = await self._connect(connection_id, generation)
+            else:
+                conn = await self._connect_in_scope(record, connection_id, generation)
         except BaseException as exc:
             self._establishing.discard(record)
             self._pending -= 1
             self._total -= 1
             cause = record.interrupted_by
-            if cause is not None and task is not None and task.uncancel() == 0:
+            if cause is not None and record.ended_by_interruption():
                 error: BaseException = self._interrupted_error(cause)
                 self._publish.connection_closed(connection_id, cause, error)
             else:
@@ -605,9 +638,10 @@ class Pool(Generic[C]):
         self._establishing.discard(record)
         self._pending -= 1
         cause = record.interrupted_by
-        if cause is not None and task is not None:
-            # The factory swallowed the interrupting cancellation and finished anyway.
-            task.uncancel()
+        if cause is not None:
+            # The factory swallowed the interrupting cancellation (or it came too late) and finished anyway.
+            if task is not None:
+                task.uncancel()
             self._total -= 1
             conn.close(_CLOSE_TEXT[cause])
             error = self._interrupted_error(cause)
@@ -626,6 +660,15 @@ class Pool(Generic[C]):
         if self._total < self._min_size:
             self._wake_background()  # a maxConnecting slot is free for the filler again
         return conn
+
+    async def _connect_in_scope(self, record: _Establishing, connection_id: int, generation: int) -> C:
+        """``_connect`` inside the record's cancel scope (trio); an interruption raises the error its cause
+        names."""
+        assert record.scope is not None
+        with record.scope:
+            return await self._connect(connection_id, generation)
+        assert record.interrupted_by is not None  # only an interruption cancels the scope
+        raise self._interrupted_error(record.interrupted_by)
 
     def _report_connect_error(self, error: Exception, generation: int) -> None:
         if self._on_connect_error is None:
@@ -846,7 +889,9 @@ class Pool(Generic[C]):
             # A fresh context: the task must not inherit the client-side timeout of the operation that
             # happened to start it.
             self._background = running_loop().create_task(
-                self._run_background(self._wake), name=f"mongio pool {self._where}", context=contextvars.Context()
+                self._run_background(self._wake),
+                name=f"mongio pool {self._where}",
+                context=contextvars.Context(),
             )
         self._wake.set()
 

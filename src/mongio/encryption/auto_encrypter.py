@@ -17,10 +17,10 @@ It owns what the client-side encryption specification gives an encrypted ``Mongo
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mongio import backend
 from mongio.bson import encode
 from mongio.bson.codec_options import CodecOptions
 from mongio.encryption import cloud_credentials
@@ -219,7 +219,7 @@ class AutoEncrypter:
         closings = self._close_clients()
         try:
             if closings:
-                await asyncio.gather(*closings, return_exceptions=True)
+                await backend.gather(*closings)
         finally:
             self._free()
 

@@ -16,7 +16,6 @@ source and the HTTP status, never a token.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import os
@@ -24,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongio.backend import LockLike, new_lock
 from mongio.connection.auth.aws_credentials import CredentialsUnavailable, obtain_credentials
 from mongio.connection.http import HttpError, http_request
 from mongio.errors import EncryptionError
@@ -72,7 +72,8 @@ class OnDemandCredentials:
     timeout: float = _TIMEOUT
     """Seconds each metadata request may take (the specification's 10)."""
     _azure: _AzureToken | None = field(default=None, repr=False)
-    _azure_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    # Made at the first Azure fetch, for the runtime it runs on (asyncio's lock, or trio's through the seam).
+    _azure_lock: LockLike | None = field(default=None, repr=False)
 
     async def fetch(self, kms_providers: Mapping[str, Any]) -> dict[str, Any]:
         """Credentials for every provider of ``kms_providers`` configured empty."""
@@ -121,6 +122,8 @@ class OnDemandCredentials:
 
     async def azure(self) -> dict[str, str]:
         """``accessToken`` from the Azure IMDS, cached until a minute before it expires."""
+        if self._azure_lock is None:
+            self._azure_lock = new_lock()
         async with self._azure_lock:
             now = datetime.datetime.now(datetime.UTC)
             if self._azure is None or self._azure.expires - now < _AZURE_MARGIN:

@@ -19,6 +19,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
+from mongio import backend
 from mongio.bson import RawBSONDocument, decode
 from mongio.bson.codec_options import CodecOptions
 from mongio.collection import Collection
@@ -86,7 +87,7 @@ def _kms_address(endpoint: str) -> tuple[str, int]:
 
 
 async def _exchange_once(request: KmsRequest, host: str, port: int, context: ssl.SSLContext) -> None:
-    reader, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
+    reader, writer = await backend.open_byte_stream(host, port, context, host)
     try:
         writer.write(request.message)
         await writer.drain()
@@ -148,10 +149,10 @@ class ClientCryptIO:
         context = self.__kms_tls_contexts.get(request.provider) or await self.__default_context()
         if request.backoff_seconds:
             _raise_if_no_time_for(request.backoff_seconds, f"waiting to retry KMS {host}:{port}")
-            await asyncio.sleep(request.backoff_seconds)
+            await backend.sleep(request.backoff_seconds)
         limit = _attempt_limit(f"KMS {host}:{port}")
         try:
-            async with asyncio.timeout(limit):
+            async with backend.timeout(limit):
                 await _exchange_once(request, host, port, context)
         except TimeoutError:
             _raise_if_no_time_for(0.0, f"KMS {host}:{port} had not answered")
@@ -166,7 +167,7 @@ class ClientCryptIO:
         """The system's trust store, for providers without TLS options: loaded once, in a worker thread
         (it reads files)."""
         if self.__default_kms_context is None:
-            self.__default_kms_context = await asyncio.to_thread(create_ssl_context, TLSOptions())
+            self.__default_kms_context = await backend.to_thread(create_ssl_context, TLSOptions())
         return self.__default_kms_context
 
     async def collection_info(self, database: str, filter_bson: bytes) -> list[bytes]:

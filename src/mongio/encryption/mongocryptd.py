@@ -12,12 +12,12 @@ the event loop never waits for either.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from mongio import backend
 from mongio.bson import RawBSONDocument
 from mongio.bson.codec_options import CodecOptions
 from mongio.client import MongoClient
@@ -87,7 +87,7 @@ class Mongocryptd:
         if command is None:
             raise EncryptionError(RuntimeError("mongocryptd_bypass_spawn is set: mongocryptd is not spawned"))
         try:
-            await asyncio.to_thread(_spawn, command)
+            await backend.to_thread(_spawn, command)
         except OSError as exc:
             raise EncryptionError(
                 OSError(

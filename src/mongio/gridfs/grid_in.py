@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from mongio.backend import finish_shielded
 from mongio.error_classification import is_duplicate_key
 from mongio.errors import (
     BulkWriteError,
@@ -51,6 +52,10 @@ UPLOAD_BATCH_BYTES = 4 * 1024 * 1024
 """About how many bytes of chunks one ``insert`` command carries (at least one chunk)."""
 
 SERVER_FAILURES = (OperationFailure, ConnectionFailure, OperationTimeoutError)
+
+# How long deleting the chunks of an upload that failed or was cut may take, at most (a timeoutMS of the
+# upload bounds it too).
+_CLEANUP_LIMIT = 10.0
 """The errors of a command that failed against the server (refused, unreachable, out of time): an upload
 that meets one stops without cleaning up after itself."""
 
@@ -319,9 +324,10 @@ class GridIn:
             self._maybe_inserted = False
 
     async def _abort_after(self, error: BaseException) -> None:
-        # Cleaning up must not hide the error that made the upload fail.
+        # Cleaning up must not hide the error that made the upload fail. Shielded: an upload cut by a cancel
+        # scope (anyio's, trio's) is still inside it, and every await there would be cancelled in turn.
         try:
-            await self.abort()
+            await finish_shielded(self.abort, _CLEANUP_LIMIT)
         except Exception as cleanup_error:
             error.add_note(f"deleting the upload's chunks failed too: {cleanup_error!r}")
 

@@ -38,11 +38,11 @@ import asyncio
 import math
 import random
 import time
-from asyncio import sleep as _sleep
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mongio.backend import sleep as _sleep
 from mongio.bson.timestamp import Timestamp, as_timestamp
 from mongio.context_vars import reset
 from mongio.error_classification import unpins_transaction

@@ -21,7 +21,7 @@ import trio.testing
 from mongio import MongoClient
 from mongio.backend.trio_loop import TrioLoop
 from mongio.connection.pool import Pool
-from mongio.errors import EventLoopMismatchError
+from mongio.errors import EventLoopMismatchError, OperationFailure
 from mongio.events import CommandStartedEvent, CommandSucceededEvent
 from tests.support.recorders import CommandRecorder
 
@@ -239,6 +239,30 @@ def test_sessions_transactions_and_change_streams_on_trio(server_uri: str) -> No
         "returned": "done",
         "change": ("insert", {"_id": 5}),
     }
+
+
+def test_with_transaction_backs_off_and_retries_a_transient_error_on_trio(server_uri: str) -> None:
+    async def body() -> dict[str, Any]:
+        async with MongoClient(server_uri) as client:
+            coll = client[_name()].items
+            attempts: list[int] = []
+
+            async def callback(session: Any) -> int:
+                attempts.append(len(attempts) + 1)
+                await coll.insert_one({"attempt": len(attempts)}, session=session)
+                if len(attempts) < 3:
+                    labels = {"errorLabels": ["TransientTransactionError"]}
+                    raise OperationFailure("transient", details=labels)
+                return len(attempts)
+
+            async with client.start_session() as session:
+                returned = await session.with_transaction(callback)
+            kept = [doc["attempt"] async for doc in coll.find({}, {"_id": 0})]
+            await client.drop_database(coll.database.name)
+            return {"returned": returned, "attempts": attempts, "kept": kept}
+
+    # The second and third attempts sleep their backoff first, on trio's clock.
+    assert trio.run(body) == {"returned": 3, "attempts": [1, 2, 3], "kept": [3]}
 
 
 def test_no_task_of_mongio_is_left_once_the_client_closed(server_uri: str) -> None:

@@ -302,11 +302,6 @@ async def _upload_cut_by_a_cancel_scope(uri: str) -> tuple[int, int, int]:
             await client.drop_database(db.name)
 
 
-@pytest.mark.xfail(
-    reason="an upload cut by a cancel scope aborts, but its delete_many of the chunks runs inside the cancelled "
-    "scope and is cancelled in turn (GridIn._abort_after awaits it unshielded): the chunks stay",
-    strict=True,
-)
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_an_upload_cut_by_a_cancel_scope_leaves_no_chunks(server_uri: str, backend: str) -> None:
     """As ``test_a_cancelled_upload_leaves_no_chunks``, cut by anyio's cancel scope (level-triggered: every

@@ -15,7 +15,6 @@ included) and credentials a KMS refuses.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import types
 import uuid
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 import trustme
 
-from mongio import MongoClient, timeout
+from mongio import MongoClient, backend, timeout
 from mongio.bson.binary import Binary
 from mongio.connection.auth import aws_credentials
 from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsEndpoints
@@ -498,8 +497,8 @@ async def test_retries_wait_the_backoff_libmongocrypt_asks_for(
     async def recording_sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    recording_asyncio = types.SimpleNamespace(**{**vars(asyncio), "sleep": recording_sleep})
-    monkeypatch.setattr(crypt_io, "asyncio", recording_asyncio)
+    recording_backend = types.SimpleNamespace(**{**vars(backend), "sleep": recording_sleep})
+    monkeypatch.setattr(crypt_io, "backend", recording_backend)
     kms.server_errors = 2
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
         await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
@@ -604,8 +603,8 @@ async def test_a_backoff_longer_than_the_time_left_fails_at_once(
         asked = real_backoff.__get__(request)
         return 30.0 if asked else 0.0
 
-    recording_asyncio = types.SimpleNamespace(**{**vars(asyncio), "sleep": recording_sleep})
-    monkeypatch.setattr(crypt_io, "asyncio", recording_asyncio)
+    recording_backend = types.SimpleNamespace(**{**vars(backend), "sleep": recording_sleep})
+    monkeypatch.setattr(crypt_io, "backend", recording_backend)
     monkeypatch.setattr(libmongocrypt.KmsRequest, "backoff_seconds", property(long_backoff))
     kms.server_errors = 1
     async with all_providers(key_client, namespace, kms, certificates) as encryption:

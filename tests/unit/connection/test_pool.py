@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from mongio.connection.pool import Pool, PoolClearedError, PoolClosedError, PoolState
 from mongio.errors import InvalidOperation, WaitQueueTimeoutError
@@ -369,6 +372,84 @@ async def test_interrupting_clear_stops_a_pending_establishment_without_leaving_
     await pool.close()
 
 
+def _interrupt_a_pending_establishment_on_trio(
+    interrupt: Callable[[Pool[FakeConnection]], Awaitable[None]],
+) -> Any:
+    """Check out on trio while the only connection takes an hour to establish, interrupt it with
+    ``interrupt``, and return the check-out's error and what the pool publishes and counts then."""
+
+    async def body() -> dict[str, Any]:
+        recorder = Recorder()
+        pool = make_pool(FakeFactory(delay=3600), recorder=recorder)
+        failures: list[BaseException] = []
+
+        async def check_out() -> None:
+            try:
+                await pool.check_out()
+            except Exception as exc:
+                failures.append(exc)
+
+        with trio.fail_after(30):  # the establishment would take an hour: only the interruption ends it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(check_out)
+                await trio.testing.wait_all_tasks_blocked()
+                assert pool.pending_connection_count == 1
+                await interrupt(pool)
+        result = {
+            "failures": failures,
+            "events": recorder.types(),
+            "counts": (pool.total_connection_count, pool.pending_connection_count),
+        }
+        await pool.close()
+        return result
+
+    return trio.run(body)
+
+
+def test_interrupting_clear_stops_a_pending_establishment_on_trio() -> None:
+    async def clear(pool: Pool[FakeConnection]) -> None:
+        pool.clear(interrupt_in_use_connections=True)
+
+    result = _interrupt_a_pending_establishment_on_trio(clear)
+    (failure,) = result["failures"]
+    assert isinstance(failure, PoolClearedError)
+    assert "interrupted due to server monitor timeout" in str(failure)
+    assert result["counts"] == (0, 0)
+    assert result["events"][-3:] == [
+        "PoolClearedEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCheckOutFailedEvent",
+    ]
+
+
+def test_interrupting_close_stops_a_pending_establishment_on_trio() -> None:
+    async def close(pool: Pool[FakeConnection]) -> None:
+        await pool.close(interrupt_in_use_connections=True)
+
+    result = _interrupt_a_pending_establishment_on_trio(close)
+    (failure,) = result["failures"]
+    assert isinstance(failure, PoolClosedError)
+    assert result["counts"] == (0, 0)
+    assert result["events"][-3:] == [
+        "PoolClosedEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCheckOutFailedEvent",
+    ]
+
+
+def test_a_trio_cancel_scope_around_a_pending_establishment_still_cancels_its_task() -> None:
+    """The pool's own scope around the establishment does not swallow an enclosing scope's cancellation."""
+
+    async def body() -> tuple[bool, tuple[int, int]]:
+        pool = make_pool(FakeFactory(delay=3600))
+        with trio.move_on_after(0.05) as scope:
+            await pool.check_out()
+        await pool.close()
+        return scope.cancelled_caught, (pool.total_connection_count, pool.pending_connection_count)
+
+    assert trio.run(body) == (True, (0, 0))
+
+
 @on_virtual_clock
 async def test_a_cancelled_establishment_frees_its_slot() -> None:
     factory = FakeFactory(delay=30)
@@ -718,7 +799,9 @@ async def test_load_balanced_wait_queue_timeout_counts_connections_held_by_curso
 
 
 @on_virtual_clock
-async def test_a_connection_broken_by_an_error_is_closed_for_the_error_even_after_the_clear_it_caused() -> None:
+async def test_a_connection_broken_by_an_error_is_closed_for_the_error_even_after_the_clear_it_caused() -> (
+    None
+):
     recorder = Recorder()
     factory = FakeFactory(service_id=lambda connection_id: "A")
     pool = make_pool(factory, recorder=recorder, load_balanced=True)
@@ -788,7 +871,11 @@ async def test_an_interrupting_close_stops_a_pending_establishment_with_pool_clo
         await task
     assert cancelling_after == [0]  # the interruption is the pool's, not a cancellation of the task
     assert pool.total_connection_count == 0 and pool.pending_connection_count == 0
-    assert recorder.types()[-3:] == ["PoolClosedEvent", "ConnectionClosedEvent", "ConnectionCheckOutFailedEvent"]
+    assert recorder.types()[-3:] == [
+        "PoolClosedEvent",
+        "ConnectionClosedEvent",
+        "ConnectionCheckOutFailedEvent",
+    ]
     assert recorder.of("ConnectionClosedEvent")[-1].reason == "poolClosed"
     assert recorder.of("ConnectionCheckOutFailedEvent")[-1].reason == "poolClosed"
 
