@@ -185,7 +185,7 @@ async def test_close_ends_operations_waiting_for_a_server_or_a_connection() -> N
     # The find on the open connection, the one waiting for its handshake, the ones in the wait queue.
     assert sorted(causes[10:]) == sorted(
         [
-            f"connection 1 to {where} closed: interrupted: the pool for {where} was closed",
+            f"{where}: connection 1 closed: interrupted: the pool for {where} was closed",
             f"Connection to {where} interrupted: the connection pool was closed",
             *[f"Attempted to check out a connection from closed connection pool {where}"] * 8,
         ]
@@ -226,8 +226,8 @@ def test_closing_with_finds_in_flight_under_dev_mode_leaves_no_task_and_no_warni
     result = close_inflight.run_once(100, "cold", limit=SAFETY)
     assert result["unended"] == 0 and result["tasks_left"] == []
     assert list(result["errors"]) == [
-        "ClientClosedError: find did not complete: the client was closed while it was running (connection N to "
-        "N.N.N.N:N closed: interrupted: the pool for N.N.N.N:N was closed)"
+        "ClientClosedError: find did not complete: the client was closed while it was running (N.N.N.N:N: "
+        "connection N closed: interrupted: the pool for N.N.N.N:N was closed)"
     ]
     assert sum(result["errors"].values()) == 100
     # Under -X dev asyncio logs callbacks slower than 100 ms (a loaded machine): those are not warnings.

@@ -11,6 +11,7 @@ import pytest
 
 from mongio.connection import Connection, connect
 from mongio.errors import AutoReconnect, DocumentTooLarge, NetworkTimeout, OperationFailure
+from mongio.wire.op_msg import COMMAND_OVERHEAD
 
 pytestmark = pytest.mark.server
 
@@ -84,7 +85,7 @@ async def test_insert_by_document_sequence_and_read_back_large_documents(conn: C
 
 async def test_oversized_document_is_refused_before_anything_is_sent(conn: Connection) -> None:
     name = collection_name()
-    huge = {"_id": 1, "blob": "x" * conn.max_bson_size}
+    huge = {"_id": 1, "blob": "x" * (conn.max_bson_size + COMMAND_OVERHEAD)}  # past the command overhead's allowance
     with pytest.raises(DocumentTooLarge, match="maxBsonObjectSize"):
         await conn.command("test", {"insert": name}, document_sequences={"documents": [huge]})
     assert not conn.closed

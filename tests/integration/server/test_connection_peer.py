@@ -34,6 +34,7 @@ from mongio.wire import (
     get_compressor,
     negotiate_compressor,
 )
+from mongio.wire.op_msg import COMMAND_OVERHEAD
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 
@@ -442,7 +443,7 @@ async def test_too_large_command_is_refused_before_sending() -> None:
             conn.max_bson_size = 1000
             with pytest.raises(DocumentTooLarge):
                 await conn.command(
-                    "db", {"insert": "c"}, document_sequences={"documents": [{"x": "y" * 2000}]}
+                    "db", {"insert": "c"}, document_sequences={"documents": [{"x": "y" * (1000 + COMMAND_OVERHEAD)}]}
                 )
             assert not conn.closed
             assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
