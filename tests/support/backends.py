@@ -14,7 +14,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import anyio
@@ -176,3 +176,20 @@ def served_sync(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[
         return server_loop.call(method, self, *args, **kwargs)
 
     return on_server_loop
+
+
+async def gather_outcomes(*awaitables: Awaitable[T]) -> list[T | Exception]:
+    """Await every one of ``awaitables`` at once, each in a task of a task group, and return their results or
+    the exceptions they raised, in order: ``asyncio.gather(..., return_exceptions=True)`` on any backend."""
+    outcomes: list[T | Exception] = [RuntimeError("not awaited")] * len(awaitables)
+
+    async def outcome(index: int, awaitable: Awaitable[T]) -> None:
+        try:
+            outcomes[index] = await awaitable
+        except Exception as error:  # the outcome of this one
+            outcomes[index] = error
+
+    async with anyio.create_task_group() as group:
+        for index, awaitable in enumerate(awaitables):
+            group.start_soon(outcome, index, awaitable)
+    return outcomes
