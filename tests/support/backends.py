@@ -136,7 +136,7 @@ class AsyncioServer:
         self._server_loop = server_loop
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         server_loop = self._server_loop
         if server_loop is None:
             await self.stop()
@@ -154,13 +154,13 @@ def served(
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
     """Mark a coroutine method of an :class:`AsyncioServer` that a test awaits: it runs on the server's loop."""
 
-    @functools.wraps(method)
-    async def on_server_loop(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def on_server_loop(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         server_loop = self._server_loop
         if server_loop is None or server_loop.is_current():
             return await method(self, *args, **kwargs)
         return await server_loop.run(method(self, *args, **kwargs))
 
+    functools.update_wrapper(on_server_loop, method)
     return on_server_loop
 
 
@@ -168,13 +168,13 @@ def served_sync(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[
     """Mark a method of an :class:`AsyncioServer` that touches its loop's objects (streams, events): called
     from another thread, it runs in the server loop's thread."""
 
-    @functools.wraps(method)
-    def on_server_loop(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+    def on_server_loop(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         server_loop = self._server_loop
         if server_loop is None or server_loop.is_current():
             return method(self, *args, **kwargs)
         return server_loop.call(method, self, *args, **kwargs)
 
+    functools.update_wrapper(on_server_loop, method)
     return on_server_loop
 
 
