@@ -34,7 +34,8 @@ TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_
 	tests/integration/prose/test_transactions_write_concern.py tests/integration/cluster/test_cluster_faults.py \
 	tests/integration/server/test_hostile_server.py tests/integration/server/test_auth_establish.py \
 	tests/integration/server/test_connection_tls.py tests/integration/api/test_cursor_exhaust_peer.py \
-	tests/integration/api/test_option_effects.py tests/integration/api/test_option_effects_tls.py
+	tests/integration/api/test_option_effects.py tests/integration/api/test_option_effects_tls.py \
+	tests/integration/server/test_auth_gssapi_kdc.py
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
 ## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.
