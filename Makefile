@@ -31,7 +31,11 @@ TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_
 	tests/integration/api/test_cursor_exhaust.py tests/integration/api/test_index_management.py \
 	tests/integration/api/test_pymongo_idioms.py tests/integration/prose/test_transactions_prose.py \
 	tests/integration/prose/test_sessions_causal_consistency.py tests/integration/prose/test_csot_prose.py \
-	tests/integration/prose/test_transactions_write_concern.py tests/integration/cluster/test_cluster_faults.py
+	tests/integration/prose/test_transactions_write_concern.py tests/integration/cluster/test_cluster_faults.py \
+	tests/integration/server/test_hostile_server.py tests/integration/server/test_auth_establish.py \
+	tests/integration/server/test_connection_tls.py tests/integration/api/test_cursor_exhaust_peer.py \
+	tests/integration/api/test_option_effects.py tests/integration/api/test_option_effects_tls.py \
+	tests/integration/server/test_auth_gssapi_kdc.py
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
 ## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.

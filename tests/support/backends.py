@@ -1,5 +1,6 @@
 """Running tests on more than one backend: which tests run only on asyncio, and why (under ``pytest --backend
-trio`` they are skipped with the reason), and which tasks run, on either backend.
+trio`` they are skipped with the reason), which tasks run, on either backend, and where the tests' asyncio
+servers run when the test runs on trio (:class:`AsyncioServer`: on an asyncio loop in a thread of their own).
 
 A test is listed in ``ASYNCIO_ONLY`` when what it checks is asyncio's own machinery (the loop's call_later, a Task's cancel(),
 the loop's exception handler, closing or replacing an event loop, uvloop), so it has no trio counterpart as
@@ -9,7 +10,20 @@ prefixes (a module, or one test of it).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
 import anyio
+import anyio.to_thread
+import sniffio
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="AsyncioServer")
 
 ASYNCIO_ONLY: dict[str, str] = {
     "tests/integration/api/test_event_loops.py": "one client on successive asyncio loops, a loop per thread and "
@@ -42,3 +56,140 @@ def running_tasks() -> dict[int, str | None]:
 def tasks_started_since(before: dict[int, str | None]) -> list[str | None]:
     """The names of the tasks running now that were not running at ``before`` (a ``running_tasks()``)."""
     return [name for task_id, name in running_tasks().items() if task_id not in before]
+
+
+def on_asyncio() -> bool:
+    """Whether the calling task runs on asyncio (pytest-asyncio's loop, or anyio's asyncio backend)."""
+    return sniffio.current_async_library() == "asyncio"
+
+
+class ServerLoop:
+    """An asyncio loop running in a thread of its own: the home of a test's asyncio server when the test runs
+    on another backend (trio), so the server's tasks, streams and events never meet the test's loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="asyncio test server", daemon=True
+        )
+        self._thread.start()
+
+    def is_current(self) -> bool:
+        """Whether the caller runs in this loop's thread."""
+        return threading.current_thread() is self._thread
+
+    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``function`` in the loop's thread (between its callbacks) and return its result."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def in_loop() -> None:
+            try:
+                future.set_result(function(*args, **kwargs))
+            except BaseException as error:  # handed to the caller
+                future.set_exception(error)
+
+        self._loop.call_soon_threadsafe(in_loop)
+        return future.result(SERVER_CALL_LIMIT)
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on this loop; the calling task (on any backend) waits without blocking its own
+        loop, and its cancellation cancels the coroutine."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        finally:
+            future.cancel()  # a no-op once it finished
+
+    def close(self) -> None:
+        """Stop the loop, wait for its thread and close it."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(SERVER_CALL_LIMIT)
+        self._loop.close()
+
+
+# How long a test waits for its server's loop to start, stop or run one call for it before the test fails.
+SERVER_CALL_LIMIT = 30.0
+
+
+class AsyncioServer:
+    """Base of the tests' asyncio servers (``start()``/``stop()`` coroutines). Entered with ``async with`` from
+    asyncio, the server runs in the test's own loop, exactly as it always did; entered from trio, it runs on a
+    :class:`ServerLoop` of its own, and the methods marked :func:`served` / :func:`served_sync` reach it there."""
+
+    _server_loop: ServerLoop | None = None
+
+    async def start(self) -> Self:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        if on_asyncio():
+            return await self.start()
+        server_loop = ServerLoop()
+        try:
+            await server_loop.run(self.start())
+        except BaseException:
+            server_loop.close()
+            raise
+        self._server_loop = server_loop
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        server_loop = self._server_loop
+        if server_loop is None:
+            await self.stop()
+            return
+        try:
+            with anyio.CancelScope(shield=True):
+                await server_loop.run(self.stop())
+        finally:
+            self._server_loop = None
+            server_loop.close()
+
+
+def served(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """Mark a coroutine method of an :class:`AsyncioServer` that a test awaits: it runs on the server's loop."""
+
+    async def on_server_loop(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        server_loop = self._server_loop
+        if server_loop is None or server_loop.is_current():
+            return await method(self, *args, **kwargs)
+        return await server_loop.run(method(self, *args, **kwargs))
+
+    functools.update_wrapper(on_server_loop, method)
+    return on_server_loop
+
+
+def served_sync(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+    """Mark a method of an :class:`AsyncioServer` that touches its loop's objects (streams, events): called
+    from another thread, it runs in the server loop's thread."""
+
+    def on_server_loop(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        server_loop = self._server_loop
+        if server_loop is None or server_loop.is_current():
+            return method(self, *args, **kwargs)
+        return server_loop.call(method, self, *args, **kwargs)
+
+    functools.update_wrapper(on_server_loop, method)
+    return on_server_loop
+
+
+async def gather_outcomes(*awaitables: Awaitable[T]) -> list[T | Exception]:
+    """Await every one of ``awaitables`` at once, each in a task of a task group, and return their results or
+    the exceptions they raised, in order: ``asyncio.gather(..., return_exceptions=True)`` on any backend."""
+    outcomes: list[T | Exception] = [RuntimeError("not awaited")] * len(awaitables)
+
+    async def outcome(index: int, awaitable: Awaitable[T]) -> None:
+        try:
+            outcomes[index] = await awaitable
+        except Exception as error:  # the outcome of this one
+            outcomes[index] = error
+
+    async with anyio.create_task_group() as group:
+        for index, awaitable in enumerate(awaitables):
+            group.start_soon(outcome, index, awaitable)
+    return outcomes

@@ -49,6 +49,7 @@ from mongio.wire import (
     encode_op_msg,
     next_request_id,
 )
+from tests.support.backends import AsyncioServer, served
 from tests.support.loopback_peer import (
     CLOSE,
     NO_REPLY,
@@ -395,7 +396,7 @@ class Stall(Behaviour):
 # -- the server -----------------------------------------------------------------------------------------------
 
 
-class HostileServer:
+class HostileServer(AsyncioServer):
     """A server on 127.0.0.1 (a free port) that answers hello from ``handshake`` and each other command with
     the :class:`Behaviour` scripted for its name (compared case-insensitively), :class:`Sane` by default."""
 
@@ -432,8 +433,9 @@ class HostileServer:
         """The requests of command ``name`` received so far, in order."""
         return self._peer.commands(name)
 
+    @served
     async def wait_for_commands(self, name: str, count: int) -> None:
-        """Wait until ``count`` requests of ``name`` were received (bound it with ``asyncio.timeout``)."""
+        """Wait until ``count`` requests of ``name`` were received (bound it with ``anyio.fail_after``)."""
         while len(self.commands(name)) < count:
             await self._peer.wait_for_requests(len(self._peer.requests) + 1)
 
@@ -454,11 +456,8 @@ class HostileServer:
         """Close every connection and the listener, and wait for every task the server started."""
         await self._peer.stop()
 
-    async def __aenter__(self) -> HostileServer:
-        return await self.start()
-
     async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        await self.stop()
+        await super().__aexit__(exc_type, *rest)
         errors = self._peer.errors
         if exc_type is None and errors:
             raise AssertionError(f"the hostile server failed: {errors!r}") from errors[0]

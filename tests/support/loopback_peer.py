@@ -56,6 +56,7 @@ from mongio.wire import (
     next_request_id,
     parse_message,
 )
+from tests.support.backends import AsyncioServer, served, served_sync
 
 __all__ = [
     "CLOSE",
@@ -162,6 +163,7 @@ class PeerConnection:
         self.compressor: str | None = None
         """What the hello on this connection negotiated (by the default answer)."""
         self.closed = False
+        self._loop = asyncio.get_running_loop()
 
     @property
     def client_gone(self) -> bool:
@@ -169,9 +171,20 @@ class PeerConnection:
         return self.reader.at_eof()
 
     def close(self) -> None:
-        """Close this connection now (the client sees the peer hang up)."""
+        """Close this connection now (the client sees the peer hang up); from a test on another backend, the
+        close runs in the peer's loop."""
         self.closed = True
-        self.writer.close()
+        if _running_loop() is self._loop:
+            self.writer.close()
+        else:
+            self._loop.call_soon_threadsafe(self.writer.close)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 MAX_REPLY_SIZE = 16 * 1024 * 1024 + 16 * 1024
@@ -205,7 +218,7 @@ def default_reply(request: Request, peer: LoopbackPeer) -> dict[str, Any]:
     return {"ok": 1}
 
 
-class LoopbackPeer:
+class LoopbackPeer(AsyncioServer):
     """A wire-protocol peer on 127.0.0.1 (a free port) answering through ``handler``.
 
     ``compressors`` is what the peer accepts in a hello's ``compression`` list; ``ssl`` (a server-side
@@ -260,12 +273,14 @@ class LoopbackPeer:
         """The recorded requests of one command (compared case-insensitively)."""
         return [request for request in self.requests if request.command_name.lower() == name.lower()]
 
+    @served
     async def wait_for_requests(self, count: int) -> None:
-        """Wait until at least ``count`` requests were recorded (bound it with ``asyncio.timeout``)."""
+        """Wait until at least ``count`` requests were recorded (bound it with ``anyio.fail_after``)."""
         while len(self.requests) < count:
             self._request_event.clear()
             await self._request_event.wait()
 
+    @served_sync
     def drop_connections(self) -> None:
         """Close every open connection (the listener stays up)."""
         for connection in self.connections:
@@ -291,11 +306,8 @@ class LoopbackPeer:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> LoopbackPeer:
-        return await self.start()
-
     async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        await self.stop()
+        await super().__aexit__(exc_type, *rest)
         if exc_type is None and self.errors:
             raise AssertionError(f"the loopback peer's handler failed: {self.errors!r}") from self.errors[0]
 

@@ -27,6 +27,8 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
+from tests.support.backends import AsyncioServer, served
+
 __all__ = ["Behaviour", "Socks5Proxy", "SocksRequest"]
 
 Behaviour = Literal["serve", "refuse", "drop", "stall"]
@@ -55,7 +57,7 @@ class _Refused(Exception):
     """The client is answered with a failure and the connection closed."""
 
 
-class Socks5Proxy:
+class Socks5Proxy(AsyncioServer):
     """A SOCKS5 proxy on 127.0.0.1 (a free port); use it as an async context manager."""
 
     def __init__(
@@ -87,6 +89,7 @@ class Socks5Proxy:
         assert self._port is not None, "the proxy was never started"
         return self._port
 
+    @served
     async def wait_for_requests(self, count: int, within: float = 10.0) -> None:
         """Wait until ``count`` CONNECT requests have arrived in all."""
         async with asyncio.timeout(within):
@@ -109,12 +112,6 @@ class Socks5Proxy:
         for stream in self._streams:
             stream.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
-
-    async def __aenter__(self) -> Socks5Proxy:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- one client ---------------------------------------------------------------------------------------
 

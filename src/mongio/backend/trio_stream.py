@@ -210,7 +210,7 @@ class StreamProtocol(MessageProtocol):
             await self._pull(reply)
         if scope.cancelled_caught and not reply.done():
             raise NetworkTimeout(
-                f"timed out after {max(limit, 0.0):.3f}s waiting for a reply from {self.address}"
+                f"{self.address}: timed out after {max(limit, 0.0):.3f}s waiting for a reply"
             )
 
     async def drain(self) -> None:
@@ -265,7 +265,7 @@ class StreamProtocol(MessageProtocol):
             return
         del buffer  # the framing may grow its buffer only once no view of it is held
         if not received:
-            self._mark_lost(f"{self.address} closed the connection", None)
+            self._mark_lost("the server closed the connection", None)
             self.close_socket()
             return
         self.buffer_updated(received)

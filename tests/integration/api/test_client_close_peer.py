@@ -8,6 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
+import anyio
 import pytest
 from benchmarks import close_inflight
 
@@ -16,6 +17,7 @@ from mongio.bson import encode
 from mongio.errors import AutoReconnect, ClientClosedError
 from mongio.wire import encode_op_msg, next_request_id
 from mongio.write_concern import WriteConcern
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.fake_pool import Recorder
 from tests.support.loopback_peer import NO_REPLY, LoopbackPeer, Reply, Request
 
@@ -117,7 +119,7 @@ async def test_close_ends_every_find_in_flight_against_a_stalled_peer_with_a_cle
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="mongio.execution")
-    before = asyncio.all_tasks()
+    before = running_tasks()
     pool_events = Recorder()
 
     def handler(request: Request) -> Any:
@@ -126,14 +128,22 @@ async def test_close_ends_every_find_in_flight_against_a_stalled_peer_with_a_cle
     async with LoopbackPeer(handler) as peer:
         client = MongoClient(peer.uri, directConnection=True, event_listeners=[pool_events])
         await client.aconnect()
-        finds = [asyncio.create_task(client.db.coll.find_one({"i": i})) for i in range(100)]
-        async with asyncio.timeout(SAFETY):
-            while len(peer.commands("find")) < 100:
-                await peer.wait_for_requests(len(peer.requests) + 1)
-        await client.close()
-        _done, pending = await asyncio.wait(finds, timeout=SAFETY)
-        assert not pending
-        errors = [task.exception() for task in finds]
+        errors: list[BaseException | None] = [None] * 100
+
+        async def find(i: int) -> None:
+            try:
+                await client.db.coll.find_one({"i": i})
+            except Exception as error:
+                errors[i] = error
+
+        # The task group ends once every find ended: close() must end them all within SAFETY.
+        with anyio.fail_after(SAFETY):
+            async with anyio.create_task_group() as finds:
+                for i in range(100):
+                    finds.start_soon(find, i)
+                while len(peer.commands("find")) < 100:
+                    await peer.wait_for_requests(len(peer.requests) + 1)
+                await client.close()
         assert all(isinstance(error, ClientClosedError) for error in errors), errors
         assert all(str(error).startswith(f"find {CLOSED_TEXT}") for error in errors)
         # Each one names how it was cut off: its connection closed under it by the pool's close.
@@ -146,7 +156,7 @@ async def test_close_ends_every_find_in_flight_against_a_stalled_peer_with_a_cle
     created = {event.connection_id for event in pool_events.of("ConnectionCreatedEvent")}
     closed = {event.connection_id: event.reason for event in pool_events.of("ConnectionClosedEvent")}
     assert len(created) >= 100 and closed == dict.fromkeys(created, "poolClosed")
-    assert asyncio.all_tasks() == before
+    assert tasks_started_since(before) == []
 
 
 async def test_close_ends_operations_waiting_for_a_server_or_a_connection() -> None:
@@ -160,24 +170,38 @@ async def test_close_ends_operations_waiting_for_a_server_or_a_connection() -> N
     async with LoopbackPeer(handler) as peer:
         # Waiting in server selection: a server that cannot be reached.
         unreachable = MongoClient(
-            "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=60000&connectTimeoutMS=200", directConnection=True
+            "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=60000&connectTimeoutMS=200",
+            directConnection=True,
         )
-        selecting = [asyncio.create_task(unreachable.db.coll.find_one({})) for _ in range(10)]
-        # At most two connections: one open (its find stalled), one whose handshake the peer stalls, and the
-        # other finds in the pool's wait queue.
-        client = MongoClient(peer.uri, directConnection=True, maxPoolSize=2)
-        where = f"{peer.address[0]}:{peer.address[1]}"
-        await client.admin.command("ping")
-        stall_handshakes = True
-        answered = len(peer.requests)
-        checking_out = [asyncio.create_task(client.db.coll.find_one({})) for _ in range(10)]
-        await asyncio.wait_for(peer.wait_for_requests(answered + 2), SAFETY)
-        assert sorted(request.command_name for request in peer.requests[answered:]) == ["find", "isMaster"]
-        await unreachable.close()
-        await client.close()
-        _done, pending = await asyncio.wait(selecting + checking_out, timeout=SAFETY)
-        assert not pending
-    errors = [task.exception() for task in selecting + checking_out]
+        errors: list[BaseException | None] = [None] * 20
+
+        async def find(client: MongoClient, index: int) -> None:
+            try:
+                await client.db.coll.find_one({})
+            except Exception as error:
+                errors[index] = error
+
+        # The task group ends once every find ended: close() must end them all within SAFETY.
+        with anyio.fail_after(SAFETY):
+            async with anyio.create_task_group() as finds:
+                for index in range(10):
+                    finds.start_soon(find, unreachable, index)
+                # At most two connections: one open (its find stalled), one whose handshake the peer stalls,
+                # and the other finds in the pool's wait queue.
+                client = MongoClient(peer.uri, directConnection=True, maxPoolSize=2)
+                where = f"{peer.address[0]}:{peer.address[1]}"
+                await client.admin.command("ping")
+                stall_handshakes = True
+                answered = len(peer.requests)
+                for index in range(10, 20):
+                    finds.start_soon(find, client, index)
+                await peer.wait_for_requests(answered + 2)
+                assert sorted(request.command_name for request in peer.requests[answered:]) == [
+                    "find",
+                    "isMaster",
+                ]
+                await unreachable.close()
+                await client.close()
     assert all(isinstance(error, ClientClosedError) for error in errors), errors
     assert all(CLOSED_TEXT in str(error) for error in errors)
     causes = [str(error.__cause__) for error in errors if error is not None]

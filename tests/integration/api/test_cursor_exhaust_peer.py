@@ -5,9 +5,9 @@ error)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio import MongoClient
@@ -66,7 +66,9 @@ async def test_one_getmore_is_answered_by_a_stream_of_batches() -> None:
     recorder = CommandRecorder()
     pool_events = PoolEvents()
     async with LoopbackPeer(find_then([stream])) as peer:
-        async with MongoClient(peer.uri, directConnection=True, event_listeners=[recorder, pool_events]) as client:
+        async with MongoClient(
+            peer.uri, directConnection=True, event_listeners=[recorder, pool_events]
+        ) as client:
             cursor = client.db.coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST)
             documents = await cursor.to_list()
             await client.db.command("ping")
@@ -112,7 +114,9 @@ async def test_closing_mid_stream_closes_the_connection_and_kills_the_cursor_ove
     pool_events = PoolEvents()
     recorder = CommandRecorder()
     async with LoopbackPeer(find_then([stream])) as peer:
-        async with MongoClient(peer.uri, directConnection=True, event_listeners=[pool_events, recorder]) as client:
+        async with MongoClient(
+            peer.uri, directConnection=True, event_listeners=[pool_events, recorder]
+        ) as client:
             cursor = client.db.coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST)
             taken = [await cursor.next() for _ in range(4)]  # the first batch and the first streamed one
             await cursor.close()
@@ -133,9 +137,11 @@ async def test_cancelled_mid_stream_the_connection_is_closed_not_pooled() -> Non
     pool_events = PoolEvents()
     recorder = CommandRecorder()
     async with LoopbackPeer(find_then([stream])) as peer:
-        async with MongoClient(peer.uri, directConnection=True, event_listeners=[pool_events, recorder]) as client:
+        async with MongoClient(
+            peer.uri, directConnection=True, event_listeners=[pool_events, recorder]
+        ) as client:
             cursor = client.db.coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST)
-            four = asyncio.Event()
+            four = anyio.Event()
             taken: list[Any] = []
 
             async def read_all() -> None:
@@ -144,11 +150,10 @@ async def test_cancelled_mid_stream_the_connection_is_closed_not_pooled() -> Non
                     if len(taken) == 4:
                         four.set()  # the next document is in the reply held back
 
-            reader = asyncio.ensure_future(read_all())
-            await four.wait()
-            reader.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await reader
+            async with anyio.create_task_group() as reader:
+                reader.start_soon(read_all)
+                await four.wait()
+                reader.cancel_scope.cancel()
             await client.db.command("ping")
             # The client kills the abandoned server cursor on its own time, over another connection.
             while not requests(peer, "killCursors"):
@@ -222,7 +227,7 @@ async def test_the_stream_is_read_one_reply_at_a_time() -> None:
         async with MongoClient(peer.uri, directConnection=True) as client:
             cursor = client.db.coll.find({}, batch_size=100, cursor_type=CursorType.EXHAUST)
             first = await cursor.next()
-            await asyncio.sleep(0.05)  # let the server's stream run ahead of the reader
+            await anyio.sleep(0.05)  # let the server's stream run ahead of the reader
             rest = await cursor.to_list()
         assert [d["_id"] for d in [first, *rest]] == list(range(4003))
         assert len(requests(peer, "getMore")) == 1
@@ -248,7 +253,9 @@ async def test_a_timeout_mid_stream_closes_the_connection_and_the_cursor() -> No
         LoopbackPeer(find_then([stream])) as peer,
         MongoClient(peer.uri, directConnection=True, timeoutMS=300) as client,
     ):
-        cursor = client.db.coll.find({}, batch_size=2, cursor_type=CursorType.EXHAUST, timeout_mode="iteration")
+        cursor = client.db.coll.find(
+            {}, batch_size=2, cursor_type=CursorType.EXHAUST, timeout_mode="iteration"
+        )
         taken = [await cursor.next() for _ in range(4)]
         with pytest.raises(OperationTimeoutError):
             await cursor.next()  # the held-back reply never comes in time

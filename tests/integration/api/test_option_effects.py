@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import math
 import struct
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio import MongoClient
@@ -38,6 +40,7 @@ from mongio.topology.sdam_events import ServerDescriptionChangedEvent, ServerHea
 from mongio.topology.server_type import ServerType
 from mongio.topology.topology_type import TopologyType
 from mongio.wire.compression import ZLIB_ID
+from tests.support.backends import running_tasks
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 GUARD = 10.0
@@ -145,7 +148,8 @@ async def test_connect_true_starts_monitoring_before_any_operation() -> None:
         client = MongoClient(peer.uri, connect=True)
         try:
             # The monitor's hello arrives with no operation run (a wait for it, not a timed assertion).
-            await asyncio.wait_for(peer.wait_for_requests(1), 10)
+            with anyio.fail_after(10):
+                await peer.wait_for_requests(1)
             assert peer.connections
             assert _mongio_tasks()
         finally:
@@ -165,8 +169,8 @@ async def test_connect_true_closed_at_once_leaves_nothing_running() -> None:
             await client.admin.command("ping")
 
 
-def _mongio_tasks() -> list[asyncio.Task[Any]]:
-    return [task for task in asyncio.all_tasks() if task.get_name().startswith("mongio")]
+def _mongio_tasks() -> list[str]:
+    return [name for name in running_tasks().values() if name is not None and name.startswith("mongio")]
 
 
 def test_connect_true_outside_a_loop_connects_at_the_first_operation() -> None:
@@ -189,7 +193,7 @@ async def test_connect_false_leaves_every_connection_to_the_first_operation() ->
     async with LoopbackPeer() as peer:
         client = MongoClient(peer.uri, connect=False)
         try:
-            await asyncio.sleep(0.2)  # time for a background connection, were one started
+            await anyio.sleep(0.2)  # time for a background connection, were one started
             assert peer.connections == []
             await client.admin.command("ping")
             assert peer.connections
@@ -318,17 +322,17 @@ async def test_socket_timeout_ends_a_read_the_server_never_answers() -> None:
     peer = LoopbackPeer()
     peer.handler = lambda request: NO_REPLY if request.command_name == "find" else answer(request, peer)
     async with peer, client_of(peer.uri + "?socketTimeoutMS=200") as client:
-        async with asyncio.timeout(GUARD):
+        with anyio.fail_after(GUARD):
             with pytest.raises(NetworkTimeout):
                 await client.db.coll.find_one()
 
 
 class HeartbeatFailures(ServerHeartbeatListener):
     def __init__(self) -> None:
-        self.errors: asyncio.Queue[BaseException] = asyncio.Queue()
+        self._failures, self.errors = anyio.create_memory_object_stream[BaseException](math.inf)
 
     def failed(self, event: ServerHeartbeatFailedEvent) -> None:
-        self.errors.put_nowait(event.failure)
+        self._failures.send_nowait(event.failure)
 
 
 async def test_connect_timeout_bounds_a_handshake_the_server_never_answers() -> None:
@@ -337,8 +341,8 @@ async def test_connect_timeout_bounds_a_handshake_the_server_never_answers() -> 
     failures = HeartbeatFailures()
     async with peer, client_of(peer.uri + "?connectTimeoutMS=200", event_listeners=[failures]) as client:
         await client.aconnect()
-        async with asyncio.timeout(GUARD):  # the default connectTimeoutMS (20 s) would outlast the guard
-            error = await failures.errors.get()
+        with anyio.fail_after(GUARD):  # the default connectTimeoutMS (20 s) would outlast the guard
+            error = await failures.errors.receive()
     assert isinstance(error, (NetworkTimeout, TimeoutError)), error
 
 
@@ -346,7 +350,7 @@ async def test_server_selection_timeout_bounds_the_wait_for_a_suitable_server() 
     peer = LoopbackPeer()
     peer.handler = lambda request: CLOSE
     async with peer, client_of(peer.uri + "?serverSelectionTimeoutMS=300") as client:
-        async with asyncio.timeout(GUARD):  # the default (30 s) would outlast the guard
+        with anyio.fail_after(GUARD):  # the default (30 s) would outlast the guard
             with pytest.raises(ServerSelectionTimeoutError):
                 await client.admin.command("ping")
 
@@ -369,7 +373,7 @@ async def test_heartbeat_frequency_sets_how_often_the_monitor_checks() -> None:
     peer = LoopbackPeer()
     async with peer, client_of(peer.uri + "?heartbeatFrequencyMS=500&serverMonitoringMode=poll") as client:
         await client.aconnect()
-        async with asyncio.timeout(GUARD):  # the default (10 s) would outlast the guard
+        with anyio.fail_after(GUARD):  # the default (10 s) would outlast the guard
             while len([hello for hello in hellos(peer) if hello.connection.index == 0]) < 3:
                 await peer.wait_for_requests(len(peer.requests) + 1)
 
@@ -387,7 +391,7 @@ async def test_server_monitoring_mode_chooses_streaming_or_polling() -> None:
         peer.handler = handler
         async with peer, client_of(peer.uri, serverMonitoringMode=mode, heartbeatFrequencyMS=500) as client:
             await client.aconnect()
-            async with asyncio.timeout(GUARD):
+            with anyio.fail_after(GUARD):
                 while len(hellos(peer)) < 4:
                     await peer.wait_for_requests(len(peer.requests) + 1)
         return [hello.document for hello in hellos(peer)]
@@ -452,7 +456,7 @@ async def test_local_threshold_decides_whether_a_slow_mongos_gets_operations() -
             known = KnownServers(2)
             async with client_of(f"mongodb://{hosts}/", event_listeners=[known], **kwargs) as client:
                 await client.aconnect()
-                async with asyncio.timeout(GUARD):
+                with anyio.fail_after(GUARD):
                     await known.all_known.wait()
                 for _ in range(40):
                     await client.db.coll.find_one()
@@ -467,7 +471,7 @@ class KnownServers(ServerListener):
     def __init__(self, count: int) -> None:
         self.count = count
         self.known: set[Any] = set()
-        self.all_known = asyncio.Event()
+        self.all_known = anyio.Event()
 
     def description_changed(self, event: ServerDescriptionChangedEvent) -> None:
         if event.new_description.server_type is not ServerType.Unknown:
@@ -490,7 +494,7 @@ async def test_server_selector_filters_every_selection() -> None:
             f"mongodb://{hosts}/", server_selector=only_the_second, event_listeners=[known]
         ) as client:
             await client.aconnect()
-            async with asyncio.timeout(GUARD):
+            with anyio.fail_after(GUARD):
                 await known.all_known.wait()
             for _ in range(20):
                 await client.db.coll.find_one()
@@ -506,7 +510,7 @@ class PoolEvents(ConnectionPoolListener):
         self.ready = 0
         self.most_pending = 0
         self.closed_reasons: list[str] = []
-        self.readied: asyncio.Queue[None] = asyncio.Queue()
+        self._ready, self.readied = anyio.create_memory_object_stream[None](math.inf)
 
     def connection_created(self, event: Any) -> None:
         self.created += 1
@@ -514,7 +518,7 @@ class PoolEvents(ConnectionPoolListener):
 
     def connection_ready(self, event: Any) -> None:
         self.ready += 1
-        self.readied.put_nowait(None)
+        self._ready.send_nowait(None)
 
     def connection_closed(self, event: Any) -> None:
         self.closed_reasons.append(str(event.reason))
@@ -543,8 +547,12 @@ async def test_max_pool_size_caps_the_connections_of_concurrent_operations() -> 
     async with slow_find_peer() as peer:
         for size, expected in ((1, 1), (3, 3)):
             events = PoolEvents()
-            async with client_of(peer.uri, maxPoolSize=size, event_listeners=[events]) as client:
-                await asyncio.gather(*(client.db.coll.find_one() for _ in range(8)))
+            async with (
+                client_of(peer.uri, maxPoolSize=size, event_listeners=[events]) as client,
+                anyio.create_task_group() as finds,
+            ):
+                for _ in range(8):
+                    finds.start_soon(client.db.coll.find_one)
             assert events.created == expected
 
 
@@ -555,9 +563,9 @@ async def test_min_pool_size_opens_connections_before_any_operation() -> None:
         client_of(peer.uri + "?minPoolSize=3", event_listeners=[events]) as client,
     ):
         await client.aconnect()
-        async with asyncio.timeout(GUARD):
+        with anyio.fail_after(GUARD):
             for _ in range(3):
-                await events.readied.get()
+                await events.readied.receive()
     assert not peer.commands("find")
     assert len(handshakes(peer)) == 4  # the monitor's connection and the three of the pool
 
@@ -569,7 +577,7 @@ async def test_max_idle_time_closes_a_connection_idle_for_longer() -> None:
         client_of(peer.uri + "?maxIdleTimeMS=50", event_listeners=[events]) as client,
     ):
         await client.admin.command("ping")
-        await asyncio.sleep(0.2)  # longer than maxIdleTimeMS: the pooled connection is now stale
+        await anyio.sleep(0.2)  # longer than maxIdleTimeMS: the pooled connection is now stale
         await client.admin.command("ping")
     assert "idle" in events.closed_reasons
     assert events.created == 2
@@ -579,8 +587,12 @@ async def test_max_connecting_caps_the_connections_being_established_at_once() -
     async with slow_find_peer(hello_delay=0.1) as peer:
         for limit in (1, 3):
             events = PoolEvents()
-            async with client_of(peer.uri, maxConnecting=limit, event_listeners=[events]) as client:
-                await asyncio.gather(*(client.db.coll.find_one() for _ in range(6)))
+            async with (
+                client_of(peer.uri, maxConnecting=limit, event_listeners=[events]) as client,
+                anyio.create_task_group() as finds,
+            ):
+                for _ in range(6):
+                    finds.start_soon(client.db.coll.find_one)
             assert events.most_pending == limit
 
 
@@ -588,13 +600,13 @@ async def test_wait_queue_timeout_ends_a_wait_for_a_busy_pool() -> None:
     async with (
         slow_find_peer(delay=2.0) as peer,
         client_of(peer.uri, maxPoolSize=1, waitQueueTimeoutMS=100) as client,
+        anyio.create_task_group() as busy,
     ):
-        busy = asyncio.ensure_future(client.db.coll.find_one())
-        await peer.wait_for_requests(len(peer.requests) + 1)
-        async with asyncio.timeout(GUARD):
+        busy.start_soon(client.db.coll.find_one)
+        with anyio.fail_after(GUARD):
+            await peer.wait_for_requests(len(peer.requests) + 1)
             with pytest.raises(WaitQueueTimeoutError):
                 await client.admin.command("ping")
-        await busy
 
 
 # -- what replies decode to -----------------------------------------------------------------------------------------
@@ -672,5 +684,3 @@ async def test_unicode_decode_error_handler_decides_what_invalid_utf8_becomes() 
         async with client_of(peer.uri) as client:
             with pytest.raises(InvalidBSON):
                 await client.db.coll.find_one()
-
-

@@ -7,12 +7,12 @@ reply no real server sends (a change without its ``_id``, an old wire version) u
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.change_stream import (
@@ -72,7 +72,7 @@ def stage(command: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def next_change(stream: ChangeStream[Any]) -> Any:
-    async with asyncio.timeout(30):
+    with anyio.fail_after(30):
         return await stream.next()
 
 
@@ -159,8 +159,14 @@ async def test_resume_token_prefers_the_batch_token_over_the_last_change() -> No
     killed: list[Request] = []
     batch = [{"_id": {"_data": "c1"}, "n": 1}, {"_id": {"_data": "c2"}, "n": 2}]
     get_more = [
-        {"ok": 1, "cursor": {"id": 7, "ns": "db.coll", "nextBatch": batch, "postBatchResumeToken": {"_data": "p1"}}},
-        {"ok": 1, "cursor": {"id": 7, "ns": "db.coll", "nextBatch": [], "postBatchResumeToken": {"_data": "p2"}}},
+        {
+            "ok": 1,
+            "cursor": {"id": 7, "ns": "db.coll", "nextBatch": batch, "postBatchResumeToken": {"_data": "p1"}},
+        },
+        {
+            "ok": 1,
+            "cursor": {"id": 7, "ns": "db.coll", "nextBatch": [], "postBatchResumeToken": {"_data": "p2"}},
+        },
     ]
     handler = change_stream_peer_handler([], get_more, killed, {"_data": "p0"})
     async with LoopbackPeer(handler) as peer, MongoClient(peer.uri, directConnection=True) as client:
@@ -280,9 +286,7 @@ async def test_resumes_once_with_the_same_pipeline_options_and_session(
         await other.insert_one({"x": 1})
         assert (await next_change(stream))["fullDocument"]["x"] == 1
         token = stream.resume_token
-        await fail_point(
-            helper, {"times": 1}, failCommands=["getMore"], errorCode=6, errorLabels=_RESUMABLE
-        )
+        await fail_point(helper, {"times": 1}, failCommands=["getMore"], errorCode=6, errorLabels=_RESUMABLE)
         await other.insert_one({"x": 2})
         assert (await next_change(stream))["fullDocument"]["x"] == 2
     first, resumed = recorder.commands("aggregate")
@@ -291,11 +295,15 @@ async def test_resumes_once_with_the_same_pipeline_options_and_session(
     for key in ("cursor", "comment", "aggregate", "$db"):
         assert resumed[key] == first[key]
     get_mores = recorder.commands("getMore")
-    assert all(g["batchSize"] == 5 and g["maxTimeMS"] == 500 and g["comment"] == "resume-me" for g in get_mores)
+    assert all(
+        g["batchSize"] == 5 and g["maxTimeMS"] == 500 and g["comment"] == "resume-me" for g in get_mores
+    )
     assert len({str(c["lsid"]) for c in (first, resumed, *get_mores)}) == 1
 
 
-async def test_no_resume_on_an_aggregate_error(server_uri: str, helper: MongoClient, names: tuple[str, str]) -> None:
+async def test_no_resume_on_an_aggregate_error(
+    server_uri: str, helper: MongoClient, names: tuple[str, str]
+) -> None:
     recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder], retryReads=False) as client:
         await fail_point(
@@ -353,9 +361,10 @@ async def test_code_list_decides_before_wire_version_9() -> None:
     killed: list[Request] = []
     get_more: list[Any] = [{"ok": 0, "code": 6, "errmsg": "host unreachable"}]
     handler = change_stream_peer_handler([], get_more, killed)
-    async with LoopbackPeer(handler, max_wire_version=8) as peer, MongoClient(
-        peer.uri, directConnection=True
-    ) as client:
+    async with (
+        LoopbackPeer(handler, max_wire_version=8) as peer,
+        MongoClient(peer.uri, directConnection=True) as client,
+    ):
         stream = await client.db.coll.watch()
         assert await stream.try_next() is None
         assert stream.alive
@@ -386,9 +395,7 @@ async def test_kill_cursors_failure_during_resume_is_not_raised(
     coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
 ) -> None:
     async with await coll.watch() as stream:
-        await fail_point(
-            helper, {"times": 2}, failCommands=["getMore", "killCursors"], closeConnection=True
-        )
+        await fail_point(helper, {"times": 2}, failCommands=["getMore", "killCursors"], closeConnection=True)
         await other.insert_one({"x": 1})
         assert (await next_change(stream))["fullDocument"]["x"] == 1
     assert len(recorder.failures("killCursors")) == 1
@@ -427,7 +434,9 @@ async def test_start_after_is_kept_until_a_change_is_returned(
 # -- prose 19: large events split ------------------------------------------------------------------------------
 
 
-async def test_large_events_are_split(client: MongoClient, helper: MongoClient, names: tuple[str, str]) -> None:
+async def test_large_events_are_split(
+    client: MongoClient, helper: MongoClient, names: tuple[str, str]
+) -> None:
     database = client[names[0]]
     await database.create_collection("large", changeStreamPreAndPostImages={"enabled": True})
     coll = database.large
@@ -443,7 +452,11 @@ async def test_large_events_are_split(client: MongoClient, helper: MongoClient, 
 
 
 async def test_every_change_exactly_once_in_order_across_closed_connections(
-    server_uri: str, coll: Collection[Any], other: Collection[Any], helper: MongoClient, recorder: CommandRecorder
+    server_uri: str,
+    coll: Collection[Any],
+    other: Collection[Any],
+    helper: MongoClient,
+    recorder: CommandRecorder,
 ) -> None:
     """The server closes the stream's connection in the middle of a getMore, several times, while changes
     keep coming: each change arrives once, in the order it was made."""
@@ -484,7 +497,7 @@ async def test_a_cancelled_wait_loses_no_change(
         assert (await next_change(stream))["fullDocument"]["x"] == 1
         # Nothing happens: the wait is cancelled in the middle of its getMore.
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.2):
+            with anyio.fail_after(0.2):
                 await stream.next()
         assert stream.alive
         await other.insert_many([{"x": 2}, {"x": 3}])
@@ -504,7 +517,9 @@ async def test_a_timed_out_next_leaves_the_stream_usable(
     recorder = CommandRecorder()
     async with MongoClient(server_uri, event_listeners=[recorder], timeoutMS=1000) as client:
         stream = await client[names[0]][names[1]].watch(max_await_time_ms=50)
-        await fail_point(helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=2500)
+        await fail_point(
+            helper, {"times": 1}, failCommands=["getMore"], blockConnection=True, blockTimeMS=2500
+        )
         with pytest.raises(MongioError) as raised:
             await stream.next()
         assert raised.value.timeout  # a timeout error
@@ -517,7 +532,9 @@ async def test_a_timed_out_next_leaves_the_stream_usable(
     assert "resumeAfter" in stage(aggregates[1])
 
 
-async def test_max_await_time_must_be_shorter_than_the_timeout(coll: Collection[Any], recorder: CommandRecorder) -> None:
+async def test_max_await_time_must_be_shorter_than_the_timeout(
+    coll: Collection[Any], recorder: CommandRecorder
+) -> None:
     with timeout(0.5), pytest.raises(InvalidOperation, match="max_await_time_ms"):
         await coll.watch(max_await_time_ms=500)
     assert recorder.commands("aggregate") == []
@@ -599,7 +616,9 @@ async def test_a_dropped_stream_gives_back_its_implicit_session(coll: Collection
     assert session.has_ended
 
 
-async def test_a_dropped_stream_leaves_an_explicit_session_alone(client: MongoClient, coll: Collection[Any]) -> None:
+async def test_a_dropped_stream_leaves_an_explicit_session_alone(
+    client: MongoClient, coll: Collection[Any]
+) -> None:
     async with client.start_session() as session:
         stream = await coll.watch(session=session)
         del stream

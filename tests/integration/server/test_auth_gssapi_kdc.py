@@ -8,7 +8,6 @@ is skipped, naming what is missing (``.ci/run`` installs them).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import traceback
@@ -16,6 +15,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import quote
 
+import anyio
 import pytest
 
 from mongio import MongoClient
@@ -63,7 +63,9 @@ async def member(kerberos_env: KerberosRealm) -> AsyncIterator[tuple[GssapiMembe
         yield gssapi_member, peer
 
 
-def uri(peer: LoopbackPeer, host: str = "localhost", password: str | None = None, properties: str = "") -> str:
+def uri(
+    peer: LoopbackPeer, host: str = "localhost", password: str | None = None, properties: str = ""
+) -> str:
     userinfo = quote(USER, safe="") + ("" if password is None else ":" + quote(password, safe=""))
     query = f"authMechanism=GSSAPI&{QUICK}"
     if properties:
@@ -136,8 +138,9 @@ async def test_no_ticket_and_no_password_is_refused_before_the_server_is_asked(
 
 async def test_many_connections_authenticate_at_once(member: tuple[GssapiMember, LoopbackPeer]) -> None:
     gssapi_member, peer = member
-    async with MongoClient(uri(peer) + "&maxPoolSize=8") as client:
-        await asyncio.gather(*(client.admin.command("ping") for _ in range(8)))
+    async with MongoClient(uri(peer) + "&maxPoolSize=8") as client, anyio.create_task_group() as pings:
+        for _ in range(8):
+            pings.start_soon(client.admin.command, "ping")
     assert len(gssapi_member.authenticated) == len(peer.commands("saslStart"))
     assert len(gssapi_member.authenticated) >= 1 and gssapi_member.failures == []
 
@@ -151,7 +154,9 @@ async def test_service_name_picks_the_service(member: tuple[GssapiMember, Loopba
     assert gssapi_member.targets == [f"other/localhost@{REALM}"]
 
 
-async def test_the_deprecated_gssapi_service_name_picks_the_service(member: tuple[GssapiMember, LoopbackPeer]) -> None:
+async def test_the_deprecated_gssapi_service_name_picks_the_service(
+    member: tuple[GssapiMember, LoopbackPeer],
+) -> None:
     gssapi_member, peer = member
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigurationWarning)
@@ -159,7 +164,9 @@ async def test_the_deprecated_gssapi_service_name_picks_the_service(member: tupl
     assert gssapi_member.targets == [f"other/localhost@{REALM}"]
 
 
-async def test_an_unknown_service_name_is_named_in_the_error(member: tuple[GssapiMember, LoopbackPeer]) -> None:
+async def test_an_unknown_service_name_is_named_in_the_error(
+    member: tuple[GssapiMember, LoopbackPeer],
+) -> None:
     gssapi_member, peer = member
     error = await refused(uri(peer, properties="SERVICE_NAME:nosuch"))
     assert "to service 'nosuch/localhost'" in str(error)
@@ -167,7 +174,9 @@ async def test_an_unknown_service_name_is_named_in_the_error(member: tuple[Gssap
     assert gssapi_member.authenticated == []
 
 
-async def test_service_realm_names_the_realm_of_the_service(member: tuple[GssapiMember, LoopbackPeer]) -> None:
+async def test_service_realm_names_the_realm_of_the_service(
+    member: tuple[GssapiMember, LoopbackPeer],
+) -> None:
     gssapi_member, peer = member
     await ping(uri(peer, properties=f"SERVICE_REALM:{REALM}"))
     assert gssapi_member.targets == [SERVICE_PRINCIPAL]

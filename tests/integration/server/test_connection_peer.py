@@ -7,9 +7,11 @@ import asyncio
 import socket
 import ssl
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.bson import encode
@@ -35,6 +37,7 @@ from mongio.wire import (
     negotiate_compressor,
 )
 from mongio.wire.op_msg import COMMAND_OVERHEAD
+from tests.support.backends import AsyncioServer, served
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 
@@ -153,7 +156,12 @@ async def test_compressed_replies_are_decompressed_with_any_compressor_both_side
 @pytest.mark.parametrize(
     ("offered", "served", "reply_with", "negotiated"),
     [
-        (["zlib"], ["zlib", "zstd", "snappy"], "zstd", "zlib"),  # the server has it, the client did not offer it
+        (
+            ["zlib"],
+            ["zlib", "zstd", "snappy"],
+            "zstd",
+            "zlib",
+        ),  # the server has it, the client did not offer it
         (["zlib", "snappy"], ["zlib"], "snappy", "zlib"),  # the client offered it, the server did not list it
         ([], ["zlib", "zstd", "snappy"], "snappy", "none"),  # no compression at all
         (["zstd"], ["zstd"], "noop", "zstd"),  # nobody can offer noop
@@ -169,14 +177,18 @@ async def test_a_reply_compressed_with_a_compressor_not_agreed_to_closes_the_con
             return None
         if reply_with == "noop":  # the peer sends noop uncompressed: the message is made here
             body = struct.pack("<iiB", OP_MSG, len(inner) - HEADER_SIZE, 0) + bytes(inner[HEADER_SIZE:])
-            return Reply(raw=HEADER.pack(HEADER_SIZE + len(body), 9, request.header.request_id, OP_COMPRESSED) + body)
+            return Reply(
+                raw=HEADER.pack(HEADER_SIZE + len(body), 9, request.header.request_id, OP_COMPRESSED) + body
+            )
         return Reply({"ok": 1}, compress=reply_with)
 
     async with LoopbackPeer(handler, compressors=served) as peer:
         conn = await connect(peer.address)
         try:
             await handshake(conn, offered)
-            expected = rf"compressor {reply_with} \(id {COMPRESSOR_IDS[reply_with]}\), which the handshake did not"
+            expected = (
+                rf"compressor {reply_with} \(id {COMPRESSOR_IDS[reply_with]}\), which the handshake did not"
+            )
             with pytest.raises(ProtocolError, match=rf"{expected} negotiate \(negotiated: {negotiated}\)"):
                 await conn.command("admin", {"ping": 1})
             assert conn.closed
@@ -242,11 +254,10 @@ async def test_cancelled_exhaust_stream_closes_the_connection() -> None:
     async with LoopbackPeer(handler) as peer:
         conn = await connect(peer.address)
         await conn.command("admin", {"hello": 1}, exhaust_allowed=True)
-        waiting = asyncio.ensure_future(conn.receive())
-        await asyncio.sleep(0.05)
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
+        async with anyio.create_task_group() as waiting:
+            waiting.start_soon(conn.receive)
+            await anyio.sleep(0.05)
+            waiting.cancel_scope.cancel()
         assert conn.closed
         with pytest.raises(AutoReconnect, match="cancelled"):
             await conn.command("admin", {"ping": 1})
@@ -277,16 +288,15 @@ async def test_socket_timeout_closes_the_connection() -> None:
     async with LoopbackPeer(handler) as peer:
         conn = await connect(peer.address, socket_timeout=0.1)
         assert await conn.command("admin", {"ping": 1}) == {"ok": 1}
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.monotonic()
         host, port = peer.address
         with pytest.raises(NetworkTimeout, match=rf"^{host}:{port}: timed out"):
             await conn.command("admin", {"slow": 1})
-        assert 0.09 <= loop.time() - started < 0.9  # well before the 1 s delay ends
+        assert 0.09 <= time.monotonic() - started < 0.9  # well before the 1 s delay ends
         assert conn.closed
         with pytest.raises(AutoReconnect, match=r"closed .*NetworkTimeout"):
             await conn.command("admin", {"ping": 1})
-        await asyncio.sleep(0.05)
+        await anyio.sleep(0.05)
         assert peer.connections[0].client_gone
 
 
@@ -296,9 +306,8 @@ async def test_deadline_shorter_than_socket_timeout_wins() -> None:
 
     async with LoopbackPeer(handler) as peer:
         conn = await connect(peer.address, socket_timeout=10)
-        loop = asyncio.get_running_loop()
-        with pytest.raises(NetworkTimeout):
-            await conn.command("admin", {"ping": 1}, deadline=loop.time() + 0.05)
+        with pytest.raises(NetworkTimeout):  # deadlines are on time.monotonic(), the loop's clock
+            await conn.command("admin", {"ping": 1}, deadline=time.monotonic() + 0.05)
         assert conn.closed
 
 
@@ -308,11 +317,11 @@ async def test_cancelled_command_closes_the_connection_for_good() -> None:
 
     async with LoopbackPeer(handler) as peer:
         conn = await connect(peer.address)
-        task = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
-        await peer.wait_for_requests(1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with anyio.create_task_group() as commands:
+            commands.start_soon(conn.command, "admin", {"ping": 1})
+            with anyio.fail_after(5):
+                await peer.wait_for_requests(1)
+            commands.cancel_scope.cancel()
         assert conn.closed and not conn.ready
         for attempt in (conn.command("admin", {"ping": 1}), conn.send("admin", {"ping": 1})):
             with pytest.raises(
@@ -320,16 +329,16 @@ async def test_cancelled_command_closes_the_connection_for_good() -> None:
                 match=r"^127\.0\.0\.1:\d+: connection 0 is closed \(an operation on it was cancelled\)",
             ):
                 await attempt
-        await asyncio.sleep(0.4)  # the late reply must not resurrect anything
+        await anyio.sleep(0.4)  # the late reply must not resurrect anything
         assert conn.closed
         assert len(peer.requests) == 1
 
 
-async def test_asyncio_timeout_around_a_command_closes_it() -> None:
+async def test_a_timeout_scope_around_a_command_closes_it() -> None:
     async with LoopbackPeer(lambda request: Reply({"ok": 1}, delay=1)) as peer:
         conn = await connect(peer.address)
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.05):
+            with anyio.fail_after(0.05):
                 await conn.command("admin", {"ping": 1})
         assert conn.closed
 
@@ -358,7 +367,7 @@ async def test_wait_closed_returns_once_the_socket_is_closed() -> None:
         conn = await connect(peer.address)
         await conn.command("admin", {"ping": 1})
         conn.close()
-        async with asyncio.timeout(5):
+        with anyio.fail_after(5):
             await conn.wait_closed()
         assert conn._transport.get_extra_info("socket").fileno() == -1
         await conn.wait_closed()  # again: returns at once
@@ -369,7 +378,7 @@ async def test_idle_connection_notices_the_peer_left() -> None:
         conn = await connect(peer.address)
         await conn.command("admin", {"ping": 1})
         peer.drop_connections()
-        await asyncio.sleep(0.05)
+        await anyio.sleep(0.05)
         assert conn.closed
         with pytest.raises(AutoReconnect, match="closed"):
             await conn.command("admin", {"ping": 1})
@@ -455,11 +464,20 @@ async def test_too_large_command_is_refused_before_sending() -> None:
 async def test_close_while_a_task_waits_fails_that_task() -> None:
     async with LoopbackPeer(lambda request: NO_REPLY) as peer:
         conn = await connect(peer.address)
-        task = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
-        await peer.wait_for_requests(1)
-        conn.close("pool cleared")
-        with pytest.raises(AutoReconnect, match="pool cleared"):
-            await task
+        failures: list[BaseException] = []
+
+        async def command() -> None:
+            try:
+                await conn.command("admin", {"ping": 1})
+            except AutoReconnect as error:
+                failures.append(error)
+
+        async with anyio.create_task_group() as commands:
+            commands.start_soon(command)
+            with anyio.fail_after(5):
+                await peer.wait_for_requests(1)
+            conn.close("pool cleared")
+        assert len(failures) == 1 and "pool cleared" in str(failures[0])
         assert conn.closed
         assert conn.close_reason == "pool cleared"
         with pytest.raises(AutoReconnect, match=r"is closed \(pool cleared\)"):
@@ -470,11 +488,18 @@ async def test_concurrent_use_is_refused() -> None:
     async with LoopbackPeer(lambda request: Reply({"ok": 1}, delay=0.1)) as peer:
         conn = await connect(peer.address)
         try:
-            first = asyncio.ensure_future(conn.command("admin", {"ping": 1}))
-            await asyncio.sleep(0)
-            with pytest.raises(InvalidOperation, match="still waiting for a reply"):
-                await conn.command("admin", {"ping": 2})
-            assert await first == {"ok": 1}
+            replies: list[Any] = []
+
+            async def first() -> None:
+                replies.append(await conn.command("admin", {"ping": 1}))
+
+            async with anyio.create_task_group() as commands:
+                commands.start_soon(first)
+                with anyio.fail_after(5):  # the first command was sent and waits for its reply
+                    await peer.wait_for_requests(1)
+                with pytest.raises(InvalidOperation, match="still waiting for a reply"):
+                    await conn.command("admin", {"ping": 2})
+            assert replies == [{"ok": 1}]
             assert not conn.closed
         finally:
             conn.close()
@@ -581,40 +606,54 @@ async def test_unresolvable_host_names_the_address() -> None:
 
 
 async def test_connect_timeout() -> None:
-    # A listener that accepts at the TCP level but never answers the TLS handshake.
-    writers: list[asyncio.StreamWriter] = []
-    server = await asyncio.start_server(lambda reader, writer: writers.append(writer), "127.0.0.1", 0)
-    try:
-        port = server.sockets[0].getsockname()[1]
+    # A listener whose backlog completes the TCP handshake but which never answers the TLS handshake.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
         context = ssl.create_default_context()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.monotonic()
         with pytest.raises(NetworkTimeout, match=rf"127\.0\.0\.1:{port} timed out after 0\.2s"):
             await connect(("127.0.0.1", port), connect_timeout=0.2, ssl_context=context)
-        assert loop.time() - started < 3.0
-    finally:
-        for writer in writers:
-            writer.close()
-        server.close()
-        await server.wait_closed()
+        assert time.monotonic() - started < 3.0
 
 
-async def _stream_server(follow_up_response_to: str) -> tuple[asyncio.Server, int, asyncio.Event]:
+class StreamServer(AsyncioServer):
     """A server answering any request with a three-reply exhaust stream whose follow-ups name, as their
     responseTo, either the previous reply (the OP_MSG spec), the opening request, or an unrelated id."""
-    from mongio.bson import encode as encode_document
-    from mongio.wire.op_msg import MORE_TO_COME, encode_op_msg
 
-    finished = asyncio.Event()
+    def __init__(self, follow_up_response_to: str) -> None:
+        self.follow_up_response_to = follow_up_response_to
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._finished = asyncio.Event()
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def start(self) -> StreamServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    @served
+    async def wait_finished(self) -> None:
+        """Wait until the stream was sent and the client went away."""
+        await self._finished.wait()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await answer_with_a_stream(reader, writer)
+            await self._answer_with_a_stream(reader, writer)
         finally:
             writer.close()
-            finished.set()
+            self._finished.set()
 
-    async def answer_with_a_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _answer_with_a_stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from mongio.bson import encode as encode_document
+        from mongio.wire.op_msg import MORE_TO_COME, encode_op_msg
+
         header = await reader.readexactly(16)
         length = int.from_bytes(header[:4], "little")
         request_id = int.from_bytes(header[4:8], "little")
@@ -622,9 +661,9 @@ async def _stream_server(follow_up_response_to: str) -> tuple[asyncio.Server, in
         previous = request_id
         for n in range(3):
             reply_id = 1000 + n
-            if n == 0 or follow_up_response_to == "previous":
+            if n == 0 or self.follow_up_response_to == "previous":
                 response_to = previous
-            elif follow_up_response_to == "request":
+            elif self.follow_up_response_to == "request":
                 response_to = request_id
             else:
                 response_to = 987654
@@ -635,15 +674,13 @@ async def _stream_server(follow_up_response_to: str) -> tuple[asyncio.Server, in
         await writer.drain()
         await reader.read()  # until the client goes away
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], finished
-
 
 @pytest.mark.parametrize("follow_up_response_to", ["previous", "request"])
-async def test_exhaust_follow_ups_may_answer_the_previous_reply_or_the_request(follow_up_response_to: str) -> None:
-    server, port, finished = await _stream_server(follow_up_response_to)
-    async with server:
-        conn = await connect(("127.0.0.1", port))
+async def test_exhaust_follow_ups_may_answer_the_previous_reply_or_the_request(
+    follow_up_response_to: str,
+) -> None:
+    async with StreamServer(follow_up_response_to) as server:
+        conn = await connect(("127.0.0.1", server.port))
         try:
             replies = [await conn.command("admin", {"hello": 1}, exhaust_allowed=True)]
             while conn.more_to_come:
@@ -651,13 +688,13 @@ async def test_exhaust_follow_ups_may_answer_the_previous_reply_or_the_request(f
             assert [reply["n"] for reply in replies] == [0, 1, 2]
         finally:
             conn.close()
-        await finished.wait()
+        with anyio.fail_after(5):
+            await server.wait_finished()
 
 
 async def test_exhaust_follow_up_answering_something_else_is_a_protocol_error() -> None:
-    server, port, finished = await _stream_server("unrelated")
-    async with server:
-        conn = await connect(("127.0.0.1", port))
+    async with StreamServer("unrelated") as server:
+        conn = await connect(("127.0.0.1", server.port))
         try:
             await conn.command("admin", {"hello": 1}, exhaust_allowed=True)
             with pytest.raises(ProtocolError, match="987654"):
@@ -665,4 +702,5 @@ async def test_exhaust_follow_up_answering_something_else_is_a_protocol_error() 
             assert conn.closed
         finally:
             conn.close()
-        await finished.wait()
+        with anyio.fail_after(5):
+            await server.wait_finished()

@@ -4,7 +4,7 @@ by what was claimed, and the client goes on working once the server behaves agai
 connection the hostile reply came on). ``close()`` neither raises because of what the server sent nor leaves
 operations running.
 
-Each wait is bounded by ``asyncio.wait_for`` (``SAFETY``): a safety net so that a regression fails instead of
+Each wait is bounded by ``anyio.fail_after`` (``SAFETY``, through ``safely``): a safety net so that a regression fails instead of
 hanging, never a timed assertion. Memory is the peak of Python allocations (``tracemalloc``, which sees every
 buffer the driver and the compression libraries allocate through Python) over the failing operation, against
 a generous bound far below what the hostile input asks for.
@@ -12,14 +12,14 @@ a generous bound far below what the hostile input asks for.
 
 from __future__ import annotations
 
-import asyncio
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import pytest
 
 from mongio import MongoClient
@@ -31,6 +31,7 @@ from mongio.errors import (
     NetworkTimeout,
     ProtocolError,
 )
+from tests.support.backends import gather_outcomes, running_tasks, tasks_started_since
 from tests.support.hostile_server import (
     MIB,
     AllAtOnce,
@@ -52,6 +53,15 @@ from tests.support.hostile_server import (
 )
 
 SAFETY = 10.0
+T = TypeVar("T")
+
+
+async def safely(awaitable: Awaitable[T]) -> T:
+    """``awaitable``'s result, failing the test after ``SAFETY`` seconds instead of hanging."""
+    with anyio.fail_after(SAFETY):
+        return await awaitable
+
+
 MEMORY_BOUND = 64 * MIB
 # Bombs and forged sizes that cost several times MEMORY_BOUND when trusted, yet stay affordable on a shared
 # test machine while the fixes are pending.
@@ -93,7 +103,7 @@ async def hostile(
     async with HostileServer(handshake) as server:
         options.setdefault("retryReads", False)
         async with MongoClient(server.uri, directConnection=True, **options) as client:
-            await asyncio.wait_for(client.admin.command("ping"), SAFETY)
+            await safely(client.admin.command("ping"))
             yield server, client
 
 
@@ -101,14 +111,14 @@ async def find_meeting(server: HostileServer, client: MongoClient, behaviour: Be
     """The error a ``find`` meets when the server answers it with ``behaviour``."""
     server.misbehave("find", behaviour)
     with pytest.raises(Exception) as caught:
-        await asyncio.wait_for(client.db.coll.find_one({}), SAFETY)
+        await safely(client.db.coll.find_one({}))
     return caught.value
 
 
 async def assert_still_usable(server: HostileServer, client: MongoClient) -> None:
     """Once the server behaves, a ``find`` works, over a new connection: the hostile one was dropped."""
     server.behave()
-    assert await asyncio.wait_for(client.db.coll.find_one({}), SAFETY) is None
+    assert await safely(client.db.coll.find_one({})) is None
     *hostile_finds, sane_find = server.commands("find")
     assert all(sane_find.connection is not hostile_find.connection for hostile_find in hostile_finds)
 
@@ -148,9 +158,7 @@ async def test_the_handshake_says_what_it_is_told() -> None:
         host, port = server.address
         connection = await connect((host, port))
         try:
-            hello = await asyncio.wait_for(
-                connection.command("admin", {"hello": 1, "compression": ["zlib", "zstd"]}), SAFETY
-            )
+            hello = await safely(connection.command("admin", {"hello": 1, "compression": ["zlib", "zstd"]}))
         finally:
             connection.close()
     assert hello["maxMessageSizeBytes"] == 10**12
@@ -203,10 +211,7 @@ async def test_a_forged_2gb_header_on_a_pool_of_10_connections_is_refused_on_eac
     async with hostile() as (server, client):
         server.misbehave("find", AllAtOnce(ForgedLength(2**31 - 1, send=MIB), 10))
         with AllocationPeak() as peak:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(client.db.coll.find_one({}) for _ in range(10)), return_exceptions=True),
-                SAFETY,
-            )
+            results = await safely(gather_outcomes(*(client.db.coll.find_one({}) for _ in range(10))))
         for error in results:
             assert isinstance(error, BaseException)
             assert_error(error, ProtocolError, f"length {2**31 - 1}")
@@ -297,10 +302,7 @@ async def test_forged_headers_within_the_limit_on_a_pool_of_10_cost_what_arrived
     async with hostile() as (server, client):
         server.misbehave("find", AllAtOnce(forged, 10))
         with AllocationPeak() as peak:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(client.db.coll.find_one({}) for _ in range(10)), return_exceptions=True),
-                SAFETY,
-            )
+            results = await safely(gather_outcomes(*(client.db.coll.find_one({}) for _ in range(10))))
         for error in results:
             assert isinstance(error, BaseException)
             assert_error(error, AutoReconnect, "closed the connection")
@@ -310,41 +312,50 @@ async def test_forged_headers_within_the_limit_on_a_pool_of_10_cost_what_arrived
 
 
 async def test_close_does_not_raise_for_an_end_sessions_reply_with_invalid_utf8() -> None:
+    before = running_tasks()
     async with HostileServer(script={"endSessions": InvalidUtf8()}) as server:
         client = MongoClient(server.uri, directConnection=True)
-        await asyncio.wait_for(client.db.coll.find_one({}), SAFETY)  # leaves a server session to end
-        await asyncio.wait_for(client.close(), SAFETY)
+        await safely(client.db.coll.find_one({}))  # leaves a server session to end
+        await safely(client.close())
         assert len(server.commands("endSessions")) == 1
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert tasks_started_since(before) == []
 
 
 async def test_close_does_not_raise_after_a_hello_with_a_negative_size() -> None:
+    before = running_tasks()
     async with HostileServer(Handshake(max_bson_size=-100_000)) as server:
         client = MongoClient(server.uri, directConnection=True, serverSelectionTimeoutMS=2000)
         # A size that is not a positive integer is taken as absent (the default limit): the find goes out,
         # leaving a server session for close() to end, and close() does not raise.
-        assert await asyncio.wait_for(client.db.coll.find_one({}), SAFETY) is None  # the server holds nothing
-        await asyncio.wait_for(client.close(), SAFETY)
+        assert await safely(client.db.coll.find_one({})) is None  # the server holds nothing
+        await safely(client.close())
         assert len(server.commands("endSessions")) == 1
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert tasks_started_since(before) == []
 
 
 async def test_close_ends_100_finds_in_flight_on_a_stalled_server() -> None:
+    before = running_tasks()
     async with HostileServer(script={"find": Stall()}) as server:
         client = MongoClient(server.uri, directConnection=True)
-        finds = [asyncio.create_task(client.db.coll.find_one({})) for _ in range(100)]
+        errors: list[MongioError] = []
+
+        async def find() -> None:
+            try:
+                await client.db.coll.find_one({})
+            except MongioError as error:
+                errors.append(error)
+
         try:
-            await asyncio.wait_for(server.wait_for_commands("find", 100), SAFETY)
-            await asyncio.wait_for(client.close(), SAFETY)
-            done, pending = await asyncio.wait(finds, timeout=SAFETY)
-            assert not pending, f"{len(pending)} of 100 finds still running after close() returned"
-            for find in done:
-                error = find.exception()
-                assert isinstance(error, MongioError), repr(error)
-                assert "closed" in str(error)
+            # The task group ends once every find ended: close() must end them all within SAFETY.
+            with anyio.fail_after(SAFETY):
+                async with anyio.create_task_group() as finds:
+                    for _ in range(100):
+                        finds.start_soon(find)
+                    await server.wait_for_commands("find", 100)
+                    await client.close()
+            assert len(errors) == 100
+            for error in errors:
+                assert "closed" in str(error), repr(error)
         finally:
-            for find in finds:
-                find.cancel()
-            await asyncio.gather(*finds, return_exceptions=True)
             await client.close()
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert tasks_started_since(before) == []
