@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import socket
 import types
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,30 +60,6 @@ def closed_port() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{probe.getsockname()[1]}"
-
-
-@pytest.fixture
-async def key_client(server_uri: str) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri) as client:
-        yield client
-
-
-@pytest.fixture
-async def namespace(key_client: MongoClient) -> AsyncIterator[str]:
-    name = f"keyvault_{uuid.uuid4().hex[:10]}"
-    yield f"{name}.datakeys"
-    await key_client.drop_database(name)
-
-
-@pytest.fixture
-def certificates(tmp_path: Path) -> KmsCertificates:
-    return KmsCertificates.make(str(tmp_path))
-
-
-@pytest.fixture
-async def kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
-    async with FakeCloudKms(certificates) as fake:
-        yield fake
 
 
 def encryption_for(
