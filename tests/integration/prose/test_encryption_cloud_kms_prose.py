@@ -83,6 +83,12 @@ def all_providers(
     )
 
 
+async def assert_data_key_round_trip(encryption: ClientEncryption, provider: str, kms: FakeCloudKms) -> None:
+    """A data key made under ``provider``'s master key on the fake KMS encrypts a value that decrypts back."""
+    key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
+    assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+
+
 # --- 2: data keys from cloud master keys --------------------------------------------------------------------
 
 
@@ -116,8 +122,7 @@ async def test_prose_7_cases_1_and_6_aws_endpoints(
     key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
 ) -> None:
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        await assert_data_key_round_trip(encryption, "aws", kms)
         unreachable = closed_port()
         with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
             await encryption.create_data_key("aws", kms_master_key("aws", unreachable))
@@ -131,8 +136,7 @@ async def test_prose_7_cases_7_and_8_azure_and_gcp_endpoints(
     async with encryption_for(
         key_client, namespace, {provider: kms_credentials(provider, kms.endpoint)}, tls
     ) as encryption:
-        key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        await assert_data_key_round_trip(encryption, provider, kms)
     unreachable = closed_port()  # client_encryption_invalid: its identity endpoint is unreachable
     async with encryption_for(
         key_client, namespace, {provider: kms_credentials(provider, unreachable)}, tls
@@ -372,8 +376,7 @@ async def test_prose_15_on_demand_aws_credentials_from_the_instance_metadata_ser
     async with encryption_for(
         key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
     ) as encryption:
-        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("x", RANDOM, key_id=key_id)) == "x"
+        await assert_data_key_round_trip(encryption, "aws", kms)
     issued = aws_endpoints.issued[0]
     assert all(issued.access_key in request.headers["authorization"] for request in kms.seen)
     assert all(request.headers["x-amz-security-token"] == issued.token for request in kms.seen)
@@ -390,8 +393,7 @@ async def test_prose_17_on_demand_gcp_credentials_through_a_client_encryption(
         async with encryption_for(
             key_client, namespace, {"gcp": {}}, {"gcp": {"tlsCAFile": certificates.ca_file}}
         ) as encryption:
-            key_id = await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
-            assert await encryption.decrypt(await encryption.encrypt("g", RANDOM, key_id=key_id)) == "g"
+            await assert_data_key_round_trip(encryption, "gcp", kms)
     assert metadata.requests and all(
         headers["metadata-flavor"] == "Google" for _, headers in metadata.requests
     )
@@ -420,8 +422,7 @@ async def test_prose_18_on_demand_azure_credentials_through_a_client_encryption(
         async with encryption_for(
             key_client, namespace, {"azure": {}}, {"azure": {"tlsCAFile": certificates.ca_file}}
         ) as encryption:
-            key_id = await encryption.create_data_key("azure", kms_master_key("azure", kms.endpoint))
-            assert await encryption.decrypt(await encryption.encrypt("z", RANDOM, key_id=key_id)) == "z"
+            await assert_data_key_round_trip(encryption, "azure", kms)
     assert len(metadata.requests) == 1  # the token is cached across the two exchanges
     assert metadata.requests[0][0].startswith("/metadata/identity/oauth2/token?api-version=2018-02-01")
     assert all(request.headers["authorization"] == f"Bearer {TOKEN}" for request in kms.seen)
