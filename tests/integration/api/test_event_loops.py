@@ -556,20 +556,12 @@ def test_asyncio_run_takes_close_as_it_takes_pymongos_coroutine(server_uri: str)
 _MOTOR_HABITS = """
 import asyncio, gc, sys
 from mongio import MongoClient
-from mongio.events import CommandListener
 from tests.support.loop_checks import PoolEventCounts
-
-
-class Sent(CommandListener):
-    def __init__(self):
-        self.names = []
-
-    def started(self, event):
-        self.names.append(event.command_name)
+from tests.support.recorders import CommandRecorder
 
 
 def motor_test_case(ending):
-    events, sent = PoolEventCounts(), Sent()
+    events, sent = PoolEventCounts(), CommandRecorder()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     client = MongoClient(sys.argv[1], event_listeners=[events, sent])
@@ -589,7 +581,7 @@ def motor_test_case(ending):
     counts = events.counts
     print("balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
           counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"))
-    print("sent", "killCursors" in sent.names, "endSessions" in sent.names, "dropDatabase" in sent.names)
+    print("sent", "killCursors" in sent.names(), "endSessions" in sent.names(), "dropDatabase" in sent.names())
 
 
 def stop_then_close(loop):
@@ -634,28 +626,20 @@ def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str
 _MOTOR_HABITS_IN_A_LOOP = """
 import asyncio, gc, sys
 from mongio import MongoClient
-from mongio.events import CommandListener
 from tests.support.loop_checks import PoolEventCounts
-
-
-class Sent(CommandListener):
-    def __init__(self):
-        self.names = []
-
-    def started(self, event):
-        self.names.append(event.command_name)
+from tests.support.recorders import CommandRecorder
 
 
 def report(name, events, sent):
     counts = events.counts
     print(name, "balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
           counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"),
-          "sent", "insert" in sent.names, "dropDatabase" in sent.names, "endSessions" in sent.names)
+          "sent", "insert" in sent.names(), "dropDatabase" in sent.names(), "endSessions" in sent.names())
 
 
 def test_case(ending):
     # Motor's harness: a client of its own made before the test, closed without await once the test ran.
-    events, sent, harness_events = PoolEventCounts(), Sent(), PoolEventCounts()
+    events, sent, harness_events = PoolEventCounts(), CommandRecorder(), PoolEventCounts()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     harness = MongoClient(sys.argv[1], event_listeners=[harness_events])
@@ -667,7 +651,7 @@ def test_case(ending):
         await coll.insert_many([{"n": n} for n in range(3)])
         async for _ in coll.find(batch_size=1):
             break                                # left open: the closing kills it
-        sent.names.clear()
+        sent.clear()
         coll.insert_one({"n": 3})                # a coroutine nobody awaits: sends nothing
         client.drop_database("loops_test_never") # the same, called without await as with Motor
         client.close()                           # Motor's close: no await, the loop is running
@@ -677,7 +661,7 @@ def test_case(ending):
     asyncio.set_event_loop(None)
     gc.collect()
     report("test", events, sent)
-    report("harness", harness_events, Sent())
+    report("harness", harness_events, CommandRecorder())
 
 
 def motor_teardown(loop, harness):
