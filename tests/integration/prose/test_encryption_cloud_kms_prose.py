@@ -83,6 +83,16 @@ def all_providers(
     )
 
 
+def on_demand_encryption(
+    key_client: MongoClient, namespace: str, provider: str, certificates: KmsCertificates
+) -> ClientEncryption:
+    """A ``ClientEncryption`` that fetches ``provider``'s credentials on demand (its options left empty) and
+    trusts the fake KMS's certificate authority."""
+    return encryption_for(
+        key_client, namespace, {provider: {}}, {provider: {"tlsCAFile": certificates.ca_file}}
+    )
+
+
 async def assert_data_key_round_trip(encryption: ClientEncryption, provider: str, kms: FakeCloudKms) -> None:
     """A data key made under ``provider``'s master key on the fake KMS encrypts a value that decrypts back."""
     key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
@@ -358,9 +368,7 @@ async def test_prose_15_case_1_without_aws_credentials_creating_a_key_fails(
     aws_endpoints: FakeAwsEndpoints,
 ) -> None:
     aws_endpoints.fail_status = 404  # no instance role: the chain's last source has nothing
-    async with encryption_for(
-        key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
-    ) as encryption:
+    async with on_demand_encryption(key_client, namespace, "aws", certificates) as encryption:
         with pytest.raises(EncryptionError, match=r"instance metadata|EC2|404"):
             await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert kms.requests == 0
@@ -373,9 +381,7 @@ async def test_prose_15_on_demand_aws_credentials_from_the_instance_metadata_ser
     certificates: KmsCertificates,
     aws_endpoints: FakeAwsEndpoints,
 ) -> None:
-    async with encryption_for(
-        key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
-    ) as encryption:
+    async with on_demand_encryption(key_client, namespace, "aws", certificates) as encryption:
         await assert_data_key_round_trip(encryption, "aws", kms)
     issued = aws_endpoints.issued[0]
     assert all(issued.access_key in request.headers["authorization"] for request in kms.seen)
@@ -390,9 +396,7 @@ async def test_prose_17_on_demand_gcp_credentials_through_a_client_encryption(
 ) -> None:
     async with FakeMetadataServer() as metadata, FakeCloudKms(certificates, bearer_tokens=(TOKEN,)) as kms:
         monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
-        async with encryption_for(
-            key_client, namespace, {"gcp": {}}, {"gcp": {"tlsCAFile": certificates.ca_file}}
-        ) as encryption:
+        async with on_demand_encryption(key_client, namespace, "gcp", certificates) as encryption:
             await assert_data_key_round_trip(encryption, "gcp", kms)
     assert metadata.requests and all(
         headers["metadata-flavor"] == "Google" for _, headers in metadata.requests
@@ -419,9 +423,7 @@ async def test_prose_18_on_demand_azure_credentials_through_a_client_encryption(
 ) -> None:
     async with FakeMetadataServer() as metadata, FakeCloudKms(certificates, bearer_tokens=(TOKEN,)) as kms:
         monkeypatch.setenv(AZURE_ENDPOINT_VARIABLE, f"http://{metadata.host}")
-        async with encryption_for(
-            key_client, namespace, {"azure": {}}, {"azure": {"tlsCAFile": certificates.ca_file}}
-        ) as encryption:
+        async with on_demand_encryption(key_client, namespace, "azure", certificates) as encryption:
             await assert_data_key_round_trip(encryption, "azure", kms)
     assert len(metadata.requests) == 1  # the token is cached across the two exchanges
     assert metadata.requests[0][0].startswith("/metadata/identity/oauth2/token?api-version=2018-02-01")
