@@ -136,15 +136,31 @@ print("balanced", events.counts.get("ConnectionCreatedEvent") == events.counts.g
 """
 
 
-def _run_script(script: str, server_uri: str) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` in a process of its own (ResourceWarnings as errors) against ``server_uri``."""
+def _run_script(
+    script: str, server_uri: str, *, dev_mode: bool = False, resource_warnings_fail: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a process of its own against ``server_uri``: in Python's development mode (``-X dev``)
+    if asked, ResourceWarnings as errors unless told otherwise."""
+    options = ["-X", "dev"] if dev_mode else []
+    if resource_warnings_fail:
+        options += ["-W", "error::ResourceWarning"]
     return subprocess.run(
-        [sys.executable, "-W", "error::ResourceWarning", "-c", script, server_uri],
+        [sys.executable, *options, "-c", script, server_uri],
         capture_output=True,
         text=True,
         cwd=_ROOT,
         timeout=120,
     )
+
+
+def _never_awaited_after_a_clean_exit(finished: subprocess.CompletedProcess[str]) -> list[str]:
+    """The "never awaited" warnings of a script that exited cleanly: status 0, no task destroyed pending, no
+    unclosed resource, no error."""
+    assert finished.returncode == 0, finished.stderr
+    stderr = finished.stderr
+    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
+        assert problem not in stderr, stderr
+    return [line for line in stderr.splitlines() if "was never awaited" in line]
 
 
 def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> None:
@@ -603,21 +619,11 @@ def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str
     dropped open is killed, the sessions are ended) so that no task is left pending and no transport unclosed; a
     coroutine never awaited (``drop_database`` called without ``await`` among them) is only Python's
     warning naming it, and sends nothing."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
-    assert finished.returncode == 0, finished.stderr
+    finished = _run_script(_MOTOR_HABITS, server_uri, dev_mode=True)
+    never_awaited = _never_awaited_after_a_clean_exit(finished)
     assert finished.stdout.splitlines() == ["balanced True True", "sent True True False"] * 2 + ["done"]
-    stderr = finished.stderr
-    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
-        assert problem not in stderr, stderr
-    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
     # Python warns once per line of the script.
-    assert len(never_awaited) == 2, stderr
+    assert len(never_awaited) == 2, finished.stderr
     assert "'MongoClient.drop_database'" in never_awaited[0] and "'Collection.find_one'" in never_awaited[1]
 
 
@@ -684,24 +690,14 @@ def test_motor_close_idiom_inside_a_running_loop_leaves_nothing_once_the_harness
     closing left in the background finishes when the tear-down runs the loop, so no task is left pending and
     no socket open, and the sessions are ended; the coroutines never awaited (``insert_one``,
     ``drop_database``) only get Python's warning and send nothing."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS_IN_A_LOOP, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
-    assert finished.returncode == 0, finished.stderr
+    finished = _run_script(_MOTOR_HABITS_IN_A_LOOP, server_uri, dev_mode=True)
+    never_awaited = _never_awaited_after_a_clean_exit(finished)
     assert finished.stdout.splitlines() == [
         "test balanced True True sent False False True",
         "harness balanced True True sent False False False",
         "done",
     ]
-    stderr = finished.stderr
-    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
-        assert problem not in stderr, stderr
-    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
-    assert len(never_awaited) == 2, stderr
+    assert len(never_awaited) == 2, finished.stderr
     assert "'Collection.insert_one'" in never_awaited[0] and "'MongoClient.drop_database'" in never_awaited[1]
 
 
@@ -729,12 +725,8 @@ import gc; gc.collect()
 def test_a_closing_left_unfinished_by_a_closed_loop_says_so(server_uri: str) -> None:
     """``client.close()`` without ``await``, then ``loop.close()`` with nothing run in between: the closing
     cannot finish, and mongio says why and what to do (asyncio's own reports of the tasks come too)."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-c", _CLOSE_UNAWAITED_THEN_LOOP_CLOSED, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
+    finished = _run_script(
+        _CLOSE_UNAWAITED_THEN_LOOP_CLOSED, server_uri, dev_mode=True, resource_warnings_fail=False
     )
     assert finished.returncode == 0, finished.stderr
     assert "close() was not awaited and its event loop was closed before the closing finished" in finished.stderr
