@@ -24,12 +24,37 @@ RunOne = Callable[[RunContext, UnifiedTestFile, UnifiedTest], Awaitable[None]]
 """Runs one test of a loaded file against the server in the run context (see ``runner.run_test``)."""
 
 
-def _case_body(path: Path, index: int, run_one: RunOne) -> Callable[[RunContext], Awaitable[None]]:
+def _case_body(
+    path: Path, index: int, load_file: Callable[[Path], UnifiedTestFile], run_one: RunOne
+) -> Callable[[RunContext], Awaitable[None]]:
     async def run(context: RunContext) -> None:
-        test_file = load(path)
+        test_file = load_file(path)
         await run_one(context, test_file, test_file.tests[index])
 
     return run
+
+
+def file_cases(
+    suite: str,
+    path: Path,
+    file: str,
+    names: list[str],
+    load_file: Callable[[Path], UnifiedTestFile],
+    run_one: RunOne,
+    *,
+    needs_server: bool = True,
+) -> Iterator[SpecCase]:
+    """One case per test of the file at ``path`` (``file``: its name in the suite; ``names``: its tests'
+    descriptions), each loading the file with ``load_file`` when it runs."""
+    for index, name in enumerate(unique_names(names)):
+        yield SpecCase(
+            suite=suite,
+            file=file,
+            name=name,
+            run=_case_body(path, index, load_file, run_one),
+            needs_server=needs_server,
+            source=CaseSource(path, index),
+        )
 
 
 def _unreadable(path: Path) -> Callable[[RunContext], None]:
@@ -54,12 +79,4 @@ def unified_cases(
                 suite=suite, file=file, name="(file)", run=_unreadable(path), needs_server=needs_server
             )
             continue
-        for index, name in enumerate(unique_names(names)):
-            yield SpecCase(
-                suite=suite,
-                file=file,
-                name=name,
-                run=_case_body(path, index, run_one),
-                needs_server=needs_server,
-                source=CaseSource(path, index),
-            )
+        yield from file_cases(suite, path, file, names, load, run_one, needs_server=needs_server)

@@ -17,13 +17,13 @@ unified file.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from spec_runner.model import CaseSource, RunContext, SpecCase, relative_file, unique_names
+from spec_runner.model import SpecCase, relative_file
 from spec_runner.unified import ejson
-from spec_runner.unified.collect import RunOne
+from spec_runner.unified.collect import RunOne, file_cases
 from spec_runner.unified.errors import InvalidTestFile, UnifiedTestError
 from spec_runner.unified.loader import (
     SUPPORTED_SCHEMA_VERSION,
@@ -255,14 +255,6 @@ def load_legacy(path: Path) -> UnifiedTestFile:
     return parse(ejson.loads(json.dumps(plain)), path=path, version=version)
 
 
-def _case_body(path: Path, index: int, run_one: RunOne) -> Callable[[RunContext], Awaitable[None]]:
-    async def run(context: RunContext) -> None:
-        test_file = load_legacy(path)
-        await run_one(context, test_file, test_file.tests[index])
-
-    return run
-
-
 def legacy_cases(suite: str, tests_dir: Path, run_one: RunOne) -> Iterator[SpecCase]:
     """One case per test of every legacy ``.json`` file under ``tests_dir`` (``.yml`` twins ignored), run as
     the unified file it becomes; the case's file is its path under the suite's ``tests`` directory."""
@@ -270,12 +262,4 @@ def legacy_cases(suite: str, tests_dir: Path, run_one: RunOne) -> Iterator[SpecC
         if not is_legacy_file(read_plain(path)):
             continue
         file = relative_file(tests_dir.parent, path)
-        for index, name in enumerate(unique_names(file_test_descriptions(path))):
-            yield SpecCase(
-                suite=suite,
-                file=file,
-                name=name,
-                run=_case_body(path, index, run_one),
-                needs_server=True,
-                source=CaseSource(path, index),
-            )
+        yield from file_cases(suite, path, file, file_test_descriptions(path), load_legacy, run_one)

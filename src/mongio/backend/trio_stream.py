@@ -19,7 +19,6 @@ do not.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -29,7 +28,12 @@ import trio
 
 from mongio.backend.trio_loop import trio_deadline
 from mongio.connection.protocol import MessageProtocol
-from mongio.connection.transport import ResolutionError
+from mongio.connection.transport import (
+    DEFAULT_PORT,
+    connect_first_address,
+    resolve_stream_addresses,
+    tune_socket,
+)
 from mongio.errors import NetworkTimeout
 from mongio.loop_runtime.sockets import forget_connection, forget_socket, record_connection, record_socket
 from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE
@@ -41,7 +45,6 @@ __all__ = ["ByteStreamReader", "ByteStreamWriter", "StreamProtocol", "connect_st
 
 T = TypeVar("T")
 
-DEFAULT_PORT = 27017
 
 _STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
 
@@ -326,7 +329,7 @@ async def connect_stream(
         sock = socket.socket(fileno=proxied.detach())
         trio_socket = trio.socket.from_stdlib_socket(sock)
         record_socket(sock, loop)
-        _tune(sock)
+        tune_socket(sock)
     elif unix:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         record_socket(sock, loop)
@@ -365,39 +368,19 @@ async def _connect_tcp(
     loop: TrioLoop, address: tuple[str, int | None]
 ) -> tuple[socket.socket, trio.socket.SocketType]:
     host, port = address[0], address[1] if address[1] is not None else DEFAULT_PORT
+    infos = await resolve_stream_addresses(host, port, trio.socket.getaddrinfo)
+    return await connect_first_address(infos, loop, _connect_socket)
+
+
+async def _connect_socket(sock: socket.socket, sockaddr: Any) -> tuple[socket.socket, trio.socket.SocketType]:
+    trio_socket = trio.socket.from_stdlib_socket(sock)
     try:
-        infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    except OSError as exc:
-        raise ResolutionError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
-    if not infos:
-        raise ResolutionError(f"{host!r} resolves to no address")
-    errors: list[tuple[str, str]] = []
-    for family, kind, proto, _canonical, sockaddr in infos:
-        sock = socket.socket(family, kind, proto)
-        record_socket(sock, loop)
-        trio_socket = trio.socket.from_stdlib_socket(sock)
-        try:
-            _tune(sock)
-            await trio_socket.connect(sockaddr)
-        except OSError as exc:
-            trio_socket.close()
-            forget_socket(sock)
-            errors.append((str(sockaddr[0]), os.strerror(exc.errno) if exc.errno else str(exc)))
-            continue
-        except BaseException:
-            trio_socket.close()
-            forget_socket(sock)
-            raise
-        return sock, trio_socket
-    if len(errors) == 1:
-        raise OSError(errors[0][1])
-    raise OSError("; ".join(f"{ip}: {message}" for ip, message in errors))
-
-
-def _tune(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    if sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tune_socket(sock)
+        await trio_socket.connect(sockaddr)
+    except BaseException:
+        trio_socket.close()
+        raise
+    return sock, trio_socket
 
 
 class ByteStreamReader:

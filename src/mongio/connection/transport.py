@@ -6,8 +6,8 @@ import asyncio
 import os
 import socket
 import ssl
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mongio.backend import ForeignLoop, running_loop, timeout_at
 from mongio.connection.protocol import MessageProtocol
@@ -18,12 +18,25 @@ from mongio.loop_runtime.sockets import forget_socket, record_socket
 if TYPE_CHECKING:
     from mongio.connection.socks import SocksProxy
 
-__all__ = ["Address", "format_address", "is_unix_socket", "open_transport"]
+__all__ = [
+    "Address",
+    "connect_first_address",
+    "format_address",
+    "is_unix_socket",
+    "open_transport",
+    "resolve_stream_addresses",
+    "tune_socket",
+]
 
 Address = tuple[str, int | None]
 """``(host, port)``; a Unix domain socket is ``(path, None)`` with a path ending in ``.sock``."""
 
 DEFAULT_PORT = 27017
+
+AddressInfo = tuple[Any, Any, int, str, Any]
+"""One entry of ``getaddrinfo``'s answer: family, socket kind, protocol, canonical name, socket address."""
+
+T = TypeVar("T")
 
 
 def is_unix_socket(address: Address) -> bool:
@@ -116,31 +129,62 @@ async def _open_tcp(
     ssl_context: ssl.SSLContext | None,
 ) -> tuple[asyncio.BaseTransport, MessageProtocol]:
     host, port = address[0], address[1] if address[1] is not None else DEFAULT_PORT
+    infos = await resolve_stream_addresses(host, port, loop.getaddrinfo)
+    sock = await connect_first_address(
+        infos, loop, lambda sock, sockaddr: _connect_socket(loop, sock, sockaddr)
+    )
+    return await _wrap_socket(loop, sock, host, factory, ssl_context)
+
+
+async def _connect_socket(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, sockaddr: Any
+) -> socket.socket:
     try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        sock.setblocking(False)
+        tune_socket(sock)
+        await loop.sock_connect(sock, sockaddr)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def resolve_stream_addresses(
+    host: str, port: int, getaddrinfo: Callable[..., Awaitable[Sequence[AddressInfo]]]
+) -> Sequence[AddressInfo]:
+    """The TCP addresses ``host`` resolves to, by the runtime's ``getaddrinfo``; ``ResolutionError`` when it
+    resolves to none."""
+    try:
+        infos = await getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except OSError as exc:
         raise ResolutionError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
     if not infos:
         raise ResolutionError(f"{host!r} resolves to no address")
+    return infos
+
+
+async def connect_first_address(
+    infos: Sequence[AddressInfo],
+    loop: asyncio.AbstractEventLoop,
+    connect: Callable[[socket.socket, Any], Awaitable[T]],
+) -> T:
+    """Try the resolved addresses in turn (IPv4 and IPv6 alike) and return what ``connect(sock, sockaddr)``
+    returns for the first that connects; ``connect`` closes its socket when it fails. The socket is recorded
+    with ``loop`` meanwhile (the caller forgets it once its connection is recorded); when none connects, the
+    ``OSError`` names each address's failure."""
     errors: list[tuple[str, str]] = []
     for family, kind, proto, _canonical, sockaddr in infos:
         sock = socket.socket(family, kind, proto)
         # Until its protocol is recorded, the socket alone is: a loop closed meanwhile must not leave it open.
         record_socket(sock, loop)
         try:
-            sock.setblocking(False)
-            _tune_socket(sock)
-            await loop.sock_connect(sock, sockaddr)
+            return await connect(sock, sockaddr)
         except OSError as exc:
-            sock.close()
             forget_socket(sock)
             errors.append((str(sockaddr[0]), os.strerror(exc.errno) if exc.errno else str(exc)))
-            continue
         except BaseException:
-            sock.close()
             forget_socket(sock)
             raise
-        return await _wrap_socket(loop, sock, host, factory, ssl_context)
     if len(errors) == 1:
         raise OSError(errors[0][1])
     raise OSError("; ".join(f"{ip}: {message}" for ip, message in errors))
@@ -172,14 +216,16 @@ def _adopt_socket(sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
     """Record and tune a socket connected elsewhere (through a proxy); closed if that fails."""
     record_socket(sock, loop)
     try:
-        _tune_socket(sock)
+        tune_socket(sock)
     except BaseException:
         sock.close()
         forget_socket(sock)
         raise
 
 
-def _tune_socket(sock: socket.socket) -> None:
-    # Idle pooled connections must notice a vanished peer or a middlebox that dropped them.
+def tune_socket(sock: socket.socket) -> None:
+    """Keep-alive on (idle pooled connections must notice a vanished peer or a middlebox that dropped them)
+    and, on TCP, no Nagle delay."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

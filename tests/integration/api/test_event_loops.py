@@ -136,15 +136,31 @@ print("balanced", events.counts.get("ConnectionCreatedEvent") == events.counts.g
 """
 
 
-def _run_script(script: str, server_uri: str) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` in a process of its own (ResourceWarnings as errors) against ``server_uri``."""
+def _run_script(
+    script: str, server_uri: str, *, dev_mode: bool = False, resource_warnings_fail: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a process of its own against ``server_uri``: in Python's development mode (``-X dev``)
+    if asked, ResourceWarnings as errors unless told otherwise."""
+    options = ["-X", "dev"] if dev_mode else []
+    if resource_warnings_fail:
+        options += ["-W", "error::ResourceWarning"]
     return subprocess.run(
-        [sys.executable, "-W", "error::ResourceWarning", "-c", script, server_uri],
+        [sys.executable, *options, "-c", script, server_uri],
         capture_output=True,
         text=True,
         cwd=_ROOT,
         timeout=120,
     )
+
+
+def _never_awaited_after_a_clean_exit(finished: subprocess.CompletedProcess[str]) -> list[str]:
+    """The "never awaited" warnings of a script that exited cleanly: status 0, no task destroyed pending, no
+    unclosed resource, no error."""
+    assert finished.returncode == 0, finished.stderr
+    stderr = finished.stderr
+    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
+        assert problem not in stderr, stderr
+    return [line for line in stderr.splitlines() if "was never awaited" in line]
 
 
 def test_successive_asyncio_runs_with_a_module_level_client(server_uri: str) -> None:
@@ -556,20 +572,12 @@ def test_asyncio_run_takes_close_as_it_takes_pymongos_coroutine(server_uri: str)
 _MOTOR_HABITS = """
 import asyncio, gc, sys
 from mongio import MongoClient
-from mongio.events import CommandListener
 from tests.support.loop_checks import PoolEventCounts
-
-
-class Sent(CommandListener):
-    def __init__(self):
-        self.names = []
-
-    def started(self, event):
-        self.names.append(event.command_name)
+from tests.support.recorders import CommandRecorder
 
 
 def motor_test_case(ending):
-    events, sent = PoolEventCounts(), Sent()
+    events, sent = PoolEventCounts(), CommandRecorder()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     client = MongoClient(sys.argv[1], event_listeners=[events, sent])
@@ -589,7 +597,7 @@ def motor_test_case(ending):
     counts = events.counts
     print("balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
           counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"))
-    print("sent", "killCursors" in sent.names, "endSessions" in sent.names, "dropDatabase" in sent.names)
+    print("sent", "killCursors" in sent.names(), "endSessions" in sent.names(), "dropDatabase" in sent.names())
 
 
 def stop_then_close(loop):
@@ -611,21 +619,11 @@ def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str
     dropped open is killed, the sessions are ended) so that no task is left pending and no transport unclosed; a
     coroutine never awaited (``drop_database`` called without ``await`` among them) is only Python's
     warning naming it, and sends nothing."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
-    assert finished.returncode == 0, finished.stderr
+    finished = _run_script(_MOTOR_HABITS, server_uri, dev_mode=True)
+    never_awaited = _never_awaited_after_a_clean_exit(finished)
     assert finished.stdout.splitlines() == ["balanced True True", "sent True True False"] * 2 + ["done"]
-    stderr = finished.stderr
-    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
-        assert problem not in stderr, stderr
-    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
     # Python warns once per line of the script.
-    assert len(never_awaited) == 2, stderr
+    assert len(never_awaited) == 2, finished.stderr
     assert "'MongoClient.drop_database'" in never_awaited[0] and "'Collection.find_one'" in never_awaited[1]
 
 
@@ -634,28 +632,20 @@ def test_motor_close_idiom_leaves_no_task_no_socket_and_no_error(server_uri: str
 _MOTOR_HABITS_IN_A_LOOP = """
 import asyncio, gc, sys
 from mongio import MongoClient
-from mongio.events import CommandListener
 from tests.support.loop_checks import PoolEventCounts
-
-
-class Sent(CommandListener):
-    def __init__(self):
-        self.names = []
-
-    def started(self, event):
-        self.names.append(event.command_name)
+from tests.support.recorders import CommandRecorder
 
 
 def report(name, events, sent):
     counts = events.counts
     print(name, "balanced", counts.get("ConnectionCreatedEvent") == counts.get("ConnectionClosedEvent"),
           counts.get("PoolCreatedEvent") == counts.get("PoolClosedEvent"),
-          "sent", "insert" in sent.names, "dropDatabase" in sent.names, "endSessions" in sent.names)
+          "sent", "insert" in sent.names(), "dropDatabase" in sent.names(), "endSessions" in sent.names())
 
 
 def test_case(ending):
     # Motor's harness: a client of its own made before the test, closed without await once the test ran.
-    events, sent, harness_events = PoolEventCounts(), Sent(), PoolEventCounts()
+    events, sent, harness_events = PoolEventCounts(), CommandRecorder(), PoolEventCounts()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     harness = MongoClient(sys.argv[1], event_listeners=[harness_events])
@@ -667,7 +657,7 @@ def test_case(ending):
         await coll.insert_many([{"n": n} for n in range(3)])
         async for _ in coll.find(batch_size=1):
             break                                # left open: the closing kills it
-        sent.names.clear()
+        sent.clear()
         coll.insert_one({"n": 3})                # a coroutine nobody awaits: sends nothing
         client.drop_database("loops_test_never") # the same, called without await as with Motor
         client.close()                           # Motor's close: no await, the loop is running
@@ -677,7 +667,7 @@ def test_case(ending):
     asyncio.set_event_loop(None)
     gc.collect()
     report("test", events, sent)
-    report("harness", harness_events, Sent())
+    report("harness", harness_events, CommandRecorder())
 
 
 def motor_teardown(loop, harness):
@@ -700,24 +690,14 @@ def test_motor_close_idiom_inside_a_running_loop_leaves_nothing_once_the_harness
     closing left in the background finishes when the tear-down runs the loop, so no task is left pending and
     no socket open, and the sessions are ended; the coroutines never awaited (``insert_one``,
     ``drop_database``) only get Python's warning and send nothing."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", _MOTOR_HABITS_IN_A_LOOP, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
-    )
-    assert finished.returncode == 0, finished.stderr
+    finished = _run_script(_MOTOR_HABITS_IN_A_LOOP, server_uri, dev_mode=True)
+    never_awaited = _never_awaited_after_a_clean_exit(finished)
     assert finished.stdout.splitlines() == [
         "test balanced True True sent False False True",
         "harness balanced True True sent False False False",
         "done",
     ]
-    stderr = finished.stderr
-    for problem in ("Task was destroyed", "ResourceWarning", "RuntimeError", "unclosed", "Traceback"):
-        assert problem not in stderr, stderr
-    never_awaited = [line for line in stderr.splitlines() if "was never awaited" in line]
-    assert len(never_awaited) == 2, stderr
+    assert len(never_awaited) == 2, finished.stderr
     assert "'Collection.insert_one'" in never_awaited[0] and "'MongoClient.drop_database'" in never_awaited[1]
 
 
@@ -745,12 +725,8 @@ import gc; gc.collect()
 def test_a_closing_left_unfinished_by_a_closed_loop_says_so(server_uri: str) -> None:
     """``client.close()`` without ``await``, then ``loop.close()`` with nothing run in between: the closing
     cannot finish, and mongio says why and what to do (asyncio's own reports of the tasks come too)."""
-    finished = subprocess.run(
-        [sys.executable, "-X", "dev", "-c", _CLOSE_UNAWAITED_THEN_LOOP_CLOSED, server_uri],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=120,
+    finished = _run_script(
+        _CLOSE_UNAWAITED_THEN_LOOP_CLOSED, server_uri, dev_mode=True, resource_warnings_fail=False
     )
     assert finished.returncode == 0, finished.stderr
     assert "close() was not awaited and its event loop was closed before the closing finished" in finished.stderr

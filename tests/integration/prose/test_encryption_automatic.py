@@ -17,7 +17,6 @@ libmongocrypt's refusal of an unsupported command comes back as ``EncryptionErro
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from mongio.bson.binary import Binary
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt, mongocryptd
 from mongio.errors import EncryptionError, ServerSelectionTimeoutError
 from tests.support.fake_mongocryptd import FakeMongocryptd
+from tests.support.key_vault import own_databases
 from tests.support.query_analyser import QueryAnalyser
 from tests.support.recorders import CommandRecorder
 
@@ -63,22 +63,14 @@ async def plain(server_uri: str) -> AsyncIterator[MongoClient]:
 @pytest.fixture
 async def names(plain: MongoClient) -> AsyncIterator[tuple[str, str]]:
     """A key vault namespace and a database of the test's own."""
-    suffix = uuid.uuid4().hex[:10]
-    yield f"keyvault_{suffix}.datakeys", f"autoenc_{suffix}"
-    await plain.drop_database(f"keyvault_{suffix}")
-    await plain.drop_database(f"autoenc_{suffix}")
+    async with own_databases(plain, "autoenc") as owned:
+        yield owned
 
 
 @pytest.fixture
 async def key_id(plain: MongoClient, names: tuple[str, str]) -> Binary:
     async with ClientEncryption(KMS, names[0], plain, plain.codec_options) as client_encryption:
         return await client_encryption.create_data_key("local")
-
-
-@pytest.fixture
-async def analyser() -> AsyncIterator[QueryAnalyser]:
-    async with QueryAnalyser() as serving:
-        yield serving
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import os
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from mongio.errors import (
     ServerSelectionTimeoutError,
 )
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
+from tests.support.key_vault import own_databases
 from tests.support.query_analyser import QueryAnalyser
 from tests.support.recorders import CommandRecorder
 
@@ -94,16 +94,8 @@ async def client(server_uri: str) -> AsyncIterator[MongoClient]:
 @pytest.fixture
 async def names(client: MongoClient) -> AsyncIterator[tuple[str, str]]:
     """The key vault namespace and the database (the README's ``keyvault.datakeys`` and ``db``), the test's own."""
-    suffix = uuid.uuid4().hex[:10]
-    yield f"keyvault_{suffix}.datakeys", f"db_{suffix}"
-    await client.drop_database(f"keyvault_{suffix}")
-    await client.drop_database(f"db_{suffix}")
-
-
-@pytest.fixture
-async def analyser() -> AsyncIterator[QueryAnalyser]:
-    async with QueryAnalyser() as serving:
-        yield serving
+    async with own_databases(client, "db") as owned:
+        yield owned
 
 
 @pytest.fixture
@@ -126,17 +118,6 @@ def analysed_by(analyser: QueryAnalyser, **extra: Any) -> dict[str, Any]:
 
 
 # --- 2: data key and double encryption, the auto-encrypted client's part ------------------------------------
-
-
-@pytest.fixture
-def certificates(tmp_path: Path) -> KmsCertificates:
-    return KmsCertificates.make(str(tmp_path))
-
-
-@pytest.fixture
-async def kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
-    async with FakeCloudKms(certificates) as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import socket
 import types
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -63,30 +62,6 @@ def closed_port() -> str:
         return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
-@pytest.fixture
-async def key_client(server_uri: str) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri) as client:
-        yield client
-
-
-@pytest.fixture
-async def namespace(key_client: MongoClient) -> AsyncIterator[str]:
-    name = f"keyvault_{uuid.uuid4().hex[:10]}"
-    yield f"{name}.datakeys"
-    await key_client.drop_database(name)
-
-
-@pytest.fixture
-def certificates(tmp_path: Path) -> KmsCertificates:
-    return KmsCertificates.make(str(tmp_path))
-
-
-@pytest.fixture
-async def kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
-    async with FakeCloudKms(certificates) as fake:
-        yield fake
-
-
 def encryption_for(
     key_client: MongoClient,
     namespace: str,
@@ -106,6 +81,22 @@ def all_providers(
         {name: kms_credentials(name, kms.endpoint) for name in ("local", *CLOUDS)},
         {name: {"tlsCAFile": certificates.ca_file} for name in CLOUDS},
     )
+
+
+def on_demand_encryption(
+    key_client: MongoClient, namespace: str, provider: str, certificates: KmsCertificates
+) -> ClientEncryption:
+    """A ``ClientEncryption`` that fetches ``provider``'s credentials on demand (its options left empty) and
+    trusts the fake KMS's certificate authority."""
+    return encryption_for(
+        key_client, namespace, {provider: {}}, {provider: {"tlsCAFile": certificates.ca_file}}
+    )
+
+
+async def assert_data_key_round_trip(encryption: ClientEncryption, provider: str, kms: FakeCloudKms) -> None:
+    """A data key made under ``provider``'s master key on the fake KMS encrypts a value that decrypts back."""
+    key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
+    assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
 
 
 # --- 2: data keys from cloud master keys --------------------------------------------------------------------
@@ -141,8 +132,7 @@ async def test_prose_7_cases_1_and_6_aws_endpoints(
     key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
 ) -> None:
     async with all_providers(key_client, namespace, kms, certificates) as encryption:
-        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        await assert_data_key_round_trip(encryption, "aws", kms)
         unreachable = closed_port()
         with pytest.raises(EncryptionError, match=f"KMS {unreachable}: ConnectionRefusedError"):
             await encryption.create_data_key("aws", kms_master_key("aws", unreachable))
@@ -156,8 +146,7 @@ async def test_prose_7_cases_7_and_8_azure_and_gcp_endpoints(
     async with encryption_for(
         key_client, namespace, {provider: kms_credentials(provider, kms.endpoint)}, tls
     ) as encryption:
-        key_id = await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
+        await assert_data_key_round_trip(encryption, provider, kms)
     unreachable = closed_port()  # client_encryption_invalid: its identity endpoint is unreachable
     async with encryption_for(
         key_client, namespace, {provider: kms_credentials(provider, unreachable)}, tls
@@ -379,9 +368,7 @@ async def test_prose_15_case_1_without_aws_credentials_creating_a_key_fails(
     aws_endpoints: FakeAwsEndpoints,
 ) -> None:
     aws_endpoints.fail_status = 404  # no instance role: the chain's last source has nothing
-    async with encryption_for(
-        key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
-    ) as encryption:
+    async with on_demand_encryption(key_client, namespace, "aws", certificates) as encryption:
         with pytest.raises(EncryptionError, match=r"instance metadata|EC2|404"):
             await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
     assert kms.requests == 0
@@ -394,11 +381,8 @@ async def test_prose_15_on_demand_aws_credentials_from_the_instance_metadata_ser
     certificates: KmsCertificates,
     aws_endpoints: FakeAwsEndpoints,
 ) -> None:
-    async with encryption_for(
-        key_client, namespace, {"aws": {}}, {"aws": {"tlsCAFile": certificates.ca_file}}
-    ) as encryption:
-        key_id = await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
-        assert await encryption.decrypt(await encryption.encrypt("x", RANDOM, key_id=key_id)) == "x"
+    async with on_demand_encryption(key_client, namespace, "aws", certificates) as encryption:
+        await assert_data_key_round_trip(encryption, "aws", kms)
     issued = aws_endpoints.issued[0]
     assert all(issued.access_key in request.headers["authorization"] for request in kms.seen)
     assert all(request.headers["x-amz-security-token"] == issued.token for request in kms.seen)
@@ -412,11 +396,8 @@ async def test_prose_17_on_demand_gcp_credentials_through_a_client_encryption(
 ) -> None:
     async with FakeMetadataServer() as metadata, FakeCloudKms(certificates, bearer_tokens=(TOKEN,)) as kms:
         monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
-        async with encryption_for(
-            key_client, namespace, {"gcp": {}}, {"gcp": {"tlsCAFile": certificates.ca_file}}
-        ) as encryption:
-            key_id = await encryption.create_data_key("gcp", kms_master_key("gcp", kms.endpoint))
-            assert await encryption.decrypt(await encryption.encrypt("g", RANDOM, key_id=key_id)) == "g"
+        async with on_demand_encryption(key_client, namespace, "gcp", certificates) as encryption:
+            await assert_data_key_round_trip(encryption, "gcp", kms)
     assert metadata.requests and all(
         headers["metadata-flavor"] == "Google" for _, headers in metadata.requests
     )
@@ -442,11 +423,8 @@ async def test_prose_18_on_demand_azure_credentials_through_a_client_encryption(
 ) -> None:
     async with FakeMetadataServer() as metadata, FakeCloudKms(certificates, bearer_tokens=(TOKEN,)) as kms:
         monkeypatch.setenv(AZURE_ENDPOINT_VARIABLE, f"http://{metadata.host}")
-        async with encryption_for(
-            key_client, namespace, {"azure": {}}, {"azure": {"tlsCAFile": certificates.ca_file}}
-        ) as encryption:
-            key_id = await encryption.create_data_key("azure", kms_master_key("azure", kms.endpoint))
-            assert await encryption.decrypt(await encryption.encrypt("z", RANDOM, key_id=key_id)) == "z"
+        async with on_demand_encryption(key_client, namespace, "azure", certificates) as encryption:
+            await assert_data_key_round_trip(encryption, "azure", kms)
     assert len(metadata.requests) == 1  # the token is cached across the two exchanges
     assert metadata.requests[0][0].startswith("/metadata/identity/oauth2/token?api-version=2018-02-01")
     assert all(request.headers["authorization"] == f"Bearer {TOKEN}" for request in kms.seen)

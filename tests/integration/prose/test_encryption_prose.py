@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import os
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,30 +50,6 @@ def present(document: Any) -> Any:
     """A key document the test expects to exist."""
     assert document is not None
     return document
-
-
-@pytest.fixture
-async def key_client(server_uri: str) -> AsyncIterator[MongoClient]:
-    async with MongoClient(server_uri) as client:
-        yield client
-
-
-@pytest.fixture
-async def namespace(key_client: MongoClient) -> AsyncIterator[str]:
-    name = f"keyvault_{uuid.uuid4().hex[:10]}"
-    yield f"{name}.datakeys"
-    await key_client.drop_database(name)
-
-
-@pytest.fixture
-def certificates(tmp_path: Path) -> KmsCertificates:
-    return KmsCertificates.make(str(tmp_path))
-
-
-@pytest.fixture
-async def fake_kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
-    async with FakeCloudKms(certificates) as kms:
-        yield kms
 
 
 def aws_encryption(
@@ -209,12 +184,12 @@ async def test_prose_1_custom_key_material(
 
 
 async def test_prose_2_data_key_and_double_encryption(
-    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeCloudKms
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, kms: FakeCloudKms
 ) -> None:
     async with aws_encryption(key_client, namespace, certificates) as encryption:
         for provider, master_key in (
             ("local", None),
-            ("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint}),
+            ("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint}),
         ):
             key_id = await encryption.create_data_key(
                 provider, master_key, key_alt_names=[f"{provider}_altname"]
@@ -227,28 +202,28 @@ async def test_prose_2_data_key_and_double_encryption(
             )
             assert by_id == by_name
             assert await encryption.decrypt(by_id) == f"hello {provider}"
-    assert fake_kms.requests >= 2  # the AWS key's encryption, then its decryption
+    assert kms.requests >= 2  # the AWS key's encryption, then its decryption
 
 
 async def test_prose_7_custom_endpoint_with_and_without_port(
-    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeCloudKms
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, kms: FakeCloudKms
 ) -> None:
     async with aws_encryption(key_client, namespace, certificates) as encryption:
-        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
+        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
         assert await encryption.decrypt(await encryption.encrypt("test", RANDOM, key_id=key_id)) == "test"
         with pytest.raises(EncryptionError, match="port"):
             await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": "127.0.0.1:notaport"})
 
 
 async def test_prose_10_a_kms_certificate_the_client_does_not_trust(
-    key_client: MongoClient, namespace: str, fake_kms: FakeCloudKms, tmp_path: Path
+    key_client: MongoClient, namespace: str, kms: FakeCloudKms, tmp_path: Path
 ) -> None:
     (tmp_path / "other").mkdir()
     other_authority = KmsCertificates.make(str(tmp_path / "other"))
     async with aws_encryption(key_client, namespace, other_authority) as encryption:
         with pytest.raises(EncryptionError, match=r"certificate verify failed|unable to get local issuer"):
-            await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
-    assert fake_kms.requests == 0
+            await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
+    assert kms.requests == 0
 
 
 async def test_prose_13_unique_index_on_key_alt_names(
@@ -277,7 +252,7 @@ async def test_prose_15_on_demand_aws_credentials_from_the_environment(
     key_client: MongoClient,
     namespace: str,
     certificates: KmsCertificates,
-    fake_kms: FakeCloudKms,
+    kms: FakeCloudKms,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAONDEMAND")
@@ -285,8 +260,8 @@ async def test_prose_15_on_demand_aws_credentials_from_the_environment(
     async with ClientEncryption(
         {"aws": {}}, namespace, key_client, None, kms_tls_options={"aws": {"tlsCAFile": certificates.ca_file}}
     ) as encryption:
-        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
-    assert isinstance(key_id, Binary) and fake_kms.requests == 1
+        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
+    assert isinstance(key_id, Binary) and kms.requests == 1
 
 
 async def test_prose_16_case_2_a_master_key_needs_its_provider(local_encryption: ClientEncryption) -> None:
@@ -295,13 +270,13 @@ async def test_prose_16_case_2_a_master_key_needs_its_provider(local_encryption:
 
 
 async def test_rewrap_moves_keys_to_another_provider_and_their_data_still_decrypts(
-    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeCloudKms
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, kms: FakeCloudKms
 ) -> None:
     async with aws_encryption(key_client, namespace, certificates) as encryption:
         key_id = await encryption.create_data_key("local")
         encrypted = await encryption.encrypt("kept", RANDOM, key_id=key_id)
         result = await encryption.rewrap_many_data_key(
-            {}, "aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint}
+            {}, "aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint}
         )
         assert result.bulk_write_result is not None and result.bulk_write_result.modified_count == 1
         assert present(await encryption.get_key(key_id))["masterKey"]["provider"] == "aws"
@@ -314,25 +289,25 @@ async def test_prose_24_kms_requests_are_retried(
     key_client: MongoClient,
     namespace: str,
     certificates: KmsCertificates,
-    fake_kms: FakeCloudKms,
+    kms: FakeCloudKms,
     drops: int,
     errors: int,
 ) -> None:
-    fake_kms.drop_connections, fake_kms.server_errors = drops, errors
+    kms.drop_connections, kms.server_errors = drops, errors
     async with aws_encryption(key_client, namespace, certificates) as encryption:
-        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
+        key_id = await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
         assert await encryption.decrypt(await encryption.encrypt("x", RANDOM, key_id=key_id)) == "x"
-    assert fake_kms.drop_connections == 0 and fake_kms.server_errors == 0
-    assert fake_kms.requests == 2 + errors
+    assert kms.drop_connections == 0 and kms.server_errors == 0
+    assert kms.requests == 2 + errors
 
 
 async def test_prose_24_a_kms_that_keeps_failing_is_an_encryption_error(
-    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeCloudKms
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, kms: FakeCloudKms
 ) -> None:
-    fake_kms.drop_connections = 100
+    kms.drop_connections = 100
     async with aws_encryption(key_client, namespace, certificates) as encryption:
         with pytest.raises(EncryptionError, match="last attempt failed"):
-            await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint})
+            await encryption.create_data_key("aws", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
 
 
 async def test_queryable_encryption_payloads_are_made_with_their_options(
@@ -426,7 +401,7 @@ async def test_prose_10_a_kms_certificate_for_another_host_name(
 
 
 async def test_a_named_aws_provider_uses_its_credentials_and_tls_options(
-    key_client: MongoClient, namespace: str, certificates: KmsCertificates, fake_kms: FakeCloudKms
+    key_client: MongoClient, namespace: str, certificates: KmsCertificates, kms: FakeCloudKms
 ) -> None:
     async with ClientEncryption(
         {"aws:name1": {"accessKeyId": "AKIANAMED", "secretAccessKey": "named-secret"}},
@@ -435,9 +410,7 @@ async def test_a_named_aws_provider_uses_its_credentials_and_tls_options(
         None,
         kms_tls_options={"aws:name1": {"tlsCAFile": certificates.ca_file}},
     ) as encryption:
-        key_id = await encryption.create_data_key(
-            "aws:name1", {**AWS_MASTER_KEY, "endpoint": fake_kms.endpoint}
-        )
+        key_id = await encryption.create_data_key("aws:name1", {**AWS_MASTER_KEY, "endpoint": kms.endpoint})
         assert present(await encryption.get_key(key_id))["masterKey"]["provider"] == "aws:name1"
         assert await encryption.decrypt(await encryption.encrypt("n", RANDOM, key_id=key_id)) == "n"
-    assert all("AKIANAMED" in request.headers["authorization"] for request in fake_kms.seen)
+    assert all("AKIANAMED" in request.headers["authorization"] for request in kms.seen)
