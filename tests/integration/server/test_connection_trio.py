@@ -8,13 +8,10 @@ loop in a thread of their own while the test's trio run drives the client.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-import threading
 from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -33,6 +30,7 @@ from mongio.options.proxy_options import ProxyOptions
 from mongio.options.srv import SrvRecord, resolve_seedlist
 from mongio.topology.srv_polling import SrvPoller
 from tests.conftest import first_host
+from tests.support.asyncio_thread import on_asyncio_thread
 from tests.support.direct_connections import admin_command
 from tests.support.loopback_peer import LoopbackPeer
 from tests.support.ocsp_pki import Answer, Authority, Responder, write_server_files
@@ -41,28 +39,6 @@ from tests.support.socks5_proxy import Socks5Proxy
 from tests.support.tls_server import tls_test_server
 
 pytestmark = pytest.mark.server
-
-
-S = TypeVar("S", bound=AbstractAsyncContextManager[Any])
-
-
-@contextmanager
-def on_asyncio_thread(server: S) -> Iterator[S]:
-    """Run a server of the tests (an asyncio program, entered with ``async with``) on an asyncio loop in a
-    thread of its own."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="asyncio test server", daemon=True)
-    thread.start()
-    try:
-        asyncio.run_coroutine_threadsafe(server.__aenter__(), loop).result(10)
-        try:
-            yield server
-        finally:
-            asyncio.run_coroutine_threadsafe(server.__aexit__(None, None, None), loop).result(10)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module")
