@@ -119,30 +119,29 @@ def probe(driver: str, source: str, connections: int, addresses: dict[str, str])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
     with tempfile.TemporaryDirectory() as home:
         env["HOME"] = home  # no ~/.aws for botocore to find
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                PROBE + LAG_MEASUREMENT,
-                driver,
-                source,
-                str(connections),
-                addresses["endpoints"],
-                addresses["member"],
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
+        arguments = [driver, source, str(connections), addresses["endpoints"], addresses["member"]]
+        return run_probe(PROBE, arguments, env, f"{driver}/{source}")
+
+
+def run_probe(probe_script: str, arguments: Sequence[str], env: dict[str, str], label: str) -> dict[str, Any]:
+    """Run ``probe_script`` (followed by :data:`LAG_MEASUREMENT`) in a fresh interpreter with ``arguments``;
+    its last line of output, as JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", probe_script + LAG_MEASUREMENT, *arguments],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"{driver}/{source} probe failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{label} probe failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def _ms(values: Sequence[float]) -> str:
+def format_ms(values: Sequence[float]) -> str:
+    """Median (min-max) of ``values`` (seconds), in milliseconds."""
     return f"{statistics.median(values) * 1000:8.1f} ({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
 
 
@@ -197,9 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors = sum(run["errors"] for run in runs)
         first = next((run["first_error"] for run in runs if run["first_error"]), "")
         print(
-            f"{driver:8} {source:6} {_ms([run['worst'] for run in runs]):>22} {_ms([run['busy'] for run in runs]):>22} "
+            f"{driver:8} {source:6} {format_ms([run['worst'] for run in runs]):>22} {format_ms([run['busy'] for run in runs]):>22} "
             f"{statistics.median(run['median'] for run in runs) * 1000:10.2f} "
-            f"{_ms([run['elapsed'] for run in runs]):>22} {errors} {first[:120]}"
+            f"{format_ms([run['elapsed'] for run in runs]):>22} {errors} {first[:120]}"
         )
     print(f"member: {summary['accepted']} conversations accepted, refused: {summary['refused']}")
     return 0

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.auth_loop_lag import LAG_MEASUREMENT
+from benchmarks.auth_loop_lag import format_ms, run_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVERS = ("mongio", "pymongo")
@@ -116,22 +116,7 @@ def _environment() -> dict[str, str]:
 def probe(driver: str, way: str, connections: int, delay: float, addresses: dict[str, str]) -> dict[str, Any]:
     env = {**_environment(), "MONGIO_OIDC_AZURE_ENDPOINT": addresses["azure"]}
     arguments = [driver, way, str(connections), str(delay), addresses["uri"], addresses["token"]]
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE + LAG_MEASUREMENT, *arguments],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{driver}/{way} probe failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _ms(values: Sequence[float]) -> str:
-    return f"{statistics.median(values) * 1000:8.1f} ({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
+    return run_probe(PROBE, arguments, env, f"{driver}/{way}")
 
 
 def round_runs(drivers: Sequence[str], ways: Sequence[str], round_number: int) -> list[tuple[str, str]]:
@@ -215,10 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors = sum(run["errors"] for run in runs)
         first = next((run["first_error"] for run in runs if run["first_error"]), "")
         print(
-            f"{driver:8} {way:18} {_ms([run['worst'] for run in runs]):>22} "
-            f"{_ms([run['busy'] for run in runs]):>22} "
+            f"{driver:8} {way:18} {format_ms([run['worst'] for run in runs]):>22} "
+            f"{format_ms([run['busy'] for run in runs]):>22} "
             f"{statistics.median(run['median'] for run in runs) * 1000:10.2f} "
-            f"{_ms([run['elapsed'] for run in runs]):>22} {errors} {first[:120]}"
+            f"{format_ms([run['elapsed'] for run in runs]):>22} {errors} {first[:120]}"
         )
     print(
         f"server: {summary['accepted']} tokens accepted ({summary['speculative']} speculatively), "
