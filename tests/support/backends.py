@@ -32,6 +32,11 @@ ASYNCIO_ONLY: dict[str, str] = {
     "call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
     "tests/integration/server/test_pool_cancellation.py": "the pool's waiters cancelled through Task.cancel() and "
     "the loop's call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
+    "tests/integration/api/test_gridfs.py::test_a_cancelled_upload_leaves_no_chunks": "the upload's task "
+    "cancelled through Task.cancel() (on trio: test_an_upload_cut_by_a_cancel_scope_leaves_no_chunks)",
+    "tests/integration/api/test_tracing.py::test_cancelled_operation_ends_its_spans_with_the_cancellation": "the "
+    "operation's task cancelled through Task.cancel() (on trio: "
+    "test_an_operation_cut_by_a_cancel_scope_ends_its_spans_with_the_cancellation)",
 }
 
 
