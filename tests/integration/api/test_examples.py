@@ -25,7 +25,7 @@ from mongio.backend import running_loop
 from mongio.bson import ObjectId
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.embedded import EmbeddedServer
-from mongio.errors import ClientClosedError
+from mongio.errors import AutoReconnect, ClientClosedError
 from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.books_api import EXAMPLES, Call, exercise_books_api, httpx_call, load_example, stored_books
 
@@ -187,18 +187,39 @@ async def test_aiohttp_app_rejects_a_body_that_is_not_json(server_uri: str, data
     assert await stored_books(server_uri, database) == []
 
 
+async def ping(port: int) -> None:
+    conn = await establish(("127.0.0.1", port), ConnectionSettings())
+    try:
+        reply = await conn.command("admin", {"ping": 1})
+        assert reply["ok"] == 1
+    finally:
+        conn.close()
+
+
 async def test_embedded_server_serves_and_stops_without_leftover_tasks() -> None:
-    before = asyncio.all_tasks()
+    before = running_tasks()
     async with EmbeddedServer() as server:
         assert server.uri == f"mongodb://127.0.0.1:{server.port}/"
-        conn = await establish(("127.0.0.1", server.port), ConnectionSettings())
-        try:
-            reply = await conn.command("admin", {"ping": 1})
-            assert reply["ok"] == 1
-        finally:
-            conn.close()
-    assert asyncio.all_tasks() == before
+        await ping(server.port)
+    assert tasks_started_since(before) == []
     assert server._process is None
+    with pytest.raises(AutoReconnect):
+        await ping(server.port)  # nothing listens there any more
+
+
+async def test_embedded_server_left_through_a_cancel_scope_still_stops() -> None:
+    """A cancel scope cutting the ``async with`` body (anyio's here; trio's cancels every await in it
+    again) does not cut the server's stop short: it exits, and no task is left."""
+    before = running_tasks()
+    with anyio.CancelScope() as scope:
+        async with EmbeddedServer() as server:
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert tasks_started_since(before) == []
+    assert server._process is None
+    with pytest.raises(AutoReconnect):
+        await ping(server.port)
 
 
 async def test_embedded_server_that_exits_reports_its_output() -> None:
