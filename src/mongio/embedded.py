@@ -5,23 +5,41 @@ SecantusDB is an optional extra (``pip install 'mongio[server]'``), never a runt
     async with EmbeddedServer() as server:
         print(server.uri)  # mongodb://127.0.0.1:PORT/
 
-The server keeps its data in memory and is gone when the ``async with`` block ends.
+The server keeps its data in memory and is gone when the ``async with`` block ends. It runs from asyncio
+and from trio (``trio.run``, or ``anyio.run(..., backend="trio")``) alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import shutil
 import socket
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 
+from mongio.backend import (
+    ChildProcess,
+    EventLike,
+    finish_shielded,
+    gather,
+    new_event,
+    open_process,
+    running_loop,
+    timeout,
+)
 from mongio.errors import ConfigurationError
 
 SERVER_PROGRAM = "secantusd-py"
 _READY_MARKER = b"listening on"
+_READ_SIZE = 65_536
+_LONGEST_LINE = 65_536
+# How long a stopped server has to exit before it is killed, then how long the kill may take.
+_TERMINATE_LIMIT = 15.0
+_KILL_LIMIT = 15.0
 
 
 def _find_program() -> str:
@@ -43,7 +61,8 @@ def _free_loopback_port(host: str) -> int:
 
 
 class EmbeddedServer:
-    """A SecantusDB server on a free loopback port, started and stopped with ``async with``.
+    """A SecantusDB server on a free loopback port, started and stopped with ``async with``, on asyncio or
+    on trio.
 
     ``extra_args`` go to ``secantusd-py`` unchanged (e.g. ``"--standalone"``). ``startup_timeout`` bounds
     the wait for the server to listen; a server that exits or stays silent raises ``RuntimeError`` with the
@@ -55,9 +74,9 @@ class EmbeddedServer:
         self.port = 0
         self.extra_args = extra_args
         self.startup_timeout = startup_timeout
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: ChildProcess | None = None
         self._drain: asyncio.Task[None] | None = None
-        self._listening = asyncio.Event()
+        self._listening = False
         self._output: collections.deque[str] = collections.deque(maxlen=30)
 
     @property
@@ -66,29 +85,26 @@ class EmbeddedServer:
 
     async def start(self) -> EmbeddedServer:
         self.port = _free_loopback_port(self.host)
-        self._process = await asyncio.create_subprocess_exec(
-            _find_program(),
-            "--host", self.host,
-            "--port", str(self.port),
-            "--storage-path", ":memory:",
-            *self.extra_args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+        self._process = process = await open_process(
+            (
+                _find_program(),
+                "--host", self.host,
+                "--port", str(self.port),
+                "--storage-path", ":memory:",
+                *self.extra_args,
+            )
         )  # fmt: skip
         # The server logs to its output for its whole life; reading it all keeps the pipe from filling.
-        self._drain = asyncio.create_task(self._read_output(), name=f"embedded-server-output-{self.port}")
+        settled = new_event()
+        self._drain = running_loop().create_task(
+            self._read_output(process, settled), name=f"embedded-server-output-{self.port}"
+        )
         try:
-            async with asyncio.timeout(self.startup_timeout):
-                exited = asyncio.ensure_future(self._process.wait())
-                listening = asyncio.ensure_future(self._listening.wait())
-                try:
-                    await asyncio.wait({exited, listening}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    exited.cancel()
-                    listening.cancel()
-            if not self._listening.is_set():
-                raise RuntimeError(f"the embedded server exited with {self._process.returncode}: {self.output_tail()}")
+            async with timeout(self.startup_timeout):
+                await settled.wait()
+                if not self._listening:
+                    status = await process.wait()
+                    raise RuntimeError(f"the embedded server exited with {status}: {self.output_tail()}")
         except TimeoutError:
             await self.stop()
             raise RuntimeError(
@@ -99,34 +115,28 @@ class EmbeddedServer:
             raise
         return self
 
-    async def _read_output(self) -> None:
-        assert self._process is not None and self._process.stdout is not None
-        async for line in self._process.stdout:
-            self._output.append(line.decode(errors="replace").rstrip())
-            if not self._listening.is_set() and _READY_MARKER in line:
-                self._listening.set()
+    async def _read_output(self, process: ChildProcess, settled: EventLike) -> None:
+        """Keep the output's last lines; ``settled`` is set once the server listens, or its output ended
+        (it exited) first."""
+        try:
+            async for line in _lines(process):
+                self._output.append(line.decode(errors="replace").rstrip())
+                if not self._listening and _READY_MARKER in line:
+                    self._listening = True
+                    settled.set()
+        finally:
+            settled.set()
 
     def output_tail(self) -> str:
         return "\n".join(self._output)
 
     async def stop(self) -> None:
-        """Stop the server and wait for it to exit (killed if it takes longer than 15 seconds)."""
+        """Stop the server and wait for it to exit (killed if it takes longer than 15 seconds). A cancellation
+        of the caller meanwhile (a cancel scope around the ``async with`` expiring) does not cut this short:
+        the server is stopped all the same, and the cancellation goes on afterwards."""
         process, self._process = self._process, None
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                async with asyncio.timeout(15):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
         drain, self._drain = self._drain, None
-        if drain is not None:
-            drain.cancel()
-            try:
-                await drain
-            except asyncio.CancelledError:
-                pass
+        await finish_shielded(functools.partial(_end, process, drain), _TERMINATE_LIMIT + _KILL_LIMIT)
 
     async def __aenter__(self) -> EmbeddedServer:
         return await self.start()
@@ -135,3 +145,35 @@ class EmbeddedServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+async def _end(process: ChildProcess | None, drain: asyncio.Task[None] | None) -> None:
+    """Terminate ``process`` (kill it after ``_TERMINATE_LIMIT``), wait for it, then stop reading its output."""
+    if process is not None and process.returncode is None:
+        process.terminate()
+        try:
+            async with timeout(_TERMINATE_LIMIT):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+    if drain is not None:
+        drain.cancel()
+        await gather(drain)  # its cancellation, collected
+    if process is not None:
+        process.close_output()
+
+
+async def _lines(process: ChildProcess) -> AsyncIterator[bytes]:
+    """The output of ``process`` line by line (without the line ends); a line longer than
+    ``_LONGEST_LINE`` comes in pieces of that size, so that what is kept stays bounded."""
+    pending = b""
+    while chunk := await process.read_output(_READ_SIZE):
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line
+        while len(pending) > _LONGEST_LINE:
+            yield pending[:_LONGEST_LINE]
+            pending = pending[_LONGEST_LINE:]
+    if pending:
+        yield pending

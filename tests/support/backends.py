@@ -3,8 +3,8 @@ trio`` they are skipped with the reason), which tasks run, on either backend, an
 servers run when the test runs on trio (:class:`AsyncioServer`: on an asyncio loop in a thread of their own).
 
 A test is listed in ``ASYNCIO_ONLY`` when what it checks is asyncio's own machinery (the loop's call_later, a Task's cancel(),
-the loop's exception handler, closing or replacing an event loop, uvloop), so it has no trio counterpart as
-written; the behaviour itself is covered on trio by the tests written for both backends. Entries are node id
+the loop's exception handler, closing or replacing an event loop, uvloop) or a library that runs only on asyncio
+(aiohttp), so it has no trio counterpart as written; the behaviour itself is covered on trio by the tests written for both backends. Entries are node id
 prefixes (a module, or one test of it).
 """
 
@@ -25,6 +25,9 @@ T = TypeVar("T")
 P = ParamSpec("P")
 S = TypeVar("S", bound="AsyncioServer")
 
+# The aiohttp example's tests: aiohttp runs only on asyncio.
+AIOHTTP = "aiohttp runs only on asyncio (on trio: the FastAPI example, test_examples_trio.py and the FastAPI tests here)"
+
 ASYNCIO_ONLY: dict[str, str] = {
     "tests/integration/api/test_event_loops.py": "one client on successive asyncio loops, a loop per thread and "
     "pytest-asyncio's loops (a client on asyncio then trio then asyncio: tests/integration/api/test_client_trio.py)",
@@ -32,6 +35,13 @@ ASYNCIO_ONLY: dict[str, str] = {
     "call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
     "tests/integration/server/test_pool_cancellation.py": "the pool's waiters cancelled through Task.cancel() and "
     "the loop's call_later (on trio: the cancellation storm, test_pool_cancellation_storm.py)",
+    "tests/integration/api/test_examples.py::test_aiohttp_app_serves_the_books_api_and_closes_its_client": AIOHTTP,
+    "tests/integration/api/test_examples.py::test_aiohttp_app_rejects_a_body_that_is_not_json": AIOHTTP,
+    "tests/integration/api/test_gridfs.py::test_a_cancelled_upload_leaves_no_chunks": "the upload's task "
+    "cancelled through Task.cancel() (on trio: test_an_upload_cut_by_a_cancel_scope_leaves_no_chunks)",
+    "tests/integration/api/test_tracing.py::test_cancelled_operation_ends_its_spans_with_the_cancellation": "the "
+    "operation's task cancelled through Task.cancel() (on trio: "
+    "test_an_operation_cut_by_a_cancel_scope_ends_its_spans_with_the_cancellation)",
 }
 
 

@@ -34,6 +34,7 @@ cancellation                :func:`is_cancellation`, :func:`current_task`; :func
                             (trio: a scope another task can cancel, as asyncio cancels a task)
 waiting for several         :func:`gather`, :func:`as_completed`
 HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints, KMS exchanges)
+child processes             :func:`open_process` (the embedded test server)
 ==========================  ==========================================================================
 
 Why not anyio's streams on trio: a connection is closed synchronously where a pool discards it or an
@@ -50,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -64,6 +66,7 @@ __all__ = [
     "ByteReader",
     "ByteWriter",
     "CancelScopeLike",
+    "ChildProcess",
     "EventLike",
     "ForeignLoop",
     "LockLike",
@@ -78,6 +81,7 @@ __all__ = [
     "new_event",
     "new_lock",
     "open_byte_stream",
+    "open_process",
     "running_loop",
     "shield",
     "sleep",
@@ -142,6 +146,30 @@ class ByteWriter(Protocol):
     async def wait_closed(self) -> None: ...
 
 
+class ChildProcess(Protocol):
+    """What mongio uses of a child process with no input, whose output and errors reach it through one pipe."""
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status, None while the process runs."""
+        ...
+
+    async def read_output(self, max_bytes: int) -> bytes:
+        """At most ``max_bytes`` of the output, as soon as some arrived; ``b""`` once the output ended."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait for the process to exit; its exit status."""
+        ...
+
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+    def close_output(self) -> None:
+        """Close this end of the output pipe (once nothing reads it any more)."""
+        ...
+
+
 class ForeignLoop(asyncio.AbstractEventLoop):
     """An event loop façade over another runtime (trio): the loop methods mongio calls, in that runtime's
     terms, plus the primitives asyncio offers as module functions (see the module docstring)."""
@@ -201,6 +229,10 @@ class ForeignLoop(asyncio.AbstractEventLoop):
         """``asyncio.open_connection``: a TCP stream (TLS when ``ssl_context`` is given, checked against
         ``server_hostname``) as a reader whose ``readuntil`` raises ``LimitOverrunError`` past ``limit``
         bytes, and a writer; for the HTTP client."""
+        raise NotImplementedError
+
+    async def open_process(self, args: Sequence[str]) -> ChildProcess:
+        """:func:`open_process` on this runtime."""
         raise NotImplementedError
 
     async def open_message_stream(
@@ -372,6 +404,49 @@ async def open_byte_stream(
             host, port, ssl=ssl_context, server_hostname=server_hostname, limit=limit
         )
     return await foreign.open_byte_stream(host, port, ssl_context, server_hostname, limit)
+
+
+async def open_process(args: Sequence[str]) -> ChildProcess:
+    """Start the program ``args[0]`` with the arguments ``args[1:]`` as a child process on the running
+    runtime: no input, its output and errors piped together to the caller."""
+    foreign = _foreign()
+    if foreign is not None:
+        return await foreign.open_process(args)
+    process = await asyncio.create_subprocess_exec(
+        *args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    return _AsyncioChild(process)
+
+
+class _AsyncioChild:
+    """:class:`ChildProcess` over asyncio's."""
+
+    __slots__ = ("_output", "_process")
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None  # piped by open_process
+        self._process = process
+        self._output = process.stdout
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    async def read_output(self, max_bytes: int) -> bytes:
+        return await self._output.read(max_bytes)
+
+    async def wait(self) -> int:
+        return await self._process.wait()
+
+    def terminate(self) -> None:
+        self._process.terminate()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def close_output(self) -> None:
+        # asyncio's pipe transport closes itself once the process exited and the pipe reached its end.
+        pass
 
 
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -30,7 +30,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +41,7 @@ from mongio.backend import (
     ByteReader,
     ByteWriter,
     CancelScopeLike,
+    ChildProcess,
     EventLike,
     ForeignLoop,
     LockLike,
@@ -569,6 +570,11 @@ class TrioLoop(ForeignLoop):
         from mongio.backend.trio_stream import open_byte_stream
 
         return await open_byte_stream(host, port, ssl_context, server_hostname, limit)
+
+    async def open_process(self, args: Sequence[str]) -> ChildProcess:
+        from mongio.backend.trio_process import open_process
+
+        return await open_process(args)
 
     async def getnameinfo(
         self, sockaddr: tuple[str, int] | tuple[str, int, int, int], flags: int = 0

@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import pytest
 
+from mongio.backend import gather
 from mongio.bson.timestamp import Timestamp
 from mongio.client import AsyncMongoClient, MongoClient
 from mongio.collection import Collection
@@ -86,18 +88,18 @@ async def test_close_stops_every_task_and_later_calls_raise(server_uri: str) -> 
 
 
 async def test_close_without_await_closes_in_the_background_as_motor_s_does(server_uri: str) -> None:
-    before = asyncio.all_tasks()
+    before = running_tasks()
     client = MongoClient(server_uri)
     await client.admin.command("ping")
     assert client._topology is not None
     started_tasks = client._topology.tasks()
     closing = client.close()  # Motor's idiom: a plain call, never awaited here
     assert client.close() is closing  # a second call is the same closing
-    await asyncio.gather(*started_tasks, return_exceptions=True)  # the monitors stop without an await
+    await gather(*started_tasks)  # the monitors stop without an await of the closing
     with pytest.raises(ClientClosedError):
         await client.admin.command("ping")
     await closing  # PyMongo's idiom still works on it, after the fact
-    assert asyncio.all_tasks() - before == set()
+    assert tasks_started_since(before) == []
 
 
 async def test_close_of_a_client_never_used() -> None:
@@ -343,17 +345,18 @@ async def test_close_ends_the_pooled_server_sessions(server_uri: str) -> None:
 
 
 async def test_cancelling_a_wait_for_close_does_not_cancel_the_closing(server_uri: str) -> None:
-    """``asyncio.wait_for(client.close(), ...)`` timing out cancels the wait, not the closing: the closing
-    goes on, and awaiting close() again waits for it to end with everything closed."""
+    """A cancelled wait for ``client.close()`` (``asyncio.wait_for`` timing out, anyio's ``move_on_after``
+    expiring, a request cancelled) cancels the wait, not the closing: the closing goes on, and awaiting
+    close() again waits for it to end with everything closed."""
     pools = PoolEventCounts()
     commands = CommandRecorder()
     client = MongoClient(server_uri, event_listeners=[pools, commands])
     await client.admin.command("ping")
-    waiting = asyncio.ensure_future(client.close())
-    await asyncio.sleep(0)  # the wait has begun
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
+    with anyio.CancelScope() as waiting:
+        closing = client.close()
+        waiting.cancel()  # the wait below is cut where it begins
+        await closing
+    assert waiting.cancelled_caught
     await client.close()
     assert pools.count("ConnectionCreatedEvent") == pools.count("ConnectionClosedEvent") > 0
     assert pools.count("PoolClosedEvent") == pools.count("PoolCreatedEvent") == 1

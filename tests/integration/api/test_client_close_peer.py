@@ -5,14 +5,16 @@ retried, with no task left behind and no warning under ``-X dev``."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pytest
 from benchmarks import close_inflight
 
-from mongio import MongoClient
+from mongio import InsertOneResult, MongoClient
 from mongio.bson import encode
 from mongio.errors import AutoReconnect, ClientClosedError
 from mongio.wire import encode_op_msg, next_request_id
@@ -216,12 +218,27 @@ async def test_close_ends_operations_waiting_for_a_server_or_a_connection() -> N
     )
 
 
-async def test_close_ends_an_unacknowledged_write_waiting_for_a_peer_that_stopped_reading() -> None:
-    reading = asyncio.Event()
+class Write:
+    """One write run in a task of its own: what it returned or raised is ``outcome`` once ``ended`` is set."""
 
+    def __init__(self) -> None:
+        self.ended = anyio.Event()
+        self.outcome: object = None
+
+    async def run(self, write: Callable[[], Awaitable[object]]) -> None:
+        try:
+            self.outcome = await write()
+        except Exception as error:  # the outcome the test checks
+            self.outcome = error
+        finally:
+            self.ended.set()
+
+
+async def test_close_ends_an_unacknowledged_write_waiting_for_a_peer_that_stopped_reading() -> None:
     async def handler(request: Request) -> Any:
         if request.command_name == "insert":
-            await reading.wait()  # the peer reads nothing more on this connection
+            # The peer reads nothing more on this connection, until it stops (which cancels this wait).
+            await asyncio.get_running_loop().create_future()
         return None
 
     async with LoopbackPeer(handler) as peer:
@@ -229,19 +246,21 @@ async def test_close_ends_an_unacknowledged_write_waiting_for_a_peer_that_stoppe
         await client.aconnect()
         unacknowledged = client.db.get_collection("coll", write_concern=WriteConcern(w=0))
         big = "x" * 8_000_000
-        # Each write fills the socket buffers further, until one waits for them to drain.
-        for _ in range(20):
-            stuck = asyncio.create_task(unacknowledged.insert_one({"big": big}))
-            done, _ = await asyncio.wait([stuck], timeout=0.5)
-            if not done:
-                break
-            assert not stuck.result().acknowledged
-        assert not stuck.done()  # still waiting to write when the client closes
-        await client.close()
-        await asyncio.wait([stuck], timeout=SAFETY)
-        reading.set()
-        assert stuck.done()
-        error = stuck.exception()
+        async with anyio.create_task_group() as writes:
+            # Each write fills the socket buffers further, until one waits for them to drain.
+            for _ in range(20):
+                stuck = Write()
+                writes.start_soon(stuck.run, functools.partial(unacknowledged.insert_one, {"big": big}))
+                with anyio.move_on_after(0.5):
+                    await stuck.ended.wait()
+                if not stuck.ended.is_set():
+                    break
+                assert isinstance(stuck.outcome, InsertOneResult) and not stuck.outcome.acknowledged
+            assert not stuck.ended.is_set()  # still waiting to write when the client closes
+            await client.close()
+            with anyio.fail_after(SAFETY):
+                await stuck.ended.wait()
+        error = stuck.outcome
         assert isinstance(error, ClientClosedError) and str(error).startswith(f"insert {CLOSED_TEXT}")
 
 

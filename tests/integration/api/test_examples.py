@@ -15,15 +15,18 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from mongio import MongoClient
+from mongio.backend import running_loop
 from mongio.bson import ObjectId
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.embedded import EmbeddedServer
-from mongio.errors import ClientClosedError
+from mongio.errors import AutoReconnect, ClientClosedError
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.books_api import EXAMPLES, Call, exercise_books_api, httpx_call, load_example, stored_books
 
 pytestmark = pytest.mark.server
@@ -52,16 +55,10 @@ def aiohttp_call(http: TestClient[Any, Any]) -> Call:
 
 async def test_quickstart_prints_what_it_did_and_leaves_it_stored(server_uri: str) -> None:
     env = {**os.environ, "MONGODB_URI": server_uri}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(EXAMPLES / "quickstart.py"),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    output, errors = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, errors.decode()
-    lines = output.decode().splitlines()
+    with anyio.fail_after(120):
+        process = await anyio.run_process([sys.executable, str(EXAMPLES / "quickstart.py")], env=env, check=False)
+    assert process.returncode == 0, process.stderr.decode()
+    lines = process.stdout.decode().splitlines()
     assert "inserted 3 documents" in lines
     # the query sorts by birth year and filters out Ada; the aggregation counts speakers per language
     assert lines.index("  Grace (born 1906)") < lines.index("  Edsger (born 1930)")
@@ -82,14 +79,14 @@ async def test_quickstart_prints_what_it_did_and_leaves_it_stored(server_uri: st
 
 async def test_fastapi_app_serves_the_books_api_and_closes_its_client(server_uri: str, database: str) -> None:
     app = load_example("fastapi_app").create_app(server_uri, database)
-    before = asyncio.all_tasks()
+    before = running_tasks()
     # httpx's ASGI transport does not run the lifespan, so the test runs it around the requests.
     async with app.router.lifespan_context(app):
         client = app.state.client
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://books.test") as http:
             await exercise_books_api(httpx_call(http), server_uri, database, invalid_status=422)
-    assert asyncio.all_tasks() == before
+    assert tasks_started_since(before) == []
     with pytest.raises(ClientClosedError):
         await client[database].books.find_one({})
 
@@ -136,10 +133,10 @@ async def test_fastapi_app_traces_each_request_with_the_driver_spans_under_it(
 
 @pytest.fixture
 def fastapi_module(server_uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """The FastAPI example imported the way a server imports it: no event loop running yet."""
+    """The FastAPI example imported the way a server imports it: no event loop (nor trio run) running yet."""
     monkeypatch.setenv("MONGODB_URI", server_uri)
     with pytest.raises(RuntimeError):
-        asyncio.get_running_loop()
+        running_loop()
     yield load_example("fastapi_app")
 
 
@@ -149,7 +146,7 @@ async def test_fastapi_module_level_client_made_before_the_loop_works_and_closes
     app = fastapi_module.module_level_app
     client = fastapi_module.client
     app.state.books = client[database].books  # this test's own database rather than "library"
-    before = asyncio.all_tasks()
+    before = running_tasks()
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://books.test") as http:
@@ -160,7 +157,7 @@ async def test_fastapi_module_level_client_made_before_the_loop_works_and_closes
             book = response.json()
             response = await http.get(f"/books/{book['id']}")
             assert (response.status_code, response.json()) == (200, book)
-    assert asyncio.all_tasks() == before
+    assert tasks_started_since(before) == []
     assert [document["title"] for document in await stored_books(server_uri, database)] == ["Kindred"]
     with pytest.raises(ClientClosedError):
         await client[database].books.find_one({})
@@ -190,18 +187,39 @@ async def test_aiohttp_app_rejects_a_body_that_is_not_json(server_uri: str, data
     assert await stored_books(server_uri, database) == []
 
 
+async def ping(port: int) -> None:
+    conn = await establish(("127.0.0.1", port), ConnectionSettings())
+    try:
+        reply = await conn.command("admin", {"ping": 1})
+        assert reply["ok"] == 1
+    finally:
+        conn.close()
+
+
 async def test_embedded_server_serves_and_stops_without_leftover_tasks() -> None:
-    before = asyncio.all_tasks()
+    before = running_tasks()
     async with EmbeddedServer() as server:
         assert server.uri == f"mongodb://127.0.0.1:{server.port}/"
-        conn = await establish(("127.0.0.1", server.port), ConnectionSettings())
-        try:
-            reply = await conn.command("admin", {"ping": 1})
-            assert reply["ok"] == 1
-        finally:
-            conn.close()
-    assert asyncio.all_tasks() == before
+        await ping(server.port)
+    assert tasks_started_since(before) == []
     assert server._process is None
+    with pytest.raises(AutoReconnect):
+        await ping(server.port)  # nothing listens there any more
+
+
+async def test_embedded_server_left_through_a_cancel_scope_still_stops() -> None:
+    """A cancel scope cutting the ``async with`` body (anyio's here; trio's cancels every await in it
+    again) does not cut the server's stop short: it exits, and no task is left."""
+    before = running_tasks()
+    with anyio.CancelScope() as scope:
+        async with EmbeddedServer() as server:
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert tasks_started_since(before) == []
+    assert server._process is None
+    with pytest.raises(AutoReconnect):
+        await ping(server.port)
 
 
 async def test_embedded_server_that_exits_reports_its_output() -> None:

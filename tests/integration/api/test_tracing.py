@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -161,43 +162,79 @@ async def test_application_span_is_the_parent(
     assert trace.get_current_span() is trace.INVALID_SPAN  # the driver leaves the context as it found it
 
 
-async def test_cancelled_operation_ends_its_spans_with_the_cancellation(
-    server_uri: str, provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    name = f"tracing_{uuid.uuid4().hex[:8]}"
-    find_sent = asyncio.Event()
+class FindSent(CommandListener):
+    """Sets ``sent`` once a ``find`` command is on the wire."""
 
-    class FindSent(CommandListener):
-        def started(self, event: CommandStartedEvent) -> None:
-            if event.command_name == "find":
-                find_sent.set()
+    def __init__(self) -> None:
+        self.sent = anyio.Event()
 
-        def succeeded(self, event: Any) -> None:
-            pass
+    def started(self, event: CommandStartedEvent) -> None:
+        if event.command_name == "find":
+            self.sent.set()
 
-        def failed(self, event: Any) -> None:
-            pass
+    def succeeded(self, event: Any) -> None:
+        pass
 
-    tracing = {"enabled": True, "tracer_provider": provider}
-    async with MongoClient(server_uri, tracing=tracing, event_listeners=[FindSent()]) as client:
-        await client.admin.command(
-            {
-                "configureFailPoint": "failCommand",
-                "mode": {"times": 1},
-                "data": {"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 2000},
-            }
-        )
-        exporter.clear()
-        task = asyncio.create_task(client[name].c.find_one({}))
-        await find_sent.wait()  # the find is on the wire, held by the server
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        spans = list(exporter.get_finished_spans())
-    operation = named(spans, f"find {name}.c")
+    def failed(self, event: Any) -> None:
+        pass
+
+
+async def hold_the_next_find(client: MongoClient) -> None:
+    """The server holds the next ``find`` for two seconds before answering, long enough to cut it."""
+    await client.admin.command(
+        {
+            "configureFailPoint": "failCommand",
+            "mode": {"times": 1},
+            "data": {"failCommands": ["find"], "blockConnection": True, "blockTimeMS": 2000},
+        }
+    )
+
+
+def assert_ended_by(spans: list[ReadableSpan], operation_name: str, cancellation: str) -> None:
+    """The operation's span and its command's span end in error, with the exception ``cancellation`` (a
+    class name) recorded."""
+    operation = named(spans, operation_name)
     (command,) = children(spans, operation)
     for span in (operation, command):
         assert span.status.status_code is StatusCode.ERROR
         assert [event.name for event in span.events] == ["exception"]
         assert span.events[0].attributes is not None
-        assert str(span.events[0].attributes["exception.type"]).endswith("CancelledError")
+        assert str(span.events[0].attributes["exception.type"]).rpartition(".")[2] == cancellation
+
+
+async def test_cancelled_operation_ends_its_spans_with_the_cancellation(
+    server_uri: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    name = f"tracing_{uuid.uuid4().hex[:8]}"
+    find = FindSent()
+    tracing = {"enabled": True, "tracer_provider": provider}
+    async with MongoClient(server_uri, tracing=tracing, event_listeners=[find]) as client:
+        await hold_the_next_find(client)
+        exporter.clear()
+        task = asyncio.create_task(client[name].c.find_one({}))
+        await find.sent.wait()  # the find is on the wire, held by the server
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        spans = list(exporter.get_finished_spans())
+    assert_ended_by(spans, f"find {name}.c", "CancelledError")
+
+
+async def test_an_operation_cut_by_a_cancel_scope_ends_its_spans_with_the_cancellation(
+    server_uri: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """As ``test_cancelled_operation_ends_its_spans_with_the_cancellation``, cut by a cancel scope (anyio's
+    here, trio's alike): the spans record the backend's own cancellation (trio's ``Cancelled``)."""
+    name = f"tracing_{uuid.uuid4().hex[:8]}"
+    find = FindSent()
+    tracing = {"enabled": True, "tracer_provider": provider}
+    async with MongoClient(server_uri, tracing=tracing, event_listeners=[find]) as client:
+        await hold_the_next_find(client)
+        exporter.clear()
+        async with anyio.create_task_group() as finding:
+            finding.start_soon(client[name].c.find_one, {})
+            await find.sent.wait()  # the find is on the wire, held by the server
+            finding.cancel_scope.cancel()
+        assert finding.cancel_scope.cancelled_caught
+        spans = list(exporter.get_finished_spans())
+    assert_ended_by(spans, f"find {name}.c", anyio.get_cancelled_exc_class().__name__)

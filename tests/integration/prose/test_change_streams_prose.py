@@ -626,7 +626,7 @@ async def test_a_dropped_stream_leaves_an_explicit_session_alone(
         assert not session.has_ended
 
 
-def test_a_stream_refused_when_made_has_nothing_to_give_back(client: MongoClient) -> None:
+async def test_a_stream_refused_when_made_has_nothing_to_give_back(client: MongoClient) -> None:
     # The finalizer of a stream whose arguments were refused runs on an object none of whose fields were set.
     stream = ChangeStream.__new__(ChangeStream)
     stream._abandon_session()
