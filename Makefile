@@ -35,7 +35,10 @@ TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_
 	tests/integration/server/test_hostile_server.py tests/integration/server/test_auth_establish.py \
 	tests/integration/server/test_connection_tls.py tests/integration/api/test_cursor_exhaust_peer.py \
 	tests/integration/api/test_option_effects.py tests/integration/api/test_option_effects_tls.py \
-	tests/integration/server/test_auth_gssapi_kdc.py
+	tests/integration/server/test_auth_gssapi_kdc.py tests/integration/api/test_client.py \
+	tests/integration/api/test_client_close_peer.py tests/integration/api/test_examples.py \
+	tests/integration/api/test_gridfs.py tests/integration/api/test_tracing.py \
+	tests/integration/prose/test_change_streams_prose.py
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
 ## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.
