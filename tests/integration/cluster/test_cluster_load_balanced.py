@@ -76,7 +76,7 @@ async def test_each_cursor_keeps_its_service_from_find_to_the_last_getmore(balan
         await second
         assert checked_out(client) == 2  # one held by each open cursor
         read = await gather_outcomes(first.to_list(), second.to_list())
-        assert [len(documents) for documents in read] == [DOCUMENTS, DOCUMENTS]
+        assert [len(documents) for documents in read if isinstance(documents, list)] == [DOCUMENTS] * 2, read
         assert checked_out(client) == 0  # exhausted: both connections went back
         by_cursor: dict[Any, set[Any]] = {}
         find_services = []
