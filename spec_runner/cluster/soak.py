@@ -3,7 +3,7 @@ while faults are injected and operations are cancelled at random points; then ev
 checked.
 
     python -m spec_runner.cluster.soak [--topology replicaset|sharded|both] [--writers 50] [--faults 100]
-                                       [--cancellations 10000] [--seed 1]
+                                       [--cancellations 10000] [--seed 1] [--backend asyncio|trio]
     python -m spec_runner.cluster.soak --pressure [--writers 20] [--max-pool-size 5] [--faults 15]
 
 Each writer inserts documents with unique ids and increments its own counter document (both retryable
@@ -32,16 +32,20 @@ their primary steps down; a retryable write must see no error at all.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
+import contextvars
+import functools
 import random
 import statistics
 import sys
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
+import anyio.to_thread
+from tests.support.backends import running_tasks, tasks_started_since
 
 from mongio.client import MongoClient
 from mongio.error_classification import is_timeout
@@ -55,7 +59,10 @@ from mongio.events.command import (
 from spec_runner.cluster.deployment import Deployment, replica_set, sharded
 from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
 from spec_runner.cluster.members import Role
+from spec_runner.runner import BACKENDS
 
+IN_FLIGHT = 50
+"""How many cancelled operations run at once."""
 DATABASE = "soak"
 DOCUMENTS = "documents"
 COUNTERS = "counters"
@@ -138,37 +145,35 @@ class SoakReport:
 
 
 class OverloadWitness(CommandListener):
-    """Whether each task's latest operation met an overload (``SystemOverloadedError``) on one of its attempts.
-    The executor runs an operation's attempts, and publishes their events, in the task that awaits it."""
+    """Whether the current task's latest operation met an overload (``SystemOverloadedError``) on one of its
+    attempts. The executor runs an operation's attempts, and publishes their events, in the task that awaits
+    it: what the listener notes in that task's context variables is the task's own (each task runs in a copy
+    of its parent's context)."""
 
     def __init__(self) -> None:
-        # task -> (its latest operation's id, whether an attempt of it was refused as overloaded)
-        self._latest: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[int | None, bool]] = (
-            weakref.WeakKeyDictionary()
+        # The current task's latest operation's id, and whether an attempt of it was refused as overloaded.
+        self._latest: contextvars.ContextVar[tuple[int | None, bool] | None] = contextvars.ContextVar(
+            "latest operation", default=None
         )
 
     def started(self, event: CommandStartedEvent) -> None:
-        task = asyncio.current_task()
-        if task is None:
-            return
-        latest = self._latest.get(task)
+        latest = self._latest.get()
         if latest is None or latest[0] != event.operation_id:
-            self._latest[task] = (event.operation_id, False)
+            self._latest.set((event.operation_id, False))
 
     def succeeded(self, event: CommandSucceededEvent) -> None:
         pass
 
     def failed(self, event: CommandFailedEvent) -> None:
-        task = asyncio.current_task()
         failure = event.failure
         labels = failure.get("errorLabels", ()) if isinstance(failure, dict) else ()
-        latest = None if task is None else self._latest.get(task)
-        if task is not None and latest is not None and "SystemOverloadedError" in labels:
-            self._latest[task] = (latest[0], True)
+        latest = self._latest.get()
+        if latest is not None and "SystemOverloadedError" in labels:
+            self._latest.set((latest[0], True))
 
-    def overloaded(self, task: asyncio.Task[Any] | None) -> bool:
-        """Whether ``task``'s latest operation met an overload."""
-        latest = None if task is None else self._latest.get(task)
+    def overloaded(self) -> bool:
+        """Whether the current task's latest operation met an overload."""
+        latest = self._latest.get()
         return latest is not None and latest[1]
 
 
@@ -183,7 +188,7 @@ class Soak:
         self.acknowledged: dict[str, tuple[int, int]] = {}  # _id -> (writer, sequence)
         self.increments = collections.Counter[int]()
         self.unknown = collections.Counter[int]()
-        self.stop = asyncio.Event()
+        self.stop = anyio.Event()
         self.client: MongoClient | None = None
         self.overloads = OverloadWitness()
 
@@ -191,15 +196,16 @@ class Soak:
         assert self.client is not None
         return self.client.get_database(DATABASE).get_collection(name)
 
-    def _saw(self, error: BaseException, task: asyncio.Task[Any] | None = None) -> None:
-        """Count an error an operation of ``task`` (the current task by default) ended with."""
-        after_overload = self.overloads.overloaded(task or asyncio.current_task())
+    def _saw(self, error: BaseException) -> None:
+        """Count an error an operation of the current task ended with."""
+        after_overload = self.overloads.overloaded()
         name, unavoidable = classify_error(error, after_overload=after_overload)
         counter = self.report.unavoidable_errors if unavoidable else self.report.avoidable_errors
         counter[name] += 1
 
     async def run(self) -> SoakReport:
         started = time.monotonic()
+        tasks_before = running_tasks()
         self.client = MongoClient(
             self.deployment.uri,
             timeoutMS=self.settings.timeout_ms,
@@ -210,21 +216,25 @@ class Soak:
         await self.client.aconnect()
         await self._collection(DOCUMENTS).drop()
         await self._collection(COUNTERS).drop()
-        workers = [asyncio.create_task(self._writer(n)) for n in range(self.settings.writers)]
-        workers += [asyncio.create_task(self._reader(n)) for n in range(self.settings.readers)]
-        try:
-            if self.settings.pressure:
-                await self._elect_every_interval()
-            else:
-                await asyncio.gather(self._inject_faults(), self._cancel_operations())
-        finally:
-            self.stop.set()
-            await asyncio.gather(*workers)
+        async with anyio.create_task_group() as workers:
+            for number in range(self.settings.writers):
+                workers.start_soon(self._writer, number)
+            for number in range(self.settings.readers):
+                workers.start_soon(self._reader, number)
+            try:
+                if self.settings.pressure:
+                    await self._elect_every_interval()
+                else:
+                    async with anyio.create_task_group() as drivers:
+                        drivers.start_soon(self._inject_faults)
+                        drivers.start_soon(self._cancel_operations)
+            finally:
+                self.stop.set()
         self.report.faults.update(self.deployment.injected_faults())
         self.deployment.reset()
         await self._verify()
         await self.client.close()
-        self.report.leaked_tasks = len([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+        self.report.leaked_tasks = len(tasks_started_since(tasks_before))
         self.report.seconds = time.monotonic() - started
         return self.report
 
@@ -253,7 +263,7 @@ class Soak:
         rng = random.Random(self.settings.seed * 1000 + number)
         while not self.stop.is_set():
             if not self.acknowledged:
-                await asyncio.sleep(0.01)
+                await anyio.sleep(0.01)
                 continue
             identifier = rng.choice(list(self.acknowledged))
             writer, sequence = self.acknowledged[identifier]
@@ -267,30 +277,33 @@ class Soak:
                 self.report.wrong_reads += 1
 
     async def _cancel_operations(self) -> None:
+        """Start ``cancellations`` operations, at most ``IN_FLIGHT`` at a time, each cut at a random moment
+        of its first 4 ms (its cancel scope's deadline) unless it finished by then."""
         documents = self._collection(DOCUMENTS)
-        in_flight: set[asyncio.Task[Any]] = set()
-        for index in range(self.settings.cancellations):
-            if index % 2:
-                operation: Awaitable[Any] = documents.find_one({"_id": f"w0-{index}"})
-            else:
-                operation = documents.insert_one({"_id": f"c-{index}", "cancelled": True})
-            task = asyncio.ensure_future(operation)
-            in_flight.add(task)
-            delay = self.rng.random() * 0.004
-            asyncio.get_running_loop().call_later(delay, task.cancel)
-            if len(in_flight) >= 50:
-                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                self._count_cancelled(done)
-        if in_flight:
-            done, _ = await asyncio.wait(in_flight)
-            self._count_cancelled(done)
+        slots = anyio.Semaphore(IN_FLIGHT)
+        async with anyio.create_task_group() as in_flight:
+            for index in range(self.settings.cancellations):
+                operation: Callable[[], Awaitable[Any]]
+                if index % 2:
+                    operation = functools.partial(documents.find_one, {"_id": f"w0-{index}"})
+                else:
+                    operation = functools.partial(documents.insert_one, {"_id": f"c-{index}", "cancelled": True})
+                await slots.acquire()
+                deadline = anyio.current_time() + self.rng.random() * 0.004
+                in_flight.start_soon(self._cancelled_at, operation, deadline, slots)
 
-    def _count_cancelled(self, done: set[asyncio.Task[Any]]) -> None:
-        for task in done:
-            if task.cancelled():
-                self.report.cancelled += 1
-            elif task.exception() is not None:
-                self._saw(task.exception(), task)  # type: ignore[arg-type]
+    async def _cancelled_at(
+        self, operation: Callable[[], Awaitable[Any]], deadline: float, slot: anyio.Semaphore
+    ) -> None:
+        try:
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await operation()
+        except Exception as error:
+            self._saw(error)
+        finally:
+            slot.release()
+        if scope.cancelled_caught:
+            self.report.cancelled += 1
 
     # -- the faults ------------------------------------------------------------------------------------
 
@@ -312,12 +325,12 @@ class Soak:
             action = actions[index] if index < len(actions) else self.rng.choice(actions)
             index += 1
             await action()
-            await asyncio.sleep(0.02 + self.rng.random() * 0.05)
+            await anyio.sleep(0.02 + self.rng.random() * 0.05)
 
     async def _elect_every_interval(self) -> None:
         """The pressure run's faults: ``faults`` elections, ``election_interval`` seconds apart."""
         for _ in range(self.settings.faults):
-            await asyncio.sleep(self.settings.election_interval)
+            await anyio.sleep(self.settings.election_interval)
             await self._election()
 
     def _scripted(self, kind: FaultKind) -> Callable[[], Awaitable[None]]:
@@ -339,7 +352,7 @@ class Soak:
 
     async def _election(self) -> None:
         started = time.monotonic()
-        await asyncio.to_thread(self.deployment.failover)
+        await anyio.to_thread.run_sync(self.deployment.failover)
         self._note("election")
         await self._until_a_write_succeeds()
         self.report.recoveries.append(time.monotonic() - started)
@@ -357,15 +370,15 @@ class Soak:
         victim = self.rng.choice(self.deployment.members)
         started = time.monotonic()
         was_primary = victim.role is Role.PRIMARY
-        await asyncio.to_thread(self.deployment.kill, victim)
+        await anyio.to_thread.run_sync(self.deployment.kill, victim)
         self._note("member killed" if self.deployment.topology == "replicaset" else "mongos killed")
         if was_primary:
-            await asyncio.to_thread(self.deployment.failover)
+            await anyio.to_thread.run_sync(self.deployment.failover)
             self._note("election")
             await self._until_a_write_succeeds()
             self.report.recoveries.append(time.monotonic() - started)
-        await asyncio.sleep(0.1 + self.rng.random() * 0.2)
-        await asyncio.to_thread(self.deployment.restart, victim)
+        await anyio.sleep(0.1 + self.rng.random() * 0.2)
+        await anyio.to_thread.run_sync(self.deployment.restart, victim)
 
     # -- the checks ------------------------------------------------------------------------------------
 
@@ -398,8 +411,18 @@ class Soak:
         it never read would answer with the wrong document."""
         documents = self._collection(DOCUMENTS)
         sample = list(self.acknowledged)[:500]
-        found = await asyncio.gather(*(documents.find_one({"_id": identifier}) for identifier in sample))
-        return sum(1 for identifier, doc in zip(sample, found) if doc is None or doc["_id"] != identifier)
+        stale = 0
+
+        async def read(identifier: str) -> None:
+            nonlocal stale
+            doc = await documents.find_one({"_id": identifier})
+            if doc is None or doc["_id"] != identifier:
+                stale += 1
+
+        async with anyio.create_task_group() as reads:
+            for identifier in sample:
+                reads.start_soon(read, identifier)
+        return stale
 
 
 def classify_error(error: BaseException, *, after_overload: bool = False) -> tuple[str, bool]:
@@ -417,11 +440,11 @@ def classify_error(error: BaseException, *, after_overload: bool = False) -> tup
 async def soak_topology(topology: str, settings: SoakSettings) -> SoakReport:
     """Build a deployment of ``topology``, soak it, stop it."""
     build = replica_set if topology == "replicaset" else sharded
-    deployment = await asyncio.to_thread(lambda: build().start())
+    deployment = await anyio.to_thread.run_sync(lambda: build().start())
     try:
         return await Soak(deployment, settings).run()
     finally:
-        await asyncio.to_thread(deployment.stop)
+        await anyio.to_thread.run_sync(deployment.stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-pool-size", type=int, default=None, help="100; 5 with --pressure")
     parser.add_argument("--pressure", action="store_true", help="the pool-pressure run (replica set only)")
+    parser.add_argument("--backend", choices=BACKENDS, default="asyncio", help="the event loop the client runs on")
     args = parser.parse_args(argv)
     if args.pressure:
         settings = SoakSettings(
@@ -449,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     topologies = ["replicaset", "sharded"] if args.topology == "both" else [args.topology]
     ok = True
     for topology in topologies:
-        report = asyncio.run(soak_topology(topology, settings))
+        report = anyio.run(soak_topology, topology, settings, backend=args.backend)
         print(report.table())
         print()
         ok = ok and report.ok

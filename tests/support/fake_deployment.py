@@ -1,7 +1,9 @@
 """Fake MongoDB deployments on loopback sockets, for the topology's runtime tests: members answer hello as a
-replica set member, mongos or standalone (streaming awaitable hellos when asked), on the test's own loop, so a
-virtual clock (``tests.support.virtual_clock``) sees all their work. With them: a pool that records what the
-topology asks of it, ``make_topology``, and the waits and predicates the tests share."""
+replica set member, mongos or standalone (streaming awaitable hellos when asked). On asyncio they run on the
+test's own loop, so a virtual clock (``tests.support.virtual_clock``) sees all their work; entered from trio,
+on an asyncio loop in a thread of their own (an :class:`~tests.support.backends.AsyncioServer`). With them: a
+pool that records what the topology asks of it, ``make_topology``, and the waits and predicates the tests
+share."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import anyio
 
 from mongio.bson import Int64, decode, encode
 from mongio.bson.objectid import ObjectId
@@ -21,6 +25,7 @@ from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
 from mongio.wire import HEADER_SIZE, OpMsg, encode_op_msg, next_request_id, parse_message
 from mongio.wire.op_msg import EXHAUST_ALLOWED, MORE_TO_COME
+from tests.support.backends import AsyncioServer, served
 
 # -- a fake deployment ----------------------------------------------------------------------------------------
 
@@ -192,8 +197,9 @@ class FakeMember:
             self._tasks.discard(task)
 
 
-class FakeDeployment:
-    """Fake members served on the test's loop."""
+class FakeDeployment(AsyncioServer):
+    """Fake members, served on the test's loop (asyncio) or on a loop in a thread of their own (trio). From a
+    test on trio, change the members' state through :meth:`change` and :meth:`elect`, which run there."""
 
     def __init__(self, roles: Sequence[str], *, set_name: str = "rs", streamable: bool = True) -> None:
         self.set_name = set_name
@@ -211,11 +217,13 @@ class FakeDeployment:
         """The tasks serving the members' connections (not the driver's)."""
         return {task for member in self.members for task in member.tasks()}
 
+    @served
     async def change(self, action: Callable[[], None]) -> None:
         """Apply a state change, then let the loop run what it wakes."""
         action()
         await asyncio.sleep(0)
 
+    @served
     async def elect(self, index: int) -> None:
         """Make member ``index`` the primary and every other data-bearing member a secondary."""
 
@@ -229,12 +237,12 @@ class FakeDeployment:
 
         await self.change(election)
 
-    async def __aenter__(self) -> FakeDeployment:
+    async def start(self) -> FakeDeployment:
         for member in self.members:
             await member.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         for member in self.members:
             await member.stop()
 
@@ -332,7 +340,7 @@ async def wait_for(
 ) -> float:
     """Wait (without requesting checks) until the description satisfies ``predicate``; returns the time taken."""
     started = time.monotonic()
-    async with asyncio.timeout(within):
+    with anyio.fail_after(within):
         await topology.wait_for_description(predicate)
     return time.monotonic() - started
 

@@ -368,7 +368,7 @@ async def _connect_tcp(
     loop: TrioLoop, address: tuple[str, int | None]
 ) -> tuple[socket.socket, trio.socket.SocketType]:
     host, port = address[0], address[1] if address[1] is not None else DEFAULT_PORT
-    infos = await resolve_stream_addresses(host, port, trio.socket.getaddrinfo)
+    infos = await resolve_stream_addresses(host, port, loop.getaddrinfo)
     return await connect_first_address(infos, loop, _connect_socket)
 
 

@@ -10,11 +10,11 @@ is ready."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import pytest
 from spec_runner.cluster import Deployment, replica_set
 
@@ -127,7 +127,7 @@ async def _fresh_client(deployment: Deployment, attempts: Attempts) -> MongoClie
     client = MongoClient(deployment.uri, heartbeatFrequencyMS=60_000, event_listeners=[attempts])
     attempts.client = client
     await client.aconnect()
-    async with asyncio.timeout(WAIT):
+    with anyio.fail_after(WAIT):
         await client._topology.wait_for_description(_all_known)  # type: ignore[union-attr]
     return client
 
@@ -140,14 +140,19 @@ async def _run_through_failover(
     attempts = Attempts()
     client = await _fresh_client(deployment, attempts)
     old_primary = deployment.members[0]
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await operation(client))
+
     try:
         deployment.set_latency(old_primary, HANDSHAKE_LATENCY)
-        running = asyncio.ensure_future(operation(client))
-        await asyncio.sleep(FAILOVER_AFTER)
-        new_primary = deployment.failover()
-        async with asyncio.timeout(WAIT):
-            result = await running
-        return result, attempts, old_primary.address, new_primary.address
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as running:
+                running.start_soon(run)
+                await anyio.sleep(FAILOVER_AFTER)
+                new_primary = deployment.failover()
+        return results[0], attempts, old_primary.address, new_primary.address
     finally:
         await client.close()
 

@@ -5,12 +5,12 @@ connection checked out or holding an unread reply."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import random
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from spec_runner.cluster import Deployment, load_balanced
 
@@ -25,6 +25,7 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.operations import UpdateOne
+from tests.support.backends import gather_outcomes
 
 pytestmark = pytest.mark.server
 
@@ -74,8 +75,8 @@ async def test_each_cursor_keeps_its_service_from_find_to_the_last_getmore(balan
         await first  # each opens its own connection: the load balancer deals them to different mongoses
         await second
         assert checked_out(client) == 2  # one held by each open cursor
-        read = await asyncio.gather(first.to_list(), second.to_list())
-        assert [len(documents) for documents in read] == [DOCUMENTS, DOCUMENTS]
+        read = await gather_outcomes(first.to_list(), second.to_list())
+        assert [len(documents) for documents in read if isinstance(documents, list)] == [DOCUMENTS] * 2, read
         assert checked_out(client) == 0  # exhausted: both connections went back
         by_cursor: dict[Any, set[Any]] = {}
         find_services = []
@@ -137,25 +138,27 @@ async def test_cancelled_and_abandoned_cursors_leave_no_connection_checked_out(b
     collection = await fill(client)
     rng = random.Random(7)
 
-    async def read(index: int) -> int:
-        count = 0
-        async for _document in collection.find({}, batch_size=2):
-            count += 1
-            if index % 5 == 0 and count == 5:
-                break  # left open, for the garbage collector
-        return count
+    counts: list[int] = []
+    cancelled: list[int] = []
 
-    tasks = [asyncio.ensure_future(read(index)) for index in range(200)]
-    loop = asyncio.get_running_loop()
-    for task in tasks:
-        loop.call_later(rng.random() * 0.3, task.cancel)
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert sum(isinstance(result, asyncio.CancelledError) for result in results) > 0
-    assert not [result for result in results if isinstance(result, Exception)]
-    assert all(count in (5, DOCUMENTS) for count in results if isinstance(count, int))
+    async def read(index: int, deadline: float) -> None:
+        count = 0
+        with anyio.CancelScope(deadline=deadline) as scope:
+            async for _document in collection.find({}, batch_size=2):
+                count += 1
+                if index % 5 == 0 and count == 5:
+                    break  # left open, for the garbage collector
+        (cancelled if scope.cancelled_caught else counts).append(count)
+
+    # Each read is cut at a random moment of its first 0.3 s (if it is still running then).
+    async with anyio.create_task_group() as reads:
+        for index in range(200):
+            reads.start_soon(read, index, anyio.current_time() + rng.random() * 0.3)
+    assert cancelled
+    assert all(count in (5, DOCUMENTS) for count in counts)
     gc.collect()
     # Every pooled connection answers its own command: none was left with a reply unread.
-    found = await asyncio.gather(*(collection.find_one({"_id": index % DOCUMENTS}) for index in range(100)))
+    found = await gather_outcomes(*(collection.find_one({"_id": index % DOCUMENTS}) for index in range(100)))
     assert found == [{"_id": index % DOCUMENTS} for index in range(100)]
     assert len(await collection.find({}, batch_size=3).to_list()) == DOCUMENTS
     topology = client._topology

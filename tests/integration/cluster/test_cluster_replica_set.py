@@ -4,10 +4,10 @@ partitions (Server Discovery and Monitoring, Server Selection, Retryable Writes)
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from spec_runner.cluster import Deployment, MemberConfig, replica_set
 from spec_runner.raw_wire import command_once
@@ -82,7 +82,7 @@ async def client_and_commands(deployment: Deployment) -> AsyncIterator[tuple[Mon
 
 
 async def wait_for(client: MongoClient, predicate: Callable[[TopologyDescription], bool]) -> TopologyDescription:
-    async with asyncio.timeout(WAIT):
+    with anyio.fail_after(WAIT):
         return await client._topology.wait_for_description(predicate)  # type: ignore[union-attr]
 
 
@@ -249,14 +249,29 @@ async def test_kill_all_sessions_interrupts_a_command_held_by_a_fail_point(deplo
                 "data": {"failCommands": ["insert"], "blockConnection": True, "blockTimeMS": 2000},
             },
         )
-        held = asyncio.ensure_future(collection.insert_one({"_id": 1}))
-        # The member is the harness loop's (another thread): the test cannot await its holding, only give it time.
-        await asyncio.sleep(0.5)
-        assert not held.done()
-        await client.admin.command("killAllSessions", [])
-        with pytest.raises(OperationFailure) as raised:
-            await asyncio.wait_for(held, 1.0)  # interrupted at once, not at the end of the 2 s block
-        assert raised.value.code == 11601
+        outcome: list[OperationFailure | None] = []
+        ended = anyio.Event()
+
+        async def insert() -> None:
+            try:
+                await collection.insert_one({"_id": 1})
+            except OperationFailure as error:
+                outcome.append(error)
+            else:
+                outcome.append(None)
+            ended.set()
+
+        async with anyio.create_task_group() as holding:
+            holding.start_soon(insert)
+            # The member is the harness loop's (another thread): the test cannot await its holding, only give
+            # it time.
+            await anyio.sleep(0.5)
+            assert not ended.is_set()
+            await client.admin.command("killAllSessions", [])
+            with anyio.fail_after(1.0):  # interrupted at once, not at the end of the 2 s block
+                await ended.wait()
+        [raised] = outcome
+        assert raised is not None and raised.code == 11601
         assert await collection.count_documents({}) == 0
     finally:
         await client.close()

@@ -24,7 +24,7 @@ async def test_a_short_soak_loses_and_duplicates_nothing(topology: str) -> None:
     assert report.wrong_reads == 0, report.table()
     assert report.checked_out_after == 0, report.table()
     assert report.stale_replies == 0, report.table()
-    assert report.leaked_tasks <= 1, report.table()  # pytest-asyncio's own runner task may remain
+    assert report.leaked_tasks == 0, report.table()
 
 
 async def test_writes_waiting_for_a_connection_through_elections_see_no_error() -> None:

@@ -8,13 +8,13 @@ test_retry_policy.py).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import pytest
 from spec_runner.raw_wire import command_once
 
@@ -43,14 +43,15 @@ class FixedJitter(random.Random):
 
 
 class Commands(CommandListener):
-    """Counts one command's attempts, failures and successes; wakes ``changed`` on every outcome."""
+    """Counts one command's attempts, failures and successes; wakes ``next_outcome`` on every outcome (and
+    ``wake`` at any time)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.started_count = 0
         self.failed_count = 0
         self.succeeded_count = 0
-        self.changed = asyncio.Event()
+        self._changed = anyio.Event()
         self._then: tuple[Server, Mapping[str, Any]] | None = None
 
     def started(self, event: CommandStartedEvent) -> None:
@@ -60,12 +61,12 @@ class Commands(CommandListener):
     def succeeded(self, event: CommandSucceededEvent) -> None:
         if event.command_name == self.name:
             self.succeeded_count += 1
-            self.changed.set()
+            self._changed.set()
 
     def failed(self, event: CommandFailedEvent) -> None:
         if event.command_name == self.name:
             self.failed_count += 1
-            self.changed.set()
+            self._changed.set()
             then, self._then = self._then, None
             if then is not None:
                 # Blocking, so the fail point is in place before the driver goes on to the retry.
@@ -76,8 +77,13 @@ class Commands(CommandListener):
         self._then = (server, command)
 
     async def next_outcome(self) -> None:
-        self.changed.clear()
-        await self.changed.wait()
+        """Wait for the next outcome (or ``wake``)."""
+        self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def wake(self) -> None:
+        """Wake whoever waits in ``next_outcome``."""
+        self._changed.set()
 
 
 def fail_command(mode: Any, **data: Any) -> dict[str, Any]:
@@ -113,7 +119,7 @@ class Backoffs:
 
     async def __call__(self, delay: float) -> None:
         self.delays.append(delay)
-        await asyncio.sleep(delay)
+        await anyio.sleep(delay)
 
 
 def instrumented(client: MongoClient, jitter: float) -> Backoffs:
@@ -278,7 +284,7 @@ async def test_inserts_stay_exactly_once_while_connections_fail(server_uri: str,
         await collection.drop()
         acknowledged: list[int] = []
         failed: dict[int, MongioError] = {}
-        done = asyncio.Event()
+        done = anyio.Event()
         faults_set: list[str] = []
 
         async def worker(first: int) -> None:
@@ -305,13 +311,15 @@ async def test_inserts_stay_exactly_once_while_connections_fail(server_uri: str,
                 if done.is_set():
                     return
 
-        injector = asyncio.ensure_future(faults())
-        try:
-            await asyncio.gather(*(worker(first) for first in range(TASKS)))
-        finally:
-            done.set()
-            inserts.changed.set()
-            await injector
+        async with anyio.create_task_group() as injecting:
+            injecting.start_soon(faults)
+            try:
+                async with anyio.create_task_group() as workers:
+                    for first in range(TASKS):
+                        workers.start_soon(worker, first)
+            finally:
+                done.set()
+                inserts.wake()
         await admin.admin.command(fail_command("off"))
         stored = [doc["_id"] async for doc in collection.find({}, {"_id": 1})]
 

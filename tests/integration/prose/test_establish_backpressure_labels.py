@@ -3,12 +3,12 @@ RetryableError; failures an overloaded server cannot cause (DNS, authentication)
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from typing import Any
 
 import pytest
 
+from mongio.backend import running_loop
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.error_classification import OVERLOAD_LABELS
 from mongio.errors import AutoReconnect
@@ -30,13 +30,18 @@ async def test_a_refused_connection_is_labelled() -> None:
 
 
 async def test_a_host_that_does_not_resolve_is_not_labelled(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def no_such_host(*args: Any, **kwargs: Any) -> Any:
+    looked_up: list[str] = []
+
+    async def no_such_host(host: str, *args: Any, **kwargs: Any) -> Any:
+        looked_up.append(host)
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", no_such_host)
+    # The running loop's getaddrinfo is the backend seam's resolver, on asyncio and on trio alike.
+    monkeypatch.setattr(running_loop(), "getaddrinfo", no_such_host)
     with pytest.raises(AutoReconnect, match="cannot resolve") as caught:
         await establish(("db.example.invalid", 27017), ConnectionSettings(connect_timeout=5))
     assert caught.value.error_labels == frozenset()
+    assert looked_up == ["db.example.invalid"]
 
 
 async def test_a_connection_dropped_during_hello_is_labelled() -> None:

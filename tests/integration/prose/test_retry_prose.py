@@ -11,11 +11,12 @@ goes on (the listener runs in the driver's task, between the attempt and the ret
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 from spec_runner.raw_wire import command_once
 
@@ -30,6 +31,7 @@ from mongio.events.command import (
 )
 from mongio.events.listeners import ConnectionPoolListener
 from tests.conftest import first_host
+from tests.support.backends import gather_outcomes
 
 pytestmark = pytest.mark.server
 
@@ -90,7 +92,7 @@ class Server:
         assert reply.get("ok") == 1, reply
 
     async def set(self, command: Mapping[str, Any]) -> None:
-        await asyncio.to_thread(self.set_now, command)
+        await anyio.to_thread.run_sync(self.set_now, command)
 
     async def off(self) -> None:
         await self.set({"configureFailPoint": "failCommand", "mode": "off"})
@@ -153,8 +155,8 @@ async def test_reads_prose_1_pool_cleared_error_is_retried(server_uri: str, serv
             )
         )
         recorder.events.clear()
-        first, second = await asyncio.gather(collection.find_one({}), collection.find_one({}))
-        assert first is not None and second is not None
+        found = await gather_outcomes(collection.find_one({}), collection.find_one({}))
+        assert [document["x"] for document in found if isinstance(document, dict)] == [1, 1], found
     kinds = [type(e) for e in recorder.events]
     checked_out = kinds.index(ConnectionCheckedOutEvent)
     cleared = kinds.index(PoolClearedEvent)
@@ -184,7 +186,7 @@ async def test_reads_prose_5_backoff_only_after_the_overload_error(
 
     async def sleep(delay: float) -> None:
         backoffs.append(delay)
-        await asyncio.sleep(delay)
+        await anyio.sleep(delay)
 
     client._executor.backoff_sleep = sleep
     client._executor.retry_random = _Jitter(1.0)
@@ -217,7 +219,8 @@ async def test_writes_prose_2_pool_cleared_error_is_retried(server_uri: str, ser
             )
         )
         recorder.events.clear()
-        await asyncio.gather(collection.insert_one({"_id": 1}), collection.insert_one({"_id": 2}))
+        inserted = await gather_outcomes(collection.insert_one({"_id": 1}), collection.insert_one({"_id": 2}))
+        assert not [outcome for outcome in inserted if isinstance(outcome, Exception)], inserted
         assert await collection.count_documents({}) == 2
     kinds = [type(e) for e in recorder.events]
     checked_out = kinds.index(ConnectionCheckedOutEvent)
@@ -335,7 +338,7 @@ async def test_writes_prose_6_case_5_no_backoff_for_non_overload_errors(
 
     async def sleep(delay: float) -> None:
         backoffs.append(delay)
-        await asyncio.sleep(delay)
+        await anyio.sleep(delay)
 
     client._executor.backoff_sleep = sleep
     client._executor.retry_random = _Jitter(0.5)

@@ -4,11 +4,11 @@ and retryable-writes (4, 5) READMEs, and the replica-set retargeting tests of re
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.client import MongoClient
@@ -88,7 +88,7 @@ class Discovery(ServerListener):
     def __init__(self, count: int) -> None:
         self.count = count
         self.known: set[Any] = set()
-        self.all_known = asyncio.Event()
+        self.all_known = anyio.Event()
 
     def description_changed(self, event: ServerDescriptionChangedEvent) -> None:
         if event.new_description.is_server_type_known:
@@ -107,7 +107,7 @@ async def run_client(
     uri = f"mongodb://{','.join(fake.host for fake in hosts)}/?heartbeatFrequencyMS=500&{options}"
     async with MongoClient(uri, event_listeners=[outcomes, discovery]) as client:
         # Where a retry may go depends on which servers are known: all of them, before the operation.
-        async with asyncio.timeout(30):  # a guard against hanging, not a measurement
+        with anyio.fail_after(30):  # a guard against hanging, not a measurement
             await discovery.all_known.wait()
         try:
             await action(client)

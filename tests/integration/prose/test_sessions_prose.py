@@ -3,7 +3,6 @@ plus causal consistency and snapshot-session behaviour seen through command moni
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -19,6 +18,7 @@ from mongio.errors import ConfigurationError, InvalidOperation
 from mongio.operations import UpdateOne
 from mongio.sessions.client_session import ClientSession
 from mongio.topology.heartbeat_events import ServerHeartbeatListener, ServerHeartbeatSucceededEvent
+from tests.support.backends import gather_outcomes
 from tests.support.loopback_peer import LoopbackPeer, Request, default_reply
 from tests.support.recorders import CommandRecorder
 
@@ -276,7 +276,7 @@ async def test_implicit_sessions_after_checkout(server_uri: str) -> None:
         recorder = CommandRecorder()
         async with MongoClient(server_uri, maxPoolSize=1, retryWrites=True, event_listeners=[recorder]) as client:
             coll = client[f"sessions_{uuid.uuid4().hex[:12]}"].items
-            await asyncio.gather(
+            outcomes = await gather_outcomes(
                 coll.insert_one({}),
                 coll.delete_one({}),
                 coll.update_one({}, {"$set": {"a": 1}}),
@@ -286,6 +286,7 @@ async def test_implicit_sessions_after_checkout(server_uri: str) -> None:
                 coll.find_one_and_replace({}, {"a": 1}),
                 coll.find().to_list(),
             )
+            assert not [outcome for outcome in outcomes if isinstance(outcome, Exception)], outcomes
             lsids = {event.command["lsid"]["id"] for event in recorder.started_events if "lsid" in event.command}
             counts.append(len(lsids))
             await coll.database.client.drop_database(coll.database.name)
@@ -312,10 +313,15 @@ async def test_snapshot_reads_need_mongodb_5() -> None:
 
 class Heartbeats(ServerHeartbeatListener):
     def __init__(self) -> None:
-        self.succeeded_signal = asyncio.Event()
+        self._succeeded = anyio.Event()
 
     def succeeded(self, event: ServerHeartbeatSucceededEvent) -> None:
-        self.succeeded_signal.set()
+        self._succeeded.set()
+
+    async def next_success(self) -> None:
+        """Wait for the next heartbeat that succeeds."""
+        self._succeeded = anyio.Event()
+        await self._succeeded.wait()
 
 
 # 20. Drivers do not gossip $clusterTime on SDAM commands
@@ -333,8 +339,7 @@ async def test_no_cluster_time_gossip_from_monitoring(server_uri: str) -> None:
         await c2.test_gossip.items.insert_one({"advance": "$clusterTime"})
         # the monitor's next two replies carry the advanced cluster time; the client must not take it
         for _ in range(2):
-            heartbeats.succeeded_signal.clear()
-            await heartbeats.succeeded_signal.wait()
+            await heartbeats.next_success()
         recorder.clear()
         await c1.admin.command("ping")
         assert recorder.started_events[-1].command["$clusterTime"] == cluster_time

@@ -7,7 +7,6 @@ The proxy is the tests' own (``tests.support.socks5_proxy``); the servers are lo
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -231,10 +230,8 @@ class Resolver:
 
     def __init__(self, ports: list[int]) -> None:
         self.ports = ports
-        self.looked_up = asyncio.Event()
 
     async def resolve_srv(self, name: str, lifetime: float) -> list[SrvRecord]:
-        self.looked_up.set()
         return [SrvRecord(f"{chr(ord('a') + i)}.socks.invalid", port, ttl=0) for i, port in enumerate(self.ports)]
 
     async def resolve_txt(self, name: str, lifetime: float) -> list[list[bytes]]:
