@@ -38,7 +38,15 @@ TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_
 	tests/integration/server/test_auth_gssapi_kdc.py tests/integration/api/test_client.py \
 	tests/integration/api/test_client_close_peer.py tests/integration/api/test_examples.py \
 	tests/integration/api/test_gridfs.py tests/integration/api/test_tracing.py \
-	tests/integration/prose/test_change_streams_prose.py
+	tests/integration/prose/test_change_streams_prose.py \
+	tests/integration/cluster/test_cluster_failover_checkout.py tests/integration/cluster/test_cluster_gssapi_auth.py \
+	tests/integration/cluster/test_cluster_load_balanced.py tests/integration/cluster/test_cluster_oidc_auth.py \
+	tests/integration/cluster/test_cluster_replica_set.py tests/integration/cluster/test_cluster_sharded.py \
+	tests/integration/cluster/test_cluster_soak.py tests/integration/prose/test_retry_prose.py \
+	tests/integration/prose/test_retry_topologies.py tests/integration/prose/test_backpressure.py \
+	tests/integration/prose/test_establish_backpressure_labels.py tests/integration/prose/test_transactions_rules.py \
+	tests/integration/prose/test_sessions_unacknowledged.py tests/integration/prose/test_write_concern_helpers.py \
+	tests/integration/prose/test_sessions_prose.py tests/integration/server/test_socks5_connect.py
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
 ## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.
