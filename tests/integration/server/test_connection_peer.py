@@ -13,9 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
+import trustme
 
 from mongio.bson import encode
 from mongio.connection import Connection, connect
+from mongio.connection.pool import Pool
+from mongio.connection.pool_options import PoolOptions
 from mongio.errors import (
     AutoReconnect,
     DocumentTooLarge,
@@ -37,7 +40,7 @@ from mongio.wire import (
     negotiate_compressor,
 )
 from mongio.wire.op_msg import COMMAND_OVERHEAD
-from tests.support.backends import AsyncioServer, served
+from tests.support.backends import AsyncioServer, on_asyncio, served
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 
@@ -373,15 +376,58 @@ async def test_wait_closed_returns_once_the_socket_is_closed() -> None:
         await conn.wait_closed()  # again: returns at once
 
 
-async def test_idle_connection_notices_the_peer_left() -> None:
-    async with LoopbackPeer() as peer:
-        conn = await connect(peer.address)
+@pytest.fixture(scope="module")
+def loopback_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def tls_peer_contexts(ca: trustme.CA) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a certificate for 127.0.0.1 signed by ``ca``, and a client context trusting it."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_idle_connection_notices_the_peer_left(tls: bool, loopback_ca: trustme.CA) -> None:
+    server_context, client_context = tls_peer_contexts(loopback_ca) if tls else (None, None)
+    async with LoopbackPeer(ssl=server_context) as peer:
+        conn = await connect(peer.address, ssl_context=client_context)
         await conn.command("admin", {"ping": 1})
+        await anyio.sleep(0.05)  # idle long enough to be looked at (trio)
+        assert not conn.hung_up_while_idle()  # nothing unread, a TLS session ticket included
         peer.drop_connections()
         await anyio.sleep(0.05)
-        assert conn.closed
+        # asyncio's transport reports the hang-up as it arrives; a trio stream is read only by an exchange, so
+        # the hang-up waits in the socket until the pool asks before handing the connection out.
+        noticed_unasked = conn.closed
+        assert noticed_unasked is on_asyncio()
+        assert conn.hung_up_while_idle() and conn.closed
         with pytest.raises(AutoReconnect, match="closed"):
             await conn.command("admin", {"ping": 1})
+
+
+async def test_pool_hands_out_a_fresh_connection_once_the_peer_left_an_idle_one() -> None:
+    async with LoopbackPeer() as peer:
+
+        async def connect_to_peer(connection_id: int, generation: int) -> Connection:
+            return await connect(peer.address, id=connection_id, generation=generation)
+
+        pool: Pool[Connection] = Pool(peer.address, connect_to_peer, PoolOptions())
+        pool.ready()
+        try:
+            async with pool.checkout() as first:
+                await first.command("admin", {"ping": 1})
+            peer.drop_connections()
+            await anyio.sleep(0.05)
+            async with pool.checkout() as second:
+                assert second is not first and first.closed
+                assert (await second.command("admin", {"ping": 1}))["ok"] == 1
+            assert pool.total_connection_count == 1
+        finally:
+            await pool.close()
 
 
 def _bad_length_message() -> bytes:
