@@ -56,6 +56,20 @@ socket: one reused sooner (a busy pool's) costs no system call at check-out, and
 for a system call that its idle time dwarfs."""
 
 
+def _readable_now(sock: socket.socket) -> bool:
+    """Whether ``sock`` has something to read (or is hung up, or failed) right now, without waiting: poll()
+    where there is one, as select() refuses descriptors past FD_SETSIZE; select() on Windows, which has no
+    poll() and no such limit."""
+    if _HAS_POLL:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+_HAS_POLL = hasattr(select, "poll")
+
+
 class _PulledReply:
     """What the framing delivers a message to while the reading task pulls it: the outcome, kept."""
 
@@ -170,7 +184,7 @@ class StreamProtocol(MessageProtocol):
         if time.monotonic() - idle_since < IDLE_PROBE_AFTER:
             return False
         try:
-            readable = bool(select.select([self._sock], [], [], 0)[0])
+            readable = _readable_now(self._sock)
         except (OSError, ValueError) as exc:  # ValueError: the socket has no descriptor any more
             self._mark_lost(f"{type(exc).__name__}: {exc}", exc)
             self.close_socket()

@@ -4,10 +4,14 @@ streams, slow, cut or malformed replies, dropped connections), over real sockets
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import socket
 import ssl
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -390,11 +394,40 @@ def tls_peer_contexts(ca: trustme.CA) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     return server, client
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
-async def test_idle_connection_notices_the_peer_left(tls: bool, loopback_ca: trustme.CA) -> None:
+FD_SETSIZE = 1024  # select() refuses descriptors from here on
+
+
+@contextmanager
+def descriptors_taken_below(number: int) -> Iterator[None]:
+    """Hold every free descriptor below ``number`` open meanwhile, so the next socket gets one past it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = number + 256
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"the process may open only {hard} descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < number - 1:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+
+
+@pytest.mark.parametrize(
+    ("tls", "past_fd_setsize"), [(False, False), (True, False), (False, True)], ids=["plain", "tls", "high-fd"]
+)
+async def test_idle_connection_notices_the_peer_left(
+    tls: bool, past_fd_setsize: bool, loopback_ca: trustme.CA
+) -> None:
     server_context, client_context = tls_peer_contexts(loopback_ca) if tls else (None, None)
     async with LoopbackPeer(ssl=server_context) as peer:
-        conn = await connect(peer.address, ssl_context=client_context)
+        with descriptors_taken_below(FD_SETSIZE) if past_fd_setsize else nullcontext():
+            conn = await connect(peer.address, ssl_context=client_context)
+        if past_fd_setsize:
+            assert conn._transport.get_extra_info("socket").fileno() >= FD_SETSIZE
         await conn.command("admin", {"ping": 1})
         await anyio.sleep(0.05)  # idle long enough to be looked at (trio)
         assert not conn.hung_up_while_idle()  # nothing unread, a TLS session ticket included
