@@ -55,6 +55,8 @@ IDLE_PROBE_AFTER = 0.01
 socket: one reused sooner (a busy pool's) costs no system call at check-out, and one idle longer is looked at
 for a system call that its idle time dwarfs."""
 
+_HAS_POLL = hasattr(select, "poll")
+
 
 def _readable_now(sock: socket.socket) -> bool:
     """Whether ``sock`` has something to read (or is hung up, or failed) right now, without waiting: poll()
@@ -65,9 +67,6 @@ def _readable_now(sock: socket.socket) -> bool:
         poller.register(sock, select.POLLIN)
         return bool(poller.poll(0))
     return bool(select.select([sock], [], [], 0)[0])
-
-
-_HAS_POLL = hasattr(select, "poll")
 
 
 class _PulledReply:
