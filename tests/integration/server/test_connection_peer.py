@@ -429,7 +429,7 @@ async def test_idle_connection_notices_the_peer_left(
         if past_fd_setsize:
             assert conn._transport.get_extra_info("socket").fileno() >= FD_SETSIZE
         await conn.command("admin", {"ping": 1})
-        await anyio.sleep(0.05)  # idle long enough to be looked at (trio)
+        await anyio.sleep(0.05)  # idle long enough to be looked at on trio (IDLE_PROBE_AFTER, 10 ms)
         assert not conn.hung_up_while_idle()  # nothing unread, a TLS session ticket included
         peer.drop_connections()
         await anyio.sleep(0.05)
@@ -454,7 +454,7 @@ async def test_pool_hands_out_a_fresh_connection_once_the_peer_left_an_idle_one(
             async with pool.checkout() as first:
                 await first.command("admin", {"ping": 1})
             peer.drop_connections()
-            await anyio.sleep(0.05)
+            await anyio.sleep(0.05)  # the hang-up arrives; on trio, idle past IDLE_PROBE_AFTER (10 ms) too
             async with pool.checkout() as second:
                 assert second is not first and first.closed
                 assert (await second.command("admin", {"ping": 1}))["ok"] == 1
