@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from benchmarks.driver_workload import open_client, timed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +38,8 @@ async def measure(driver: str, uri: str, server_pid: int | None, cap: int, ops: 
         collection = harness.client["perftest"]["contention"]
         await collection.drop()
         await collection.insert_many([{"_id": number, "text": "x" * 100} for number in range(1, CORPUS + 1)])
-        limit = asyncio.Semaphore(cap) if cap else None
+        # anyio's semaphore and task group: the same workload on asyncio and on trio (mongio's trio backend).
+        limit = anyio.Semaphore(cap) if cap else None
         per_task = ops // TASKS
 
         async def worker(first: int) -> None:
@@ -48,7 +51,9 @@ async def measure(driver: str, uri: str, server_pid: int | None, cap: int, ops: 
                         await collection.find_one({"_id": number % CORPUS + 1})
 
         async def run() -> None:
-            await asyncio.gather(*(worker(index * per_task) for index in range(TASKS)))
+            async with anyio.create_task_group() as group:
+                for index in range(TASKS):
+                    group.start_soon(worker, index * per_task)
 
         await run()  # warm-up: opens the connections the cap allows
         wall, cpu, server_cpu, _ = await timed(run, server_pid)

@@ -160,6 +160,9 @@ class MockConnection:
     def close(self, reason: str = "") -> None:
         self._closed = True
 
+    def hung_up_while_idle(self) -> bool:
+        return self._closed  # no peer to hang up
+
 
 class HandshakeFailPoint:
     """A ``failCommand`` fail point on the handshake, applied by the mock factory instead of a server."""

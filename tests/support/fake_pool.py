@@ -27,10 +27,18 @@ class FakeConnection:
         self.close_reason: str | None = None
         self.in_exchange = False
         self.more_to_come = False  # an exhaust stream's replies still to read (then in_exchange too)
+        self.peer_hung_up = False
+        """Set by a test: the peer ended the connection while it sat idle, unseen until somebody looks
+        (``hung_up_while_idle``), as on a pull-based stream."""
 
     @property
     def closed(self) -> bool:
         return self.close_reason is not None
+
+    def hung_up_while_idle(self) -> bool:
+        if self.peer_hung_up:
+            self.close("the peer hung up")
+        return self.closed
 
     def close(self, reason: str = "closed") -> None:
         if self.close_reason is None:

@@ -4,7 +4,7 @@
 extension points at a responder URL (optionally with the Must-Staple extension), an intermediate CA, and
 delegated responder certificates. :class:`Responder` is an asyncio HTTP server answering OCSP requests as
 told: good, revoked, unknown, a malformed body, no answer at all, signed by the CA, by a delegate, or by a
-stranger. :func:`tls_test_server` starts the test server (SecantusDB) with TLS and a given certificate.
+stranger (entered from trio, it runs on an asyncio loop in a thread: ``tests.support.backends.AsyncioServer``). :func:`tls_test_server` starts the test server (SecantusDB) with TLS and a given certificate.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from cryptography.x509 import ocsp
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsageOID, NameOID
 from spec_runner.raw_wire import decode_op_msg, encode_op_msg
 from spec_runner.server import find_server_program, free_port
+
+from tests.support.backends import AsyncioServer
 
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
@@ -180,7 +182,7 @@ class Answer(enum.Enum):
 
 
 @dataclass
-class Responder:
+class Responder(AsyncioServer):
     """An OCSP responder on 127.0.0.1 for the certificates ``authority`` issued; use ``async with``.
 
     ``signer`` signs the answers (the authority by default; a delegate, or a stranger's certificate, to test
@@ -202,11 +204,11 @@ class Responder:
         port = self._server.sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}/ocsp"
 
-    async def __aenter__(self) -> Responder:
+    async def start(self) -> Responder:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._server.close()
         for writer in self._hanging:

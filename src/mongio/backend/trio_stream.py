@@ -19,8 +19,10 @@ do not.
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,6 +49,24 @@ T = TypeVar("T")
 
 
 _STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+IDLE_PROBE_AFTER = 0.01
+"""How long (seconds) a connection sits idle before :meth:`StreamProtocol.hung_up_while_idle` looks at its
+socket: one reused sooner (a busy pool's) costs no system call at check-out, and one idle longer is looked at
+for a system call that its idle time dwarfs."""
+
+_HAS_POLL = hasattr(select, "poll")
+
+
+def _readable_now(sock: socket.socket) -> bool:
+    """Whether ``sock`` has something to read (or is hung up, or failed) right now, without waiting: poll()
+    where there is one, as select() refuses descriptors past FD_SETSIZE; select() on Windows, which has no
+    poll() and no such limit."""
+    if _HAS_POLL:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 class _PulledReply:
@@ -151,6 +171,40 @@ class StreamProtocol(MessageProtocol):
         if name == "peername":
             return self._sock.getpeername()
         return default
+
+    def hung_up_while_idle(self, idle_since: float) -> bool:
+        """Whether the server ended the connection while it sat idle: nothing reads an idle trio stream, so a
+        hang-up waits unread in the socket, which is looked at without blocking (once the connection was idle
+        ``IDLE_PROBE_AFTER``). An idle socket with anything to read is done with: the server hung up (end of
+        file, a reset, TLS's close_notify) or sent bytes that no request asked for. The connection is then
+        closed, with the reason."""
+        if self.lost:
+            return True
+        if time.monotonic() - idle_since < IDLE_PROBE_AFTER:
+            return False
+        try:
+            readable = _readable_now(self._sock)
+        except (OSError, ValueError) as exc:  # ValueError: the socket has no descriptor any more
+            self._mark_lost(f"{type(exc).__name__}: {exc}", exc)
+            self.close_socket()
+            return True
+        if not readable:
+            return False
+        self._mark_lost(self._idle_read_reason(), None)
+        self.close_socket()
+        return True
+
+    def _idle_read_reason(self) -> str:
+        """Why an idle socket had something to read (it is peeked at, not consumed)."""
+        try:
+            peeked = self._sock.recv(1, socket.MSG_PEEK)
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if not peeked:
+            return "the server closed the connection while it was idle"
+        if self._plain:
+            return "the server sent data while no request was waiting for a reply"
+        return "the server sent TLS data while no request was waiting for a reply (its close_notify, or data)"
 
     def queue(self, data: bytes | bytearray | memoryview) -> None:
         """Keep ``data`` to send with the next wait for a message (or the next drain)."""

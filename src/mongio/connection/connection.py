@@ -212,6 +212,12 @@ class Connection:
         """True once closed by ``close()``, by an interrupted exchange, or because the peer went away."""
         return self._closed or self._protocol.lost
 
+    def hung_up_while_idle(self) -> bool:
+        """Whether the server is found to have ended this idle connection (``closed`` is then true): the pool
+        asks before handing an idle connection out, as a pull-based (trio) stream learns of a hang-up only
+        when it looks; on asyncio the answer is ``closed``, known already."""
+        return self._closed or self._protocol.hung_up_while_idle(self.last_used)
+
     @property
     def close_reason(self) -> str | None:
         if self._close_reason is not None:

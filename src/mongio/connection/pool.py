@@ -105,6 +105,11 @@ class ConnectionLike(Protocol):
 
     def close(self, reason: str = ...) -> None: ...
 
+    def hung_up_while_idle(self) -> bool:
+        """Whether the peer is found to have ended the connection while it sat idle (then ``closed`` is
+        true); asked of an idle connection before it is handed out. Must not block."""
+        ...
+
 
 C = TypeVar("C", bound=ConnectionLike)
 
@@ -731,7 +736,9 @@ class Pool(Generic[C]):
             conn, since = idle.pop()
             reason = self._perished(conn, since)
             if reason is None:
-                return conn
+                if not conn.hung_up_while_idle():
+                    return conn
+                reason = _ERROR
             self._discard(conn, reason)
         return None
 

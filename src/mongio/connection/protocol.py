@@ -234,6 +234,13 @@ class MessageProtocol(_Framing, asyncio.BufferedProtocol):
     def lost_reason(self) -> str | None:
         return self._lost_reason
 
+    def hung_up_while_idle(self, idle_since: float) -> bool:
+        """Whether the server is found to have ended the connection while it sat idle since ``idle_since``
+        (``time.monotonic()``), asked before the connection is used again. On asyncio the transport reports
+        a hang-up the moment it arrives (``connection_lost``), so ``lost`` already knows; a pull-based
+        protocol, which reads nothing while idle, looks at its socket instead."""
+        return self.lost
+
     @property
     def writing_paused(self) -> bool:
         """True while the transport holds more unsent data than its high-water mark (``drain()`` waits)."""

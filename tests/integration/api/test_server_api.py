@@ -4,9 +4,9 @@ is ever sent."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio import MongoClient
@@ -33,7 +33,7 @@ async def test_every_command_carries_the_declared_api_version() -> None:
         try:
             await client.admin.command("ping")
             await client.db.coll.insert_one({"x": 1})
-            async with asyncio.timeout(10):
+            with anyio.fail_after(10):
                 # The first monitor's connection: its handshake, then at least one heartbeat on it.
                 while len([r for r in peer.requests if r.connection.index == 0]) < 2:
                     await peer.wait_for_requests(len(peer.requests) + 1)

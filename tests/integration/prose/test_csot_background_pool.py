@@ -8,11 +8,11 @@ It needs SCRAM (the saslContinue the fail points block), so it runs against its 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote_plus
 
+import anyio
 import pytest
 from spec_runner.raw_wire import command_once
 
@@ -49,11 +49,12 @@ class PoolEvents(ConnectionPoolListener):
 
     def __init__(self) -> None:
         self.counts: dict[type[Any], int] = {}
-        self._changed = asyncio.Event()
+        self._changed: anyio.Event | None = None
 
     def _record(self, event: Any) -> None:
         self.counts[type(event)] = self.counts.get(type(event), 0) + 1
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def connection_created(self, event: ConnectionCreatedEvent) -> None:
         self._record(event)
@@ -65,10 +66,10 @@ class PoolEvents(ConnectionPoolListener):
         self._record(event)
 
     async def wait_for(self, *kinds: type[Any], within: float = 10.0) -> None:
-        async with asyncio.timeout(within):
+        with anyio.fail_after(within):
             while not all(self.counts.get(kind, 0) for kind in kinds):
-                self._changed.clear()
-                await self._changed.wait()
+                self._changed = changed = anyio.Event()
+                await changed.wait()
 
 
 async def set_fail_point(uri: str, mode: Any, data: dict[str, Any]) -> None:

@@ -4,10 +4,11 @@ before the monitoring socket is opened."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
+import anyio
+import anyio.abc
 import pytest
 
 from mongio.connection.establish import ConnectionSettings
@@ -60,7 +61,7 @@ async def test_streaming_processes_replies_every_heartbeat(server_address: tuple
     async with topology:
         await topology.select_server(is_write=True, timeout=10)
         started = time.monotonic()
-        await asyncio.sleep(2.6)
+        await anyio.sleep(2.6)
         window = time.monotonic() - started
     replies = [e for e in events.items if isinstance(e, ServerHeartbeatSucceededEvent) and e.awaited]
     assert window / 0.5 - 2 <= len(replies) <= window / 0.5 + 2, len(replies)
@@ -83,7 +84,7 @@ async def test_rtt_is_continuously_updated(server_address: tuple[str, int]) -> N
     try:
         async with topology:
             await topology.select_server(is_write=True, timeout=10)
-            await asyncio.sleep(2)
+            await anyio.sleep(2)
             changed = [e for e in events.items if isinstance(e, ServerDescriptionChangedEvent)]
             assert changed
             for event in changed:
@@ -104,7 +105,7 @@ async def test_rtt_is_continuously_updated(server_address: tuple[str, int]) -> N
                 },
             )
             try:
-                async with asyncio.timeout(10):
+                with anyio.fail_after(10):
                     await topology.wait_for_description(
                         lambda d: (d.get(address).round_trip_time or 0) > 0.25  # type: ignore[union-attr]
                     )
@@ -118,28 +119,32 @@ async def test_heartbeat_started_comes_before_the_socket_is_opened() -> None:
     """Heartbeat test 1: started, client connected, hello received, failed, in that order."""
     shared: list[Any] = []
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        shared.append("client connected")
-        try:
-            await reader.read(1)
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with client:  # closed once the first byte of the hello arrived
+            shared.append("client connected")
+            try:
+                await client.receive(1)
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return  # no hello: the order asserted below is then wrong
             shared.append("client hello received")
-        finally:
-            writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    topology = Topology(
-        TopologySettings(seeds=(("127.0.0.1", port),), server_selection_timeout=0.5),
-        monitor_connection_factory=monitor_connection_factory(ConnectionSettings(connect_timeout=5.0)),
-        listeners=[Events(shared)],
-    )
-    try:
-        async with topology:
-            with pytest.raises(ServerSelectionTimeoutError):
-                await topology.select_server()
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
+        anyio.create_task_group() as server,
+    ):
+        server.start_soon(listener.serve, serve)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        topology = Topology(
+            TopologySettings(seeds=(("127.0.0.1", port),), server_selection_timeout=0.5),
+            monitor_connection_factory=monitor_connection_factory(ConnectionSettings(connect_timeout=5.0)),
+            listeners=[Events(shared)],
+        )
+        try:
+            async with topology:
+                with pytest.raises(ServerSelectionTimeoutError):
+                    await topology.select_server()
+        finally:
+            server.cancel_scope.cancel()
     names = [item if isinstance(item, str) else type(item).__name__ for item in shared]
     assert names[:4] == [
         "ServerHeartbeatStartedEvent",

@@ -4,18 +4,25 @@ streams, slow, cut or malformed replies, dropped connections), over real sockets
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import socket
 import ssl
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import trustme
 
 from mongio.bson import encode
 from mongio.connection import Connection, connect
+from mongio.connection.pool import Pool
+from mongio.connection.pool_options import PoolOptions
 from mongio.errors import (
     AutoReconnect,
     DocumentTooLarge,
@@ -37,7 +44,7 @@ from mongio.wire import (
     negotiate_compressor,
 )
 from mongio.wire.op_msg import COMMAND_OVERHEAD
-from tests.support.backends import AsyncioServer, served
+from tests.support.backends import AsyncioServer, on_asyncio, served
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 
@@ -373,15 +380,87 @@ async def test_wait_closed_returns_once_the_socket_is_closed() -> None:
         await conn.wait_closed()  # again: returns at once
 
 
-async def test_idle_connection_notices_the_peer_left() -> None:
-    async with LoopbackPeer() as peer:
-        conn = await connect(peer.address)
+@pytest.fixture(scope="module")
+def loopback_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def tls_peer_contexts(ca: trustme.CA) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a certificate for 127.0.0.1 signed by ``ca``, and a client context trusting it."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+FD_SETSIZE = 1024  # select() refuses descriptors from here on
+
+
+@contextmanager
+def descriptors_taken_below(number: int) -> Iterator[None]:
+    """Hold every free descriptor below ``number`` open meanwhile, so the next socket gets one past it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = number + 256
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"the process may open only {hard} descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < number - 1:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+
+
+@pytest.mark.parametrize(
+    ("tls", "past_fd_setsize"), [(False, False), (True, False), (False, True)], ids=["plain", "tls", "high-fd"]
+)
+async def test_idle_connection_notices_the_peer_left(
+    tls: bool, past_fd_setsize: bool, loopback_ca: trustme.CA
+) -> None:
+    server_context, client_context = tls_peer_contexts(loopback_ca) if tls else (None, None)
+    async with LoopbackPeer(ssl=server_context) as peer:
+        with descriptors_taken_below(FD_SETSIZE) if past_fd_setsize else nullcontext():
+            conn = await connect(peer.address, ssl_context=client_context)
+        if past_fd_setsize:
+            assert conn._transport.get_extra_info("socket").fileno() >= FD_SETSIZE
         await conn.command("admin", {"ping": 1})
+        await anyio.sleep(0.05)  # idle long enough to be looked at on trio (IDLE_PROBE_AFTER, 10 ms)
+        assert not conn.hung_up_while_idle()  # nothing unread, a TLS session ticket included
         peer.drop_connections()
         await anyio.sleep(0.05)
-        assert conn.closed
+        # asyncio's transport reports the hang-up as it arrives; a trio stream is read only by an exchange, so
+        # the hang-up waits in the socket until the pool asks before handing the connection out.
+        noticed_unasked = conn.closed
+        assert noticed_unasked is on_asyncio()
+        assert conn.hung_up_while_idle() and conn.closed
         with pytest.raises(AutoReconnect, match="closed"):
             await conn.command("admin", {"ping": 1})
+
+
+async def test_pool_hands_out_a_fresh_connection_once_the_peer_left_an_idle_one() -> None:
+    async with LoopbackPeer() as peer:
+
+        async def connect_to_peer(connection_id: int, generation: int) -> Connection:
+            return await connect(peer.address, id=connection_id, generation=generation)
+
+        pool: Pool[Connection] = Pool(peer.address, connect_to_peer, PoolOptions())
+        pool.ready()
+        try:
+            async with pool.checkout() as first:
+                await first.command("admin", {"ping": 1})
+            peer.drop_connections()
+            await anyio.sleep(0.05)  # the hang-up arrives; on trio, idle past IDLE_PROBE_AFTER (10 ms) too
+            async with pool.checkout() as second:
+                assert second is not first and first.closed
+                assert (await second.command("admin", {"ping": 1}))["ok"] == 1
+            assert pool.total_connection_count == 1
+        finally:
+            await pool.close()
 
 
 def _bad_length_message() -> bytes:

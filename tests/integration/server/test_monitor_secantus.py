@@ -3,11 +3,11 @@ times, and the number of connections monitoring costs the server (counted by the
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.connection.establish import ConnectionSettings
@@ -28,16 +28,18 @@ class Outcomes:
 
     def __init__(self) -> None:
         self.items: list[tuple[float, ServerDescription]] = []
-        self.arrived = asyncio.Event()
+        self._arrived: anyio.Event | None = None
 
     async def __call__(self, description: ServerDescription) -> None:
         self.items.append((time.monotonic(), description))
-        self.arrived.set()
+        if self._arrived is not None:
+            self._arrived.set()
 
     async def next(self, within: float) -> tuple[float, ServerDescription]:
-        self.arrived.clear()
-        async with asyncio.timeout(within):
-            await self.arrived.wait()
+        """The next outcome to arrive from now on, within ``within`` seconds."""
+        self._arrived = arrived = anyio.Event()
+        with anyio.fail_after(within):
+            await arrived.wait()
         return self.items[-1]
 
 
@@ -52,7 +54,7 @@ async def settled_connections(admin: MonitorConnection, expected: int, within: f
     for _ in range(int(within / 0.05)):
         if count == expected:
             break
-        await asyncio.sleep(0.05)
+        await anyio.sleep(0.05)
         count = await current_connections(admin)
     return count
 
@@ -74,7 +76,7 @@ async def test_polling_monitor_checks_every_heartbeat(server_address: tuple[str,
     try:
         await outcomes.next(within=5)
         started = time.monotonic()
-        await asyncio.sleep(4 * heartbeat + 0.1)
+        await anyio.sleep(4 * heartbeat + 0.1)
         recent = [d for t, d in outcomes.items if t >= started]
     finally:
         await monitor.close()
@@ -104,7 +106,7 @@ async def test_request_check_wakes_the_monitor_at_once_but_not_too_soon(
         monitor.request_check()
         second_time, _ = await outcomes.next(within=2)
         assert 0.45 <= second_time - first_time < 1.0
-        await asyncio.sleep(0.7)
+        await anyio.sleep(0.7)
         requested = time.monotonic()
         monitor.request_check()
         third_time, description = await outcomes.next(within=2)
@@ -122,7 +124,7 @@ async def test_monitoring_costs_the_server_two_connections_streaming_one_polling
     address: Address = server_address
     admin = await FACTORY(address)
     try:
-        await asyncio.sleep(0.2)  # connections of earlier tests finish closing
+        await anyio.sleep(0.2)  # connections of earlier tests finish closing
         baseline = await current_connections(admin)
         topology = Topology(
             TopologySettings(seeds=(address,), heartbeat_frequency=10.0),
@@ -132,7 +134,7 @@ async def test_monitoring_costs_the_server_two_connections_streaming_one_polling
         async with topology:
             await topology.select_server(is_write=True, timeout=10)
             during = await settled_connections(admin, baseline + expected)
-            await asyncio.sleep(0.5)
+            await anyio.sleep(0.5)
             later = await current_connections(admin)
         after = await settled_connections(admin, baseline)
     finally:

@@ -7,12 +7,11 @@ of the mock factory of the spec suite.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import pytest
 from spec_runner.model import specs_root
 from spec_runner.suites.connection_monitoring_and_pooling import CmapTestRunner, HandshakeFailPoint
@@ -21,6 +20,7 @@ from mongio.connection.connection import Connection
 from mongio.connection.pool import Pool, PoolClearedError
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import AutoReconnect
+from tests.support.backends import gather_outcomes, running_tasks, tasks_started_since
 from tests.support.direct_connections import CountingEstablisher, admin_command
 
 pytestmark = pytest.mark.server
@@ -40,6 +40,7 @@ async def fail_points(server_address: tuple[str, int]) -> AsyncIterator[list[str
 async def test_many_tasks_share_a_bounded_number_of_server_connections(
     server_address: tuple[str, int],
 ) -> None:
+    before = running_tasks()
     factory = CountingEstablisher(server_address, "poolBounded")
     pool: Pool[Connection] = Pool(
         server_address, factory, PoolOptions(max_pool_size=5, wait_queue_timeout=30)
@@ -55,13 +56,13 @@ async def test_many_tasks_share_a_bounded_number_of_server_connections(
             assert reply["ok"] == 1
             return conn.id
 
-    ids = await asyncio.gather(*(ping() for _ in range(200)))
+    ids = await gather_outcomes(*(ping() for _ in range(200)))
     assert set(ids) <= {1, 2, 3, 4, 5}
     assert most_open <= 5 and len(factory.made) <= 5
     assert pool.in_use_connection_count == 0
     await pool.close()
     assert factory.open == 0
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert tasks_started_since(before) == []
 
 
 async def test_interrupting_clear_ends_a_blocked_command_at_once(
@@ -86,14 +87,26 @@ async def test_interrupting_clear_ends_a_blocked_command_at_once(
     pool: Pool[Connection] = Pool(server_address, factory, PoolOptions())
     pool.ready()
     conn = await pool.check_out()
-    command = asyncio.create_task(conn.command("admin", {"ping": 1}))
-    await asyncio.sleep(0.2)
-    assert not command.done()
-    started = time.monotonic()
-    pool.clear(interrupt_in_use_connections=True)
-    with pytest.raises(AutoReconnect, match="interrupted"):
-        await command
-    assert time.monotonic() - started < 1.0
+    outcome: list[object] = []
+    ended = anyio.Event()
+
+    async def blocked_ping() -> None:
+        try:
+            outcome.append(await conn.command("admin", {"ping": 1}))
+        except AutoReconnect as error:
+            outcome.append(error)
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(blocked_ping)
+        await anyio.sleep(0.2)
+        assert not ended.is_set()
+        pool.clear(interrupt_in_use_connections=True)
+        with anyio.fail_after(4):  # well before the 5 s block ends
+            await ended.wait()
+    [error] = outcome
+    assert isinstance(error, AutoReconnect) and "interrupted" in str(error)
     pool.check_in(conn)
     assert conn.closed and pool.total_connection_count == 0
     with pytest.raises(PoolClearedError):

@@ -9,10 +9,10 @@ arrives with the next streamed reply (after ``maxAwaitTimeMS`` = ``heartbeatFreq
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.connection.connection import Connection
@@ -29,6 +29,7 @@ from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
+from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.monitor_connections import CountingFactory
 
 pytestmark = pytest.mark.server
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.server
 class Heartbeats(ServerHeartbeatListener):
     def __init__(self) -> None:
         self.events: list[tuple[float, Any]] = []
-        self.awaited_started = asyncio.Event()
+        self.awaited_started = anyio.Event()
 
     def started(self, event: ServerHeartbeatStartedEvent) -> None:
         self.events.append((time.monotonic(), event))
@@ -66,7 +67,7 @@ async def test_discovers_the_server_and_streams(server_address: tuple[str, int])
     address: Address = server_address
     factory = CountingFactory()
     heartbeats = Heartbeats()
-    before = asyncio.all_tasks()
+    before = running_tasks()
     topology = Topology(
         TopologySettings(seeds=(address,), heartbeat_frequency=10.0),
         monitor_connection_factory=factory,
@@ -74,7 +75,7 @@ async def test_discovers_the_server_and_streams(server_address: tuple[str, int])
         listeners=[heartbeats],
     )
     async with topology:
-        async with asyncio.timeout(10):
+        with anyio.fail_after(10):
             await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
         description = topology.description
         assert description.topology_type == TopologyType.ReplicaSetWithPrimary
@@ -82,16 +83,16 @@ async def test_discovers_the_server_and_streams(server_address: tuple[str, int])
         server = await topology.select_server(is_write=True)
         assert server.address == address
         server.operation_finished()
-        async with asyncio.timeout(5):
+        with anyio.fail_after(5):
             await heartbeats.awaited_started.wait()
         monitor = topology.servers[address].monitor
         assert monitor is not None and monitor.rtt_monitor is not None
-        await asyncio.sleep(0.3)
+        await anyio.sleep(0.3)
         # The monitor's streaming connection and the RTT task's connection, no more.
         assert factory.open_to(address) == 2
         assert description.get(address).round_trip_time is not None  # type: ignore[union-attr]
     assert topology.tasks() == []
-    assert asyncio.all_tasks() - before == {asyncio.current_task()} - before
+    assert tasks_started_since(before) == []
     assert all(connection.closed for _, connection in factory.opened)
 
 
@@ -107,9 +108,9 @@ async def test_streaming_keeps_the_server_fresh(server_address: tuple[str, int])
         listeners=[heartbeats],
     )
     async with topology:
-        async with asyncio.timeout(10):
+        with anyio.fail_after(10):
             await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
-        await asyncio.sleep(3.5 * heartbeat)
+        await anyio.sleep(3.5 * heartbeat)
         monitor = topology.servers[address].monitor
         assert monitor is not None and monitor.rtt_monitor is not None
         awaited = [e for e in heartbeats.of(ServerHeartbeatSucceededEvent) if e.awaited]
@@ -137,9 +138,9 @@ async def test_step_down_is_seen_through_the_stream(
         listeners=[heartbeats],
     )
     async with topology:
-        async with asyncio.timeout(10):
+        with anyio.fail_after(10):
             await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
-        await asyncio.sleep(0.3)  # the awaitable hello is outstanding
+        await anyio.sleep(0.3)  # the awaitable hello is outstanding
         admin = await factory(address)
         try:
             reply = await admin.command(
@@ -149,10 +150,10 @@ async def test_step_down_is_seen_through_the_stream(
             admin.close()
         assert reply.get("ok") == 1, reply
         stepped_down = time.monotonic()
-        async with asyncio.timeout(heartbeat + 3):
+        with anyio.fail_after(heartbeat + 3):
             await topology.wait_for_description(server_type_is(address, ServerType.RSSecondary))
         secondary_after = time.monotonic() - stepped_down
-        async with asyncio.timeout(step_down_seconds + heartbeat + 5):
+        with anyio.fail_after(step_down_seconds + heartbeat + 5):
             await topology.wait_for_description(server_type_is(address, ServerType.RSPrimary))
         primary_after = time.monotonic() - stepped_down
         record_property("secondary_noticed_after_s", round(secondary_after, 3))

@@ -137,6 +137,25 @@ async def test_a_connection_the_peer_closed_while_idle_is_closed_at_check_out_an
 
 
 @on_virtual_clock
+async def test_an_idle_connection_is_asked_whether_its_peer_hung_up_before_it_is_handed_out() -> None:
+    recorder = Recorder()
+    factory = FakeFactory()
+    pool = make_pool(factory, recorder=recorder)
+    kept, broken = await pool.check_out(), await pool.check_out()
+    pool.check_in(kept)
+    pool.check_in(broken)
+    # A pull-based stream (trio) reads nothing while idle: the hang-up is found only when the pool asks.
+    broken.peer_hung_up = True
+    assert not is_closed(broken)
+    assert check_out_now(pool) is kept
+    assert is_closed(broken)
+    assert [event.reason for event in recorder.of("ConnectionClosedEvent")] == ["error"]
+    assert pool.total_connection_count == factory.open == 1
+    pool.check_in(kept)
+    await pool.close()
+
+
+@on_virtual_clock
 async def test_a_connection_broken_while_in_use_is_closed_at_check_in_and_not_reused() -> None:
     recorder = Recorder()
     factory = FakeFactory()
