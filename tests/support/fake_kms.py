@@ -19,6 +19,9 @@ connections (``drop_connections``: that many connections are closed before an an
 (``server_errors``), refuse every credential (``refuse_credentials``: HTTP 401/400 as each cloud answers) or
 stall (``hang``). ``requests`` counts the requests answered and
 ``seen`` keeps each one (method, target, headers, body).
+
+It is an :class:`~tests.support.backends.AsyncioServer`: a test on trio serves it from an asyncio loop in a
+thread.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trustme
+
+from tests.support.backends import AsyncioServer
 
 __all__ = [
     "AZURE_TOKEN",
@@ -196,7 +201,7 @@ class SeenRequest:
 
 
 @dataclass
-class FakeCloudKms:
+class FakeCloudKms(AsyncioServer):
     """The fake KMS; ``async with`` serves it, :attr:`endpoint` is its ``host:port``."""
 
     certificates: KmsCertificates
@@ -224,13 +229,13 @@ class FakeCloudKms:
         """The request targets answered, in order."""
         return [request.target for request in self.seen]
 
-    async def __aenter__(self) -> FakeCloudKms:
+    async def start(self) -> FakeCloudKms:
         self._server = await asyncio.start_server(
             self._serve, "127.0.0.1", 0, ssl=self.certificates.server_context
         )
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._stopping.set()
         self._server.close()
