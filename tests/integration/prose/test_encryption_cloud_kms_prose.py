@@ -230,7 +230,7 @@ async def test_prose_11_cases_1_to_3_kms_tls_options(
     assert tls_servers["expired"].requests == tls_servers["wrong_host"].requests == 0
 
 
-def test_prose_11_case_5_tls_disable_ocsp_endpoint_check_is_permitted(key_client: MongoClient) -> None:
+async def test_prose_11_case_5_tls_disable_ocsp_endpoint_check_is_permitted(key_client: MongoClient) -> None:
     encryption = ClientEncryption(
         {"aws": {"accessKeyId": "foo", "secretAccessKey": "bar"}},
         "keyvault.datakeys",
@@ -271,7 +271,7 @@ async def test_prose_11_case_6_named_kms_providers_apply_their_tls_options(
         assert key is not None and key["masterKey"]["provider"] == with_tls
 
 
-def test_a_kms_ca_file_that_cannot_be_read_is_refused_when_made(
+async def test_a_kms_ca_file_that_cannot_be_read_is_refused_when_made(
     key_client: MongoClient, tmp_path: Path
 ) -> None:
     not_a_certificate = tmp_path / "ca.pem"
