@@ -463,6 +463,20 @@ async def test_prose_24_case_3_create_data_key_fails_after_too_many_retries(
     assert kms.requests == 0
 
 
+async def test_a_kms_that_resets_the_connection_before_answering_is_reported_as_unanswered(
+    key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
+) -> None:
+    """A reset before any answer reads as a close before any answer: what a KMS demanding a client certificate
+    under TLS 1.3 does, with either ending depending on timing, so the error gives the same hint."""
+    kms.reset_connections = 4
+    async with all_providers(key_client, namespace, kms, certificates) as encryption:
+        with pytest.raises(
+            EncryptionError, match=r"last attempt failed .*: ConnectionError: the KMS closed the connection without"
+        ):
+            await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
+    assert kms.reset_connections == 0 and kms.requests == 0
+
+
 async def test_retries_wait_the_backoff_libmongocrypt_asks_for(
     key_client: MongoClient,
     namespace: str,
