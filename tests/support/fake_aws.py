@@ -5,7 +5,8 @@
 (``AssumeRoleWithWebIdentity`` and ``GetCallerIdentity``); each credential it hands out is new temporary
 credentials registered with a :class:`KeyStore`. Knobs make it slow (``delay``), failing (``fail_status``),
 hostile (``body``) or hand out credentials that expire soon (``expires_in``); ``hits`` counts requests by
-route.
+route. It is an :class:`~tests.support.backends.AsyncioServer`: a test on trio serves it from an asyncio loop
+in a thread.
 
 :class:`FakeAwsMember` is a handler for :class:`~tests.support.loopback_peer.LoopbackPeer`: a standalone
 server answering ``saslStart`` / ``saslContinue`` on ``$external`` for MONGODB-AWS through the cluster
@@ -34,6 +35,7 @@ from spec_runner.cluster.aws_sasl import (
     verify_get_caller_identity,
 )
 
+from tests.support.backends import AsyncioServer
 from tests.support.loopback_peer import HandlerResult, Reply, Request
 
 __all__ = [
@@ -115,7 +117,7 @@ class HttpRequest:
     body: bytes
 
 
-class FakeAwsEndpoints:
+class FakeAwsEndpoints(AsyncioServer):
     """IMDS, ECS and STS on one loopback HTTP(S) server; ``base`` is its ``http://127.0.0.1:port``."""
 
     def __init__(self, keys: KeyStore, *, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -141,11 +143,11 @@ class FakeAwsEndpoints:
         port = self._server.sockets[0].getsockname()[1]
         return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{port}"
 
-    async def __aenter__(self) -> FakeAwsEndpoints:
+    async def start(self) -> FakeAwsEndpoints:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._server.close()
         for task in list(self._handlers):

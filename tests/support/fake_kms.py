@@ -15,10 +15,14 @@ both the provider and the master key, AWS's master key ``endpoint``) as :attr:`F
 The "ciphertext" of a data key is the plaintext XORed with a fixed pad, prefixed with the identity of the
 master key that wrapped it (AWS's key ARN, Azure's key name, GCP's key path), so an unwrap with another master
 key, or of a blob naming a key this KMS never wrapped with, fails as a real KMS would. Knobs make it drop
-connections (``drop_connections``: that many connections are closed before an answer), answer HTTP 500
-(``server_errors``), refuse every credential (``refuse_credentials``: HTTP 401/400 as each cloud answers) or
-stall (``hang``). ``requests`` counts the requests answered and
-``seen`` keeps each one (method, target, headers, body).
+connections (``drop_connections``: that many connections are closed before an answer; ``reset_connections``:
+that many are reset, TCP RST, once their request is read, as a KMS refusing a TLS 1.3 client late may do),
+answer HTTP 500 (``server_errors``), refuse every credential (``refuse_credentials``: HTTP 401/400 as each
+cloud answers) or stall (``hang``). ``requests`` counts the requests answered and ``seen`` keeps each one
+(method, target, headers, body).
+
+It is an :class:`~tests.support.backends.AsyncioServer`: a test on trio serves it from an asyncio loop in a
+thread.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ import datetime
 import functools
 import json
 import re
+import socket
 import ssl
+import struct
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
 import trustme
+
+from tests.support.backends import AsyncioServer
 
 __all__ = [
     "AZURE_TOKEN",
@@ -196,11 +204,12 @@ class SeenRequest:
 
 
 @dataclass
-class FakeCloudKms:
+class FakeCloudKms(AsyncioServer):
     """The fake KMS; ``async with`` serves it, :attr:`endpoint` is its ``host:port``."""
 
     certificates: KmsCertificates
     drop_connections: int = 0
+    reset_connections: int = 0
     server_errors: int = 0
     refuse_credentials: bool = False
     hang: bool = False
@@ -224,13 +233,13 @@ class FakeCloudKms:
         """The request targets answered, in order."""
         return [request.target for request in self.seen]
 
-    async def __aenter__(self) -> FakeCloudKms:
+    async def start(self) -> FakeCloudKms:
         self._server = await asyncio.start_server(
             self._serve, "127.0.0.1", 0, ssl=self.certificates.server_context
         )
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._stopping.set()
         self._server.close()
@@ -242,6 +251,10 @@ class FakeCloudKms:
                 self.drop_connections -= 1
                 return
             request = await _read_request(reader)
+            if self.reset_connections > 0:
+                self.reset_connections -= 1
+                _reset(writer)
+                return
             self.requests += 1
             self.seen.append(request)
             if self.hang:
@@ -335,6 +348,12 @@ class FakeCloudKms:
                 400, {"error": {"code": 400, "message": "Decryption failed", "status": "INVALID_ARGUMENT"}}
             )
         return _response(200, {"plaintext": base64.b64encode(plaintext).decode()})
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close the connection with a TCP reset: no linger, so the kernel sends RST instead of FIN."""
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 async def _read_request(reader: asyncio.StreamReader) -> SeenRequest:

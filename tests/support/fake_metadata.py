@@ -3,7 +3,8 @@ service (IMDS) and the GCE metadata server, as drivers-evergreen-tools' ``fake_a
 
 ``case`` picks the answer, like ``fake_azure``'s ``X-MongoDB-HTTP-TestParams``: ``success`` (the token
 ``magic-cookie``, expiring in ``expires_in`` seconds), ``empty-json``, ``bad-json``, ``404``, ``500`` or
-``slow`` (no answer until the server stops). ``requests`` keeps each request's target and headers.
+``slow`` (no answer until the server stops). ``requests`` keeps each request's target and headers. It is an
+:class:`~tests.support.backends.AsyncioServer`: a test on trio serves it from an asyncio loop in a thread.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from tests.support.backends import AsyncioServer
+
 __all__ = ["FakeMetadataServer"]
 
 TOKEN = "magic-cookie"
 
 
 @dataclass
-class FakeMetadataServer:
+class FakeMetadataServer(AsyncioServer):
     case: str = "success"
     expires_in: int = 70
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
@@ -30,11 +33,11 @@ class FakeMetadataServer:
         assert self._server is not None
         return f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
-    async def __aenter__(self) -> FakeMetadataServer:
+    async def start(self) -> FakeMetadataServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._stopping.set()
         self._server.close()

@@ -27,8 +27,9 @@ operator on encrypted field ...``). What the stand-in cannot analyse (Queryable 
 is answered with an error of code :data:`UNSUPPORTED_CODE` whose message starts with
 :data:`UNSUPPORTED_PREFIX` and names the construct, so a test that needs it shows why at once.
 
-Serving: :class:`QueryAnalyser` is the wire server (``async with``), answering ``hello``/``isMaster`` as
-mongocryptd does (``iscryptd: true``); :class:`AnalyserThread` runs one on an event loop of its own thread,
+Serving: :class:`QueryAnalyser` is the wire server (``async with``; an
+:class:`~tests.support.backends.AsyncioServer`, served from an asyncio loop in a thread when the test runs on
+trio), answering ``hello``/``isMaster`` as mongocryptd does (``iscryptd: true``); :class:`AnalyserThread` runs one on an event loop of its own thread,
 for a process whose tests each run their own loop (the spec runner under pytest).
 """
 
@@ -44,6 +45,7 @@ from typing import Any
 from mongio.bson import encode
 from mongio.bson.binary import Binary
 from mongio.bson.timestamp import Timestamp
+from tests.support.backends import AsyncioServer
 from tests.support.loopback_peer import HandlerResult, LoopbackPeer, Request
 
 __all__ = [
@@ -736,7 +738,7 @@ def hello_reply(request: Request) -> dict[str, Any]:
     }
 
 
-class QueryAnalyser:
+class QueryAnalyser(AsyncioServer):
     """The stand-in mongocryptd on 127.0.0.1 (a free port): ``async with QueryAnalyser() as analyser``, then
     give ``analyser.uri`` as ``mongocryptdURI`` (with ``mongocryptdBypassSpawn``). :attr:`analysed` keeps the
     last commands it was asked to mark (with their schemas), :attr:`refused` the last error replies it gave."""
@@ -757,12 +759,6 @@ class QueryAnalyser:
 
     async def stop(self) -> None:
         await self._peer.stop()
-
-    async def __aenter__(self) -> QueryAnalyser:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     def _answer(self, request: Request) -> HandlerResult:
         name = request.command_name.lower()

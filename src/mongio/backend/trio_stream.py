@@ -518,7 +518,10 @@ async def open_byte_stream(
 ) -> tuple[ByteStreamReader, ByteStreamWriter]:
     """A TCP stream to ``host:port`` (TLS checked against ``server_hostname`` when ``ssl_context`` is given,
     its handshake done) as a reader and a writer."""
-    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+    try:
+        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        raise _connect_failure(exc) from None
     if ssl_context is not None:
         tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname, https_compatible=True)
         try:
@@ -533,3 +536,15 @@ async def open_byte_stream(
             raise
         stream = tls
     return ByteStreamReader(stream, limit), ByteStreamWriter(stream)
+
+
+def _connect_failure(exc: OSError) -> OSError:
+    """The error of a failed ``trio.open_tcp_stream`` as asyncio's ``open_connection`` raises it: when the
+    host had one address, that attempt's own error (``ConnectionRefusedError``, ...) rather than trio's
+    summary of all attempts, so a failure reads the same on both runtimes."""
+    attempts = exc.__cause__
+    if isinstance(attempts, ExceptionGroup) and len(attempts.exceptions) == 1:
+        (only,) = attempts.exceptions
+        if isinstance(only, OSError):
+            return only
+    return exc

@@ -230,7 +230,7 @@ async def test_prose_11_cases_1_to_3_kms_tls_options(
     assert tls_servers["expired"].requests == tls_servers["wrong_host"].requests == 0
 
 
-def test_prose_11_case_5_tls_disable_ocsp_endpoint_check_is_permitted(key_client: MongoClient) -> None:
+async def test_prose_11_case_5_tls_disable_ocsp_endpoint_check_is_permitted(key_client: MongoClient) -> None:
     encryption = ClientEncryption(
         {"aws": {"accessKeyId": "foo", "secretAccessKey": "bar"}},
         "keyvault.datakeys",
@@ -271,7 +271,7 @@ async def test_prose_11_case_6_named_kms_providers_apply_their_tls_options(
         assert key is not None and key["masterKey"]["provider"] == with_tls
 
 
-def test_a_kms_ca_file_that_cannot_be_read_is_refused_when_made(
+async def test_a_kms_ca_file_that_cannot_be_read_is_refused_when_made(
     key_client: MongoClient, tmp_path: Path
 ) -> None:
     not_a_certificate = tmp_path / "ca.pem"
@@ -461,6 +461,20 @@ async def test_prose_24_case_3_create_data_key_fails_after_too_many_retries(
         with pytest.raises(EncryptionError, match="last attempt failed"):
             await encryption.create_data_key(provider, kms_master_key(provider, kms.endpoint))
     assert kms.requests == 0
+
+
+async def test_a_kms_that_resets_the_connection_before_answering_is_reported_as_unanswered(
+    key_client: MongoClient, namespace: str, kms: FakeCloudKms, certificates: KmsCertificates
+) -> None:
+    """A reset before any answer reads as a close before any answer: what a KMS demanding a client certificate
+    under TLS 1.3 does, with either ending depending on timing, so the error gives the same hint."""
+    kms.reset_connections = 4
+    async with all_providers(key_client, namespace, kms, certificates) as encryption:
+        with pytest.raises(
+            EncryptionError, match=r"last attempt failed .*: ConnectionError: the KMS closed the connection without"
+        ):
+            await encryption.create_data_key("aws", kms_master_key("aws", kms.endpoint))
+    assert kms.reset_connections == 0 and kms.requests == 0
 
 
 async def test_retries_wait_the_backoff_libmongocrypt_asks_for(

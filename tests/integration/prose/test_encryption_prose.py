@@ -143,7 +143,7 @@ def test_without_pymongocrypt_the_error_names_the_extra(monkeypatch: pytest.Monk
         libmongocrypt.load.cache_clear()
 
 
-def test_kms_tls_options_that_turn_verification_off_are_refused(
+async def test_kms_tls_options_that_turn_verification_off_are_refused(
     key_client: MongoClient, namespace: str
 ) -> None:
     with pytest.raises(ConfigurationError, match="tlsInsecure"):

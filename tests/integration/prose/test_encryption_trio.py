@@ -1,7 +1,7 @@
 """Client-side encryption on trio: explicit encryption with a local master key and with a cloud master key
-(the fake cloud KMS of tests/support/fake_kms.py, an asyncio server run in a thread of its own, reached over
-TLS through the backend seam), automatic decryption by an encrypted client, and on-demand Azure credentials
-(the fake metadata service, in a thread too).
+(the fake cloud KMS of tests/support/fake_kms.py, an asyncio server that a trio run serves from a thread of
+its own, reached over TLS through the backend seam), automatic decryption by an encrypted client, and
+on-demand Azure credentials (the fake metadata service, in a thread too).
 
 Each test drives its own trio run (the suite's asyncio plugin runs ``async def`` tests on asyncio).
 """
@@ -19,7 +19,6 @@ import trio
 from mongio import MongoClient
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
 from mongio.encryption.cloud_credentials import OnDemandCredentials
-from tests.support.asyncio_thread import on_asyncio_thread
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
 from tests.support.fake_metadata import TOKEN, FakeMetadataServer
 
@@ -41,7 +40,11 @@ def _namespace() -> str:
 def test_explicit_encryption_with_a_cloud_kms_on_trio(server_uri: str, tmp_path: Path, provider: str) -> None:
     certificates = KmsCertificates.make(str(tmp_path))
 
-    async def body(kms: FakeCloudKms) -> dict[str, Any]:
+    async def body() -> tuple[dict[str, Any], int]:
+        async with FakeCloudKms(certificates) as kms:
+            return await explicit_encryption(kms), kms.requests
+
+    async def explicit_encryption(kms: FakeCloudKms) -> dict[str, Any]:
         namespace = _namespace()
         providers = {provider: kms_credentials(provider, kms.endpoint)}
         tls = {provider: {"tlsCAFile": certificates.ca_file}}
@@ -63,9 +66,7 @@ def test_explicit_encryption_with_a_cloud_kms_on_trio(server_uri: str, tmp_path:
             "decrypted": decrypted,
         }
 
-    with on_asyncio_thread(FakeCloudKms(certificates)) as kms:
-        result = trio.run(body, kms)
-        answered = kms.requests
+    result, answered = trio.run(body)
     assert result == {"provider": provider, "subtype": 6, "decrypted": "on trio"}
     assert answered >= 2  # the wrap and the unwrap (and Azure's and GCP's tokens) went to the fake KMS
 
@@ -105,20 +106,20 @@ def test_explicit_encryption_and_automatic_decryption_with_a_local_key_on_trio(s
 
 
 def test_concurrent_on_demand_azure_credentials_share_one_token_on_trio() -> None:
-    async def body(imds_url: str) -> list[dict[str, str]]:
-        credentials = OnDemandCredentials(azure_imds_url=imds_url)
-        tokens: list[dict[str, str]] = []
+    async def body() -> tuple[list[dict[str, str]], int]:
+        async with FakeMetadataServer() as metadata:
+            imds_url = f"http://{metadata.host}/metadata/identity/oauth2/token"
+            credentials = OnDemandCredentials(azure_imds_url=imds_url)
+            tokens: list[dict[str, str]] = []
 
-        async def fetch() -> None:
-            tokens.append(await credentials.azure())
+            async def fetch() -> None:
+                tokens.append(await credentials.azure())
 
-        async with trio.open_nursery() as nursery:  # the second fetch waits on the first one's lock
-            nursery.start_soon(fetch)
-            nursery.start_soon(fetch)
-        return tokens
+            async with trio.open_nursery() as nursery:  # the second fetch waits on the first one's lock
+                nursery.start_soon(fetch)
+                nursery.start_soon(fetch)
+            return tokens, len(metadata.requests)
 
-    with on_asyncio_thread(FakeMetadataServer()) as metadata:
-        tokens = trio.run(body, f"http://{metadata.host}/metadata/identity/oauth2/token")
-        requests = len(metadata.requests)
+    tokens, requests = trio.run(body)
     assert tokens == [{"accessToken": TOKEN}] * 2
     assert requests == 1  # the second fetch found the first one's token cached

@@ -8,6 +8,7 @@ Each test drives its own trio run (the suite's asyncio plugin runs ``async def``
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -268,3 +269,20 @@ def test_change_condition_on_trio() -> None:
         return [*sorted(woken), condition.locked()]
 
     assert trio.run(body) == ["a", "c", False]
+
+
+def test_a_refused_byte_stream_fails_with_the_same_error_on_both_runtimes() -> None:
+    """The HTTP client's streams (KMS, OCSP, cloud credential endpoints) report a refused connection as
+    ``ConnectionRefusedError`` on trio too, not as trio's summary of its attempts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens once the probe closes
+
+    async def body() -> str:
+        try:
+            await backend.open_byte_stream("127.0.0.1", port, None, None)
+        except OSError as exc:
+            return type(exc).__name__
+        return "connected"
+
+    assert [asyncio.run(body()), trio.run(body)] == ["ConnectionRefusedError", "ConnectionRefusedError"]
