@@ -25,28 +25,10 @@ setup: $(STAMP)
 TRIO_SUITES ?= crud sessions transactions retryable-reads retryable-writes change-streams \
 	connection-monitoring-and-pooling server-discovery-and-monitoring client-side-operations-timeout
 
-# Integration test modules run once more on trio (pytest --backend trio, anyio's plugin); `make test TRIO_TESTS=`
-# leaves them out.
-TRIO_TESTS ?= tests/integration/api/test_api_crud.py tests/integration/api/test_cursor_lazy_batches.py \
-	tests/integration/api/test_cursor_exhaust.py tests/integration/api/test_index_management.py \
-	tests/integration/api/test_pymongo_idioms.py tests/integration/prose/test_transactions_prose.py \
-	tests/integration/prose/test_sessions_causal_consistency.py tests/integration/prose/test_csot_prose.py \
-	tests/integration/prose/test_transactions_write_concern.py tests/integration/cluster/test_cluster_faults.py \
-	tests/integration/server/test_hostile_server.py tests/integration/server/test_auth_establish.py \
-	tests/integration/server/test_connection_tls.py tests/integration/api/test_cursor_exhaust_peer.py \
-	tests/integration/api/test_option_effects.py tests/integration/api/test_option_effects_tls.py \
-	tests/integration/server/test_auth_gssapi_kdc.py tests/integration/api/test_client.py \
-	tests/integration/api/test_client_close_peer.py tests/integration/api/test_examples.py \
-	tests/integration/api/test_gridfs.py tests/integration/api/test_tracing.py \
-	tests/integration/prose/test_change_streams_prose.py \
-	tests/integration/cluster/test_cluster_failover_checkout.py tests/integration/cluster/test_cluster_gssapi_auth.py \
-	tests/integration/cluster/test_cluster_load_balanced.py tests/integration/cluster/test_cluster_oidc_auth.py \
-	tests/integration/cluster/test_cluster_replica_set.py tests/integration/cluster/test_cluster_sharded.py \
-	tests/integration/cluster/test_cluster_soak.py tests/integration/prose/test_retry_prose.py \
-	tests/integration/prose/test_retry_topologies.py tests/integration/prose/test_backpressure.py \
-	tests/integration/prose/test_establish_backpressure_labels.py tests/integration/prose/test_transactions_rules.py \
-	tests/integration/prose/test_sessions_unacknowledged.py tests/integration/prose/test_write_concern_helpers.py \
-	tests/integration/prose/test_sessions_prose.py tests/integration/server/test_socks5_connect.py
+# The integration tests run once more on trio (pytest --backend trio, anyio's plugin; the tests of asyncio's own
+# machinery are skipped there with their reasons, tests/support/backends.py); `make test TRIO_TESTS=` leaves
+# them out.
+TRIO_TESTS ?= tests/integration
 
 ## Lint, type-check, then every test (unit, spec suites, integration against an embedded SecantusDB), then
 ## the spec suites of TRIO_SUITES and the modules of TRIO_TESTS on trio.
