@@ -137,8 +137,11 @@ def run(suite: Suite, origin: str, select: str | None, files: list[str] | None =
     paths = suite.paths_of(files)
     root = unpacked(suite.source, origin)
     results: dict[str, dict[str, str]] = {}
-    with TestServer() as server:
-        for driver in DRIVERS:
+    for driver in DRIVERS:
+        # A server of its own for each driver: one run's data (PyMongo's large-batch tests write hundreds of
+        # megabytes) would otherwise fill the storage engine's cache for the next, which then fails with
+        # WT_CACHE_FULL whatever the driver does.
+        with TestServer() as server:
             results[driver] = run_driver(suite, root, server, driver, select, paths)
     for test_id, reason in suite.deselected:
         print(f"left out of both runs: {test_id}: {reason}")
