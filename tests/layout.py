@@ -151,6 +151,7 @@ UNIT = Tree(
         "test_csot_cursor.py": "api",
         "test_docstrings.py": "api",
         "test_document_array_offsets.py": "bson",
+        "test_embedded_output.py": "api",
         "test_lazy_imports.py": "api",
     },
 )
