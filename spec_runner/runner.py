@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from spec_runner.model import CaseSkipped, RunContext, SpecCase, SuiteMissing
 from spec_runner.registry import known_suites, split_selector
 from spec_runner.server import TestServer, external_uri
 from spec_runner.skiplist import skip_reason
+from spec_runner.timed_cases import collector_held, is_timed
 
 
 @dataclass
@@ -111,45 +112,85 @@ async def _run_case(case: SpecCase, context: RunContext) -> None:
 
 async def _run_on_fresh_server(case: SpecCase, context: RunContext) -> None:
     """Run ``case`` on a test server started for it alone (spec_runner.fresh_server)."""
+    async with AsyncExitStack() as stack:
+        uri = await _start_server(stack)
+        await _run_case(case, dataclasses.replace(context, uri=uri))
+
+
+async def _start_server(stack: AsyncExitStack) -> str:
+    """Start a test server in a worker thread, stopped (in one too) when ``stack`` closes; its URI."""
     server = await anyio.to_thread.run_sync(TestServer().start)
-    try:
-        await _run_case(case, dataclasses.replace(context, uri=server.uri))
-    finally:
-        await anyio.to_thread.run_sync(server.stop)
+    stack.push_async_callback(anyio.to_thread.run_sync, server.stop)
+    return server.uri
+
+
+class _TimedServer:
+    """The test server the timed cases share (spec_runner.timed_cases), started on the first one's arrival."""
+
+    def __init__(self, stack: AsyncExitStack) -> None:
+        self._stack = stack
+        self._uri: str | None = None
+
+    async def uri(self) -> str:
+        if self._uri is None:
+            self._uri = await _start_server(self._stack)
+        return self._uri
+
+
+async def _run_placed(case: SpecCase, context: RunContext, own_server: bool, timed_server: _TimedServer) -> None:
+    """Run ``case`` where it belongs when this run started the server: on a fresh server, on the timed cases'
+    server, or on the shared one (any server the run was given is used as it is)."""
+    with collector_held(case):
+        if own_server and needs_fresh_server(case):
+            await _run_on_fresh_server(case, context)
+        elif own_server and is_timed(case):
+            await _run_case(case, dataclasses.replace(context, uri=await timed_server.uri()))
+        else:
+            await _run_case(case, context)
 
 
 async def _run_all(
     cases: list[SpecCase], context: RunContext, report: Report, verbose: bool, own_server: bool = False
 ) -> None:
     """Run ``cases`` one after the other; with ``own_server`` (the server is one this run started), those that
-    need a fresh server get one each."""
-    for case in cases:
-        tally = report.suites.setdefault(case.suite, SuiteTally())
-        tally.files.add(case.file)
-        tally.tests += 1
-        reason = skip_reason(case)
-        if reason is not None:
-            tally.skipped += 1
-            report.skips.append({"suite": case.suite, "file": case.file, "test": case.name, "reason": reason})
-            continue
-        try:
-            if own_server and needs_fresh_server(case):
-                await _run_on_fresh_server(case, context)
-            else:
-                await _run_case(case, context)
-        except CaseSkipped as skipped:
-            tally.skipped += 1
-            report.skips.append(
-                {"suite": case.suite, "file": case.file, "test": case.name, "reason": skipped.reason}
-            )
-        except Exception as exc:
-            tally.failed += 1
-            error = "".join(traceback.format_exception_only(exc)).strip()
-            if verbose:
-                error = "".join(traceback.format_exception(exc)).strip()
-            report.failures.append({"suite": case.suite, "file": case.file, "test": case.name, "error": error})
-        else:
-            tally.passed += 1
+    need a fresh server get one each, and the timed ones share one of their own."""
+    async with AsyncExitStack() as stack:
+        timed_server = _TimedServer(stack)
+        for case in cases:
+            _tally_outcome(case, report, verbose, await _outcome(case, context, own_server, timed_server))
+
+
+async def _outcome(
+    case: SpecCase, context: RunContext, own_server: bool, timed_server: _TimedServer
+) -> str | BaseException | None:
+    """What became of ``case``: a skip reason, the exception it failed with, or None once it passed."""
+    reason = skip_reason(case)
+    if reason is not None:
+        return reason
+    try:
+        await _run_placed(case, context, own_server, timed_server)
+    except CaseSkipped as skipped:
+        return skipped.reason
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _tally_outcome(case: SpecCase, report: Report, verbose: bool, outcome: str | BaseException | None) -> None:
+    tally = report.suites.setdefault(case.suite, SuiteTally())
+    tally.files.add(case.file)
+    tally.tests += 1
+    if outcome is None:
+        tally.passed += 1
+    elif isinstance(outcome, str):
+        tally.skipped += 1
+        report.skips.append({"suite": case.suite, "file": case.file, "test": case.name, "reason": outcome})
+    else:
+        tally.failed += 1
+        error = "".join(traceback.format_exception_only(outcome)).strip()
+        if verbose:
+            error = "".join(traceback.format_exception(outcome)).strip()
+        report.failures.append({"suite": case.suite, "file": case.file, "test": case.name, "error": error})
 
 
 def run(

@@ -134,7 +134,7 @@ UNIT = Tree(
         Folder(
             "spec_runner",
             "The spec runner: the unified format, the skip list, the cluster harness's pure parts.",
-            ("test_unified_*", "test_skip_*", "test_spec_runner_*", "test_cluster_*"),
+            ("test_unified_*", "test_skip_*", "test_spec_runner_*", "test_cluster_*", "test_timed_*"),
         ),
         Folder(
             "benchmarks",

@@ -15,6 +15,7 @@ from spec_runner.registry import known_suites
 from spec_runner.runner import run_case_sync
 from spec_runner.server import TestServer, external_uri
 from spec_runner.skiplist import skip_reason
+from spec_runner.timed_cases import collector_held, is_timed
 
 
 def _parameters() -> list[Any]:
@@ -33,6 +34,13 @@ def _parameters() -> list[Any]:
     return params
 
 
+@pytest.fixture(scope="session")
+def timed_server_uri() -> Iterator[str]:
+    """The test server only the timed spec cases use (spec_runner.timed_cases), started on first use."""
+    with TestServer() as server:
+        yield server.uri
+
+
 @pytest.mark.parametrize("case", _parameters())
 def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
     if isinstance(case, str):
@@ -41,11 +49,18 @@ def test_spec(case: SpecCase | str, request: pytest.FixtureRequest) -> None:
     if reason is not None:
         pytest.skip(reason)
     backend = str(request.config.getoption("--backend"))
-    if case.needs_server and needs_fresh_server(case) and external_uri() is None:
-        with TestServer() as server:
-            _run_spec_case(case, server.uri, backend)
-        return
-    _run_spec_case(case, request.getfixturevalue("server_uri") if case.needs_server else None, backend)
+    with collector_held(case):
+        if not case.needs_server:
+            _run_spec_case(case, None, backend)
+        elif external_uri() is not None:
+            _run_spec_case(case, request.getfixturevalue("server_uri"), backend)
+        elif needs_fresh_server(case):
+            with TestServer() as server:
+                _run_spec_case(case, server.uri, backend)
+        elif is_timed(case):
+            _run_spec_case(case, request.getfixturevalue("timed_server_uri"), backend)
+        else:
+            _run_spec_case(case, request.getfixturevalue("server_uri"), backend)
 
 
 def _run_spec_case(case: SpecCase, uri: str | None, backend: str) -> None:
@@ -107,6 +122,7 @@ def test_spec_on_topology(
     deployment.reset()
     context = RunContext(uri=deployment.single_mongos_uri, specs_root=specs_root(), deployment=deployment)
     try:
-        run_case_sync(case, context, str(request.config.getoption("--backend")))
+        with collector_held(case):
+            run_case_sync(case, context, str(request.config.getoption("--backend")))
     except CaseSkipped as skipped:
         pytest.skip(skipped.reason)
