@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
@@ -52,6 +53,14 @@ OPERATION_MODULES = (
     special,
 )
 """Imported for their ``@operation`` registrations."""
+
+# After a "not writable primary" or "node is recovering" error (a fail point's) the server is Unknown until its
+# monitor's next reply; with the streaming protocol that reply comes once per heartbeatFrequencyMS (a check
+# request is ignored while the awaited hello is in progress), so an operation retried, a change stream resumed
+# or a commit retried would wait 10 s for it. The unified format lets a runner lower heartbeatFrequencyMS for
+# clients of tests that configure fail points, never for a client that sets it: suites whose tests do so take
+# these as ``client_defaults`` (the smallest frequency the driver allows).
+FAIL_POINT_RECOVERY: Mapping[str, Any] = MappingProxyType({"heartbeatFrequencyMS": 500})
 
 
 async def run_unified(

@@ -3,6 +3,8 @@ those that need a single server)."""
 
 from __future__ import annotations
 
-from spec_runner.suites._unified_support import unified_suite
+from spec_runner.suites._unified_support import FAIL_POINT_RECOVERY, unified_suite
 
-SUITE = unified_suite("command-logging-and-monitoring", standalone=True)
+SUITE = unified_suite(
+    "command-logging-and-monitoring", standalone=True, client_defaults=FAIL_POINT_RECOVERY
+)

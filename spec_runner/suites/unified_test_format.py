@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from spec_runner.model import SpecCase
-from spec_runner.suites._unified_support import unified_suite
+from spec_runner.suites._unified_support import FAIL_POINT_RECOVERY, unified_suite
 from spec_runner.unified.errors import EntityError, MatchError, UnifiedTestError, UnsupportedSchemaVersion
 from spec_runner.unified.operations import PROGRAMMING_ERRORS, UnsupportedOperation
 
@@ -110,5 +110,6 @@ SUITE = unified_suite(
     directories=("valid-pass", "valid-fail"),
     expect_failure=("valid-fail",),
     standalone=True,
+    client_defaults=FAIL_POINT_RECOVERY,
     failure_check=check_intended_failure,
 )
