@@ -11,7 +11,6 @@ import asyncio
 import collections
 import contextlib
 import ssl
-import threading
 import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ from spec_runner.cluster.messages import Message, parse_reply_document
 from spec_runner.cluster.oidc import MECHANISM as OIDC_MECHANISM
 from spec_runner.cluster.oidc import OidcProvider
 from spec_runner.cluster.proxy import ExternalSasl, MemberProxy
+from spec_runner.loop_thread import LoopThread
 from spec_runner.raw_wire import command_once
 from spec_runner.server import TestServer, free_port
 
@@ -38,25 +38,6 @@ T = TypeVar("T")
 
 ALL_COMPRESSORS = ("snappy", "zlib", "zstd")
 CONTROL_TIMEOUT = 30.0
-
-
-class HarnessLoop:
-    """The event loop the proxies run on, in a thread of its own, so they keep serving whatever loop (or
-    none) the tests run on, and a test blocked on the driver never stalls the deployment."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="cluster-harness", daemon=True)
-        self._thread.start()
-
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the harness loop and wait for its result (from any other thread)."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(CONTROL_TIMEOUT)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(CONTROL_TIMEOUT)
-        self.loop.close()
 
 
 class Deployment:
@@ -92,7 +73,7 @@ class Deployment:
         self._backend_parameters: dict[str, Any] = {}
         self.oidc: OidcProvider | None = None
         """While running: the identity provider the members accept MONGODB-OIDC tokens of (``oidc_uri``)."""
-        self._harness: HarnessLoop | None = None
+        self._harness: LoopThread | None = None
         self._proxies: dict[str, MemberProxy] = {}
         # Load balancers: one in front of every mongos, one in front of the first only (the unified format's
         # MULTI_MONGOS_LB_URI and SINGLE_MONGOS_LB_URI).
@@ -124,8 +105,10 @@ class Deployment:
         )
         self.oidc = OidcProvider()
         self.accept_external_auth(OIDC_MECHANISM, self.oidc)
-        self._harness = HarnessLoop()
-        self._harness.call(self._start_proxies())
+        # The proxies' loop, in a thread of its own, so they keep serving whatever loop (or none) the tests run
+        # on, and a test blocked on the driver never stalls the deployment.
+        self._harness = LoopThread("cluster-harness", CONTROL_TIMEOUT)
+        self._harness.run_blocking(self._start_proxies())
         return self
 
     async def _start_proxies(self) -> None:
@@ -142,7 +125,7 @@ class Deployment:
 
     def stop(self) -> None:
         if self._harness is not None:
-            self._harness.call(self._stop_proxies())
+            self._harness.run_blocking(self._stop_proxies())
             self._harness.close()
             self._harness = None
         if self.server is not None:
@@ -324,7 +307,7 @@ class Deployment:
         if self._harness is None:
             coroutine.close()
             raise RuntimeError("the deployment is not running")
-        return self._harness.call(coroutine)
+        return self._harness.run_blocking(coroutine)
 
     def step_down(self, elect: str | int | Member | None = None) -> None:
         """The primary becomes a secondary; with ``elect``, that member then wins an election at once."""

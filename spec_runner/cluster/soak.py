@@ -45,7 +45,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from tests.support.backends import running_tasks, tasks_started_since
 
 from mongio.client import MongoClient
 from mongio.error_classification import is_timeout
@@ -60,6 +59,7 @@ from spec_runner.cluster.deployment import Deployment, replica_set, sharded
 from spec_runner.cluster.faults import Fault, FaultKind, FaultPlan
 from spec_runner.cluster.members import Role
 from spec_runner.runner import BACKENDS
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 IN_FLIGHT = 50
 """How many cancelled operations run at once."""

@@ -16,7 +16,6 @@ naming what they need.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import base64
 import shutil
@@ -25,6 +24,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from spec_runner.unified.errors import UnifiedTestError
 
@@ -214,7 +215,7 @@ async def query_analyser_uri() -> str:
 
         analyser = AnalyserThread()
         # Starting waits for it to listen: done in a worker thread so the loop keeps running.
-        await asyncio.to_thread(analyser.start)
+        await anyio.to_thread.run_sync(analyser.start)
         atexit.register(analyser.stop)
         _ANALYSER.append(analyser)
     return _ANALYSER[0].uri
@@ -251,4 +252,4 @@ async def kmip_server_for(configured: Mapping[str, Any]) -> KmipServerProcess | 
         return _KMIP[0]
     # Starting waits for it to listen (PyKMIP's server, in a process of its own): done in a worker thread
     # so the loop keeps running.
-    return await asyncio.to_thread(_started_kmip_server)
+    return await anyio.to_thread.run_sync(_started_kmip_server)

@@ -1,13 +1,14 @@
 """The tests' servers written for asyncio (fake KMS, loopback peers, proxies), served on an asyncio loop in a
-thread of their own, so that a test running on trio can talk to them."""
+thread of their own for a synchronous test that drives the driver through ``trio.run`` (several runs, one
+server): entered and left there, whatever runs in between."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TypeVar
+
+from spec_runner.loop_thread import LoopThread
 
 S = TypeVar("S", bound=AbstractAsyncContextManager[object])
 
@@ -17,16 +18,12 @@ __all__ = ["on_asyncio_thread"]
 @contextmanager
 def on_asyncio_thread(server: S) -> Iterator[S]:
     """Enter ``server`` (``async with``) on a new asyncio loop in a thread, and leave it there at the end."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="asyncio test server", daemon=True)
-    thread.start()
+    loop_thread = LoopThread("asyncio test server", 10.0)
     try:
-        asyncio.run_coroutine_threadsafe(server.__aenter__(), loop).result(10)
+        loop_thread.run_blocking(server.__aenter__())
         try:
             yield server
         finally:
-            asyncio.run_coroutine_threadsafe(server.__aexit__(None, None, None), loop).result(10)
+            loop_thread.run_blocking(server.__aexit__(None, None, None))
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        loop_thread.close()

@@ -1,25 +1,23 @@
 """Running tests on more than one backend: which tests run only on asyncio, and why (under ``pytest --backend
-trio`` they are skipped with the reason), which tasks run, on either backend, and where the tests' asyncio
-servers run when the test runs on trio (:class:`AsyncioServer`: on an asyncio loop in a thread of their own).
+trio`` they are skipped with the reason), and where the tests' asyncio servers run when the test runs on trio
+(:class:`AsyncioServer`: on an asyncio loop in a thread of their own). Which tasks are running is
+``spec_runner.task_census``'s (the soak uses it too).
 
-A test is listed in ``ASYNCIO_ONLY`` when what it checks is asyncio's own machinery (the loop's call_later, a Task's cancel(),
-the loop's exception handler, closing or replacing an event loop, uvloop) or a library that runs only on asyncio
-(aiohttp), so it has no trio counterpart as written; the behaviour itself is covered on trio by the tests written for both backends. Entries are node id
-prefixes (a module, or one test of it).
+A test is listed in ``ASYNCIO_ONLY`` when what it checks is asyncio's own machinery (the loop's call_later, a
+Task's cancel(), the loop's exception handler, closing or replacing an event loop, uvloop) or a library that runs
+only on asyncio (aiohttp), so it has no trio counterpart as written; the behaviour itself is covered on trio by the
+tests written for both backends. Entries are node id prefixes (a module, or one test of it).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
-import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import anyio
-import anyio.to_thread
 import sniffio
+from spec_runner.loop_thread import LoopThread
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -53,80 +51,18 @@ def asyncio_only_reason(nodeid: str) -> str | None:
     return None
 
 
-# The task that plays the event loop's part in a trio run (mongio.backend.trio_loop): it runs the run's
-# callbacks and timers, and comes and goes with them, as the loop itself does on asyncio (where it is no task).
-LOOP_TASK_NAMES = frozenset({"mongio callback runner"})
-
-
-def running_tasks() -> dict[int, str | None]:
-    """The tasks running now, by id with their names, leaving out the one playing the event loop's part."""
-    return {task.id: task.name for task in anyio.get_running_tasks() if task.name not in LOOP_TASK_NAMES}
-
-
-def tasks_started_since(before: dict[int, str | None]) -> list[str | None]:
-    """The names of the tasks running now that were not running at ``before`` (a ``running_tasks()``)."""
-    return [name for task_id, name in running_tasks().items() if task_id not in before]
-
-
 def on_asyncio() -> bool:
     """Whether the calling task runs on asyncio (pytest-asyncio's loop, or anyio's asyncio backend)."""
     return sniffio.current_async_library() == "asyncio"
 
 
-class ServerLoop:
-    """An asyncio loop running in a thread of its own: the home of a test's asyncio server when the test runs
-    on another backend (trio), so the server's tasks, streams and events never meet the test's loop."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="asyncio test server", daemon=True
-        )
-        self._thread.start()
-
-    def is_current(self) -> bool:
-        """Whether the caller runs in this loop's thread."""
-        return threading.current_thread() is self._thread
-
-    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Call ``function`` in the loop's thread (between its callbacks) and return its result."""
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def in_loop() -> None:
-            try:
-                future.set_result(function(*args, **kwargs))
-            except BaseException as error:  # handed to the caller
-                future.set_exception(error)
-
-        self._loop.call_soon_threadsafe(in_loop)
-        return future.result(SERVER_CALL_LIMIT)
-
-    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on this loop; the calling task (on any backend) waits without blocking its own
-        loop, and its cancellation cancels the coroutine."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-        finally:
-            future.cancel()  # a no-op once it finished
-
-    def close(self) -> None:
-        """Stop the loop, wait for its thread and close it."""
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(SERVER_CALL_LIMIT)
-        self._loop.close()
-
-
-# How long a test waits for its server's loop to start, stop or run one call for it before the test fails.
-SERVER_CALL_LIMIT = 30.0
-
-
 class AsyncioServer:
     """Base of the tests' asyncio servers (``start()``/``stop()`` coroutines). Entered with ``async with`` from
     asyncio, the server runs in the test's own loop, exactly as it always did; entered from trio, it runs on a
-    :class:`ServerLoop` of its own, and the methods marked :func:`served` / :func:`served_sync` reach it there."""
+    :class:`~spec_runner.loop_thread.LoopThread` of its own, and the methods marked :func:`served` /
+    :func:`served_sync` reach it there."""
 
-    _server_loop: ServerLoop | None = None
+    _server_loop: LoopThread | None = None
 
     async def start(self) -> Self:
         raise NotImplementedError
@@ -137,7 +73,7 @@ class AsyncioServer:
     async def __aenter__(self) -> Self:
         if on_asyncio():
             return await self.start()
-        server_loop = ServerLoop()
+        server_loop = LoopThread("asyncio test server")
         try:
             await server_loop.run(self.start())
         except BaseException:
@@ -182,7 +118,7 @@ def served_sync(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[
         server_loop = self._server_loop
         if server_loop is None or server_loop.is_current():
             return method(self, *args, **kwargs)
-        return server_loop.call(method, self, *args, **kwargs)
+        return server_loop.call(functools.partial(method, self, *args, **kwargs))
 
     functools.update_wrapper(on_server_loop, method)
     return on_server_loop

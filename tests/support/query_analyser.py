@@ -35,12 +35,12 @@ for a process whose tests each run their own loop (the spec runner under pytest)
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from spec_runner.loop_thread import LoopThread
 
 from mongio.bson import encode
 from mongio.bson.binary import Binary
@@ -788,10 +788,8 @@ class AnalyserThread:
     code); ``stop()`` stops the analyser, then the loop, then joins the thread."""
 
     def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="query-analyser", daemon=True)
+        self._loop_thread: LoopThread | None = None
         self._analyser = QueryAnalyser()
-        self._started = False
 
     @property
     def uri(self) -> str:
@@ -800,20 +798,18 @@ class AnalyserThread:
     @property
     def running(self) -> bool:
         """Whether its thread still runs (False once stopped)."""
-        return self._thread.is_alive()
+        return self._loop_thread is not None and self._loop_thread.running
 
     def start(self, timeout: float = 10.0) -> str:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._analyser.start(), self._loop).result(timeout)
-        self._started = True
+        self._loop_thread = LoopThread("query-analyser", timeout)
+        self._loop_thread.run_blocking(self._analyser.start())
         return self.uri
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if self._started:
-            asyncio.run_coroutine_threadsafe(self._analyser.stop(), self._loop).result(timeout)
-            self._started = False
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self._loop.close()
+    def stop(self) -> None:
+        loop_thread, self._loop_thread = self._loop_thread, None
+        if loop_thread is None:
+            return
+        try:
+            loop_thread.run_blocking(self._analyser.stop())
+        finally:
+            loop_thread.close()

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio import MongoClient
 from mongio.bson import InvalidBSON, decode
@@ -31,7 +32,7 @@ from mongio.errors import (
     NetworkTimeout,
     ProtocolError,
 )
-from tests.support.backends import gather_outcomes, running_tasks, tasks_started_since
+from tests.support.backends import gather_outcomes
 from tests.support.hostile_server import (
     MIB,
     AllAtOnce,

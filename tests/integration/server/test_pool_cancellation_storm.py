@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio.client import MongoClient
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.pool_books import PoolBooks
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
