@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio.backend import gather
 from mongio.bson.timestamp import Timestamp
@@ -26,7 +27,6 @@ from mongio.events.command import (
     CommandSucceededEvent,
 )
 from mongio.operations.run_command import RunCommand
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.loop_checks import PoolEventCounts
 from tests.support.recorders import CommandRecorder
 

@@ -13,13 +13,13 @@ from typing import Any
 import anyio
 import pytest
 from benchmarks import close_inflight
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio import InsertOneResult, MongoClient
 from mongio.bson import encode
 from mongio.errors import AutoReconnect, ClientClosedError
 from mongio.wire import encode_op_msg, next_request_id
 from mongio.write_concern import WriteConcern
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.fake_pool import Recorder
 from tests.support.loopback_peer import NO_REPLY, LoopbackPeer, Reply, Request
 

@@ -19,6 +19,7 @@ import anyio
 import httpx
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio import MongoClient
 from mongio.backend import running_loop
@@ -26,7 +27,6 @@ from mongio.bson import ObjectId
 from mongio.connection.establish import ConnectionSettings, establish
 from mongio.embedded import EmbeddedServer
 from mongio.errors import AutoReconnect, ClientClosedError
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.books_api import EXAMPLES, Call, exercise_books_api, httpx_call, load_example, stored_books
 
 pytestmark = pytest.mark.server

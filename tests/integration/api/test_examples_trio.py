@@ -12,10 +12,10 @@ import pytest
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio import MongoClient
 from mongio.errors import ClientClosedError
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.books_api import exercise_books_api, httpx_call, load_example
 
 pytestmark = pytest.mark.server

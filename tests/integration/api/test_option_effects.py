@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from spec_runner.task_census import running_tasks
 
 from mongio import MongoClient
 from mongio.bson.codec_options import TypeEncoder, TypeRegistry
@@ -40,7 +41,6 @@ from mongio.topology.sdam_events import ServerDescriptionChangedEvent, ServerHea
 from mongio.topology.server_type import ServerType
 from mongio.topology.topology_type import TopologyType
 from mongio.wire.compression import ZLIB_ID
-from tests.support.backends import running_tasks
 from tests.support.loopback_peer import CLOSE, NO_REPLY, LoopbackPeer, Reply, Request, default_reply
 
 GUARD = 10.0

@@ -15,12 +15,13 @@ import anyio
 import pytest
 from spec_runner.model import specs_root
 from spec_runner.suites.connection_monitoring_and_pooling import CmapTestRunner, HandshakeFailPoint
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio.connection.connection import Connection
 from mongio.connection.pool import Pool, PoolClearedError
 from mongio.connection.pool_options import PoolOptions
 from mongio.errors import AutoReconnect
-from tests.support.backends import gather_outcomes, running_tasks, tasks_started_since
+from tests.support.backends import gather_outcomes
 from tests.support.direct_connections import CountingEstablisher, admin_command
 
 pytestmark = pytest.mark.server

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from spec_runner.task_census import running_tasks, tasks_started_since
 
 from mongio.connection.connection import Connection
 from mongio.connection.establish import ConnectionSettings
@@ -29,7 +30,6 @@ from mongio.topology.settings import TopologySettings
 from mongio.topology.topology import ConnectErrorHook, Topology
 from mongio.topology.topology_description import TopologyDescription
 from mongio.topology.topology_type import TopologyType
-from tests.support.backends import running_tasks, tasks_started_since
 from tests.support.monitor_connections import CountingFactory
 
 pytestmark = pytest.mark.server
