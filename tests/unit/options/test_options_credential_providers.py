@@ -18,7 +18,7 @@ from mongio.errors import ConfigurationError, EncryptionError
 
 needs_extra = pytest.mark.skipif(libmongocrypt.version() is None, reason="needs mongio[encryption]")
 SECRET = "kms-secret-access-key"
-ON_DEMAND = {"aws": {}}
+ON_DEMAND: dict[str, Any] = {"aws": {}}
 
 
 def provider() -> AwsCredentials:
