@@ -85,9 +85,9 @@ class ClientEncryption:
     0: forever). ``credential_providers={"aws": provider}`` fetches the on-demand AWS credentials (with
     ``kms_providers={"aws": {}}``) from ``provider`` instead of the AWS credential chain: a function (run in
     a worker thread) or a coroutine function returning credentials with ``access_key``, ``secret_key`` and
-    ``token`` attributes, such as ``boto3.Session().get_credentials``. The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
-    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
-    or :meth:`close`.
+    ``token`` attributes, such as ``boto3.Session().get_credentials``. The key vault client's ``timeoutMS``
+    (or an enclosing :func:`mongio.timeout` block) bounds each operation, its KMS exchanges included. Needs
+    the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
     """
 
     def __init__(
