@@ -156,6 +156,8 @@ class AutoEncryptionOpts:
     ``mongocryptd_bypass_spawn``, reached at ``mongocryptd_uri``). Automatic encryption is an enterprise
     only feature that only applies to operations on a collection; enabling it reduces the maximum write
     batch size (2 MiB before encryption) and may have a negative performance impact.
+    ``credential_providers={"aws": provider}`` (with ``kms_providers={"aws": {}}``) fetches the on-demand AWS
+    credentials from ``provider`` instead of the AWS credential chain, as for ``ClientEncryption``.
     """
 
     kms_providers: Mapping[str, Any] = field(repr=False)
@@ -173,6 +175,7 @@ class AutoEncryptionOpts:
     bypass_query_analysis: bool
     encrypted_fields_map: Mapping[str, Any] | None
     key_expiration_ms: int | None
+    credential_providers: Mapping[str, Any] | None = field(repr=False)
 
     def __init__(
         self,
@@ -191,6 +194,7 @@ class AutoEncryptionOpts:
         bypass_query_analysis: bool = False,
         encrypted_fields_map: Mapping[str, Any] | None = None,
         key_expiration_ms: int | None = None,
+        credential_providers: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(mongocryptd_spawn_args, str):
             raise TypeError("mongocryptd_spawn_args must be a list of strings, not a string")
@@ -210,6 +214,7 @@ class AutoEncryptionOpts:
             "bypass_query_analysis": bypass_query_analysis,
             "encrypted_fields_map": encrypted_fields_map,
             "key_expiration_ms": key_expiration_ms,
+            "credential_providers": credential_providers,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)

@@ -80,6 +80,9 @@ class AutoEncrypter:
             )
         if not isinstance(opts.kms_providers, Mapping):
             raise TypeError("kms_providers must be a mapping of provider names to their options")
+        self._aws_provider = cloud_credentials.aws_credential_provider(
+            opts.credential_providers, opts.kms_providers
+        )
         database_name, collection_name = _key_vault_names(opts.key_vault_namespace)
         self._opts = opts
         self._make_internal = internal_client
@@ -164,7 +167,7 @@ class AutoEncrypter:
                 self._key_vault_client[database_name][collection_name],
                 kms_tls_contexts=self._kms_tls_contexts,
                 metadata_database=None if metadata is None else metadata.get_database,
-                credentials=cloud_credentials.OnDemandCredentials(),
+                credentials=cloud_credentials.OnDemandCredentials(aws_provider=self._aws_provider),
             )
         return self._io
 

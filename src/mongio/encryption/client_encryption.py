@@ -82,9 +82,12 @@ class ClientEncryption:
     demand. ``key_vault_namespace`` is ``"database.collection"`` on ``key_vault_client``; values come back
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
-    0: forever). The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
-    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
-    or :meth:`close`.
+    0: forever). ``credential_providers={"aws": provider}`` fetches the on-demand AWS credentials (with
+    ``kms_providers={"aws": {}}``) from ``provider`` instead of the AWS credential chain: a function (run in
+    a worker thread) or a coroutine function returning credentials with ``access_key``, ``secret_key`` and
+    ``token`` attributes, such as ``boto3.Session().get_credentials``. The key vault client's ``timeoutMS``
+    (or an enclosing :func:`mongio.timeout` block) bounds each operation, its KMS exchanges included. Needs
+    the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
     """
 
     def __init__(
@@ -95,9 +98,11 @@ class ClientEncryption:
         codec_options: Any,
         kms_tls_options: Mapping[str, Mapping[str, Any]] | None = None,
         key_expiration_ms: int | None = None,
+        credential_providers: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(kms_providers, Mapping):
             raise TypeError("kms_providers must be a mapping of provider names to their options")
+        aws_provider = cloud_credentials.aws_credential_provider(credential_providers, kms_providers)
         database_name, dot, collection_name = key_vault_namespace.partition(".")
         if not dot or not database_name or not collection_name:
             raise ConfigurationError(
@@ -116,7 +121,7 @@ class ClientEncryption:
         io = ClientCryptIO(
             self.__key_vault,
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
-            credentials=cloud_credentials.OnDemandCredentials(),
+            credentials=cloud_credentials.OnDemandCredentials(aws_provider=aws_provider),
         )
         # The key vault client's timeoutMS bounds each operation whole: key vault reads and KMS exchanges.
         self.__timeout = timeout_seconds(key_vault_client.options.timeout_ms)

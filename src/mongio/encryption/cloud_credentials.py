@@ -2,8 +2,10 @@
 ``{"aws": {}}``, ``{"gcp": {}}`` or ``{"azure": {}}``, gets its credentials when libmongocrypt first needs
 them, without blocking the loop:
 
-- ``aws``: MONGODB-AWS's credential chain (:mod:`mongio.connection.auth.aws_credentials`: environment,
-  web identity, ECS, EC2 instance metadata), with its cache;
+- ``aws``: the application's provider when ``credential_providers={"aws": provider}`` gives one (the
+  specification's ``credentialProviders``: used instead of the chain), else MONGODB-AWS's credential chain
+  (:mod:`mongio.connection.auth.aws_credentials`: environment, web identity, ECS, EC2 instance metadata),
+  with its cache;
 - ``gcp``: an access token from the GCE metadata server (``GCE_METADATA_HOST``, by default
   ``metadata.google.internal``);
 - ``azure``: an access token from the Azure instance metadata service (IMDS), cached until one minute
@@ -19,16 +21,26 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mongio.backend import LockLike, new_lock
-from mongio.connection.auth.aws_credentials import CredentialsUnavailable, obtain_credentials
+from mongio.connection.auth.aws_credentials import (
+    CredentialsUnavailable,
+    credentials_from_provider,
+    obtain_credentials,
+)
 from mongio.connection.http import HttpError, http_request
-from mongio.errors import EncryptionError
+from mongio.errors import ConfigurationError, EncryptionError
 
-__all__ = ["AZURE_ENDPOINT_VARIABLE", "AZURE_IMDS_URL", "OnDemandCredentials", "on_demand_providers"]
+__all__ = [
+    "AZURE_ENDPOINT_VARIABLE",
+    "AZURE_IMDS_URL",
+    "OnDemandCredentials",
+    "aws_credential_provider",
+    "on_demand_providers",
+]
 
 AZURE_ENDPOINT_VARIABLE = "MONGIO_KMS_AZURE_ENDPOINT"
 _AZURE_IMDS_BASE = "http://169.254.169.254"
@@ -43,6 +55,44 @@ _MAX_TOKEN_DOCUMENT = 64 << 10
 def on_demand_providers(kms_providers: Mapping[str, Any]) -> list[str]:
     """The cloud providers configured empty, whose credentials are fetched on demand."""
     return [name for name in ("aws", "gcp", "azure") if name in kms_providers and not kms_providers[name]]
+
+
+def aws_credential_provider(
+    credential_providers: Mapping[str, Any] | None, kms_providers: Mapping[str, Any]
+) -> Callable[[], Any] | None:
+    """The application's AWS credential provider of ``credential_providers`` (None when it gives none), after
+    the specification's checks: the only provider name is ``aws``, the provider is callable (a function or a
+    coroutine function returning credentials with ``access_key``, ``secret_key`` and ``token``, as
+    MONGODB-AWS's ``AWS_CREDENTIAL_PROVIDER``), and ``kms_providers["aws"]`` is the empty map that asks for
+    credentials on demand. Raises ``ConfigurationError`` naming what is wrong (never a credential)."""
+    if credential_providers is None:
+        return None
+    if not isinstance(credential_providers, Mapping):
+        raise ConfigurationError(
+            f"credential_providers must be a mapping such as {{'aws': provider}}, "
+            f"not {type(credential_providers).__name__}"
+        )
+    unknown = sorted(repr(name) for name in credential_providers if name != "aws")
+    if unknown:
+        raise ConfigurationError(
+            f"credential_providers has no provider named {', '.join(unknown)}: the only one is 'aws'"
+        )
+    if "aws" not in credential_providers:
+        return None
+    provider: Callable[[], Any] = credential_providers["aws"]
+    if not callable(provider):
+        raise ConfigurationError(
+            "credential_providers['aws'] must be a function or coroutine function returning AWS credentials, "
+            f"not {type(provider).__name__}"
+        )
+    configured = kms_providers.get("aws")
+    if not isinstance(configured, Mapping) or configured:
+        state = "is not given" if "aws" not in kms_providers else "is not the empty map"
+        raise ConfigurationError(
+            f"credential_providers['aws'] needs kms_providers['aws'] to be the empty map {{}} (credentials "
+            f"fetched on demand), but kms_providers['aws'] {state}"
+        )
+    return provider
 
 
 def _token_document(body: bytes, source: str) -> Mapping[str, Any]:
@@ -71,6 +121,9 @@ class OnDemandCredentials:
     """The IMDS token URL; None: ``MONGIO_KMS_AZURE_ENDPOINT``'s base (else IMDS's) with the token path."""
     timeout: float = _TIMEOUT
     """Seconds each metadata request may take (the specification's 10)."""
+    aws_provider: Callable[[], Any] | None = field(default=None, repr=False)
+    """The application's AWS credential provider (``credential_providers["aws"]``, checked by
+    :func:`aws_credential_provider`), used instead of the AWS credential chain."""
     _azure: _AzureToken | None = field(default=None, repr=False)
     # Made at the first Azure fetch, for the runtime it runs on (asyncio's lock, or trio's through the seam).
     _azure_lock: LockLike | None = field(default=None, repr=False)
@@ -88,9 +141,15 @@ class OnDemandCredentials:
         return answers
 
     async def aws(self) -> dict[str, str]:
-        """``accessKeyId``, ``secretAccessKey`` and, for temporary credentials, ``sessionToken``."""
+        """``accessKeyId``, ``secretAccessKey`` and, for temporary credentials, ``sessionToken``: from the
+        application's provider when there is one, else from the AWS credential chain."""
         try:
-            credentials = await obtain_credentials(None)
+            if self.aws_provider is not None:
+                credentials = await credentials_from_provider(
+                    self.aws_provider, "credential_providers['aws']"
+                )
+            else:
+                credentials = await obtain_credentials(None)
         except CredentialsUnavailable as exc:
             raise EncryptionError(exc) from exc
         answer = {"accessKeyId": credentials.access_key, "secretAccessKey": credentials.secret_key}

@@ -1,7 +1,8 @@
 """Key material and plaintext never leave through a side channel: failures are provoked (a wrong master key,
 a data key id nobody has, a tampered ciphertext, a ciphertext naming another data key, a value the algorithm
 refuses, KMS servers that drop every connection, present an untrusted certificate, refuse the credentials
-(AWS, Azure, GCP) or refuse to unwrap) and every error (its whole cause chain, str and repr), every command
+(AWS, Azure, GCP; AWS's also when a ``credential_providers`` provider gave them) or refuse to unwrap) and
+every error (its whole cause chain, str and repr), every command
 event (command, reply, failure), every log record (the whole documents logged), every tracing span (its
 attributes and events, with the command text on) and the reprs are searched for the master keys (raw and
 base64), the data key's material, the cloud secrets and the plaintext."""
@@ -24,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from mongio import MongoClient
 from mongio.bson import encode
 from mongio.bson.binary import Binary
+from mongio.connection.auth.aws_credentials import AwsCredentials
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
 from mongio.errors import EncryptionError
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, gcp_private_key
@@ -130,6 +132,11 @@ def cloud_providers(endpoint: str) -> dict[str, Any]:
     }
 
 
+def provided_aws_credentials() -> AwsCredentials:
+    """A ``credential_providers`` provider: the AWS secret, and a session token holding it."""
+    return AwsCredentials("AKIAFAKE", AWS_SECRET, AWS_SECRET + "-session-token")
+
+
 def cloud_master_keys(endpoint: str) -> dict[str, dict[str, Any]]:
     return {
         "aws": {"region": "us-east-1", "key": "arn:aws:kms:us-east-1:1:key/k", "endpoint": endpoint},
@@ -180,6 +187,14 @@ async def test_failures_reveal_no_key_material_or_plaintext(
             ClientEncryption(
                 {"local": {"key": OTHER_MASTER_KEY}}, namespace, client, None
             ) as wrong_master_key,
+            ClientEncryption(
+                {"aws": {}},
+                namespace,
+                client,
+                None,
+                kms_tls_options=tls,
+                credential_providers={"aws": provided_aws_credentials},
+            ) as provided,
         ):
             key_id = await ce.create_data_key("local", key_material=DATA_KEY_MATERIAL)
             other_key_id = await ce.create_data_key("local")
@@ -205,12 +220,25 @@ async def test_failures_reveal_no_key_material_or_plaintext(
                 refused.create_data_key(provider, master_key)
                 for provider, master_key in cloud_master_keys(refusing_kms.endpoint).items()
             ]
+            attempts += [
+                provided.create_data_key("aws", cloud_master_keys(endpoint)["aws"])
+                for endpoint in (refusing_kms.endpoint, failing_kms.endpoint)
+            ]
             for attempt in attempts:
                 with pytest.raises(EncryptionError) as raised:
                     await attempt
                 errors.append(raised.value)
-            repr_text = repr(ce) + repr(AutoEncryptionOpts(cloud_providers(kms.endpoint), namespace))
-    assert len(errors) == 13
+            repr_text = (
+                repr(ce)
+                + repr(provided)
+                + repr(AutoEncryptionOpts(cloud_providers(kms.endpoint), namespace))
+                + repr(
+                    AutoEncryptionOpts(
+                        {"aws": {}}, namespace, credential_providers={"aws": provided_aws_credentials}
+                    )
+                )
+            )
+    assert len(errors) == 15
     for error in errors:
         for link in error_chain(error):
             assert_no_secret(f"{link!s} {link!r}", f"the error {type(link).__name__}")

@@ -43,6 +43,7 @@ __all__ = [
     "CredentialCache",
     "CredentialsUnavailable",
     "credentials_from_environment",
+    "credentials_from_provider",
     "obtain_credentials",
     "use_endpoints",
 ]
@@ -334,38 +335,47 @@ async def _fetch_temporary(environ: Mapping[str, str]) -> AwsCredentials:
     return await _ec2()
 
 
-def _checked(value: AwsCredentialsLike) -> AwsCredentials:
-    access_key, secret_key, token = value.access_key, value.secret_key, value.token
-    if not isinstance(access_key, str) or not access_key or not isinstance(secret_key, str) or not secret_key:
+def _checked(value: AwsCredentialsLike, name: str) -> AwsCredentials:
+    try:
+        access_key, secret_key, token = value.access_key, value.secret_key, value.token
+    except AttributeError:
         raise CredentialsUnavailable(
-            "AWS_CREDENTIAL_PROVIDER returned credentials without an access key or secret key"
-        )
+            f"{name} returned {type(value).__name__}, not credentials with access_key, secret_key and token "
+            "attributes"
+        ) from None
+    if not isinstance(access_key, str) or not access_key or not isinstance(secret_key, str) or not secret_key:
+        raise CredentialsUnavailable(f"{name} returned credentials without an access key or secret key")
     if token is not None and not isinstance(token, str):
-        raise CredentialsUnavailable("AWS_CREDENTIAL_PROVIDER returned a session token that is not a string")
+        raise CredentialsUnavailable(f"{name} returned a session token that is not a string")
     return AwsCredentials(access_key, secret_key, token or None)
 
 
-def _call_sync_provider(provider: Callable[[], Any]) -> AwsCredentials:
+def _call_sync_provider(provider: Callable[[], Any], name: str) -> AwsCredentials:
     # The attributes are read here too: an SDK's refreshable credentials may fetch when read.
     value = provider()
     if inspect.isawaitable(value):
-        raise CredentialsUnavailable("AWS_CREDENTIAL_PROVIDER returned an awaitable from a plain function")
-    return _checked(value)
+        raise CredentialsUnavailable(f"{name} returned an awaitable from a plain function")
+    return _checked(value, name)
 
 
 def _is_coroutine_function(provider: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(type(provider).__call__)
 
 
-async def _from_provider(provider: Callable[[], Any]) -> AwsCredentials:
+async def credentials_from_provider(provider: Callable[[], Any], name: str) -> AwsCredentials:
+    """The credentials an application's provider returns: a coroutine function is awaited, a plain function
+    runs in a worker thread (an SDK's provider may block on the network). ``name`` says where the provider
+    was given (``AWS_CREDENTIAL_PROVIDER``, ``credential_providers['aws']``) in the ``CredentialsUnavailable``
+    raised when it fails or returns something unusable; the message names the exception's class only,
+    never what the provider returned."""
     try:
         if _is_coroutine_function(provider):
-            return _checked(await provider())
-        return await to_thread(_call_sync_provider, provider)
+            return _checked(await provider(), name)
+        return await to_thread(_call_sync_provider, provider, name)
     except CredentialsUnavailable:
         raise
     except Exception as exc:
-        raise CredentialsUnavailable(f"AWS_CREDENTIAL_PROVIDER raised {exc.__class__.__name__}") from exc
+        raise CredentialsUnavailable(f"{name} raised {exc.__class__.__name__}") from exc
 
 
 async def obtain_credentials(
@@ -377,7 +387,7 @@ async def obtain_credentials(
     Raises ``CredentialsUnavailable`` naming the source that failed.
     """
     if provider is not None:
-        return await _from_provider(provider)
+        return await credentials_from_provider(provider, "AWS_CREDENTIAL_PROVIDER")
     env = os.environ if environ is None else environ
     cached = CREDENTIAL_CACHE.get()
     if cached is not None:
