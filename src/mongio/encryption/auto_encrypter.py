@@ -165,6 +165,7 @@ class AutoEncrypter:
                 kms_tls_contexts=self._kms_tls_contexts,
                 metadata_database=None if metadata is None else metadata.get_database,
                 credentials=cloud_credentials.OnDemandCredentials(),
+                kms_connect_callback=self._opts.kms_connect_callback,
             )
         return self._io
 

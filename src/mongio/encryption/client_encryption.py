@@ -23,7 +23,12 @@ from mongio.encryption import cloud_credentials
 from mongio.encryption.crypt_io import ClientCryptIO, kms_ssl_contexts
 from mongio.encryption.error_wrapping import as_encryption_errors as _as_encryption_errors
 from mongio.encryption.libmongocrypt import Crypt, CryptOptions, ExplicitOptions
-from mongio.encryption_options import RangeOpts, StringOpts
+from mongio.encryption_options import (
+    KMSConnectCallback,
+    RangeOpts,
+    StringOpts,
+    checked_kms_connect_callback,
+)
 from mongio.errors import (
     ConfigurationError,
     EncryptedCollectionError,
@@ -82,7 +87,8 @@ class ClientEncryption:
     demand. ``key_vault_namespace`` is ``"database.collection"`` on ``key_vault_client``; values come back
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
-    0: forever). The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
+    0: forever). ``kms_connect_callback`` opens the KMS connections (through an HTTP proxy, say), see
+    :data:`~mongio.encryption_options.KMSConnectCallback`. The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
     each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
     or :meth:`close`.
     """
@@ -95,6 +101,7 @@ class ClientEncryption:
         codec_options: Any,
         kms_tls_options: Mapping[str, Mapping[str, Any]] | None = None,
         key_expiration_ms: int | None = None,
+        kms_connect_callback: KMSConnectCallback | None = None,
     ) -> None:
         if not isinstance(kms_providers, Mapping):
             raise TypeError("kms_providers must be a mapping of provider names to their options")
@@ -117,6 +124,7 @@ class ClientEncryption:
             self.__key_vault,
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
             credentials=cloud_credentials.OnDemandCredentials(),
+            kms_connect_callback=checked_kms_connect_callback(kms_connect_callback),
         )
         # The key vault client's timeoutMS bounds each operation whole: key vault reads and KMS exchanges.
         self.__timeout = timeout_seconds(key_vault_client.options.timeout_ms)
