@@ -19,6 +19,7 @@ from mongio.errors import ConfigurationError
 
 __all__ = [
     "Algorithm",
+    "AsyncKMSConnectCallback",
     "AutoEncryptionOpts",
     "KMSConnectCallback",
     "KMSConnectContext",
@@ -158,6 +159,10 @@ the KMS's TLS handshake. A coroutine function is awaited on the event loop; a pl
 thread (so it may block), abandoned at the deadline, the socket it returns late then closed. An ``OSError``
 it raises is a network failure, retried as a KMS connection failure is (the callback is called again);
 another exception fails the operation with an ``EncryptionError`` naming the callback."""
+
+
+AsyncKMSConnectCallback = Callable[[KMSConnectContext], Awaitable[socket.socket]]
+"""A ``kms_connect_callback`` that is a coroutine function (PyMongo's name for the asynchronous API's)."""
 
 
 def checked_kms_connect_callback(value: object) -> KMSConnectCallback | None:
