@@ -88,8 +88,8 @@ class ClientEncryption:
     decoded with ``codec_options``. ``kms_tls_options`` gives each provider its TLS options (``tlsCAFile``,
     ``tlsCertificateKeyFile``...). Decrypted data keys stay cached ``key_expiration_ms`` (60 000 by default;
     0: forever). ``kms_connect_callback`` opens the KMS connections (through an HTTP proxy, say), see
-    :data:`~mongio.encryption_options.KMSConnectCallback`. The key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds
-    each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
+    :data:`~mongio.encryption_options.KMSConnectCallback`. The key vault client's ``timeoutMS`` (or an
+    enclosing :func:`mongio.timeout` block) bounds each operation, its KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with``
     or :meth:`close`.
     """
 

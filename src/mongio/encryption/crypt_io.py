@@ -3,7 +3,8 @@ reads through a mongio client, ``listCollections`` for collection information, m
 :class:`QueryAnalyzer` (mongocryptd, for automatic encryption) and on-demand KMS credentials.
 
 KMS exchanges: each attempt connects with TLS (the provider's ``kms_tls_options``, built by mongio's TLS
-option code; the system's trust store otherwise), sends libmongocrypt's request and feeds the answer back
+option code; the system's trust store otherwise), over a socket of ``kms_connect_callback`` when one is
+given (:mod:`mongio.encryption.kms_connect`), sends libmongocrypt's request and feeds the answer back
 while libmongocrypt asks for bytes, so memory follows what libmongocrypt wants, never what the KMS claims.
 An attempt has :data:`KMS_TIMEOUT` seconds, or what is left of the operation's timeout (``timeoutMS``) when
 that is less; once that timeout has expired the operation fails with its timeout error, without a retry or a
