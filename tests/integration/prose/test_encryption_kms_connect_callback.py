@@ -1,5 +1,5 @@
 """``kms_connect_callback`` (the client-side encryption specification's ``kmsConnectCallback``), with the prose
-test "28. KMS Connect Callback" (README of client-side-encryption/tests), cases 1 to 3, against the fake AWS KMS
+test "28. KMS Connect Callback" (README of client-side-encryption/tests), cases 1 to 6, against the fake AWS KMS
 (tests/support/fake_kms.py) behind an HTTP ``CONNECT`` proxy of the tests' own (tests/support/http_proxy.py),
 plain and over TLS.
 
@@ -10,10 +10,11 @@ the address the socket was connected to. The README's AWS master key is kept, wi
 schema is given in the ``schema_map`` (SecantusDB refuses the ``encrypt`` keyword in a validator), marked by the
 stand-in query analyser.
 
-Then: a certificate for another name fails; an ``OSError`` from the callback is retried (the callback called
-again); another exception fails the operation naming the callback; a coroutine-function callback; the time the
-callback is given, and a worker-thread callback that overruns the deadline (abandoned, its socket closed); a
-value that is not callable is refused.
+Cases 4 to 6: another exception from the callback fails the operation naming the callback; the callback is
+told what is left of the key vault client's ``timeoutMS``; an ``OSError`` from the callback is retried (the
+callback called again). Then: a certificate for another name fails; network errors past the retries; a
+coroutine-function callback; a coroutine callback cancelled and a worker-thread callback abandoned (its late
+socket closed) at the deadline; a value that is not callable is refused.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ class Flaky:
         return self.connect(context)
 
 
-async def test_a_network_error_from_the_callback_is_retried_by_calling_it_again(
+async def test_prose_28_case_6_a_network_error_from_the_callback_is_retried_by_calling_it_again(
     key_client: MongoClient,
     namespace: str,
     named_kms: FakeCloudKms,
@@ -281,7 +282,7 @@ async def test_a_callback_that_keeps_failing_with_network_errors_fails_after_the
     assert isinstance(never, Flaky) and never.calls == 4  # the first attempt and libmongocrypt's three retries
 
 
-async def test_another_error_from_the_callback_fails_the_operation_naming_the_callback(
+async def test_prose_28_case_4_another_error_from_the_callback_fails_the_operation_naming_it(
     key_client: MongoClient, namespace: str, named_kms: FakeCloudKms, named_certificates: KmsCertificates
 ) -> None:
     callback = Flaky(lambda context: socket.socket(), [LookupError("no route for this KMS")])
@@ -386,6 +387,28 @@ async def test_a_coroutine_function_callback_is_awaited_and_told_the_time_left(
     assert unbounded.timeout == crypt_io.KMS_TIMEOUT  # an attempt's own limit, without timeoutMS
     assert 0 < bounded.timeout <= 5  # what was left of the mongio.timeout() block
     assert proxy.connect_count == 2
+
+
+async def test_prose_28_case_5_the_callback_receives_the_key_vault_clients_timeout(
+    server_uri: str,
+    namespace: str,
+    named_kms: FakeCloudKms,
+    named_certificates: KmsCertificates,
+    proxy: HttpConnectProxy,
+) -> None:
+    seen: list[KMSConnectContext] = []
+    connect = proxy.connect_callback()
+
+    def recording(context: KMSConnectContext) -> socket.socket:
+        seen.append(context)
+        return connect(context)
+
+    async with MongoClient(server_uri, timeoutMS=1000) as bounded, encryption_through(
+        bounded, namespace, named_kms, named_certificates.ca_file, recording
+    ) as encryption:
+        await encryption.create_data_key("aws", master_key(named_kms))
+    (context,) = seen
+    assert 0 < context.timeout <= 1.0  # what was left of the 1000 ms
 
 
 async def test_a_coroutine_callback_that_stalls_is_cancelled_at_the_deadline(
