@@ -9,15 +9,20 @@ Nothing here needs ``pymongocrypt``: the options can be built (and ported code i
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+import socket
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from mongio.bson.int64 import Int64
+from mongio.errors import ConfigurationError
 
 __all__ = [
     "Algorithm",
+    "AsyncKMSConnectCallback",
     "AutoEncryptionOpts",
+    "KMSConnectCallback",
+    "KMSConnectContext",
     "PrefixOpts",
     "QueryType",
     "RangeOpts",
@@ -135,6 +140,41 @@ TextOpts = StringOpts
 """The preview name of :class:`StringOpts`."""
 
 
+@dataclass(frozen=True)
+class KMSConnectContext:
+    """What ``kms_connect_callback`` is given (PyMongo's name and fields): the KMS to reach, ``host`` and
+    ``port``, and ``timeout``, the seconds the callback has (the KMS attempt's limit, 10 s, or what is left of
+    ``timeoutMS`` or a :func:`mongio.timeout` block when that is less). ``host`` is the name the driver's TLS
+    handshake checks the KMS's certificate against, whatever the returned socket is connected to."""
+
+    host: str
+    port: int
+    timeout: float
+
+
+KMSConnectCallback = Callable[[KMSConnectContext], socket.socket | Awaitable[socket.socket]]
+"""``kms_connect_callback``: opens the TCP connection to a KMS (through an HTTP ``CONNECT`` proxy, say) and
+returns it as a connected, plain :class:`socket.socket` (not an ``ssl.SSLSocket``), over which mongio does
+the KMS's TLS handshake. A coroutine function is awaited on the event loop; a plain function runs in a worker
+thread (so it may block), abandoned at the deadline, the socket it returns late then closed. An ``OSError``
+it raises is a network failure, retried as a KMS connection failure is (the callback is called again);
+another exception fails the operation with an ``EncryptionError`` naming the callback."""
+
+
+AsyncKMSConnectCallback = Callable[[KMSConnectContext], Awaitable[socket.socket]]
+"""A ``kms_connect_callback`` that is a coroutine function (PyMongo's name for the asynchronous API's)."""
+
+
+def checked_kms_connect_callback(value: object) -> KMSConnectCallback | None:
+    """``value`` when it is None or callable; ``ConfigurationError`` naming the option otherwise."""
+    if value is not None and not callable(value):
+        raise ConfigurationError(
+            f"kms_connect_callback must be callable (a function or coroutine function taking a "
+            f"KMSConnectContext), not {type(value).__name__}"
+        )
+    return value
+
+
 def _with_idle_shutdown(arguments: Sequence[Any] | None) -> list[str]:
     """mongocryptd's arguments as strings, with ``--idleShutdownTimeoutSecs=60`` unless one of them sets it
     (``--idleShutdownTimeoutSecs=N``, or the name followed by the value: ``["--idleShutdownTimeoutSecs", 60]``)."""
@@ -158,6 +198,7 @@ class AutoEncryptionOpts:
     batch size (2 MiB before encryption) and may have a negative performance impact.
     ``credential_providers={"aws": provider}`` (with ``kms_providers={"aws": {}}``) fetches the on-demand AWS
     credentials from ``provider`` instead of the AWS credential chain, as for ``ClientEncryption``.
+    ``kms_connect_callback`` opens KMS connections (through an HTTP proxy, say): see :data:`KMSConnectCallback`.
     """
 
     kms_providers: Mapping[str, Any] = field(repr=False)
@@ -176,6 +217,7 @@ class AutoEncryptionOpts:
     encrypted_fields_map: Mapping[str, Any] | None
     key_expiration_ms: int | None
     credential_providers: Mapping[str, Any] | None = field(repr=False)
+    kms_connect_callback: KMSConnectCallback | None
 
     def __init__(
         self,
@@ -195,6 +237,7 @@ class AutoEncryptionOpts:
         encrypted_fields_map: Mapping[str, Any] | None = None,
         key_expiration_ms: int | None = None,
         credential_providers: Mapping[str, Any] | None = None,
+        kms_connect_callback: KMSConnectCallback | None = None,
     ) -> None:
         if isinstance(mongocryptd_spawn_args, str):
             raise TypeError("mongocryptd_spawn_args must be a list of strings, not a string")
@@ -215,6 +258,7 @@ class AutoEncryptionOpts:
             "encrypted_fields_map": encrypted_fields_map,
             "key_expiration_ms": key_expiration_ms,
             "credential_providers": credential_providers,
+            "kms_connect_callback": checked_kms_connect_callback(kms_connect_callback),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)

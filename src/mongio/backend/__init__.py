@@ -33,7 +33,11 @@ shielding                   :func:`shield`; :func:`finish_shielded` (clean-up th
 cancellation                :func:`is_cancellation`, :func:`current_task`; :func:`new_cancel_scope`
                             (trio: a scope another task can cancel, as asyncio cancels a task)
 waiting for several         :func:`gather`, :func:`as_completed`
-HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints, KMS exchanges)
+HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints, KMS exchanges);
+                            :func:`wrap_byte_stream` (the same over a socket connected already: a KMS
+                            reached through ``kms_connect_callback``)
+abandonable worker thread   :func:`to_thread_abandoning` (a user's blocking callback, given up on at a
+                            deadline, its late result discarded)
 child processes             :func:`open_process` (the embedded test server)
 ==========================  ==========================================================================
 
@@ -53,11 +57,13 @@ import contextvars
 import functools
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from mongio.connection.protocol import MessageProtocol
@@ -88,6 +94,8 @@ __all__ = [
     "timeout",
     "timeout_at",
     "to_thread",
+    "to_thread_abandoning",
+    "wrap_byte_stream",
 ]
 
 T = TypeVar("T")
@@ -229,6 +237,16 @@ class ForeignLoop(asyncio.AbstractEventLoop):
         """``asyncio.open_connection``: a TCP stream (TLS when ``ssl_context`` is given, checked against
         ``server_hostname``) as a reader whose ``readuntil`` raises ``LimitOverrunError`` past ``limit``
         bytes, and a writer; for the HTTP client."""
+        raise NotImplementedError
+
+    async def wrap_byte_stream(
+        self, sock: socket.socket, ssl_context: ssl.SSLContext, server_hostname: str, limit: int
+    ) -> tuple[ByteReader, ByteWriter]:
+        """:func:`wrap_byte_stream` on this runtime."""
+        raise NotImplementedError
+
+    async def to_thread_abandonable(self, func: Callable[[], T]) -> T:
+        """:meth:`to_thread`, except that a cancellation returns at once, leaving the thread to finish alone."""
         raise NotImplementedError
 
     async def open_process(self, args: Sequence[str]) -> ChildProcess:
@@ -406,6 +424,21 @@ async def open_byte_stream(
     return await foreign.open_byte_stream(host, port, ssl_context, server_hostname, limit)
 
 
+async def wrap_byte_stream(
+    sock: socket.socket, ssl_context: ssl.SSLContext, server_hostname: str, limit: int = 2**16
+) -> tuple[ByteReader, ByteWriter]:
+    """:func:`open_byte_stream` over ``sock``, a TCP socket connected already (to the peer, or to a proxy that
+    tunnels to it): the TLS handshake is done over it and checked against ``server_hostname`` (SNI and the
+    certificate's names), whatever address ``sock`` is connected to. The stream owns ``sock`` from then on,
+    and closes it when the handshake fails."""
+    foreign = _foreign()
+    if foreign is None:
+        return await asyncio.open_connection(
+            sock=sock, ssl=ssl_context, server_hostname=server_hostname, limit=limit
+        )
+    return await foreign.wrap_byte_stream(sock, ssl_context, server_hostname, limit)
+
+
 async def open_process(args: Sequence[str]) -> ChildProcess:
     """Start the program ``args[0]`` with the arguments ``args[1:]`` as a child process on the running
     runtime: no input, its output and errors piped together to the caller."""
@@ -457,6 +490,59 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(func, *args, **kwargs)
     context = contextvars.copy_context()
     return await foreign.to_thread(functools.partial(context.run, func, *args, **kwargs))
+
+
+class _Handoff:
+    """A worker thread's result, passed to the task that waits for it, or to ``discard`` once that task has
+    given up on it: whichever of the two comes second gets it, under a lock, so nothing is lost or kept."""
+
+    __slots__ = ("_abandoned", "_discard", "_func", "_lock", "_result")
+
+    def __init__(self, func: Callable[[], T], discard: Callable[[T], None]) -> None:
+        self._func: Callable[[], Any] = func
+        self._discard: Callable[[Any], None] = discard
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._result: list[Any] = []
+
+    def run(self) -> None:
+        """In the worker thread."""
+        result = self._func()
+        with self._lock:
+            if not self._abandoned:
+                self._result.append(result)
+                return
+        self._discard(result)
+
+    def take(self) -> Any:
+        with self._lock:
+            return self._result.pop()
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            late = self._result[:]
+            self._result.clear()
+        for result in late:
+            self._discard(result)
+
+
+async def to_thread_abandoning(func: Callable[[], T], discard: Callable[[T], None]) -> T:
+    """:func:`to_thread` for a blocking function of the user's that may overrun: when the caller is cancelled
+    (a deadline), it returns at once and the thread is left to finish; what ``func`` returns then is given to
+    ``discard`` (in the worker thread, or in the caller when it came back just too late), never lost."""
+    handoff = _Handoff(func, discard)
+    context = contextvars.copy_context()
+    foreign = _foreign()
+    try:
+        if foreign is None:
+            await asyncio.to_thread(context.run, handoff.run)
+        else:
+            await foreign.to_thread_abandonable(functools.partial(context.run, handoff.run))
+    except BaseException:
+        handoff.abandon()
+        raise
+    return handoff.take()  # type: ignore[no-any-return]
 
 
 async def take_uninterrupted(lock: LockLike) -> None:

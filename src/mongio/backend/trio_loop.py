@@ -49,6 +49,7 @@ from mongio.backend import (
 )
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from mongio.connection.protocol import MessageProtocol
@@ -570,6 +571,16 @@ class TrioLoop(ForeignLoop):
         from mongio.backend.trio_stream import open_byte_stream
 
         return await open_byte_stream(host, port, ssl_context, server_hostname, limit)
+
+    async def wrap_byte_stream(
+        self, sock: socket.socket, ssl_context: ssl.SSLContext, server_hostname: str, limit: int
+    ) -> tuple[ByteReader, ByteWriter]:
+        from mongio.backend.trio_stream import wrap_byte_stream
+
+        return await wrap_byte_stream(sock, ssl_context, server_hostname, limit)
+
+    async def to_thread_abandonable(self, func: Callable[[], T]) -> T:
+        return await trio.to_thread.run_sync(func, abandon_on_cancel=True)
 
     async def open_process(self, args: Sequence[str]) -> ChildProcess:
         from mongio.backend.trio_process import open_process

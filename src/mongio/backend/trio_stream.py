@@ -43,7 +43,14 @@ from mongio.wire.header import DEFAULT_MAX_MESSAGE_SIZE
 if TYPE_CHECKING:
     from mongio.backend.trio_loop import TrioLoop
 
-__all__ = ["ByteStreamReader", "ByteStreamWriter", "StreamProtocol", "connect_stream", "open_byte_stream"]
+__all__ = [
+    "ByteStreamReader",
+    "ByteStreamWriter",
+    "StreamProtocol",
+    "connect_stream",
+    "open_byte_stream",
+    "wrap_byte_stream",
+]
 
 T = TypeVar("T")
 
@@ -523,19 +530,40 @@ async def open_byte_stream(
     except OSError as exc:
         raise _connect_failure(exc) from None
     if ssl_context is not None:
-        tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname, https_compatible=True)
-        try:
-            await tls.do_handshake()
-        except trio.BrokenResourceError as exc:
-            await trio.aclose_forcefully(stream)
-            if isinstance(exc.__cause__, OSError):
-                raise exc.__cause__ from None
-            raise OSError(str(exc)) from None
-        except BaseException:
-            await trio.aclose_forcefully(stream)
-            raise
-        stream = tls
+        stream = await _tls_over(stream, ssl_context, server_hostname)
     return ByteStreamReader(stream, limit), ByteStreamWriter(stream)
+
+
+async def wrap_byte_stream(
+    sock: socket.socket, ssl_context: ssl.SSLContext, server_hostname: str, limit: int
+) -> tuple[ByteStreamReader, ByteStreamWriter]:
+    """:func:`open_byte_stream` over ``sock``, connected already: TLS checked against ``server_hostname``
+    whatever ``sock`` is connected to. The stream owns ``sock``; a failed handshake closes it."""
+    try:
+        stream: trio.abc.Stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+    except BaseException:
+        sock.close()
+        raise
+    tls = await _tls_over(stream, ssl_context, server_hostname)
+    return ByteStreamReader(tls, limit), ByteStreamWriter(tls)
+
+
+async def _tls_over(
+    stream: trio.abc.Stream, ssl_context: ssl.SSLContext, server_hostname: str | None
+) -> trio.SSLStream[trio.abc.Stream]:
+    """``stream`` with the TLS handshake done over it (closed when the handshake fails)."""
+    tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname, https_compatible=True)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        if isinstance(exc.__cause__, OSError):
+            raise exc.__cause__ from None
+        raise OSError(str(exc)) from None
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return tls
 
 
 def _connect_failure(exc: OSError) -> OSError:

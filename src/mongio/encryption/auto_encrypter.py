@@ -168,6 +168,7 @@ class AutoEncrypter:
                 kms_tls_contexts=self._kms_tls_contexts,
                 metadata_database=None if metadata is None else metadata.get_database,
                 credentials=cloud_credentials.OnDemandCredentials(aws_provider=self._aws_provider),
+                kms_connect_callback=self._opts.kms_connect_callback,
             )
         return self._io
 

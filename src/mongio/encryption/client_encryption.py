@@ -23,7 +23,12 @@ from mongio.encryption import cloud_credentials
 from mongio.encryption.crypt_io import ClientCryptIO, kms_ssl_contexts
 from mongio.encryption.error_wrapping import as_encryption_errors as _as_encryption_errors
 from mongio.encryption.libmongocrypt import Crypt, CryptOptions, ExplicitOptions
-from mongio.encryption_options import RangeOpts, StringOpts
+from mongio.encryption_options import (
+    KMSConnectCallback,
+    RangeOpts,
+    StringOpts,
+    checked_kms_connect_callback,
+)
 from mongio.errors import (
     ConfigurationError,
     EncryptedCollectionError,
@@ -85,9 +90,10 @@ class ClientEncryption:
     0: forever). ``credential_providers={"aws": provider}`` fetches the on-demand AWS credentials (with
     ``kms_providers={"aws": {}}``) from ``provider`` instead of the AWS credential chain: a function (run in
     a worker thread) or a coroutine function returning credentials with ``access_key``, ``secret_key`` and
-    ``token`` attributes, such as ``boto3.Session().get_credentials``. The key vault client's ``timeoutMS``
-    (or an enclosing :func:`mongio.timeout` block) bounds each operation, its KMS exchanges included. Needs
-    the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
+    ``token`` attributes, such as ``boto3.Session().get_credentials``. ``kms_connect_callback`` opens the KMS
+    connections (through an HTTP proxy, say), see :data:`~mongio.encryption_options.KMSConnectCallback`. The
+    key vault client's ``timeoutMS`` (or an enclosing :func:`mongio.timeout` block) bounds each operation, its
+    KMS exchanges included. Needs the ``mongio[encryption]`` extra. Use ``async with`` or :meth:`close`.
     """
 
     def __init__(
@@ -99,6 +105,7 @@ class ClientEncryption:
         kms_tls_options: Mapping[str, Mapping[str, Any]] | None = None,
         key_expiration_ms: int | None = None,
         credential_providers: Mapping[str, Any] | None = None,
+        kms_connect_callback: KMSConnectCallback | None = None,
     ) -> None:
         if not isinstance(kms_providers, Mapping):
             raise TypeError("kms_providers must be a mapping of provider names to their options")
@@ -122,6 +129,7 @@ class ClientEncryption:
             self.__key_vault,
             kms_tls_contexts=kms_ssl_contexts(kms_tls_options),
             credentials=cloud_credentials.OnDemandCredentials(aws_provider=aws_provider),
+            kms_connect_callback=checked_kms_connect_callback(kms_connect_callback),
         )
         # The key vault client's timeoutMS bounds each operation whole: key vault reads and KMS exchanges.
         self.__timeout = timeout_seconds(key_vault_client.options.timeout_ms)

@@ -3,7 +3,8 @@ reads through a mongio client, ``listCollections`` for collection information, m
 :class:`QueryAnalyzer` (mongocryptd, for automatic encryption) and on-demand KMS credentials.
 
 KMS exchanges: each attempt connects with TLS (the provider's ``kms_tls_options``, built by mongio's TLS
-option code; the system's trust store otherwise), sends libmongocrypt's request and feeds the answer back
+option code; the system's trust store otherwise), over a socket of ``kms_connect_callback`` when one is
+given (:mod:`mongio.encryption.kms_connect`), sends libmongocrypt's request and feeds the answer back
 while libmongocrypt asks for bytes, so memory follows what libmongocrypt wants, never what the KMS claims.
 An attempt has :data:`KMS_TIMEOUT` seconds, or what is left of the operation's timeout (``timeoutMS``) when
 that is less; once that timeout has expired the operation fails with its timeout error, without a retry or a
@@ -15,8 +16,9 @@ blocking) or to fail; an HTTP answer libmongocrypt finds retryable is retried th
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from mongio import backend
@@ -25,7 +27,9 @@ from mongio.bson.codec_options import CodecOptions
 from mongio.collection import Collection
 from mongio.connection.tls import create_ssl_context
 from mongio.encryption import cloud_credentials
+from mongio.encryption.kms_connect import KmsConnector
 from mongio.encryption.libmongocrypt import KmsRequest
+from mongio.encryption_options import KMSConnectCallback
 from mongio.errors import ConfigurationError, EncryptionError
 from mongio.execution import deadline
 from mongio.options.tls_options import TLSOptions, tls_options_from
@@ -86,8 +90,10 @@ def _kms_address(endpoint: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
-async def _exchange_once(request: KmsRequest, host: str, port: int, context: ssl.SSLContext) -> None:
-    reader, writer = await backend.open_byte_stream(host, port, context, host)
+async def _exchange_once(
+    request: KmsRequest, host: str, port: int, context: ssl.SSLContext, streams: _StreamOpener
+) -> None:
+    reader, writer = await streams(host, port, context)
     try:
         writer.write(request.message)
         await writer.drain()
@@ -112,6 +118,15 @@ async def _exchange_once(request: KmsRequest, host: str, port: int, context: ssl
             pass  # the answer is complete, or the failure is already being reported
 
 
+_StreamOpener = Callable[[str, int, ssl.SSLContext], Awaitable[tuple[backend.ByteReader, backend.ByteWriter]]]
+
+
+async def _direct_stream(
+    host: str, port: int, context: ssl.SSLContext
+) -> tuple[backend.ByteReader, backend.ByteWriter]:
+    return await backend.open_byte_stream(host, port, context, host)
+
+
 def _attempt_limit(what: str) -> float:
     """Seconds one KMS attempt may take: :data:`KMS_TIMEOUT`, or less when the operation's timeout
     (``timeoutMS``, a ``mongio.timeout()`` block) ends sooner."""
@@ -132,7 +147,8 @@ def _raise_if_no_time_for(seconds: float, what: str) -> None:
 class ClientCryptIO:
     """Answers libmongocrypt for a client: ``key_vault`` is the key vault collection (read with read concern
     majority), ``metadata_client_database`` gives the database to list collections on (automatic
-    encryption), ``analyzer`` marks commands (automatic encryption; None for explicit encryption)."""
+    encryption), ``analyzer`` marks commands (automatic encryption; None for explicit encryption),
+    ``kms_connect_callback`` opens KMS connections (None: mongio connects to the KMS itself)."""
 
     def __init__(
         self,
@@ -142,6 +158,7 @@ class ClientCryptIO:
         metadata_database: Callable[[str], Any] | None = None,
         analyzer: QueryAnalyzer | None = None,
         credentials: cloud_credentials.OnDemandCredentials | None = None,
+        kms_connect_callback: KMSConnectCallback | None = None,
     ) -> None:
         self.__key_vault = key_vault.with_options(codec_options=_RAW, read_concern=ReadConcern("majority"))
         self.__kms_tls_contexts = dict(kms_tls_contexts)
@@ -149,6 +166,7 @@ class ClientCryptIO:
         self.__metadata_database = metadata_database
         self.__analyzer = analyzer
         self.__credentials = credentials or cloud_credentials.OnDemandCredentials()
+        self.__kms_connector = None if kms_connect_callback is None else KmsConnector(kms_connect_callback)
 
     async def kms_exchange(self, request: KmsRequest) -> None:
         host, port = _kms_address(request.endpoint)
@@ -159,7 +177,7 @@ class ClientCryptIO:
         limit = _attempt_limit(f"KMS {host}:{port}")
         try:
             async with backend.timeout(limit):
-                await _exchange_once(request, host, port, context)
+                await _exchange_once(request, host, port, context, self.__stream_opener(limit))
         except TimeoutError:
             _raise_if_no_time_for(0.0, f"KMS {host}:{port} had not answered")
             request.fail(f"no complete answer from {host}:{port} within {limit:g} s")
@@ -168,6 +186,13 @@ class ClientCryptIO:
             raise EncryptionError(ConnectionError(f"KMS {host}:{port}: {exc.verify_message}")) from None
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError) as exc:
             request.fail(f"KMS {host}:{port}: {exc.__class__.__name__}: {exc}")
+
+    def __stream_opener(self, limit: float) -> _StreamOpener:
+        """How this attempt reaches the KMS: directly, or through ``kms_connect_callback`` (told ``limit``)."""
+        connector = self.__kms_connector
+        if connector is None:
+            return _direct_stream
+        return functools.partial(connector.open, time_allowed=limit)
 
     async def __default_context(self) -> ssl.SSLContext:
         """The system's trust store, for providers without TLS options: loaded once, in a worker thread
