@@ -13,9 +13,10 @@ import pytest
 from spec_runner.__main__ import format_skip_matches
 from spec_runner.capabilities import CapabilityRule, TestProfile, runs_on_test_server
 from spec_runner.fresh_server import fresh_server_matches, needs_fresh_server
-from spec_runner.model import CaseSource, SpecCase, specs_root
-from spec_runner.runner import Report, collect
+from spec_runner.model import CaseSource, SpecCase
 from spec_runner.skiplist import SkipEntry, load_skip_list, parse_skips, skip_matches, skip_reason
+
+from tests.support.spec_cases import every_spec_case
 
 CLIENT = {"client": {"id": "client0"}}
 
@@ -414,14 +415,6 @@ def test_rule_ids_are_unique() -> None:
     item = {"rule": "r", "kind": "retried-client-bulk-write", "reason": "x"}
     with pytest.raises(ValueError, match="used twice"):
         parse_skips([item, item])
-
-
-def every_spec_case() -> list[SpecCase]:
-    """Every test of the specifications checkout the runner reads (a missing suite is an error)."""
-    report = Report()
-    cases = collect([], specs_root(), report)
-    assert not report.errors, report.errors
-    return cases
 
 
 def test_every_rule_and_entry_skips_a_test_of_the_specifications() -> None:

@@ -14,7 +14,7 @@ from spec_runner.model import RunContext, SpecCase
 from spec_runner.runner import Report, run_async
 from spec_runner.timed_cases import TIMED_CASES, collector_held, is_timed
 
-from tests.unit.spec_runner.test_skip_rules import every_spec_case
+from tests.support.spec_cases import every_spec_case
 
 CSOT = "client-side-operations-timeout"
 # A CSOT case that also needs a server of its own (spec_runner.fresh_server): fresh wins over timed.
