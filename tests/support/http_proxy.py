@@ -28,6 +28,7 @@ import trustme
 
 from mongio.encryption_options import KMSConnectContext
 from tests.support.backends import AsyncioServer, served_sync
+from tests.support.stream_relay import relay
 
 __all__ = ["HttpConnectProxy", "ProxyCertificates", "TlsBridges"]
 
@@ -106,7 +107,7 @@ class HttpConnectProxy(AsyncioServer):
             upstream = await self._tunnel(reader, writer)
             self._streams.add(upstream[1])
             try:
-                await _relay(reader, writer, *upstream)
+                await relay(reader, writer, *upstream)
             finally:
                 self._streams.discard(upstream[1])
         except (_Refused, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
@@ -194,34 +195,6 @@ async def _answer(writer: asyncio.StreamWriter, status: str) -> NoReturn:
     writer.write(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n".encode())
     await writer.drain()
     raise _Refused
-
-
-async def _relay(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    upstream_reader: asyncio.StreamReader,
-    upstream_writer: asyncio.StreamWriter,
-) -> None:
-    # This task carries the client's bytes to the KMS; its child, owned here, the KMS's back.
-    back = asyncio.create_task(_pump(upstream_reader, writer))
-    try:
-        await _pump(reader, upstream_writer)
-    finally:
-        back.cancel()
-        await asyncio.gather(back, return_exceptions=True)
-        upstream_writer.close()
-
-
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """Copy ``source`` to ``sink`` until ``source`` ends, then close ``sink`` so the other side sees the end."""
-    try:
-        while chunk := await source.read(_CHUNK):
-            sink.write(chunk)
-            await sink.drain()
-    except OSError:
-        pass
-    finally:
-        sink.close()
 
 
 class TlsBridges:

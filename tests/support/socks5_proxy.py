@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tests.support.backends import AsyncioServer, served
+from tests.support.stream_relay import relay
 
 __all__ = ["Behaviour", "Socks5Proxy", "SocksRequest"]
 
@@ -41,7 +42,6 @@ _NO_ACCEPTABLE_METHOD = 0xFF
 _CONNECT = 1
 _IPV4, _DOMAIN, _IPV6 = 1, 3, 4
 _SUCCEEDED, _GENERAL_FAILURE, _NOT_ALLOWED, _HOST_UNREACHABLE, _COMMAND_NOT_SUPPORTED = 0, 1, 2, 4, 7
-_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Socks5Proxy(AsyncioServer):
             if upstream is not None:
                 self._streams.add(upstream[1])
                 try:
-                    await self._relay(reader, writer, *upstream)
+                    await relay(reader, writer, *upstream)
                 finally:
                     self._streams.discard(upstream[1])
         except (_Refused, asyncio.IncompleteReadError, ConnectionError):
@@ -219,31 +219,3 @@ class Socks5Proxy(AsyncioServer):
         writer.write(bytes((_VERSION, code, 0, _IPV4, 0, 0, 0, 0, 0, 0)))
         await writer.drain()
 
-    async def _relay(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        upstream_reader: asyncio.StreamReader,
-        upstream_writer: asyncio.StreamWriter,
-    ) -> None:
-        # This task carries the client's bytes to the server; its child, owned here, the server's back.
-        back = asyncio.create_task(_pump(upstream_reader, writer))
-        try:
-            await _pump(reader, upstream_writer)
-        finally:
-            back.cancel()
-            await asyncio.gather(back, return_exceptions=True)
-            upstream_writer.close()
-
-
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """Copy ``source`` to ``sink`` until ``source`` ends, a chunk at a time, waiting for ``sink`` to drain; then
-    close ``sink``, so the other side sees the end too."""
-    try:
-        while chunk := await source.read(_CHUNK):
-            sink.write(chunk)
-            await sink.drain()
-    except ConnectionError:
-        pass
-    finally:
-        sink.close()
