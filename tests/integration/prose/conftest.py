@@ -1,5 +1,6 @@
 """Fixtures of the client-side encryption prose tests: a client on the test server holding the key vault, a key
-vault namespace of the test's own, the stand-in query analyser, and the fake cloud KMS with its certificates."""
+vault namespace of the test's own, the stand-in query analyser, the fake cloud KMS with its certificates, and the
+AWS credential chain's endpoints on loopback."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from mongio import MongoClient
+from mongio.connection.auth import aws_credentials
+from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsEndpoints
+from tests.support.fake_aws import FakeAwsEndpoints, KeyStore
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates
 from tests.support.query_analyser import QueryAnalyser
 
@@ -46,3 +50,35 @@ async def kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
     """The fake cloud KMS, serving on loopback for the test."""
     async with FakeCloudKms(certificates) as fake:
         yield fake
+
+
+# Every variable the AWS credential chain reads (mongio.connection.auth.aws_credentials).
+AWS_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+
+
+@pytest.fixture
+async def aws_endpoints(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeAwsEndpoints]:
+    """The AWS credential chain's endpoints (EC2 instance metadata, ECS, STS) on loopback, and an
+    environment without AWS credentials."""
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    CREDENTIAL_CACHE.clear()
+    async with FakeAwsEndpoints(KeyStore()) as endpoints:
+        previous = aws_credentials.use_endpoints(
+            AwsEndpoints(
+                sts_url=endpoints.base + "/", ecs_base=endpoints.base, imds_base=endpoints.base, timeout=5
+            )
+        )
+        try:
+            yield endpoints
+        finally:
+            aws_credentials.use_endpoints(previous)
+            CREDENTIAL_CACHE.clear()

@@ -26,12 +26,10 @@ import trustme
 
 from mongio import MongoClient, backend, timeout
 from mongio.bson.binary import Binary
-from mongio.connection.auth import aws_credentials
-from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsEndpoints
 from mongio.encryption import Algorithm, ClientEncryption, crypt_io, libmongocrypt
 from mongio.encryption.cloud_credentials import AZURE_ENDPOINT_VARIABLE
 from mongio.errors import ConfigurationError, EncryptionError, MongioError
-from tests.support.fake_aws import FakeAwsEndpoints, KeyStore
+from tests.support.fake_aws import FakeAwsEndpoints
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, kms_credentials, kms_master_key
 from tests.support.fake_metadata import TOKEN, FakeMetadataServer
 
@@ -44,15 +42,6 @@ LOCAL_KEY = bytes(range(96))
 DETERMINISTIC = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Deterministic
 RANDOM = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Random
 CLOUDS = ("aws", "azure", "gcp")
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
 
 
 def closed_port() -> str:
@@ -338,26 +327,6 @@ async def test_prose_16_case_1_rewrap_with_a_separate_client_encryption(
 
 
 # --- 15, 17, 18: on-demand credentials through a ClientEncryption -------------------------------------------
-
-
-@pytest.fixture
-async def aws_endpoints(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeAwsEndpoints]:
-    """The AWS credential chain's endpoints (EC2 instance metadata, ECS, STS) on loopback, and an
-    environment without AWS credentials."""
-    for name in AWS_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    CREDENTIAL_CACHE.clear()
-    async with FakeAwsEndpoints(KeyStore()) as endpoints:
-        previous = aws_credentials.use_endpoints(
-            AwsEndpoints(
-                sts_url=endpoints.base + "/", ecs_base=endpoints.base, imds_base=endpoints.base, timeout=5
-            )
-        )
-        try:
-            yield endpoints
-        finally:
-            aws_credentials.use_endpoints(previous)
-            CREDENTIAL_CACHE.clear()
 
 
 async def test_prose_15_case_1_without_aws_credentials_creating_a_key_fails(

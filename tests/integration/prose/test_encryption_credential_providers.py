@@ -14,18 +14,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from mongio import MongoClient
 from mongio.bson.binary import Binary
-from mongio.connection.auth import aws_credentials
-from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsCredentials, AwsEndpoints
+from mongio.connection.auth.aws_credentials import AwsCredentials
 from mongio.encryption import Algorithm, AutoEncryptionOpts, ClientEncryption, libmongocrypt
 from mongio.errors import ConfigurationError, EncryptionError
-from tests.support.fake_aws import FakeAwsEndpoints, KeyStore
+from tests.support.fake_aws import FakeAwsEndpoints
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates, SeenRequest, kms_credentials, kms_master_key
 
 pytestmark = [
@@ -36,15 +35,6 @@ pytestmark = [
 RANDOM = Algorithm.AEAD_AES_256_CBC_HMAC_SHA_512_Random
 PROVIDER_KEY = AwsCredentials("AKIAPROVIDER", "provider-secret-key", "provider-session-token")
 ENVIRONMENT_KEY = ("AKIAENVIRONMENT", "environment-secret-key")
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
 
 
 class CountingProvider:
@@ -108,26 +98,6 @@ def assert_signed_by_the_provider(kms: FakeCloudKms) -> None:
         assert request.headers["x-amz-security-token"] == PROVIDER_KEY.token
 
 
-@pytest.fixture
-async def aws_chain(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeAwsEndpoints]:
-    """The AWS credential chain with credentials of its own to give (the EC2 instance metadata service, faked
-    on loopback), an environment without AWS variables, and an empty credential cache."""
-    for name in AWS_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    CREDENTIAL_CACHE.clear()
-    async with FakeAwsEndpoints(KeyStore()) as endpoints:
-        previous = aws_credentials.use_endpoints(
-            AwsEndpoints(
-                sts_url=endpoints.base + "/", ecs_base=endpoints.base, imds_base=endpoints.base, timeout=5
-            )
-        )
-        try:
-            yield endpoints
-        finally:
-            aws_credentials.use_endpoints(previous)
-            CREDENTIAL_CACHE.clear()
-
-
 def with_provider(
     key_client: MongoClient, namespace: str, certificates: KmsCertificates, provider: Callable[[], Any]
 ) -> ClientEncryption:
@@ -166,7 +136,7 @@ async def test_prose_26_case_2_the_provider_supplies_the_credentials(
     namespace: str,
     kms: FakeCloudKms,
     certificates: KmsCertificates,
-    aws_chain: FakeAwsEndpoints,
+    aws_endpoints: FakeAwsEndpoints,
     kind: str,
 ) -> None:
     threads: list[int] = []
@@ -184,7 +154,7 @@ async def test_prose_26_case_2_the_provider_supplies_the_credentials(
         "a plain function runs in a worker thread, a coroutine here"
     )
     assert_signed_by_the_provider(kms)
-    assert sum(aws_chain.hits.values()) == 0, "the AWS credential chain was not asked"
+    assert sum(aws_endpoints.hits.values()) == 0, "the AWS credential chain was not asked"
 
 
 # --- 26, case 3: AutoEncryptionOpts with a provider and credentials already in kms_providers -----------------
@@ -210,7 +180,7 @@ async def test_prose_26_case_4_the_provider_is_used_instead_of_the_environment(
     namespace: str,
     kms: FakeCloudKms,
     certificates: KmsCertificates,
-    aws_chain: FakeAwsEndpoints,
+    aws_endpoints: FakeAwsEndpoints,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ENVIRONMENT_KEY[0])
@@ -228,7 +198,7 @@ async def test_without_a_provider_the_same_environment_signs(
     namespace: str,
     kms: FakeCloudKms,
     certificates: KmsCertificates,
-    aws_chain: FakeAwsEndpoints,
+    aws_endpoints: FakeAwsEndpoints,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Case 4's counterpart: the environment's credentials are there to be used when no provider is given."""
@@ -251,7 +221,7 @@ async def test_an_encrypted_client_fetches_its_aws_credentials_from_the_provider
     namespace: str,
     kms: FakeCloudKms,
     certificates: KmsCertificates,
-    aws_chain: FakeAwsEndpoints,
+    aws_endpoints: FakeAwsEndpoints,
 ) -> None:
     tls = {"aws": {"tlsCAFile": certificates.ca_file}}
     given = {"aws": kms_credentials("aws", kms.endpoint)}
@@ -274,7 +244,7 @@ async def test_an_encrypted_client_fetches_its_aws_credentials_from_the_provider
     assert document is not None and document["v"] == "secret value"
     assert provider.threads, "the provider was called"
     assert_signed_by_the_provider(kms)
-    assert sum(aws_chain.hits.values()) == 0
+    assert sum(aws_endpoints.hits.values()) == 0
 
 
 # --- the provider's failures --------------------------------------------------------------------------------
