@@ -38,6 +38,7 @@ HTTP byte streams           :func:`open_byte_stream` (OCSP, AWS, OIDC endpoints,
                             reached through ``kms_connect_callback``)
 abandonable worker thread   :func:`to_thread_abandoning` (a user's blocking callback, given up on at a
                             deadline, its late result discarded)
+a user's callback           :func:`is_async_callable`: awaited on the loop, or run in a worker thread
 child processes             :func:`open_process` (the embedded test server)
 ==========================  ==========================================================================
 
@@ -55,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import subprocess
 import sys
 import threading
@@ -82,6 +84,7 @@ __all__ = [
     "finish_shielded",
     "foreign_loop",
     "gather",
+    "is_async_callable",
     "is_cancellation",
     "new_cancel_scope",
     "new_event",
@@ -480,6 +483,14 @@ class _AsyncioChild:
     def close_output(self) -> None:
         # asyncio's pipe transport closes itself once the process exited and the pipe reached its end.
         pass
+
+
+def is_async_callable(callback: object) -> bool:
+    """Whether calling ``callback`` (a user's function: a credential provider, a KMS connect callback, a
+    GridFS stream's read or write) gives a coroutine to await: an ``async def`` function or method, or an
+    object whose class's ``__call__`` is one. Anything else is a plain function, which the caller runs in a
+    worker thread, as it may block."""
+    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(type(callback).__call__)
 
 
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

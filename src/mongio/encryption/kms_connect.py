@@ -19,7 +19,6 @@ import functools
 import inspect
 import socket
 import ssl
-from typing import Any
 
 from mongio import backend
 from mongio.encryption_options import KMSConnectCallback, KMSConnectContext
@@ -28,12 +27,6 @@ from mongio.errors import EncryptionError
 __all__ = ["KmsConnector"]
 
 _OPTION = "kms_connect_callback"
-
-
-def _is_coroutine_function(callback: Any) -> bool:
-    """Whether calling ``callback`` gives a coroutine: an ``async def`` function or method, or an object whose
-    ``__call__`` is one."""
-    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(type(callback).__call__)
 
 
 def _close_late(returned: object) -> None:
@@ -74,7 +67,7 @@ class KmsConnector:
 
     def __init__(self, callback: KMSConnectCallback) -> None:
         self.__callback = callback
-        self.__is_async = _is_coroutine_function(callback)
+        self.__is_async = backend.is_async_callable(callback)
 
     def __repr__(self) -> str:
         return f"KmsConnector({self.__callback!r})"

@@ -10,20 +10,13 @@ event loop never waits on the disk. Destinations follow the same rules for ``wri
 
 from __future__ import annotations
 
-import inspect
 import io
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mongio.backend import to_thread
+from mongio.backend import is_async_callable, to_thread
 
 __all__ = ["Destination", "read_blocks"]
-
-
-def _is_async_callable(function: Any) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 - a callable object with an async __call__
-    )
 
 
 async def read_blocks(source: Any, block_size: int) -> AsyncIterator[Any]:
@@ -35,7 +28,7 @@ async def read_blocks(source: Any, block_size: int) -> AsyncIterator[Any]:
         return
     read = getattr(source, "read", None)
     if read is not None:
-        if _is_async_callable(read):
+        if is_async_callable(read):
             while True:
                 block = await read(block_size)
                 if not block:
@@ -79,8 +72,8 @@ class Destination:
             raise TypeError(f"the destination must have a write() method; {type(destination).__name__} has none")
         self._write = write
         drain = getattr(destination, "drain", None)
-        self._drain = drain if _is_async_callable(drain) else None
-        if _is_async_callable(write):
+        self._drain = drain if is_async_callable(drain) else None
+        if is_async_callable(write):
             self._kind = "async"
         elif self._drain is not None or isinstance(destination, io.BytesIO):
             self._kind = "direct"

@@ -1,6 +1,7 @@
 """``mongio.backend.to_thread_abandoning``: a blocking function of the user's run in a worker thread, given up on
 when the caller is cancelled, and what it returns then handed to ``discard`` (a socket closed), on asyncio and on
-trio; whichever of the worker and the caller comes second gets the result, so it is never lost nor kept twice."""
+trio; whichever of the worker and the caller comes second gets the result, so it is never lost nor kept twice.
+And ``mongio.backend.is_async_callable``, which decides whether a user's callback is awaited or sent to a thread."""
 
 from __future__ import annotations
 
@@ -54,3 +55,28 @@ def test_a_result_that_arrived_just_before_the_caller_gave_up_is_discarded_by_th
     handoff.run()  # the worker finished; then the caller's cancellation arrives before it took the result
     handoff.abandon()
     assert discarded == ["socket"]
+
+
+class _AsyncCallable:
+    async def __call__(self) -> str:
+        return "awaited"
+
+
+class _PlainCallable:
+    def __call__(self) -> str:
+        return "in a thread"
+
+
+async def _coroutine_function() -> None:
+    return None
+
+
+def test_a_users_callback_is_awaited_only_when_calling_it_gives_a_coroutine() -> None:
+    """How the seam's callers (credential providers, KMS connect callbacks, GridFS stream functions) choose
+    between awaiting a callback and running it in a worker thread."""
+    assert backend.is_async_callable(_coroutine_function)
+    assert backend.is_async_callable(_AsyncCallable())
+    assert backend.is_async_callable(_AsyncCallable().__call__)
+    assert not backend.is_async_callable(_PlainCallable())
+    assert not backend.is_async_callable(lambda: None)
+    assert not backend.is_async_callable(print)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from mongio.backend import running_loop, to_thread
+from mongio.backend import is_async_callable, running_loop, to_thread
 from mongio.connection.http import HttpError, HttpResponse, http_request
 
 __all__ = [
@@ -358,10 +358,6 @@ def _call_sync_provider(provider: Callable[[], Any], name: str) -> AwsCredential
     return _checked(value, name)
 
 
-def _is_coroutine_function(provider: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(type(provider).__call__)
-
-
 async def credentials_from_provider(provider: Callable[[], Any], name: str) -> AwsCredentials:
     """The credentials an application's provider returns: a coroutine function is awaited, a plain function
     runs in a worker thread (an SDK's provider may block on the network). ``name`` says where the provider
@@ -369,7 +365,7 @@ async def credentials_from_provider(provider: Callable[[], Any], name: str) -> A
     raised when it fails or returns something unusable; the message names the exception's class only,
     never what the provider returned."""
     try:
-        if _is_coroutine_function(provider):
+        if is_async_callable(provider):
             return _checked(await provider(), name)
         return await to_thread(_call_sync_provider, provider, name)
     except CredentialsUnavailable:
