@@ -8,6 +8,7 @@ import asyncio
 import threading
 from typing import Any
 
+import anyio
 import pytest
 
 from mongio.auth_oidc import OIDCCallback, OIDCCallbackContext, OIDCCallbackResult
@@ -131,6 +132,31 @@ async def test_a_callback_past_its_timeout_is_an_error() -> None:
 
     with pytest.raises(OidcTokenError, match=r"did not return within 0\.05 s"):
         await call_callback(slow, context(0.05), "OIDC_CALLBACK")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_plain_callback_past_its_timeout_is_given_up_on_while_its_thread_still_runs(backend: str) -> None:
+    """A plain function blocks in its worker thread; at the timeout the caller gets the error at once, on trio as
+    on asyncio (where a worker thread is not waited for when its caller is cancelled anyway)."""
+    release, finished = threading.Event(), threading.Event()
+
+    def blocking(context: OIDCCallbackContext) -> OIDCCallbackResult:
+        release.wait(10)
+        finished.set()
+        return OIDCCallbackResult(access_token="late")
+
+    async def call() -> bool:
+        with pytest.raises(OidcTokenError, match=r"did not return within 0\.05 s"):
+            await call_callback(blocking, context(0.05), "OIDC_CALLBACK")
+        waited = finished.is_set()
+        release.set()  # before the run ends: asyncio.run waits for its worker threads
+        return waited
+
+    try:
+        assert not anyio.run(call, backend=backend), "the caller waited for the callback's thread to end"
+    finally:
+        release.set()
+    assert finished.wait(5)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ refused with, never a newer one another connection fetched meanwhile (even if th
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 import time
@@ -18,7 +19,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mongio.auth_oidc import CallbackLike, OIDCCallback, OIDCCallbackContext, OIDCCallbackResult, OIDCIdPInfo
-from mongio.backend import LockLike, new_lock, running_loop, sleep, timeout, to_thread
+from mongio.backend import (
+    LockLike,
+    is_async_callable,
+    new_lock,
+    running_loop,
+    sleep,
+    timeout,
+    to_thread_abandoning,
+)
 from mongio.connection.auth.oidc_environments import OidcTokenError
 
 __all__ = ["MIN_CALL_INTERVAL", "CachedToken", "OidcTokenCache", "call_callback"]
@@ -138,6 +147,13 @@ class OidcTokenCache:
             return lock
 
 
+def _drop_late_result(result: object) -> None:
+    """What a callback returns after its timeout: a token nobody waits for any more, dropped (a coroutine it
+    returned is closed, so it is not reported as never awaited)."""
+    if inspect.iscoroutine(result):
+        result.close()
+
+
 async def call_callback(
     callback: CallbackLike, context: OIDCCallbackContext, what: str
 ) -> OIDCCallbackResult:
@@ -147,12 +163,12 @@ async def call_callback(
     fetch = callback.fetch if isinstance(callback, OIDCCallback) else callback
     try:
         async with timeout(context.timeout_seconds):
-            if inspect.iscoroutinefunction(fetch):
-                result = await fetch(context)
+            if is_async_callable(fetch):
+                answer = fetch(context)
             else:
-                result = await to_thread(fetch, context)
-                if inspect.isawaitable(result):
-                    result = await result
+                # Abandoned at the timeout: on trio a plain worker thread would hold the caller until it ends.
+                answer = await to_thread_abandoning(functools.partial(fetch, context), _drop_late_result)
+            result = await answer if inspect.isawaitable(answer) else answer
     except TimeoutError:
         raise OidcTokenError(
             f"MONGODB-OIDC: the {what} did not return within {context.timeout_seconds:g} s"
