@@ -47,6 +47,17 @@ __all__ = [
     "verify_get_caller_identity",
 ]
 
+# Every environment variable the AWS credential chain reads (mongio.connection.auth.aws_credentials): a test
+# clears them all, so the machine's own AWS settings never reach it.
+AWS_CHAIN_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+)
 ROLE_NAME = "fake-instance-role"
 WEB_IDENTITY_TOKEN = "fake-oidc-id-token-Zm9vYmFy"
 ECS_RELATIVE_URI = "/v2/credentials/fake-task-id"

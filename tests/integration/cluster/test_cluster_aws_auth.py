@@ -15,16 +15,9 @@ from mongio.client import MongoClient
 from mongio.connection.auth import aws_credentials
 from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsEndpoints
 from mongio.errors import OperationFailure
-from tests.support.fake_aws import ECS_RELATIVE_URI, FakeAwsEndpoints
+from tests.support.fake_aws import AWS_CHAIN_VARIABLES, ECS_RELATIVE_URI, FakeAwsEndpoints
 
 pytestmark = pytest.mark.server
-
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +28,7 @@ def rs() -> Iterator[Deployment]:
 
 @pytest.fixture
 def sasl(rs: Deployment, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsSaslServer]:
-    for name in (*AWS_VARIABLES, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+    for name in AWS_CHAIN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     CREDENTIAL_CACHE.clear()
     server = AwsSaslServer(KeyStore())

@@ -13,7 +13,7 @@ import pytest
 from mongio import MongoClient
 from mongio.connection.auth import aws_credentials
 from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsEndpoints
-from tests.support.fake_aws import FakeAwsEndpoints, KeyStore
+from tests.support.fake_aws import AWS_CHAIN_VARIABLES, FakeAwsEndpoints, KeyStore
 from tests.support.fake_kms import FakeCloudKms, KmsCertificates
 from tests.support.query_analyser import QueryAnalyser
 
@@ -52,23 +52,11 @@ async def kms(certificates: KmsCertificates) -> AsyncIterator[FakeCloudKms]:
         yield fake
 
 
-# Every variable the AWS credential chain reads (mongio.connection.auth.aws_credentials).
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
-
-
 @pytest.fixture
 async def aws_endpoints(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeAwsEndpoints]:
     """The AWS credential chain's endpoints (EC2 instance metadata, ECS, STS) on loopback, and an
     environment without AWS credentials."""
-    for name in AWS_VARIABLES:
+    for name in AWS_CHAIN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     CREDENTIAL_CACHE.clear()
     async with FakeAwsEndpoints(KeyStore()) as endpoints:

@@ -27,6 +27,7 @@ from mongio.connection.auth.aws_credentials import CREDENTIAL_CACHE, AwsCredenti
 from mongio.errors import OperationFailure, PyMongoError
 from mongio.monitoring import CommandListener, ConnectionPoolListener
 from tests.support.fake_aws import (
+    AWS_CHAIN_VARIABLES,
     ECS_RELATIVE_URI,
     WEB_IDENTITY_TOKEN,
     FakeAwsEndpoints,
@@ -37,15 +38,6 @@ from tests.support.fake_aws import (
 )
 from tests.support.loopback_peer import LoopbackPeer
 
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_ROLE_SESSION_NAME",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-)
 PERMANENT_SECRET = "perm-secret-wJalrXUtnFEMI"
 ROLE_ARN = "arn:aws:iam::123456789012:role/web-identity"
 
@@ -82,7 +74,7 @@ class Aws:
             self.monkeypatch.setenv("AWS_SESSION_TOKEN", token)
 
     def clear_environment(self) -> None:
-        for name in AWS_VARIABLES:
+        for name in AWS_CHAIN_VARIABLES:
             self.monkeypatch.delenv(name, raising=False)
 
     def use_web_identity(self, session_name: str | None = None) -> None:
@@ -96,7 +88,7 @@ class Aws:
 
 @pytest.fixture
 async def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[Aws]:
-    for name in AWS_VARIABLES:
+    for name in AWS_CHAIN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     keys = KeyStore()
     member = FakeAwsMember(keys)
